@@ -1,0 +1,150 @@
+//! `provider-alpha`: a fake tfplugin6 provider for hermetic tests.
+//!
+//! Resource `alpha_token`: inputs `label` (optional, updates in place) and `keeper` (optional,
+//! forces replacement); computed `id` = `alpha-N`, `value` = `alpha:<label>:N`, and the sensitive
+//! `secret` = `secret-N`, where N is a per-process counter seeded by `NIVIS_FAKE_COUNTER`
+//! (or `TERRAE_NIVIS_FAKE_COUNTER`), incremented by every create or update.
+//! Data source `alpha_lookup`: `key` (required) → `result` = `lookup:<key>`.
+//!
+//! Knobs (environment): `NIVIS_FAKE_ALPHA_SCHEMA_VERSION=1` bumps the schema to version 1, adding
+//! computed `revision`, filled by the state upgrader from version 0; `NIVIS_FAKE_FAIL_ON=L1,L2`
+//! makes applies of those labels fail with a diagnostic; `NIVIS_FAKE_CRASH_ON=L` makes the
+//! process die mid-apply with a Go-style panic; `NIVIS_FAKE_SLOW_MS`, `NIVIS_FAKE_NOISE` (see
+//! common.rs). A label containing `invalid` fails validation.
+
+#[path = "common.rs"]
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::build::{attr, schema, Mode};
+use common::{fault, get_str, set};
+use nivis::schema::ProviderSchema;
+use nivis::value::{PathStep, Type, Value};
+
+struct Alpha {
+    counter: AtomicU64,
+    schema_version: i64,
+}
+
+impl common::Fake for Alpha {
+    fn schema(&self) -> ProviderSchema {
+        let mut token = vec![
+            ("label", attr(Type::String, Mode::Optional, false, "Free text; changes update in place.")),
+            ("keeper", attr(Type::String, Mode::Optional, false, "Changing it forces replacement.")),
+            ("id", attr(Type::String, Mode::Computed, false, "alpha-N")),
+            ("value", attr(Type::String, Mode::Computed, false, "alpha:<label>:N")),
+            ("secret", attr(Type::String, Mode::Computed, true, "A generated secret.")),
+        ];
+        if self.schema_version >= 1 {
+            token.push(("revision", attr(Type::Number, Mode::Computed, false, "Set by the v0→v1 upgrader.")));
+        }
+        let mut s = ProviderSchema::default();
+        s.provider = schema(0, "The alpha fake provider.", vec![]);
+        s.resources.insert("alpha_token".into(), schema(self.schema_version, "A token.", token));
+        s.data_sources.insert(
+            "alpha_lookup".into(),
+            schema(
+                0,
+                "Looks a key up.",
+                vec![
+                    ("key", attr(Type::String, Mode::Required, false, "What to look up.")),
+                    ("result", attr(Type::String, Mode::Computed, false, "lookup:<key>")),
+                ],
+            ),
+        );
+        s
+    }
+
+    fn validate(&self, type_name: &str, config: &Value) -> Vec<(String, Vec<PathStep>)> {
+        match (type_name, get_str(config, "label")) {
+            ("alpha_token", Some(label)) if label.contains("invalid") => vec![(
+                "label must not contain the word \"invalid\"".into(),
+                vec![PathStep::Attr("label".into())],
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    fn plan(&self, _type_name: &str, prior: &Value, proposed: &Value) -> Result<(Value, Vec<Vec<PathStep>>), String> {
+        let mut planned = proposed.clone();
+        if matches!(prior, Value::Null) {
+            for computed in ["id", "value", "secret", "revision"] {
+                if self.schema_version >= 1 || computed != "revision" {
+                    set(&mut planned, computed, Value::Unknown);
+                }
+            }
+            return Ok((planned, vec![vec![PathStep::Attr("id".into())]]));
+        }
+        let mut replace = Vec::new();
+        if get_str(prior, "keeper") != get_str(proposed, "keeper") {
+            replace.push(vec![PathStep::Attr("keeper".into())]);
+        }
+        if get_str(prior, "label") != get_str(proposed, "label") || !replace.is_empty() {
+            set(&mut planned, "value", Value::Unknown);
+        }
+        Ok((planned, replace))
+    }
+
+    fn apply(&self, _type_name: &str, prior: &Value, planned: &Value) -> Result<Value, String> {
+        if matches!(planned, Value::Null) {
+            return Ok(Value::Null);
+        }
+        let label = get_str(planned, "label").unwrap_or_default();
+        if fault("NIVIS_FAKE_CRASH_ON", &label) {
+            eprintln!("panic: injected crash while applying alpha_token {label:?}\n\ngoroutine 1 [running]:\nmain.apply()\n\t/fake/alpha.go:42");
+            std::process::exit(2);
+        }
+        if fault("NIVIS_FAKE_FAIL_ON", &label) {
+            return Err(format!("injected failure applying alpha_token with label {label:?}"));
+        }
+        let n = self.counter.fetch_add(1, Ordering::SeqCst);
+        let mut new = planned.clone();
+        if matches!(prior, Value::Null) {
+            set(&mut new, "id", Value::String(format!("alpha-{n}")));
+            set(&mut new, "secret", Value::String(format!("secret-{n}")));
+            if self.schema_version >= 1 {
+                set(&mut new, "revision", Value::Number(1.into()));
+            }
+        }
+        set(&mut new, "value", Value::String(format!("alpha:{label}:{n}")));
+        Ok(new)
+    }
+
+    fn upgrade(&self, type_name: &str, version: i64, json: &serde_json::Value) -> Result<Value, String> {
+        let mut json = json.clone();
+        if version == 0 && self.schema_version >= 1 {
+            if let serde_json::Value::Object(m) = &mut json {
+                m.insert("revision".into(), serde_json::Value::from(1));
+            }
+        }
+        let ty = self.schema().resources[type_name].block.implied_type();
+        nivis::value::json::from_state_json(&json, &ty).map_err(|e| e.to_string())
+    }
+
+    fn read_data(&self, _type_name: &str, config: &Value) -> Result<Value, String> {
+        let key = get_str(config, "key").ok_or("key is required")?;
+        let mut out = config.clone();
+        set(&mut out, "result", Value::String(format!("lookup:{key}")));
+        Ok(out)
+    }
+
+    fn import(&self, _type_name: &str, id: &str) -> Result<Value, String> {
+        let n = id.strip_prefix("alpha-").ok_or_else(|| format!("cannot import {id:?}: ids look like alpha-N"))?;
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("id".into(), Value::String(id.to_string()));
+        m.insert("label".into(), Value::Null);
+        m.insert("keeper".into(), Value::Null);
+        m.insert("value".into(), Value::String(format!("alpha::{n}")));
+        m.insert("secret".into(), Value::String(format!("secret-{n}")));
+        if self.schema_version >= 1 {
+            m.insert("revision".into(), Value::Number(1.into()));
+        }
+        Ok(Value::Map(m))
+    }
+}
+
+fn main() {
+    let schema_version = common::env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION").and_then(|v| v.parse().ok()).unwrap_or(0);
+    common::serve(Alpha { counter: AtomicU64::new(common::counter_seed()), schema_version });
+}

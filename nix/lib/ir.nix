@@ -1,0 +1,196 @@
+# toIR: turn providers, resources, data sources and consumers into the IR
+# (docs/IR-CONTRACT.md), resolving references against the outputs ledger.
+{ names, values, nodes, vars }:
+let
+  inherit (builtins)
+    attrNames attrValues concatMap elem elemAt filter foldl' genList groupBy head isAttrs isFunction
+    isList length listToAttrs mapAttrs seq substring throw typeOf;
+
+  inherit (values) isRef isDerived lookup resolveItem;
+
+  flatten = x: if isList x then concatMap flatten x else [ x ];
+
+  reserved = k: substring 0 2 k == "__";
+
+  # Walk a config tree. Returns { v = IR value; e = [ { from; via; } ]; } where e
+  # lists the nodes this tree depends on and the attribute path of each use.
+  # ctx = { outputs; declared; owner; root; }
+  walk = ctx: path: x:
+    let t = typeOf x; in
+    if t == "set" then walkSet ctx path x
+    else if t == "list" then
+      let rs = genList (i: walk ctx (path ++ [ i ]) (elemAt x i)) (length x); in
+      { v = map (r: r.v) rs; e = concatMap (r: r.e) rs; }
+    else if t == "lambda" then fail ctx path "is a function; config values must be data"
+    else { v = x; e = [ ]; };
+
+  fail = ctx: path: msg: throw "nivis: ${ctx.owner}: ${names.showAt ctx.root path} ${msg}";
+
+  checkRef = ctx: path: ref:
+    if ctx.declared ? ${ref.resource} then ref
+    else fail ctx path "refers to ${ref.resource}, which is not in toIR's resources or data";
+
+  walkSet = ctx: path: x:
+    let kind = x._type or null; in
+    if kind == "nivis:ref" then
+      let
+        ref = checkRef ctx path x;
+        r = lookup ctx.outputs ref;
+        marker = { inherit (ref) resource path; };
+      in
+      {
+        v =
+          if r.state == "known" then r.value
+          else if r.state == "sensitive" then { __sensitiveRef = marker; }
+          else { __ref = marker; };
+        e = [ { from = ref.resource; via = names.renderPath path; } ];
+      }
+    else if kind == "nivis:derived" then
+      let
+        r = resolveItem { inherit (ctx) outputs; checkRef = checkRef ctx path; at = "${ctx.owner}: ${names.showAt ctx.root path}"; } x;
+        froms = attrNames (listToAttrs (map (ref: { name = ref.resource; value = null; }) r.refs));
+        edges = map (from: { inherit from; via = names.renderPath path; }) froms;
+        inputs = attrNames (listToAttrs (map (ref: { name = values.refInput ref; value = null; }) r.refs));
+      in
+      if r.known then let w = walk ctx path r.value; in { v = w.v; e = edges ++ w.e; }
+      else { v = { __derived = { inherit inputs; }; }; e = edges; }
+    else if kind == "nivis:resource" then
+      fail ctx path "is the whole resource ${x.id}; use one of its outputs, e.g. (${x.name}.refAttr \"id\")"
+    else if kind == "nivis:provider" then fail ctx path "is a provider; providers belong in toIR's providers"
+    else if x ? __build && attrNames x == [ "__build" ] then { v = x; e = [ ]; }
+    else if (x.type or null) == "derivation" then { v = nodes.drv x; e = [ ]; }
+    else if x ? outPath || x ? __toString then { v = toString x; e = [ ]; }
+    else
+      let
+        keys = attrNames x;
+        bad = filter reserved keys;
+        rs = map (k: walk ctx (path ++ [ k ]) x.${k}) keys;
+      in
+      if bad != [ ] then
+        fail ctx (path ++ [ (head bad) ]) "uses a reserved name: attribute names starting with '__' are IR markers; use refAttr, str, compute or drv"
+      else {
+        v = listToAttrs (genList (i: { name = elemAt keys i; value = (elemAt rs i).v; }) (length keys));
+        e = concatMap (r: r.e) rs;
+      };
+
+  # One edge per (from, via) pair, in a stable order.
+  dedupe = es: attrValues (listToAttrs (map (e: { name = "${e.from} ${e.via}"; value = e; }) es));
+
+  lifecycleIR = owner: l:
+    let
+      unknown = filter (k: !elem k [ "preventDestroy" "createBeforeDestroy" "ignoreChanges" ]) (attrNames l);
+      flag = k:
+        let v = l.${k} or false; in
+        if builtins.isBool v then v else throw "nivis: ${owner}: lifecycle.${k} must be a bool, got ${names.describe v}";
+      path = p:
+        let s = if isList p then names.renderPath p else p; in
+        if builtins.isString s && names.isAttrPath s then s
+        else throw "nivis: ${owner}: lifecycle.ignoreChanges entry ${builtins.toJSON p} is not an attribute path such as \"tags.env\", \"disk[0].size\" or \"*\"";
+      ignore = l.ignoreChanges or [ ];
+    in
+    if unknown != [ ] then throw "nivis: ${owner}: unknown lifecycle field '${head unknown}' (expected preventDestroy, createBeforeDestroy, ignoreChanges)"
+    else if !isList ignore then throw "nivis: ${owner}: lifecycle.ignoreChanges must be a list of attribute paths"
+    else {
+      preventDestroy = flag "preventDestroy";
+      createBeforeDestroy = flag "createBeforeDestroy";
+      ignoreChanges = map path ignore;
+    };
+
+  toIR =
+    { providers ? { }
+    , resources ? [ ]
+    , data ? [ ]
+    , consumers ? { }
+    , variables ? { }
+    , ledger ? { }
+    }:
+    let
+      outputs = if isAttrs ledger then ledger.outputs or { } else { };
+
+      providerIR = mapAttrs (id: p0:
+        let
+          p = if nodes.isProvider p0 then p0 else nodes.mkProvider p0;
+          ctx = { inherit outputs declared; owner = "provider ${id}"; root = "config"; };
+        in
+        if !names.isProviderId id then throw "nivis: provider id '${id}' may only contain letters, digits, '_', '-', '.' and '/'"
+        else { inherit (p) source; config = (walk ctx [ ] p.config).v; }
+          // (if p.version == null then { } else { inherit (p) version; })) providers;
+
+      collect = section: kind: xs:
+        let items = flatten xs; in
+        genList (i:
+          let n = elemAt items i; in
+          if nodes.isNode n && n.kind == kind then n
+          else if nodes.isNode n then
+            throw "nivis: toIR: ${n.id} is a ${if kind == "managed" then "data source; list it in data" else "managed resource; list it in resources"}"
+          else throw "nivis: toIR: ${section}[${toString i}] is ${names.describe n}, not a ${if kind == "managed" then "resource made with mkResource" else "data source made with mkData"}")
+          (length items);
+
+      managed = collect "resources" "managed" resources;
+      dataNodes = collect "data" "data" data;
+      allNodes = managed ++ dataNodes;
+
+      declared = listToAttrs (map (n: { name = n.id; value = null; }) allNodes);
+      duplicates =
+        if length (attrNames declared) == length allNodes then [ ]
+        else filter (id: length (groupBy (n: n.id) allNodes).${id} > 1) (attrNames declared);
+
+      nodeIR = n:
+        let
+          owner = if n.kind == "managed" then "resource ${n.id}" else "data source ${n.id}";
+          ctx = { inherit outputs declared owner; root = "config"; };
+          w = walk ctx [ ] n.config;
+          deps = map (d:
+            let id = if nodes.isNode d then d.id else d; in
+            if builtins.isString id && declared ? ${id} then id
+            else throw "nivis: ${owner}: dependsOn entry ${if builtins.isString id then id else names.describe id} is not in toIR's resources or data")
+            n.dependsOn;
+          provider =
+            if providers ? ${n.provider} then n.provider
+            else throw "nivis: ${owner}: provider '${n.provider}' is not declared in toIR's providers (declared: ${builtins.concatStringsSep ", " (attrNames providers)})";
+        in
+        {
+          node = {
+            inherit (n) id type name;
+            inherit provider;
+            config = w.v;
+            meta = { dependsOn = deps; }
+              // (if n.kind == "managed" then { lifecycle = lifecycleIR owner n.lifecycle; } else { });
+          };
+          edges = map (e: { inherit (e) from via; to = n.id; })
+            (dedupe w.e ++ map (d: { from = d; via = "dependsOn"; }) deps);
+        };
+
+      converted = map nodeIR allNodes;
+      nManaged = length managed;
+
+      consumerIR = map (id:
+        if !names.isConsumerId id then throw "nivis: toIR: consumer id '${id}' may only contain letters, digits, '_', '-' and '.'"
+        else {
+          inherit id;
+          value = (walk { inherit outputs declared; owner = "consumer ${id}"; root = "value"; } [ ] consumers.${id}).v;
+        }) (attrNames consumers);
+
+      variablesIR = vars.toIR variables;
+      # Every declared variable must have a value of its type, used or not.
+      varsChecked = foldl' (acc: v: seq v acc) true (attrValues (vars.vars ledger variables));
+
+      ir = {
+        schemaVersion = 1;
+        providers = providerIR;
+        resources = genList (i: (elemAt converted i).node) nManaged;
+        data = genList (i: (elemAt converted (nManaged + i)).node) (length dataNodes);
+        edges = concatMap (c: c.edges) converted;
+        nixConsumers = consumerIR;
+        variables = variablesIR;
+      };
+    in
+    if !isAttrs providers then throw "nivis: toIR: providers must be an attrset of mkProvider values"
+    else if !isAttrs consumers || nodes.isNode consumers then throw "nivis: toIR: consumers must be an attrset id -> value"
+    else if duplicates != [ ] then
+      throw "nivis: toIR: duplicate resource id ${head duplicates} (ids must be unique across resources and data)"
+    else seq varsChecked ir;
+in
+{
+  inherit toIR walk;
+}

@@ -1,0 +1,156 @@
+# Constructors for providers, resources, data sources and build outputs, plus the
+# count / forEach expansion helpers. Expansion happens here, in Nix: the IR only
+# ever contains concrete instances named <name>__<key>.
+{ names, values }:
+let
+  inherit (builtins)
+    attrNames concatStringsSep elem filter genList head isAttrs isBool isFunction isInt isList
+    isString length listToAttrs substring throw typeOf unsafeDiscardStringContext;
+
+  isNode = x: isAttrs x && (x._type or null) == "nivis:resource";
+  isProvider = x: isAttrs x && (x._type or null) == "nivis:provider";
+
+  hasPrefix = p: s: substring 0 (builtins.stringLength p) s == p;
+
+  mkProvider = args:
+    let
+      unknown = filter (k: !elem k [ "source" "version" "config" ]) (attrNames args);
+    in
+    if !isAttrs args then throw "nivis: mkProvider expects an attrset { source; version ? null; config ? {}; }"
+    else if unknown != [ ] then throw "nivis: mkProvider: unknown argument '${head unknown}' (expected source, version, config)"
+    else if !(isString (args.source or null)) || args.source == "" then
+      throw "nivis: mkProvider: 'source' must be a non-empty string (a registry address or a binary name)"
+    else if (args.version or null) != null && !isString args.version then
+      throw "nivis: mkProvider ${args.source}: 'version' must be a string"
+    else if !isAttrs (args.config or { }) then
+      throw "nivis: mkProvider ${args.source}: 'config' must be an attrset"
+    else {
+      _type = "nivis:provider";
+      source = args.source;
+      version = args.version or null;
+      config = args.config or { };
+    };
+
+  checkPath = id: path:
+    let
+      n = if isList path then length path else 0;
+      bad = filter (i:
+        let s = builtins.elemAt path i; in
+        !(if i == 0 then names.isAttrName s else isString s || (isInt s && s >= 0))) (genList (i: i) n);
+    in
+    if n == 0 then throw "nivis: ${id}.ref expects a non-empty list path such as [ \"net\" 0 \"ip\" ]"
+    else if bad != [ ] then
+      let i = head bad; in
+      throw "nivis: ${id}.ref: path element ${toString i} is ${names.describe (builtins.elemAt path i)}; ${
+        if i == 0 then "the first element is an output attribute name (letters, digits, '_' or '-')"
+        else "elements are attribute names (strings) or list indices (integers >= 0)"}"
+    else path;
+
+  # mkResource / mkData share everything but the id prefix and lifecycle.
+  mkNode = kind: args:
+    let
+      managed = kind == "managed";
+      fn = if managed then "mkResource" else "mkData";
+      allowed = [ "provider" "type" "name" "config" "dependsOn" ] ++ (if managed then [ "lifecycle" ] else [ ]);
+      unknown = filter (k: !elem k allowed) (attrNames args);
+      part = k: let v = if isAttrs args then args.${k} or null else null; in if isString v then v else "?";
+      label = "${fn} ${part "provider"}.${part "type"}.${part "name"}";
+      hint = k:
+        if elem k [ "count" "forEach" "for_each" ] then "; expand instances with lib.count or lib.forEach"
+        else if k == "lifecycle" then "; data sources have no lifecycle"
+        else "";
+      problem =
+        if !isAttrs args then "expects an attrset { provider; type; name; config ? {}; ... }"
+        else if unknown != [ ] then "unknown argument '${head unknown}'${hint (head unknown)}"
+        else if !names.isProviderId (args.provider or null) then
+          "'provider' must be a provider id declared in toIR's providers (letters, digits, '_', '-', '.', '/'), got ${names.describe (args.provider or null)}"
+        else if !names.isIdent (args.type or null) then
+          "'type' must be a resource type name such as \"alpha_token\", got ${names.describe (args.type or null)}"
+        else if !names.isIdent (args.name or null) then
+          "'name' must start with a letter or '_' and contain only letters, digits, '_' and '-', got ${names.describe (args.name or null)}"
+        else if !isAttrs (args.config or { }) || isNode (args.config or { }) || values.isDeferred (args.config or { }) then
+          "'config' must be an attrset"
+        else if !isList (args.dependsOn or [ ]) then "'dependsOn' must be a list of resources or ids"
+        else if !isAttrs (args.lifecycle or { }) then "'lifecycle' must be an attrset"
+        else null;
+      id = (if managed then "" else "data.") + "${args.provider}.${args.type}.${args.name}";
+      self = {
+        _type = "nivis:resource";
+        inherit kind;
+        id = if problem == null then id else throw "nivis: ${label}: ${problem}";
+        inherit (args) provider type name;
+        config = args.config or { };
+        dependsOn = args.dependsOn or [ ];
+        lifecycle = args.lifecycle or { };
+        # A reference to one output attribute: (vm.refAttr "ip").
+        refAttr = attr:
+          if names.isAttrName attr then values.mkRef self.id [ attr ]
+          else throw "nivis: ${self.id}.refAttr expects an output attribute name, got ${names.describe attr}";
+        # A reference into nested outputs: (vm.ref [ "net" 0 "ip" ]).
+        ref = path: values.mkRef self.id (checkPath self.id path);
+        _kind = kind;
+        _args = args;
+        __toString = self: throw
+          "nivis: ${self.id} is a resource, not a value; reference one of its outputs with .refAttr \"<attribute>\"";
+      };
+    in
+    self;
+
+  mkResource = mkNode "managed";
+  mkData = mkNode "data";
+
+  # Rename one expanded instance to <name>__<key> and remember its key.
+  instance = helper: key: suffix: r:
+    if !isNode r then
+      throw "nivis: lib.${helper}: the function must return one resource made with mkResource or mkData (key ${suffix}), got ${names.describe r}"
+    else if !names.isInstanceKey suffix then
+      throw "nivis: lib.${helper}: key ${builtins.toJSON suffix} of ${r.id} cannot be part of a resource id (use letters, digits, '_' or '-')"
+    else mkNode r._kind (r._args // { name = "${r.name}__${suffix}"; }) // { inherit key; };
+
+  # lib.count 3 (i: mkResource { name = "web"; ... }) -> instances web__0, web__1, web__2
+  count = n: f:
+    if !isInt n || n < 0 then throw "nivis: lib.count expects a non-negative integer, got ${names.describe n}"
+    else if !isFunction f then throw "nivis: lib.count: the second argument must be a function index -> resource"
+    else genList (i: instance "count" i (toString i) (f i)) n;
+
+  # lib.forEach { a = 1; b = 2; } (key: value: mkResource { name = "web"; ... })
+  #   -> instances web__a, web__b (sorted by key)
+  # A list of strings works like a set: each element is both key and value.
+  forEach = xs: f:
+    let
+      attrs =
+        if isAttrs xs then xs
+        else if isList xs then
+          listToAttrs (map (k:
+            if isString k then { name = k; value = k; }
+            else throw "nivis: lib.forEach: list elements must be strings, got ${names.describe k}") xs)
+        else throw "nivis: lib.forEach expects an attrset or a list of strings, got ${names.describe xs}";
+    in
+    if !isFunction f then throw "nivis: lib.forEach: the second argument must be a function key -> value -> resource"
+    else map (k: instance "forEach" k k (f k attrs.${k})) (attrNames attrs);
+
+  # Instances from lib.count / lib.forEach as an attrset keyed by their key.
+  byKey = instances:
+    listToAttrs (map (r:
+      if isNode r && r ? key then { name = toString r.key; value = r; }
+      else throw "nivis: lib.byKey expects instances made by lib.count or lib.forEach") instances);
+
+  # A build output as a __build leaf: the executor realises it before apply.
+  drv = d:
+    let
+      isDrv = isAttrs d && (d.type or null) == "derivation";
+      out = unsafeDiscardStringContext d.outPath;
+      file = (d.passthru or { }).filePath or (d.filePath or null);
+      fileStr = unsafeDiscardStringContext (toString file);
+      path =
+        if file == null then out
+        else if hasPrefix "/" fileStr then fileStr
+        else "${out}/${fileStr}";
+    in
+    if isDrv then { __build = { inherit path; drvPath = unsafeDiscardStringContext d.drvPath; }; }
+    else if isString d && hasPrefix "/" d then { __build = { path = unsafeDiscardStringContext d; }; }
+    else throw "nivis: lib.drv expects a derivation or an absolute store path, got ${names.describe d}";
+in
+{
+  inherit isNode isProvider mkProvider mkResource mkData count forEach byKey drv;
+}

@@ -1,0 +1,62 @@
+# Plan variables: declarations (emitted in the IR) and their values, which the
+# executor passes in ledger.vars.
+{ names }:
+let
+  inherit (builtins) attrNames elem filter head isAttrs isBool isFloat isInt isList isString mapAttrs throw;
+
+  checks = {
+    string = isString;
+    number = v: isInt v || isFloat v;
+    bool = isBool;
+    list = isList;
+    map = isAttrs;
+    any = _: true;
+  };
+  nouns = { string = "a string"; number = "a number"; bool = "a bool"; list = "a list"; map = "a map (attrset)"; any = "anything"; };
+  keys = [ "type" "default" "description" "sensitive" ];
+
+  # null is a valid value of every type (an optional variable).
+  fits = ty: v: v == null || checks.${ty} v;
+
+  # Validate one declaration; returns it unchanged.
+  checkDecl = name: decl:
+    let
+      unknown = if isAttrs decl then filter (k: !elem k keys) (attrNames decl) else [ ];
+      ty = decl.type or "any";
+      problem =
+        if !names.isIdent name then "the name must start with a letter or '_' and contain only letters, digits, '_' and '-'"
+        else if !isAttrs decl then "a declaration is an attrset { type ? ...; default ? ...; description ? ...; sensitive ? false; }"
+        else if unknown != [ ] then "unknown field '${head unknown}' (expected ${builtins.concatStringsSep ", " keys})"
+        else if !isString ty || !(checks ? ${ty}) then "type must be one of string, number, bool, list, map, any"
+        else if decl ? description && !isString decl.description then "description must be a string"
+        else if decl ? sensitive && !isBool decl.sensitive then "sensitive must be a bool"
+        else if decl ? default && !fits ty decl.default then "the default must be ${nouns.${ty}}, got ${names.describe decl.default}"
+        else null;
+    in
+    if problem == null then decl else throw "nivis: variable '${name}': ${problem}";
+
+  # lib.vars ledger decls -> { name = value; }: ledger.vars first, then defaults.
+  vars = ledger: decls:
+    let given = if isAttrs ledger then ledger.vars or { } else { }; in
+    if !isAttrs decls then throw "nivis: lib.vars expects an attrset of variable declarations"
+    else mapAttrs (name: decl0:
+      let
+        decl = checkDecl name decl0;
+        ty = decl.type or "any";
+        value =
+          if given ? ${name} then given.${name}
+          else if decl ? default then decl.default
+          else throw "nivis: variable '${name}' has no value: set it with --var ${name}=VALUE";
+      in
+      if fits ty value then value
+      else throw "nivis: variable '${name}' must be ${nouns.${ty}}, got ${names.describe value}") decls;
+
+  # The IR form of the declarations (fields left out when not given).
+  toIR = decls:
+    mapAttrs (name: decl0:
+      let decl = checkDecl name decl0; in
+      builtins.intersectAttrs { type = null; default = null; description = null; sensitive = null; } decl) decls;
+in
+{
+  inherit vars toIR;
+}

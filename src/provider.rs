@@ -1,0 +1,133 @@
+//! The one provider interface the engine talks to, whatever protocol the binary speaks.
+//!
+//! Owns: the [`Provider`] trait and its request/response types, expressed in Nivis's own value
+//! and schema model. Not: gRPC, processes, protobuf messages, msgpack (all in `plugin`), nor any
+//! decision about what to plan (that is `engine`'s and `objchange`'s).
+//!
+//! Every call returns `Err(Diagnostics)` when there is no usable answer (the provider crashed,
+//! the call failed, the answer could not be decoded); an `Ok` response may still carry error
+//! diagnostics, e.g. an apply that failed half-way and returned a partial object.
+
+use crate::diag::Diagnostics;
+use crate::schema::ProviderSchema;
+use crate::value::{PathStep, Value};
+
+/// Result of a provider call: a response, or the diagnostics explaining why there is none.
+pub type CallResult<T> = Result<T, Diagnostics>;
+
+/// Inputs of PlanResourceChange.
+pub struct PlanRequest<'a> {
+    /// Resource type, e.g. `null_resource`.
+    pub type_name: &'a str,
+    /// The current (upgraded, refreshed) object, or `Value::Null` for a create.
+    pub prior_state: &'a Value,
+    /// ProposedNew(prior, config), computed by Nivis.
+    pub proposed_new_state: &'a Value,
+    /// The configuration, conforming to the schema; may contain unknowns.
+    pub config: &'a Value,
+    /// Opaque provider bytes from state (or from the first plan of a replace).
+    pub prior_private: &'a [u8],
+}
+
+/// Outputs of PlanResourceChange.
+#[derive(Debug, Clone)]
+pub struct PlanResponse {
+    /// What the provider expects the object to look like after apply; may hold unknowns.
+    pub planned_state: Value,
+    /// Attribute paths whose change forces replacement (unfiltered).
+    pub requires_replace: Vec<Vec<PathStep>>,
+    /// Opaque bytes to hand to apply.
+    pub planned_private: Vec<u8>,
+    /// The provider uses the legacy SDK type system (plan/apply checks become warnings).
+    pub legacy_type_system: bool,
+    /// Warnings and errors.
+    pub diagnostics: Diagnostics,
+}
+
+/// Inputs of ApplyResourceChange.
+pub struct ApplyRequest<'a> {
+    /// Resource type.
+    pub type_name: &'a str,
+    /// The object before the change (`Null` for create).
+    pub prior_state: &'a Value,
+    /// The planned object (`Null` for delete).
+    pub planned_state: &'a Value,
+    /// The wholly known configuration (`Null` for delete).
+    pub config: &'a Value,
+    /// Bytes from the matching plan.
+    pub planned_private: &'a [u8],
+}
+
+/// Outputs of ApplyResourceChange.
+#[derive(Debug, Clone)]
+pub struct ApplyResponse {
+    /// The object after the change (`Null` after a delete); may be partial on error.
+    pub new_state: Value,
+    /// Opaque bytes to store.
+    pub private: Vec<u8>,
+    /// Legacy SDK type system flag.
+    pub legacy_type_system: bool,
+    /// Warnings and errors.
+    pub diagnostics: Diagnostics,
+}
+
+/// Outputs of ReadResource.
+#[derive(Debug, Clone)]
+pub struct ReadResponse {
+    /// The refreshed object, `Null` if it no longer exists.
+    pub new_state: Value,
+    /// Opaque bytes to store.
+    pub private: Vec<u8>,
+    /// Warnings and errors.
+    pub diagnostics: Diagnostics,
+}
+
+/// One object returned by ImportResourceState.
+#[derive(Debug, Clone)]
+pub struct ImportedResource {
+    /// Resource type of the imported object.
+    pub type_name: String,
+    /// Its state.
+    pub state: Value,
+    /// Opaque bytes to store.
+    pub private: Vec<u8>,
+}
+
+/// The operations Nivis needs from a provider.
+///
+/// Implementations must be callable from many threads at once, as OpenTofu calls providers.
+pub trait Provider: Send + Sync {
+    /// The provider's schema (fetched once when the process started).
+    fn schema(&self) -> &ProviderSchema;
+    /// Checks a provider configuration without configuring.
+    fn validate_provider_config(&self, config: &Value) -> CallResult<Diagnostics>;
+    /// Configures the provider (once per process).
+    fn configure(&self, config: &Value) -> CallResult<Diagnostics>;
+    /// Checks a managed resource configuration.
+    fn validate_resource_config(&self, type_name: &str, config: &Value) -> CallResult<Diagnostics>;
+    /// Checks a data source configuration.
+    fn validate_data_config(&self, type_name: &str, config: &Value) -> CallResult<Diagnostics>;
+    /// Upgrades stored state JSON (written by `schema_version`) to the current schema.
+    fn upgrade_resource_state(
+        &self,
+        type_name: &str,
+        schema_version: i64,
+        raw_json: &[u8],
+    ) -> CallResult<(Value, Diagnostics)>;
+    /// Refreshes an object from the real world.
+    fn read_resource(&self, type_name: &str, current: &Value, private: &[u8]) -> CallResult<ReadResponse>;
+    /// Plans a change.
+    fn plan_resource_change(&self, request: PlanRequest<'_>) -> CallResult<PlanResponse>;
+    /// Applies a planned change.
+    fn apply_resource_change(&self, request: ApplyRequest<'_>) -> CallResult<ApplyResponse>;
+    /// Imports an existing object by its provider id.
+    fn import_resource_state(
+        &self,
+        type_name: &str,
+        id: &str,
+    ) -> CallResult<(Vec<ImportedResource>, Diagnostics)>;
+    /// Reads a data source.
+    fn read_data_source(&self, type_name: &str, config: &Value) -> CallResult<(Value, Diagnostics)>;
+    /// Asks the provider to cancel in-flight operations (Ctrl-C).
+    fn stop(&self) -> CallResult<()>;
+}

@@ -1,0 +1,286 @@
+//! Running a dependency-ordered batch of jobs on a pool of worker threads.
+//!
+//! Owns: the ready set, dispatch to at most `parallelism` workers over crossbeam channels, and
+//! the rule that a failed job's dependents are skipped (once, naming the failure) while
+//! unrelated jobs carry on; an interrupt flag stops new dispatches and lets in-flight jobs end.
+//! The calling thread is the single owner of everything the jobs produce: it prepares each
+//! job's input when the job becomes ready and receives every result and progress report, so
+//! state needs no locks. Not: what a job does.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crossbeam_channel::{unbounded, Sender};
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Ran and succeeded.
+    Done,
+    /// Ran (or failed to prepare) and failed.
+    Failed,
+    /// Not run because the job at this index failed.
+    Skipped { because: usize },
+    /// Not run because of an interrupt.
+    Interrupted,
+}
+
+/// The owner-thread side of a batch.
+pub trait Owner {
+    /// Input handed to a worker.
+    type Input: Send;
+    /// Intermediate reports from a running job.
+    type Progress: Send;
+    /// Final results.
+    type Output: Send;
+    /// Job `i` became ready; `Err` fails it without running it.
+    fn prepare(&mut self, i: usize) -> Result<Self::Input, Self::Output>;
+    /// A running job reported progress.
+    fn progress(&mut self, i: usize, progress: Self::Progress);
+    /// Job `i` ended; returns whether it succeeded.
+    fn finish(&mut self, i: usize, output: Self::Output) -> bool;
+    /// Called after a batch of results was handled and before new jobs are dispatched, so an
+    /// owner can make the batch durable at once (one fsync for several results).
+    fn flush(&mut self) {}
+}
+
+/// The worker side: runs on several threads at once.
+pub trait Worker<O: Owner>: Sync {
+    /// Runs job `i`.
+    fn run(&self, i: usize, input: O::Input, reporter: &Reporter<O::Progress>) -> O::Output;
+}
+
+/// Lets a running job report intermediate results (e.g. "old object deleted" before "new object
+/// created") so the owner records them even if the job fails later.
+pub struct Reporter<P> {
+    index: usize,
+    tx: Sender<Message<P, ()>>,
+}
+
+impl<P> Reporter<P> {
+    /// Sends a progress report to the owner.
+    pub fn report(&self, progress: P) {
+        let _ = self.tx.send(Message::Progress(self.index, progress));
+    }
+}
+
+enum Message<P, R> {
+    Progress(usize, P),
+    Done(usize, R),
+}
+
+/// Runs jobs `0..deps.len()`, where `deps[i]` lists the jobs `i` must wait for.
+pub fn run<O, W>(owner: &mut O, worker: &W, deps: &[Vec<usize>], parallelism: usize, interrupted: &AtomicBool) -> Vec<Status>
+where
+    O: Owner,
+    W: Worker<O>,
+{
+    let n = deps.len();
+    let mut status: Vec<Option<Status>> = vec![None; n];
+    let mut waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, ds) in deps.iter().enumerate() {
+        for &d in ds {
+            dependents[d].push(i);
+        }
+    }
+    let mut ready: VecDeque<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
+    if n == 0 {
+        return Vec::new();
+    }
+    let workers = parallelism.max(1).min(n);
+    let (work_tx, work_rx) = unbounded::<(usize, O::Input)>();
+    let (result_tx, result_rx) = unbounded::<Message<O::Progress, O::Output>>();
+    let (progress_tx, progress_rx) = unbounded::<Message<O::Progress, ()>>();
+
+    std::thread::scope(|scope| {
+        for w in 0..workers {
+            let work_rx = work_rx.clone();
+            let result_tx = result_tx.clone();
+            let progress_tx = progress_tx.clone();
+            std::thread::Builder::new()
+                .name(format!("nivis-worker-{w}"))
+                .spawn_scoped(scope, move || {
+                    for (i, input) in work_rx.iter() {
+                        let reporter = Reporter { index: i, tx: progress_tx.clone() };
+                        let out = worker.run(i, input, &reporter);
+                        if result_tx.send(Message::Done(i, out)).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .expect("spawn worker thread");
+        }
+        drop(result_tx);
+        drop(progress_tx);
+
+        let mut in_flight = 0usize;
+        loop {
+            while in_flight < workers && !interrupted.load(Ordering::SeqCst) {
+                let Some(i) = ready.pop_front() else { break };
+                match owner.prepare(i) {
+                    Ok(input) => {
+                        in_flight += 1;
+                        work_tx.send((i, input)).expect("workers are alive while jobs remain");
+                    }
+                    Err(out) => {
+                        let ok = owner.finish(i, out);
+                        settle(i, ok, &mut status, &mut waiting, &dependents, &mut ready);
+                    }
+                }
+            }
+            if in_flight == 0 {
+                break;
+            }
+            crossbeam_channel::select! {
+                recv(progress_rx) -> msg => {
+                    if let Ok(Message::Progress(i, p)) = msg {
+                        owner.progress(i, p);
+                    }
+                }
+                recv(result_rx) -> msg => match msg {
+                    Ok(Message::Done(i, out)) => {
+                        // Progress sent before the result must be handled first.
+                        while let Ok(Message::Progress(j, p)) = progress_rx.try_recv() {
+                            owner.progress(j, p);
+                        }
+                        in_flight -= 1;
+                        let ok = owner.finish(i, out);
+                        settle(i, ok, &mut status, &mut waiting, &dependents, &mut ready);
+                        // Take every other result already waiting into the same batch.
+                        while let Ok(msg) = result_rx.try_recv() {
+                            match msg {
+                                Message::Done(i, out) => {
+                                    while let Ok(Message::Progress(j, p)) = progress_rx.try_recv() {
+                                        owner.progress(j, p);
+                                    }
+                                    in_flight -= 1;
+                                    let ok = owner.finish(i, out);
+                                    settle(i, ok, &mut status, &mut waiting, &dependents, &mut ready);
+                                }
+                                Message::Progress(i, p) => owner.progress(i, p),
+                            }
+                        }
+                        owner.flush();
+                    }
+                    Ok(Message::Progress(i, p)) => owner.progress(i, p),
+                    Err(_) => break,
+                },
+            }
+        }
+        drop(work_tx);
+    });
+    status.into_iter().map(|s| s.unwrap_or(Status::Interrupted)).collect()
+}
+
+fn settle(
+    i: usize,
+    ok: bool,
+    status: &mut [Option<Status>],
+    waiting: &mut [usize],
+    dependents: &[Vec<usize>],
+    ready: &mut VecDeque<usize>,
+) {
+    if ok {
+        status[i] = Some(Status::Done);
+        for &d in &dependents[i] {
+            waiting[d] -= 1;
+            if waiting[d] == 0 && status[d].is_none() {
+                ready.push_back(d);
+            }
+        }
+        return;
+    }
+    status[i] = Some(Status::Failed);
+    let mut todo = dependents[i].clone();
+    while let Some(d) = todo.pop() {
+        if status[d].is_none() {
+            status[d] = Some(Status::Skipped { because: i });
+            todo.extend(dependents[d].iter().copied());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    struct Recorder {
+        order: Vec<usize>,
+        fail: usize,
+        progress: Vec<(usize, u32)>,
+    }
+
+    impl Owner for Recorder {
+        type Input = usize;
+        type Progress = u32;
+        type Output = bool;
+        fn prepare(&mut self, i: usize) -> Result<usize, bool> {
+            Ok(i)
+        }
+        fn progress(&mut self, i: usize, p: u32) {
+            self.progress.push((i, p));
+        }
+        fn finish(&mut self, i: usize, ok: bool) -> bool {
+            self.order.push(i);
+            ok
+        }
+    }
+
+    struct Runner {
+        fail: usize,
+        running: Mutex<usize>,
+        max_running: Mutex<usize>,
+    }
+
+    impl Worker<Recorder> for Runner {
+        fn run(&self, i: usize, _input: usize, reporter: &Reporter<u32>) -> bool {
+            {
+                let mut r = self.running.lock().unwrap();
+                *r += 1;
+                let mut m = self.max_running.lock().unwrap();
+                *m = (*m).max(*r);
+            }
+            reporter.report(7);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            *self.running.lock().unwrap() -= 1;
+            i != self.fail
+        }
+    }
+
+    #[test]
+    fn dependencies_order_failures_skip_dependents_only() {
+        // 0 <- 1 <- 2 ; 3 independent ; 4 depends on 3
+        let deps = vec![vec![], vec![0], vec![1], vec![], vec![3]];
+        let mut owner = Recorder { order: vec![], fail: 1, progress: vec![] };
+        let runner = Runner { fail: 1, running: Mutex::new(0), max_running: Mutex::new(0) };
+        let status = run(&mut owner, &runner, &deps, 4, &AtomicBool::new(false));
+        assert_eq!(status, vec![Status::Done, Status::Failed, Status::Skipped { because: 1 }, Status::Done, Status::Done]);
+        let pos = |x| owner.order.iter().position(|&o| o == x).unwrap();
+        assert!(pos(0) < pos(1));
+        assert!(pos(3) < pos(4));
+        assert_eq!(owner.progress.len(), 4);
+        let _ = owner.fail;
+    }
+
+    #[test]
+    fn parallelism_is_bounded() {
+        let deps = vec![vec![]; 40];
+        let mut owner = Recorder { order: vec![], fail: usize::MAX, progress: vec![] };
+        let runner = Runner { fail: usize::MAX, running: Mutex::new(0), max_running: Mutex::new(0) };
+        let status = run(&mut owner, &runner, &deps, 3, &AtomicBool::new(false));
+        assert!(status.iter().all(|s| *s == Status::Done));
+        assert_eq!(*runner.max_running.lock().unwrap(), 3);
+    }
+
+    #[test]
+    fn interrupt_stops_dispatch() {
+        let deps = vec![vec![]; 10];
+        let mut owner = Recorder { order: vec![], fail: usize::MAX, progress: vec![] };
+        let runner = Runner { fail: usize::MAX, running: Mutex::new(0), max_running: Mutex::new(0) };
+        let status = run(&mut owner, &runner, &deps, 2, &AtomicBool::new(true));
+        assert!(status.iter().all(|s| *s == Status::Interrupted));
+    }
+}

@@ -1,0 +1,179 @@
+//! The one error type of the state store: facts in fields, advice in `Display`.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::lock::LockHolder;
+
+/// Why a state operation failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StateError {
+    /// A file operation failed: reading, writing, syncing or renaming a state, journal or lock
+    /// file (or syncing their directory).
+    Io {
+        /// The file (or directory) operated on.
+        path: PathBuf,
+        /// What was being done, as a verb phrase ("append to", "rename", ...).
+        op: &'static str,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// A state or journal file cannot be understood. A torn final journal line (left by a crash
+    /// mid-commit) is never reported; it is dropped.
+    Corrupt {
+        /// The file that is corrupt.
+        path: PathBuf,
+        /// 1-based line number, when known.
+        line: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+    /// Another process (or another `Store` in this one) holds the state lock.
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it, as the holder wrote it into the lock file; `None` if the file did not
+        /// hold a readable record (the holder may be between locking and writing it).
+        holder: Option<Box<LockHolder>>,
+        /// How long this opener waited before giving up.
+        waited: Duration,
+    },
+    /// The state file was written by a newer (or unknown) format version.
+    UnsupportedVersion {
+        /// The state file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: u64,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+    /// An earlier write to this store failed in a way that leaves the file contents uncertain
+    /// (a failed fsync, say), so the store refuses further writes until it is reopened.
+    Poisoned {
+        /// The state file.
+        path: PathBuf,
+        /// The earlier failure.
+        cause: String,
+    },
+}
+
+impl StateError {
+    pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str, source: io::Error) -> StateError {
+        StateError::Io {
+            path: path.into(),
+            op,
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(
+        path: impl Into<PathBuf>,
+        line: Option<usize>,
+        message: impl Into<String>,
+    ) -> StateError {
+        StateError::Corrupt {
+            path: path.into(),
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateError::Io { path, op, source } => {
+                write!(f, "cannot {op} {}: {source}", path.display())
+            }
+            StateError::Corrupt {
+                path,
+                line,
+                message,
+            } => {
+                write!(f, "{}", path.display())?;
+                if let Some(line) = line {
+                    write!(f, " line {line}")?;
+                }
+                write!(
+                    f,
+                    " is corrupt: {message}. Nivis changed nothing; restore the file from a \
+                     backup or repair it by hand, then retry"
+                )
+            }
+            StateError::Locked {
+                path,
+                holder,
+                waited,
+            } => {
+                write!(f, "the state is locked ({})", path.display())?;
+                match holder {
+                    Some(holder) => write!(f, " by {holder}")?,
+                    None => write!(f, " by a process that has not recorded who it is yet")?,
+                }
+                if !waited.is_zero() {
+                    write!(f, "; gave up after waiting {} ms", waited.as_millis())?;
+                }
+                write!(
+                    f,
+                    ". Wait for it to finish and retry (or allow a longer lock wait); if that \
+                     process is gone, run `nivis force-unlock`"
+                )
+            }
+            StateError::UnsupportedVersion {
+                path,
+                found,
+                supported,
+            } => write!(
+                f,
+                "{} has state format version {found}, but this nivis only understands version \
+                 {supported}; use a nivis release that supports version {found}",
+                path.display()
+            ),
+            StateError::Poisoned { path, cause } => write!(
+                f,
+                "an earlier write to the state {} failed ({cause}); this store refuses further \
+                 writes. Reopen the state (rerun the command): it recovers every change that was \
+                 committed",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StateError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stays_small() {
+        assert!(std::mem::size_of::<StateError>() <= 72);
+    }
+
+    #[test]
+    fn display_is_actionable() {
+        let e = StateError::corrupt("s.json.journal", Some(3), "expected value");
+        let text = e.to_string();
+        assert!(
+            text.contains("s.json.journal line 3 is corrupt: expected value"),
+            "{text}"
+        );
+        let e = StateError::UnsupportedVersion {
+            path: "s.json".into(),
+            found: 2,
+            supported: 1,
+        };
+        assert!(e.to_string().contains("version 2"));
+    }
+}

@@ -1,0 +1,145 @@
+//! The journal format (one JSON record per commit) and its replay over a snapshot.
+//!
+//! The rules, stated in the module doc of [`crate::state`]: a record is valid only whole and
+//! newline-terminated; only the final line may be damaged (by a crash during the commit that wrote
+//! it) and is then dropped; any other damage is an error naming the line; records extending an
+//! older snapshot serial are skipped, a newer one is an error.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::StateError;
+use super::model::{Change, StateFile};
+
+/// Encodes one commit as a journal line, trailing newline included.
+pub(super) fn encode(
+    lineage: &str,
+    serial: u64,
+    changes: &[Change],
+) -> serde_json::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(&RecordOut {
+        lineage,
+        serial,
+        changes,
+    })?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// One journal line, as written.
+#[derive(Serialize)]
+struct RecordOut<'a> {
+    lineage: &'a str,
+    serial: u64,
+    changes: &'a [Change],
+}
+
+/// One journal line, as read.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordIn {
+    lineage: String,
+    serial: u64,
+    changes: Vec<Change>,
+}
+
+pub(super) struct Replayed {
+    pub(super) state: StateFile,
+    /// Length of the journal prefix made of whole, valid records.
+    pub(super) valid_len: u64,
+}
+
+pub(super) enum ReplayError {
+    /// A record extends a newer snapshot than the one read (a concurrent compaction, for a
+    /// lock-free reader).
+    Ahead(StateError),
+    /// Any other problem.
+    Other(StateError),
+}
+
+impl From<ReplayError> for StateError {
+    fn from(e: ReplayError) -> StateError {
+        match e {
+            ReplayError::Ahead(e) | ReplayError::Other(e) => e,
+        }
+    }
+}
+
+/// Replays journal `bytes` over `snapshot` (`None`: no state file yet).
+pub(super) fn replay(
+    path: &Path,
+    snapshot: Option<StateFile>,
+    bytes: &[u8],
+) -> Result<Replayed, ReplayError> {
+    let mut state = snapshot;
+    let mut valid_len = 0;
+    let mut line_no = 0;
+    while valid_len < bytes.len() {
+        let rest = &bytes[valid_len..];
+        // A line without its newline was never committed: commit writes the newline in the same
+        // write, before the sync it waits for.
+        let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        line_no += 1;
+        let end = valid_len + newline + 1;
+        match serde_json::from_slice::<RecordIn>(&rest[..newline]) {
+            Ok(record) => apply_record(path, line_no, &mut state, record)?,
+            // A crash mid-commit can also leave the final line whole in length but garbled
+            // (blocks written out of order); that commit never returned either.
+            Err(_) if end == bytes.len() => break,
+            Err(e) => {
+                return Err(ReplayError::Other(StateError::corrupt(
+                    path,
+                    Some(line_no),
+                    format!("{e} (only the last line can be damaged by a crash)"),
+                )))
+            }
+        }
+        valid_len = end;
+    }
+    Ok(Replayed {
+        state: state.unwrap_or_else(StateFile::empty),
+        valid_len: valid_len as u64,
+    })
+}
+
+fn apply_record(
+    path: &Path,
+    line: usize,
+    state: &mut Option<StateFile>,
+    record: RecordIn,
+) -> Result<(), ReplayError> {
+    let corrupt = |message: String| StateError::corrupt(path, Some(line), message);
+    if state.is_none() && record.serial != 0 {
+        return Err(ReplayError::Other(corrupt(format!(
+            "the state file is missing, but the journal continues its serial {}; restore the \
+             state file",
+            record.serial
+        ))));
+    }
+    let state = state.get_or_insert_with(|| StateFile::with_lineage(record.lineage.clone()));
+    if record.lineage != state.lineage {
+        return Err(ReplayError::Other(corrupt(format!(
+            "the record belongs to state lineage {} but the state file has lineage {}; the \
+             journal comes from another state, move it aside",
+            record.lineage, state.lineage
+        ))));
+    }
+    if record.serial > state.serial {
+        return Err(ReplayError::Ahead(corrupt(format!(
+            "the record extends serial {} but the state file has serial {}; the state file is \
+             older than its journal (restored from a backup?)",
+            record.serial, state.serial
+        ))));
+    }
+    // An older serial was already folded into the snapshot by a compaction that stopped before
+    // emptying the journal.
+    if record.serial == state.serial {
+        for change in &record.changes {
+            state.apply(change);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,6 @@
+//! End-to-end tests through the CLI: real Nix, real provider processes, real state files.
+
+mod faults;
+mod headline;
+mod lifecycle;
+mod real_null;

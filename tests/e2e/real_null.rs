@@ -1,0 +1,60 @@
+//! The round trip with the real terraform-provider-null 2.1.2 (tfplugin5, SDKv2) mixed with the
+//! tfplugin6 fakes.
+
+use crate::util::*;
+
+fn plan(null: &std::path::Path, trigger: &str) -> String {
+    format!(
+        "ledger: let \
+           a = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; }}; \
+           n = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"n\"; \
+                 config.triggers = {{ direct = a.refAttr \"value\"; derived = lib.str [ \"via-nix-\" (a.refAttr \"id\") ]; fixed = \"{trigger}\"; }}; }}; \
+           d = lib.mkData {{ provider = \"null\"; type = \"null_data_source\"; name = \"d\"; config.inputs = {{ from_null = n.refAttr \"id\"; }}; }}; \
+           b = lib.mkResource {{ provider = \"beta\"; type = \"beta_record\"; name = \"b\"; config.from = d.ref [ \"outputs\" \"from_null\" ]; }}; \
+         in lib.toIR {{ \
+           providers = {{ alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; beta = lib.mkProvider {{ source = \"provider-beta\"; }}; \
+                         null = lib.mkProvider {{ source = \"{}\"; }}; }}; \
+           resources = [ a n b ]; data = [ d ]; inherit ledger; }}",
+        null.display()
+    )
+}
+
+#[test]
+fn round_trip_with_the_real_null_provider() {
+    let null = real_provider("null");
+    let p = Project::new(&plan(&null, "one"));
+    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    let o = p.outputs();
+    let n = &o["null.null_resource.n"];
+    assert_eq!(n["triggers"]["direct"], "alpha::0");
+    assert_eq!(n["triggers"]["derived"], "via-nix-alpha-0");
+    let null_id = n["id"].as_str().expect("null_resource id").to_string();
+    assert!(!null_id.is_empty());
+    assert_eq!(o["data.null.null_data_source.d"]["outputs"]["from_null"], null_id.as_str());
+    assert_eq!(o["beta.beta_record.b"]["endpoint"], format!("beta://{null_id}"));
+    let phases = events(&out).iter().find(|e| e["type"] == "fixpoint").unwrap()["applyPhases"].clone();
+    assert_eq!(phases, 2, "the Nix-derived trigger needs a second phase");
+
+    // No changes on a second run (refresh reads every object back).
+    let out = p.run(&["plan"], &[]);
+    assert_success(&out);
+    assert!(stdout(&out).contains("No changes"), "{}", stdout(&out));
+
+    // Changing a trigger replaces the null_resource (ForceNew), and b follows its new id.
+    p.set_plan(&plan(&null, "two"));
+    let out = p.run(&["plan"], &[]);
+    assert_success(&out);
+    assert!(stdout(&out).contains("-/+ null.null_resource.n"), "{}", stdout(&out));
+    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    let o = p.outputs();
+    let new_id = o["null.null_resource.n"]["id"].as_str().unwrap().to_string();
+    assert_ne!(new_id, null_id);
+    assert_eq!(o["beta.beta_record.b"]["endpoint"], format!("beta://{new_id}"));
+
+    let out = p.run(&["destroy"], &["--auto-approve"]);
+    assert_success(&out);
+    assert_eq!(stdout(&p.state_cmd(&["state", "list"])).trim(), "");
+    p.assert_no_leftover_processes();
+}

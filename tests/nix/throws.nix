@@ -1,0 +1,171 @@
+# Evaluation errors the library must raise: name -> { expr; expect; }.
+# run.py evaluates each expr on its own and checks that `nix eval` fails with
+# stderr containing `expect`.
+{ lib }:
+let
+  inherit (lib) mkProvider mkResource mkData str compute count forEach toIR vars;
+  providers.alpha = mkProvider { source = "provider-alpha"; };
+  A = mkResource { provider = "alpha"; type = "alpha_token"; name = "A"; };
+  res = name: config: mkResource { provider = "alpha"; type = "alpha_token"; inherit name config; };
+  ledger.outputs."alpha.alpha_token.A" = {
+    value = "v";
+    password = { __sensitiveRef = { resource = "alpha.alpha_token.A"; path = [ "password" ]; }; };
+    nested = { inner = { __sensitiveRef = { resource = "alpha.alpha_token.A"; path = [ "nested" ]; }; }; };
+  };
+  plan = resources: toIR { inherit providers resources ledger; };
+in
+{
+  duplicateResource = {
+    expr = plan [ A (res "B" { }) A ];
+    expect = "duplicate resource id alpha.alpha_token.A";
+  };
+  duplicateAcrossDataAndResources = {
+    expr = toIR {
+      providers."data.alpha" = mkProvider { source = "x"; };
+      providers.alpha = mkProvider { source = "x"; };
+      resources = [ (mkResource { provider = "data.alpha"; type = "t"; name = "n"; }) ];
+      data = [ (mkData { provider = "alpha"; type = "t"; name = "n"; }) ];
+    };
+    expect = "duplicate resource id data.alpha.t.n";
+  };
+  duplicateForEachInstance = {
+    expr = plan [ (forEach [ "a" ] (k: v: res "web" { })) (res "web__a" { }) ];
+    expect = "duplicate resource id alpha.alpha_token.web__a";
+  };
+  deriveFromSensitive = {
+    expr = plan [ A (res "C" { label = str [ "pw:" (A.refAttr "password") ]; }) ];
+    expect = "resource alpha.alpha_token.C: config.label: deriving a Nix value from sensitive output alpha.alpha_token.A.password is not supported: pass the reference directly";
+  };
+  computeFromNestedSensitive = {
+    expr = plan [ A (res "C" { x = compute (A.refAttr "nested") (n: n); }) ];
+    expect = "deriving a Nix value from sensitive output alpha.alpha_token.A.nested is not supported";
+  };
+  deriveFromSensitiveInConsumer = {
+    expr = toIR { inherit providers ledger; resources = [ A ]; consumers.c = str [ (A.refAttr "password") ]; };
+    expect = "consumer c: value: deriving a Nix value from sensitive output alpha.alpha_token.A.password";
+  };
+  refToUndeclared = {
+    expr = plan [ (res "C" { label = A.refAttr "value"; }) ];
+    expect = "resource alpha.alpha_token.C: config.label refers to alpha.alpha_token.A, which is not in toIR's resources or data";
+  };
+  derivedRefToUndeclared = {
+    expr = plan [ (res "C" { l = [ (str [ (A.refAttr "value") ]) ]; }) ];
+    expect = "config.l[0] refers to alpha.alpha_token.A, which is not in toIR's resources or data";
+  };
+  dependsOnUndeclared = {
+    expr = plan [ (mkResource { provider = "alpha"; type = "t"; name = "n"; dependsOn = [ "alpha.t.missing" ]; }) ];
+    expect = "dependsOn entry alpha.t.missing is not in toIR's resources or data";
+  };
+  undeclaredProvider = {
+    expr = plan [ (mkResource { provider = "gamma"; type = "t"; name = "n"; }) ];
+    expect = "resource gamma.t.n: provider 'gamma' is not declared in toIR's providers";
+  };
+  reservedKey = {
+    expr = plan [ (res "C" { tags.__ref = "x"; }) ];
+    expect = "config.tags.__ref uses a reserved name";
+  };
+  functionInConfig = {
+    expr = plan [ (res "C" { f = x: x; }) ];
+    expect = "resource alpha.alpha_token.C: config.f is a function";
+  };
+  resourceAsValue = {
+    expr = plan [ A (res "C" { peer = A; }) ];
+    expect = "config.peer is the whole resource alpha.alpha_token.A";
+  };
+  interpolatedRef = {
+    expr = plan [ A (res "C" { label = "x-${A.refAttr "value"}"; }) ];
+    expect = "the output alpha.alpha_token.A.value is not known while Nix evaluates";
+  };
+  interpolatedDerived = {
+    expr = plan [ A (res "C" { label = "x-${str [ (A.refAttr "id") ]}"; }) ];
+    expect = "cannot be used as a plain Nix string; nest it in lib.str";
+  };
+  strNullPart = {
+    expr = plan [ A (res "C" { label = str [ "x" null ]; }) ];
+    expect = "lib.str: part 1 is null";
+  };
+  strListPart = {
+    expr = str [ "x" [ 1 ] ];
+    expect = "lib.str: part 1 is a list; turn it into a string with lib.compute first";
+  };
+  refBadPath = {
+    expr = A.ref [ "net" (-1) ];
+    expect = "alpha.alpha_token.A.ref: path element 1 is a int";
+  };
+  refEmptyPath = {
+    expr = A.ref [ ];
+    expect = "alpha.alpha_token.A.ref expects a non-empty list path";
+  };
+  refAttrBadName = {
+    expr = A.refAttr "a.b";
+    expect = "alpha.alpha_token.A.refAttr expects an output attribute name";
+  };
+  countInMkResource = {
+    expr = (mkResource { provider = "alpha"; type = "t"; name = "n"; count = 2; }).id;
+    expect = "mkResource alpha.t.n: unknown argument 'count'; expand instances with lib.count or lib.forEach";
+  };
+  lifecycleOnData = {
+    expr = (mkData { provider = "alpha"; type = "t"; name = "n"; lifecycle.preventDestroy = true; }).id;
+    expect = "mkData alpha.t.n: unknown argument 'lifecycle'; data sources have no lifecycle";
+  };
+  badName = {
+    expr = (mkResource { provider = "alpha"; type = "t"; name = "a.b"; }).id;
+    expect = "mkResource alpha.t.a.b: 'name' must start with a letter";
+  };
+  forEachBadKey = {
+    expr = map (r: r.id) (forEach [ "a.b" ] (k: v: res "web" { }));
+    expect = "lib.forEach: key \"a.b\" of alpha.alpha_token.web cannot be part of a resource id";
+  };
+  forEachNotAResource = {
+    expr = forEach [ "a" ] (k: v: { });
+    expect = "lib.forEach: the function must return one resource made with mkResource or mkData (key a)";
+  };
+  countNegative = {
+    expr = count (-1) (i: A);
+    expect = "lib.count expects a non-negative integer";
+  };
+  dataInResources = {
+    expr = plan [ (mkData { provider = "alpha"; type = "t"; name = "n"; }) ];
+    expect = "toIR: data.alpha.t.n is a data source; list it in data";
+  };
+  notAResource = {
+    expr = plan [ A { id = "x"; } ];
+    expect = "toIR: resources[1] is a set, not a resource made with mkResource";
+  };
+  badIgnoreChanges = {
+    expr = plan [ (mkResource { provider = "alpha"; type = "t"; name = "n"; lifecycle.ignoreChanges = [ "tags..x" ]; }) ];
+    expect = "resource alpha.t.n: lifecycle.ignoreChanges entry \"tags..x\" is not an attribute path";
+  };
+  badLifecycleField = {
+    expr = plan [ (mkResource { provider = "alpha"; type = "t"; name = "n"; lifecycle.prevent_destroy = true; }) ];
+    expect = "unknown lifecycle field 'prevent_destroy'";
+  };
+  varMissing = {
+    expr = vars { } { region = { type = "string"; }; };
+    expect = "variable 'region' has no value: set it with --var region=VALUE";
+  };
+  varMissingInToIR = {
+    expr = toIR { inherit providers; variables.region = { }; };
+    expect = "variable 'region' has no value: set it with --var region=VALUE";
+  };
+  varWrongType = {
+    expr = vars { vars.port = "80"; } { port = { type = "number"; default = 1; }; };
+    expect = "variable 'port' must be a number, got the string \"80\"";
+  };
+  varBadDefault = {
+    expr = vars { } { port = { type = "number"; default = "80"; }; };
+    expect = "variable 'port': the default must be a number";
+  };
+  varUnknownType = {
+    expr = vars { } { port = { type = "integer"; }; };
+    expect = "variable 'port': type must be one of string, number, bool, list, map, any";
+  };
+  drvBadInput = {
+    expr = lib.drv "relative/path";
+    expect = "lib.drv expects a derivation or an absolute store path";
+  };
+  badConsumerId = {
+    expr = toIR { inherit providers; consumers."bad id" = 1; };
+    expect = "consumer id 'bad id' may only contain";
+  };
+}

@@ -1,0 +1,251 @@
+# Unit tests of the Nix library: a list of { name; expr; expected; }.
+# run.py evaluates them all in one `nix eval` and compares expr with expected.
+{ lib }:
+let
+  inherit (lib) mkProvider mkResource mkData str compute drv count forEach byKey toIR vars;
+
+  providers = {
+    alpha = mkProvider { source = "provider-alpha"; };
+    beta = mkProvider { source = "provider-beta"; version = "1.2.3"; config.endpoint = "http://beta"; };
+  };
+
+  A = mkResource { provider = "alpha"; type = "alpha_token"; name = "A"; };
+  B = mkResource { provider = "beta"; type = "beta_record"; name = "B"; config.from = "x"; };
+
+  secret = id: attr: { __sensitiveRef = { resource = id; path = [ attr ]; }; };
+  ledgerA = {
+    phase = 1;
+    outputs."alpha.alpha_token.A" = {
+      id = "alpha-0";
+      value = "alpha::0";
+      port = 8080;
+      net = [ { ip = "10.0.0.1"; } { ip = "10.0.0.2"; } ];
+      tags = { env = "prod"; "a.b" = "dotted"; };
+      password = secret "alpha.alpha_token.A" "password";
+    };
+  };
+
+  # toIR of A plus one consumer/resource whose config is `cfg`; returns C's IR node.
+  withC = ledger: cfg:
+    let
+      C = mkResource { provider = "alpha"; type = "alpha_token"; name = "C"; config = cfg; };
+      ir = toIR { inherit providers ledger; resources = [ A B C ]; };
+    in
+    { config = (builtins.elemAt ir.resources 2).config; edges = builtins.filter (e: e.to == C.id) ir.edges; };
+
+  refMarker = id: path: { __ref = { resource = id; inherit path; }; };
+  sensMarker = id: path: { __sensitiveRef = { resource = id; inherit path; }; };
+  derivedMarker = inputs: { __derived = { inherit inputs; }; };
+  edge = from: via: { inherit from via; to = "alpha.alpha_token.C"; };
+
+  testDrv = derivation { name = "image"; system = "x86_64-linux"; builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; };
+  fileDrv = testDrv // { passthru.filePath = "disk.vhd"; };
+
+  webs = forEach { a = 1; b = 2; } (key: value: mkResource {
+    provider = "alpha"; type = "alpha_token"; name = "web";
+    config.label = "${key}-${toString value}";
+  });
+  workers = count 3 (i: mkResource {
+    provider = "alpha"; type = "alpha_token"; name = "worker";
+    config.label = str [ "w" i "-" ((byKey webs).a.refAttr "value") ];
+  });
+  expandedIR = toIR { inherit providers; resources = [ webs [ workers ] ]; };
+
+  zone = mkData { provider = "alpha"; type = "alpha_zone"; name = "main"; config.name = "example.org"; };
+  dataIR = toIR {
+    inherit providers;
+    resources = [ (mkResource { provider = "alpha"; type = "alpha_token"; name = "T"; config.label = zone.refAttr "zone_id"; dependsOn = [ A "beta.beta_record.B" ]; }) A B ];
+    data = [ zone ];
+    ledger.outputs."data.alpha.alpha_zone.main".zone_id = "Z1";
+  };
+
+  decls = {
+    region = { type = "string"; default = "eu-west-1"; description = "where to deploy"; };
+    replicas = { type = "number"; default = 2; };
+    debug = { type = "bool"; default = false; sensitive = false; };
+    tags = { type = "map"; default = { team = "infra"; }; };
+    zones = { type = "list"; default = [ "a" ]; };
+    extra = { default = null; };
+  };
+in
+[
+  # --- references -------------------------------------------------------------
+  { name = "ref absent in ledger stays a __ref";
+    expr = withC { } { label = A.refAttr "value"; };
+    expected = { config.label = refMarker "alpha.alpha_token.A" [ "value" ]; edges = [ (edge "alpha.alpha_token.A" "label") ]; }; }
+  { name = "ref known in ledger becomes the value and keeps its edge";
+    expr = withC ledgerA { label = A.refAttr "value"; };
+    expected = { config.label = "alpha::0"; edges = [ (edge "alpha.alpha_token.A" "label") ]; }; }
+  { name = "ref with a nested path and index";
+    expr = (withC ledgerA { ip = A.ref [ "net" 1 "ip" ]; env = A.ref [ "tags" "a.b" ]; }).config;
+    expected = { ip = "10.0.0.2"; env = "dotted"; }; }
+  { name = "ref past the end of a list stays a __ref";
+    expr = (withC ledgerA { ip = A.ref [ "net" 5 "ip" ]; }).config;
+    expected = { ip = refMarker "alpha.alpha_token.A" [ "net" 5 "ip" ]; }; }
+  { name = "ref to a missing attribute of a known resource stays a __ref";
+    expr = (withC ledgerA { x = A.refAttr "nope"; }).config;
+    expected = { x = refMarker "alpha.alpha_token.A" [ "nope" ]; }; }
+  { name = "ref to a sensitive output becomes a __sensitiveRef";
+    expr = withC ledgerA { pw = A.refAttr "password"; };
+    expected = { config.pw = sensMarker "alpha.alpha_token.A" [ "password" ]; edges = [ (edge "alpha.alpha_token.A" "pw") ]; }; }
+  { name = "ref below a sensitive output keeps its full path";
+    expr = (withC ledgerA { pw = A.ref [ "password" "inner" ]; }).config;
+    expected = { pw = sensMarker "alpha.alpha_token.A" [ "password" "inner" ]; }; }
+  { name = "a known ref can be any JSON value";
+    expr = (withC ledgerA { net = A.refAttr "net"; port = A.refAttr "port"; }).config;
+    expected = { net = [ { ip = "10.0.0.1"; } { ip = "10.0.0.2"; } ]; port = 8080; }; }
+  { name = "via renders nested keys, indices and quoted keys";
+    expr = map (e: e.via) (withC { } { disk = [ { size = A.refAttr "value"; } ]; tags."a.b" = A.refAttr "id"; "0x" = [ [ (A.refAttr "id") ] ]; }).edges;
+    expected = [ ''["0x"][0][0]'' "disk[0].size" ''tags["a.b"]'' ]; }
+  { name = "two refs to one resource at one path make one edge";
+    expr = (withC { } { label = str [ (A.refAttr "id") (A.refAttr "value") ]; }).edges;
+    expected = [ (edge "alpha.alpha_token.A" "label") ]; }
+
+  # --- str and compute ------------------------------------------------------------
+  { name = "str of plain parts is a plain string";
+    expr = str [ "a" 1 "-" true "-" 1.5 ];
+    expected = "a1-true-1.5"; }
+  { name = "str with an unknown input is __derived";
+    expr = withC { } { label = str [ "rec-" (A.refAttr "value") ]; };
+    expected = { config.label = derivedMarker [ "alpha.alpha_token.A.value" ]; edges = [ (edge "alpha.alpha_token.A" "label") ]; }; }
+  { name = "str with known inputs is concrete and keeps its edges";
+    expr = withC ledgerA { label = str [ "rec-" (A.refAttr "value") ":" (A.refAttr "port") ]; };
+    expected = { config.label = "rec-alpha::0:8080"; edges = [ (edge "alpha.alpha_token.A" "label") ]; }; }
+  # inputs list every output the value needs, known or not: the set is stable across phases.
+  { name = "nested str lists the inputs of both, sorted and unique";
+    expr = (withC ledgerA { label = str [ (str [ (B.refAttr "endpoint") (A.refAttr "value") ]) (A.refAttr "value") ]; }).config;
+    expected = { label = derivedMarker [ "alpha.alpha_token.A.value" "beta.beta_record.B.endpoint" ]; }; }
+  { name = "derived inputs name the top-level output attribute";
+    expr = (withC { } { label = str [ (A.ref [ "net" 0 "ip" ]) (B.refAttr "endpoint") ]; }).config;
+    expected = { label = derivedMarker [ "alpha.alpha_token.A.net" "beta.beta_record.B.endpoint" ]; }; }
+  { name = "compute over an attrset of inputs, known";
+    expr = (withC ledgerA { url = compute { ip = A.ref [ "net" 0 "ip" ]; port = A.refAttr "port"; } ({ ip, port }: "http://${ip}:${toString port}"); }).config;
+    expected = { url = "http://10.0.0.1:8080"; }; }
+  { name = "compute over a list and a single input, pending";
+    expr = (withC ledgerA { a = compute [ (A.refAttr "value") (B.refAttr "endpoint") ] builtins.length; b = compute (B.refAttr "endpoint") (e: e); }).config;
+    expected = { a = derivedMarker [ "alpha.alpha_token.A.value" "beta.beta_record.B.endpoint" ]; b = derivedMarker [ "beta.beta_record.B.endpoint" ]; }; }
+  { name = "compute without references applies the function at once";
+    expr = compute { a = 1; b = 2; } ({ a, b }: a + b);
+    expected = 3; }
+  { name = "compute may return structure holding further references";
+    expr = withC ledgerA { n = compute (A.refAttr "port") (p: { port = p; record = B.refAttr "endpoint"; }); };
+    expected = {
+      config.n = { port = 8080; record = refMarker "beta.beta_record.B" [ "endpoint" ]; };
+      edges = [ (edge "alpha.alpha_token.A" "n") (edge "beta.beta_record.B" "n.record") ];
+    }; }
+  { name = "compute may return a whole JSON value";
+    expr = (withC ledgerA { ips = compute (A.refAttr "net") (net: map (n: n.ip) net); }).config;
+    expected = { ips = [ "10.0.0.1" "10.0.0.2" ]; }; }
+
+  # --- build outputs --------------------------------------------------------------------
+  { name = "drv of a derivation carries out path and drvPath without context";
+    expr = let d = drv testDrv; in [ (d.__build.path == testDrv.outPath) (d.__build.drvPath == testDrv.drvPath) (builtins.hasContext d.__build.path) (builtins.hasContext d.__build.drvPath) ];
+    expected = [ true true false false ]; }
+  { name = "drv uses passthru.filePath below the out path";
+    expr = (drv fileDrv).__build.path;
+    expected = builtins.unsafeDiscardStringContext "${testDrv.outPath}/disk.vhd"; }
+  { name = "drv of a store path string has no drvPath";
+    expr = drv "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-x/disk.vhd";
+    expected = { __build.path = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-x/disk.vhd"; }; }
+  { name = "a build leaf passes through toIR without an edge";
+    expr = withC { } { source = drv "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-x"; image = testDrv; };
+    expected = { config = { source = { __build.path = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-x"; }; image = drv testDrv; }; edges = [ ]; }; }
+
+  # --- expansion ------------------------------------------------------------------------
+  { name = "forEach names instances <name>__<key>, sorted by key";
+    expr = map (r: r.id) webs;
+    expected = [ "alpha.alpha_token.web__a" "alpha.alpha_token.web__b" ]; }
+  { name = "forEach passes key and value";
+    expr = map (r: r.config.label) webs;
+    expected = [ "a-1" "b-2" ]; }
+  { name = "forEach over a list of strings";
+    expr = map (r: [ r.id r.key r.config.label ]) (forEach [ "x" "y" ] (k: v: mkResource { provider = "alpha"; type = "t"; name = "n"; config.label = v; }));
+    expected = [ [ "alpha.t.n__x" "x" "x" ] [ "alpha.t.n__y" "y" "y" ] ]; }
+  { name = "count names instances <name>__<index>";
+    expr = map (r: [ r.id r.key ]) workers;
+    expected = [ [ "alpha.alpha_token.worker__0" 0 ] [ "alpha.alpha_token.worker__1" 1 ] [ "alpha.alpha_token.worker__2" 2 ] ]; }
+  { name = "count of data sources";
+    expr = map (r: r.id) (count 2 (i: mkData { provider = "alpha"; type = "z"; name = "d"; }));
+    expected = [ "data.alpha.z.d__0" "data.alpha.z.d__1" ]; }
+  { name = "expanded instances in toIR, nested lists flattened, refs between instances";
+    expr = {
+      ids = map (r: r.id) expandedIR.resources;
+      edges = expandedIR.edges;
+      label = (builtins.elemAt expandedIR.resources 3).config.label;
+    };
+    expected = {
+      ids = [ "alpha.alpha_token.web__a" "alpha.alpha_token.web__b" "alpha.alpha_token.worker__0" "alpha.alpha_token.worker__1" "alpha.alpha_token.worker__2" ];
+      edges = map (i: { from = "alpha.alpha_token.web__a"; to = "alpha.alpha_token.worker__${toString i}"; via = "label"; }) [ 0 1 2 ];
+      label = derivedMarker [ "alpha.alpha_token.web__a.value" ];
+    }; }
+  { name = "byKey indexes instances by key";
+    expr = builtins.mapAttrs (k: r: r.id) (byKey workers);
+    expected = { "0" = "alpha.alpha_token.worker__0"; "1" = "alpha.alpha_token.worker__1"; "2" = "alpha.alpha_token.worker__2"; }; }
+
+  # --- nodes, meta, data sources ----------------------------------------------------------
+  { name = "dependsOn takes resources and ids and yields dependsOn edges";
+    expr = { meta = (builtins.head dataIR.resources).meta; edges = builtins.filter (e: e.to == "alpha.alpha_token.T") dataIR.edges; };
+    expected = {
+      meta = { dependsOn = [ "alpha.alpha_token.A" "beta.beta_record.B" ]; lifecycle = { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; }; };
+      edges = [
+        { from = "data.alpha.alpha_zone.main"; to = "alpha.alpha_token.T"; via = "label"; }
+        { from = "alpha.alpha_token.A"; to = "alpha.alpha_token.T"; via = "dependsOn"; }
+        { from = "beta.beta_record.B"; to = "alpha.alpha_token.T"; via = "dependsOn"; }
+      ];
+    }; }
+  { name = "data source node: data. id, no lifecycle, its outputs resolve refs";
+    expr = { data = dataIR.data; label = (builtins.head dataIR.resources).config.label; };
+    expected = {
+      data = [ { id = "data.alpha.alpha_zone.main"; provider = "alpha"; type = "alpha_zone"; name = "main"; config.name = "example.org"; meta.dependsOn = [ ]; } ];
+      label = "Z1";
+    }; }
+  { name = "lifecycle fields and ignoreChanges in string and list form";
+    expr = (builtins.head (toIR { inherit providers; resources = [ (mkResource {
+      provider = "alpha"; type = "t"; name = "n";
+      lifecycle = { preventDestroy = true; ignoreChanges = [ "tags" [ "tags" "a.b" ] [ "disk" 0 "size" ] "*" ]; };
+    }) ]; }).resources).meta.lifecycle;
+    expected = { preventDestroy = true; createBeforeDestroy = false; ignoreChanges = [ "tags" ''tags["a.b"]'' "disk[0].size" "*" ]; }; }
+  { name = "providers: version only when given, config refs resolved without edges";
+    expr = let ir = toIR { providers = providers // { gamma = { source = "g"; config.token = A.refAttr "value"; }; }; resources = [ A ]; ledger = ledgerA; }; in
+      { inherit (ir) providers edges; };
+    expected = {
+      providers = {
+        alpha = { source = "provider-alpha"; config = { }; };
+        beta = { source = "provider-beta"; version = "1.2.3"; config.endpoint = "http://beta"; };
+        gamma = { source = "g"; config.token = "alpha::0"; };
+      };
+      edges = [ ];
+    }; }
+  { name = "consumers become nixConsumers sorted by id, without edges";
+    expr = let ir = toIR { inherit providers; resources = [ A ]; ledger = ledgerA; consumers = { z.v = [ (A.refAttr "value") (A.refAttr "password") ]; a = str [ "x" (A.refAttr "id") ]; }; }; in
+      { inherit (ir) nixConsumers edges; };
+    expected = {
+      nixConsumers = [ { id = "a"; value = "xalpha-0"; } { id = "z"; value.v = [ "alpha::0" (sensMarker "alpha.alpha_token.A" [ "password" ]) ]; } ];
+      edges = [ ];
+    }; }
+  { name = "empty ledger, missing ledger and null ledger behave alike";
+    expr = let f = l: (builtins.elemAt (toIR ({ inherit providers; resources = [ A B (mkResource { provider = "alpha"; type = "t"; name = "n"; config.x = A.refAttr "id"; }) ]; } // l)).resources 2).config; in
+      [ (f { }) (f { ledger = { }; }) (f { ledger = null; }) (f { ledger = { phase = 0; }; }) ];
+    expected = let m = { x = refMarker "alpha.alpha_token.A" [ "id" ]; }; in [ m m m m ]; }
+  { name = "derivations, flake sources and plain keys in config";
+    expr = (withC { } { src = { outPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-src"; }; _type = "not-nivis"; }).config;
+    expected = { src = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-src"; _type = "not-nivis"; }; }
+
+  # --- variables -------------------------------------------------------------------------------
+  { name = "vars applies defaults";
+    expr = vars { } decls;
+    expected = { region = "eu-west-1"; replicas = 2; debug = false; tags.team = "infra"; zones = [ "a" ]; extra = null; }; }
+  { name = "vars prefers ledger.vars";
+    expr = vars { vars = { region = "us-east-1"; replicas = 2.5; extra = [ 1 ]; }; } decls;
+    expected = { region = "us-east-1"; replicas = 2.5; debug = false; tags.team = "infra"; zones = [ "a" ]; extra = [ 1 ]; }; }
+  { name = "variables are declared in the IR";
+    expr = (toIR { inherit providers; variables = decls; ledger.vars.region = "x"; }).variables;
+    expected = {
+      region = { type = "string"; default = "eu-west-1"; description = "where to deploy"; };
+      replicas = { type = "number"; default = 2; };
+      debug = { type = "bool"; default = false; sensitive = false; };
+      tags = { type = "map"; default = { team = "infra"; }; };
+      zones = { type = "list"; default = [ "a" ]; };
+      extra = { default = null; };
+    }; }
+]

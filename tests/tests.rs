@@ -1,0 +1,5 @@
+//! The one integration test binary: end-to-end tests through the CLI, the provider client
+//! against the real binaries and the fakes, and the IR fixtures.
+
+mod e2e;
+mod util;
