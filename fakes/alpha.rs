@@ -8,7 +8,8 @@
 //!
 //! Knobs (environment): `NIVIS_FAKE_ALPHA_SCHEMA_VERSION=1` bumps the schema to version 1, adding
 //! computed `revision`, filled by the state upgrader from version 0; `NIVIS_FAKE_FAIL_ON=L1,L2`
-//! makes applies of those labels fail with a diagnostic; `NIVIS_FAKE_CRASH_ON=L` makes the
+//! makes applies of those labels fail with a diagnostic (`NIVIS_FAKE_PARTIAL_ON` likewise, but
+//! after the object exists, returning it); `NIVIS_FAKE_CRASH_ON=L` makes the
 //! process die mid-apply with a Go-style panic; `NIVIS_FAKE_SLOW_MS`, `NIVIS_FAKE_NOISE` (see
 //! common.rs). A label containing `invalid` fails validation.
 
@@ -30,26 +31,68 @@ struct Alpha {
 impl common::Fake for Alpha {
     fn schema(&self) -> ProviderSchema {
         let mut token = vec![
-            ("label", attr(Type::String, Mode::Optional, false, "Free text; changes update in place.")),
-            ("keeper", attr(Type::String, Mode::Optional, false, "Changing it forces replacement.")),
+            (
+                "label",
+                attr(
+                    Type::String,
+                    Mode::Optional,
+                    false,
+                    "Free text; changes update in place.",
+                ),
+            ),
+            (
+                "keeper",
+                attr(
+                    Type::String,
+                    Mode::Optional,
+                    false,
+                    "Changing it forces replacement.",
+                ),
+            ),
             ("id", attr(Type::String, Mode::Computed, false, "alpha-N")),
-            ("value", attr(Type::String, Mode::Computed, false, "alpha:<label>:N")),
-            ("secret", attr(Type::String, Mode::Computed, true, "A generated secret.")),
+            (
+                "value",
+                attr(Type::String, Mode::Computed, false, "alpha:<label>:N"),
+            ),
+            (
+                "secret",
+                attr(Type::String, Mode::Computed, true, "A generated secret."),
+            ),
+            ("rules", rules_attribute()),
         ];
         if self.schema_version >= 1 {
-            token.push(("revision", attr(Type::Number, Mode::Computed, false, "Set by the v0→v1 upgrader.")));
+            token.push((
+                "revision",
+                attr(
+                    Type::Number,
+                    Mode::Computed,
+                    false,
+                    "Set by the v0→v1 upgrader.",
+                ),
+            ));
         }
-        let mut s = ProviderSchema::default();
-        s.provider = schema(0, "The alpha fake provider.", vec![]);
-        s.resources.insert("alpha_token".into(), schema(self.schema_version, "A token.", token));
+        let mut s = ProviderSchema {
+            provider: schema(0, "The alpha fake provider.", vec![]),
+            ..ProviderSchema::default()
+        };
+        s.resources.insert(
+            "alpha_token".into(),
+            schema(self.schema_version, "A token.", token),
+        );
         s.data_sources.insert(
             "alpha_lookup".into(),
             schema(
                 0,
                 "Looks a key up.",
                 vec![
-                    ("key", attr(Type::String, Mode::Required, false, "What to look up.")),
-                    ("result", attr(Type::String, Mode::Computed, false, "lookup:<key>")),
+                    (
+                        "key",
+                        attr(Type::String, Mode::Required, false, "What to look up."),
+                    ),
+                    (
+                        "result",
+                        attr(Type::String, Mode::Computed, false, "lookup:<key>"),
+                    ),
                 ],
             ),
         );
@@ -66,7 +109,12 @@ impl common::Fake for Alpha {
         }
     }
 
-    fn plan(&self, _type_name: &str, prior: &Value, proposed: &Value) -> Result<(Value, Vec<Vec<PathStep>>), String> {
+    fn plan(
+        &self,
+        _type_name: &str,
+        prior: &Value,
+        proposed: &Value,
+    ) -> Result<(Value, Vec<Vec<PathStep>>), String> {
         let mut planned = proposed.clone();
         if matches!(prior, Value::Null) {
             for computed in ["id", "value", "secret", "revision"] {
@@ -86,7 +134,12 @@ impl common::Fake for Alpha {
         Ok((planned, replace))
     }
 
-    fn apply(&self, _type_name: &str, prior: &Value, planned: &Value) -> Result<Value, String> {
+    fn apply(
+        &self,
+        _type_name: &str,
+        prior: &Value,
+        planned: &Value,
+    ) -> Result<Value, (Option<Value>, String)> {
         if matches!(planned, Value::Null) {
             return Ok(Value::Null);
         }
@@ -96,7 +149,10 @@ impl common::Fake for Alpha {
             std::process::exit(2);
         }
         if fault("NIVIS_FAKE_FAIL_ON", &label) {
-            return Err(format!("injected failure applying alpha_token with label {label:?}"));
+            return Err((
+                None,
+                format!("injected failure applying alpha_token with label {label:?}"),
+            ));
         }
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
         let mut new = planned.clone();
@@ -107,11 +163,26 @@ impl common::Fake for Alpha {
                 set(&mut new, "revision", Value::Number(1.into()));
             }
         }
-        set(&mut new, "value", Value::String(format!("alpha:{label}:{n}")));
+        set(
+            &mut new,
+            "value",
+            Value::String(format!("alpha:{label}:{n}")),
+        );
+        if fault("NIVIS_FAKE_PARTIAL_ON", &label) {
+            return Err((
+                Some(new),
+                format!("injected failure after creating alpha_token with label {label:?}"),
+            ));
+        }
         Ok(new)
     }
 
-    fn upgrade(&self, type_name: &str, version: i64, json: &serde_json::Value) -> Result<Value, String> {
+    fn upgrade(
+        &self,
+        type_name: &str,
+        version: i64,
+        json: &serde_json::Value,
+    ) -> Result<Value, String> {
         let mut json = json.clone();
         if version == 0 && self.schema_version >= 1 {
             if let serde_json::Value::Object(m) = &mut json {
@@ -130,13 +201,16 @@ impl common::Fake for Alpha {
     }
 
     fn import(&self, _type_name: &str, id: &str) -> Result<Value, String> {
-        let n = id.strip_prefix("alpha-").ok_or_else(|| format!("cannot import {id:?}: ids look like alpha-N"))?;
+        let n = id
+            .strip_prefix("alpha-")
+            .ok_or_else(|| format!("cannot import {id:?}: ids look like alpha-N"))?;
         let mut m = std::collections::BTreeMap::new();
         m.insert("id".into(), Value::String(id.to_string()));
         m.insert("label".into(), Value::Null);
         m.insert("keeper".into(), Value::Null);
         m.insert("value".into(), Value::String(format!("alpha::{n}")));
         m.insert("secret".into(), Value::String(format!("secret-{n}")));
+        m.insert("rules".into(), Value::Null);
         if self.schema_version >= 1 {
             m.insert("revision".into(), Value::Number(1.into()));
         }
@@ -144,7 +218,39 @@ impl common::Fake for Alpha {
     }
 }
 
+/// A list of nested objects (tfplugin6 nested attribute type): `[{ port; proto? }]`.
+fn rules_attribute() -> nivis::schema::Attribute {
+    use nivis::schema::{AttrType, NestedObject, ObjectNesting};
+    let mut a = attr(
+        Type::String,
+        Mode::Optional,
+        false,
+        "Firewall-style rules (a nested attribute type).",
+    );
+    a.ty = AttrType::Nested(NestedObject {
+        attributes: [
+            (
+                "port".to_string(),
+                attr(Type::Number, Mode::Required, false, "Port."),
+            ),
+            (
+                "proto".to_string(),
+                attr(Type::String, Mode::Optional, false, "Protocol."),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+        nesting: ObjectNesting::List,
+    });
+    a
+}
+
 fn main() {
-    let schema_version = common::env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION").and_then(|v| v.parse().ok()).unwrap_or(0);
-    common::serve(Alpha { counter: AtomicU64::new(common::counter_seed()), schema_version });
+    let schema_version = common::env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    common::serve(Alpha {
+        counter: AtomicU64::new(common::counter_seed()),
+        schema_version,
+    });
 }

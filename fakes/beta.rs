@@ -15,23 +15,41 @@ struct Beta;
 
 impl common::Fake for Beta {
     fn schema(&self) -> ProviderSchema {
-        let mut s = ProviderSchema::default();
-        s.provider = schema(0, "The beta fake provider.", vec![]);
+        let mut s = ProviderSchema {
+            provider: schema(0, "The beta fake provider.", vec![]),
+            ..ProviderSchema::default()
+        };
         s.resources.insert(
             "beta_record".into(),
             schema(
                 0,
                 "A record pointing somewhere.",
                 vec![
-                    ("from", attr(Type::String, Mode::Required, false, "Where the record comes from.")),
-                    ("endpoint", attr(Type::String, Mode::Computed, false, "beta://<from>")),
+                    (
+                        "from",
+                        attr(
+                            Type::String,
+                            Mode::Required,
+                            false,
+                            "Where the record comes from.",
+                        ),
+                    ),
+                    (
+                        "endpoint",
+                        attr(Type::String, Mode::Computed, false, "beta://<from>"),
+                    ),
                 ],
             ),
         );
         s
     }
 
-    fn plan(&self, _type_name: &str, prior: &Value, proposed: &Value) -> Result<(Value, Vec<Vec<PathStep>>), String> {
+    fn plan(
+        &self,
+        _type_name: &str,
+        prior: &Value,
+        proposed: &Value,
+    ) -> Result<(Value, Vec<Vec<PathStep>>), String> {
         let mut planned = proposed.clone();
         if matches!(prior, Value::Null) || get_str(prior, "from") != get_str(proposed, "from") {
             set(&mut planned, "endpoint", Value::Unknown);
@@ -39,20 +57,32 @@ impl common::Fake for Beta {
         Ok((planned, Vec::new()))
     }
 
-    fn apply(&self, _type_name: &str, _prior: &Value, planned: &Value) -> Result<Value, String> {
+    fn apply(
+        &self,
+        _type_name: &str,
+        _prior: &Value,
+        planned: &Value,
+    ) -> Result<Value, (Option<Value>, String)> {
         if matches!(planned, Value::Null) {
             return Ok(Value::Null);
         }
-        let from = get_str(planned, "from").ok_or("from is required")?;
+        let from = get_str(planned, "from").ok_or((None, "from is required".to_string()))?;
         if fault("NIVIS_FAKE_CRASH_ON", &from) {
             eprintln!("panic: injected crash while applying beta_record {from:?}");
             std::process::exit(2);
         }
         if fault("NIVIS_FAKE_FAIL_ON", &from) {
-            return Err(format!("injected failure applying beta_record from {from:?}"));
+            return Err((
+                None,
+                format!("injected failure applying beta_record from {from:?}"),
+            ));
         }
         let mut new = planned.clone();
-        set(&mut new, "endpoint", Value::String(format!("beta://{from}")));
+        set(
+            &mut new,
+            "endpoint",
+            Value::String(format!("beta://{from}")),
+        );
         Ok(new)
     }
 

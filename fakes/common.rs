@@ -4,6 +4,7 @@
 //! The fakes are real plugin binaries: Nivis (and OpenTofu) start them exactly as they start any
 //! provider. They decode every request strictly with the schema, so a client that sends partial
 //! objects or drops private data fails here just as it would against a real provider.
+#![allow(dead_code)]
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -28,15 +29,31 @@ pub trait Fake: Send + Sync + 'static {
         Vec::new()
     }
     /// Plans a change: returns the planned state and the paths that force replacement.
-    fn plan(&self, type_name: &str, prior: &Value, proposed: &Value) -> Result<(Value, Vec<Vec<PathStep>>), String>;
-    /// Applies a change; `planned` is `Null` for a delete.
-    fn apply(&self, type_name: &str, prior: &Value, planned: &Value) -> Result<Value, String>;
+    fn plan(
+        &self,
+        type_name: &str,
+        prior: &Value,
+        proposed: &Value,
+    ) -> Result<(Value, Vec<Vec<PathStep>>), String>;
+    /// Applies a change; `planned` is `Null` for a delete. A failure may carry the partial
+    /// object that exists despite the error.
+    fn apply(
+        &self,
+        type_name: &str,
+        prior: &Value,
+        planned: &Value,
+    ) -> Result<Value, (Option<Value>, String)>;
     /// Refreshes an object (default: unchanged).
     fn read(&self, _type_name: &str, state: &Value) -> Value {
         state.clone()
     }
     /// Upgrades stored JSON of `version` to the current schema (default: decode as is).
-    fn upgrade(&self, type_name: &str, _version: i64, json: &serde_json::Value) -> Result<Value, String> {
+    fn upgrade(
+        &self,
+        type_name: &str,
+        _version: i64,
+        json: &serde_json::Value,
+    ) -> Result<Value, String> {
         let schema = self.schema();
         let ty = schema.resources[type_name].block.implied_type();
         value::json::from_state_json(json, &ty).map_err(|e| e.to_string())
@@ -103,14 +120,17 @@ pub fn serve<F: Fake>(fake: F) -> ! {
         move |_req: pb::get_provider_schema::Request| Ok(schema_response(&schema))
     });
     builder = register(builder, "/tfplugin6.Provider/ValidateProviderConfig", {
-        move |_req: pb::validate_provider_config::Request| Ok(pb::validate_provider_config::Response::new())
+        move |_req: pb::validate_provider_config::Request| {
+            Ok(pb::validate_provider_config::Response::new())
+        }
     });
     builder = register(builder, "/tfplugin6.Provider/ConfigureProvider", {
         let schema = Arc::clone(&schema);
         move |req: pb::configure_provider::Request| {
             let mut resp = pb::configure_provider::Response::new();
             if let Err(e) = decode(&req.config, &schema.provider.block.implied_type()) {
-                resp.diagnostics.push(diag(&format!("fake: bad provider config: {e}"), &[]));
+                resp.diagnostics
+                    .push(diag(&format!("fake: bad provider config: {e}"), &[]));
             }
             Ok(resp)
         }
@@ -120,7 +140,10 @@ pub fn serve<F: Fake>(fake: F) -> ! {
         move |req: pb::validate_resource_config::Request| {
             let mut resp = pb::validate_resource_config::Response::new();
             let Some(s) = schema.resources.get(&req.type_name) else {
-                resp.diagnostics.push(diag(&format!("fake: unknown resource type {}", req.type_name), &[]));
+                resp.diagnostics.push(diag(
+                    &format!("fake: unknown resource type {}", req.type_name),
+                    &[],
+                ));
                 return Ok(resp);
             };
             match decode(&req.config, &s.block.implied_type()) {
@@ -129,7 +152,9 @@ pub fn serve<F: Fake>(fake: F) -> ! {
                         resp.diagnostics.push(diag(&msg, &path));
                     }
                 }
-                Err(e) => resp.diagnostics.push(diag(&format!("fake: bad config: {e}"), &[])),
+                Err(e) => resp
+                    .diagnostics
+                    .push(diag(&format!("fake: bad config: {e}"), &[])),
             }
             Ok(resp)
         }
@@ -139,7 +164,10 @@ pub fn serve<F: Fake>(fake: F) -> ! {
         move |req: pb::validate_data_resource_config::Request| {
             let mut resp = pb::validate_data_resource_config::Response::new();
             let Some(s) = schema.data_sources.get(&req.type_name) else {
-                resp.diagnostics.push(diag(&format!("fake: unknown data source {}", req.type_name), &[]));
+                resp.diagnostics.push(diag(
+                    &format!("fake: unknown data source {}", req.type_name),
+                    &[],
+                ));
                 return Ok(resp);
             };
             match decode(&req.config, &s.block.implied_type()) {
@@ -148,7 +176,9 @@ pub fn serve<F: Fake>(fake: F) -> ! {
                         resp.diagnostics.push(diag(&msg, &path));
                     }
                 }
-                Err(e) => resp.diagnostics.push(diag(&format!("fake: bad config: {e}"), &[])),
+                Err(e) => resp
+                    .diagnostics
+                    .push(diag(&format!("fake: bad config: {e}"), &[])),
             }
             Ok(resp)
         }
@@ -158,23 +188,35 @@ pub fn serve<F: Fake>(fake: F) -> ! {
         move |req: pb::upgrade_resource_state::Request| {
             let mut resp = pb::upgrade_resource_state::Response::new();
             let Some(s) = schema.resources.get(&req.type_name) else {
-                resp.diagnostics.push(diag(&format!("fake: unknown resource type {}", req.type_name), &[]));
+                resp.diagnostics.push(diag(
+                    &format!("fake: unknown resource type {}", req.type_name),
+                    &[],
+                ));
                 return Ok(resp);
             };
             if req.version > s.version {
-                resp.diagnostics.push(diag(&format!("fake: state version {} is newer than schema version {}", req.version, s.version), &[]));
+                resp.diagnostics.push(diag(
+                    &format!(
+                        "fake: state version {} is newer than schema version {}",
+                        req.version, s.version
+                    ),
+                    &[],
+                ));
                 return Ok(resp);
             }
             let json: serde_json::Value = match serde_json::from_slice(&req.raw_state.json) {
                 Ok(j) => j,
                 Err(e) => {
-                    resp.diagnostics.push(diag(&format!("fake: raw state is not JSON: {e}"), &[]));
+                    resp.diagnostics
+                        .push(diag(&format!("fake: raw state is not JSON: {e}"), &[]));
                     return Ok(resp);
                 }
             };
             match fake.upgrade(&req.type_name, req.version, &json) {
                 Ok(v) => resp.upgraded_state = encode(&v, &s.block.implied_type()),
-                Err(e) => resp.diagnostics.push(diag(&format!("fake: cannot upgrade state: {e}"), &[])),
+                Err(e) => resp
+                    .diagnostics
+                    .push(diag(&format!("fake: cannot upgrade state: {e}"), &[])),
             }
             Ok(resp)
         }
@@ -192,7 +234,9 @@ pub fn serve<F: Fake>(fake: F) -> ! {
                     resp.new_state = encode(&fake.read(&req.type_name, &state), &ty);
                     resp.private = STATE_PRIVATE.to_vec();
                 }
-                Err(e) => resp.diagnostics.push(diag(&format!("fake: bad current state: {e}"), &[])),
+                Err(e) => resp
+                    .diagnostics
+                    .push(diag(&format!("fake: bad current state: {e}"), &[])),
             }
             Ok(resp)
         }
@@ -204,27 +248,38 @@ pub fn serve<F: Fake>(fake: F) -> ! {
             let mut resp = pb::plan_resource_change::Response::new();
             let ty = schema.resources[&req.type_name].block.implied_type();
             let decoded = (|| -> Result<_, String> {
-                let prior = decode(&req.prior_state, &ty).map_err(|e| format!("prior_state: {e}"))?;
-                let proposed = decode(&req.proposed_new_state, &ty).map_err(|e| format!("proposed_new_state: {e}"))?;
+                let prior =
+                    decode(&req.prior_state, &ty).map_err(|e| format!("prior_state: {e}"))?;
+                let proposed = decode(&req.proposed_new_state, &ty)
+                    .map_err(|e| format!("proposed_new_state: {e}"))?;
                 decode(&req.config, &ty).map_err(|e| format!("config: {e}"))?;
                 Ok((prior, proposed))
             })();
             match decoded {
                 Ok((prior, proposed)) => {
-                    if !matches!(prior, Value::Null) && req.prior_private != STATE_PRIVATE && req.prior_private != PLANNED_PRIVATE {
-                        resp.diagnostics.push(diag("fake: PlanResourceChange did not receive the object's private data", &[]));
+                    if !matches!(prior, Value::Null)
+                        && req.prior_private != STATE_PRIVATE
+                        && req.prior_private != PLANNED_PRIVATE
+                    {
+                        resp.diagnostics.push(diag(
+                            "fake: PlanResourceChange did not receive the object's private data",
+                            &[],
+                        ));
                         return Ok(resp);
                     }
                     match fake.plan(&req.type_name, &prior, &proposed) {
                         Ok((planned, replace)) => {
                             resp.planned_state = encode(&planned, &ty);
-                            resp.requires_replace = replace.iter().map(|p| attribute_path(p)).collect();
+                            resp.requires_replace =
+                                replace.iter().map(|p| attribute_path(p)).collect();
                             resp.planned_private = PLANNED_PRIVATE.to_vec();
                         }
                         Err(e) => resp.diagnostics.push(diag(&e, &[])),
                     }
                 }
-                Err(e) => resp.diagnostics.push(diag(&format!("fake: bad plan request: {e}"), &[])),
+                Err(e) => resp
+                    .diagnostics
+                    .push(diag(&format!("fake: bad plan request: {e}"), &[])),
             }
             Ok(resp)
         }
@@ -237,8 +292,10 @@ pub fn serve<F: Fake>(fake: F) -> ! {
             let mut resp = pb::apply_resource_change::Response::new();
             let ty = schema.resources[&req.type_name].block.implied_type();
             let decoded = (|| -> Result<_, String> {
-                let prior = decode(&req.prior_state, &ty).map_err(|e| format!("prior_state: {e}"))?;
-                let planned = decode(&req.planned_state, &ty).map_err(|e| format!("planned_state: {e}"))?;
+                let prior =
+                    decode(&req.prior_state, &ty).map_err(|e| format!("prior_state: {e}"))?;
+                let planned =
+                    decode(&req.planned_state, &ty).map_err(|e| format!("planned_state: {e}"))?;
                 let config = decode(&req.config, &ty).map_err(|e| format!("config: {e}"))?;
                 if !config.is_known() {
                     return Err("config holds unknown values at apply".into());
@@ -249,7 +306,10 @@ pub fn serve<F: Fake>(fake: F) -> ! {
                 Ok((prior, planned)) => {
                     let is_delete = matches!(planned, Value::Null);
                     if !is_delete && req.planned_private != PLANNED_PRIVATE {
-                        resp.diagnostics.push(diag("fake: ApplyResourceChange did not receive the planned private data", &[]));
+                        resp.diagnostics.push(diag(
+                            "fake: ApplyResourceChange did not receive the planned private data",
+                            &[],
+                        ));
                         resp.new_state = encode(&prior, &ty);
                         return Ok(resp);
                     }
@@ -260,14 +320,16 @@ pub fn serve<F: Fake>(fake: F) -> ! {
                                 resp.private = STATE_PRIVATE.to_vec();
                             }
                         }
-                        Err(e) => {
-                            resp.new_state = encode(&prior, &ty);
+                        Err((partial, e)) => {
+                            resp.new_state = encode(partial.as_ref().unwrap_or(&prior), &ty);
                             resp.private = STATE_PRIVATE.to_vec();
                             resp.diagnostics.push(diag(&e, &[]));
                         }
                     }
                 }
-                Err(e) => resp.diagnostics.push(diag(&format!("fake: bad apply request: {e}"), &[])),
+                Err(e) => resp
+                    .diagnostics
+                    .push(diag(&format!("fake: bad apply request: {e}"), &[])),
             }
             Ok(resp)
         }
@@ -300,21 +362,29 @@ pub fn serve<F: Fake>(fake: F) -> ! {
                     Ok(state) => resp.state = encode(&state, &ty),
                     Err(e) => resp.diagnostics.push(diag(&e, &[])),
                 },
-                Err(e) => resp.diagnostics.push(diag(&format!("fake: bad data source config: {e}"), &[])),
+                Err(e) => resp
+                    .diagnostics
+                    .push(diag(&format!("fake: bad data source config: {e}"), &[])),
             }
             Ok(resp)
         }
     });
-    builder = register(builder, "/tfplugin6.Provider/StopProvider", move |_req: pb::stop_provider::Request| {
-        Ok(pb::stop_provider::Response::new())
-    });
+    builder = register(
+        builder,
+        "/tfplugin6.Provider/StopProvider",
+        move |_req: pb::stop_provider::Request| Ok(pb::stop_provider::Response::new()),
+    );
     let stop = Arc::new(Mutex::new(Some(stop_tx)));
-    builder = register(builder, "/plugin.GRPCController/Shutdown", move |_req: go_plugin::Empty| {
-        if let Some(tx) = stop.lock().unwrap().take() {
-            let _ = tx.send(());
-        }
-        Ok(go_plugin::Empty::new())
-    });
+    builder = register(
+        builder,
+        "/plugin.GRPCController/Shutdown",
+        move |_req: go_plugin::Empty| {
+            if let Some(tx) = stop.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            Ok(go_plugin::Empty::new())
+        },
+    );
 
     let mut server = ServerBuilder::new(env)
         .register_service(builder.build())
@@ -323,12 +393,15 @@ pub fn serve<F: Fake>(fake: F) -> ! {
     let socket = std::env::temp_dir().join(format!("nivis-fake-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&socket);
     server
-        .add_listening_port(format!("unix:{}", socket.display()), ServerCredentials::insecure())
+        .add_listening_port(
+            format!("unix:{}", socket.display()),
+            ServerCredentials::insecure(),
+        )
         .expect("listen on unix socket");
     server.start();
-    maybe_noise("startup-stderr-only");
     println!("1|6|unix|{}|grpc|", socket.display());
     let _ = std::io::stdout().flush();
+    maybe_noise("startup");
 
     let _ = stop_rx.recv();
     let _ = futures_executor::block_on(server.shutdown());
@@ -345,22 +418,31 @@ where
     let method: Method<Req, Resp> = Method {
         ty: MethodType::Unary,
         name: path,
-        req_mar: Marshaller { ser: grpcio::pb_ser, de: grpcio::pb_de },
-        resp_mar: Marshaller { ser: grpcio::pb_ser, de: grpcio::pb_de },
+        req_mar: Marshaller {
+            ser: grpcio::pb_ser,
+            de: grpcio::pb_de,
+        },
+        resp_mar: Marshaller {
+            ser: grpcio::pb_ser,
+            de: grpcio::pb_de,
+        },
     };
-    builder.add_unary_handler(&method, move |ctx: RpcContext, req: Req, sink: UnarySink<Resp>| {
-        let f = f.clone();
-        // Handlers may block (slow applies); run them off the completion-queue thread.
-        std::thread::spawn(move || {
-            let result = f(req);
-            let fut = match result {
-                Ok(resp) => sink.success(resp),
-                Err(e) => sink.fail(RpcStatus::with_message(RpcStatusCode::INTERNAL, e)),
-            };
-            let _ = futures_executor::block_on(fut);
-        });
-        let _ = ctx;
-    })
+    builder.add_unary_handler(
+        &method,
+        move |ctx: RpcContext, req: Req, sink: UnarySink<Resp>| {
+            let f = f.clone();
+            // Handlers may block (slow applies); run them off the completion-queue thread.
+            std::thread::spawn(move || {
+                let result = f(req);
+                let fut = match result {
+                    Ok(resp) => sink.success(resp),
+                    Err(e) => sink.fail(RpcStatus::with_message(RpcStatusCode::INTERNAL, e)),
+                };
+                let _ = futures_executor::block_on(fut);
+            });
+            let _ = ctx;
+        },
+    )
 }
 
 fn decode(dv: &MessageField<pb::DynamicValue>, ty: &Type) -> Result<Value, String> {
@@ -373,7 +455,8 @@ fn decode(dv: &MessageField<pb::DynamicValue>, ty: &Type) -> Result<Value, Strin
 
 fn encode(v: &Value, ty: &Type) -> MessageField<pb::DynamicValue> {
     let mut dv = pb::DynamicValue::new();
-    dv.msgpack = value::msgpack::encode(v, ty).expect("fake produced a value that does not fit its schema");
+    dv.msgpack =
+        value::msgpack::encode(v, ty).expect("fake produced a value that does not fit its schema");
     MessageField::some(dv)
 }
 
@@ -402,23 +485,42 @@ fn diag(summary: &str, path: &[PathStep]) -> pb::Diagnostic {
     d
 }
 
-fn block_to_wire(block: &Block) -> pb::schema::Block {
-    let mut out = pb::schema::Block::new();
-    out.description = block.description.clone();
-    for (name, attr) in &block.attributes {
+fn attributes_to_wire(
+    attributes: &std::collections::BTreeMap<String, nivis::schema::Attribute>,
+) -> Vec<pb::schema::Attribute> {
+    let mut out = Vec::new();
+    for (name, attr) in attributes {
         let mut a = pb::schema::Attribute::new();
         a.name = name.clone();
         match &attr.ty {
             AttrType::Type(t) => a.type_ = serde_json::to_vec(&t.to_json()).unwrap(),
-            AttrType::Nested(_) => unimplemented!("the fakes declare no nested attribute types"),
+            AttrType::Nested(object) => {
+                use pb::schema::object::NestingMode as M;
+                let mut o = pb::schema::Object::new();
+                o.attributes = attributes_to_wire(&object.attributes);
+                o.nesting = EnumOrUnknown::new(match object.nesting {
+                    nivis::schema::ObjectNesting::Single => M::SINGLE,
+                    nivis::schema::ObjectNesting::List => M::LIST,
+                    nivis::schema::ObjectNesting::Set => M::SET,
+                    nivis::schema::ObjectNesting::Map => M::MAP,
+                });
+                a.nested_type = MessageField::some(o);
+            }
         }
         a.description = attr.description.clone();
         a.required = attr.required;
         a.optional = attr.optional;
         a.computed = attr.computed;
         a.sensitive = attr.sensitive;
-        out.attributes.push(a);
+        out.push(a);
     }
+    out
+}
+
+fn block_to_wire(block: &Block) -> pb::schema::Block {
+    let mut out = pb::schema::Block::new();
+    out.description = block.description.clone();
+    out.attributes = attributes_to_wire(&block.attributes);
     for (name, nb) in &block.block_types {
         use pb::schema::nested_block::NestingMode as M;
         let mut b = pb::schema::NestedBlock::new();
@@ -449,10 +551,12 @@ fn schema_response(schema: &ProviderSchema) -> pb::get_provider_schema::Response
     let mut resp = pb::get_provider_schema::Response::new();
     resp.provider = MessageField::some(schema_to_wire(&schema.provider));
     for (name, s) in &schema.resources {
-        resp.resource_schemas.insert(name.clone(), schema_to_wire(s));
+        resp.resource_schemas
+            .insert(name.clone(), schema_to_wire(s));
     }
     for (name, s) in &schema.data_sources {
-        resp.data_source_schemas.insert(name.clone(), schema_to_wire(s));
+        resp.data_source_schemas
+            .insert(name.clone(), schema_to_wire(s));
     }
     let mut caps = pb::ServerCapabilities::new();
     caps.plan_destroy = false;
@@ -501,7 +605,10 @@ pub mod build {
         Schema {
             version,
             block: Block {
-                attributes: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<_, _>>(),
+                attributes: attrs
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect::<BTreeMap<_, _>>(),
                 block_types: BTreeMap::new(),
                 description: description.to_string(),
                 deprecated: false,

@@ -3,15 +3,32 @@
 #   mkProvider { source; version ? null; config ? {}; }
 #   mkResource { provider; type; name; config ? {}; dependsOn ? []; lifecycle ? {}; }
 #   mkData     { provider; type; name; config ? {}; dependsOn ? []; }
-#     r.id, r.refAttr "attr", r.ref [ "net" 0 "ip" ]
-#   str [ "literal" (r.refAttr "attr") ... ]      a string built from outputs
-#   compute inputs f                              any value computed from outputs
-#   drv derivation                                a build output (__build leaf)
-#   count n (i: resource) / forEach set (key: value: resource) / byKey instances
-#   vars ledger declarations                      variable values
-#   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; ledger; }
+#     r.id                     "alpha.alpha_token.A" ("data." prefix for mkData)
+#     r.refAttr "value"        a reference to one output attribute
+#     r.ref [ "net" 0 "ip" ]   a reference into nested outputs (keys and indices)
+#     dependsOn takes resources or id strings; lifecycle takes preventDestroy,
+#     createBeforeDestroy and ignoreChanges ("tags.env", [ "tags" "a.b" ], "*").
 #
-# docs/IR-CONTRACT.md describes the IR that toIR returns and the ledger it reads.
+#   str [ "rec-" (r.refAttr "value") ]      a string built from outputs
+#   compute { ip = vm.refAttr "ip"; } ({ ip }: "http://${ip}")
+#                                           any value computed from outputs; the
+#                                           inputs may also be one reference or a list
+#   drv derivation                          a build output (__build leaf)
+#
+#   count 3 (i: mkResource { name = "web"; ... })        -> web__0 web__1 web__2
+#   forEach { a = 1; b = 2; } (key: value: mkResource { name = "web"; ... })
+#                                                        -> web__a web__b
+#     Give the base name; the helper appends __<key>. Both return lists (in index
+#     or key order) whose elements carry `key`; forEach also takes a list of
+#     strings. byKey turns such a list into an attrset keyed by key:
+#     (byKey webs).a.refAttr "id".
+#
+#   vars ledger declarations                variable values (ledger.vars, defaults)
+#   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; ledger ? {}; }
+#
+# References and derived values are inert until toIR resolves them against the
+# ledger. docs/IR-CONTRACT.md describes the IR that toIR returns and the ledger
+# it reads.
 let
   names = import ./lib/names.nix;
   values = import ./lib/values.nix { inherit names; };

@@ -134,8 +134,13 @@ pub struct ApplyArgs {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
-    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 30s or 2m"))?;
+    let (num, unit) = s.split_at(
+        s.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len()),
+    );
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 30s or 2m"))?;
     let secs = match unit {
         "" | "s" => n,
         "ms" => n / 1000.0,
@@ -195,14 +200,20 @@ fn fail(e: &dyn std::fmt::Display) -> i32 {
 
 fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
     let source = match &args.file {
-        Some(file) => PlanSource::File { path: absolute(file), attr: args.attr.clone() },
+        Some(file) => PlanSource::File {
+            path: absolute(file),
+            attr: args.attr.clone(),
+        },
         None => {
             let flake = if Path::new(&args.flake).is_dir() {
                 absolute(Path::new(&args.flake)).display().to_string()
             } else {
                 args.flake.clone()
             };
-            PlanSource::Flake { flake, attr: args.attr.clone().unwrap_or_else(|| "nivis.plan".into()) }
+            PlanSource::Flake {
+                flake,
+                attr: args.attr.clone().unwrap_or_else(|| "nivis.plan".into()),
+            }
         }
     };
     let state_path = absolute(&args.state.state);
@@ -225,7 +236,9 @@ fn absolute(p: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_path_buf()
     } else {
-        std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf())
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
     }
 }
 
@@ -236,7 +249,9 @@ fn run_dir(state_path: &Path) -> PathBuf {
         .map(PathBuf::from)
         .filter(|p| p.is_dir())
         .map(|p| p.join("nivis"))
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() })));
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
+        });
     let digest = Sha256::digest(state_path.display().to_string().as_bytes());
     let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let _ = std::fs::create_dir_all(&base);
@@ -256,15 +271,22 @@ fn variables(args: &RunArgs) -> Result<BTreeMap<String, Json>, String> {
         }
     }
     for file in &args.var_files {
-        let text = std::fs::read_to_string(file).map_err(|e| format!("--var-file {}: {e}", file.display()))?;
-        let json: Json = serde_json::from_str(&text).map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("--var-file {}: {e}", file.display()))?;
+        let json: Json = serde_json::from_str(&text)
+            .map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;
         let Json::Object(map) = json else {
-            return Err(format!("--var-file {}: must hold a JSON object of variable values", file.display()));
+            return Err(format!(
+                "--var-file {}: must hold a JSON object of variable values",
+                file.display()
+            ));
         };
         vars.extend(map);
     }
     for var in &args.vars {
-        let (name, value) = var.split_once('=').ok_or_else(|| format!("--var {var:?}: expected NAME=VALUE"))?;
+        let (name, value) = var
+            .split_once('=')
+            .ok_or_else(|| format!("--var {var:?}: expected NAME=VALUE"))?;
         if name.is_empty() {
             return Err(format!("--var {var:?}: the variable name is empty"));
         }
@@ -322,7 +344,9 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
                         render::write_diagnostic(&mut err, style, d);
                     }
                     if diags.has_errors() {
-                        Err(EngineError::Diagnostics(crate::diag::Diagnostics(Vec::new())))
+                        Err(EngineError::Diagnostics(crate::diag::Diagnostics(
+                            Vec::new(),
+                        )))
                     } else {
                         Ok(None)
                     }
@@ -334,14 +358,18 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
                     println!();
                     confirm_prompt("Apply these changes? Later phases will apply what Nix derives from the new outputs.")
                 };
-                engine.apply(if needs_confirm { Some(&mut ask) } else { None }).map(Some)
+                engine
+                    .apply(if needs_confirm { Some(&mut ask) } else { None })
+                    .map(Some)
             }
             Verb::Destroy => {
                 let mut ask = || {
                     println!();
                     confirm_prompt("Destroy all the resources above?")
                 };
-                engine.destroy(if needs_confirm { Some(&mut ask) } else { None }).map(Some)
+                engine
+                    .destroy(if needs_confirm { Some(&mut ask) } else { None })
+                    .map(Some)
             }
         }
     };
@@ -352,7 +380,11 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
                 summarise(verb, report.as_ref(), &tally, style);
             }
             if let Some(r) = &report {
-                log::info!("{name} took {:.2}s ({:.2}s in Nix evaluation)", elapsed.as_secs_f64(), r.nix_time.as_secs_f64());
+                log::info!(
+                    "{name} took {:.2}s ({:.2}s in Nix evaluation)",
+                    elapsed.as_secs_f64(),
+                    r.nix_time.as_secs_f64()
+                );
             }
             exit::OK
         }
@@ -381,7 +413,10 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>, style: Styl
     match verb {
         Verb::Plan => {
             println!();
-            println!("{}", render::plan_summary(&tally.planned, tally.deferred.len()));
+            println!(
+                "{}",
+                render::plan_summary(&tally.planned, tally.deferred.len())
+            );
             if !tally.planned.is_empty() || !tally.deferred.is_empty() {
                 println!("Run `nivis apply` to carry it out.");
             }
@@ -390,7 +425,11 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>, style: Styl
             let Some(r) = report else { return };
             println!();
             if !r.pending.is_empty() {
-                println!("Applied {} resource change(s) across {} phase(s); still pending:", r.changed.len(), r.apply_phases);
+                println!(
+                    "Applied {} resource change(s) across {} phase(s); still pending:",
+                    r.changed.len(),
+                    r.apply_phases
+                );
                 for (id, waits) in &r.pending {
                     if waits.is_empty() {
                         println!("  … {id} (ready for the next phase)");
@@ -402,10 +441,17 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>, style: Styl
                 return;
             }
             if r.changed.is_empty() {
-                println!("No changes. Fixpoint reached after {} evaluation(s).", r.evaluations);
+                println!(
+                    "No changes. Fixpoint reached after {} evaluation(s).",
+                    r.evaluations
+                );
                 return;
             }
-            println!("Applied {} resource(s) across {} phase(s):", r.changed.len(), r.apply_phases);
+            println!(
+                "Applied {} resource(s) across {} phase(s):",
+                r.changed.len(),
+                r.apply_phases
+            );
             for (id, action) in &r.changed {
                 println!("  ✓ {id} ({})", render::done_verb(*action));
             }
@@ -433,7 +479,10 @@ fn state_command(cmd: StateCommand) -> i32 {
         StateCommand::List(args) => match Store::read_only(&args.state) {
             Ok(state) => {
                 if args.json {
-                    println!("{}", Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect()));
+                    println!(
+                        "{}",
+                        Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect())
+                    );
                 } else {
                     for id in state.ids() {
                         println!("{id}");
@@ -446,12 +495,20 @@ fn state_command(cmd: StateCommand) -> i32 {
         StateCommand::Show { id, state: args } => match Store::read_only(&args.state) {
             Ok(state) => {
                 let Some(r) = state.get(&id) else {
-                    return fail(&format!("{id} is not in {}; `nivis state list` shows what is", args.state.display()));
+                    return fail(&format!(
+                        "{id} is not in {}; `nivis state list` shows what is",
+                        args.state.display()
+                    ));
                 };
                 let sensitive: Vec<String> = r
                     .sensitive_paths
                     .iter()
-                    .filter_map(|p| p.as_array().and_then(|a| a.first()).and_then(|s| s.as_str()).map(str::to_string))
+                    .filter_map(|p| {
+                        p.as_array()
+                            .and_then(|a| a.first())
+                            .and_then(|s| s.as_str())
+                            .map(str::to_string)
+                    })
                     .collect();
                 if args.json {
                     let mut attrs = r.attributes.clone();
@@ -462,7 +519,10 @@ fn state_command(cmd: StateCommand) -> i32 {
                             }
                         }
                     }
-                    println!("{}", serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs}));
+                    println!(
+                        "{}",
+                        serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs})
+                    );
                     return exit::OK;
                 }
                 println!("{} ({})", r.id, r.type_name);
@@ -484,10 +544,11 @@ fn state_command(cmd: StateCommand) -> i32 {
             Err(e) => fail(&e),
         },
         StateCommand::Rm { ids, state: args } => {
-            let mut store = match Store::open(&args.state, LockHolder::current("nivis state rm"), None) {
-                Ok(s) => s,
-                Err(e) => return fail(&e),
-            };
+            let mut store =
+                match Store::open(&args.state, LockHolder::current("nivis state rm"), None) {
+                    Ok(s) => s,
+                    Err(e) => return fail(&e),
+                };
             for id in &ids {
                 if !store.state().contains(id) {
                     return fail(&format!("{id} is not in state; nothing was removed"));
@@ -515,7 +576,8 @@ fn output_command(args: &StateArgs) -> i32 {
             for r in state.iter() {
                 ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
             }
-            let json = serde_json::to_string_pretty(&ledger.to_json()["outputs"]).expect("ledger serialises");
+            let json = serde_json::to_string_pretty(&ledger.to_json()["outputs"])
+                .expect("ledger serialises");
             println!("{json}");
             exit::OK
         }
@@ -535,8 +597,14 @@ extern "C" fn on_interrupt(_sig: libc::c_int) {
 fn install_interrupt_handler() {
     // SAFETY: the handler only touches an atomic and calls async-signal-safe functions.
     unsafe {
-        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_interrupt as *const () as libc::sighandler_t);
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
     }
 }
 
@@ -551,7 +619,12 @@ impl log::Log for StderrLogger {
 
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
-            let _ = writeln!(std::io::stderr().lock(), "[{}] {}", record.level(), record.args());
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "[{}] {}",
+                record.level(),
+                record.args()
+            );
         }
     }
 
@@ -559,7 +632,9 @@ impl log::Log for StderrLogger {
 }
 
 fn init_logging(verbose: u8) {
-    let from_env = std::env::var("NIVIS_LOG").ok().and_then(|v| v.parse::<log::LevelFilter>().ok());
+    let from_env = std::env::var("NIVIS_LOG")
+        .ok()
+        .and_then(|v| v.parse::<log::LevelFilter>().ok());
     let level = from_env.unwrap_or(match verbose {
         0 => log::LevelFilter::Warn,
         1 => log::LevelFilter::Info,

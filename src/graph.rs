@@ -126,7 +126,8 @@ impl Graph {
                         }
                     }
                     if component.len() > 1 || self.deps[v].contains(&v) {
-                        let mut ids: Vec<String> = component.iter().map(|&i| self.ids[i].clone()).collect();
+                        let mut ids: Vec<String> =
+                            component.iter().map(|&i| self.ids[i].clone()).collect();
                         ids.sort();
                         out.push(ids);
                     }
@@ -142,8 +143,10 @@ impl Graph {
     pub fn topological_order(&self) -> Option<Vec<usize>> {
         let n = self.ids.len();
         let mut remaining: Vec<usize> = (0..n).map(|i| self.deps[i].len()).collect();
-        let mut ready: BTreeSet<(String, usize)> =
-            (0..n).filter(|&i| remaining[i] == 0).map(|i| (self.ids[i].clone(), i)).collect();
+        let mut ready: BTreeSet<(String, usize)> = (0..n)
+            .filter(|&i| remaining[i] == 0)
+            .map(|i| (self.ids[i].clone(), i))
+            .collect();
         let mut order = Vec::with_capacity(n);
         while let Some(first) = ready.iter().next().cloned() {
             ready.remove(&first);
@@ -196,7 +199,12 @@ mod tests {
     #[test]
     fn topological_order_puts_dependencies_first() {
         let g = chain();
-        let order: Vec<&str> = g.topological_order().unwrap().into_iter().map(|i| g.id(i)).collect();
+        let order: Vec<&str> = g
+            .topological_order()
+            .unwrap()
+            .into_iter()
+            .map(|i| g.id(i))
+            .collect();
         assert_eq!(order, ["a", "b", "c", "x"]);
     }
 
@@ -214,9 +222,17 @@ mod tests {
     fn closures() {
         let g = chain();
         let b = g.index_of("b").unwrap();
-        let deps: BTreeSet<&str> = g.with_dependencies(&[b]).into_iter().map(|i| g.id(i)).collect();
+        let deps: BTreeSet<&str> = g
+            .with_dependencies(&[b])
+            .into_iter()
+            .map(|i| g.id(i))
+            .collect();
         assert_eq!(deps, ["a", "b"].into_iter().collect());
-        let dependents: BTreeSet<&str> = g.with_dependents(&[b]).into_iter().map(|i| g.id(i)).collect();
+        let dependents: BTreeSet<&str> = g
+            .with_dependents(&[b])
+            .into_iter()
+            .map(|i| g.id(i))
+            .collect();
         assert_eq!(dependents, ["b", "c"].into_iter().collect());
     }
 

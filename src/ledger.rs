@@ -39,7 +39,13 @@ impl Ledger {
             _ => Map::new(),
         };
         for path in sensitive {
-            let Some(first) = path.as_array().and_then(|p| p.first()).and_then(Json::as_str) else { continue };
+            let Some(first) = path
+                .as_array()
+                .and_then(|p| p.first())
+                .and_then(Json::as_str)
+            else {
+                continue;
+            };
             if outputs.contains_key(first) {
                 outputs.insert(
                     first.to_string(),
@@ -64,7 +70,12 @@ impl Ledger {
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
         let tmp = path.with_extension("tmp");
         {
-            let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
             serde_json::to_writer(&mut file, &self.to_json())?;
             file.write_all(b"\n")?;
         }
@@ -81,14 +92,21 @@ mod tests {
     #[test]
     fn sensitive_outputs_become_placeholders_and_file_is_private() {
         let mut ledger = Ledger::default();
-        ledger.set("alpha.alpha_token.A", &json!({"id": "alpha-0", "secret": "s3cret"}), &[json!(["secret"])]);
+        ledger.set(
+            "alpha.alpha_token.A",
+            &json!({"id": "alpha-0", "secret": "s3cret"}),
+            &[json!(["secret"])],
+        );
         let text = ledger.to_json().to_string();
         assert!(!text.contains("s3cret"));
         assert!(text.contains("__sensitiveRef"));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.json");
         ledger.write(&path).unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let back: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(back["outputs"]["alpha.alpha_token.A"]["id"], "alpha-0");
     }

@@ -34,7 +34,9 @@ impl PlanSource {
                     std::env::current_dir().unwrap_or_default()
                 }
             }
-            PlanSource::File { path, .. } => path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            PlanSource::File { path, .. } => {
+                path.parent().map(Path::to_path_buf).unwrap_or_default()
+            }
         }
     }
 }
@@ -43,7 +45,10 @@ impl fmt::Display for PlanSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PlanSource::Flake { flake, attr } => write!(f, "{flake}#{attr}"),
-            PlanSource::File { path, attr: Some(attr) } => write!(f, "{} (attribute {attr})", path.display()),
+            PlanSource::File {
+                path,
+                attr: Some(attr),
+            } => write!(f, "{} (attribute {attr})", path.display()),
             PlanSource::File { path, attr: None } => write!(f, "{}", path.display()),
         }
     }
@@ -60,7 +65,12 @@ pub struct EvalError {
 
 impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "evaluating {} failed:\n{}", self.what, self.message.trim_end())
+        write!(
+            f,
+            "evaluating {} failed:\n{}",
+            self.what,
+            self.message.trim_end()
+        )
     }
 }
 
@@ -79,7 +89,10 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
         what: source.to_string(),
         message: format!("ledger path {} is not UTF-8", ledger_path.display()),
     })?;
-    let apply = format!("plan: plan (builtins.fromJSON (builtins.readFile {}))", nix_string(ledger));
+    let apply = format!(
+        "plan: plan (builtins.fromJSON (builtins.readFile {}))",
+        nix_string(ledger)
+    );
     let mut cmd = nix_command();
     cmd.args(["eval", "--json", "--impure"]);
     match source {
@@ -95,12 +108,15 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     }
     cmd.arg("--apply").arg(apply);
     let started = Instant::now();
-    let output = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| EvalError { what: source.to_string(), message: format!("cannot run nix: {e}; is Nix installed and on PATH?") })?;
+    let output = cmd.stdin(Stdio::null()).output().map_err(|e| EvalError {
+        what: source.to_string(),
+        message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
+    })?;
     if !output.status.success() {
-        return Err(EvalError { what: source.to_string(), message: String::from_utf8_lossy(&output.stderr).into_owned() });
+        return Err(EvalError {
+            what: source.to_string(),
+            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
     }
     Ok((output.stdout, started.elapsed()))
 }
@@ -112,11 +128,12 @@ pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
         return Ok(());
     }
     let target = drv_path.unwrap_or(&store_path);
-    let output = Command::new(std::env::var_os("NIVIS_NIX_STORE").unwrap_or_else(|| "nix-store".into()))
-        .args(["--realise", target])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run nix-store: {e}"))?;
+    let output =
+        Command::new(std::env::var_os("NIVIS_NIX_STORE").unwrap_or_else(|| "nix-store".into()))
+            .args(["--realise", target])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run nix-store: {e}"))?;
     if !output.status.success() {
         return Err(format!(
             "building {target} failed:\n{}",
@@ -124,14 +141,18 @@ pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
         ));
     }
     if !Path::new(&store_path).exists() {
-        return Err(format!("{target} was built but {store_path} does not exist"));
+        return Err(format!(
+            "{target} was built but {store_path} does not exist"
+        ));
     }
     Ok(())
 }
 
 /// `/nix/store/<hash>-<name>/sub/file` -> `/nix/store/<hash>-<name>`.
 fn store_path_prefix(path: &str) -> String {
-    let Some(rest) = path.strip_prefix("/nix/store/") else { return path.to_string() };
+    let Some(rest) = path.strip_prefix("/nix/store/") else {
+        return path.to_string();
+    };
     match rest.find('/') {
         Some(i) => format!("/nix/store/{}", &rest[..i]),
         None => path.to_string(),
@@ -161,9 +182,18 @@ mod tests {
 
     #[test]
     fn quoting_and_store_paths() {
-        assert_eq!(nix_string("/tmp/a \"b\" ${x}"), "\"/tmp/a \\\"b\\\" \\${x}\"");
-        assert_eq!(store_path_prefix("/nix/store/abc-img/disk.vhd"), "/nix/store/abc-img");
-        assert_eq!(store_path_prefix("/nix/store/abc-img"), "/nix/store/abc-img");
+        assert_eq!(
+            nix_string("/tmp/a \"b\" ${x}"),
+            "\"/tmp/a \\\"b\\\" \\${x}\""
+        );
+        assert_eq!(
+            store_path_prefix("/nix/store/abc-img/disk.vhd"),
+            "/nix/store/abc-img"
+        );
+        assert_eq!(
+            store_path_prefix("/nix/store/abc-img"),
+            "/nix/store/abc-img"
+        );
         assert_eq!(store_path_prefix("/tmp/x"), "/tmp/x");
     }
 }

@@ -115,7 +115,12 @@ pub trait Provider: Send + Sync {
         raw_json: &[u8],
     ) -> CallResult<(Value, Diagnostics)>;
     /// Refreshes an object from the real world.
-    fn read_resource(&self, type_name: &str, current: &Value, private: &[u8]) -> CallResult<ReadResponse>;
+    fn read_resource(
+        &self,
+        type_name: &str,
+        current: &Value,
+        private: &[u8],
+    ) -> CallResult<ReadResponse>;
     /// Plans a change.
     fn plan_resource_change(&self, request: PlanRequest<'_>) -> CallResult<PlanResponse>;
     /// Applies a planned change.
@@ -127,7 +132,8 @@ pub trait Provider: Send + Sync {
         id: &str,
     ) -> CallResult<(Vec<ImportedResource>, Diagnostics)>;
     /// Reads a data source.
-    fn read_data_source(&self, type_name: &str, config: &Value) -> CallResult<(Value, Diagnostics)>;
+    fn read_data_source(&self, type_name: &str, config: &Value)
+        -> CallResult<(Value, Diagnostics)>;
     /// Asks the provider to cancel in-flight operations (Ctrl-C).
     fn stop(&self) -> CallResult<()>;
 }

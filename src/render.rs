@@ -23,7 +23,9 @@ impl Style {
     pub fn detect() -> Self {
         use std::io::IsTerminal;
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Style { color: !no_color && std::io::stdout().is_terminal() }
+        Style {
+            color: !no_color && std::io::stdout().is_terminal(),
+        }
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -38,8 +40,12 @@ impl Style {
         let (code, sym) = match action {
             Action::Create => ("32", "+"),
             Action::Update => ("33", "~"),
-            Action::Replace { create_before_destroy: false } => ("35", "-/+"),
-            Action::Replace { create_before_destroy: true } => ("35", "+/-"),
+            Action::Replace {
+                create_before_destroy: false,
+            } => ("35", "-/+"),
+            Action::Replace {
+                create_before_destroy: true,
+            } => ("35", "+/-"),
             Action::Delete => ("31", "-"),
             Action::NoOp => ("2", "="),
             Action::Read => ("36", "<="),
@@ -82,10 +88,16 @@ pub fn show(value: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => format!("{s:?}"),
-        Value::List(items) => format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(", ")),
+        Value::List(items) => format!(
+            "[{}]",
+            items.iter().map(show).collect::<Vec<_>>().join(", ")
+        ),
         Value::Map(m) => format!(
             "{{{}}}",
-            m.iter().map(|(k, v)| format!("{k} = {}", show(v))).collect::<Vec<_>>().join(", ")
+            m.iter()
+                .map(|(k, v)| format!("{k} = {}", show(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Value::Dynamic { value, .. } => show(value),
     }
@@ -98,8 +110,15 @@ fn show_change(c: &AttrChange) -> String {
         Some(v) => show(v),
     };
     let mut line = match (&c.before, &c.after) {
-        (None, Some(_)) | (Some(Value::Null), Some(_)) => format!("{} = {}", render_path(&c.path), side(&c.after)),
-        _ => format!("{}: {} -> {}", render_path(&c.path), side(&c.before), side(&c.after)),
+        (None, Some(_)) | (Some(Value::Null), Some(_)) => {
+            format!("{} = {}", render_path(&c.path), side(&c.after))
+        }
+        _ => format!(
+            "{}: {} -> {}",
+            render_path(&c.path),
+            side(&c.before),
+            side(&c.after)
+        ),
     };
     if c.forces_replacement {
         line.push_str("  # forces replacement");
@@ -136,7 +155,10 @@ pub struct Human {
 impl Human {
     /// A printer with the given style.
     pub fn new(style: Style) -> Self {
-        Human { style, progress: true }
+        Human {
+            style,
+            progress: true,
+        }
     }
 }
 
@@ -145,46 +167,119 @@ impl Sink for Human {
         let s = self.style;
         let mut out = std::io::stdout().lock();
         match event {
-            Event::Evaluated { phase, duration, resources, data } => {
+            Event::Evaluated {
+                phase,
+                duration,
+                resources,
+                data,
+            } => {
                 log::info!("phase {phase}: Nix evaluated {resources} resource(s) and {data} data source(s) in {duration:?}");
             }
-            Event::Planned { id, type_name, action, changes, .. } => {
+            Event::Planned {
+                id,
+                type_name,
+                action,
+                changes,
+                ..
+            } => {
                 let _ = writeln!(out, "{} {} ({type_name})", s.action(action), s.name(&id));
                 for c in &changes {
                     let _ = writeln!(out, "      {}", show_change(c));
                 }
             }
-            Event::Deferred { id, type_name, in_state, waits, .. } => {
-                let sym = if in_state { s.paint("33", "~?") } else { s.paint("32", "+?") };
+            Event::Deferred {
+                id,
+                type_name,
+                in_state,
+                waits,
+                ..
+            } => {
+                let sym = if in_state {
+                    s.paint("33", "~?")
+                } else {
+                    s.paint("32", "+?")
+                };
                 let _ = writeln!(out, "{sym} {} ({type_name})", s.name(&id));
-                let _ = writeln!(out, "      {}", s.dim(&format!("decided in a later phase: waits on {}", describe_waits(&waits))));
+                let _ = writeln!(
+                    out,
+                    "      {}",
+                    s.dim(&format!(
+                        "decided in a later phase: waits on {}",
+                        describe_waits(&waits)
+                    ))
+                );
             }
             Event::ConsumerPending { id, waits } => {
-                let _ = writeln!(out, "{} {}", s.dim("…"), s.dim(&format!("Nix value {id} resolves in a later phase (waits on {})", describe_waits(&waits))));
+                let _ = writeln!(
+                    out,
+                    "{} {}",
+                    s.dim("…"),
+                    s.dim(&format!(
+                        "Nix value {id} resolves in a later phase (waits on {})",
+                        describe_waits(&waits)
+                    ))
+                );
             }
             Event::Started { .. } => {}
-            Event::Finished { phase, id, action, duration } => {
+            Event::Finished {
+                phase,
+                id,
+                action,
+                duration,
+            } => {
                 if self.progress && action != Action::NoOp {
-                    let _ = writeln!(out, "  phase {phase}: {} {} {}", s.action(action), s.name(&id), s.dim(&format!("{} in {:.2}s", done_verb(action), duration.as_secs_f64())));
+                    let _ = writeln!(
+                        out,
+                        "  phase {phase}: {} {} {}",
+                        s.action(action),
+                        s.name(&id),
+                        s.dim(&format!(
+                            "{} in {:.2}s",
+                            done_verb(action),
+                            duration.as_secs_f64()
+                        ))
+                    );
                 }
             }
-            Event::Failed { id, diagnostics, .. } => {
+            Event::Failed {
+                id, diagnostics, ..
+            } => {
                 let mut err = std::io::stderr().lock();
                 if diagnostics.is_empty() {
-                    write_diagnostic(&mut err, s, &Diagnostic::error("operation failed").for_resource(&id));
+                    write_diagnostic(
+                        &mut err,
+                        s,
+                        &Diagnostic::error("operation failed").for_resource(&id),
+                    );
                 }
                 for d in &diagnostics {
                     write_diagnostic(&mut err, s, &d.clone().for_resource(&id));
                 }
             }
             Event::Skipped { id, because, .. } => {
-                let _ = writeln!(std::io::stderr(), "{} {} not attempted: it depends on {} which failed", s.paint("31", "!"), s.name(&id), s.name(&because));
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "{} {} not attempted: it depends on {} which failed",
+                    s.paint("31", "!"),
+                    s.name(&id),
+                    s.name(&because)
+                );
             }
             Event::Drift { id, changes, gone } => {
                 if gone {
-                    let _ = writeln!(out, "{} {} no longer exists (removed outside Nivis)", s.paint("31", "!"), s.name(&id));
+                    let _ = writeln!(
+                        out,
+                        "{} {} no longer exists (removed outside Nivis)",
+                        s.paint("31", "!"),
+                        s.name(&id)
+                    );
                 } else {
-                    let _ = writeln!(out, "{} {} changed outside Nivis:", s.paint("33", "!"), s.name(&id));
+                    let _ = writeln!(
+                        out,
+                        "{} {} changed outside Nivis:",
+                        s.paint("33", "!"),
+                        s.name(&id)
+                    );
                     for c in &changes {
                         let _ = writeln!(out, "      {}", show_change(c));
                     }
@@ -192,8 +287,13 @@ impl Sink for Human {
             }
             Event::Warning(d) => write_diagnostic(&mut std::io::stderr().lock(), s, &d),
             Event::PhaseDone { .. } => {}
-            Event::Fixpoint { evaluations, apply_phases } => {
-                log::info!("fixpoint after {evaluations} evaluation(s), {apply_phases} apply phase(s)");
+            Event::Fixpoint {
+                evaluations,
+                apply_phases,
+            } => {
+                log::info!(
+                    "fixpoint after {evaluations} evaluation(s), {apply_phases} apply phase(s)"
+                );
             }
             Event::PhaseLimit { apply_phases } => {
                 let _ = writeln!(out, "{}", s.ember(&format!("Stopped after {apply_phases} phase(s) (--max-phases); not at a fixpoint yet.")));
@@ -204,7 +304,10 @@ impl Sink for Human {
 
 fn wait_json(w: &Wait) -> serde_json::Value {
     match w {
-        Wait::Nix { resource, attribute } => json!({"kind": "nix", "resource": resource, "attribute": attribute}),
+        Wait::Nix {
+            resource,
+            attribute,
+        } => json!({"kind": "nix", "resource": resource, "attribute": attribute}),
         Wait::Resource(id) => json!({"kind": "resource", "resource": id}),
         Wait::ProviderConfig(p) => json!({"kind": "provider-config", "provider": p}),
     }
@@ -233,19 +336,70 @@ fn diag_json(d: &Diagnostic) -> serde_json::Value {
 /// Converts an event to its JSON-lines form.
 pub fn event_json(event: &Event) -> serde_json::Value {
     match event {
-        Event::Evaluated { phase, duration, resources, data } => json!({"type": "evaluated", "phase": phase, "seconds": duration.as_secs_f64(), "resources": resources, "data": data}),
-        Event::Planned { phase, id, type_name, action, changes } => json!({"type": "planned", "phase": phase, "id": id, "resourceType": type_name, "action": action, "changes": changes.iter().map(change_json).collect::<Vec<_>>()}),
-        Event::Deferred { phase, id, type_name, in_state, waits } => json!({"type": "deferred", "phase": phase, "id": id, "resourceType": type_name, "inState": in_state, "waitsOn": waits.iter().map(wait_json).collect::<Vec<_>>()}),
-        Event::ConsumerPending { id, waits } => json!({"type": "consumer-pending", "id": id, "waitsOn": waits.iter().map(wait_json).collect::<Vec<_>>()}),
-        Event::Started { phase, id, action } => json!({"type": "started", "phase": phase, "id": id, "action": action}),
-        Event::Finished { phase, id, action, duration } => json!({"type": "finished", "phase": phase, "id": id, "action": action, "seconds": duration.as_secs_f64()}),
-        Event::Failed { phase, id, diagnostics } => json!({"type": "failed", "phase": phase, "id": id, "diagnostics": diagnostics.iter().map(diag_json).collect::<Vec<_>>()}),
-        Event::Skipped { phase, id, because } => json!({"type": "skipped", "phase": phase, "id": id, "because": because}),
-        Event::Drift { id, changes, gone } => json!({"type": "drift", "id": id, "gone": gone, "changes": changes.iter().map(change_json).collect::<Vec<_>>()}),
+        Event::Evaluated {
+            phase,
+            duration,
+            resources,
+            data,
+        } => {
+            json!({"type": "evaluated", "phase": phase, "seconds": duration.as_secs_f64(), "resources": resources, "data": data})
+        }
+        Event::Planned {
+            phase,
+            id,
+            type_name,
+            action,
+            changes,
+        } => {
+            json!({"type": "planned", "phase": phase, "id": id, "resourceType": type_name, "action": action, "changes": changes.iter().map(change_json).collect::<Vec<_>>()})
+        }
+        Event::Deferred {
+            phase,
+            id,
+            type_name,
+            in_state,
+            waits,
+        } => {
+            json!({"type": "deferred", "phase": phase, "id": id, "resourceType": type_name, "inState": in_state, "waitsOn": waits.iter().map(wait_json).collect::<Vec<_>>()})
+        }
+        Event::ConsumerPending { id, waits } => {
+            json!({"type": "consumer-pending", "id": id, "waitsOn": waits.iter().map(wait_json).collect::<Vec<_>>()})
+        }
+        Event::Started { phase, id, action } => {
+            json!({"type": "started", "phase": phase, "id": id, "action": action})
+        }
+        Event::Finished {
+            phase,
+            id,
+            action,
+            duration,
+        } => {
+            json!({"type": "finished", "phase": phase, "id": id, "action": action, "seconds": duration.as_secs_f64()})
+        }
+        Event::Failed {
+            phase,
+            id,
+            diagnostics,
+        } => {
+            json!({"type": "failed", "phase": phase, "id": id, "diagnostics": diagnostics.iter().map(diag_json).collect::<Vec<_>>()})
+        }
+        Event::Skipped { phase, id, because } => {
+            json!({"type": "skipped", "phase": phase, "id": id, "because": because})
+        }
+        Event::Drift { id, changes, gone } => {
+            json!({"type": "drift", "id": id, "gone": gone, "changes": changes.iter().map(change_json).collect::<Vec<_>>()})
+        }
         Event::Warning(d) => json!({"type": "warning", "diagnostic": diag_json(d)}),
-        Event::PhaseDone { phase, changed } => json!({"type": "phase-done", "phase": phase, "changed": changed}),
-        Event::Fixpoint { evaluations, apply_phases } => json!({"type": "fixpoint", "evaluations": evaluations, "applyPhases": apply_phases}),
-        Event::PhaseLimit { apply_phases } => json!({"type": "phase-limit", "applyPhases": apply_phases}),
+        Event::PhaseDone { phase, changed } => {
+            json!({"type": "phase-done", "phase": phase, "changed": changed})
+        }
+        Event::Fixpoint {
+            evaluations,
+            apply_phases,
+        } => json!({"type": "fixpoint", "evaluations": evaluations, "applyPhases": apply_phases}),
+        Event::PhaseLimit { apply_phases } => {
+            json!({"type": "phase-limit", "applyPhases": apply_phases})
+        }
     }
 }
 
@@ -275,7 +429,13 @@ pub struct Tally<'a> {
 impl<'a> Tally<'a> {
     /// Wraps `inner`.
     pub fn new(inner: &'a mut dyn Sink) -> Self {
-        Tally { inner, planned: Vec::new(), deferred: Vec::new(), consumers: Vec::new(), failed: 0 }
+        Tally {
+            inner,
+            planned: Vec::new(),
+            deferred: Vec::new(),
+            consumers: Vec::new(),
+            failed: 0,
+        }
     }
 }
 
@@ -284,7 +444,9 @@ impl Sink for Tally<'_> {
         match &event {
             Event::Planned { id, action, .. } => self.planned.push((id.clone(), *action)),
             Event::Deferred { id, waits, .. } => self.deferred.push((id.clone(), waits.clone())),
-            Event::ConsumerPending { id, waits } => self.consumers.push((id.clone(), waits.clone())),
+            Event::ConsumerPending { id, waits } => {
+                self.consumers.push((id.clone(), waits.clone()))
+            }
             Event::Failed { .. } => self.failed += 1,
             _ => {}
         }
@@ -303,12 +465,16 @@ pub fn plan_summary(planned: &[(String, Action)], deferred: usize) -> String {
     if create + update + replace + delete + read + deferred == 0 {
         return "No changes. The infrastructure matches the plan.".into();
     }
-    let mut s = format!("Plan: {create} to create, {update} to update, {replace} to replace, {delete} to destroy");
+    let mut s = format!(
+        "Plan: {create} to create, {update} to update, {replace} to replace, {delete} to destroy"
+    );
     if read > 0 {
         s.push_str(&format!(", {read} to read"));
     }
     if deferred > 0 {
-        s.push_str(&format!("; {deferred} decided in later phases (after Nix re-evaluates with new outputs)"));
+        s.push_str(&format!(
+            "; {deferred} decided in later phases (after Nix re-evaluates with new outputs)"
+        ));
     }
     s.push('.');
     s
@@ -321,20 +487,58 @@ mod tests {
 
     #[test]
     fn changes_render_with_sensitivity_and_unknowns() {
-        let c = AttrChange { path: vec![PathStep::Attr("label".into())], before: Some(Value::String("a".into())), after: Some(Value::String("b".into())), sensitive: false, forces_replacement: true };
-        assert_eq!(show_change(&c), "label: \"a\" -> \"b\"  # forces replacement");
-        let c = AttrChange { path: vec![PathStep::Attr("secret".into())], before: None, after: Some(Value::String("x".into())), sensitive: true, forces_replacement: false };
+        let c = AttrChange {
+            path: vec![PathStep::Attr("label".into())],
+            before: Some(Value::String("a".into())),
+            after: Some(Value::String("b".into())),
+            sensitive: false,
+            forces_replacement: true,
+        };
+        assert_eq!(
+            show_change(&c),
+            "label: \"a\" -> \"b\"  # forces replacement"
+        );
+        let c = AttrChange {
+            path: vec![PathStep::Attr("secret".into())],
+            before: None,
+            after: Some(Value::String("x".into())),
+            sensitive: true,
+            forces_replacement: false,
+        };
         assert_eq!(show_change(&c), "secret = (sensitive value)");
-        let c = AttrChange { path: vec![PathStep::Attr("id".into())], before: Some(Value::Null), after: Some(Value::Unknown), sensitive: false, forces_replacement: false };
+        let c = AttrChange {
+            path: vec![PathStep::Attr("id".into())],
+            before: Some(Value::Null),
+            after: Some(Value::Unknown),
+            sensitive: false,
+            forces_replacement: false,
+        };
         assert_eq!(show_change(&c), "id = (known after apply)");
-        let j = change_json(&AttrChange { path: vec![PathStep::Attr("secret".into())], before: None, after: Some(Value::String("x".into())), sensitive: true, forces_replacement: false });
+        let j = change_json(&AttrChange {
+            path: vec![PathStep::Attr("secret".into())],
+            before: None,
+            after: Some(Value::String("x".into())),
+            sensitive: true,
+            forces_replacement: false,
+        });
         assert!(!j.to_string().contains("\"x\""));
     }
 
     #[test]
     fn summary_counts() {
-        let planned = vec![("a".to_string(), Action::Create), ("b".to_string(), Action::Replace { create_before_destroy: false })];
+        let planned = vec![
+            ("a".to_string(), Action::Create),
+            (
+                "b".to_string(),
+                Action::Replace {
+                    create_before_destroy: false,
+                },
+            ),
+        ];
         assert_eq!(plan_summary(&planned, 2), "Plan: 1 to create, 0 to update, 1 to replace, 0 to destroy; 2 decided in later phases (after Nix re-evaluates with new outputs).");
-        assert_eq!(plan_summary(&[], 0), "No changes. The infrastructure matches the plan.");
+        assert_eq!(
+            plan_summary(&[], 0),
+            "No changes. The infrastructure matches the plan."
+        );
     }
 }

@@ -70,7 +70,13 @@ enum Message<P, R> {
 }
 
 /// Runs jobs `0..deps.len()`, where `deps[i]` lists the jobs `i` must wait for.
-pub fn run<O, W>(owner: &mut O, worker: &W, deps: &[Vec<usize>], parallelism: usize, interrupted: &AtomicBool) -> Vec<Status>
+pub fn run<O, W>(
+    owner: &mut O,
+    worker: &W,
+    deps: &[Vec<usize>],
+    parallelism: usize,
+    interrupted: &AtomicBool,
+) -> Vec<Status>
 where
     O: Owner,
     W: Worker<O>,
@@ -102,7 +108,10 @@ where
                 .name(format!("nivis-worker-{w}"))
                 .spawn_scoped(scope, move || {
                     for (i, input) in work_rx.iter() {
-                        let reporter = Reporter { index: i, tx: progress_tx.clone() };
+                        let reporter = Reporter {
+                            index: i,
+                            tx: progress_tx.clone(),
+                        };
                         let out = worker.run(i, input, &reporter);
                         if result_tx.send(Message::Done(i, out)).is_err() {
                             break;
@@ -121,7 +130,9 @@ where
                 match owner.prepare(i) {
                     Ok(input) => {
                         in_flight += 1;
-                        work_tx.send((i, input)).expect("workers are alive while jobs remain");
+                        work_tx
+                            .send((i, input))
+                            .expect("workers are alive while jobs remain");
                     }
                     Err(out) => {
                         let ok = owner.finish(i, out);
@@ -170,7 +181,10 @@ where
         }
         drop(work_tx);
     });
-    status.into_iter().map(|s| s.unwrap_or(Status::Interrupted)).collect()
+    status
+        .into_iter()
+        .map(|s| s.unwrap_or(Status::Interrupted))
+        .collect()
 }
 
 fn settle(
@@ -254,10 +268,27 @@ mod tests {
     fn dependencies_order_failures_skip_dependents_only() {
         // 0 <- 1 <- 2 ; 3 independent ; 4 depends on 3
         let deps = vec![vec![], vec![0], vec![1], vec![], vec![3]];
-        let mut owner = Recorder { order: vec![], fail: 1, progress: vec![] };
-        let runner = Runner { fail: 1, running: Mutex::new(0), max_running: Mutex::new(0) };
+        let mut owner = Recorder {
+            order: vec![],
+            fail: 1,
+            progress: vec![],
+        };
+        let runner = Runner {
+            fail: 1,
+            running: Mutex::new(0),
+            max_running: Mutex::new(0),
+        };
         let status = run(&mut owner, &runner, &deps, 4, &AtomicBool::new(false));
-        assert_eq!(status, vec![Status::Done, Status::Failed, Status::Skipped { because: 1 }, Status::Done, Status::Done]);
+        assert_eq!(
+            status,
+            vec![
+                Status::Done,
+                Status::Failed,
+                Status::Skipped { because: 1 },
+                Status::Done,
+                Status::Done
+            ]
+        );
         let pos = |x| owner.order.iter().position(|&o| o == x).unwrap();
         assert!(pos(0) < pos(1));
         assert!(pos(3) < pos(4));
@@ -268,8 +299,16 @@ mod tests {
     #[test]
     fn parallelism_is_bounded() {
         let deps = vec![vec![]; 40];
-        let mut owner = Recorder { order: vec![], fail: usize::MAX, progress: vec![] };
-        let runner = Runner { fail: usize::MAX, running: Mutex::new(0), max_running: Mutex::new(0) };
+        let mut owner = Recorder {
+            order: vec![],
+            fail: usize::MAX,
+            progress: vec![],
+        };
+        let runner = Runner {
+            fail: usize::MAX,
+            running: Mutex::new(0),
+            max_running: Mutex::new(0),
+        };
         let status = run(&mut owner, &runner, &deps, 3, &AtomicBool::new(false));
         assert!(status.iter().all(|s| *s == Status::Done));
         assert_eq!(*runner.max_running.lock().unwrap(), 3);
@@ -278,8 +317,16 @@ mod tests {
     #[test]
     fn interrupt_stops_dispatch() {
         let deps = vec![vec![]; 10];
-        let mut owner = Recorder { order: vec![], fail: usize::MAX, progress: vec![] };
-        let runner = Runner { fail: usize::MAX, running: Mutex::new(0), max_running: Mutex::new(0) };
+        let mut owner = Recorder {
+            order: vec![],
+            fail: usize::MAX,
+            progress: vec![],
+        };
+        let runner = Runner {
+            fail: usize::MAX,
+            running: Mutex::new(0),
+            max_running: Mutex::new(0),
+        };
         let status = run(&mut owner, &runner, &deps, 2, &AtomicBool::new(true));
         assert!(status.iter().all(|s| *s == Status::Interrupted));
     }

@@ -2,4 +2,6 @@
 //! against the real binaries and the fakes, and the IR fixtures.
 
 mod e2e;
+mod ir_fixtures;
+mod providers;
 mod util;

@@ -33,8 +33,18 @@ impl Project {
         let text = format!("let lib = import {}/nix; in\n{body}\n", repo().display());
         std::fs::write(&plan, text).expect("write plan");
         let state = dir.path().join("nivis.state.json");
-        let marker = dir.path().file_name().unwrap().to_string_lossy().into_owned();
-        Project { dir, plan, state, env: vec![("NIVIS_TEST_MARKER".into(), marker)] }
+        let marker = dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        Project {
+            dir,
+            plan,
+            state,
+            env: vec![("NIVIS_TEST_MARKER".into(), marker)],
+        }
     }
 
     /// The headline two-provider example.
@@ -78,7 +88,12 @@ impl Project {
     /// Runs `nivis VERB --file plan.nix --state STATE EXTRA...`.
     pub fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
         let mut cmd = Command::new(nivis_bin());
-        cmd.args(verb).arg("--file").arg(&self.plan).arg("--state").arg(&self.state).args(extra);
+        cmd.args(verb)
+            .arg("--file")
+            .arg(&self.plan)
+            .arg("--state")
+            .arg(&self.state)
+            .args(extra);
         self.finish(cmd)
     }
 
@@ -90,7 +105,9 @@ impl Project {
     }
 
     fn finish(&self, mut cmd: Command) -> Output {
-        cmd.current_dir(self.dir.path()).env("NO_COLOR", "1").env_remove("NIVIS_LOG");
+        cmd.current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .env_remove("NIVIS_LOG");
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -110,10 +127,20 @@ impl Project {
         let ledger_path = self.dir.path().join("test-ledger.json");
         std::fs::write(&ledger_path, ledger.to_string()).unwrap();
         let out = Command::new("nix")
-            .args(["--extra-experimental-features", "nix-command flakes", "eval", "--json", "--impure", "--file"])
+            .args([
+                "--extra-experimental-features",
+                "nix-command flakes",
+                "eval",
+                "--json",
+                "--impure",
+                "--file",
+            ])
             .arg(&self.plan)
             .arg("--apply")
-            .arg(format!("p: p (builtins.fromJSON (builtins.readFile {}))", ledger_path.display()))
+            .arg(format!(
+                "p: p (builtins.fromJSON (builtins.readFile {}))",
+                ledger_path.display()
+            ))
             .output()
             .expect("run nix");
         assert_success(&out);
@@ -165,8 +192,16 @@ pub fn real_provider(name: &str) -> PathBuf {
         .output()
         .expect("run fetch-providers.py");
     assert_success(&out);
-    let line = stdout(&out).lines().find(|l| l.starts_with(&format!("{name}="))).map(str::to_string);
-    PathBuf::from(line.expect("fetch-providers printed the path").split_once('=').unwrap().1)
+    let line = stdout(&out)
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}=")))
+        .map(str::to_string);
+    PathBuf::from(
+        line.expect("fetch-providers printed the path")
+            .split_once('=')
+            .unwrap()
+            .1,
+    )
 }
 
 /// Process ids of live processes whose environment holds `NIVIS_TEST_MARKER=marker` (every
@@ -174,11 +209,18 @@ pub fn real_provider(name: &str) -> PathBuf {
 pub fn processes_with_marker(marker: &str) -> Vec<u32> {
     let needle = format!("NIVIS_TEST_MARKER={marker}");
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
-        let zombie = std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| s.contains(") Z "));
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let zombie =
+            std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| s.contains(") Z "));
         if !zombie && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
             out.push(pid);
         }

@@ -3,10 +3,10 @@
 { names, values, nodes, vars }:
 let
   inherit (builtins)
-    attrNames attrValues concatMap elem elemAt filter foldl' genList groupBy head isAttrs isFunction
+    attrNames attrValues concatMap elem elemAt filter foldl' genList groupBy head isAttrs
     isList length listToAttrs mapAttrs seq substring throw typeOf;
 
-  inherit (values) isRef isDerived lookup resolveItem;
+  inherit (values) lookup resolveItem;
 
   flatten = x: if isList x then concatMap flatten x else [ x ];
 
@@ -62,16 +62,12 @@ let
     else if x ? outPath || x ? __toString then { v = toString x; e = [ ]; }
     else
       let
-        keys = attrNames x;
-        bad = filter reserved keys;
-        rs = map (k: walk ctx (path ++ [ k ]) x.${k}) keys;
+        bad = filter reserved (attrNames x);
+        rs = mapAttrs (k: v: walk ctx (path ++ [ k ]) v) x;
       in
       if bad != [ ] then
         fail ctx (path ++ [ (head bad) ]) "uses a reserved name: attribute names starting with '__' are IR markers; use refAttr, str, compute or drv"
-      else {
-        v = listToAttrs (genList (i: { name = elemAt keys i; value = (elemAt rs i).v; }) (length keys));
-        e = concatMap (r: r.e) rs;
-      };
+      else { v = mapAttrs (_: r: r.v) rs; e = concatMap (r: r.e) (attrValues rs); };
 
   # One edge per (from, via) pair, in a stable order.
   dedupe = es: attrValues (listToAttrs (map (e: { name = "${e.from} ${e.via}"; value = e; }) es));
@@ -105,7 +101,7 @@ let
     , ledger ? { }
     }:
     let
-      outputs = if isAttrs ledger then ledger.outputs or { } else { };
+      outputs = if isAttrs ledger && isAttrs (ledger.outputs or null) then ledger.outputs else { };
 
       providerIR = mapAttrs (id: p0:
         let

@@ -37,6 +37,7 @@ let
     else if t == "set" then "a set"
     else if t == "lambda" then "a function"
     else if t == "null" then "null"
+    else if t == "int" then "an integer"
     else "a ${t}";
 in
 {

@@ -4,8 +4,8 @@
 { names, values }:
 let
   inherit (builtins)
-    attrNames concatStringsSep elem filter genList head isAttrs isBool isFunction isInt isList
-    isString length listToAttrs substring throw typeOf unsafeDiscardStringContext;
+    attrNames elem filter genList head isAttrs isFunction isInt isList
+    isString length listToAttrs substring throw unsafeDiscardStringContext;
 
   isNode = x: isAttrs x && (x._type or null) == "nivis:resource";
   isProvider = x: isAttrs x && (x._type or null) == "nivis:provider";

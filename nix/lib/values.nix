@@ -10,7 +10,7 @@
 let
   inherit (builtins)
     all any attrNames attrValues concatMap concatStringsSep elemAt genList head isAttrs
-    isBool isFloat isFunction isInt isList isString length listToAttrs throw toJSON typeOf;
+    isBool isFloat isFunction isInt isList isString length listToAttrs throw toJSON;
 
   isRef = x: isAttrs x && (x._type or null) == "nivis:ref";
   isDerived = x: isAttrs x && (x._type or null) == "nivis:derived";
@@ -44,6 +44,8 @@ let
     else if isFloat v then toJSON v
     else if isBool v then (if v then "true" else "false")
     else if v == null then throw "nivis: lib.str: ${what} is null; a string needs a value there"
+    else if (v._type or null) == "nivis:resource" then
+      throw "nivis: lib.str: ${what} is the whole resource ${v.id}; use one of its outputs, e.g. (${v.name}.refAttr \"id\")"
     else throw "nivis: lib.str: ${what} is ${names.describe v}; turn it into a string with lib.compute first";
 
   # lib.str [ "rec-" (a.refAttr "value") ]: concatenate strings, numbers, booleans,
@@ -76,7 +78,9 @@ let
         else if isList inputs then vals
         else listToAttrs (genList (i: { name = elemAt keys i; value = elemAt vals i; }) (length keys));
     in
-    if !isFunction fn then throw "nivis: lib.compute: the second argument must be a function, got ${names.describe fn}"
+    if (inputs._type or null) == "nivis:resource" then
+      throw "nivis: lib.compute: the inputs are the whole resource ${inputs.id}; pass its outputs, e.g. (${inputs.name}.refAttr \"id\")"
+    else if !isFunction fn then throw "nivis: lib.compute: the second argument must be a function, got ${names.describe fn}"
     else if any isDeferred items then mkDerived items (vals: fn (rebuild vals))
     else fn inputs;
 

@@ -37,7 +37,7 @@ let
 
   # lib.vars ledger decls -> { name = value; }: ledger.vars first, then defaults.
   vars = ledger: decls:
-    let given = if isAttrs ledger then ledger.vars or { } else { }; in
+    let given = if isAttrs ledger && isAttrs (ledger.vars or null) then ledger.vars else { }; in
     if !isAttrs decls then throw "nivis: lib.vars expects an attrset of variable declarations"
     else mapAttrs (name: decl0:
       let

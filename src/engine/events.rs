@@ -59,23 +59,61 @@ pub enum Wait {
 #[derive(Debug, Clone)]
 pub enum Event {
     /// Nix evaluated the plan for this phase.
-    Evaluated { phase: u32, duration: Duration, resources: usize, data: usize },
+    Evaluated {
+        phase: u32,
+        duration: Duration,
+        resources: usize,
+        data: usize,
+    },
     /// A resource's planned action.
-    Planned { phase: u32, id: String, type_name: String, action: Action, changes: Vec<AttrChange> },
+    Planned {
+        phase: u32,
+        id: String,
+        type_name: String,
+        action: Action,
+        changes: Vec<AttrChange>,
+    },
     /// A resource cannot be decided in this phase.
-    Deferred { phase: u32, id: String, type_name: String, in_state: bool, waits: Vec<Wait> },
+    Deferred {
+        phase: u32,
+        id: String,
+        type_name: String,
+        in_state: bool,
+        waits: Vec<Wait>,
+    },
     /// A Nix consumer value is still pending.
     ConsumerPending { id: String, waits: Vec<Wait> },
     /// An operation started.
-    Started { phase: u32, id: String, action: Action },
+    Started {
+        phase: u32,
+        id: String,
+        action: Action,
+    },
     /// An operation finished.
-    Finished { phase: u32, id: String, action: Action, duration: Duration },
+    Finished {
+        phase: u32,
+        id: String,
+        action: Action,
+        duration: Duration,
+    },
     /// An operation failed.
-    Failed { phase: u32, id: String, diagnostics: Vec<Diagnostic> },
+    Failed {
+        phase: u32,
+        id: String,
+        diagnostics: Vec<Diagnostic>,
+    },
     /// A resource was not touched because something it depends on failed.
-    Skipped { phase: u32, id: String, because: String },
+    Skipped {
+        phase: u32,
+        id: String,
+        because: String,
+    },
     /// Refresh found the real object different from state.
-    Drift { id: String, changes: Vec<AttrChange>, gone: bool },
+    Drift {
+        id: String,
+        changes: Vec<AttrChange>,
+        gone: bool,
+    },
     /// A warning from a provider or from Nivis.
     Warning(Diagnostic),
     /// A phase ended.

@@ -144,7 +144,10 @@ pub fn describe_waits(waits: &[Wait]) -> String {
     waits
         .iter()
         .map(|w| match w {
-            Wait::Nix { resource, attribute } => format!("{resource}.{attribute} (Nix re-evaluation)"),
+            Wait::Nix {
+                resource,
+                attribute,
+            } => format!("{resource}.{attribute} (Nix re-evaluation)"),
             Wait::Resource(id) => id.clone(),
             Wait::ProviderConfig(p) => format!("the configuration of provider {p}"),
         })
@@ -175,7 +178,7 @@ pub fn interrupt_flag() -> &'static AtomicBool {
 
 /// State held for a run: locked for writing, or a read-only snapshot.
 enum StateHolder {
-    Locked(Store),
+    Locked(Box<Store>),
     ReadOnly(StateFile),
 }
 
@@ -201,7 +204,7 @@ impl StateHolder {
 
     fn close(self) -> Result<(), StateError> {
         match self {
-            StateHolder::Locked(s) => s.close(),
+            StateHolder::Locked(s) => (*s).close(),
             StateHolder::ReadOnly(_) => Ok(()),
         }
     }
@@ -212,8 +215,6 @@ struct NodeInfo<'ir> {
     node: &'ir Node,
     /// IR nodes it depends on (references, derived inputs, dependsOn).
     deps: BTreeSet<String>,
-    /// Fingerprint of its configuration and meta, to skip settled resources.
-    fingerprint: String,
 }
 
 /// The analysis of one evaluation.
@@ -242,18 +243,31 @@ impl<'s> Engine<'s> {
     /// Prepares a run.
     pub fn new(opts: Options, sink: &'s mut dyn Sink) -> Self {
         let providers = ProviderSet::new(&opts.source.base_dir());
-        Engine { opts, sink, providers, live: Arc::new(Mutex::new(Vec::new())), settled: HashMap::new(), nix_time: Duration::ZERO }
+        Engine {
+            opts,
+            sink,
+            providers,
+            live: Arc::new(Mutex::new(Vec::new())),
+            settled: HashMap::new(),
+            nix_time: Duration::ZERO,
+        }
     }
 
     fn open_state(&self, write: bool) -> Result<StateHolder, EngineError> {
         if write {
-            let store = Store::open(&self.opts.state_path, LockHolder::current(&self.opts.command), self.opts.lock_timeout)?;
+            let store = Store::open(
+                &self.opts.state_path,
+                LockHolder::current(&self.opts.command),
+                self.opts.lock_timeout,
+            )?;
             if let Some(e) = store.compaction_error() {
                 log::warn!("state compaction failed (the journal keeps everything): {e}");
             }
-            Ok(StateHolder::Locked(store))
+            Ok(StateHolder::Locked(Box::new(store)))
         } else {
-            Ok(StateHolder::ReadOnly(Store::read_only(&self.opts.state_path)?))
+            Ok(StateHolder::ReadOnly(Store::read_only(
+                &self.opts.state_path,
+            )?))
         }
     }
 
@@ -278,18 +292,27 @@ impl<'s> Engine<'s> {
 
     /// Evaluates the plan with a ledger built from `state`.
     fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
-        let mut ledger = Ledger { phase, vars: self.opts.vars.clone(), ..Ledger::default() };
+        let mut ledger = Ledger {
+            phase,
+            vars: self.opts.vars.clone(),
+            ..Ledger::default()
+        };
         for r in state.iter() {
             ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
         }
-        std::fs::create_dir_all(&self.opts.run_dir)
-            .map_err(|e| EngineError::Io(format!("cannot create {}: {e}", self.opts.run_dir.display())))?;
+        std::fs::create_dir_all(&self.opts.run_dir).map_err(|e| {
+            EngineError::Io(format!(
+                "cannot create {}: {e}",
+                self.opts.run_dir.display()
+            ))
+        })?;
         set_private_dir(&self.opts.run_dir);
         let path = self.opts.run_dir.join("ledger.json");
-        ledger
-            .write(&path)
-            .map_err(|e| EngineError::Io(format!("cannot write the ledger {}: {e}", path.display())))?;
-        let (bytes, took) = nixeval::evaluate(&self.opts.source, &path).map_err(EngineError::Eval)?;
+        ledger.write(&path).map_err(|e| {
+            EngineError::Io(format!("cannot write the ledger {}: {e}", path.display()))
+        })?;
+        let (bytes, took) =
+            nixeval::evaluate(&self.opts.source, &path).map_err(EngineError::Eval)?;
         self.nix_time += took;
         let ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
         for name in self.opts.vars.keys() {
@@ -300,7 +323,12 @@ impl<'s> Engine<'s> {
                 ))));
             }
         }
-        self.sink.event(Event::Evaluated { phase, duration: took, resources: ir.resources.len(), data: ir.data.len() });
+        self.sink.event(Event::Evaluated {
+            phase,
+            duration: took,
+            resources: ir.resources.len(),
+            data: ir.data.len(),
+        });
         Ok(ir)
     }
 
@@ -311,7 +339,16 @@ impl<'s> Engine<'s> {
             let mut deps = BTreeSet::new();
             collect_deps(&node.config, &mut deps);
             deps.extend(node.depends_on.iter().cloned());
-            nodes.insert(node.id.clone(), NodeInfo { node, deps, fingerprint: fingerprint(node) });
+            nodes.insert(node.id.clone(), NodeInfo { node, deps });
+        }
+        // Nix resolves references it can into concrete values but keeps them as edges, so the
+        // dependency survives for ordering and destroy order.
+        for edge in &ir.edges {
+            if let Some(info) = nodes.get_mut(&edge.to) {
+                if edge.from != edge.to {
+                    info.deps.insert(edge.from.clone());
+                }
+            }
         }
         let mut graph = Graph::new();
         for (id, info) in &nodes {
@@ -336,7 +373,11 @@ impl<'s> Engine<'s> {
                     None => return Err(EngineError::UnknownTarget(t.clone())),
                 }
             }
-            selected = graph.with_dependencies(&roots).into_iter().map(|i| graph.id(i).to_string()).collect();
+            selected = graph
+                .with_dependencies(&roots)
+                .into_iter()
+                .map(|i| graph.id(i).to_string())
+                .collect();
         }
         let order: Vec<String> = graph
             .topological_order()
@@ -350,7 +391,9 @@ impl<'s> Engine<'s> {
         let mut provider_waits: BTreeMap<&str, Vec<Wait>> = BTreeMap::new();
         for (pid, decl) in &ir.providers {
             let r = resolve(&decl.config, &|id| match state.get(id) {
-                Some(rs) if !selected.contains(id) || !nodes.contains_key(id) => Lookup::Settled(&rs.attributes),
+                Some(rs) if !selected.contains(id) || !nodes.contains_key(id) => {
+                    Lookup::Settled(&rs.attributes, &rs.sensitive_paths)
+                }
                 _ => Lookup::Pending,
             });
             if !r.waits.is_empty() {
@@ -375,26 +418,48 @@ impl<'s> Engine<'s> {
                 }
             }
             if !waits.is_empty() {
-                waits.sort();
-                waits.dedup();
-                deferred.insert(id.clone(), waits);
+                deferred.insert(id.clone(), tidy_waits(waits));
                 continue;
             }
-            let fresh = self.settled.get(id) == Some(&info.fingerprint) && !info.deps.iter().any(|d| running.contains(d));
+            let fresh = !info.deps.iter().any(|d| running.contains(d))
+                && self
+                    .settled
+                    .get(id)
+                    .is_some_and(|fp| Some(fp) == resolved_fingerprint(info.node, state).as_ref());
             if !fresh {
                 running.insert(id.clone());
                 run.push(id.clone());
             }
         }
-        Ok(Analysis { nodes, order, deferred, run })
+        Ok(Analysis {
+            nodes,
+            order,
+            deferred,
+            run,
+        })
     }
 
     /// Starts and configures the providers the given nodes use.
-    fn prepare_providers(&mut self, ir: &Ir, state: &StateFile, ids: &[String], configure: bool) -> Result<(), EngineError> {
+    fn prepare_providers(
+        &mut self,
+        ir: &Ir,
+        state: &StateFile,
+        ids: &[String],
+        configure: bool,
+    ) -> Result<(), EngineError> {
         let needed: BTreeSet<&str> = ids
             .iter()
-            .filter_map(|id| ir.resources.iter().chain(ir.data.iter()).find(|n| &n.id == id).map(|n| n.provider.as_str()))
-            .chain(ids.iter().filter_map(|id| state.get(id).map(|r| r.provider.as_str())))
+            .filter_map(|id| {
+                ir.resources
+                    .iter()
+                    .chain(ir.data.iter())
+                    .find(|n| &n.id == id)
+                    .map(|n| n.provider.as_str())
+            })
+            .chain(
+                ids.iter()
+                    .filter_map(|id| state.get(id).map(|r| r.provider.as_str())),
+            )
             .collect();
         let mut diags = Diagnostics::new();
         for pid in needed {
@@ -419,10 +484,13 @@ impl<'s> Engine<'s> {
                 continue;
             }
             let resolved = resolve(&decl.config, &|id| match state.get(id) {
-                Some(rs) => Lookup::Settled(&rs.attributes),
+                Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
                 None => Lookup::Pending,
             });
-            let provider = self.providers.get(pid, decl).map_err(EngineError::Diagnostics)?;
+            let provider = self
+                .providers
+                .get(pid, decl)
+                .map_err(EngineError::Diagnostics)?;
             let block = provider.schema().provider.block.clone();
             match block.conform_config(&resolved.value) {
                 Ok(config) => {
@@ -432,7 +500,13 @@ impl<'s> Engine<'s> {
                 }
                 Err(errors) => {
                     for e in errors {
-                        diags.push(Diagnostic::error(format!("provider {pid}: invalid configuration: {}", e.message)).at(e.path));
+                        diags.push(
+                            Diagnostic::error(format!(
+                                "provider {pid}: invalid configuration: {}",
+                                e.message
+                            ))
+                            .at(e.path),
+                        );
                     }
                 }
             }
@@ -447,12 +521,29 @@ impl<'s> Engine<'s> {
     }
 
     /// Plans and (in apply mode) applies the nodes of `analysis.run`.
-    fn run_nodes(&mut self, ir: &Ir, analysis: &Analysis<'_>, holder: &mut StateHolder, phase: u32, mode: Mode) -> Result<PhaseResult, EngineError> {
+    fn run_nodes(
+        &mut self,
+        ir: &Ir,
+        analysis: &Analysis<'_>,
+        holder: &mut StateHolder,
+        phase: u32,
+        mode: Mode,
+    ) -> Result<PhaseResult, EngineError> {
         let ids = &analysis.run;
-        let index: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+        let index: HashMap<&str, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
         let deps: Vec<Vec<usize>> = if mode == Mode::Apply {
             ids.iter()
-                .map(|id| analysis.nodes[id].deps.iter().filter_map(|d| index.get(d.as_str()).copied()).collect())
+                .map(|id| {
+                    analysis.nodes[id]
+                        .deps
+                        .iter()
+                        .filter_map(|d| index.get(d.as_str()).copied())
+                        .collect()
+                })
                 .collect()
         } else {
             vec![Vec::new(); ids.len()]
@@ -462,7 +553,10 @@ impl<'s> Engine<'s> {
             let node = analysis.nodes[id].node;
             if !providers.contains_key(&node.provider) {
                 let decl = &ir.providers[&node.provider];
-                let p = self.providers.get(&node.provider, decl).map_err(EngineError::Diagnostics)?;
+                let p = self
+                    .providers
+                    .get(&node.provider, decl)
+                    .map_err(EngineError::Diagnostics)?;
                 providers.insert(node.provider.clone(), p);
             }
         }
@@ -479,7 +573,13 @@ impl<'s> Engine<'s> {
             pending_commits: Vec::new(),
             commit_error: None,
         };
-        let statuses = sched::run(&mut owner, &NodeWorker, &deps, self.opts.parallelism, interrupt_flag());
+        let statuses = sched::run(
+            &mut owner,
+            &NodeWorker,
+            &deps,
+            self.opts.parallelism,
+            interrupt_flag(),
+        );
         owner.flush_commits()?;
         if let Some(e) = owner.commit_error.take() {
             return Err(EngineError::State(e));
@@ -488,7 +588,11 @@ impl<'s> Engine<'s> {
         for (i, s) in statuses.iter().enumerate() {
             match s {
                 Status::Skipped { because } => {
-                    self.sink.event(Event::Skipped { phase, id: ids[i].clone(), because: ids[*because].clone() });
+                    self.sink.event(Event::Skipped {
+                        phase,
+                        id: ids[i].clone(),
+                        because: ids[*because].clone(),
+                    });
                     result.failed += 1;
                 }
                 Status::Interrupted => result.interrupted = true,
@@ -496,15 +600,27 @@ impl<'s> Engine<'s> {
             }
         }
         for id in &result.settled {
-            self.settled.insert(id.clone(), analysis.nodes[id].fingerprint.clone());
+            if let Some(fp) = resolved_fingerprint(analysis.nodes[id].node, holder.state()) {
+                self.settled.insert(id.clone(), fp);
+            }
         }
         Ok(result)
     }
 
     fn emit_deferred(&mut self, analysis: &Analysis<'_>, state: &StateFile, phase: u32) {
-        for (id, waits) in &analysis.deferred {
+        for (id, waits) in analysis
+            .order
+            .iter()
+            .filter_map(|id| analysis.deferred.get(id).map(|w| (id, w)))
+        {
             let node = analysis.nodes[id].node;
-            self.sink.event(Event::Deferred { phase, id: id.clone(), type_name: node.type_name.clone(), in_state: state.contains(id), waits: waits.clone() });
+            self.sink.event(Event::Deferred {
+                phase,
+                id: id.clone(),
+                type_name: node.type_name.clone(),
+                in_state: state.contains(id),
+                waits: waits.clone(),
+            });
         }
     }
 
@@ -516,11 +632,21 @@ impl<'s> Engine<'s> {
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
         let result = self.run_nodes(&ir, &analysis, &mut holder, 1, Mode::Plan)?;
         self.emit_deferred(&analysis, holder.state(), 1);
-        let orphans = if self.opts.targets.is_empty() { orphans(&ir, holder.state()) } else { Vec::new() };
+        let orphans = if self.opts.targets.is_empty() {
+            orphans(&ir, holder.state())
+        } else {
+            Vec::new()
+        };
         for id in &orphans {
             let r = holder.state().get(id).expect("orphan in state");
             if r.is_managed() {
-                self.sink.event(Event::Planned { phase: 1, id: id.clone(), type_name: r.type_name.clone(), action: Action::Delete, changes: Vec::new() });
+                self.sink.event(Event::Planned {
+                    phase: 1,
+                    id: id.clone(),
+                    type_name: r.type_name.clone(),
+                    action: Action::Delete,
+                    changes: Vec::new(),
+                });
             }
         }
         for c in &ir.consumers {
@@ -528,18 +654,28 @@ impl<'s> Engine<'s> {
             collect_derived(&c.value, &mut waits);
             collect_refs_as_waits(&c.value, &mut waits);
             if !waits.is_empty() {
-                self.sink.event(Event::ConsumerPending { id: c.id.clone(), waits });
+                self.sink.event(Event::ConsumerPending {
+                    id: c.id.clone(),
+                    waits: tidy_waits(waits),
+                });
             }
         }
         if result.failed > 0 {
             return Err(EngineError::OperationsFailed(result.failed));
         }
-        Ok(Report { evaluations: 1, nix_time: self.nix_time, ..Report::default() })
+        Ok(Report {
+            evaluations: 1,
+            nix_time: self.nix_time,
+            ..Report::default()
+        })
     }
 
     /// `nivis apply`: phases until the fixpoint. `confirm` sees the phase-1 plan (as events
     /// already sent) and returns whether to go ahead; `None` means no confirmation needed.
-    pub fn apply(&mut self, confirm: Option<&mut dyn FnMut() -> bool>) -> Result<Report, EngineError> {
+    pub fn apply(
+        &mut self,
+        confirm: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Report, EngineError> {
         let mut holder = self.open_state(true)?;
         let done = self.watch_interrupts();
         let result = self.apply_phases(&mut holder, confirm);
@@ -548,7 +684,11 @@ impl<'s> Engine<'s> {
         result
     }
 
-    fn apply_phases(&mut self, holder: &mut StateHolder, mut confirm: Option<&mut dyn FnMut() -> bool>) -> Result<Report, EngineError> {
+    fn apply_phases(
+        &mut self,
+        holder: &mut StateHolder,
+        mut confirm: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Report, EngineError> {
         let mut report = Report::default();
         let mut phase = 0u32;
         loop {
@@ -556,22 +696,31 @@ impl<'s> Engine<'s> {
             let ir = self.evaluate(holder.state(), phase)?;
             let analysis = self.analyse(&ir, holder.state())?;
             if let Some(limit) = self.opts.max_phases {
-                if report.apply_phases >= limit && (!analysis.run.is_empty() || !analysis.deferred.is_empty()) {
-                    report.pending = pending(&ir, &analysis);
-                    self.sink.event(Event::PhaseLimit { apply_phases: report.apply_phases });
+                if report.apply_phases >= limit
+                    && (!analysis.run.is_empty() || !analysis.deferred.is_empty())
+                {
+                    report.pending = pending(&ir, &analysis, true);
+                    self.sink.event(Event::PhaseLimit {
+                        apply_phases: report.apply_phases,
+                    });
                     report.nix_time = self.nix_time;
                     return Ok(report);
                 }
             }
             if analysis.run.is_empty() {
-                let unresolved = pending(&ir, &analysis);
+                let unresolved = pending(&ir, &analysis, true);
                 if !unresolved.is_empty() {
                     return Err(EngineError::Unresolved(unresolved));
                 }
-                self.sink.event(Event::Fixpoint { evaluations: report.evaluations, apply_phases: report.apply_phases });
+                self.sink.event(Event::Fixpoint {
+                    evaluations: report.evaluations,
+                    apply_phases: report.apply_phases,
+                });
                 if self.opts.targets.is_empty() {
                     let removed = self.destroy_orphans(&ir, holder, phase + 1)?;
-                    report.changed.extend(removed.into_iter().map(|id| (id, Action::Delete)));
+                    report
+                        .changed
+                        .extend(removed.into_iter().map(|id| (id, Action::Delete)));
                 }
                 report.nix_time = self.nix_time;
                 return Ok(report);
@@ -584,7 +733,13 @@ impl<'s> Engine<'s> {
                 self.emit_deferred(&analysis, holder.state(), phase);
                 for id in orphans(&ir, holder.state()) {
                     if let Some(r) = holder.state().get(&id).filter(|r| r.is_managed()) {
-                        self.sink.event(Event::Planned { phase, id: id.clone(), type_name: r.type_name.clone(), action: Action::Delete, changes: Vec::new() });
+                        self.sink.event(Event::Planned {
+                            phase,
+                            id: id.clone(),
+                            type_name: r.type_name.clone(),
+                            action: Action::Delete,
+                            changes: Vec::new(),
+                        });
                     }
                 }
                 if preview.failed > 0 {
@@ -598,7 +753,10 @@ impl<'s> Engine<'s> {
             let result = self.run_nodes(&ir, &analysis, holder, phase, Mode::Apply)?;
             let changed_here = result.changed.len();
             report.changed.extend(result.changed.iter().cloned());
-            self.sink.event(Event::PhaseDone { phase, changed: changed_here });
+            self.sink.event(Event::PhaseDone {
+                phase,
+                changed: changed_here,
+            });
             if result.interrupted || interrupt_flag().load(Ordering::SeqCst) {
                 return Err(EngineError::Interrupted);
             }
@@ -608,39 +766,78 @@ impl<'s> Engine<'s> {
             if changed_here > 0 || result.outputs_changed {
                 report.apply_phases += 1;
             }
+            if let Some(limit) = self.opts.max_phases {
+                let waiting = pending(&ir, &analysis, false);
+                if report.apply_phases >= limit && !waiting.is_empty() {
+                    // Stop without the next evaluation: report what this one left waiting.
+                    report.pending = waiting;
+                    self.sink.event(Event::PhaseLimit {
+                        apply_phases: report.apply_phases,
+                    });
+                    report.nix_time = self.nix_time;
+                    return Ok(report);
+                }
+            }
             if !result.outputs_changed && analysis.deferred.is_empty() {
                 // Nothing new for Nix to see: the next evaluation would be the same.
-                self.sink.event(Event::Fixpoint { evaluations: report.evaluations, apply_phases: report.apply_phases });
+                self.sink.event(Event::Fixpoint {
+                    evaluations: report.evaluations,
+                    apply_phases: report.apply_phases,
+                });
                 if self.opts.targets.is_empty() {
                     let removed = self.destroy_orphans(&ir, holder, phase)?;
-                    report.changed.extend(removed.into_iter().map(|id| (id, Action::Delete)));
+                    report
+                        .changed
+                        .extend(removed.into_iter().map(|id| (id, Action::Delete)));
                 }
                 report.nix_time = self.nix_time;
                 return Ok(report);
             }
             if !result.outputs_changed {
-                return Err(EngineError::Unresolved(pending(&ir, &analysis)));
+                return Err(EngineError::Unresolved(pending(&ir, &analysis, false)));
             }
         }
     }
 
     /// Destroys resources in state that the plan no longer declares.
-    fn destroy_orphans(&mut self, ir: &Ir, holder: &mut StateHolder, phase: u32) -> Result<Vec<String>, EngineError> {
+    fn destroy_orphans(
+        &mut self,
+        ir: &Ir,
+        holder: &mut StateHolder,
+        phase: u32,
+    ) -> Result<Vec<String>, EngineError> {
         let ids = orphans(ir, holder.state());
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let (data, managed): (Vec<String>, Vec<String>) = ids.into_iter().partition(|id| holder.state().get(id).is_some_and(|r| !r.is_managed()));
+        let (data, managed): (Vec<String>, Vec<String>) = ids
+            .into_iter()
+            .partition(|id| holder.state().get(id).is_some_and(|r| !r.is_managed()));
         if !data.is_empty() {
-            holder.commit(&data.iter().map(|id| Change::Remove(id.clone())).collect::<Vec<_>>())?;
+            holder.commit(
+                &data
+                    .iter()
+                    .map(|id| Change::Remove(id.clone()))
+                    .collect::<Vec<_>>(),
+            )?;
         }
         self.prepare_providers(ir, holder.state(), &managed, true)?;
         self.destroy_set(ir, holder, &managed, phase)
     }
 
     /// Destroys `ids` (all in state) in reverse dependency order.
-    fn destroy_set(&mut self, ir: &Ir, holder: &mut StateHolder, ids: &[String], phase: u32) -> Result<Vec<String>, EngineError> {
-        let index: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+    fn destroy_set(
+        &mut self,
+        ir: &Ir,
+        holder: &mut StateHolder,
+        ids: &[String],
+        phase: u32,
+    ) -> Result<Vec<String>, EngineError> {
+        let index: HashMap<&str, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
         // i must wait until everything depending on it is gone.
         let mut deps: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
         for (i, id) in ids.iter().enumerate() {
@@ -658,11 +855,30 @@ impl<'s> Engine<'s> {
                 let decl = ir.providers.get(&pid).ok_or_else(|| {
                     EngineError::Diagnostics(Diagnostic::error(format!("cannot destroy {id}: its provider {pid} is not declared any more; declare it again, or forget the resource with `nivis state rm {id}`")).into())
                 })?;
-                e.insert(self.providers.get(&pid, decl).map_err(EngineError::Diagnostics)?);
+                e.insert(
+                    self.providers
+                        .get(&pid, decl)
+                        .map_err(EngineError::Diagnostics)?,
+                );
             }
         }
-        let mut owner = DestroyOwner { ids, holder, providers, sink: &mut *self.sink, phase, destroyed: Vec::new(), failed: 0, commit_error: None };
-        let statuses = sched::run(&mut owner, &DestroyWorker, &deps, self.opts.parallelism, interrupt_flag());
+        let mut owner = DestroyOwner {
+            ids,
+            holder,
+            providers,
+            sink: &mut *self.sink,
+            phase,
+            destroyed: Vec::new(),
+            failed: 0,
+            commit_error: None,
+        };
+        let statuses = sched::run(
+            &mut owner,
+            &DestroyWorker,
+            &deps,
+            self.opts.parallelism,
+            interrupt_flag(),
+        );
         if let Some(e) = owner.commit_error.take() {
             return Err(EngineError::State(e));
         }
@@ -670,7 +886,11 @@ impl<'s> Engine<'s> {
         let mut failed = owner.failed;
         for (i, s) in statuses.iter().enumerate() {
             if let Status::Skipped { because } = s {
-                self.sink.event(Event::Skipped { phase, id: ids[i].clone(), because: ids[*because].clone() });
+                self.sink.event(Event::Skipped {
+                    phase,
+                    id: ids[i].clone(),
+                    because: ids[*because].clone(),
+                });
                 failed += 1;
             }
         }
@@ -685,7 +905,10 @@ impl<'s> Engine<'s> {
 
     /// `nivis destroy`: every resource in state (or the targets and what depends on them), in
     /// reverse dependency order.
-    pub fn destroy(&mut self, confirm: Option<&mut dyn FnMut() -> bool>) -> Result<Report, EngineError> {
+    pub fn destroy(
+        &mut self,
+        confirm: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Report, EngineError> {
         let mut holder = self.open_state(true)?;
         let done = self.watch_interrupts();
         let result = self.destroy_inner(&mut holder, confirm);
@@ -694,10 +917,18 @@ impl<'s> Engine<'s> {
         result
     }
 
-    fn destroy_inner(&mut self, holder: &mut StateHolder, confirm: Option<&mut dyn FnMut() -> bool>) -> Result<Report, EngineError> {
+    fn destroy_inner(
+        &mut self,
+        holder: &mut StateHolder,
+        confirm: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Report, EngineError> {
         let ir = self.evaluate(holder.state(), 0)?;
         let state = holder.state();
-        let mut ids: Vec<String> = state.iter().filter(|r| r.is_managed()).map(|r| r.id.clone()).collect();
+        let mut ids: Vec<String> = state
+            .iter()
+            .filter(|r| r.is_managed())
+            .map(|r| r.id.clone())
+            .collect();
         if !self.opts.targets.is_empty() {
             let mut graph = Graph::new();
             for r in state.iter() {
@@ -708,14 +939,26 @@ impl<'s> Engine<'s> {
             }
             let mut roots = Vec::new();
             for t in &self.opts.targets {
-                roots.push(graph.index_of(t).ok_or_else(|| EngineError::UnknownTarget(t.clone()))?);
+                roots.push(
+                    graph
+                        .index_of(t)
+                        .ok_or_else(|| EngineError::UnknownTarget(t.clone()))?,
+                );
             }
-            let keep: BTreeSet<String> = graph.with_dependents(&roots).into_iter().map(|i| graph.id(i).to_string()).collect();
+            let keep: BTreeSet<String> = graph
+                .with_dependents(&roots)
+                .into_iter()
+                .map(|i| graph.id(i).to_string())
+                .collect();
             ids.retain(|id| keep.contains(id));
         }
         let protected: Vec<&String> = ids
             .iter()
-            .filter(|id| ir.resources.iter().any(|n| &n.id == *id && n.lifecycle.prevent_destroy))
+            .filter(|id| {
+                ir.resources
+                    .iter()
+                    .any(|n| &n.id == *id && n.lifecycle.prevent_destroy)
+            })
             .collect();
         if !protected.is_empty() {
             return Err(EngineError::Refused(format!(
@@ -725,7 +968,13 @@ impl<'s> Engine<'s> {
         }
         for id in &ids {
             let r = state.get(id).expect("in state");
-            self.sink.event(Event::Planned { phase: 1, id: id.clone(), type_name: r.type_name.clone(), action: Action::Delete, changes: Vec::new() });
+            self.sink.event(Event::Planned {
+                phase: 1,
+                id: id.clone(),
+                type_name: r.type_name.clone(),
+                action: Action::Delete,
+                changes: Vec::new(),
+            });
         }
         if ids.is_empty() {
             return Ok(Report::default());
@@ -739,10 +988,23 @@ impl<'s> Engine<'s> {
         let destroyed = self.destroy_set(&ir, holder, &ids, 1)?;
         // Data sources go with the rest when everything is destroyed.
         if self.opts.targets.is_empty() {
-            let data: Vec<Change> = holder.state().iter().filter(|r| !r.is_managed()).map(|r| Change::Remove(r.id.clone())).collect();
+            let data: Vec<Change> = holder
+                .state()
+                .iter()
+                .filter(|r| !r.is_managed())
+                .map(|r| Change::Remove(r.id.clone()))
+                .collect();
             holder.commit(&data)?;
         }
-        Ok(Report { evaluations: 1, changed: destroyed.into_iter().map(|id| (id, Action::Delete)).collect(), nix_time: self.nix_time, ..Report::default() })
+        Ok(Report {
+            evaluations: 1,
+            changed: destroyed
+                .into_iter()
+                .map(|id| (id, Action::Delete))
+                .collect(),
+            nix_time: self.nix_time,
+            ..Report::default()
+        })
     }
 
     /// `nivis refresh`: reconcile state with the real objects and report drift.
@@ -758,7 +1020,10 @@ impl<'s> Engine<'s> {
         let ids: Vec<String> = holder
             .state()
             .iter()
-            .filter(|r| r.is_managed() && (self.opts.targets.is_empty() || self.opts.targets.contains(&r.id)))
+            .filter(|r| {
+                r.is_managed()
+                    && (self.opts.targets.is_empty() || self.opts.targets.contains(&r.id))
+            })
             .map(|r| r.id.clone())
             .collect();
         self.prepare_providers(&ir, holder.state(), &ids, true)?;
@@ -766,17 +1031,28 @@ impl<'s> Engine<'s> {
         let mut changes = Vec::new();
         for id in &ids {
             let r = holder.state().get(id).expect("in state").clone();
-            let provider = self.providers.get(&r.provider, &ir.providers[&r.provider]).map_err(EngineError::Diagnostics)?;
+            let provider = self
+                .providers
+                .get(&r.provider, &ir.providers[&r.provider])
+                .map_err(EngineError::Diagnostics)?;
             match node::refresh(provider.as_ref(), &r) {
                 Ok((change, attrs, gone)) => {
                     if let Some(c) = change {
-                        self.sink.event(Event::Drift { id: id.clone(), changes: attrs, gone });
+                        self.sink.event(Event::Drift {
+                            id: id.clone(),
+                            changes: attrs,
+                            gone,
+                        });
                         changes.push(c);
                     }
                 }
                 Err(d) => {
                     failed += 1;
-                    self.sink.event(Event::Failed { phase: 0, id: id.clone(), diagnostics: d.for_resource(id).0 });
+                    self.sink.event(Event::Failed {
+                        phase: 0,
+                        id: id.clone(),
+                        diagnostics: d.for_resource(id).0,
+                    });
                 }
             }
         }
@@ -784,7 +1060,11 @@ impl<'s> Engine<'s> {
         if failed > 0 {
             return Err(EngineError::OperationsFailed(failed));
         }
-        Ok(Report { evaluations: 1, nix_time: self.nix_time, ..Report::default() })
+        Ok(Report {
+            evaluations: 1,
+            nix_time: self.nix_time,
+            ..Report::default()
+        })
     }
 
     /// `nivis validate`: the IR, then every provider's own validation of every configuration,
@@ -793,28 +1073,54 @@ impl<'s> Engine<'s> {
         let holder = StateHolder::ReadOnly(StateFile::empty());
         let ir = self.evaluate(holder.state(), 0)?;
         let mut all = Diagnostics::new();
-        let ids: Vec<String> = ir.resources.iter().chain(ir.data.iter()).map(|n| n.id.clone()).collect();
+        let ids: Vec<String> = ir
+            .resources
+            .iter()
+            .chain(ir.data.iter())
+            .map(|n| n.id.clone())
+            .collect();
         self.prepare_providers(&ir, holder.state(), &ids, false)?;
         for (pid, decl) in &ir.providers {
-            let provider = self.providers.get(pid, decl).map_err(EngineError::Diagnostics)?;
+            let provider = self
+                .providers
+                .get(pid, decl)
+                .map_err(EngineError::Diagnostics)?;
             let resolved = resolve(&decl.config, &|_| Lookup::Pending);
-            match provider.schema().provider.block.conform_config(&resolved.value) {
+            match provider
+                .schema()
+                .provider
+                .block
+                .conform_config(&resolved.value)
+            {
                 Ok(config) => match provider.validate_provider_config(&config) {
-                    Ok(d) => all.extend(Diagnostics(d.0.into_iter().map(|mut d| {
-                        d.summary = format!("provider {pid}: {}", d.summary);
-                        d
-                    }).collect())),
+                    Ok(d) => all.extend(Diagnostics(
+                        d.0.into_iter()
+                            .map(|mut d| {
+                                d.summary = format!("provider {pid}: {}", d.summary);
+                                d
+                            })
+                            .collect(),
+                    )),
                     Err(d) => all.extend(d),
                 },
                 Err(errors) => {
                     for e in errors {
-                        all.push(Diagnostic::error(format!("provider {pid}: invalid configuration: {}", e.message)).at(e.path));
+                        all.push(
+                            Diagnostic::error(format!(
+                                "provider {pid}: invalid configuration: {}",
+                                e.message
+                            ))
+                            .at(e.path),
+                        );
                     }
                 }
             }
         }
         for node in ir.resources.iter().chain(ir.data.iter()) {
-            let provider = self.providers.get(&node.provider, &ir.providers[&node.provider]).map_err(EngineError::Diagnostics)?;
+            let provider = self
+                .providers
+                .get(&node.provider, &ir.providers[&node.provider])
+                .map_err(EngineError::Diagnostics)?;
             let resolved = resolve(&node.config, &|_| Lookup::Pending);
             let schema = provider.schema();
             let block = match node.kind {
@@ -822,22 +1128,38 @@ impl<'s> Engine<'s> {
                 NodeKind::Data => schema.data_sources.get(&node.type_name).map(|s| &s.block),
             };
             let Some(block) = block else {
-                let kind = if node.kind == NodeKind::Data { "data source" } else { "resource type" };
+                let kind = if node.kind == NodeKind::Data {
+                    "data source"
+                } else {
+                    "resource type"
+                };
                 let known: Vec<&String> = match node.kind {
                     NodeKind::Managed => schema.resources.keys().collect(),
                     NodeKind::Data => schema.data_sources.keys().collect(),
                 };
                 all.push(
-                    Diagnostic::error(format!("provider {} has no {kind} {:?}", node.provider, node.type_name))
-                        .with_detail(format!("It offers: {}", known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")))
-                        .for_resource(&node.id),
+                    Diagnostic::error(format!(
+                        "provider {} has no {kind} {:?}",
+                        node.provider, node.type_name
+                    ))
+                    .with_detail(format!(
+                        "It offers: {}",
+                        known
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .for_resource(&node.id),
                 );
                 continue;
             };
             match block.conform_config(&resolved.value) {
                 Ok(config) => {
                     let d = match node.kind {
-                        NodeKind::Managed => provider.validate_resource_config(&node.type_name, &config),
+                        NodeKind::Managed => {
+                            provider.validate_resource_config(&node.type_name, &config)
+                        }
                         NodeKind::Data => provider.validate_data_config(&node.type_name, &config),
                     };
                     match d {
@@ -846,7 +1168,11 @@ impl<'s> Engine<'s> {
                 }
                 Err(errors) => {
                     for e in errors {
-                        all.push(Diagnostic::error(format!("invalid configuration: {}", e.message)).at(e.path).for_resource(&node.id));
+                        all.push(
+                            Diagnostic::error(format!("invalid configuration: {}", e.message))
+                                .at(e.path)
+                                .for_resource(&node.id),
+                        );
                     }
                 }
             }
@@ -892,7 +1218,11 @@ impl PhaseOwner<'_, '_> {
     }
 
     fn record(&mut self, change: Change) {
-        let before = self.holder.state().get(change.id()).map(|r| r.attributes.clone());
+        let before = self
+            .holder
+            .state()
+            .get(change.id())
+            .map(|r| r.attributes.clone());
         let after = match &change {
             Change::Put(r) => Some(r.attributes.clone()),
             Change::Remove(_) => None,
@@ -920,12 +1250,26 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         let resolved = resolve(&node.config, &|rid| match state.get(rid) {
             // In plan mode, anything that will run this phase is not settled yet.
             Some(_) if mode == Mode::Plan && running.contains(rid) => Lookup::Pending,
-            Some(rs) => Lookup::Settled(&rs.attributes),
+            Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
             None => Lookup::Pending,
         });
         if !resolved.errors.is_empty() {
-            let diags = Diagnostics(resolved.errors.iter().map(|e| Diagnostic::error(e.clone()).for_resource(id)).collect());
-            return Err(NodeOutput { action: None, changes: Vec::new(), commit: None, drift: None, diagnostics: diags, ok: false, elapsed: Duration::ZERO });
+            let diags = Diagnostics(
+                resolved
+                    .errors
+                    .iter()
+                    .map(|e| Diagnostic::error(e.clone()).for_resource(id))
+                    .collect(),
+            );
+            return Err(NodeOutput {
+                action: None,
+                changes: Vec::new(),
+                commit: None,
+                drift: None,
+                diagnostics: diags,
+                ok: false,
+                elapsed: Duration::ZERO,
+            });
         }
         let decl = &self.ir.providers[&node.provider];
         Ok(NodeInput {
@@ -938,7 +1282,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             config: resolved.value,
             builds: resolved.builds,
             sensitive_inputs: resolved.sensitive,
-            prior: if node.kind == NodeKind::Managed { state.get(id).cloned() } else { None },
+            prior: if node.kind == NodeKind::Managed {
+                state.get(id).cloned()
+            } else {
+                None
+            },
             lifecycle: node.lifecycle.clone(),
             dependencies: self.analysis.nodes[id].deps.iter().cloned().collect(),
             mode,
@@ -963,7 +1311,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             self.sink.event(Event::Warning(w.clone()));
         }
         if let Some((changes, gone)) = &out.drift {
-            self.sink.event(Event::Drift { id: id.clone(), changes: changes.clone(), gone: *gone });
+            self.sink.event(Event::Drift {
+                id: id.clone(),
+                changes: changes.clone(),
+                gone: *gone,
+            });
         }
         if let Some(change) = out.commit {
             if self.mode == Mode::Apply {
@@ -972,21 +1324,39 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         if !out.ok {
             self.result.failed += 1;
-            self.sink.event(Event::Failed { phase: self.phase, id, diagnostics: out.diagnostics.errors().cloned().collect() });
+            self.sink.event(Event::Failed {
+                phase: self.phase,
+                id,
+                diagnostics: out.diagnostics.errors().cloned().collect(),
+            });
             return false;
         }
         let action = out.action.unwrap_or(Action::NoOp);
         match self.mode {
             Mode::Plan => {
                 if action != Action::NoOp {
-                    self.sink.event(Event::Planned { phase: self.phase, id: id.clone(), type_name, action, changes: out.changes });
+                    self.sink.event(Event::Planned {
+                        phase: self.phase,
+                        id: id.clone(),
+                        type_name,
+                        action,
+                        changes: out.changes,
+                    });
                 }
             }
             Mode::Apply => {
-                if action != Action::NoOp && !(action == Action::Read && self.analysis.nodes[&id].node.kind == NodeKind::Data) {
+                if action != Action::NoOp
+                    && !(action == Action::Read
+                        && self.analysis.nodes[&id].node.kind == NodeKind::Data)
+                {
                     self.result.changed.push((id.clone(), action));
                 }
-                self.sink.event(Event::Finished { phase: self.phase, id: id.clone(), action, duration: out.elapsed });
+                self.sink.event(Event::Finished {
+                    phase: self.phase,
+                    id: id.clone(),
+                    action,
+                    duration: out.elapsed,
+                });
             }
         }
         self.result.settled.push(id);
@@ -1023,8 +1393,17 @@ impl sched::Owner for DestroyOwner<'_> {
     type Output = (String, Result<Diagnostics, Diagnostics>, Duration);
 
     fn prepare(&mut self, i: usize) -> Result<Self::Input, Self::Output> {
-        let r = self.holder.state().get(&self.ids[i]).expect("in state").clone();
-        self.sink.event(Event::Started { phase: self.phase, id: r.id.clone(), action: Action::Delete });
+        let r = self
+            .holder
+            .state()
+            .get(&self.ids[i])
+            .expect("in state")
+            .clone();
+        self.sink.event(Event::Started {
+            phase: self.phase,
+            id: r.id.clone(),
+            action: Action::Delete,
+        });
         Ok((Arc::clone(&self.providers[&r.provider]), r))
     }
 
@@ -1040,13 +1419,22 @@ impl sched::Owner for DestroyOwner<'_> {
                     self.commit_error.get_or_insert(e);
                     return false;
                 }
-                self.sink.event(Event::Finished { phase: self.phase, id: id.clone(), action: Action::Delete, duration: took });
+                self.sink.event(Event::Finished {
+                    phase: self.phase,
+                    id: id.clone(),
+                    action: Action::Delete,
+                    duration: took,
+                });
                 self.destroyed.push(id);
                 true
             }
             Err(d) => {
                 self.failed += 1;
-                self.sink.event(Event::Failed { phase: self.phase, id: id.clone(), diagnostics: d.for_resource(&id).errors().cloned().collect() });
+                self.sink.event(Event::Failed {
+                    phase: self.phase,
+                    id: id.clone(),
+                    diagnostics: d.for_resource(&id).errors().cloned().collect(),
+                });
                 false
             }
         }
@@ -1056,7 +1444,12 @@ impl sched::Owner for DestroyOwner<'_> {
 struct DestroyWorker;
 
 impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
-    fn run(&self, _i: usize, (provider, state): (Arc<dyn Provider>, crate::state::ResourceState), _r: &Reporter<()>) -> (String, Result<Diagnostics, Diagnostics>, Duration) {
+    fn run(
+        &self,
+        _i: usize,
+        (provider, state): (Arc<dyn Provider>, crate::state::ResourceState),
+        _r: &Reporter<()>,
+    ) -> (String, Result<Diagnostics, Diagnostics>, Duration) {
         let started = std::time::Instant::now();
         let result = node::destroy(provider.as_ref(), &state);
         (state.id, result, started.elapsed())
@@ -1065,27 +1458,57 @@ impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
 
 /// Resources in state that the IR does not declare.
 fn orphans(ir: &Ir, state: &StateFile) -> Vec<String> {
-    let declared: BTreeSet<&str> = ir.resources.iter().chain(ir.data.iter()).map(|n| n.id.as_str()).collect();
-    state.ids().filter(|id| !declared.contains(id)).map(str::to_string).collect()
+    let declared: BTreeSet<&str> = ir
+        .resources
+        .iter()
+        .chain(ir.data.iter())
+        .map(|n| n.id.as_str())
+        .collect();
+    state
+        .ids()
+        .filter(|id| !declared.contains(id))
+        .map(str::to_string)
+        .collect()
 }
 
 /// Everything still waiting: deferred resources and consumers with unresolved leaves.
-fn pending(ir: &Ir, analysis: &Analysis<'_>) -> Vec<(String, Vec<Wait>)> {
-    let mut out: Vec<(String, Vec<Wait>)> = analysis.order.iter().filter_map(|id| analysis.deferred.get(id).map(|w| (id.clone(), w.clone()))).collect();
-    for id in &analysis.run {
-        out.push((id.clone(), Vec::new()));
+/// Everything still waiting after `analysis`; `include_ready` adds the resources that were
+/// ready to run (when the run stops before running them).
+fn pending(ir: &Ir, analysis: &Analysis<'_>, include_ready: bool) -> Vec<(String, Vec<Wait>)> {
+    let mut out: Vec<(String, Vec<Wait>)> = analysis
+        .order
+        .iter()
+        .filter_map(|id| analysis.deferred.get(id).map(|w| (id.clone(), w.clone())))
+        .collect();
+    if include_ready {
+        for id in &analysis.run {
+            out.push((id.clone(), Vec::new()));
+        }
     }
     for c in &ir.consumers {
         let mut waits = Vec::new();
         collect_derived(&c.value, &mut waits);
         collect_refs_as_waits(&c.value, &mut waits);
         if !waits.is_empty() {
-            waits.sort();
-            waits.dedup();
-            out.push((c.id.clone(), waits));
+            out.push((c.id.clone(), tidy_waits(waits)));
         }
     }
     out
+}
+
+/// Sorts and dedups waits, dropping a plain wait on a resource already named by a Nix wait.
+fn tidy_waits(mut waits: Vec<Wait>) -> Vec<Wait> {
+    waits.sort();
+    waits.dedup();
+    let via_nix: BTreeSet<String> = waits
+        .iter()
+        .filter_map(|w| match w {
+            Wait::Nix { resource, .. } => Some(resource.clone()),
+            _ => None,
+        })
+        .collect();
+    waits.retain(|w| !matches!(w, Wait::Resource(r) if via_nix.contains(r)));
+    waits
 }
 
 fn collect_deps(tree: &Tree, out: &mut BTreeSet<String>) {
@@ -1102,7 +1525,10 @@ fn collect_deps(tree: &Tree, out: &mut BTreeSet<String>) {
 
 fn collect_derived(tree: &Tree, out: &mut Vec<Wait>) {
     match tree {
-        Tree::Derived(inputs) => out.extend(inputs.iter().map(|i| Wait::Nix { resource: i.resource.clone(), attribute: i.attr.clone() })),
+        Tree::Derived(inputs) => out.extend(inputs.iter().map(|i| Wait::Nix {
+            resource: i.resource.clone(),
+            attribute: i.attr.clone(),
+        })),
         Tree::List(items) => items.iter().for_each(|t| collect_derived(t, out)),
         Tree::Object(map) => map.values().for_each(|t| collect_derived(t, out)),
         _ => {}
@@ -1118,8 +1544,21 @@ fn collect_refs_as_waits(tree: &Tree, out: &mut Vec<Wait>) {
     }
 }
 
-fn fingerprint(node: &Node) -> String {
-    format!("{:?}|{:?}|{:?}|{}", node.config, node.depends_on, node.lifecycle, node.provider)
+/// What a resource's turn depends on, with references resolved from `state`: two equal
+/// fingerprints mean running it again would send the provider the same thing. `None` while
+/// something it references is not recorded yet.
+fn resolved_fingerprint(node: &Node, state: &StateFile) -> Option<String> {
+    let resolved = resolve(&node.config, &|id| match state.get(id) {
+        Some(r) => Lookup::Settled(&r.attributes, &r.sensitive_paths),
+        None => Lookup::Pending,
+    });
+    if !resolved.waits.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{:?}|{:?}|{:?}|{}",
+        resolved.value, node.depends_on, node.lifecycle, node.provider
+    ))
 }
 
 fn set_private_dir(dir: &std::path::Path) {

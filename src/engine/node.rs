@@ -66,7 +66,7 @@ pub struct NodeOutput {
     /// The final state change to record (none for plan mode or a no-op with nothing new).
     pub commit: Option<Change>,
     /// Refresh found the stored object different: (changes, gone).
-    pub drift: Option<(Vec<AttrChange>, bool)>,
+    pub drift: Option<Drift>,
     /// Warnings and errors.
     pub diagnostics: Diagnostics,
     /// Whether it succeeded.
@@ -77,7 +77,15 @@ pub struct NodeOutput {
 
 impl NodeOutput {
     fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Self {
-        NodeOutput { action, changes: Vec::new(), commit: None, drift: None, diagnostics, ok: false, elapsed: Default::default() }
+        NodeOutput {
+            action,
+            changes: Vec::new(),
+            commit: None,
+            drift: None,
+            diagnostics,
+            ok: false,
+            elapsed: Default::default(),
+        }
     }
 }
 
@@ -103,7 +111,9 @@ fn conform(block: &Block, config: &Value) -> Result<Value, Diagnostics> {
         Diagnostics(
             errors
                 .into_iter()
-                .map(|e| Diagnostic::error(format!("invalid configuration: {}", e.message)).at(e.path))
+                .map(|e| {
+                    Diagnostic::error(format!("invalid configuration: {}", e.message)).at(e.path)
+                })
                 .collect(),
         )
     })
@@ -123,13 +133,22 @@ fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
 fn run_data(input: &NodeInput) -> NodeOutput {
     let schema = input.provider.schema();
     let Some(s) = schema.data_sources.get(&input.type_name) else {
-        return NodeOutput::failed(err(format!("provider {} has no data source {:?}", input.provider_id, input.type_name)), None);
+        return NodeOutput::failed(
+            err(format!(
+                "provider {} has no data source {:?}",
+                input.provider_id, input.type_name
+            )),
+            None,
+        );
     };
     let config = match conform(&s.block, &input.config) {
         Ok(c) => c,
         Err(d) => return NodeOutput::failed(d, None),
     };
-    let mut diags = match input.provider.validate_data_config(&input.type_name, &config) {
+    let mut diags = match input
+        .provider
+        .validate_data_config(&input.type_name, &config)
+    {
         Ok(d) => d,
         Err(d) => return NodeOutput::failed(d, None),
     };
@@ -140,7 +159,15 @@ fn run_data(input: &NodeInput) -> NodeOutput {
         // Read later, once the configuration is known.
         let planned = objchange::planned_unknown_for_data(&s.block, &config);
         let changes = display_changes(&s.block, &Value::Null, &planned, &[]);
-        return NodeOutput { action: Some(Action::Read), changes, commit: None, drift: None, diagnostics: diags, ok: true, elapsed: Default::default() };
+        return NodeOutput {
+            action: Some(Action::Read),
+            changes,
+            commit: None,
+            drift: None,
+            diagnostics: diags,
+            ok: true,
+            elapsed: Default::default(),
+        };
     }
     let (state, read_diags) = match input.provider.read_data_source(&input.type_name, &config) {
         Ok(r) => r,
@@ -151,19 +178,46 @@ fn run_data(input: &NodeInput) -> NodeOutput {
         return NodeOutput::failed(diags, Some(Action::Read));
     }
     if state.is_null() {
-        diags.push(Diagnostic::error("provider returned no object for the data source"));
+        diags.push(Diagnostic::error(
+            "provider returned no object for the data source",
+        ));
         return NodeOutput::failed(diags, Some(Action::Read));
     }
     if !state.is_known() {
-        diags.push(Diagnostic::error("provider returned unknown values for the data source"));
+        diags.push(Diagnostic::error(
+            "provider returned unknown values for the data source",
+        ));
         return NodeOutput::failed(diags, Some(Action::Read));
     }
     let ty = s.block.implied_type();
-    let record = match record(input, &s.block, &ty, &state, &[], s.version, ResourceKind::Data) {
+    let record = match record(
+        input,
+        &s.block,
+        &ty,
+        &state,
+        &[],
+        s.version,
+        ResourceKind::Data,
+    ) {
         Ok(r) => r,
         Err(d) => return NodeOutput::failed(d, Some(Action::Read)),
     };
-    NodeOutput { action: Some(Action::Read), changes: Vec::new(), commit: Some(Change::Put(record)), drift: None, diagnostics: diags, ok: true, elapsed: Default::default() }
+    // A read with a known configuration happens now, during plan too; only reads deferred to
+    // apply (unknown configuration) are shown as planned actions.
+    let action = if input.mode == Mode::Plan {
+        Action::NoOp
+    } else {
+        Action::Read
+    };
+    NodeOutput {
+        action: Some(action),
+        changes: Vec::new(),
+        commit: Some(Change::Put(record)),
+        drift: None,
+        diagnostics: diags,
+        ok: true,
+        elapsed: Default::default(),
+    }
 }
 
 /// Builds the state record for `value`.
@@ -178,11 +232,26 @@ fn record(
 ) -> Result<ResourceState, Diagnostics> {
     let attributes = value::json::to_state_json(value, ty)
         .map_err(|e| err(format!("cannot record the provider's answer: {e}")))?;
-    let mut r = ResourceState::new(&input.id, kind, &input.provider_id, &input.provider_source, &input.type_name, attributes);
+    let mut r = ResourceState::new(
+        &input.id,
+        kind,
+        &input.provider_id,
+        &input.provider_source,
+        &input.type_name,
+        attributes,
+    );
     r.schema_version = schema_version;
-    r.private = if private.is_empty() { None } else { Some(private.to_vec()) };
+    r.private = if private.is_empty() {
+        None
+    } else {
+        Some(private.to_vec())
+    };
     r.dependencies = input.dependencies.clone();
-    r.sensitive_paths = block.sensitive_paths(value).iter().map(|p| path_json(p)).collect();
+    r.sensitive_paths = block
+        .sensitive_paths(value)
+        .iter()
+        .map(|p| path_json(p))
+        .collect();
     for attr in &input.sensitive_inputs {
         let path = Json::Array(vec![Json::String(attr.clone())]);
         if !r.sensitive_paths.contains(&path) {
@@ -204,21 +273,29 @@ fn path_json(path: &[PathStep]) -> Json {
     )
 }
 
+/// Attribute changes found by refresh, and whether the object is gone.
+type Drift = (Vec<AttrChange>, bool);
+
 /// Upgrades (and optionally refreshes) the stored object: returns (object, private, drift).
 fn current_object(
     input: &NodeInput,
     block: &Block,
     prior: &ResourceState,
     diags: &mut Diagnostics,
-) -> Result<(Value, Vec<u8>, Option<(Vec<AttrChange>, bool)>), Diagnostics> {
+) -> Result<(Value, Vec<u8>, Option<Drift>), Diagnostics> {
     let raw = serde_json::to_vec(&prior.attributes).expect("state attributes serialise");
-    let (upgraded, d) = input.provider.upgrade_resource_state(&input.type_name, prior.schema_version, &raw)?;
+    let (upgraded, d) =
+        input
+            .provider
+            .upgrade_resource_state(&input.type_name, prior.schema_version, &raw)?;
     diags.extend(d);
     let private = prior.private.clone().unwrap_or_default();
     if !input.refresh {
         return Ok((upgraded, private, None));
     }
-    let read = input.provider.read_resource(&input.type_name, &upgraded, &private)?;
+    let read = input
+        .provider
+        .read_resource(&input.type_name, &upgraded, &private)?;
     let errors = read.diagnostics.has_errors();
     diags.extend(read.diagnostics);
     if errors {
@@ -227,7 +304,10 @@ fn current_object(
     let drift = if read.new_state.is_null() {
         Some((Vec::new(), true))
     } else if !objchange::values_equal(&upgraded, &read.new_state) {
-        Some((display_changes(block, &upgraded, &read.new_state, &[]), false))
+        Some((
+            display_changes(block, &upgraded, &read.new_state, &[]),
+            false,
+        ))
     } else {
         None
     };
@@ -237,7 +317,13 @@ fn current_object(
 fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let schema = input.provider.schema();
     let Some(s) = schema.resources.get(&input.type_name) else {
-        return NodeOutput::failed(err(format!("provider {} has no resource type {:?}", input.provider_id, input.type_name)), None);
+        return NodeOutput::failed(
+            err(format!(
+                "provider {} has no resource type {:?}",
+                input.provider_id, input.type_name
+            )),
+            None,
+        );
     };
     let block = &s.block;
     let ty = block.implied_type();
@@ -245,7 +331,10 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         Ok(c) => c,
         Err(d) => return NodeOutput::failed(d, None),
     };
-    let mut diags = match input.provider.validate_resource_config(&input.type_name, &config) {
+    let mut diags = match input
+        .provider
+        .validate_resource_config(&input.type_name, &config)
+    {
         Ok(d) => d,
         Err(d) => return NodeOutput::failed(d, None),
     };
@@ -293,7 +382,13 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     if plan_errors {
         return NodeOutput::failed(diags, None);
     }
-    if let Err(d) = check_plan(block, &plan_prior, &config, &plan.planned_state, plan.legacy_type_system) {
+    if let Err(d) = check_plan(
+        block,
+        &plan_prior,
+        &config,
+        &plan.planned_state,
+        plan.legacy_type_system,
+    ) {
         diags.extend(d);
         return NodeOutput::failed(diags, None);
     }
@@ -306,13 +401,24 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let action = if !exists {
         Action::Create
     } else if tainted || !replace_paths.is_empty() {
-        Action::Replace { create_before_destroy: cbd }
+        Action::Replace {
+            create_before_destroy: cbd,
+        }
     } else if objchange::values_equal(&plan.planned_state, &prior) {
         Action::NoOp
     } else {
         Action::Update
     };
-    let changes = display_changes(block, &if tainted { prior.clone() } else { plan_prior.clone() }, &plan.planned_state, &replace_paths);
+    let changes = display_changes(
+        block,
+        &if tainted {
+            prior.clone()
+        } else {
+            plan_prior.clone()
+        },
+        &plan.planned_state,
+        &replace_paths,
+    );
 
     if let Action::Replace { .. } = action {
         if input.lifecycle.prevent_destroy {
@@ -327,7 +433,15 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         }
     }
 
-    let mut out = NodeOutput { action: Some(action), changes, commit: None, drift: drift.clone(), diagnostics: Diagnostics::new(), ok: true, elapsed: Default::default() };
+    let mut out = NodeOutput {
+        action: Some(action),
+        changes,
+        commit: None,
+        drift: drift.clone(),
+        diagnostics: Diagnostics::new(),
+        ok: true,
+        elapsed: Default::default(),
+    };
     if input.mode == Mode::Plan {
         out.diagnostics = diags;
         return out;
@@ -344,20 +458,44 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
             // Nothing to apply; record the refreshed/upgraded object if it moved.
             let stored_same = input.prior.as_ref().is_some_and(|p| {
                 p.schema_version == s.version
-                    && value::json::to_state_json(&prior, &ty).map(|j| j == p.attributes).unwrap_or(false)
+                    && value::json::to_state_json(&prior, &ty)
+                        .map(|j| j == p.attributes)
+                        .unwrap_or(false)
                     && p.private.clone().unwrap_or_default() == prior_private
             });
             if stored_same {
                 Ok(None)
             } else {
-                record(input, block, &ty, &prior, &prior_private, s.version, ResourceKind::Managed).map(Some).map_err(|d| {
+                record(
+                    input,
+                    block,
+                    &ty,
+                    &prior,
+                    &prior_private,
+                    s.version,
+                    ResourceKind::Managed,
+                )
+                .map(Some)
+                .map_err(|d| {
                     diags.extend(d);
                     None
                 })
             }
         }
-        Action::Create | Action::Update => apply_change(input, block, &ty, s.version, &plan_prior, &plan.planned_state, &config, &plan.planned_private, &mut diags),
-        Action::Replace { create_before_destroy: false } => {
+        Action::Create | Action::Update => apply_change(
+            input,
+            block,
+            &ty,
+            s.version,
+            &plan_prior,
+            &plan.planned_state,
+            &config,
+            &plan.planned_private,
+            &mut diags,
+        ),
+        Action::Replace {
+            create_before_destroy: false,
+        } => {
             // Delete the old object first; record that before creating the new one.
             match destroy_object(input, &prior, &prior_private, &mut diags) {
                 Ok(()) => report(NodeProgress::Commit(Change::Remove(input.id.clone()))),
@@ -367,10 +505,28 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
                     return out;
                 }
             }
-            create_fresh(input, block, &ty, s.version, &config, &plan.planned_private, &mut diags)
+            create_fresh(
+                input,
+                block,
+                &ty,
+                s.version,
+                &config,
+                &plan.planned_private,
+                &mut diags,
+            )
         }
-        Action::Replace { create_before_destroy: true } => {
-            let created = create_fresh(input, block, &ty, s.version, &config, &plan.planned_private, &mut diags);
+        Action::Replace {
+            create_before_destroy: true,
+        } => {
+            let created = create_fresh(
+                input,
+                block,
+                &ty,
+                s.version,
+                &config,
+                &plan.planned_private,
+                &mut diags,
+            );
             match created {
                 Ok(Some(mut new_record)) => {
                     // The old object is deposed until it is destroyed.
@@ -396,7 +552,7 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         Ok(commit) => out.commit = commit.map(Change::Put),
         Err(partial) => {
             out.ok = false;
-            out.commit = partial.map(Change::Put);
+            out.commit = partial.map(|r| Change::Put(*r));
         }
     }
     if diags.has_errors() {
@@ -407,7 +563,13 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
 }
 
 /// Checks a plan the way OpenTofu does; with the legacy SDK type system problems are warnings.
-fn check_plan(block: &Block, prior: &Value, config: &Value, planned: &Value, legacy: bool) -> Result<(), Diagnostics> {
+fn check_plan(
+    block: &Block,
+    prior: &Value,
+    config: &Value,
+    planned: &Value,
+    legacy: bool,
+) -> Result<(), Diagnostics> {
     let problems = objchange::assert_plan_valid(block, prior, config, planned);
     if problems.is_empty() {
         return Ok(());
@@ -421,13 +583,21 @@ fn check_plan(block: &Block, prior: &Value, config: &Value, planned: &Value, leg
     Err(Diagnostics(
         problems
             .into_iter()
-            .map(|p| Diagnostic::error("provider produced an invalid plan").with_detail(format!("{p}\nThis is a bug in the provider; please report it to its authors.")))
+            .map(|p| {
+                Diagnostic::error("provider produced an invalid plan").with_detail(format!(
+                    "{p}\nThis is a bug in the provider; please report it to its authors."
+                ))
+            })
             .collect(),
     ))
 }
 
-/// Applies a create or update. `Ok(Some(record))` on success; `Err(partial)` on failure, with the
-/// partial object the provider returned, if any (a failed create is recorded as tainted).
+/// The outcome of applying a change: `Ok(Some(record))` on success (`Ok(None)`: nothing to
+/// record); `Err(partial)` on failure, with the partial object the provider returned, if any
+/// (a failed create is recorded as tainted).
+type Applied = Result<Option<ResourceState>, Option<Box<ResourceState>>>;
+
+/// Applies a create or update.
 #[allow(clippy::too_many_arguments)]
 fn apply_change(
     input: &NodeInput,
@@ -439,9 +609,11 @@ fn apply_change(
     config: &Value,
     planned_private: &[u8],
     diags: &mut Diagnostics,
-) -> Result<Option<ResourceState>, Option<ResourceState>> {
+) -> Applied {
     if !config.is_known() {
-        diags.push(Diagnostic::error("configuration still has unknown values at apply time (internal error)"));
+        diags.push(Diagnostic::error(
+            "configuration still has unknown values at apply time (internal error)",
+        ));
         return Err(None);
     }
     let resp = match input.provider.apply_resource_change(ApplyRequest {
@@ -461,7 +633,9 @@ fn apply_change(
     diags.extend(resp.diagnostics);
     if resp.new_state.is_null() {
         if !failed {
-            diags.push(Diagnostic::error("provider returned no object after apply (a bug in the provider)"));
+            diags.push(Diagnostic::error(
+                "provider returned no object after apply (a bug in the provider)",
+            ));
         }
         return Err(None);
     }
@@ -474,13 +648,26 @@ fn apply_change(
         let problems = objchange::assert_object_compatible(block, planned, &new_state);
         for p in problems {
             if resp.legacy_type_system {
-                log::debug!("provider produced an inconsistent result (tolerated for the legacy SDK): {p}");
+                log::debug!(
+                    "provider produced an inconsistent result (tolerated for the legacy SDK): {p}"
+                );
             } else {
-                diags.push(Diagnostic::error("provider produced an inconsistent result after apply").with_detail(format!("{p}\nThis is a bug in the provider.")));
+                diags.push(
+                    Diagnostic::error("provider produced an inconsistent result after apply")
+                        .with_detail(format!("{p}\nThis is a bug in the provider.")),
+                );
             }
         }
     }
-    let mut rec = match record(input, block, ty, &new_state, &resp.private, version, ResourceKind::Managed) {
+    let mut rec = match record(
+        input,
+        block,
+        ty,
+        &new_state,
+        &resp.private,
+        version,
+        ResourceKind::Managed,
+    ) {
         Ok(r) => r,
         Err(d) => {
             diags.extend(d);
@@ -491,7 +678,7 @@ fn apply_change(
         if prior.is_null() {
             rec.status = ResourceStatus::Tainted;
         }
-        return Err(Some(rec));
+        return Err(Some(Box::new(rec)));
     }
     Ok(Some(rec))
 }
@@ -505,7 +692,7 @@ fn create_fresh(
     config: &Value,
     first_private: &[u8],
     diags: &mut Diagnostics,
-) -> Result<Option<ResourceState>, Option<ResourceState>> {
+) -> Applied {
     let proposed = objchange::proposed_new(block, &Value::Null, config);
     let plan = match input.provider.plan_resource_change(PlanRequest {
         type_name: &input.type_name,
@@ -524,11 +711,26 @@ fn create_fresh(
         diags.extend(plan.diagnostics);
         return Err(None);
     }
-    apply_change(input, block, ty, version, &Value::Null, &plan.planned_state, config, &plan.planned_private, diags)
+    apply_change(
+        input,
+        block,
+        ty,
+        version,
+        &Value::Null,
+        &plan.planned_state,
+        config,
+        &plan.planned_private,
+        diags,
+    )
 }
 
 /// Deletes an object (apply with a null plan).
-fn destroy_object(input: &NodeInput, prior: &Value, private: &[u8], diags: &mut Diagnostics) -> Result<(), ()> {
+fn destroy_object(
+    input: &NodeInput,
+    prior: &Value,
+    private: &[u8],
+    diags: &mut Diagnostics,
+) -> Result<(), ()> {
     match input.provider.apply_resource_change(ApplyRequest {
         type_name: &input.type_name,
         prior_state: prior,
@@ -556,7 +758,8 @@ fn destroy_object(input: &NodeInput, prior: &Value, private: &[u8], diags: &mut 
 pub fn destroy(provider: &dyn Provider, state: &ResourceState) -> Result<Diagnostics, Diagnostics> {
     let mut diags = Diagnostics::new();
     let raw = serde_json::to_vec(&state.attributes).expect("state attributes serialise");
-    let (current, d) = provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
+    let (current, d) =
+        provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
     diags.extend(d);
     let private = state.private.clone().unwrap_or_default();
     let resp = provider.apply_resource_change(ApplyRequest {
@@ -575,12 +778,21 @@ pub fn destroy(provider: &dyn Provider, state: &ResourceState) -> Result<Diagnos
 }
 
 /// Refreshes the stored object: `Ok(None)` if unchanged, `Ok(Some(change))` otherwise.
-pub fn refresh(provider: &dyn Provider, state: &ResourceState) -> Result<(Option<Change>, Vec<AttrChange>, bool), Diagnostics> {
+pub fn refresh(
+    provider: &dyn Provider,
+    state: &ResourceState,
+) -> Result<(Option<Change>, Vec<AttrChange>, bool), Diagnostics> {
     let schema = provider.schema();
-    let s = schema.resources.get(&state.type_name).ok_or_else(|| err(format!("provider has no resource type {:?}", state.type_name)))?;
+    let s = schema.resources.get(&state.type_name).ok_or_else(|| {
+        err(format!(
+            "provider has no resource type {:?}",
+            state.type_name
+        ))
+    })?;
     let ty = s.block.implied_type();
     let raw = serde_json::to_vec(&state.attributes).expect("state attributes serialise");
-    let (current, _) = provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
+    let (current, _) =
+        provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
     let private = state.private.clone().unwrap_or_default();
     let read = provider.read_resource(&state.type_name, &current, &private)?;
     if read.diagnostics.has_errors() {
@@ -589,17 +801,26 @@ pub fn refresh(provider: &dyn Provider, state: &ResourceState) -> Result<(Option
     if read.new_state.is_null() {
         return Ok((Some(Change::Remove(state.id.clone())), Vec::new(), true));
     }
-    let attributes = value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
+    let attributes =
+        value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
     let new_private = (!read.private.is_empty()).then_some(read.private.clone());
     let changes = display_changes(&s.block, &current, &read.new_state, &[]);
-    if attributes == state.attributes && new_private == state.private && state.schema_version == s.version {
+    if attributes == state.attributes
+        && new_private == state.private
+        && state.schema_version == s.version
+    {
         return Ok((None, Vec::new(), false));
     }
     let mut rec = state.clone();
     rec.attributes = attributes;
     rec.private = new_private;
     rec.schema_version = s.version;
-    rec.sensitive_paths = s.block.sensitive_paths(&read.new_state).iter().map(|p| path_json(p)).collect();
+    rec.sensitive_paths = s
+        .block
+        .sensitive_paths(&read.new_state)
+        .iter()
+        .map(|p| path_json(p))
+        .collect();
     Ok((Some(Change::Put(rec)), changes, false))
 }
 
@@ -634,8 +855,17 @@ fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {
 }
 
 /// The changed attributes between two objects, with sensitivity and replacement marks.
-pub fn display_changes(block: &Block, before: &Value, after: &Value, replace: &[Vec<PathStep>]) -> Vec<AttrChange> {
-    let sensitive: Vec<Vec<PathStep>> = block.sensitive_paths(before).into_iter().chain(block.sensitive_paths(after)).collect();
+pub fn display_changes(
+    block: &Block,
+    before: &Value,
+    after: &Value,
+    replace: &[Vec<PathStep>],
+) -> Vec<AttrChange> {
+    let sensitive: Vec<Vec<PathStep>> = block
+        .sensitive_paths(before)
+        .into_iter()
+        .chain(block.sensitive_paths(after))
+        .collect();
     let sensitive_top: Vec<&str> = block
         .attributes
         .iter()
@@ -658,8 +888,15 @@ fn unknowns_to_null(value: Value) -> Value {
     match value {
         Value::Unknown => Value::Null,
         Value::List(items) => Value::List(items.into_iter().map(unknowns_to_null).collect()),
-        Value::Map(m) => Value::Map(m.into_iter().map(|(k, v)| (k, unknowns_to_null(v))).collect()),
-        Value::Dynamic { ty, value } => Value::Dynamic { ty, value: Box::new(unknowns_to_null(*value)) },
+        Value::Map(m) => Value::Map(
+            m.into_iter()
+                .map(|(k, v)| (k, unknowns_to_null(v)))
+                .collect(),
+        ),
+        Value::Dynamic { ty, value } => Value::Dynamic {
+            ty,
+            value: Box::new(unknowns_to_null(*value)),
+        },
         other => other,
     }
 }

@@ -29,8 +29,6 @@ pub struct ProviderSet {
 /// How a provider was found and started, for `providers list` and benchmarks.
 #[derive(Debug, Clone)]
 pub struct StartInfo {
-    /// IR provider id.
-    pub id: String,
     /// The binary.
     pub path: PathBuf,
     /// Negotiated protocol major.
@@ -42,7 +40,10 @@ pub struct StartInfo {
 impl ProviderSet {
     /// Relative `./` sources resolve against `base_dir` (the flake's directory).
     pub fn new(base_dir: &Path) -> Self {
-        ProviderSet { base_dir: base_dir.to_path_buf(), running: BTreeMap::new() }
+        ProviderSet {
+            base_dir: base_dir.to_path_buf(),
+            running: BTreeMap::new(),
+        }
     }
 
     /// The running provider `id`, starting it if needed.
@@ -52,7 +53,11 @@ impl ProviderSet {
 
     /// Starts provider `id` if it is not running; returns it and, when it was just started,
     /// how that went.
-    pub fn start(&mut self, id: &str, decl: &ProviderDecl) -> Result<(Arc<dyn Provider>, Option<StartInfo>), Diagnostics> {
+    pub fn start(
+        &mut self,
+        id: &str,
+        decl: &ProviderDecl,
+    ) -> Result<(Arc<dyn Provider>, Option<StartInfo>), Diagnostics> {
         if let Some(r) = self.running.get(id) {
             return Ok((r.provider.clone() as Arc<dyn Provider>, None));
         }
@@ -61,10 +66,25 @@ impl ProviderSet {
         let started = Instant::now();
         let provider = GrpcProvider::start(&LaunchSpec::new(id, &path))
             .map_err(|e| Diagnostics::from(Diagnostic::error(e.to_string())))?;
-        let info = StartInfo { id: id.to_string(), path, protocol: provider.protocol(), startup: started.elapsed() };
-        log::info!("provider {id} started from {} (protocol {}) in {:?}", info.path.display(), info.protocol, info.startup);
+        let info = StartInfo {
+            path,
+            protocol: provider.protocol(),
+            startup: started.elapsed(),
+        };
+        log::info!(
+            "provider {id} started from {} (protocol {}) in {:?}",
+            info.path.display(),
+            info.protocol,
+            info.startup
+        );
         let provider = Arc::new(provider);
-        self.running.insert(id.to_string(), Running { provider: Arc::clone(&provider), configured: None });
+        self.running.insert(
+            id.to_string(),
+            Running {
+                provider: Arc::clone(&provider),
+                configured: None,
+            },
+        );
         Ok((provider as Arc<dyn Provider>, Some(info)))
     }
 
@@ -101,20 +121,6 @@ impl ProviderSet {
     pub fn is_configured(&self, id: &str) -> bool {
         self.running.get(id).is_some_and(|r| r.configured.is_some())
     }
-
-    /// Asks every running provider to cancel what it is doing (Ctrl-C).
-    pub fn stop_all(&self) {
-        for (id, r) in &self.running {
-            if let Err(e) = r.provider.stop() {
-                log::warn!("provider {id}: StopProvider failed: {e}");
-            }
-        }
-    }
-
-    /// Process ids of running providers (tests assert none survive).
-    pub fn pids(&self) -> Vec<u32> {
-        self.running.values().map(|r| r.provider.pid()).collect()
-    }
 }
 
 fn prefix(mut d: Diagnostic, id: &str) -> Diagnostic {
@@ -145,11 +151,17 @@ pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, String> 
         if path.exists() {
             return Ok(path);
         }
-        return Err(format!("source {source:?}: {} does not exist", path.display()));
+        return Err(format!(
+            "source {source:?}: {} does not exist",
+            path.display()
+        ));
     }
     if !source.contains('/') {
         let mut dirs: Vec<PathBuf> = Vec::new();
-        if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+        {
             dirs.push(dir);
         }
         if let Some(path) = std::env::var_os("PATH") {
@@ -176,13 +188,17 @@ fn find_in_package_dir(dir: &Path) -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = Vec::new();
     let mut todo = vec![(dir.to_path_buf(), 0)];
     while let Some((d, depth)) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let p = entry.path();
             if p.is_dir() && depth < 8 {
                 todo.push((p, depth + 1));
             } else if p.is_file()
-                && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("terraform-provider-"))
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("terraform-provider-"))
             {
                 found.push(p);
             }
@@ -199,14 +215,28 @@ mod tests {
     #[test]
     fn sources_resolve() {
         let dir = tempfile::tempdir().unwrap();
-        let pkg = dir.path().join("libexec/terraform-providers/registry.opentofu.org/hashicorp/null/2.1.2/linux_amd64");
+        let pkg = dir.path().join(
+            "libexec/terraform-providers/registry.opentofu.org/hashicorp/null/2.1.2/linux_amd64",
+        );
         std::fs::create_dir_all(&pkg).unwrap();
         std::fs::write(pkg.join("terraform-provider-null_v2.1.2_x4"), b"x").unwrap();
-        assert_eq!(resolve_source(dir.path().to_str().unwrap(), Path::new("/")).unwrap(), pkg.join("terraform-provider-null_v2.1.2_x4"));
+        assert_eq!(
+            resolve_source(dir.path().to_str().unwrap(), Path::new("/")).unwrap(),
+            pkg.join("terraform-provider-null_v2.1.2_x4")
+        );
         std::fs::write(dir.path().join("p"), b"x").unwrap();
-        assert_eq!(resolve_source("./p", dir.path()).unwrap(), dir.path().join("./p"));
-        assert!(resolve_source("./missing", dir.path()).unwrap_err().contains("does not exist"));
-        assert!(resolve_source("hashicorp/null", dir.path()).unwrap_err().contains("registry"));
-        assert!(resolve_source("no-such-provider-binary", dir.path()).unwrap_err().contains("PATH"));
+        assert_eq!(
+            resolve_source("./p", dir.path()).unwrap(),
+            dir.path().join("./p")
+        );
+        assert!(resolve_source("./missing", dir.path())
+            .unwrap_err()
+            .contains("does not exist"));
+        assert!(resolve_source("hashicorp/null", dir.path())
+            .unwrap_err()
+            .contains("registry"));
+        assert!(resolve_source("no-such-provider-binary", dir.path())
+            .unwrap_err()
+            .contains("PATH"));
     }
 }

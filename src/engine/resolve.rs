@@ -13,8 +13,9 @@ use crate::value::{self, Value};
 
 /// What the owner knows about a referenced object.
 pub enum Lookup<'a> {
-    /// Recorded and not about to change: its attributes.
-    Settled(&'a Json),
+    /// Recorded and not about to change: its attributes and the paths marked sensitive
+    /// (JSON arrays, as in state).
+    Settled(&'a Json, &'a [Json]),
     /// Will be (re)applied or is itself waiting.
     Pending,
 }
@@ -33,19 +34,30 @@ pub struct Resolved {
     /// Top-level attributes whose value came from a sensitive output: they are recorded as
     /// sensitive too, so the secret never reaches Nix through the referencing resource.
     pub sensitive: Vec<String>,
+    /// Set while walking when a sensitive value was substituted.
+    touched_sensitive: bool,
 }
 
 /// Resolves `tree` using `lookup` for referenced ids.
 pub fn resolve<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>) -> Resolved {
-    let mut out = Resolved { value: Value::Null, waits: Vec::new(), builds: Vec::new(), errors: Vec::new(), sensitive: Vec::new() };
+    let mut out = Resolved {
+        value: Value::Null,
+        waits: Vec::new(),
+        builds: Vec::new(),
+        errors: Vec::new(),
+        sensitive: Vec::new(),
+        touched_sensitive: false,
+    };
     out.value = match tree {
         Tree::Object(map) => Value::Map(
             map.iter()
                 .map(|(k, t)| {
-                    if has_sensitive_ref(t) {
+                    out.touched_sensitive = false;
+                    let v = walk(t, lookup, &mut out);
+                    if out.touched_sensitive {
                         out.sensitive.push(k.clone());
                     }
-                    (k.clone(), walk(t, lookup, &mut out))
+                    (k.clone(), v)
                 })
                 .collect(),
         ),
@@ -63,12 +75,25 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
         Tree::Number(n) => Value::Number(n.clone()),
         Tree::String(s) => Value::String(s.clone()),
         Tree::List(items) => Value::List(items.iter().map(|t| walk(t, lookup, out)).collect()),
-        Tree::Object(map) => Value::Map(map.iter().map(|(k, t)| (k.clone(), walk(t, lookup, out))).collect()),
+        Tree::Object(map) => Value::Map(
+            map.iter()
+                .map(|(k, t)| (k.clone(), walk(t, lookup, out)))
+                .collect(),
+        ),
         Tree::Ref(r) | Tree::SensitiveRef(r) => match lookup(&r.resource) {
-            Lookup::Settled(attrs) => match follow(attrs, &r.path) {
-                Ok(json) => value::json::from_plain_json(json),
+            Lookup::Settled(attrs, sensitive) => match follow(attrs, &r.path) {
+                Ok(json) => {
+                    if matches!(tree, Tree::SensitiveRef(_)) || is_sensitive(&r.path, sensitive) {
+                        out.touched_sensitive = true;
+                    }
+                    value::json::from_plain_json(json)
+                }
                 Err(e) => {
-                    out.errors.push(format!("reference to {}{}: {e}", r.resource, render(&r.path)));
+                    out.errors.push(format!(
+                        "reference to {}{}: {e}",
+                        r.resource,
+                        render(&r.path)
+                    ));
                     Value::Unknown
                 }
             },
@@ -79,7 +104,10 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
         },
         Tree::Derived(inputs) => {
             for input in inputs {
-                out.waits.push(Wait::Nix { resource: input.resource.clone(), attribute: input.attr.clone() });
+                out.waits.push(Wait::Nix {
+                    resource: input.resource.clone(),
+                    attribute: input.attr.clone(),
+                });
             }
             Value::Unknown
         }
@@ -90,13 +118,15 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
     }
 }
 
-fn has_sensitive_ref(tree: &Tree) -> bool {
-    match tree {
-        Tree::SensitiveRef(_) => true,
-        Tree::List(items) => items.iter().any(has_sensitive_ref),
-        Tree::Object(map) => map.values().any(has_sensitive_ref),
-        _ => false,
-    }
+/// Whether `path` lies within (or contains) one of the sensitive paths.
+fn is_sensitive(path: &[PathStep], sensitive: &[Json]) -> bool {
+    sensitive.iter().filter_map(Json::as_array).any(|s| {
+        s.iter().zip(path).all(|(a, b)| match (a, b) {
+            (Json::String(x), PathStep::Key(y)) => x == y,
+            (Json::Number(x), PathStep::Index(y)) => x.as_u64() == Some(*y),
+            _ => false,
+        })
+    })
 }
 
 static NULL: Json = Json::Null;
@@ -115,11 +145,20 @@ fn follow<'j>(mut json: &'j Json, path: &[PathStep]) -> Result<&'j Json, String>
                     _ => return Err(format!("it has no attribute or key {k:?}")),
                 },
             },
-            (PathStep::Index(n), Json::Array(items)) => items
-                .get(*n as usize)
-                .ok_or_else(|| format!("index {n} is out of range (it has {} elements)", items.len()))?,
+            (PathStep::Index(n), Json::Array(items)) => {
+                items.get(*n as usize).ok_or_else(|| {
+                    format!(
+                        "index {n} is out of range (it has {} elements)",
+                        items.len()
+                    )
+                })?
+            }
             (step, other) => {
-                return Err(format!("cannot apply {} to a {}", render(std::slice::from_ref(step)), kind(other)))
+                return Err(format!(
+                    "cannot apply {} to a {}",
+                    render(std::slice::from_ref(step)),
+                    kind(other)
+                ))
             }
         };
     }
@@ -141,7 +180,10 @@ fn render(path: &[PathStep]) -> String {
     let mut s = String::new();
     for step in path {
         match step {
-            PathStep::Key(k) if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => {
+            PathStep::Key(k)
+                if k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+            {
                 s.push('.');
                 s.push_str(k);
             }
@@ -161,20 +203,67 @@ mod tests {
 
     #[test]
     fn refs_resolve_wait_or_fail() {
-        let attrs = json!({"id": "a-1", "net": [{"ip": "10.0.0.1"}], "tags": {"env": "prod"}, "opt": null});
+        let attrs =
+            json!({"id": "a-1", "net": [{"ip": "10.0.0.1"}], "tags": {"env": "prod"}, "opt": null});
         let tree = Tree::Object(
             [
-                ("ip".to_string(), Tree::Ref(Ref { resource: "x".into(), path: vec![PathStep::Key("net".into()), PathStep::Index(0), PathStep::Key("ip".into())] })),
-                ("env".to_string(), Tree::Ref(Ref { resource: "x".into(), path: vec![PathStep::Key("tags".into()), PathStep::Key("env".into())] })),
-                ("deep".to_string(), Tree::Ref(Ref { resource: "x".into(), path: vec![PathStep::Key("opt".into()), PathStep::Key("a".into())] })),
-                ("later".to_string(), Tree::Ref(Ref { resource: "y".into(), path: vec![PathStep::Key("id".into())] })),
-                ("bad".to_string(), Tree::Ref(Ref { resource: "x".into(), path: vec![PathStep::Key("nope".into())] })),
-                ("nix".to_string(), Tree::Derived(vec![DerivedInput { resource: "y".into(), attr: "id".into() }])),
+                (
+                    "ip".to_string(),
+                    Tree::Ref(Ref {
+                        resource: "x".into(),
+                        path: vec![
+                            PathStep::Key("net".into()),
+                            PathStep::Index(0),
+                            PathStep::Key("ip".into()),
+                        ],
+                    }),
+                ),
+                (
+                    "env".to_string(),
+                    Tree::Ref(Ref {
+                        resource: "x".into(),
+                        path: vec![PathStep::Key("tags".into()), PathStep::Key("env".into())],
+                    }),
+                ),
+                (
+                    "deep".to_string(),
+                    Tree::Ref(Ref {
+                        resource: "x".into(),
+                        path: vec![PathStep::Key("opt".into()), PathStep::Key("a".into())],
+                    }),
+                ),
+                (
+                    "later".to_string(),
+                    Tree::Ref(Ref {
+                        resource: "y".into(),
+                        path: vec![PathStep::Key("id".into())],
+                    }),
+                ),
+                (
+                    "bad".to_string(),
+                    Tree::Ref(Ref {
+                        resource: "x".into(),
+                        path: vec![PathStep::Key("nope".into())],
+                    }),
+                ),
+                (
+                    "nix".to_string(),
+                    Tree::Derived(vec![DerivedInput {
+                        resource: "y".into(),
+                        attr: "id".into(),
+                    }]),
+                ),
             ]
             .into_iter()
             .collect(),
         );
-        let r = resolve(&tree, &|id| if id == "x" { Lookup::Settled(&attrs) } else { Lookup::Pending });
+        let r = resolve(&tree, &|id| {
+            if id == "x" {
+                Lookup::Settled(&attrs, &[])
+            } else {
+                Lookup::Pending
+            }
+        });
         let m = r.value.as_map().unwrap();
         assert_eq!(m["ip"], Value::String("10.0.0.1".into()));
         assert_eq!(m["env"], Value::String("prod".into()));
@@ -183,6 +272,29 @@ mod tests {
         assert_eq!(m["nix"], Value::Unknown);
         assert_eq!(r.errors.len(), 1);
         assert!(r.errors[0].contains("x.nope"), "{:?}", r.errors);
-        assert_eq!(r.waits, vec![Wait::Nix { resource: "y".into(), attribute: "id".into() }, Wait::Resource("y".into())]);
+        assert_eq!(
+            r.waits,
+            vec![
+                Wait::Nix {
+                    resource: "y".into(),
+                    attribute: "id".into()
+                },
+                Wait::Resource("y".into())
+            ]
+        );
+        assert!(r.sensitive.is_empty());
+        let secret = [json!(["tags"])];
+        let r = resolve(&tree, &|id| {
+            if id == "x" {
+                Lookup::Settled(&attrs, &secret)
+            } else {
+                Lookup::Pending
+            }
+        });
+        assert_eq!(
+            r.sensitive,
+            ["env"],
+            "a value read from a sensitive attribute stays sensitive"
+        );
     }
 }

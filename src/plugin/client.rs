@@ -43,7 +43,10 @@ pub enum StartError {
     /// The process did not start or handshake.
     Launch(LaunchError),
     /// The schema call failed.
-    Schema { name: String, diagnostics: Diagnostics },
+    Schema {
+        name: String,
+        diagnostics: Diagnostics,
+    },
 }
 
 impl std::fmt::Display for StartError {
@@ -51,7 +54,10 @@ impl std::fmt::Display for StartError {
         match self {
             StartError::Launch(e) => write!(f, "{e}"),
             StartError::Schema { name, diagnostics } => {
-                write!(f, "provider {name}: could not read its schema:\n{diagnostics}")
+                write!(
+                    f,
+                    "provider {name}: could not read its schema:\n{diagnostics}"
+                )
             }
         }
     }
@@ -76,8 +82,14 @@ fn method<Req: Message, Resp: Message>(ty: MethodType, path: &'static str) -> Me
     Method {
         ty,
         name: path,
-        req_mar: Marshaller { ser: grpcio::pb_ser, de: grpcio::pb_de },
-        resp_mar: Marshaller { ser: grpcio::pb_ser, de: grpcio::pb_de },
+        req_mar: Marshaller {
+            ser: grpcio::pb_ser,
+            de: grpcio::pb_de,
+        },
+        resp_mar: Marshaller {
+            ser: grpcio::pb_ser,
+            de: grpcio::pb_de,
+        },
     }
 }
 
@@ -101,12 +113,18 @@ impl GrpcProvider {
             schema: ProviderSchema::default(),
             resource_types: HashMap::new(),
             data_types: HashMap::new(),
-            provider_type: Type::Object { attrs: Default::default(), optional: Default::default() },
+            provider_type: Type::Object {
+                attrs: Default::default(),
+                optional: Default::default(),
+            },
         };
         provider.subscribe_stdio();
         let schema = provider
             .fetch_schema(spec.start_timeout)
-            .map_err(|diagnostics| StartError::Schema { name: spec.name.clone(), diagnostics })?;
+            .map_err(|diagnostics| StartError::Schema {
+                name: spec.name.clone(),
+                diagnostics,
+            })?;
         provider.set_schema(schema);
         Ok(provider)
     }
@@ -123,10 +141,16 @@ impl GrpcProvider {
 
     fn set_schema(&mut self, schema: ProviderSchema) {
         self.provider_type = schema.provider.block.implied_type();
-        self.resource_types =
-            schema.resources.iter().map(|(k, s)| (k.clone(), s.block.implied_type())).collect();
-        self.data_types =
-            schema.data_sources.iter().map(|(k, s)| (k.clone(), s.block.implied_type())).collect();
+        self.resource_types = schema
+            .resources
+            .iter()
+            .map(|(k, s)| (k.clone(), s.block.implied_type()))
+            .collect();
+        self.data_types = schema
+            .data_sources
+            .iter()
+            .map(|(k, s)| (k.clone(), s.block.implied_type()))
+            .collect();
         self.schema = schema;
     }
 
@@ -144,7 +168,9 @@ impl GrpcProvider {
                 protocol::schema_from_v6(&resp)
             }
         }
-        .map_err(|e| Diagnostics::from(Diagnostic::error(format!("provider {}: {e}", self.name))))?;
+        .map_err(|e| {
+            Diagnostics::from(Diagnostic::error(format!("provider {}: {e}", self.name)))
+        })?;
         if diags.has_errors() {
             return Err(diags);
         }
@@ -161,26 +187,36 @@ impl GrpcProvider {
             MethodType::ServerStreaming,
             "/plugin.GRPCStdio/StreamStdio",
         );
-        let Ok(stream) = self.client.server_streaming(&m, &go_plugin::Empty::new(), CallOption::default().wait_for_ready(true)) else {
+        let Ok(stream) = self.client.server_streaming(
+            &m,
+            &go_plugin::Empty::new(),
+            CallOption::default().wait_for_ready(true),
+        ) else {
             return;
         };
         let name = self.name.clone();
-        let _ = std::thread::Builder::new().name(format!("{name}-stdio")).spawn(move || {
-            for item in futures_executor::block_on_stream(stream) {
-                match item {
-                    Ok(data) => {
-                        let text = String::from_utf8_lossy(&data.data);
-                        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                            log::debug!(target: "provider", "{name}: {line}");
+        let _ = std::thread::Builder::new()
+            .name(format!("{name}-stdio"))
+            .spawn(move || {
+                for item in futures_executor::block_on_stream(stream) {
+                    match item {
+                        Ok(data) => {
+                            let text = String::from_utf8_lossy(&data.data);
+                            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                                log::debug!(target: "provider", "{name}: {line}");
+                            }
                         }
+                        Err(_) => break,
                     }
-                    Err(_) => break,
                 }
-            }
-        });
+            });
     }
 
-    fn call<Req: Message, Resp: Message + Unpin>(&self, path: &'static str, req: &Req) -> CallResult<Resp> {
+    fn call<Req: Message, Resp: Message + Unpin>(
+        &self,
+        path: &'static str,
+        req: &Req,
+    ) -> CallResult<Resp> {
         self.call_with(path, req, CallOption::default())
     }
 
@@ -191,7 +227,9 @@ impl GrpcProvider {
         opt: CallOption,
     ) -> CallResult<Resp> {
         let m = method::<Req, Resp>(MethodType::Unary, path);
-        self.client.unary_call(&m, req, opt).map_err(|e| self.transport_error(path, e).into())
+        self.client
+            .unary_call(&m, req, opt)
+            .map_err(|e| self.transport_error(path, e).into())
     }
 
     /// Explains a failed call, pulling in the provider's crash output when it died.
@@ -212,7 +250,10 @@ impl GrpcProvider {
                     format!("provider {} crashed during {rpc}", self.name)
                 }
                 grpcio::RpcStatusCode::UNAVAILABLE => {
-                    format!("provider {} did not respond to {rpc} (it may have crashed)", self.name)
+                    format!(
+                        "provider {} did not respond to {rpc} (it may have crashed)",
+                        self.name
+                    )
                 }
                 grpcio::RpcStatusCode::UNIMPLEMENTED => {
                     format!("provider {} does not support {rpc}", self.name)
@@ -220,7 +261,11 @@ impl GrpcProvider {
                 grpcio::RpcStatusCode::DEADLINE_EXCEEDED => {
                     format!("provider {} did not answer {rpc} in time", self.name)
                 }
-                code => format!("provider {} failed {rpc}: {code:?} {}", self.name, status.message()),
+                code => format!(
+                    "provider {} failed {rpc}: {code:?} {}",
+                    self.name,
+                    status.message()
+                ),
             },
             other => format!("provider {} failed {rpc}: {other}", self.name),
         };
@@ -229,14 +274,22 @@ impl GrpcProvider {
             detail.push_str(&format!("The provider process exited ({status}).\n"));
         }
         if !tail.is_empty() {
-            detail.push_str(if panicked { "Provider crash output:\n" } else { "Provider stderr (last lines):\n" });
+            detail.push_str(if panicked {
+                "Provider crash output:\n"
+            } else {
+                "Provider stderr (last lines):\n"
+            });
             detail.push_str(&tail);
         }
         Diagnostic::error(summary).with_detail(detail.trim_end())
     }
 
     fn decode_error(&self, what: &str, e: value::ValueError) -> Diagnostics {
-        Diagnostic::error(format!("provider {} returned an invalid {what}: {e}", self.name)).into()
+        Diagnostic::error(format!(
+            "provider {} returned an invalid {what}: {e}",
+            self.name
+        ))
+        .into()
     }
 
     fn resource_type(&self, type_name: &str) -> CallResult<&Type> {
@@ -251,27 +304,49 @@ impl GrpcProvider {
 
     fn data_type(&self, type_name: &str) -> CallResult<&Type> {
         self.data_types.get(type_name).ok_or_else(|| {
-            Diagnostic::error(format!("provider {} has no data source {type_name:?}", self.name)).into()
+            Diagnostic::error(format!(
+                "provider {} has no data source {type_name:?}",
+                self.name
+            ))
+            .into()
         })
     }
 
-    fn encode(&self, value: &Value, ty: &Type, what: &str) -> CallResult<MessageField<pb::DynamicValue>> {
+    fn encode(
+        &self,
+        value: &Value,
+        ty: &Type,
+        what: &str,
+    ) -> CallResult<MessageField<pb::DynamicValue>> {
         let bytes = value::msgpack::encode(value, ty).map_err(|e| {
-            Diagnostics::from(Diagnostic::error(format!("cannot encode {what} for provider {}: {e}", self.name)))
+            Diagnostics::from(Diagnostic::error(format!(
+                "cannot encode {what} for provider {}: {e}",
+                self.name
+            )))
         })?;
         let mut dv = pb::DynamicValue::new();
         dv.msgpack = bytes;
         Ok(MessageField::some(dv))
     }
 
-    fn decode(&self, dv: &MessageField<pb::DynamicValue>, ty: &Type, what: &str) -> CallResult<Value> {
-        let Some(dv) = dv.as_ref() else { return Ok(Value::Null) };
+    fn decode(
+        &self,
+        dv: &MessageField<pb::DynamicValue>,
+        ty: &Type,
+        what: &str,
+    ) -> CallResult<Value> {
+        let Some(dv) = dv.as_ref() else {
+            return Ok(Value::Null);
+        };
         if !dv.msgpack.is_empty() {
             return value::msgpack::decode(&dv.msgpack, ty).map_err(|e| self.decode_error(what, e));
         }
         if !dv.json.is_empty() {
             let json: serde_json::Value = serde_json::from_slice(&dv.json).map_err(|e| {
-                Diagnostics::from(Diagnostic::error(format!("provider {} returned invalid JSON {what}: {e}", self.name)))
+                Diagnostics::from(Diagnostic::error(format!(
+                    "provider {} returned invalid JSON {what}: {e}",
+                    self.name
+                )))
             })?;
             return value::json::from_state_json(&json, ty).map_err(|e| self.decode_error(what, e));
         }
@@ -286,8 +361,15 @@ impl GrpcProvider {
 
     /// Asks the provider to exit (GRPCController.Shutdown), waits up to two seconds, then kills it.
     pub fn shutdown(&self) {
-        let m = method::<go_plugin::Empty, go_plugin::Empty>(MethodType::Unary, "/plugin.GRPCController/Shutdown");
-        let _ = self.client.unary_call(&m, &go_plugin::Empty::new(), CallOption::default().timeout(Duration::from_secs(2)));
+        let m = method::<go_plugin::Empty, go_plugin::Empty>(
+            MethodType::Unary,
+            "/plugin.GRPCController/Shutdown",
+        );
+        let _ = self.client.unary_call(
+            &m,
+            &go_plugin::Empty::new(),
+            CallOption::default().timeout(Duration::from_secs(2)),
+        );
         if let Ok(mut p) = self.process.lock() {
             if p.wait_exit(Duration::from_secs(2)).is_none() {
                 p.kill();
@@ -380,7 +462,12 @@ impl Provider for GrpcProvider {
         Ok((value, diags))
     }
 
-    fn read_resource(&self, type_name: &str, current: &Value, private: &[u8]) -> CallResult<ReadResponse> {
+    fn read_resource(
+        &self,
+        type_name: &str,
+        current: &Value,
+        private: &[u8],
+    ) -> CallResult<ReadResponse> {
         let ty = self.resource_type(type_name)?;
         let mut req = pb::read_resource::Request::new();
         req.type_name = type_name.to_string();
@@ -390,7 +477,11 @@ impl Provider for GrpcProvider {
         let resp: pb::read_resource::Response = self.call(self.methods.read_resource, &req)?;
         let diagnostics = protocol::diagnostics(&resp.diagnostics);
         let new_state = self.decode(&resp.new_state, ty, "refreshed state")?;
-        Ok(ReadResponse { new_state, private: resp.private, diagnostics })
+        Ok(ReadResponse {
+            new_state,
+            private: resp.private,
+            diagnostics,
+        })
     }
 
     fn plan_resource_change(&self, r: PlanRequest<'_>) -> CallResult<PlanResponse> {
@@ -402,7 +493,8 @@ impl Provider for GrpcProvider {
         req.config = self.encode(r.config, ty, "configuration")?;
         req.prior_private = r.prior_private.to_vec();
         req.client_capabilities = Self::capabilities();
-        let resp: pb::plan_resource_change::Response = self.call(self.methods.plan_resource_change, &req)?;
+        let resp: pb::plan_resource_change::Response =
+            self.call(self.methods.plan_resource_change, &req)?;
         let diagnostics = protocol::diagnostics(&resp.diagnostics);
         let planned_state = if diagnostics.has_errors() && resp.planned_state.is_none() {
             Value::Null
@@ -411,7 +503,11 @@ impl Provider for GrpcProvider {
         };
         Ok(PlanResponse {
             planned_state,
-            requires_replace: resp.requires_replace.iter().map(protocol::attribute_path).collect(),
+            requires_replace: resp
+                .requires_replace
+                .iter()
+                .map(protocol::attribute_path)
+                .collect(),
             planned_private: resp.planned_private,
             legacy_type_system: resp.legacy_type_system,
             diagnostics,
@@ -438,7 +534,11 @@ impl Provider for GrpcProvider {
         })
     }
 
-    fn import_resource_state(&self, type_name: &str, id: &str) -> CallResult<(Vec<ImportedResource>, Diagnostics)> {
+    fn import_resource_state(
+        &self,
+        type_name: &str,
+        id: &str,
+    ) -> CallResult<(Vec<ImportedResource>, Diagnostics)> {
         self.resource_type(type_name)?;
         let mut req = pb::import_resource_state::Request::new();
         req.type_name = type_name.to_string();
@@ -459,22 +559,34 @@ impl Provider for GrpcProvider {
         Ok((out, diagnostics))
     }
 
-    fn read_data_source(&self, type_name: &str, config: &Value) -> CallResult<(Value, Diagnostics)> {
+    fn read_data_source(
+        &self,
+        type_name: &str,
+        config: &Value,
+    ) -> CallResult<(Value, Diagnostics)> {
         let ty = self.data_type(type_name)?;
         let mut req = pb::read_data_source::Request::new();
         req.type_name = type_name.to_string();
         req.config = self.encode(config, ty, "data source configuration")?;
         req.client_capabilities = Self::capabilities();
-        let resp: pb::read_data_source::Response = self.call(self.methods.read_data_source, &req)?;
+        let resp: pb::read_data_source::Response =
+            self.call(self.methods.read_data_source, &req)?;
         let diagnostics = protocol::diagnostics(&resp.diagnostics);
-        let state = if diagnostics.has_errors() { Value::Null } else { self.decode(&resp.state, ty, "data source result")? };
+        let state = if diagnostics.has_errors() {
+            Value::Null
+        } else {
+            self.decode(&resp.state, ty, "data source result")?
+        };
         Ok((state, diagnostics))
     }
 
     fn stop(&self) -> CallResult<()> {
         let req = pb::stop_provider::Request::new();
-        let resp: pb::stop_provider::Response =
-            self.call_with(self.methods.stop, &req, CallOption::default().timeout(Duration::from_secs(5)))?;
+        let resp: pb::stop_provider::Response = self.call_with(
+            self.methods.stop,
+            &req,
+            CallOption::default().timeout(Duration::from_secs(5)),
+        )?;
         let error = protocol::stop_error(&resp);
         if error.is_empty() {
             Ok(())

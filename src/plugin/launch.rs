@@ -19,8 +19,7 @@ use crossbeam_channel::{bounded, RecvTimeoutError};
 
 /// The cookie go-plugin servers expect; without it a provider refuses to start.
 const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
-const MAGIC_COOKIE_VALUE: &str =
-    "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
+const MAGIC_COOKIE_VALUE: &str = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
 
 /// Plugin protocol majors Nivis speaks.
 pub const OFFERED_PROTOCOLS: [u32; 2] = [5, 6];
@@ -59,15 +58,32 @@ pub enum LaunchError {
     /// The binary does not exist.
     NotFound { name: String, path: PathBuf },
     /// The binary exists but cannot be executed.
-    NotExecutable { name: String, path: PathBuf, source: std::io::Error },
+    NotExecutable {
+        name: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The child exited before printing its handshake.
-    ExitedEarly { name: String, status: Option<ExitStatus>, stderr: String },
+    ExitedEarly {
+        name: String,
+        status: Option<ExitStatus>,
+        stderr: String,
+    },
     /// The child printed something that is not a go-plugin handshake.
-    BadHandshake { name: String, line: String, reason: String, stderr: String },
+    BadHandshake {
+        name: String,
+        line: String,
+        reason: String,
+        stderr: String,
+    },
     /// The child speaks a protocol Nivis does not.
     UnsupportedProtocol { name: String, detail: String },
     /// No handshake within the start timeout.
-    Timeout { name: String, after: Duration, stderr: String },
+    Timeout {
+        name: String,
+        after: Duration,
+        stderr: String,
+    },
 }
 
 impl fmt::Display for LaunchError {
@@ -84,14 +100,26 @@ impl fmt::Display for LaunchError {
                  platform with the executable bit set?",
                 path.display()
             ),
-            LaunchError::ExitedEarly { name, status, stderr } => {
-                write!(f, "provider {name} exited before completing the plugin handshake")?;
+            LaunchError::ExitedEarly {
+                name,
+                status,
+                stderr,
+            } => {
+                write!(
+                    f,
+                    "provider {name} exited before completing the plugin handshake"
+                )?;
                 if let Some(status) = status {
                     write!(f, " ({status})")?;
                 }
                 write_tail(f, stderr)
             }
-            LaunchError::BadHandshake { name, line, reason, stderr } => {
+            LaunchError::BadHandshake {
+                name,
+                line,
+                reason,
+                stderr,
+            } => {
                 write!(
                     f,
                     "provider {name} printed an unrecognised plugin handshake {line:?}: {reason}. \
@@ -100,10 +128,20 @@ impl fmt::Display for LaunchError {
                 write_tail(f, stderr)
             }
             LaunchError::UnsupportedProtocol { name, detail } => {
-                write!(f, "provider {name} speaks an unsupported plugin protocol: {detail}")
+                write!(
+                    f,
+                    "provider {name} speaks an unsupported plugin protocol: {detail}"
+                )
             }
-            LaunchError::Timeout { name, after, stderr } => {
-                write!(f, "provider {name} did not complete the plugin handshake within {after:?}")?;
+            LaunchError::Timeout {
+                name,
+                after,
+                stderr,
+            } => {
+                write!(
+                    f,
+                    "provider {name} did not complete the plugin handshake within {after:?}"
+                )?;
                 write_tail(f, stderr)
             }
         }
@@ -136,10 +174,16 @@ pub struct Handshake {
 pub fn parse_handshake(line: &str) -> Result<Handshake, String> {
     let parts: Vec<&str> = line.trim().split('|').collect();
     if parts.len() < 4 {
-        return Err(format!("expected at least 4 `|`-separated fields, got {}", parts.len()));
+        return Err(format!(
+            "expected at least 4 `|`-separated fields, got {}",
+            parts.len()
+        ));
     }
     if parts[0] != "1" {
-        return Err(format!("incompatible go-plugin core version {:?} (want 1)", parts[0]));
+        return Err(format!(
+            "incompatible go-plugin core version {:?} (want 1)",
+            parts[0]
+        ));
     }
     let protocol: u32 = parts[1]
         .parse()
@@ -191,7 +235,10 @@ impl PluginProcess {
     pub fn launch(spec: &LaunchSpec) -> Result<PluginProcess, LaunchError> {
         let name = spec.name.clone();
         if !spec.path.exists() {
-            return Err(LaunchError::NotFound { name, path: spec.path.clone() });
+            return Err(LaunchError::NotFound {
+                name,
+                path: spec.path.clone(),
+            });
         }
         let mut command = Command::new(&spec.path);
         command
@@ -213,8 +260,15 @@ impl PluginProcess {
             });
         }
         let mut child = command.spawn().map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => LaunchError::NotFound { name: name.clone(), path: spec.path.clone() },
-            _ => LaunchError::NotExecutable { name: name.clone(), path: spec.path.clone(), source },
+            std::io::ErrorKind::NotFound => LaunchError::NotFound {
+                name: name.clone(),
+                path: spec.path.clone(),
+            },
+            _ => LaunchError::NotExecutable {
+                name: name.clone(),
+                path: spec.path.clone(),
+                source,
+            },
         })?;
 
         let tail = Arc::new(Mutex::new(StderrTail::default()));
@@ -252,7 +306,10 @@ impl PluginProcess {
         let mut process = PluginProcess {
             name: name.clone(),
             child: Some(child),
-            handshake: Handshake { protocol: 0, target: String::new() },
+            handshake: Handshake {
+                protocol: 0,
+                target: String::new(),
+            },
             tail,
         };
         let started = Instant::now();
@@ -260,7 +317,11 @@ impl PluginProcess {
             Ok(Some(line)) => line,
             Ok(None) | Err(RecvTimeoutError::Disconnected) => {
                 let status = process.wait_exit(Duration::from_secs(2));
-                return Err(LaunchError::ExitedEarly { name, status, stderr: process.stderr_tail() });
+                return Err(LaunchError::ExitedEarly {
+                    name,
+                    status,
+                    stderr: process.stderr_tail(),
+                });
             }
             Err(RecvTimeoutError::Timeout) => {
                 process.kill();
@@ -316,12 +377,17 @@ impl PluginProcess {
 
     /// True if the provider's stderr shows a Go panic.
     pub fn panicked(&self) -> bool {
-        self.tail.lock().map(|t| !t.panic.is_empty()).unwrap_or(false)
+        self.tail
+            .lock()
+            .map(|t| !t.panic.is_empty())
+            .unwrap_or(false)
     }
 
     /// Whether the child has exited (reaping it if so).
     pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// Waits up to `grace` for the child to exit on its own; returns its status if it did.
@@ -355,7 +421,11 @@ impl Drop for PluginProcess {
     }
 }
 
-fn spawn_stderr_drain(name: &str, stderr: impl Read + Send + 'static, tail: Arc<Mutex<StderrTail>>) {
+fn spawn_stderr_drain(
+    name: &str,
+    stderr: impl Read + Send + 'static,
+    tail: Arc<Mutex<StderrTail>>,
+) {
     let name = name.to_string();
     std::thread::Builder::new()
         .name(format!("{name}-stderr"))
@@ -400,8 +470,12 @@ fn relog(name: &str, line: &str, panicking: bool) {
         return;
     }
     if line.starts_with('{') {
-        if let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(line) {
-            let level = map.get("@level").and_then(|v| v.as_str()).unwrap_or("debug");
+        if let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(line)
+        {
+            let level = map
+                .get("@level")
+                .and_then(|v| v.as_str())
+                .unwrap_or("debug");
             let message = map.get("@message").and_then(|v| v.as_str()).unwrap_or(line);
             log::log!(target: "provider", level_from_name(level), "{name}: {message}");
             return;
@@ -432,16 +506,34 @@ mod tests {
     #[test]
     fn handshake_variants() {
         let h = parse_handshake("1|5|unix|/tmp/plugin123|grpc|\n").unwrap();
-        assert_eq!(h, Handshake { protocol: 5, target: "unix:/tmp/plugin123".into() });
+        assert_eq!(
+            h,
+            Handshake {
+                protocol: 5,
+                target: "unix:/tmp/plugin123".into()
+            }
+        );
         let h = parse_handshake("1|6|unix|/tmp/p|grpc").unwrap();
         assert_eq!(h.protocol, 6);
         assert!(parse_handshake("1|6|unix|/tmp/p|grpc|MIIBcert").is_ok());
         assert!(parse_handshake("1|6|tcp|127.0.0.1:1234|grpc||").is_ok());
-        assert!(parse_handshake("2|6|unix|/tmp/p|grpc|").unwrap_err().contains("core version"));
-        assert!(parse_handshake("1|5|unix|/tmp/p|netrpc|").unwrap_err().contains("netrpc"));
-        assert!(parse_handshake("1|5|unix|/tmp/p").unwrap_err().contains("netrpc"));
-        assert!(parse_handshake("hello world").unwrap_err().contains("at least 4"));
-        assert!(parse_handshake("1|x|unix|/p|grpc|").unwrap_err().contains("not a number"));
-        assert!(parse_handshake("1|6|unix|/p|grpc||true").unwrap_err().contains("multiplex"));
+        assert!(parse_handshake("2|6|unix|/tmp/p|grpc|")
+            .unwrap_err()
+            .contains("core version"));
+        assert!(parse_handshake("1|5|unix|/tmp/p|netrpc|")
+            .unwrap_err()
+            .contains("netrpc"));
+        assert!(parse_handshake("1|5|unix|/tmp/p")
+            .unwrap_err()
+            .contains("netrpc"));
+        assert!(parse_handshake("hello world")
+            .unwrap_err()
+            .contains("at least 4"));
+        assert!(parse_handshake("1|x|unix|/p|grpc|")
+            .unwrap_err()
+            .contains("not a number"));
+        assert!(parse_handshake("1|6|unix|/p|grpc||true")
+            .unwrap_err()
+            .contains("multiplex"));
     }
 }

@@ -16,7 +16,7 @@ use super::wire::tfplugin5 as v5;
 use super::wire::tfplugin6 as v6;
 use crate::diag::{Diagnostic, Diagnostics, Severity};
 use crate::schema::{
-    Attribute, AttrType, Block, BlockNesting, NestedBlock, NestedObject, ObjectNesting,
+    AttrType, Attribute, Block, BlockNesting, NestedBlock, NestedObject, ObjectNesting,
     ProviderSchema, Schema,
 };
 use crate::value::{PathStep, Type};
@@ -108,7 +108,11 @@ macro_rules! protocol_conversions {
                                 p::diagnostic::Severity::WARNING => Severity::Warning,
                                 _ => Severity::Error,
                             };
-                            let path = d.attribute.as_ref().map(|a| attribute_path(a)).filter(|p| !p.is_empty());
+                            let path = d
+                                .attribute
+                                .as_ref()
+                                .map(|a| attribute_path(a))
+                                .filter(|p| !p.is_empty());
                             Diagnostic {
                                 severity,
                                 summary: d.summary.clone(),
@@ -128,7 +132,9 @@ macro_rules! protocol_conversions {
                     .filter_map(|s| match &s.selector {
                         Some(Selector::AttributeName(n)) => Some(PathStep::Attr(n.clone())),
                         Some(Selector::ElementKeyString(k)) => Some(PathStep::Key(k.clone())),
-                        Some(Selector::ElementKeyInt(i)) => Some(PathStep::Index((*i).max(0) as u64)),
+                        Some(Selector::ElementKeyInt(i)) => {
+                            Some(PathStep::Index((*i).max(0) as u64))
+                        }
                         None => None,
                     })
                     .collect()
@@ -138,10 +144,9 @@ macro_rules! protocol_conversions {
                 let nested: Option<NestedObject> = $nested;
                 let ty = match nested {
                     Some(object) => AttrType::Nested(object),
-                    None => AttrType::Type(
-                        Type::from_json(&$attr.type_)
-                            .map_err(|e| format!("attribute {:?} has an unreadable type: {e}", $name))?,
-                    ),
+                    None => AttrType::Type(Type::from_json(&$attr.type_).map_err(|e| {
+                        format!("attribute {:?} has an unreadable type: {e}", $name)
+                    })?),
                 };
                 Ok(Attribute {
                     ty,
@@ -156,8 +161,12 @@ macro_rules! protocol_conversions {
                 })
             }
 
-            fn attributes(list: &[p::schema::Attribute]) -> Result<BTreeMap<String, Attribute>, String> {
-                list.iter().map(|a| Ok((a.name.clone(), attribute(&a.name, a)?))).collect()
+            fn attributes(
+                list: &[p::schema::Attribute],
+            ) -> Result<BTreeMap<String, Attribute>, String> {
+                list.iter()
+                    .map(|a| Ok((a.name.clone(), attribute(&a.name, a)?)))
+                    .collect()
             }
 
             fn block(b: &p::schema::Block) -> Result<Block, String> {
@@ -170,13 +179,20 @@ macro_rules! protocol_conversions {
                         M::LIST => BlockNesting::List,
                         M::SET => BlockNesting::Set,
                         M::MAP => BlockNesting::Map,
-                        M::INVALID => return Err(format!("block {:?} has no nesting mode", nb.type_name)),
+                        M::INVALID => {
+                            return Err(format!("block {:?} has no nesting mode", nb.type_name))
+                        }
                     };
                     let inner = block(nb.block.as_ref().unwrap_or(&p::schema::Block::new()))
                         .map_err(|e| format!("in block {:?}: {e}", nb.type_name))?;
                     block_types.insert(
                         nb.type_name.clone(),
-                        NestedBlock { block: inner, nesting, min_items: nb.min_items, max_items: nb.max_items },
+                        NestedBlock {
+                            block: inner,
+                            nesting,
+                            min_items: nb.min_items,
+                            max_items: nb.max_items,
+                        },
                     );
                 }
                 Ok(Block {
@@ -188,12 +204,17 @@ macro_rules! protocol_conversions {
             }
 
             fn schema(s: &MessageField<p::Schema>, what: &str) -> Result<Schema, String> {
-                let Some(s) = s.as_ref() else { return Ok(Schema::default()) };
+                let Some(s) = s.as_ref() else {
+                    return Ok(Schema::default());
+                };
                 let b = match s.block.as_ref() {
                     Some(b) => block(b).map_err(|e| format!("{what}: {e}"))?,
                     None => Block::default(),
                 };
-                Ok(Schema { version: s.version, block: b })
+                Ok(Schema {
+                    version: s.version,
+                    block: b,
+                })
             }
 
             fn schema_map(
@@ -201,7 +222,12 @@ macro_rules! protocol_conversions {
                 kind: &str,
             ) -> Result<BTreeMap<String, Schema>, String> {
                 map.iter()
-                    .map(|(k, v)| Ok((k.clone(), schema(&MessageField::some(v.clone()), &format!("{kind} {k}"))?)))
+                    .map(|(k, v)| {
+                        Ok((
+                            k.clone(),
+                            schema(&MessageField::some(v.clone()), &format!("{kind} {k}"))?,
+                        ))
+                    })
                     .collect()
             }
 
@@ -209,7 +235,11 @@ macro_rules! protocol_conversions {
                 r: &p::get_provider_schema::Response,
             ) -> Result<(ProviderSchema, Diagnostics), String> {
                 let caps = r.server_capabilities.as_ref();
-                let meta = if r.provider_meta.is_some() { Some(schema(&r.provider_meta, "provider_meta")?) } else { None };
+                let meta = if r.provider_meta.is_some() {
+                    Some(schema(&r.provider_meta, "provider_meta")?)
+                } else {
+                    None
+                };
                 Ok((
                     ProviderSchema {
                         provider: schema(&r.provider, "provider configuration")?,
@@ -217,7 +247,9 @@ macro_rules! protocol_conversions {
                         resources: schema_map(&r.resource_schemas, "resource type")?,
                         data_sources: schema_map(&r.data_source_schemas, "data source")?,
                         plan_destroy: caps.map(|c| c.plan_destroy).unwrap_or(false),
-                        get_provider_schema_optional: caps.map(|c| c.get_provider_schema_optional).unwrap_or(false),
+                        get_provider_schema_optional: caps
+                            .map(|c| c.get_provider_schema_optional)
+                            .unwrap_or(false),
                     },
                     diagnostics(&r.diagnostics),
                 ))
@@ -238,17 +270,24 @@ protocol_conversions!(conv6, v6, |name, a| match a.nested_type.as_ref() {
             M::MAP => ObjectNesting::Map,
             M::INVALID => return Err(format!("nested attribute {name:?} has no nesting mode")),
         };
-        Some(NestedObject { attributes: attributes(&object.attributes)?, nesting })
+        Some(NestedObject {
+            attributes: attributes(&object.attributes)?,
+            nesting,
+        })
     }
 });
 
 /// Converts a v5 GetSchema answer.
-pub fn schema_from_v5(r: &v5::get_provider_schema::Response) -> Result<(ProviderSchema, Diagnostics), String> {
+pub fn schema_from_v5(
+    r: &v5::get_provider_schema::Response,
+) -> Result<(ProviderSchema, Diagnostics), String> {
     conv5::provider_schema(r)
 }
 
 /// Converts a v6 GetProviderSchema answer.
-pub fn schema_from_v6(r: &v6::get_provider_schema::Response) -> Result<(ProviderSchema, Diagnostics), String> {
+pub fn schema_from_v6(
+    r: &v6::get_provider_schema::Response,
+) -> Result<(ProviderSchema, Diagnostics), String> {
     conv6::provider_schema(r)
 }
 
@@ -280,22 +319,43 @@ mod tests {
         let fields_b: Vec<_> = b.fields().collect();
         for fa in &fields_a {
             let Some(fb) = fields_b.iter().find(|f| f.number() == fa.number()) else {
-                return Err(format!("{}: field {} missing in {}", a.full_name(), fa.number(), b.full_name()));
+                return Err(format!(
+                    "{}: field {} missing in {}",
+                    a.full_name(),
+                    fa.number(),
+                    b.full_name()
+                ));
             };
-            if fa.proto().type_() != fb.proto().type_() || fa.proto().label() != fb.proto().label() {
-                return Err(format!("{}.{}: type differs from {}", a.full_name(), fa.name(), b.full_name()));
+            if fa.proto().type_() != fb.proto().type_() || fa.proto().label() != fb.proto().label()
+            {
+                return Err(format!(
+                    "{}.{}: type differs from {}",
+                    a.full_name(),
+                    fa.name(),
+                    b.full_name()
+                ));
             }
-            if let (protobuf::reflect::RuntimeFieldType::Singular(protobuf::reflect::RuntimeType::Message(ma)),
-                    protobuf::reflect::RuntimeFieldType::Singular(protobuf::reflect::RuntimeType::Message(mb)))
-                = (fa.runtime_field_type(), fb.runtime_field_type())
+            if let (
+                protobuf::reflect::RuntimeFieldType::Singular(
+                    protobuf::reflect::RuntimeType::Message(ma),
+                ),
+                protobuf::reflect::RuntimeFieldType::Singular(
+                    protobuf::reflect::RuntimeType::Message(mb),
+                ),
+            ) = (fa.runtime_field_type(), fb.runtime_field_type())
             {
                 if depth < 6 {
                     same_wire(&ma, &mb, depth + 1)?;
                 }
             }
-            if let (protobuf::reflect::RuntimeFieldType::Repeated(protobuf::reflect::RuntimeType::Message(ma)),
-                    protobuf::reflect::RuntimeFieldType::Repeated(protobuf::reflect::RuntimeType::Message(mb)))
-                = (fa.runtime_field_type(), fb.runtime_field_type())
+            if let (
+                protobuf::reflect::RuntimeFieldType::Repeated(
+                    protobuf::reflect::RuntimeType::Message(ma),
+                ),
+                protobuf::reflect::RuntimeFieldType::Repeated(
+                    protobuf::reflect::RuntimeType::Message(mb),
+                ),
+            ) = (fa.runtime_field_type(), fb.runtime_field_type())
             {
                 if depth < 6 {
                     same_wire(&ma, &mb, depth + 1)?;
@@ -303,7 +363,11 @@ mod tests {
             }
         }
         if fields_a.len() != fields_b.len() {
-            return Err(format!("{} and {} have different field counts", a.full_name(), b.full_name()));
+            return Err(format!(
+                "{} and {} have different field counts",
+                a.full_name(),
+                b.full_name()
+            ));
         }
         Ok(())
     }
@@ -311,26 +375,86 @@ mod tests {
     #[test]
     fn reused_messages_are_wire_identical() {
         let pairs = [
-            (v5::configure::Request::descriptor(), v6::configure_provider::Request::descriptor()),
-            (v5::configure::Response::descriptor(), v6::configure_provider::Response::descriptor()),
-            (v5::validate_resource_type_config::Request::descriptor(), v6::validate_resource_config::Request::descriptor()),
-            (v5::validate_resource_type_config::Response::descriptor(), v6::validate_resource_config::Response::descriptor()),
-            (v5::validate_data_source_config::Request::descriptor(), v6::validate_data_resource_config::Request::descriptor()),
-            (v5::validate_data_source_config::Response::descriptor(), v6::validate_data_resource_config::Response::descriptor()),
-            (v5::upgrade_resource_state::Request::descriptor(), v6::upgrade_resource_state::Request::descriptor()),
-            (v5::upgrade_resource_state::Response::descriptor(), v6::upgrade_resource_state::Response::descriptor()),
-            (v5::read_resource::Request::descriptor(), v6::read_resource::Request::descriptor()),
-            (v5::read_resource::Response::descriptor(), v6::read_resource::Response::descriptor()),
-            (v5::plan_resource_change::Request::descriptor(), v6::plan_resource_change::Request::descriptor()),
-            (v5::plan_resource_change::Response::descriptor(), v6::plan_resource_change::Response::descriptor()),
-            (v5::apply_resource_change::Request::descriptor(), v6::apply_resource_change::Request::descriptor()),
-            (v5::apply_resource_change::Response::descriptor(), v6::apply_resource_change::Response::descriptor()),
-            (v5::import_resource_state::Request::descriptor(), v6::import_resource_state::Request::descriptor()),
-            (v5::import_resource_state::Response::descriptor(), v6::import_resource_state::Response::descriptor()),
-            (v5::read_data_source::Request::descriptor(), v6::read_data_source::Request::descriptor()),
-            (v5::read_data_source::Response::descriptor(), v6::read_data_source::Response::descriptor()),
-            (v5::stop::Request::descriptor(), v6::stop_provider::Request::descriptor()),
-            (v5::stop::Response::descriptor(), v6::stop_provider::Response::descriptor()),
+            (
+                v5::configure::Request::descriptor(),
+                v6::configure_provider::Request::descriptor(),
+            ),
+            (
+                v5::configure::Response::descriptor(),
+                v6::configure_provider::Response::descriptor(),
+            ),
+            (
+                v5::validate_resource_type_config::Request::descriptor(),
+                v6::validate_resource_config::Request::descriptor(),
+            ),
+            (
+                v5::validate_resource_type_config::Response::descriptor(),
+                v6::validate_resource_config::Response::descriptor(),
+            ),
+            (
+                v5::validate_data_source_config::Request::descriptor(),
+                v6::validate_data_resource_config::Request::descriptor(),
+            ),
+            (
+                v5::validate_data_source_config::Response::descriptor(),
+                v6::validate_data_resource_config::Response::descriptor(),
+            ),
+            (
+                v5::upgrade_resource_state::Request::descriptor(),
+                v6::upgrade_resource_state::Request::descriptor(),
+            ),
+            (
+                v5::upgrade_resource_state::Response::descriptor(),
+                v6::upgrade_resource_state::Response::descriptor(),
+            ),
+            (
+                v5::read_resource::Request::descriptor(),
+                v6::read_resource::Request::descriptor(),
+            ),
+            (
+                v5::read_resource::Response::descriptor(),
+                v6::read_resource::Response::descriptor(),
+            ),
+            (
+                v5::plan_resource_change::Request::descriptor(),
+                v6::plan_resource_change::Request::descriptor(),
+            ),
+            (
+                v5::plan_resource_change::Response::descriptor(),
+                v6::plan_resource_change::Response::descriptor(),
+            ),
+            (
+                v5::apply_resource_change::Request::descriptor(),
+                v6::apply_resource_change::Request::descriptor(),
+            ),
+            (
+                v5::apply_resource_change::Response::descriptor(),
+                v6::apply_resource_change::Response::descriptor(),
+            ),
+            (
+                v5::import_resource_state::Request::descriptor(),
+                v6::import_resource_state::Request::descriptor(),
+            ),
+            (
+                v5::import_resource_state::Response::descriptor(),
+                v6::import_resource_state::Response::descriptor(),
+            ),
+            (
+                v5::read_data_source::Request::descriptor(),
+                v6::read_data_source::Request::descriptor(),
+            ),
+            (
+                v5::read_data_source::Response::descriptor(),
+                v6::read_data_source::Response::descriptor(),
+            ),
+            (
+                v5::stop::Request::descriptor(),
+                v6::stop_provider::Request::descriptor(),
+            ),
+            (
+                v5::stop::Response::descriptor(),
+                v6::stop_provider::Response::descriptor(),
+            ),
         ];
         for (a, b) in pairs {
             same_wire(&a, &b, 0).unwrap();

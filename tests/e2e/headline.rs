@@ -8,7 +8,13 @@ fn finished(events: &[Json]) -> Vec<(u64, String, String)> {
     events
         .iter()
         .filter(|e| e["type"] == "finished")
-        .map(|e| (e["phase"].as_u64().unwrap(), e["id"].as_str().unwrap().to_string(), e["action"].to_string()))
+        .map(|e| {
+            (
+                e["phase"].as_u64().unwrap(),
+                e["id"].as_str().unwrap().to_string(),
+                e["action"].to_string(),
+            )
+        })
         .collect()
 }
 
@@ -20,12 +26,22 @@ fn three_phases_to_a_fixpoint_then_refresh_and_destroy_in_reverse_order() {
     let out = p.run(&["plan"], &["--json"]);
     assert_success(&out);
     let ev = events(&out);
-    let planned: Vec<&str> = ev.iter().filter(|e| e["type"] == "planned").map(|e| e["id"].as_str().unwrap()).collect();
+    let planned: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["type"] == "planned")
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
     assert_eq!(planned, ["alpha.alpha_token.A"]);
     let deferred: Vec<&Json> = ev.iter().filter(|e| e["type"] == "deferred").collect();
     assert_eq!(deferred.len(), 2, "{ev:?}");
-    let b = deferred.iter().find(|e| e["id"] == "beta.beta_record.B").expect("B deferred");
-    assert_eq!(b["waitsOn"][0], serde_json::json!({"kind": "nix", "resource": "alpha.alpha_token.A", "attribute": "value"}));
+    let b = deferred
+        .iter()
+        .find(|e| e["id"] == "beta.beta_record.B")
+        .expect("B deferred");
+    assert_eq!(
+        b["waitsOn"][0],
+        serde_json::json!({"kind": "nix", "resource": "alpha.alpha_token.A", "attribute": "value"})
+    );
 
     // apply: exactly three apply phases, A then B then C, then a detected fixpoint.
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
@@ -39,9 +55,15 @@ fn three_phases_to_a_fixpoint_then_refresh_and_destroy_in_reverse_order() {
             (3, "alpha.alpha_token.C".into(), "\"create\"".into()),
         ]
     );
-    let fix = ev.iter().find(|e| e["type"] == "fixpoint").expect("fixpoint event");
+    let fix = ev
+        .iter()
+        .find(|e| e["type"] == "fixpoint")
+        .expect("fixpoint event");
     assert_eq!(fix["applyPhases"], 3);
-    assert_eq!(fix["evaluations"], 4, "the fourth evaluation finds nothing new");
+    assert_eq!(
+        fix["evaluations"], 4,
+        "the fourth evaluation finds nothing new"
+    );
 
     // The ledger holds every output, with the exact deterministic values.
     let o = p.outputs();
@@ -49,15 +71,29 @@ fn three_phases_to_a_fixpoint_then_refresh_and_destroy_in_reverse_order() {
     assert_eq!(o["alpha.alpha_token.A"]["value"], "alpha::0");
     assert_eq!(o["beta.beta_record.B"]["endpoint"], "beta://rec-alpha::0");
     assert_eq!(o["alpha.alpha_token.C"]["id"], "alpha-1");
-    assert_eq!(o["alpha.alpha_token.C"]["label"], "beta://rec-alpha::0::alpha::0");
-    assert_eq!(o["alpha.alpha_token.C"]["value"], "alpha:beta://rec-alpha::0::alpha::0:1");
+    assert_eq!(
+        o["alpha.alpha_token.C"]["label"],
+        "beta://rec-alpha::0::alpha::0"
+    );
+    assert_eq!(
+        o["alpha.alpha_token.C"]["value"],
+        "alpha:beta://rec-alpha::0::alpha::0:1"
+    );
     // Sensitive outputs reach Nix only as placeholders.
-    assert!(o["alpha.alpha_token.A"]["secret"].get("__sensitiveRef").is_some(), "{o}");
+    assert!(
+        o["alpha.alpha_token.A"]["secret"]
+            .get("__sensitiveRef")
+            .is_some(),
+        "{o}"
+    );
 
     // systemConfig, a Nix consumer, is concrete with values from both providers.
     let ir = p.eval_ir();
     let consumers = ir["nixConsumers"].as_array().unwrap();
-    let sys = consumers.iter().find(|c| c["id"] == "systemConfig").unwrap();
+    let sys = consumers
+        .iter()
+        .find(|c| c["id"] == "systemConfig")
+        .unwrap();
     assert_eq!(
         sys["value"],
         serde_json::json!({
@@ -70,15 +106,25 @@ fn three_phases_to_a_fixpoint_then_refresh_and_destroy_in_reverse_order() {
     // state show renders C's Nix-built label.
     let out = p.state_cmd(&["state", "show", "alpha.alpha_token.C"]);
     assert_success(&out);
-    assert!(stdout(&out).contains("label = beta://rec-alpha::0::alpha::0"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("label = beta://rec-alpha::0::alpha::0"),
+        "{}",
+        stdout(&out)
+    );
     assert!(stdout(&out).contains("secret = (sensitive value)"));
 
     // A second apply changes nothing and stops at once.
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     let ev = events(&out);
-    assert!(finished(&ev).iter().all(|(_, _, a)| a == "\"no-op\""), "{ev:?}");
-    assert_eq!(ev.iter().find(|e| e["type"] == "fixpoint").unwrap()["applyPhases"], 0);
+    assert!(
+        finished(&ev).iter().all(|(_, _, a)| a == "\"no-op\""),
+        "{ev:?}"
+    );
+    assert_eq!(
+        ev.iter().find(|e| e["type"] == "fixpoint").unwrap()["applyPhases"],
+        0
+    );
 
     // refresh reconciles via ReadResource and finds no drift; the plan stays empty.
     let out = p.run(&["refresh"], &["--json"]);
@@ -91,8 +137,18 @@ fn three_phases_to_a_fixpoint_then_refresh_and_destroy_in_reverse_order() {
     // destroy tears down C, B, A in that order.
     let out = p.run(&["destroy"], &["--auto-approve", "--json"]);
     assert_success(&out);
-    let order: Vec<String> = finished(&events(&out)).into_iter().map(|(_, id, _)| id).collect();
-    assert_eq!(order, ["alpha.alpha_token.C", "beta.beta_record.B", "alpha.alpha_token.A"]);
+    let order: Vec<String> = finished(&events(&out))
+        .into_iter()
+        .map(|(_, id, _)| id)
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "alpha.alpha_token.C",
+            "beta.beta_record.B",
+            "alpha.alpha_token.A"
+        ]
+    );
     let out = p.state_cmd(&["state", "list"]);
     assert_success(&out);
     assert_eq!(stdout(&out).trim(), "");
@@ -105,8 +161,15 @@ fn human_output_shows_phases() {
     let out = p.run(&["apply"], &["--auto-approve"]);
     assert_success(&out);
     let text = stdout(&out);
-    assert!(text.contains("Applied 3 resource(s) across 3 phase(s):"), "{text}");
-    for id in ["alpha.alpha_token.A", "beta.beta_record.B", "alpha.alpha_token.C"] {
+    assert!(
+        text.contains("Applied 3 resource(s) across 3 phase(s):"),
+        "{text}"
+    );
+    for id in [
+        "alpha.alpha_token.A",
+        "beta.beta_record.B",
+        "alpha.alpha_token.C",
+    ] {
         assert!(text.contains(&format!("✓ {id}")), "{text}");
     }
     assert!(text.contains("phase 3: + alpha.alpha_token.C"), "{text}");
@@ -119,15 +182,30 @@ fn a_two_phase_cap_leaves_c_and_system_config_pending() {
     assert_success(&out);
     let text = stdout(&out);
     assert!(text.contains("Stopped after 2 phase(s)"), "{text}");
-    assert!(text.contains("alpha.alpha_token.C waits on beta.beta_record.B.endpoint (Nix re-evaluation)"), "{text}");
-    assert!(text.contains("systemConfig waits on"), "{text}");
+    let c = text
+        .lines()
+        .find(|l| l.contains("alpha.alpha_token.C waits on"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        c.contains("beta.beta_record.B.endpoint (Nix re-evaluation)")
+            && c.contains("alpha.alpha_token.A.value"),
+        "{c}"
+    );
+    let sys = text
+        .lines()
+        .find(|l| l.contains("systemConfig waits on"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(sys.contains("beta.beta_record.B.endpoint"), "{sys}");
     let o = p.outputs();
     assert!(o.get("alpha.alpha_token.C").is_none());
     assert_eq!(o["beta.beta_record.B"]["endpoint"], "beta://rec-alpha::0");
     // Continuing without the cap finishes the job.
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
-    assert_eq!(p.outputs()["alpha.alpha_token.C"]["label"], "beta://rec-alpha::0::alpha::0");
+    assert_eq!(
+        p.outputs()["alpha.alpha_token.C"]["label"],
+        "beta://rec-alpha::0::alpha::0"
+    );
 }
 
 #[test]
@@ -137,7 +215,10 @@ fn the_cycle_variant_is_rejected_naming_a_and_c() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("cycle"), "{err}");
-    assert!(err.contains("alpha.alpha_token.A") && err.contains("alpha.alpha_token.C"), "{err}");
+    assert!(
+        err.contains("alpha.alpha_token.A") && err.contains("alpha.alpha_token.C"),
+        "{err}"
+    );
     // Nothing was applied.
     let out = p.state_cmd(&["state", "list"]);
     assert_eq!(stdout(&out).trim(), "");

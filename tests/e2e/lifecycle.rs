@@ -19,74 +19,168 @@ fn plan_of(resources: &[String], data: &str) -> String {
 }
 
 fn actions(out: &std::process::Output) -> Vec<(String, Json)> {
-    events(out).into_iter().filter(|e| e["type"] == "finished").map(|e| (e["id"].as_str().unwrap().to_string(), e["action"].clone())).collect()
+    events(out)
+        .into_iter()
+        .filter(|e| e["type"] == "finished")
+        .map(|e| (e["id"].as_str().unwrap().to_string(), e["action"].clone()))
+        .collect()
 }
 
 #[test]
 fn update_replace_and_create_before_destroy() {
-    let p = Project::new(&plan_of(&[token("t", "label = \"one\"; keeper = \"k1\";", "")], ""));
+    let p = Project::new(&plan_of(&[token("t", "label = \"one\"; keeper = \"k1\"; rules = [ { port = 80; } { port = 443; proto = \"tcp\"; } ];", "")], ""));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
     let first = p.outputs()["alpha.alpha_token.t"].clone();
     assert_eq!(first["value"], "alpha:one:0");
+    // A tfplugin6 nested attribute type round-trips, unset optional members as null.
+    assert_eq!(
+        first["rules"],
+        serde_json::json!([{"port": 80, "proto": null}, {"port": 443, "proto": "tcp"}])
+    );
 
     // label updates in place: same id, new value.
-    p.set_plan(&plan_of(&[token("t", "label = \"two\"; keeper = \"k1\";", "")], ""));
+    p.set_plan(&plan_of(&[token("t", "label = \"two\"; keeper = \"k1\"; rules = [ { port = 80; } { port = 443; proto = \"tcp\"; } ];", "")], ""));
     let out = p.run(&["plan"], &[]);
     assert_success(&out);
-    assert!(stdout(&out).contains("~ alpha.alpha_token.t"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("label: \"one\" -> \"two\""), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("~ alpha.alpha_token.t"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("label: \"one\" -> \"two\""),
+        "{}",
+        stdout(&out)
+    );
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
-    assert_eq!(actions(&out), vec![("alpha.alpha_token.t".to_string(), serde_json::json!("update"))]);
+    assert_eq!(
+        actions(&out),
+        vec![(
+            "alpha.alpha_token.t".to_string(),
+            serde_json::json!("update")
+        )]
+    );
     let o = p.outputs();
     assert_eq!(o["alpha.alpha_token.t"]["id"], first["id"]);
     assert_eq!(o["alpha.alpha_token.t"]["value"], "alpha:two:0");
 
-    // keeper forces replacement: a new id.
-    p.set_plan(&plan_of(&[token("t", "label = \"two\"; keeper = \"k2\";", "")], ""));
+    // keeper forces replacement: a new id (the fake's counter starts at 10 in this process).
+    let p = p.env("NIVIS_FAKE_COUNTER", "10");
+    p.set_plan(&plan_of(
+        &[token("t", "label = \"two\"; keeper = \"k2\";", "")],
+        "",
+    ));
     let out = p.run(&["plan"], &[]);
-    assert!(stdout(&out).contains("-/+ alpha.alpha_token.t"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("# forces replacement"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("-/+ alpha.alpha_token.t"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("# forces replacement"),
+        "{}",
+        stdout(&out)
+    );
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
-    assert_eq!(actions(&out)[0].1["replace"]["create_before_destroy"], false, "{:?}", actions(&out));
+    assert_eq!(
+        actions(&out)[0].1["replace"]["create_before_destroy"],
+        false,
+        "{:?}",
+        actions(&out)
+    );
     let replaced = p.outputs()["alpha.alpha_token.t"].clone();
     assert_ne!(replaced["id"], first["id"]);
 
     // With createBeforeDestroy the new object exists before the old one goes.
-    p.set_plan(&plan_of(&[token("t", "label = \"two\"; keeper = \"k3\";", "createBeforeDestroy = true;")], ""));
+    let p = p.env("NIVIS_FAKE_COUNTER", "20");
+    p.set_plan(&plan_of(
+        &[token(
+            "t",
+            "label = \"two\"; keeper = \"k3\";",
+            "createBeforeDestroy = true;",
+        )],
+        "",
+    ));
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
-    assert_eq!(actions(&out)[0].1["replace"]["create_before_destroy"], true, "{:?}", actions(&out));
+    assert_eq!(
+        actions(&out)[0].1["replace"]["create_before_destroy"],
+        true,
+        "{:?}",
+        actions(&out)
+    );
     let state: Json = serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap();
     let rec = &state["resources"]["alpha.alpha_token.t"];
-    assert_eq!(rec["deposed"], serde_json::json!([]), "the deposed object was destroyed");
+    assert_eq!(
+        rec["deposed"],
+        serde_json::json!([]),
+        "the deposed object was destroyed"
+    );
     assert_ne!(rec["attributes"]["id"], replaced["id"]);
 }
 
 #[test]
 fn prevent_destroy_refuses_replacement_and_destroy() {
-    let p = Project::new(&plan_of(&[token("keep", "keeper = \"a\";", "preventDestroy = true;")], ""));
+    let p = Project::new(&plan_of(
+        &[token("keep", "keeper = \"a\";", "preventDestroy = true;")],
+        "",
+    ));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
-    p.set_plan(&plan_of(&[token("keep", "keeper = \"b\";", "preventDestroy = true;")], ""));
+    p.set_plan(&plan_of(
+        &[token("keep", "keeper = \"b\";", "preventDestroy = true;")],
+        "",
+    ));
     let out = p.run(&["apply"], &["--auto-approve"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("preventDestroy"), "{}", stderr(&out));
-    assert!(stderr(&out).contains("alpha.alpha_token.keep"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("alpha.alpha_token.keep"),
+        "{}",
+        stderr(&out)
+    );
     let out = p.run(&["destroy"], &["--auto-approve"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("refusing to destroy"), "{}", stderr(&out));
-    assert_eq!(stdout(&p.state_cmd(&["state", "list"])).trim(), "alpha.alpha_token.keep");
+    assert!(
+        stderr(&out).contains("refusing to destroy"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        stdout(&p.state_cmd(&["state", "list"])).trim(),
+        "alpha.alpha_token.keep"
+    );
 }
 
 #[test]
 fn ignore_changes_keeps_the_recorded_value() {
-    let p = Project::new(&plan_of(&[token("t", "label = \"one\";", "ignoreChanges = [ \"label\" ];")], ""));
+    let p = Project::new(&plan_of(
+        &[token(
+            "t",
+            "label = \"one\";",
+            "ignoreChanges = [ \"label\" ];",
+        )],
+        "",
+    ));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
-    p.set_plan(&plan_of(&[token("t", "label = \"two\";", "ignoreChanges = [ \"label\" ];")], ""));
+    p.set_plan(&plan_of(
+        &[token(
+            "t",
+            "label = \"two\";",
+            "ignoreChanges = [ \"label\" ];",
+        )],
+        "",
+    ));
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
-    assert_eq!(actions(&out), vec![("alpha.alpha_token.t".to_string(), serde_json::json!("no-op"))]);
+    assert_eq!(
+        actions(&out),
+        vec![(
+            "alpha.alpha_token.t".to_string(),
+            serde_json::json!("no-op")
+        )]
+    );
     assert_eq!(p.outputs()["alpha.alpha_token.t"]["label"], "one");
 }
 
@@ -99,14 +193,25 @@ fn orphans_are_destroyed_in_reverse_dependency_order() {
     ];
     let p = Project::new(&plan_of(&chain, ""));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
-    assert_eq!(p.outputs()["alpha.alpha_token.b"]["label"], "alpha-0");
+    let o = p.outputs();
+    assert_eq!(
+        o["alpha.alpha_token.b"]["label"], o["alpha.alpha_token.a"]["id"],
+        "TF→TF reference resolved in-phase"
+    );
     p.set_plan(&plan_of(&[token("keep", "", "")], ""));
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     let a = actions(&out);
-    let order: Vec<&str> = a.iter().filter(|(_, act)| act == "delete").map(|(id, _)| id.as_str()).collect();
+    let order: Vec<&str> = a
+        .iter()
+        .filter(|(_, act)| act == "delete")
+        .map(|(id, _)| id.as_str())
+        .collect();
     assert_eq!(order, ["alpha.alpha_token.b", "alpha.alpha_token.a"]);
-    assert_eq!(stdout(&p.state_cmd(&["state", "list"])).trim(), "alpha.alpha_token.keep");
+    assert_eq!(
+        stdout(&p.state_cmd(&["state", "list"])).trim(),
+        "alpha.alpha_token.keep"
+    );
 }
 
 #[test]
@@ -141,23 +246,40 @@ fn target_limits_the_run_to_a_resource_and_its_dependencies() {
         token("other", "", ""),
     ];
     let p = Project::new(&plan_of(&chain, ""));
-    let out = p.run(&["apply"], &["--auto-approve", "--target", "alpha.alpha_token.b"]);
+    let out = p.run(
+        &["apply"],
+        &["--auto-approve", "--target", "alpha.alpha_token.b"],
+    );
     assert_success(&out);
     let listed = stdout(&p.state_cmd(&["state", "list"]));
-    assert_eq!(listed.trim().lines().collect::<Vec<_>>(), ["alpha.alpha_token.a", "alpha.alpha_token.b"]);
+    assert_eq!(
+        listed.trim().lines().collect::<Vec<_>>(),
+        ["alpha.alpha_token.a", "alpha.alpha_token.b"]
+    );
 }
 
 #[test]
 fn validate_reports_provider_diagnostics_with_the_resource_and_path() {
-    let p = Project::new(&plan_of(&[token("bad", "label = \"an invalid label\";", "")], ""));
+    let p = Project::new(&plan_of(
+        &[token("bad", "label = \"an invalid label\";", "")],
+        "",
+    ));
     let out = p.run(&["validate"], &[]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("alpha.alpha_token.bad") && err.contains("at label") && err.contains("must not contain"), "{err}");
+    assert!(
+        err.contains("alpha.alpha_token.bad")
+            && err.contains("at label")
+            && err.contains("must not contain"),
+        "{err}"
+    );
     // Schema errors are caught before the provider: an unknown attribute, with a suggestion.
     p.set_plan(&plan_of(&[token("typo", "lable = \"x\";", "")], ""));
     let out = p.run(&["validate"], &[]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("alpha.alpha_token.typo") && err.contains("lable") && err.contains("label"), "{err}");
+    assert!(
+        err.contains("alpha.alpha_token.typo") && err.contains("lable") && err.contains("label"),
+        "{err}"
+    );
 }

@@ -297,7 +297,7 @@ def validate(doc, schema):
 def validate_file(path, schema):
     try:
         doc = load_json(path)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         return [f"ir: invalid JSON: {e}"]
     return validate(doc, schema)
 

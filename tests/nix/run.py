@@ -24,6 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CHECK = ROOT / "tests" / "ir-conformance" / "check.py"
+sys.dont_write_bytecode = True  # keep tests/ir-conformance free of __pycache__
 sys.path.insert(0, str(CHECK.parent))
 import check  # noqa: E402  (render_path, shared with the conformance checker)
 

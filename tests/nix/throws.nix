@@ -84,13 +84,21 @@ in
     expr = plan [ A (res "C" { label = str [ "x" null ]; }) ];
     expect = "lib.str: part 1 is null";
   };
+  strWholeResource = {
+    expr = str [ "x" A ];
+    expect = "lib.str: part 1 is the whole resource alpha.alpha_token.A; use one of its outputs, e.g. (A.refAttr \"id\")";
+  };
+  computeWholeResource = {
+    expr = compute A (a: a);
+    expect = "lib.compute: the inputs are the whole resource alpha.alpha_token.A";
+  };
   strListPart = {
     expr = str [ "x" [ 1 ] ];
     expect = "lib.str: part 1 is a list; turn it into a string with lib.compute first";
   };
   refBadPath = {
     expr = A.ref [ "net" (-1) ];
-    expect = "alpha.alpha_token.A.ref: path element 1 is a int";
+    expect = "alpha.alpha_token.A.ref: path element 1 is an integer; elements are attribute names (strings) or list indices (integers >= 0)";
   };
   refEmptyPath = {
     expr = A.ref [ ];

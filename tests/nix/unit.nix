@@ -225,8 +225,8 @@ in
     }; }
   { name = "empty ledger, missing ledger and null ledger behave alike";
     expr = let f = l: (builtins.elemAt (toIR ({ inherit providers; resources = [ A B (mkResource { provider = "alpha"; type = "t"; name = "n"; config.x = A.refAttr "id"; }) ]; } // l)).resources 2).config; in
-      [ (f { }) (f { ledger = { }; }) (f { ledger = null; }) (f { ledger = { phase = 0; }; }) ];
-    expected = let m = { x = refMarker "alpha.alpha_token.A" [ "id" ]; }; in [ m m m m ]; }
+      [ (f { }) (f { ledger = { }; }) (f { ledger = null; }) (f { ledger = { phase = 0; }; }) (f { ledger = { outputs = null; vars = null; }; }) ];
+    expected = let m = { x = refMarker "alpha.alpha_token.A" [ "id" ]; }; in [ m m m m m ]; }
   { name = "derivations, flake sources and plain keys in config";
     expr = (withC { } { src = { outPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-src"; }; _type = "not-nivis"; }).config;
     expected = { src = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-src"; _type = "not-nivis"; }; }
