@@ -119,12 +119,37 @@ impl GrpcProvider {
             },
         };
         provider.subscribe_stdio();
-        let schema = provider
-            .fetch_schema(spec.start_timeout)
-            .map_err(|diagnostics| StartError::Schema {
-                name: spec.name.clone(),
-                diagnostics,
-            })?;
+        let schema_error = |diagnostics| StartError::Schema {
+            name: spec.name.clone(),
+            diagnostics,
+        };
+        let cache = super::schema_cache::cache_dir().and_then(|dir| {
+            super::schema_cache::binary_hash(&dir, &spec.path).map(|hash| (dir, hash))
+        });
+        let cached = cache
+            .as_ref()
+            .and_then(|(dir, hash)| super::schema_cache::load(dir, hash));
+        let schema = match cached {
+            // The provider says it needs no schema call; the cache has the schema.
+            Some(schema) if schema.get_provider_schema_optional => schema,
+            Some(schema) => {
+                // Providers expect one schema call per process (some set up state in it),
+                // but the cached model spares converting the answer again.
+                provider
+                    .schema_call(spec.start_timeout)
+                    .map_err(schema_error)?;
+                schema
+            }
+            None => {
+                let schema = provider
+                    .fetch_schema(spec.start_timeout)
+                    .map_err(schema_error)?;
+                if let Some((dir, hash)) = &cache {
+                    super::schema_cache::store(dir, hash, &schema);
+                }
+                schema
+            }
+        };
         provider.set_schema(schema);
         Ok(provider)
     }
@@ -152,6 +177,21 @@ impl GrpcProvider {
             .map(|(k, s)| (k.clone(), s.block.implied_type()))
             .collect();
         self.schema = schema;
+    }
+
+    /// Makes the schema call without converting the answer (the schema came from the cache).
+    fn schema_call(&self, timeout: Duration) -> CallResult<()> {
+        let opt = CallOption::default().wait_for_ready(true).timeout(timeout);
+        if self.protocol == 5 {
+            let req = super::wire::tfplugin5::get_provider_schema::Request::new();
+            let _: super::wire::tfplugin5::get_provider_schema::Response =
+                self.call_with(self.methods.get_schema, &req, opt)?;
+        } else {
+            let req = pb::get_provider_schema::Request::new();
+            let _: pb::get_provider_schema::Response =
+                self.call_with(self.methods.get_schema, &req, opt)?;
+        }
+        Ok(())
     }
 
     fn fetch_schema(&self, timeout: Duration) -> CallResult<ProviderSchema> {

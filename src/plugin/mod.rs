@@ -7,6 +7,7 @@
 mod client;
 mod launch;
 mod protocol;
+mod schema_cache;
 pub mod wire;
 
 pub use client::{GrpcProvider, StartError};

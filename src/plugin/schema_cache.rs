@@ -1,0 +1,136 @@
+//! The on-disk cache of provider schemas, keyed by the provider binary's sha256.
+//!
+//! Large providers ship schemas of several MiB; converting them on every run costs time. The
+//! cache stores the converted model as JSON under `$XDG_CACHE_HOME/nivis/schemas/<sha256>.json`
+//! (0600 files in a 0700 directory). Hashing a big binary is itself slow, so the hash is
+//! remembered per (path, size, modification time). Any read or write problem simply means no
+//! cache: correctness never depends on it.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::schema::ProviderSchema;
+
+/// Where schemas are cached, or `None` when caching is off (`NIVIS_SCHEMA_CACHE=off`).
+pub fn cache_dir() -> Option<PathBuf> {
+    if std::env::var("NIVIS_SCHEMA_CACHE").is_ok_and(|v| v == "off") {
+        return None;
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("nivis").join("schemas"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The sha256 of the binary at `path`, memoised by path, size and modification time.
+pub fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    let canonical = std::fs::canonicalize(path).ok()?;
+    let memo_key = hex(&Sha256::digest(
+        format!(
+            "{}|{}|{}.{}",
+            canonical.display(),
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        )
+        .as_bytes(),
+    ));
+    let memo = dir.join("by-path").join(memo_key);
+    if let Ok(known) = std::fs::read_to_string(&memo) {
+        if known.len() == 64 {
+            return Some(known);
+        }
+    }
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let hash = hex(&hasher.finalize());
+    let _ = write_private(&memo, hash.as_bytes());
+    Some(hash)
+}
+
+/// The cached schema of the binary with this hash.
+pub fn load(dir: &Path, hash: &str) -> Option<ProviderSchema> {
+    let bytes = std::fs::read(dir.join(format!("{hash}.json"))).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Stores a schema for the binary with this hash.
+pub fn store(dir: &Path, hash: &str, schema: &ProviderSchema) {
+    if let Ok(bytes) = serde_json::to_vec(schema) {
+        if let Err(e) = write_private(&dir.join(format!("{hash}.json")), &bytes) {
+            log::debug!(
+                "could not cache a provider schema in {}: {e}",
+                dir.display()
+            );
+        }
+    }
+}
+
+/// Writes a 0600 file atomically, creating 0700 parent directories.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let parent = path.parent().expect("cache files have a parent");
+    std::fs::create_dir_all(parent)?;
+    std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))?;
+    let tmp = parent.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_memoised_and_schemas_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("provider");
+        std::fs::write(&bin, b"hello\n").unwrap();
+        let cache = dir.path().join("cache");
+        let h = binary_hash(&cache, &bin).unwrap();
+        assert_eq!(
+            h,
+            "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+        );
+        assert_eq!(binary_hash(&cache, &bin).unwrap(), h);
+        assert!(load(&cache, &h).is_none());
+        let schema = ProviderSchema {
+            get_provider_schema_optional: true,
+            ..ProviderSchema::default()
+        };
+        store(&cache, &h, &schema);
+        assert!(load(&cache, &h).unwrap().get_provider_schema_optional);
+        let mode = std::fs::metadata(cache.join(format!("{h}.json")))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
