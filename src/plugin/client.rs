@@ -130,24 +130,20 @@ impl GrpcProvider {
             .as_ref()
             .and_then(|(dir, hash)| super::schema_cache::load(dir, hash));
         let schema = match cached {
-            // The provider says it needs no schema call; the cache has the schema.
-            Some(schema) if schema.get_provider_schema_optional => schema,
-            Some(schema) => {
-                // Providers expect one schema call per process (some set up state in it),
-                // but the cached model spares converting the answer again.
-                provider
-                    .schema_call(spec.start_timeout)
+            // The provider says it needs no schema call, and the cache has its schema.
+            Some(entry) if entry.schema.get_provider_schema_optional => entry.schema,
+            cached => {
+                let (schema, digest) = provider
+                    .fetch_schema(spec.start_timeout, cached)
                     .map_err(schema_error)?;
-                schema
-            }
-            None => {
-                let schema = provider
-                    .fetch_schema(spec.start_timeout)
-                    .map_err(schema_error)?;
-                if let Some((dir, hash)) = &cache {
-                    super::schema_cache::store(dir, hash, &schema);
+                match (&cache, digest) {
+                    (Some((dir, hash)), Some(response)) => {
+                        let entry = super::schema_cache::Entry { response, schema };
+                        super::schema_cache::store(dir, hash, &entry);
+                        entry.schema
+                    }
+                    _ => schema,
                 }
-                schema
             }
         };
         provider.set_schema(schema);
@@ -179,45 +175,47 @@ impl GrpcProvider {
         self.schema = schema;
     }
 
-    /// Makes the schema call without converting the answer (the schema came from the cache).
-    fn schema_call(&self, timeout: Duration) -> CallResult<()> {
+    /// Makes the schema call (providers expect one per process). If `cached` came from the
+    /// same answer (same digest) it is used as is; otherwise the answer is converted. Returns
+    /// the schema and, when it was converted afresh, the answer's digest for the cache.
+    fn fetch_schema(
+        &self,
+        timeout: Duration,
+        cached: Option<super::schema_cache::Entry>,
+    ) -> CallResult<(ProviderSchema, Option<String>)> {
         let opt = CallOption::default().wait_for_ready(true).timeout(timeout);
-        if self.protocol == 5 {
+        let describe = |e: String| {
+            Diagnostics::from(Diagnostic::error(format!("provider {}: {e}", self.name)))
+        };
+        let (digest, converted) = if self.protocol == 5 {
             let req = super::wire::tfplugin5::get_provider_schema::Request::new();
-            let _: super::wire::tfplugin5::get_provider_schema::Response =
+            let resp: super::wire::tfplugin5::get_provider_schema::Response =
                 self.call_with(self.methods.get_schema, &req, opt)?;
+            let digest =
+                super::schema_cache::response_digest(&resp.write_to_bytes().unwrap_or_default());
+            match cached {
+                Some(entry) if entry.response == digest => return Ok((entry.schema, None)),
+                _ => (digest, protocol::schema_from_v5(&resp).map_err(describe)?),
+            }
         } else {
             let req = pb::get_provider_schema::Request::new();
-            let _: pb::get_provider_schema::Response =
+            let resp: pb::get_provider_schema::Response =
                 self.call_with(self.methods.get_schema, &req, opt)?;
-        }
-        Ok(())
-    }
-
-    fn fetch_schema(&self, timeout: Duration) -> CallResult<ProviderSchema> {
-        let opt = CallOption::default().wait_for_ready(true).timeout(timeout);
-        let (schema, diags) = match self.protocol {
-            5 => {
-                let req = super::wire::tfplugin5::get_provider_schema::Request::new();
-                let resp = self.call_with(self.methods.get_schema, &req, opt)?;
-                protocol::schema_from_v5(&resp)
+            let digest =
+                super::schema_cache::response_digest(&resp.write_to_bytes().unwrap_or_default());
+            match cached {
+                Some(entry) if entry.response == digest => return Ok((entry.schema, None)),
+                _ => (digest, protocol::schema_from_v6(&resp).map_err(describe)?),
             }
-            _ => {
-                let req = pb::get_provider_schema::Request::new();
-                let resp = self.call_with(self.methods.get_schema, &req, opt)?;
-                protocol::schema_from_v6(&resp)
-            }
-        }
-        .map_err(|e| {
-            Diagnostics::from(Diagnostic::error(format!("provider {}: {e}", self.name)))
-        })?;
+        };
+        let (schema, diags) = converted;
         if diags.has_errors() {
             return Err(diags);
         }
         for d in diags.warnings() {
             log::warn!("provider {}: {d}", self.name);
         }
-        Ok(schema)
+        Ok((schema, Some(digest)))
     }
 
     /// Subscribes to the plugin's stdio stream and logs what arrives. Old plugins without the

@@ -2,7 +2,9 @@
 //!
 //! Large providers ship schemas of several MiB; converting them on every run costs time. The
 //! cache stores the converted model as JSON under `$XDG_CACHE_HOME/nivis/schemas/<sha256>.json`
-//! (0600 files in a 0700 directory). Hashing a big binary is itself slow, so the hash is
+//! (0600 files in a 0700 directory) with the digest of the raw answer it came from: a provider
+//! whose answer changes (some read their environment) is converted afresh. Only a provider that
+//! declares `get_provider_schema_optional` is spared the schema call altogether. Hashing a big binary is itself slow, so the hash is
 //! remembered per (path, size, modification time). Any read or write problem simply means no
 //! cache: correctness never depends on it.
 
@@ -64,15 +66,29 @@ pub fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
     Some(hash)
 }
 
+/// A cached schema: the converted model and the digest of the raw answer it came from.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Entry {
+    /// sha256 of the encoded GetSchema/GetProviderSchema response.
+    pub response: String,
+    /// The converted schema.
+    pub schema: ProviderSchema,
+}
+
+/// The digest recorded for a raw schema answer.
+pub fn response_digest(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
 /// The cached schema of the binary with this hash.
-pub fn load(dir: &Path, hash: &str) -> Option<ProviderSchema> {
+pub fn load(dir: &Path, hash: &str) -> Option<Entry> {
     let bytes = std::fs::read(dir.join(format!("{hash}.json"))).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// Stores a schema for the binary with this hash.
-pub fn store(dir: &Path, hash: &str, schema: &ProviderSchema) {
-    if let Ok(bytes) = serde_json::to_vec(schema) {
+pub fn store(dir: &Path, hash: &str, entry: &Entry) {
+    if let Ok(bytes) = serde_json::to_vec(entry) {
         if let Err(e) = write_private(&dir.join(format!("{hash}.json")), &bytes) {
             log::debug!(
                 "could not cache a provider schema in {}: {e}",
@@ -125,8 +141,17 @@ mod tests {
             get_provider_schema_optional: true,
             ..ProviderSchema::default()
         };
-        store(&cache, &h, &schema);
-        assert!(load(&cache, &h).unwrap().get_provider_schema_optional);
+        store(
+            &cache,
+            &h,
+            &Entry {
+                response: response_digest(b"answer"),
+                schema,
+            },
+        );
+        let entry = load(&cache, &h).unwrap();
+        assert!(entry.schema.get_provider_schema_optional);
+        assert_eq!(entry.response, response_digest(b"answer"));
         let mode = std::fs::metadata(cache.join(format!("{h}.json")))
             .unwrap()
             .permissions()

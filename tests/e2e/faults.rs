@@ -252,3 +252,41 @@ fn secrets_never_reach_the_ir_the_ledger_the_store_or_a_world_readable_file() {
         );
     }
 }
+
+#[test]
+fn ctrl_c_finishes_in_flight_work_records_it_and_starts_nothing_new() {
+    let p = Project::new(&many(40, "i"));
+    let child = Command::new(nivis_bin())
+        .args(["apply", "--auto-approve", "--parallelism", "2", "--file"])
+        .arg(&p.plan)
+        .arg("--state")
+        .arg(&p.state)
+        .env("NIVIS_TEST_MARKER", p.marker())
+        .env("NIVIS_FAKE_SLOW_MS", "300")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let journal = p.state.with_extension("json.journal");
+    let started = Instant::now();
+    while !std::fs::metadata(&journal)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false)
+        && started.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    p.assert_no_leftover_processes();
+    let recorded = stdout(&p.state_cmd(&["state", "list"])).lines().count();
+    assert!(
+        recorded > 0 && recorded < 40,
+        "in-flight work recorded, nothing new started: {recorded}"
+    );
+    // A rerun completes the rest.
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(stdout(&p.state_cmd(&["state", "list"])).lines().count(), 40);
+}

@@ -283,3 +283,68 @@ fn validate_reports_provider_diagnostics_with_the_resource_and_path() {
         "{err}"
     );
 }
+
+#[test]
+fn build_outputs_are_realised_before_apply_unless_build_is_false() {
+    let tag = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let body = format!(
+        "ledger: let d = derivation {{ name = \"nivis-e2e-{tag}\"; builder = \"/bin/sh\"; args = [ \"-c\" \"echo built > $out\" ]; system = builtins.currentSystem; }}; \
+         in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
+         resources = [ (lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"img\"; config.label = lib.drv d; }}) ]; inherit ledger; }}"
+    );
+    // --build=false passes the path through without building it.
+    let p = Project::new(&body);
+    assert_success(&p.run(&["apply"], &["--auto-approve", "--build=false"]));
+    let path = p.outputs()["alpha.alpha_token.img"]["label"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        path.starts_with("/nix/store/") && path.ends_with(&format!("nivis-e2e-{tag}")),
+        "{path}"
+    );
+    assert!(
+        !std::path::Path::new(&path).exists(),
+        "not built with --build=false"
+    );
+
+    // A fresh project builds it right before applying the resource.
+    let p = Project::new(&body);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let built = p.outputs()["alpha.alpha_token.img"]["label"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(built, path);
+    assert_eq!(std::fs::read_to_string(&built).unwrap(), "built\n");
+}
+
+#[test]
+fn stored_state_is_upgraded_when_the_provider_schema_version_changes() {
+    let p = Project::new(&plan_of(&[token("t", "label = \"x\";", "")], ""));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let state: Json = serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap();
+    assert_eq!(
+        state["resources"]["alpha.alpha_token.t"]["schema_version"],
+        0
+    );
+    // The provider now has schema version 1 with an upgrader that fills `revision`.
+    let p = p.env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION", "1");
+    let out = p.run(&["refresh"], &[]);
+    assert_success(&out);
+    let state: Json = serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap();
+    let r = &state["resources"]["alpha.alpha_token.t"];
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["attributes"]["revision"], 1);
+    assert_eq!(r["attributes"]["label"], "x");
+    let out = p.run(&["plan"], &[]);
+    assert_success(&out);
+    assert!(stdout(&out).contains("No changes"), "{}", stdout(&out));
+}

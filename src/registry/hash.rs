@@ -1,0 +1,286 @@
+//! Package hashes: the scheme-tagged strings of the lock file and how `h1:` and `zh:` are
+//! computed.
+//!
+//! Owns [`Hash`] and the two schemes OpenTofu prefers:
+//! * `zh:` is the lowercase hex sha256 of the `.zip` bytes (only checkable against a zip);
+//! * `h1:` is Go's `dirhash` Hash1: for each file, sorted bytewise by its `/`-separated name,
+//!   the line `hex(sha256(content)) + "  " + name + "\n"`; then `h1:` + standard padded base64
+//!   of the sha256 of those lines. From a zip, [`h1_of_zip`] counts every entry as stored
+//!   (directory entries as empty files, as `dirhash.HashZip` does); [`h1_of_zip_package`]
+//!   counts only file entries, which is the hash of the unpacked directory ([`h1_of_dir`]) and
+//!   what a lock file records. The two agree for every zip without directory entries, which is
+//!   every provider release zip.
+//!
+//! Does not decide which hashes are acceptable for a package: that is the lock file's and the
+//! sources' business.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+/// A scheme-tagged package hash, `SCHEME:VALUE` (`h1:…`, `zh:…`; other schemes are kept but
+/// never used to verify).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Hash(String);
+
+impl Hash {
+    /// Parses `SCHEME:VALUE`, refusing strings without a scheme.
+    pub fn parse(s: &str) -> Result<Hash, String> {
+        match s.split_once(':') {
+            Some((scheme, value))
+                if !scheme.is_empty()
+                    && !value.is_empty()
+                    && scheme.chars().all(|c| c.is_ascii_alphanumeric())
+                    && !s.chars().any(char::is_whitespace) =>
+            {
+                Ok(Hash(s.to_string()))
+            }
+            _ => Err(format!("invalid hash {s:?}: expected SCHEME:VALUE, e.g. h1:… or zh:…")),
+        }
+    }
+
+    /// `zh:` for a hex sha256 (as listed in SHA256SUMS or a registry's `shasum`); the hex is
+    /// lowercased and must be 64 hex digits.
+    pub fn zh_from_hex(hex: &str) -> Result<Hash, String> {
+        if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            Ok(Hash(format!("zh:{}", hex.to_ascii_lowercase())))
+        } else {
+            Err(format!("invalid sha256 {hex:?}: expected 64 hex digits"))
+        }
+    }
+
+    /// The scheme, without the colon.
+    pub fn scheme(&self) -> &str {
+        self.0.split_once(':').map_or("", |(s, _)| s)
+    }
+
+    /// Whether the scheme is one used for verification (`h1` or `zh`).
+    pub fn is_preferred(&self) -> bool {
+        matches!(self.scheme(), "h1" | "zh")
+    }
+
+    /// The whole string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `zh:` of some bytes.
+pub fn zh_of_bytes(bytes: &[u8]) -> Hash {
+    Hash(format!("zh:{}", hex(&Sha256::digest(bytes))))
+}
+
+/// `zh:` of a zip file's bytes.
+pub fn zh_of_file(path: &Path) -> io::Result<Hash> {
+    let (digest, _) = sha256_file(path)?;
+    Ok(Hash(format!("zh:{}", hex(&digest))))
+}
+
+/// sha256 and length of a file's bytes.
+pub(crate) fn sha256_file(path: &Path) -> io::Result<([u8; 32], u64)> {
+    let mut f = File::open(path)?;
+    let mut h = Sha256::new();
+    let n = io::copy(&mut f, &mut h)?;
+    Ok((h.finalize().into(), n))
+}
+
+/// `h1:` of an unpacked package directory: every non-directory below `dir`, by its path
+/// relative to `dir`. Symlinks are hashed by their target's content.
+pub fn h1_of_dir(dir: &Path) -> io::Result<Hash> {
+    let mut files = Vec::new();
+    walk(dir, &[], &mut files)?;
+    h1_of_entries(files).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn walk(dir: &Path, prefix: &[u8], out: &mut Vec<(Vec<u8>, [u8; 32])>) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let mut name = prefix.to_vec();
+        if !name.is_empty() {
+            name.push(b'/');
+        }
+        name.extend_from_slice(os_bytes(&entry.file_name()));
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            walk(&path, &name, out)?;
+        } else {
+            if ft.is_symlink() && std::fs::metadata(&path)?.is_dir() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is a symlink to a directory", path.display()),
+                ));
+            }
+            let (digest, _) = sha256_file(&path)?;
+            out.push((name, digest));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn os_bytes(s: &std::ffi::OsStr) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    s.as_bytes()
+}
+
+#[cfg(not(unix))]
+fn os_bytes(s: &std::ffi::OsStr) -> &[u8] {
+    s.to_str().unwrap_or("\u{fffd}").as_bytes()
+}
+
+/// `h1:` of a zip as `dirhash.HashZip` computes it: every entry, by its name exactly as stored;
+/// directory entries count as empty files.
+pub fn h1_of_zip(path: &Path) -> Result<Hash, String> {
+    zip_h1s(path).map(|(_, all)| all)
+}
+
+/// `h1:` of the package a zip unpacks to: file entries only. Equal to [`h1_of_dir`] of the
+/// unpacked directory.
+pub fn h1_of_zip_package(path: &Path) -> Result<Hash, String> {
+    zip_h1s(path).map(|(package, _)| package)
+}
+
+/// Both `h1:` forms of a zip in one pass: (file entries only, every entry).
+pub(crate) fn zip_h1s(path: &Path) -> Result<(Hash, Hash), String> {
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut zip = zip::ZipArchive::new(io::BufReader::new(file))
+        .map_err(|e| format!("{} is not a valid zip: {e}", path.display()))?;
+    // dirhash.HashZip lists every entry but opens the last entry of each name.
+    let mut last: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+    let mut names = Vec::new();
+    for i in 0..zip.len() {
+        let f = zip.by_index_raw(i).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = f.name_raw().to_vec();
+        last.insert(name.clone(), i);
+        names.push((name, f.is_dir()));
+    }
+    let mut digests: BTreeMap<usize, [u8; 32]> = BTreeMap::new();
+    let (mut all, mut files) = (Vec::with_capacity(names.len()), Vec::with_capacity(names.len()));
+    for (name, is_dir) in names {
+        let i = last[&name];
+        if let std::collections::btree_map::Entry::Vacant(slot) = digests.entry(i) {
+            let mut f = zip.by_index(i).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut h = Sha256::new();
+            io::copy(&mut f, &mut h).map_err(|e| format!("{}: {e}", path.display()))?;
+            slot.insert(h.finalize().into());
+        }
+        if !is_dir {
+            files.push((name.clone(), digests[&i]));
+        }
+        all.push((name, digests[&i]));
+    }
+    Ok((h1_of_entries(files)?, h1_of_entries(all)?))
+}
+
+/// `h1:` from (name, sha256 of content) pairs; names are sorted bytewise here.
+pub(crate) fn h1_of_entries(mut files: Vec<(Vec<u8>, [u8; 32])>) -> Result<Hash, String> {
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut summary = Sha256::new();
+    for (name, digest) in &files {
+        if name.contains(&b'\n') {
+            return Err(format!(
+                "file name {:?} contains a newline, which h1: does not support",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        summary.update(hex(digest).as_bytes());
+        summary.update(b"  ");
+        summary.update(name);
+        summary.update(b"\n");
+    }
+    Ok(Hash(format!("h1:{}", base64(&summary.finalize()))))
+}
+
+/// Lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// Standard base64 with padding (RFC 4648 §4).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                s.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+/// Reads at most `limit` bytes of `r`; more is an error.
+pub(crate) fn read_limited(r: impl Read, limit: u64) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    r.take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(io::Error::other(format!("more than {limit} bytes")));
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn test_vectors() {
+        assert_eq!(
+            h1_of_entries(vec![]).unwrap().as_str(),
+            "h1:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+        );
+        let content: [u8; 32] = Sha256::digest(b"hello\n").into();
+        assert_eq!(
+            h1_of_entries(vec![(b"terraform-provider-foo_v1.0.0".to_vec(), content)])
+                .unwrap()
+                .as_str(),
+            "h1:ACenfE/xHd2y4YemST5ZES8kUXdM28vrpXDNMENE90w="
+        );
+        assert!(h1_of_entries(vec![(b"a\nb".to_vec(), content)]).is_err());
+    }
+
+    #[test]
+    fn hash_strings() {
+        assert_eq!(Hash::parse("h1:abc=").unwrap().scheme(), "h1");
+        assert!(Hash::parse("nocolon").is_err());
+        assert!(Hash::parse(":x").is_err());
+        assert!(!Hash::parse("test:x").unwrap().is_preferred());
+        assert_eq!(
+            Hash::zh_from_hex(&"AB".repeat(32)).unwrap().as_str(),
+            format!("zh:{}", "ab".repeat(32))
+        );
+        assert!(Hash::zh_from_hex("abc").is_err());
+    }
+}

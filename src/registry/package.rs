@@ -1,0 +1,239 @@
+//! A provider package on local disk, and what can be said about it.
+//!
+//! Owns [`Package`] (a zip or an unpacked directory, with the source's word on it: which
+//! hashes it vouches for and how), measuring a package's `h1:`/`zh:` hashes, safe unzipping,
+//! finding the provider executable in an unpacked package, and temporary files and
+//! directories that clean up after themselves. Does not fetch anything and does not decide
+//! where packages are kept.
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::hash::{self, Hash};
+use super::Origin;
+
+/// Where a package is.
+#[derive(Debug, Clone)]
+pub(crate) enum Location {
+    /// A release zip.
+    Zip(PathBuf),
+    /// An unpacked package directory.
+    Dir(PathBuf),
+}
+
+/// How the source vouches for the package.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Trust {
+    /// The zip's sha256 is in a SHA256SUMS signed by the registry's key (fingerprint).
+    Signed(String),
+    /// The package matched a hash the (network) source listed for it.
+    Listed,
+    /// A local filesystem mirror: trusted as the operator placed it.
+    Local,
+    /// Nothing: acceptable only if a lock entry verifies it.
+    Unverified,
+}
+
+/// A package obtained from a source, not yet installed.
+pub(crate) struct Package {
+    pub(crate) location: Location,
+    pub(crate) origin: Origin,
+    pub(crate) trust: Trust,
+    /// Hashes the source vouches for (this and other platforms of the same version): every
+    /// sha256 in a signed SHA256SUMS, a registry's reported hashes, a mirror's listed hashes.
+    pub(crate) vouched: Vec<Hash>,
+    pub(crate) warnings: Vec<String>,
+    /// The package's hashes, if the source already computed them.
+    pub(crate) measured: Option<Measured>,
+    /// Keeps a downloaded zip until the package is installed.
+    pub(crate) _download: Option<TempPath>,
+}
+
+/// The hashes of a package.
+#[derive(Debug, Clone)]
+pub(crate) struct Measured {
+    /// `h1:` of the unpacked package (what lock files record).
+    pub(crate) h1: Hash,
+    /// `zh:` of the zip, if it is one.
+    pub(crate) zh: Option<Hash>,
+    /// `h1:` counting a zip's directory entries, if it has any (then it differs from `h1`).
+    pub(crate) h1_with_dirs: Option<Hash>,
+}
+
+impl Measured {
+    /// Every hash computed, for matching and for messages.
+    pub(crate) fn all(&self) -> Vec<Hash> {
+        let mut v = vec![self.h1.clone()];
+        v.extend(self.h1_with_dirs.clone());
+        v.extend(self.zh.clone());
+        v
+    }
+
+    /// The hashes to record in a lock file.
+    pub(crate) fn recordable(&self) -> Vec<Hash> {
+        let mut v = vec![self.h1.clone()];
+        v.extend(self.zh.clone());
+        v
+    }
+}
+
+/// Computes the hashes of a package.
+pub(crate) fn measure(location: &Location) -> Result<Measured, String> {
+    match location {
+        Location::Zip(p) => {
+            let (h1, all) = hash::zip_h1s(p)?;
+            let zh = hash::zh_of_file(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            Ok(Measured {
+                h1_with_dirs: (all != h1).then_some(all),
+                h1,
+                zh: Some(zh),
+            })
+        }
+        Location::Dir(d) => Ok(Measured {
+            h1: hash::h1_of_dir(d).map_err(|e| format!("{}: {e}", d.display()))?,
+            zh: None,
+            h1_with_dirs: None,
+        }),
+    }
+}
+
+/// Whether `name` is a provider executable name for `type_`: `terraform-provider-TYPE`,
+/// optionally followed by `_…` or `.…`.
+pub(crate) fn is_executable_name(name: &str, type_: &str) -> bool {
+    let base = format!("terraform-provider-{type_}");
+    name.strip_prefix(&base)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['_', '.']))
+}
+
+/// The provider executable in an unpacked package: the first regular file, in lexical order,
+/// with an executable name.
+pub(crate) fn find_executable(dir: &Path, type_: &str) -> Option<PathBuf> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| is_executable_name(n, type_))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| dir.join(n))
+        .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file()))
+}
+
+/// Largest total size unpacked from one zip.
+const UNZIP_LIMIT: u64 = 8 * 1024 * 1024 * 1024;
+
+/// Unpacks `zip` into the existing empty directory `dest`, refusing absolute or escaping
+/// paths, symlinks and encrypted entries. Files keep their unix permission bits; the provider
+/// executable is made executable even if the zip records no modes.
+pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<(), String> {
+    let file = fs::File::open(zip_path).map_err(|e| format!("{}: {e}", zip_path.display()))?;
+    let mut zip = zip::ZipArchive::new(io::BufReader::new(file))
+        .map_err(|e| format!("not a valid zip: {e}"))?;
+    let mut total = 0u64;
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).map_err(|e| format!("entry {i}: {e}"))?;
+        let raw = String::from_utf8_lossy(entry.name_raw()).into_owned();
+        if entry.encrypted() {
+            return Err(format!("entry {raw:?} is encrypted"));
+        }
+        if entry.is_symlink() {
+            return Err(format!("entry {raw:?} is a symlink"));
+        }
+        let rel = match entry.enclosed_name() {
+            Some(p) if !raw.contains('\\') && !raw.split('/').any(|s| s == "..") => p,
+            _ => return Err(format!("entry {raw:?} has an unsafe path")),
+        };
+        let out = dest.join(&rel);
+        if entry.is_dir() {
+            fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+            continue;
+        }
+        if let Some(parent) = out.parent() {
+            fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&out)
+            .map_err(|e| format!("{}: {e}", out.display()))?;
+        let n = io::copy(&mut (&mut entry).take(UNZIP_LIMIT - total + 1), &mut f)
+            .map_err(|e| format!("entry {raw:?}: {e}"))?;
+        total += n;
+        if total > UNZIP_LIMIT {
+            return Err(format!("unpacks to more than {UNZIP_LIMIT} bytes"));
+        }
+        f.sync_all().map_err(|e| format!("{}: {e}", out.display()))?;
+        let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let mut mode = entry.unix_mode().map_or(0o644, |m| m & 0o777);
+        if is_executable_name(name, type_) {
+            mode |= 0o755;
+        }
+        set_mode(&out, mode | 0o600)?;
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn set_mode(p: &Path, mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_: &Path, _: u32) -> Result<(), String> {
+    Ok(())
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name unique to this process and call: `PREFIX.PID.N`.
+pub(crate) fn unique_name(prefix: &str) -> String {
+    format!(
+        "{prefix}.{}.{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A file path removed on drop.
+pub(crate) struct TempPath(pub(crate) PathBuf);
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// A directory removed (recursively) on drop unless [`TempDir::keep`] was called.
+pub(crate) struct TempDir(Option<PathBuf>);
+
+impl TempDir {
+    /// Creates a fresh directory `parent/NAME.PID.N`.
+    pub(crate) fn new_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
+        fs::create_dir_all(parent)?;
+        let p = parent.join(unique_name(prefix));
+        fs::create_dir(&p)?;
+        Ok(TempDir(Some(p)))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.0.as_deref().expect("temp dir kept")
+    }
+
+    /// Stops the removal on drop (after the directory was renamed away).
+    pub(crate) fn keep(mut self) -> PathBuf {
+        self.0.take().expect("temp dir kept")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = fs::remove_dir_all(p);
+        }
+    }
+}
