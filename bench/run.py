@@ -206,6 +206,32 @@ class TreeSampler(threading.Thread):
         return out
 
 
+def _busy_seconds() -> float:
+    """CPU seconds all CPUs of the machine have been busy since boot (/proc/stat)."""
+    try:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in parts[1:9])
+        return (user + nice + system + irq + softirq + steal) / CLK_TCK
+    except (OSError, ValueError):
+        return 0.0
+
+
+def wait_for_idle(limit: float, threshold: float = 0.25) -> float:
+    """Waits (at most `limit` seconds) until other processes keep fewer than `threshold` CPUs busy
+    over one second; returns the load of the last window (CPUs busy)."""
+    deadline = time.monotonic() + limit
+    while True:
+        b0, s0, t0 = _busy_seconds(), os.times(), time.monotonic()
+        time.sleep(1.0)
+        s1 = os.times()
+        mine = (s1.user - s0.user) + (s1.system - s0.system)
+        load = max(0.0, _busy_seconds() - b0 - mine) / (time.monotonic() - t0)
+        if load < threshold or time.monotonic() >= deadline:
+            return load
+        time.sleep(2.0)
+
+
 @dataclasses.dataclass
 class RunResult:
     rc: int
@@ -219,6 +245,7 @@ class RunResult:
     stdout_path: Path
     stderr_path: Path
     lines: list  # (seconds since start, line) when the output was streamed
+    foreign_cpu: float  # CPU seconds used meanwhile by processes outside the benchmark
 
 
 def run_measured(
@@ -233,6 +260,7 @@ def run_measured(
     stdout_path = out_base.with_suffix(".stdout")
     stderr_path = out_base.with_suffix(".stderr")
     lines: list = []
+    busy0, self0 = _busy_seconds(), os.times()
     with open(stderr_path, "wb") as err, open(stdout_path, "wb") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(
@@ -280,6 +308,9 @@ def run_measured(
         proc.returncode = os.waitstatus_to_exitcode(status)
         if reader is not None:
             reader.join()
+    self1 = os.times()
+    own_cpu = (self1.user - self0.user) + (self1.system - self0.system)
+    foreign = max(0.0, _busy_seconds() - busy0 - own_cpu - (rusage.ru_utime + rusage.ru_stime))
     cpu = sampler.cpu_by_category()
     if final is not None:
         # The zombie's own CPU time is exact; replace the last (up to 20 ms old) sample.
@@ -301,6 +332,7 @@ def run_measured(
         stdout_path=stdout_path,
         stderr_path=stderr_path,
         lines=lines,
+        foreign_cpu=foreign,
     )
 
 
@@ -653,6 +685,7 @@ class Bench:
         self.results: dict = {}
         self.anomalies: list[str] = []
         self.notes: list[str] = []
+        self.busy_starts = 0  # steps started on a busy machine after --wait-idle gave up
 
     def record(self, w: Workload, engine: str, step: str, rep: int, res: RunResult, extra: dict) -> None:
         entry = {
@@ -665,13 +698,21 @@ class Bench:
             "cpu_total": res.cpu_total,
             "samples": res.samples,
             "max_procs": res.max_procs,
+            "foreign_cpu": res.foreign_cpu,
             **extra,
         }
         self.results.setdefault(w.key, {}).setdefault(engine, {}).setdefault(step, []).append(entry)
 
+    def settle(self) -> None:
+        if self.args.wait_idle > 0:
+            load = wait_for_idle(self.args.wait_idle)
+            if load >= 0.25:
+                self.busy_starts += 1
+
     def cycle_terraform(self, w: Workload, d: Path, rep: int) -> None:
         clean_terraform(d)
         for step in STEPS:
+            self.settle()
             base = d / f"rep{rep}-{step}"
             res = run_measured(terraform_argv(self.env, step), d, self.env.tf_env, base, stream=False)
             out = res.stdout_path.read_text(errors="replace")
@@ -685,6 +726,7 @@ class Bench:
     def cycle_nivis(self, w: Workload, d: Path, rep: int) -> None:
         clean_nivis(d)
         for step in STEPS:
+            self.settle()
             base = d / f"rep{rep}-{step}"
             res = run_measured(nivis_argv(self.env, d, step), d, self.env.nivis_env, base, stream=True)
             info, problems = analyse_nivis(step, w.n, res, self.args.parallelism)
@@ -697,10 +739,13 @@ class Bench:
                 + ("  PROBLEM: " + "; ".join(problems) if problems else ""))
 
     def warm_up(self, w: Workload, tf_dir: Path | None, nv_dir: Path) -> None:
-        """One untimed fresh plan per engine: page cache, provider binary, Nix library."""
+        """One untimed fresh plan per engine: page cache, provider binary, Nix library. For the
+        phased example a whole untimed cycle, since its later providers start only in apply."""
         clean_nivis(nv_dir)
-        subprocess.run(nivis_argv(self.env, nv_dir, "plan"), cwd=nv_dir, env=self.env.nivis_env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        steps = STEPS if w.kind == "phased" else ["plan"]
+        for step in steps:
+            subprocess.run(nivis_argv(self.env, nv_dir, step), cwd=nv_dir, env=self.env.nivis_env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         clean_nivis(nv_dir)
         if tf_dir is not None:
             subprocess.run(terraform_argv(self.env, "plan"), cwd=tf_dir, env=self.env.tf_env,
@@ -831,6 +876,10 @@ def render(bench: Bench, workloads: list[Workload], meta: dict) -> str:
              "refresh) → destroy.")
     L.append("- Peak RSS: the maximum over time of the summed VmRSS of the command and all its "
              "descendants (provider plugins, Nix evaluators), polled every 20 ms.")
+    L.append(f"- Background load: {background_load(bench)}; load average at start {meta['load_start']}, "
+             f"at end {meta['load_end']}."
+             + (f" With --wait-idle {a.wait_idle:g}, {bench.busy_starts} step(s) still started on a busy "
+                "machine." if a.wait_idle > 0 else ""))
     L.append("")
 
     targets = evaluate_targets(bench, workloads)
@@ -861,6 +910,31 @@ def render(bench: Bench, workloads: list[Workload], meta: dict) -> str:
                  "(creates, no changes, deletes all counted).")
     L.append("")
     return "\n".join(L)
+
+
+def background_load(bench: Bench) -> str:
+    """How busy the machine was with other work while steps were measured."""
+    shares, total_wall, total_foreign = [], 0.0, 0.0
+    for engines in bench.results.values():
+        for steps in engines.values():
+            for runs in steps.values():
+                for r in runs:
+                    if r["wall"] > 0:
+                        shares.append(r["foreign_cpu"] / r["wall"])
+                        total_wall += r["wall"]
+                        total_foreign += r["foreign_cpu"]
+    if not shares:
+        return "not measured"
+    return (f"processes outside the benchmark kept {total_foreign / total_wall:.2f} of "
+            f"{os.cpu_count()} CPUs busy on average during the measured steps (per step: median "
+            f"{statistics.median(shares):.2f}, max {max(shares):.2f})")
+
+
+def loadavg() -> str:
+    try:
+        return " / ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
 
 
 def render_workload(bench: Bench, w: Workload) -> list[str]:
@@ -1025,6 +1099,9 @@ def main() -> int:
     ap.add_argument("--chain", type=int, default=100, help="length of the dependency chain (0 to skip; default 100)")
     ap.add_argument("--hops", type=int, default=5, help="hops of the phased two-provider chain (0 to skip; default 5)")
     ap.add_argument("--parallelism", type=int, default=10)
+    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                    help="before each step, wait up to SECONDS for other processes to leave the CPUs "
+                    "idle (under 0.25 CPUs busy over 1 s); for shared machines (default 0: do not wait)")
     ap.add_argument("--terraform-limit", type=float, default=600.0,
                     help="skip Terraform for a size above 1000 whose estimated repetition (all four steps) "
                     "exceeds this many seconds (default 600)")
@@ -1060,6 +1137,7 @@ def main() -> int:
 
     command = "python3 bench/run.py" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
     started = time.time()
+    load_start = loadavg()
     log(f"work directory {work}")
     env = Env(args, work)
     bench = Bench(args, env)
@@ -1088,7 +1166,7 @@ def main() -> int:
                 w.skip_note = (
                     f"Terraform skipped: one repetition would take about {cycle / 60:.0f} min "
                     f"(estimated: {', '.join(f'{STEP_LABEL[k]} ≈ {fmt_s(v)}' for k, v in est.items())}; "
-                    f"{how}), over the {args.terraform_limit / 60:.0f}-minute limit. The Terraform column "
+                    f"{how}), over the {args.terraform_limit:.0f} s limit. The Terraform column "
                     "below shows these estimates, marked ≈; they are not measurements.")
                 log(w.skip_note)
         bench.run_workload(w)
@@ -1104,6 +1182,8 @@ def main() -> int:
         "machine": machine_info(),
         "versions": tool_versions(env),
         "workdir": str(work),
+        "load_start": load_start,
+        "load_end": loadavg(),
     }
     report = render(bench, workloads, meta)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -1118,10 +1198,11 @@ def main() -> int:
 
 def estimate_terraform(bench: Bench, n: int) -> tuple[dict, str]:
     """Estimates Terraform's wall time per step at size n from the independent workloads measured
-    so far. With two sizes m1 < m2, fits t = a·m + b·m² (a, b ≥ 0): Terraform rewrites its whole
-    state after every resource, so apply and destroy grow with the square of the count. With one
-    size, scales it by (n/m)². With none, uses the reference figures for 1000 (plan 2.5 s, apply
-    35 s, no-op plan 3.6 s, destroy 35 s) scaled by (n/1000)²."""
+    so far. With two sizes m1 < m2, fits t = c + a·m + b·m² (a, b ≥ 0), c being Terraform's fixed
+    start-up cost (the fastest step measured): Terraform rewrites its whole state after every
+    resource, so apply and destroy grow with the square of the count. With one size, scales it by
+    (n/m)². With none, uses the reference figures for 1000 (plan 2.5 s, apply 35 s, no-op plan
+    3.6 s, destroy 35 s) scaled by (n/1000)²."""
     measured = []
     for key, engines in bench.results.items():
         if key.startswith("n") and key[1:].isdigit() and engines.get("terraform", {}).get("apply"):
@@ -1139,17 +1220,19 @@ def estimate_terraform(bench: Bench, n: int) -> tuple[dict, str]:
             est[step] = t * (n / m) ** 2
         return est, f"this run's Terraform times for {m} scaled by (N/{m})²"
     m1, m2 = measured[-2], measured[-1]
+    c = min(bench.median(f"n{m}", "terraform", step, "wall") for m in measured for step in STEPS)
     for step in STEPS:
-        t1 = bench.median(f"n{m1}", "terraform", step, "wall")
-        t2 = bench.median(f"n{m2}", "terraform", step, "wall")
+        t1 = max(0.0, bench.median(f"n{m1}", "terraform", step, "wall") - c)
+        t2 = max(0.0, bench.median(f"n{m2}", "terraform", step, "wall") - c)
         b = (t2 / m2 - t1 / m1) / (m2 - m1)
         a = t1 / m1 - b * m1
         if b < 0:  # no superlinear part: linear through the larger point
             a, b = t2 / m2, 0.0
         elif a < 0:  # purely quadratic
             a, b = 0.0, t2 / m2 ** 2
-        est[step] = a * n + b * n * n
-    return est, f"t = a·N + b·N² fitted per step to this run's Terraform medians at {m1} and {m2}"
+        est[step] = c + a * n + b * n * n
+    return est, (f"t = {c:.2f} s + a·N + b·N² fitted per step to this run's Terraform medians at "
+                 f"{m1} and {m2}")
 
 
 if __name__ == "__main__":

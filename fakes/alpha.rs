@@ -10,7 +10,8 @@
 //! computed `revision`, filled by the state upgrader from version 0; `NIVIS_FAKE_FAIL_ON=L1,L2`
 //! makes applies of those labels fail with a diagnostic (`NIVIS_FAKE_PARTIAL_ON` likewise, but
 //! after the object exists, returning it); `NIVIS_FAKE_CRASH_ON=L` makes the
-//! process die mid-apply with a Go-style panic; `NIVIS_FAKE_SLOW_MS`, `NIVIS_FAKE_NOISE` (see
+//! process die mid-apply with a Go-style panic; `NIVIS_FAKE_DRIFT_ON=L` makes reads report a
+//! changed `value`, `NIVIS_FAKE_GONE_ON=L` makes them report the object gone; `NIVIS_FAKE_SLOW_MS`, `NIVIS_FAKE_NOISE` (see
 //! common.rs). A label containing `invalid` fails validation.
 
 #[path = "common.rs"]
@@ -175,6 +176,18 @@ impl common::Fake for Alpha {
             ));
         }
         Ok(new)
+    }
+
+    fn read(&self, _type_name: &str, state: &Value) -> Value {
+        let label = get_str(state, "label").unwrap_or_default();
+        if fault("NIVIS_FAKE_GONE_ON", &label) {
+            return Value::Null;
+        }
+        let mut state = state.clone();
+        if fault("NIVIS_FAKE_DRIFT_ON", &label) {
+            set(&mut state, "value", Value::String("changed-outside".into()));
+        }
+        state
     }
 
     fn upgrade(

@@ -24,6 +24,7 @@
 #     (byKey webs).a.refAttr "id".
 #
 #   vars ledger declarations                variable values (ledger.vars, defaults)
+#   typecheck                               checks used by `nivis gen` constructors
 #   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; ledger ? {}; }
 #
 # References and derived values are inert until toIR resolves them against the
@@ -35,6 +36,7 @@ let
   nodes = import ./lib/nodes.nix { inherit names values; };
   vars = import ./lib/vars.nix { inherit names; };
   ir = import ./lib/ir.nix { inherit names values nodes vars; };
+  typecheck = import ./lib/typecheck.nix { inherit names values; };
 in
 {
   schemaVersion = 1;
@@ -42,4 +44,6 @@ in
   inherit (values) str compute;
   inherit (vars) vars;
   inherit (ir) toIR;
+  # Runtime type checks used by constructors that `nivis gen` writes.
+  inherit typecheck;
 }

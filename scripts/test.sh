@@ -21,6 +21,14 @@ python3 tests/ir-conformance/check.py test
 echo "== Nix library tests"
 bash tests/nix/run.sh
 
-echo "== Rust tests (unit, integration, end-to-end)"
+echo "== nivis gen output, evaluated with Nix (fakes' shapes, a large synthetic provider, null, workato)"
 cargo build --release --bins
+gen_dir="$(mktemp -d)"
+trap 'rm -rf "$gen_dir"' EXIT
+nivis="${CARGO_TARGET_DIR:-target}/release/nivis"
+"$nivis" gen --provider "$NIVIS_REAL_NULL" --out "$gen_dir"
+"$nivis" gen --provider "$NIVIS_REAL_WORKATO" --out "$gen_dir"
+NIVIS_GEN_REAL="$gen_dir" CARGO_PROFILE=release bash tests/nix/gen/run.sh
+
+echo "== Rust tests (unit, integration, end-to-end)"
 cargo test --release -- --test-threads 2

@@ -52,6 +52,53 @@ pub enum Command {
     Output(StateArgs),
     /// Remove a stale state lock left by a process that is gone.
     ForceUnlock(StateArgs),
+    /// Write typed Nix constructors and reference docs from a provider's schema.
+    Gen(GenArgs),
+    /// Provider installation: lock file, mirrors, what is used.
+    #[command(subcommand)]
+    Providers(ProvidersCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProvidersCommand {
+    /// Record versions and hashes of the plan's registry providers for these platforms.
+    Lock {
+        /// OS_ARCH, e.g. linux_amd64; repeatable (default: this machine's).
+        #[arg(long = "platform")]
+        platforms: Vec<String>,
+        /// Choose versions afresh within the constraints, replacing locked selections.
+        #[arg(long)]
+        upgrade: bool,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Write a filesystem mirror (packed zips + network-mirror JSON) of the plan's providers.
+    Mirror {
+        /// The mirror directory.
+        dir: PathBuf,
+        /// OS_ARCH, e.g. linux_amd64; repeatable (default: this machine's).
+        #[arg(long = "platform")]
+        platforms: Vec<String>,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Each provider of the plan: where it comes from, version, hashes.
+    List(RunArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GenArgs {
+    /// The provider, as mkProvider's `source` accepts it (path, store path, or binary name).
+    #[arg(long)]
+    pub provider: String,
+    /// The provider id users give it in `toIR`'s `providers` (default: from the binary name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Output directory; files go to OUT/NAME/.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub install: InstallArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -116,6 +163,48 @@ pub struct RunArgs {
     /// Wait this long for the state lock (e.g. 30s, 2m); default: fail at once.
     #[arg(long, value_parser = parse_duration)]
     pub lock_timeout: Option<Duration>,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+/// Where providers given by registry address come from.
+#[derive(Args, Debug, Clone)]
+pub struct InstallArgs {
+    /// Never use the network: only filesystem mirrors and the cache.
+    #[arg(long, env = "NIVIS_OFFLINE")]
+    pub offline: bool,
+    /// A filesystem mirror (packed or unpacked layout, as `tofu providers mirror` writes);
+    /// repeatable, searched in order. Also NIVIS_PROVIDER_MIRRORS (colon-separated).
+    #[arg(long = "mirror", value_name = "DIR")]
+    pub mirrors: Vec<PathBuf>,
+    /// A network mirror base URL (https); repeatable.
+    #[arg(long = "network-mirror", value_name = "URL")]
+    pub network_mirrors: Vec<String>,
+    /// The provider lock file.
+    #[arg(long, default_value = ".terraform.lock.hcl", env = "NIVIS_LOCK_FILE")]
+    pub lock_file: PathBuf,
+    /// The provider cache (default: $XDG_CACHE_HOME/nivis/providers).
+    #[arg(long, env = "NIVIS_PROVIDER_CACHE_DIR")]
+    pub provider_cache: Option<PathBuf>,
+}
+
+impl InstallArgs {
+    fn options(&self) -> Result<crate::registry::InstallOptions, String> {
+        let cache = match &self.provider_cache {
+            Some(c) => absolute(c),
+            None => crate::registry::default_cache_dir()
+                .ok_or("cannot find a cache directory: set --provider-cache or XDG_CACHE_HOME")?,
+        };
+        let mut opts = crate::registry::InstallOptions::new(cache, absolute(&self.lock_file));
+        opts.offline = self.offline;
+        opts.fs_mirrors = self.mirrors.iter().map(|m| absolute(m)).collect();
+        if let Some(extra) = std::env::var_os("NIVIS_PROVIDER_MIRRORS") {
+            opts.fs_mirrors
+                .extend(std::env::split_paths(&extra).filter(|p| !p.as_os_str().is_empty()));
+        }
+        opts.net_mirrors = self.network_mirrors.clone();
+        Ok(opts)
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -174,6 +263,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Validate(args) => run_engine(&args, None, style, Verb::Validate),
         Command::State(cmd) => state_command(cmd),
         Command::Output(args) => output_command(&args),
+        Command::Gen(args) => gen_command(&args),
+        Command::Providers(cmd) => providers_command(cmd),
         Command::ForceUnlock(args) => match Store::force_unlock(&args.state) {
             Ok(result) => {
                 println!("{result:?}");
@@ -229,6 +320,7 @@ fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Opti
         vars: variables(args)?,
         lock_timeout: args.lock_timeout,
         command: format!("nivis {verb}"),
+        install: args.install.options()?,
     })
 }
 
@@ -569,6 +661,163 @@ fn state_command(cmd: StateCommand) -> i32 {
     }
 }
 
+fn providers_command(cmd: ProvidersCommand) -> i32 {
+    let (run, platforms, upgrade) = match &cmd {
+        ProvidersCommand::Lock {
+            run,
+            platforms,
+            upgrade,
+        } => (run, platforms.clone(), *upgrade),
+        ProvidersCommand::Mirror { run, platforms, .. } => (run, platforms.clone(), false),
+        ProvidersCommand::List(run) => (run, Vec::new(), false),
+    };
+    let mut opts = match options(run, None, "providers") {
+        Ok(o) => o,
+        Err(e) => return fail(&e),
+    };
+    opts.install.update_lock = upgrade;
+    let mut platforms_parsed = Vec::new();
+    for p in &platforms {
+        match p.parse::<crate::registry::Platform>() {
+            Ok(p) => platforms_parsed.push(p),
+            Err(e) => return fail(&format!("--platform {p}: {e}")),
+        }
+    }
+    if platforms_parsed.is_empty() {
+        platforms_parsed.push(crate::registry::Platform::current());
+    }
+    let install = opts.install.clone();
+    let base = opts.source.base_dir();
+    let mut sink = engine::Collect::default();
+    let ir = match Engine::new(opts, &mut sink).declarations() {
+        Ok(ir) => ir,
+        Err(e) => return fail(&e),
+    };
+    let registry: Vec<(String, Option<String>)> = ir
+        .providers
+        .values()
+        .filter(|d| {
+            crate::registry::is_registry_address(&d.source)
+                && !d.source.starts_with('/')
+                && !d.source.starts_with('.')
+        })
+        .map(|d| (d.source.clone(), d.version.clone()))
+        .collect();
+    let result = match &cmd {
+        ProvidersCommand::Lock { .. } => {
+            crate::registry::lock(&registry, &platforms_parsed, &install).map(|()| {
+                println!(
+                    "Locked {} provider(s) for {} platform(s) in {}.",
+                    registry.len(),
+                    platforms_parsed.len(),
+                    install.lock_file.display()
+                );
+            })
+        }
+        ProvidersCommand::Mirror { dir, .. } => {
+            crate::registry::mirror(&registry, &platforms_parsed, &absolute(dir), &install).map(
+                |()| {
+                    println!(
+                        "Mirrored {} provider(s) for {} platform(s) into {}.",
+                        registry.len(),
+                        platforms_parsed.len(),
+                        dir.display()
+                    );
+                },
+            )
+        }
+        ProvidersCommand::List(_) => {
+            for (id, decl) in &ir.providers {
+                if registry.iter().any(|(s, _)| s == &decl.source) {
+                    match crate::registry::install(&decl.source, decl.version.as_deref(), &install)
+                    {
+                        Ok(i) => {
+                            println!("{id}: {} {} from {:?}", i.address, i.version, i.from);
+                            println!("    {}", i.executable.display());
+                            for h in &i.hashes {
+                                println!("    {h}");
+                            }
+                        }
+                        Err(e) => return fail(&format!("provider {id}: {e}")),
+                    }
+                } else {
+                    match engine::resolve_source(&decl.source, &base) {
+                        Ok(p) => println!("{id}: {} (path)", p.display()),
+                        Err(e) => println!("{id}: not found: {e}"),
+                    }
+                }
+            }
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => fail(&e),
+    }
+}
+
+/// `terraform-provider-null_v2.1.2_x4` -> `null`; `provider-alpha` -> `alpha`.
+fn provider_short_name(path: &Path) -> String {
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base = file
+        .strip_prefix("terraform-provider-")
+        .or_else(|| file.strip_prefix("provider-"))
+        .unwrap_or(&file);
+    base.split(['_', '.']).next().unwrap_or(base).to_string()
+}
+
+fn gen_command(args: &GenArgs) -> i32 {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let install = match args.install.options() {
+        Ok(o) => o,
+        Err(e) => return fail(&e),
+    };
+    let path = match engine::locate(&args.provider, None, &cwd, &install) {
+        Ok(p) => p,
+        Err(e) => return fail(&format!("--provider: {e}")),
+    };
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| provider_short_name(&path));
+    let started = std::time::Instant::now();
+    let provider =
+        match crate::plugin::GrpcProvider::start(&crate::plugin::LaunchSpec::new(&name, &path)) {
+            Ok(p) => p,
+            Err(e) => return fail(&e),
+        };
+    let files = crate::codegen::generate(&name, crate::provider::Provider::schema(&provider));
+    drop(provider);
+    let root = args.out.join(&name);
+    if root.exists() {
+        if let Err(e) = std::fs::remove_dir_all(&root) {
+            return fail(&format!("cannot clear {}: {e}", root.display()));
+        }
+    }
+    for file in &files {
+        let target = args.out.join(&file.path);
+        if let Some(parent) = target.parent() {
+            if let Err(e) = std::fs::create_dir_all(parent) {
+                return fail(&format!("cannot create {}: {e}", parent.display()));
+            }
+        }
+        if let Err(e) = std::fs::write(&target, &file.contents) {
+            return fail(&format!("cannot write {}: {e}", target.display()));
+        }
+    }
+    println!(
+        "Wrote {} file(s) for provider {name} to {} in {:.2}s. Use them with `import {}/{name} lib`.",
+        files.len(),
+        root.display(),
+        started.elapsed().as_secs_f64(),
+        args.out.display()
+    );
+    exit::OK
+}
+
 fn output_command(args: &StateArgs) -> i32 {
     match Store::read_only(&args.state) {
         Ok(state) => {
@@ -650,6 +899,19 @@ fn init_logging(verbose: u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provider_names_from_binaries() {
+        assert_eq!(
+            provider_short_name(Path::new("/x/terraform-provider-null_v2.1.2_x4")),
+            "null"
+        );
+        assert_eq!(provider_short_name(Path::new("provider-alpha")), "alpha");
+        assert_eq!(
+            provider_short_name(Path::new("/x/terraform-provider-aws")),
+            "aws"
+        );
+    }
 
     #[test]
     fn durations_and_vars() {

@@ -13,8 +13,14 @@
 //!    the next Nix evaluation.
 //! 7. [`engine`] composes all of it into the phase loop that runs to a fixpoint; [`render`] and
 //!    [`cli`] are the user interface.
+//!
+//! Providers given by registry address are found, verified and cached by [`registry`].
+//!
+//! Beside the pipeline, [`codegen`] turns a provider schema into typed Nix constructors and
+//! reference docs (`nivis gen`).
 
 pub mod cli;
+pub mod codegen;
 pub mod diag;
 pub mod engine;
 pub mod graph;
@@ -24,6 +30,7 @@ pub mod nixeval;
 pub mod objchange;
 pub mod plugin;
 pub mod provider;
+pub mod registry;
 pub mod render;
 pub mod sched;
 pub mod schema;

@@ -4,4 +4,5 @@
 mod e2e;
 mod ir_fixtures;
 mod providers;
+mod registry;
 mod util;

@@ -8,15 +8,16 @@
 #   { attrs = { <name> = attr; }; blocks = { <name> = block; };   (blocks: optional)
 #     names = [ settable names ]; required = [ ... ]; needed = [ blocks with min >= 1 ];
 #     dep = "why"; }                                              (dep: deprecated, optional)
-#   attr  = { t = type; req = true; out = true (computed only); dep = "why"; }  (all but t optional)
+#   attr  = { t = type; out = true (computed only); dep = "why"; }   (out, dep: optional)
 #   block = { nest = "single"|"group"|"list"|"set"|"map"; min = n; max = n; body = spec; dep = "why"; }
 #   type  = "string" | "number" | "bool" | "dynamic" | { list = type; } | { set = type; }
 #         | { map = type; } | { tuple = [ type ]; } | { object = { <name> = type; }; opt = [ name ]; }
 #         | { nested = "single"|"list"|"set"|"map"; body = spec; }  (protocol 6 nested attributes)
 #
 # The checks accept what the executor's conversions accept (numbers and bools where a string
-# goes, "12" and "true" where a number or bool goes; null means unset), so they never reject a
-# config the executor would apply. References, derived values (lib.str, lib.compute) and build
+# goes, "12" and "true" where a number or bool goes; null means unset), so they reject no config
+# the executor would apply (save a set of blocks over its maximum whose elements only become
+# equal once references resolve). References, derived values (lib.str, lib.compute) and build
 # outputs (lib.drv, derivations) are accepted wherever a value goes.
 { names, values }:
 let
@@ -211,6 +212,8 @@ let
     provider = [ "source" "version" "config" "overrides" ];
   };
 
+  maker = { resource = "mkResource"; data = "mkData"; provider = "mkProvider"; };
+
   construct = kind: what: spec: args: make: nodeArgs:
     let
       stray = filter (k: !elem k ctorArgs.${kind}) (attrNames args);
@@ -218,7 +221,7 @@ let
       ok =
         if stray == [ ] then
           isFunction (args.overrides or (x: x))
-          || fail what "overrides must be a function from the constructor's result arguments to new ones, got ${names.describe args.overrides}"
+          || fail what "overrides must be a function from the arguments for lib.${maker.${kind}} to the ones to use, got ${names.describe args.overrides}"
         else if spec.attrs ? ${k} || (spec.blocks or { }) ? ${k} then
           fail what "'${k}' is an argument of the ${if kind == "data" then "data source" else kind}: pass it inside config = { ${names.renderPath [ k ]} = ...; }"
         else if kind == "data" && k == "lifecycle" then fail what "data sources have no lifecycle"
@@ -232,5 +235,5 @@ let
       else made);
 in
 {
-  inherit check construct distance;
+  inherit check construct;
 }

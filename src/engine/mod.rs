@@ -25,8 +25,8 @@ use serde_json::Value as Json;
 
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Wait};
 use self::node::{Mode, NodeInput, NodeOutput, NodeProgress};
-pub use self::providers::resolve_source;
 use self::providers::ProviderSet;
+pub use self::providers::{locate, resolve_source};
 use self::resolve::{resolve, Lookup};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::graph::Graph;
@@ -63,6 +63,8 @@ pub struct Options {
     pub command: String,
     /// A private directory (0700) for the ledger.
     pub run_dir: PathBuf,
+    /// How providers given by registry address are installed (mirrors, cache, lock file).
+    pub install: crate::registry::InstallOptions,
 }
 
 /// Why a run did not complete.
@@ -242,7 +244,7 @@ pub struct Engine<'s> {
 impl<'s> Engine<'s> {
     /// Prepares a run.
     pub fn new(opts: Options, sink: &'s mut dyn Sink) -> Self {
-        let providers = ProviderSet::new(&opts.source.base_dir());
+        let providers = ProviderSet::new(&opts.source.base_dir(), opts.install.clone());
         Engine {
             opts,
             sink,
@@ -622,6 +624,13 @@ impl<'s> Engine<'s> {
                 waits: waits.clone(),
             });
         }
+    }
+
+    /// Evaluates the plan once (phase 0, ledger from state) and returns its IR; for commands
+    /// that only need the declarations (`providers lock|mirror|list`).
+    pub fn declarations(&mut self) -> Result<Ir, EngineError> {
+        let holder = self.open_state(false)?;
+        self.evaluate(holder.state(), 0)
     }
 
     /// `nivis plan`: what the next apply would do, phase 1 in full and later phases as waits.

@@ -23,6 +23,7 @@ struct Running {
 /// The providers of one run, by IR provider id.
 pub struct ProviderSet {
     base_dir: PathBuf,
+    install: crate::registry::InstallOptions,
     running: BTreeMap<String, Running>,
 }
 
@@ -39,9 +40,10 @@ pub struct StartInfo {
 
 impl ProviderSet {
     /// Relative `./` sources resolve against `base_dir` (the flake's directory).
-    pub fn new(base_dir: &Path) -> Self {
+    pub fn new(base_dir: &Path, install: crate::registry::InstallOptions) -> Self {
         ProviderSet {
             base_dir: base_dir.to_path_buf(),
+            install,
             running: BTreeMap::new(),
         }
     }
@@ -61,8 +63,13 @@ impl ProviderSet {
         if let Some(r) = self.running.get(id) {
             return Ok((r.provider.clone() as Arc<dyn Provider>, None));
         }
-        let path = resolve_source(&decl.source, &self.base_dir)
-            .map_err(|e| Diagnostics::from(Diagnostic::error(format!("provider {id}: {e}"))))?;
+        let path = locate(
+            &decl.source,
+            decl.version.as_deref(),
+            &self.base_dir,
+            &self.install,
+        )
+        .map_err(|e| Diagnostics::from(Diagnostic::error(format!("provider {id}: {e}"))))?;
         let started = Instant::now();
         let provider = GrpcProvider::start(&LaunchSpec::new(id, &path))
             .map_err(|e| Diagnostics::from(Diagnostic::error(e.to_string())))?;
@@ -128,6 +135,29 @@ fn prefix(mut d: Diagnostic, id: &str) -> Diagnostic {
     d
 }
 
+/// Finds the binary for `source`: a registry address is installed (mirrors, cache, registry,
+/// verified against the lock file); anything else is resolved as a path by [`resolve_source`].
+pub fn locate(
+    source: &str,
+    version: Option<&str>,
+    base_dir: &Path,
+    install: &crate::registry::InstallOptions,
+) -> Result<PathBuf, String> {
+    if crate::registry::is_registry_address(source)
+        && !source.starts_with('/')
+        && !source.starts_with('.')
+    {
+        let installed =
+            crate::registry::install(source, version, install).map_err(|e| e.to_string())?;
+        for w in &installed.warnings {
+            log::warn!("{source}: {w}");
+        }
+        log::info!("{source} {} from {:?}", installed.version, installed.from);
+        return Ok(installed.executable);
+    }
+    resolve_source(source, base_dir)
+}
+
 /// Finds the provider binary named by an IR `source`.
 ///
 /// Accepted forms: an absolute path to a binary; `./` or `../` paths relative to the flake;
@@ -178,8 +208,7 @@ pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, String> 
         ));
     }
     Err(format!(
-        "source {source:?} looks like a registry address; registry installation is not available in this build: \
-         give the provider binary's path (absolute, ./relative, or a Nix store path)"
+        "source {source:?} is not a path or binary name; registry addresses look like NAMESPACE/TYPE or HOST/NAMESPACE/TYPE"
     ))
 }
 

@@ -68,6 +68,7 @@ pub fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
 
 /// A cached schema: the converted model and the digest of the raw answer it came from.
 #[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Entry {
     /// sha256 of the encoded GetSchema/GetProviderSchema response.
     pub response: String,
@@ -80,16 +81,25 @@ pub fn response_digest(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// The cache file for a binary. The name carries the entry format's version: a Nivis that
+/// wrote another format never reads this one as something it is not.
+fn entry_path(dir: &Path, hash: &str) -> PathBuf {
+    dir.join(format!("{hash}.{FORMAT}.json"))
+}
+
+/// Version of the cache entry format; bump it whenever [`Entry`] or the schema model changes.
+const FORMAT: &str = "v2";
+
 /// The cached schema of the binary with this hash.
 pub fn load(dir: &Path, hash: &str) -> Option<Entry> {
-    let bytes = std::fs::read(dir.join(format!("{hash}.json"))).ok()?;
+    let bytes = std::fs::read(entry_path(dir, hash)).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// Stores a schema for the binary with this hash.
 pub fn store(dir: &Path, hash: &str, entry: &Entry) {
     if let Ok(bytes) = serde_json::to_vec(entry) {
-        if let Err(e) = write_private(&dir.join(format!("{hash}.json")), &bytes) {
+        if let Err(e) = write_private(&entry_path(dir, hash), &bytes) {
             log::debug!(
                 "could not cache a provider schema in {}: {e}",
                 dir.display()
@@ -152,7 +162,7 @@ mod tests {
         let entry = load(&cache, &h).unwrap();
         assert!(entry.schema.get_provider_schema_optional);
         assert_eq!(entry.response, response_digest(b"answer"));
-        let mode = std::fs::metadata(cache.join(format!("{h}.json")))
+        let mode = std::fs::metadata(entry_path(&cache, &h))
             .unwrap()
             .permissions()
             .mode();

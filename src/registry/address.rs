@@ -180,9 +180,7 @@ impl Version {
                 pre: p.pre,
                 build: p.build,
             }),
-            _ => Err(format!(
-                "invalid version {s:?}: expected MAJOR.MINOR.PATCH"
-            )),
+            _ => Err(format!("invalid version {s:?}: expected MAJOR.MINOR.PATCH")),
         }
     }
 
@@ -280,10 +278,11 @@ impl Partial {
             None => (t, Vec::new()),
         };
         let bad = || format!("invalid version {s:?}");
-        let ident_ok = |i: &String| {
-            !i.is_empty() && i.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        };
-        if !pre.iter().all(ident_ok) || (!build.is_empty() && !build.split('.').all(|b| ident_ok(&b.to_string()))) {
+        let ident_ok =
+            |i: &String| !i.is_empty() && i.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !pre.iter().all(ident_ok)
+            || (!build.is_empty() && !build.split('.').all(|b| ident_ok(&b.to_string())))
+        {
             return Err(bad());
         }
         let nums: Vec<&str> = core.split('.').collect();
@@ -291,7 +290,10 @@ impl Partial {
             return Err(bad());
         }
         let num = |n: &str| -> Result<u64, String> {
-            if n.is_empty() || !n.chars().all(|c| c.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
+            if n.is_empty()
+                || !n.chars().all(|c| c.is_ascii_digit())
+                || (n.len() > 1 && n.starts_with('0'))
+            {
                 return Err(bad());
             }
             n.parse::<u64>().map_err(|_| bad())
@@ -408,7 +410,9 @@ impl Constraint {
             .unwrap_or((Op::Eq, c));
             let rest = rest.trim();
             if rest.is_empty() {
-                return Err(format!("invalid version constraint {s:?}: clause {c:?} has no version"));
+                return Err(format!(
+                    "invalid version constraint {s:?}: clause {c:?} has no version"
+                ));
             }
             let v = Partial::parse(rest)
                 .map_err(|e| format!("invalid version constraint {s:?}: {e}"))?;
@@ -502,7 +506,11 @@ impl Platform {
 
     /// Parses `OS_ARCH`.
     pub fn parse(s: &str) -> Result<Platform, String> {
-        let ok = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        let ok = |p: &str| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        };
         match s.split_once('_') {
             Some((os, arch)) if ok(os) && ok(arch) => Ok(Platform {
                 os: os.into(),
@@ -564,7 +572,9 @@ mod tests {
         assert!(ProviderAddr::parse("host:0/a/b").is_err());
         assert!(is_registry_address("hashicorp/null"));
         assert!(is_registry_address("registry.terraform.io/hashicorp/null"));
-        assert!(!is_registry_address("/nix/store/abc-null/bin/terraform-provider-null"));
+        assert!(!is_registry_address(
+            "/nix/store/abc-null/bin/terraform-provider-null"
+        ));
         assert!(!is_registry_address("./bin/terraform-provider-null"));
         assert!(!is_registry_address("bin/terraform-provider-null"));
         assert!(!is_registry_address("provider-alpha"));
@@ -574,8 +584,18 @@ mod tests {
     #[test]
     fn version_order() {
         let mut vs: Vec<Version> = [
-            "1.0.0", "1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta",
-            "1.0.0-beta.2", "1.0.0-beta.11", "1.0.0-rc.1", "0.9.9", "1.0.1", "1.10.0", "1.2.0",
+            "1.0.0",
+            "1.0.0-alpha",
+            "1.0.0-alpha.1",
+            "1.0.0-alpha.beta",
+            "1.0.0-beta",
+            "1.0.0-beta.2",
+            "1.0.0-beta.11",
+            "1.0.0-rc.1",
+            "0.9.9",
+            "1.0.1",
+            "1.10.0",
+            "1.2.0",
         ]
         .iter()
         .map(|s| v(s))
@@ -585,8 +605,18 @@ mod tests {
         assert_eq!(
             got,
             [
-                "0.9.9", "1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta",
-                "1.0.0-beta.2", "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.1", "1.2.0", "1.10.0"
+                "0.9.9",
+                "1.0.0-alpha",
+                "1.0.0-alpha.1",
+                "1.0.0-alpha.beta",
+                "1.0.0-beta",
+                "1.0.0-beta.2",
+                "1.0.0-beta.11",
+                "1.0.0-rc.1",
+                "1.0.0",
+                "1.0.1",
+                "1.2.0",
+                "1.10.0"
             ]
         );
         assert_eq!(v("v2.1.2"), v("2.1.2+build.5"));
@@ -609,7 +639,10 @@ mod tests {
         assert!(!c("!= 1.2.3").allows(&v("1.2.3")));
         assert!(c("2.0.0-beta1").allows(&v("2.0.0-beta1")));
         assert!(!c(">= 1.0.0").allows(&v("2.0.0-beta1")));
-        assert_eq!(c(">=4.0.0,~>2.0 , 1.2.3").to_string(), ">= 4.0.0, ~> 2.0, 1.2.3");
+        assert_eq!(
+            c(">=4.0.0,~>2.0 , 1.2.3").to_string(),
+            ">= 4.0.0, ~> 2.0, 1.2.3"
+        );
         assert!(Constraint::parse(">=").is_err());
         assert!(Constraint::parse("~> x").is_err());
         let vs = [v("1.0.0"), v("1.4.0"), v("2.0.0"), v("1.5.0-rc1")];
@@ -618,7 +651,10 @@ mod tests {
 
     #[test]
     fn platforms() {
-        assert_eq!(Platform::parse("linux_amd64").unwrap().to_string(), "linux_amd64");
+        assert_eq!(
+            Platform::parse("linux_amd64").unwrap().to_string(),
+            "linux_amd64"
+        );
         assert!(Platform::parse("linux").is_err());
         assert!(Platform::parse("Linux_amd64").is_err());
         let cur = Platform::current();

@@ -45,7 +45,12 @@ impl Cache {
     }
 
     /// `ROOT/HOST/NS/TYPE/VERSION/OS_ARCH`.
-    pub(crate) fn package_dir(&self, addr: &ProviderAddr, version: &Version, platform: &Platform) -> PathBuf {
+    pub(crate) fn package_dir(
+        &self,
+        addr: &ProviderAddr,
+        version: &Version,
+        platform: &Platform,
+    ) -> PathBuf {
         self.root
             .join(addr.rel_path())
             .join(version.to_string())
@@ -143,10 +148,8 @@ impl Cache {
         }
         let tmp = TempDir::new_in(&tmp_root, &key)
             .map_err(|e| InstallError::io(&tmp_root, "create temporary directory in", e))?;
-        package::unzip(zip, tmp.path(), &addr.type_)
+        let got = package::unzip(zip, tmp.path(), &addr.type_)
             .map_err(|e| subject.refuse(origin, Check::Contents, e))?;
-        let got = hash::h1_of_dir(tmp.path())
-            .map_err(|e| subject.refuse(origin, Check::Contents, e.to_string()))?;
         if &got != h1 {
             return Err(subject.refuse(
                 origin,
@@ -158,7 +161,10 @@ impl Cache {
             return Err(subject.refuse(
                 origin,
                 Check::Contents,
-                format!("no file named terraform-provider-{}[_…] in the package", addr.type_),
+                format!(
+                    "no file named terraform-provider-{}[_…] in the package",
+                    addr.type_
+                ),
             ));
         }
         let parent = target.parent().expect("package dir has a parent");
@@ -180,8 +186,13 @@ impl Cache {
         if let Some(t) = trash {
             let _ = fs::remove_dir_all(t);
         }
-        let executable = package::find_executable(&target, &addr.type_)
-            .ok_or_else(|| InstallError::io(&target, "find the provider executable in", "missing after rename"))?;
+        let executable = package::find_executable(&target, &addr.type_).ok_or_else(|| {
+            InstallError::io(
+                &target,
+                "find the provider executable in",
+                "missing after rename",
+            )
+        })?;
         Ok(Cached {
             dir: target,
             executable,

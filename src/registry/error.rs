@@ -60,7 +60,11 @@ pub struct PackageRef {
 
 impl fmt::Display for PackageRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} ({}) from {}", self.address, self.version, self.platform, self.origin)
+        write!(
+            f,
+            "{} {} ({}) from {}",
+            self.address, self.version, self.platform, self.origin
+        )
     }
 }
 
@@ -194,7 +198,12 @@ impl Subject {
         })
     }
 
-    pub(crate) fn refuse(&self, origin: &impl fmt::Display, check: Check, detail: impl Into<String>) -> InstallError {
+    pub(crate) fn refuse(
+        &self,
+        origin: &impl fmt::Display,
+        check: Check,
+        detail: impl Into<String>,
+    ) -> InstallError {
         InstallError::Verification {
             package: self.package(origin),
             check,
@@ -253,11 +262,10 @@ impl fmt::Display for InstallError {
             } => write!(
                 f,
                 "provider {address} ({wanted}) for {platform} was not found locally, and offline \
-                 mode does not use the network. Searched:{}{}\nPut the package in a filesystem \
+                 mode does not use the network. Searched:{}\nPut the package in a filesystem \
                  mirror (`nivis providers mirror DIR` on a connected machine writes one), or run \
                  without offline mode.",
-                list(searched),
-                if searched.is_empty() { "\n  (no filesystem mirror configured, cache empty)" } else { "" }
+                list(searched)
             ),
             InstallError::NoMatchingVersion {
                 address,

@@ -52,7 +52,11 @@ fn matching_dirs(dir: &Path, want: &str) -> Vec<PathBuf> {
     };
     let mut out: Vec<PathBuf> = entries
         .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.to_lowercase() == want))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.to_lowercase() == want)
+        })
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
@@ -85,7 +89,12 @@ pub(crate) fn parse_packed_name(name: &str, type_: &str) -> Option<(Version, Pla
     let mut parts = rest.splitn(3, '_');
     let (v, os, arch) = (parts.next()?, parts.next()?, parts.next()?);
     let version = Version::parse(v).ok()?;
-    let platform = Platform::parse(&format!("{}_{}", os.to_ascii_lowercase(), arch.to_ascii_lowercase())).ok()?;
+    let platform = Platform::parse(&format!(
+        "{}_{}",
+        os.to_ascii_lowercase(),
+        arch.to_ascii_lowercase()
+    ))
+    .ok()?;
     Some((version, platform))
 }
 
@@ -145,7 +154,11 @@ impl Source for FsMirror {
         Origin::FsMirror(self.base.clone())
     }
 
-    fn versions(&self, addr: &ProviderAddr, platform: &Platform) -> Result<Vec<Version>, InstallError> {
+    fn versions(
+        &self,
+        addr: &ProviderAddr,
+        platform: &Platform,
+    ) -> Result<Vec<Version>, InstallError> {
         let mut v: Vec<Version> = self
             .scan(addr)
             .into_iter()
@@ -185,12 +198,21 @@ mod tests {
 
     #[test]
     fn packed_names() {
-        let (v, p) = parse_packed_name("terraform-provider-null_2.1.2_linux_amd64.zip", "null").unwrap();
-        assert_eq!((v.to_string(), p.to_string()), ("2.1.2".into(), "linux_amd64".into()));
-        let (v, _) = parse_packed_name("Terraform-Provider-NULL_2.0.0-RC1_Linux_AMD64.ZIP", "null").unwrap();
+        let (v, p) =
+            parse_packed_name("terraform-provider-null_2.1.2_linux_amd64.zip", "null").unwrap();
+        assert_eq!(
+            (v.to_string(), p.to_string()),
+            ("2.1.2".into(), "linux_amd64".into())
+        );
+        let (v, _) =
+            parse_packed_name("Terraform-Provider-NULL_2.0.0-RC1_Linux_AMD64.ZIP", "null").unwrap();
         assert_eq!(v.to_string(), "2.0.0-RC1");
         assert!(parse_packed_name("terraform-provider-null_2.1.2_linux.zip", "null").is_none());
-        assert!(parse_packed_name("terraform-provider-nullx_2.1.2_linux_amd64.zip", "null").is_none());
-        assert!(parse_packed_name("terraform-provider-null_2.1.2_linux_amd64.tar", "null").is_none());
+        assert!(
+            parse_packed_name("terraform-provider-nullx_2.1.2_linux_amd64.zip", "null").is_none()
+        );
+        assert!(
+            parse_packed_name("terraform-provider-null_2.1.2_linux_amd64.tar", "null").is_none()
+        );
     }
 }

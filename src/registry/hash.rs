@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -39,7 +39,9 @@ impl Hash {
             {
                 Ok(Hash(s.to_string()))
             }
-            _ => Err(format!("invalid hash {s:?}: expected SCHEME:VALUE, e.g. h1:… or zh:…")),
+            _ => Err(format!(
+                "invalid hash {s:?}: expected SCHEME:VALUE, e.g. h1:… or zh:…"
+            )),
         }
     }
 
@@ -160,17 +162,24 @@ pub(crate) fn zip_h1s(path: &Path) -> Result<(Hash, Hash), String> {
     let mut last: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
     let mut names = Vec::new();
     for i in 0..zip.len() {
-        let f = zip.by_index_raw(i).map_err(|e| format!("{}: {e}", path.display()))?;
+        let f = zip
+            .by_index_raw(i)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         let name = f.name_raw().to_vec();
         last.insert(name.clone(), i);
         names.push((name, f.is_dir()));
     }
     let mut digests: BTreeMap<usize, [u8; 32]> = BTreeMap::new();
-    let (mut all, mut files) = (Vec::with_capacity(names.len()), Vec::with_capacity(names.len()));
+    let (mut all, mut files) = (
+        Vec::with_capacity(names.len()),
+        Vec::with_capacity(names.len()),
+    );
     for (name, is_dir) in names {
         let i = last[&name];
         if let std::collections::btree_map::Entry::Vacant(slot) = digests.entry(i) {
-            let mut f = zip.by_index(i).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut f = zip
+                .by_index(i)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
             let mut h = Sha256::new();
             io::copy(&mut f, &mut h).map_err(|e| format!("{}: {e}", path.display()))?;
             slot.insert(h.finalize().into());
@@ -215,11 +224,14 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// Standard base64 with padding (RFC 4648 §4).
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -230,16 +242,6 @@ fn base64(bytes: &[u8]) -> String {
         }
     }
     s
-}
-
-/// Reads at most `limit` bytes of `r`; more is an error.
-pub(crate) fn read_limited(r: impl Read, limit: u64) -> io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    r.take(limit + 1).read_to_end(&mut buf)?;
-    if buf.len() as u64 > limit {
-        return Err(io::Error::other(format!("more than {limit} bytes")));
-    }
-    Ok(buf)
 }
 
 #[cfg(test)]

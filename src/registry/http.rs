@@ -6,7 +6,7 @@
 //! URL resolution. Does not know any protocol document: the registry and network mirror
 //! modules parse what it fetches.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -54,8 +54,8 @@ impl Http {
             detail: format!("invalid URL: {e}"),
         })?;
         let host = uri.host().unwrap_or("");
-        let loopback = super::address::host_is_loopback(host)
-            || host.trim_matches(['[', ']']) == "::1";
+        let loopback =
+            super::address::host_is_loopback(host) || host.trim_matches(['[', ']']) == "::1";
         match uri.scheme_str() {
             Some("https") => Ok((uri, loopback)),
             Some("http") if loopback && self.insecure_loopback => Ok((uri, true)),
@@ -79,7 +79,11 @@ impl Http {
     /// GET; `Ok(None)` on 404 (and 410). Returns the final URL after redirects.
     fn get(&self, url: &str) -> Result<Option<(String, ureq::Body)>, InstallError> {
         let (uri, loopback) = self.check(url)?;
-        let agent = if loopback { &self.direct } else { &self.proxied };
+        let agent = if loopback {
+            &self.direct
+        } else {
+            &self.proxied
+        };
         let resp = agent
             .get(uri)
             .header("X-Terraform-Version", TERRAFORM_VERSION)
@@ -117,11 +121,9 @@ impl Http {
         let Some((final_url, body)) = self.get(url)? else {
             return Ok(None);
         };
-        let bytes = super::hash::read_limited(body.into_reader(), limit).map_err(|e| {
-            InstallError::Network {
-                url: url.to_string(),
-                detail: format!("reading the answer: {e}"),
-            }
+        let bytes = read_limited(body.into_reader(), limit).map_err(|e| InstallError::Network {
+            url: url.to_string(),
+            detail: format!("reading the answer: {e}"),
         })?;
         Ok(Some((final_url, bytes)))
     }
@@ -177,11 +179,24 @@ impl Http {
     }
 }
 
+/// Reads at most `limit` bytes of `r`; more is an error.
+pub(crate) fn read_limited(r: impl Read, limit: u64) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    r.take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(io::Error::other(format!("more than {limit} bytes")));
+    }
+    Ok(buf)
+}
+
 /// Resolves `reference` against `base` (RFC 3986 §5.2, without query merging subtleties that
 /// registries do not use).
 pub(crate) fn resolve(base: &str, reference: &str) -> Result<String, String> {
     if let Some((scheme, _)) = reference.split_once("://") {
-        if scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) {
+        if scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        {
             return Ok(reference.to_string());
         }
     }
@@ -195,10 +210,7 @@ pub(crate) fn resolve(base: &str, reference: &str) -> Result<String, String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let base_path = path_and_query
-        .split(['?', '#'])
-        .next()
-        .unwrap_or("/");
+    let base_path = path_and_query.split(['?', '#']).next().unwrap_or("/");
     if reference.is_empty() {
         return Ok(base.to_string());
     }
@@ -257,17 +269,29 @@ mod tests {
     #[test]
     fn relative_urls() {
         let b = "https://h.example/.well-known/terraform.json";
-        assert_eq!(resolve(b, "/v1/providers/").unwrap(), "https://h.example/v1/providers/");
-        assert_eq!(resolve(b, "v1/").unwrap(), "https://h.example/.well-known/v1/");
+        assert_eq!(
+            resolve(b, "/v1/providers/").unwrap(),
+            "https://h.example/v1/providers/"
+        );
+        assert_eq!(
+            resolve(b, "v1/").unwrap(),
+            "https://h.example/.well-known/v1/"
+        );
         assert_eq!(resolve(b, "../v1/").unwrap(), "https://h.example/v1/");
-        assert_eq!(resolve(b, "https://o.example/x").unwrap(), "https://o.example/x");
+        assert_eq!(
+            resolve(b, "https://o.example/x").unwrap(),
+            "https://o.example/x"
+        );
         assert_eq!(resolve(b, "//o.example/x").unwrap(), "https://o.example/x");
         let j = "http://127.0.0.1:9/m/h/ns/t/2.0.0.json";
         assert_eq!(
             resolve(j, "terraform-provider-t_2.0.0_linux_amd64.zip").unwrap(),
             "http://127.0.0.1:9/m/h/ns/t/terraform-provider-t_2.0.0_linux_amd64.zip"
         );
-        assert_eq!(resolve("https://a/b/c?q=1", "d?x").unwrap(), "https://a/b/d?x");
+        assert_eq!(
+            resolve("https://a/b/c?q=1", "d?x").unwrap(),
+            "https://a/b/d?x"
+        );
     }
 
     #[test]

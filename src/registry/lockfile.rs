@@ -156,7 +156,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InstallError
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(format!(".{}.tmp", super::package::unique_name(&name)));
     let res = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;

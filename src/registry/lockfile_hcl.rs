@@ -102,7 +102,10 @@ fn lex(text: &str) -> Result<Vec<(Tok, usize)>, Error> {
     Ok(out)
 }
 
-fn lex_string(chars: &mut std::iter::Peekable<std::str::Chars>, line: usize) -> Result<String, Error> {
+fn lex_string(
+    chars: &mut std::iter::Peekable<std::str::Chars>,
+    line: usize,
+) -> Result<String, Error> {
     let mut s = String::new();
     loop {
         let c = chars
@@ -112,7 +115,9 @@ fn lex_string(chars: &mut std::iter::Peekable<std::str::Chars>, line: usize) -> 
             '"' => return Ok(s),
             '\n' => return Err((line, "unterminated string".into())),
             '\\' => {
-                let e = chars.next().ok_or((line, "unterminated string".to_string()))?;
+                let e = chars
+                    .next()
+                    .ok_or((line, "unterminated string".to_string()))?;
                 match e {
                     'n' => s.push('\n'),
                     'r' => s.push('\r'),
@@ -140,7 +145,10 @@ fn lex_string(chars: &mut std::iter::Peekable<std::str::Chars>, line: usize) -> 
                 }
             }
             '$' | '%' if chars.peek() == Some(&'{') => {
-                return Err((line, "template sequences are not allowed in a lock file".into()))
+                return Err((
+                    line,
+                    "template sequences are not allowed in a lock file".into(),
+                ))
             }
             c => s.push(c),
         }
@@ -229,7 +237,10 @@ pub(crate) fn parse(text: &str) -> Result<LockFile, Error> {
         match kind.as_str() {
             "provider" => {
                 let [label] = labels.as_slice() else {
-                    return Err((line, "a provider block takes exactly one label, the provider address".into()));
+                    return Err((
+                        line,
+                        "a provider block takes exactly one label, the provider address".into(),
+                    ));
                 };
                 let addr = provider_label(label).map_err(|e| (line, e))?;
                 let entry = provider_body(&mut p, line)?;
@@ -257,7 +268,9 @@ pub(crate) fn parse(text: &str) -> Result<LockFile, Error> {
 fn header_tool(text: &str) -> Option<String> {
     let mut lines = text.lines();
     let first = lines.next()?;
-    let tool = first.strip_prefix(HEADER_PREFIX)?.strip_suffix(HEADER_SUFFIX)?;
+    let tool = first
+        .strip_prefix(HEADER_PREFIX)?
+        .strip_suffix(HEADER_SUFFIX)?;
     (lines.next() == Some(HEADER_SECOND) && !tool.contains('"')).then(|| tool.to_string())
 }
 
@@ -284,23 +297,44 @@ fn provider_body(p: &mut Parser, block_line: usize) -> Result<LockedProvider, Er
         let name = match p.next() {
             Some(Tok::RBrace) => break,
             Some(Tok::Ident(n)) => n,
-            Some(t) => return Err((line, format!("expected an argument, found {}", describe(&t)))),
+            Some(t) => {
+                return Err((
+                    line,
+                    format!("expected an argument, found {}", describe(&t)),
+                ))
+            }
             None => return Err((block_line, "unclosed provider block".into())),
         };
         if p.peek() != Some(&Tok::Eq) {
-            return Err((line, format!("unsupported nested block {name:?} in a provider block")));
+            return Err((
+                line,
+                format!("unsupported nested block {name:?} in a provider block"),
+            ));
         }
         p.pos += 1;
         let value = value(p)?;
         match p.peek() {
             Some(Tok::Newline) | Some(Tok::RBrace) => {}
-            Some(t) => return Err((p.line(), format!("expected a new line after argument {name:?}, found {}", describe(t)))),
+            Some(t) => {
+                return Err((
+                    p.line(),
+                    format!(
+                        "expected a new line after argument {name:?}, found {}",
+                        describe(t)
+                    ),
+                ))
+            }
             None => {}
         }
         let dup = || (line, format!("argument {name:?} is given twice"));
         match (name.as_str(), value) {
             ("version", Value::Str(s)) => {
-                let v = Version::parse(&s).map_err(|e| (line, format!("invalid version: {e}; the lock file records exact versions")))?;
+                let v = Version::parse(&s).map_err(|e| {
+                    (
+                        line,
+                        format!("invalid version: {e}; the lock file records exact versions"),
+                    )
+                })?;
                 if version.replace(v).is_some() {
                     return Err(dup());
                 }
@@ -327,12 +361,18 @@ fn provider_body(p: &mut Parser, block_line: usize) -> Result<LockedProvider, Er
                 return Err((line, "argument \"hashes\" must be a list of strings".into()))
             }
             (other, _) => {
-                return Err((line, format!("unsupported argument {other:?} in a provider block")))
+                return Err((
+                    line,
+                    format!("unsupported argument {other:?} in a provider block"),
+                ))
             }
         }
     }
     Ok(LockedProvider {
-        version: version.ok_or((block_line, "the provider block has no version argument".to_string()))?,
+        version: version.ok_or((
+            block_line,
+            "the provider block has no version argument".to_string(),
+        ))?,
         constraints,
         hashes: hashes.unwrap_or_default(),
     })
@@ -350,20 +390,36 @@ fn value(p: &mut Parser) -> Result<Value, Error> {
                 match p.next() {
                     Some(Tok::RBrack) => break,
                     Some(Tok::Str(s)) => items.push(s),
-                    Some(t) => return Err((line, format!("expected a string in the list, found {}", describe(&t)))),
+                    Some(t) => {
+                        return Err((
+                            line,
+                            format!("expected a string in the list, found {}", describe(&t)),
+                        ))
+                    }
                     None => return Err((line, "unclosed list".into())),
                 }
                 p.skip_newlines();
                 match p.peek() {
                     Some(Tok::Comma) => p.pos += 1,
                     Some(Tok::RBrack) => {}
-                    Some(t) => return Err((p.line(), format!("expected ',' or ']', found {}", describe(t)))),
+                    Some(t) => {
+                        return Err((
+                            p.line(),
+                            format!("expected ',' or ']', found {}", describe(t)),
+                        ))
+                    }
                     None => return Err((line, "unclosed list".into())),
                 }
             }
             Ok(Value::List(items))
         }
-        Some(t) => Err((line, format!("expected a string or a list of strings, found {}", describe(&t)))),
+        Some(t) => Err((
+            line,
+            format!(
+                "expected a string or a list of strings, found {}",
+                describe(&t)
+            ),
+        )),
         None => Err((line, "expected a value, found the end of the file".into())),
     }
 }
@@ -450,7 +506,8 @@ mod tests {
 
     #[test]
     fn errors_carry_lines() {
-        let e = parse("\n\nprovider \"registry.opentofu.org/a/b\" {\n  versoin = \"1.0.0\"\n}\n").unwrap_err();
+        let e = parse("\n\nprovider \"registry.opentofu.org/a/b\" {\n  versoin = \"1.0.0\"\n}\n")
+            .unwrap_err();
         assert_eq!(e.0, 4, "{e:?}");
         assert!(e.1.contains("unsupported argument"), "{e:?}");
         let e = parse("provider \"A/b\" {\n version = \"1.0.0\"\n}\n").unwrap_err();

@@ -44,16 +44,23 @@ pub(crate) fn place(
     let pdir = provider_dir(dir, addr);
     fs::create_dir_all(&pdir).map_err(|e| InstallError::io(&pdir, "create", e))?;
     let target = pdir.join(packed_name(addr, version, platform));
-    let staging = pdir.join(format!(".{}", package::unique_name(&packed_name(addr, version, platform))));
+    let staging = pdir.join(format!(
+        ".{}",
+        package::unique_name(&packed_name(addr, version, platform))
+    ));
     let guard = package::TempPath(staging.clone());
     match location {
         Location::Zip(src) => {
             let mut from = File::open(src).map_err(|e| InstallError::io(src, "read", e))?;
-            let mut to = File::create(&staging).map_err(|e| InstallError::io(&staging, "create", e))?;
+            let mut to =
+                File::create(&staging).map_err(|e| InstallError::io(&staging, "create", e))?;
             io::copy(&mut from, &mut to).map_err(|e| InstallError::io(&staging, "write", e))?;
-            to.sync_all().map_err(|e| InstallError::io(&staging, "write", e))?;
+            to.sync_all()
+                .map_err(|e| InstallError::io(&staging, "write", e))?;
         }
-        Location::Dir(src) => zip_dir(src, &staging).map_err(|e| InstallError::io(src, "zip", e))?,
+        Location::Dir(src) => {
+            zip_dir(src, &staging).map_err(|e| InstallError::io(src, "zip", e))?
+        }
     }
     fs::rename(&staging, &target).map_err(|e| InstallError::io(&target, "rename into", e))?;
     drop(guard);
@@ -75,7 +82,8 @@ pub(crate) fn zip_dir(src: &Path, dest: &Path) -> io::Result<()> {
             .compression_method(zip::CompressionMethod::Deflated)
             .last_modified_time(zip::DateTime::default())
             .unix_permissions(mode);
-        zip.start_file(rel.as_str(), opts).map_err(io::Error::other)?;
+        zip.start_file(rel.as_str(), opts)
+            .map_err(io::Error::other)?;
         let mut f = File::open(&path)?;
         io::copy(&mut f, &mut zip)?;
     }
@@ -87,11 +95,17 @@ pub(crate) fn zip_dir(src: &Path, dest: &Path) -> io::Result<()> {
 fn collect(dir: &Path, prefix: &str, out: &mut Vec<String>) -> io::Result<()> {
     for e in fs::read_dir(dir)? {
         let e = e?;
-        let name = e
-            .file_name()
-            .into_string()
-            .map_err(|n| io::Error::new(io::ErrorKind::InvalidData, format!("non-UTF-8 file name {n:?}")))?;
-        let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+        let name = e.file_name().into_string().map_err(|n| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("non-UTF-8 file name {n:?}"),
+            )
+        })?;
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
         if fs::metadata(e.path())?.is_dir() {
             collect(&e.path(), &rel, out)?;
         } else {
@@ -126,11 +140,17 @@ pub(crate) fn write_indexes(dir: &Path, addr: &ProviderAddr) -> Result<(), Insta
             continue;
         }
         let h1 = hash::h1_of_zip_package(path).map_err(|e| InstallError::io(path, "hash", e))?;
-        let file = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        by_version.entry(found.version.to_string()).or_default().insert(
-            found.platform.to_string(),
-            json!({ "hashes": [h1.as_str()], "url": file }),
-        );
+        let file = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        by_version
+            .entry(found.version.to_string())
+            .or_default()
+            .insert(
+                found.platform.to_string(),
+                json!({ "hashes": [h1.as_str()], "url": file }),
+            );
     }
     let mut versions = serde_json::Map::new();
     for (version, archives) in &by_version {
@@ -142,7 +162,10 @@ pub(crate) fn write_indexes(dir: &Path, addr: &ProviderAddr) -> Result<(), Insta
         let doc = json!({ "archives": Value::Object(arch) });
         write_json(&pdir.join(format!("{version}.json")), &doc)?;
     }
-    write_json(&pdir.join("index.json"), &json!({ "versions": Value::Object(versions) }))
+    write_json(
+        &pdir.join("index.json"),
+        &json!({ "versions": Value::Object(versions) }),
+    )
 }
 
 fn write_json(path: &Path, doc: &Value) -> Result<(), InstallError> {

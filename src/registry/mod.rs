@@ -27,7 +27,7 @@
 //!
 //! Module map: `address` (addresses, versions, constraints, platforms), `hash` (`h1:`/`zh:`),
 //! `lockfile` + `lockfile_hcl` (model and syntax), `fsmirror`, `netmirror` and `registry` (the
-//! three [`Source`]s), `http` (the only network access), `package` (unzip, executable lookup),
+//! three `Source`s), `http` (the only network access), `package` (unzip, executable lookup),
 //! `cache` (concurrency-safe unpacked cache), `mirror_write`, `resolve` (the order above, and
 //! the lock-file checks). This module does not spawn providers, does not read Nivis's plan or
 //! configuration, and does not print: warnings are returned in [`Installed::warnings`].
@@ -91,7 +91,8 @@ impl InstallOptions {
             offline: false,
             platform: Platform::current(),
             update_lock: false,
-            insecure_loopback_http: std::env::var("NIVIS_REGISTRY_INSECURE_HTTP").is_ok_and(|v| v == "1"),
+            insecure_loopback_http: std::env::var("NIVIS_REGISTRY_INSECURE_HTTP")
+                .is_ok_and(|v| v == "1"),
         }
     }
 }
@@ -157,16 +158,28 @@ pub(crate) trait Source {
     fn origin(&self) -> Origin;
     /// Versions offered for `addr` that may exist for `platform` (a network mirror only knows
     /// per version). No such provider is `Ok(vec![])`.
-    fn versions(&self, addr: &ProviderAddr, platform: &Platform) -> Result<Vec<Version>, InstallError>;
+    fn versions(
+        &self,
+        addr: &ProviderAddr,
+        platform: &Platform,
+    ) -> Result<Vec<Version>, InstallError>;
     /// Obtains the package for `subject`, checked as far as this source can vouch for it,
     /// downloading into `scratch` if needed.
-    fn fetch(&self, subject: &error::Subject, scratch: &Path) -> Result<package::Package, InstallError>;
+    fn fetch(
+        &self,
+        subject: &error::Subject,
+        scratch: &Path,
+    ) -> Result<package::Package, InstallError>;
 }
 
 /// Installs the provider `source` (`[HOST/]NAMESPACE/TYPE`) for `opts.platform`, selecting the
 /// lock file's version (or else the newest one `constraint` allows), verifying it and
 /// recording it in the lock file.
-pub fn install(source: &str, constraint: Option<&str>, opts: &InstallOptions) -> Result<Installed, InstallError> {
+pub fn install(
+    source: &str,
+    constraint: Option<&str>,
+    opts: &InstallOptions,
+) -> Result<Installed, InstallError> {
     resolve::install(source, constraint, opts)
 }
 

@@ -56,7 +56,10 @@ impl NetMirror {
     }
 
     fn provider_url(&self, addr: &ProviderAddr, file: &str) -> String {
-        format!("{}{}/{}/{}/{file}", self.base, addr.host, addr.namespace, addr.type_)
+        format!(
+            "{}{}/{}/{}/{file}",
+            self.base, addr.host, addr.namespace, addr.type_
+        )
     }
 }
 
@@ -66,7 +69,11 @@ impl Source for NetMirror {
     }
 
     /// The mirror's versions; which platforms each has is only known from its `VERSION.json`.
-    fn versions(&self, addr: &ProviderAddr, _platform: &Platform) -> Result<Vec<Version>, InstallError> {
+    fn versions(
+        &self,
+        addr: &ProviderAddr,
+        _platform: &Platform,
+    ) -> Result<Vec<Version>, InstallError> {
         let url = self.provider_url(addr, "index.json");
         let Some((_, index)) = self.http.get_json::<Index>(&url)? else {
             return Ok(Vec::new());
@@ -99,10 +106,11 @@ impl Source for NetMirror {
                 url: url.clone(),
                 detail: e,
             })?;
-        let zip_url = http::resolve(&final_url, &archive.url).map_err(|e| InstallError::BadResponse {
-            url: url.clone(),
-            detail: e,
-        })?;
+        let zip_url =
+            http::resolve(&final_url, &archive.url).map_err(|e| InstallError::BadResponse {
+                url: url.clone(),
+                detail: e,
+            })?;
         let dest = scratch.join(package::unique_name("mirror-archive"));
         let guard = TempPath(dest.clone());
         let Some((size, _)) = self.http.download(&zip_url, &dest, ARCHIVE_LIMIT)? else {
@@ -112,10 +120,15 @@ impl Source for NetMirror {
             });
         };
         if size > ARCHIVE_LIMIT {
-            return Err(subject.refuse(&origin, Check::Contents, format!("the archive is larger than {ARCHIVE_LIMIT} bytes")));
+            return Err(subject.refuse(
+                &origin,
+                Check::Contents,
+                format!("the archive is larger than {ARCHIVE_LIMIT} bytes"),
+            ));
         }
         let location = Location::Zip(dest);
-        let measured = package::measure(&location).map_err(|e| subject.refuse(&origin, Check::Contents, e))?;
+        let measured =
+            package::measure(&location).map_err(|e| subject.refuse(&origin, Check::Contents, e))?;
         let usable: Vec<&Hash> = listed.iter().filter(|h| h.is_preferred()).collect();
         let trust = if usable.is_empty() {
             Trust::Unverified
@@ -127,15 +140,28 @@ impl Source for NetMirror {
                 Check::MirrorHashes,
                 format!(
                     "the mirror lists {} but the archive hashes to {}",
-                    usable.iter().map(|h| h.as_str()).collect::<Vec<_>>().join(", "),
-                    measured.all().iter().map(Hash::as_str).collect::<Vec<_>>().join(", ")
+                    usable
+                        .iter()
+                        .map(|h| h.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    measured
+                        .all()
+                        .iter()
+                        .map(Hash::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             ));
         };
         Ok(Package {
             location,
             origin,
-            vouched: if trust == Trust::Listed { usable.into_iter().cloned().collect() } else { Vec::new() },
+            vouched: if trust == Trust::Listed {
+                usable.into_iter().cloned().collect()
+            } else {
+                Vec::new()
+            },
             trust,
             warnings: Vec::new(),
             measured: Some(measured),

@@ -8,6 +8,8 @@
 
 use std::fs;
 use std::io::{self, Read};
+
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -128,12 +130,14 @@ const UNZIP_LIMIT: u64 = 8 * 1024 * 1024 * 1024;
 
 /// Unpacks `zip` into the existing empty directory `dest`, refusing absolute or escaping
 /// paths, symlinks and encrypted entries. Files keep their unix permission bits; the provider
-/// executable is made executable even if the zip records no modes.
-pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<(), String> {
+/// executable is made executable even if the zip records no modes. Returns the `h1:` of what
+/// was written, hashed as it was written (equal to [`hash::h1_of_dir`] of `dest`).
+pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<Hash, String> {
     let file = fs::File::open(zip_path).map_err(|e| format!("{}: {e}", zip_path.display()))?;
     let mut zip = zip::ZipArchive::new(io::BufReader::new(file))
         .map_err(|e| format!("not a valid zip: {e}"))?;
     let mut total = 0u64;
+    let mut written = Vec::new();
     for i in 0..zip.len() {
         let mut entry = zip.by_index(i).map_err(|e| format!("entry {i}: {e}"))?;
         let raw = String::from_utf8_lossy(entry.name_raw()).into_owned();
@@ -155,18 +159,29 @@ pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<(), Str
         if let Some(parent) = out.parent() {
             fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         }
-        let mut f = fs::OpenOptions::new()
+        let f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&out)
             .map_err(|e| format!("{}: {e}", out.display()))?;
-        let n = io::copy(&mut (&mut entry).take(UNZIP_LIMIT - total + 1), &mut f)
+        let mut w = HashingWriter(f, Sha256::new());
+        let n = io::copy(&mut (&mut entry).take(UNZIP_LIMIT - total + 1), &mut w)
             .map_err(|e| format!("entry {raw:?}: {e}"))?;
+        let HashingWriter(f, sha) = w;
+        let name: Vec<String> = rel
+            .components()
+            .filter_map(|c| match c {
+                std::path::Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect();
+        written.push((name.join("/").into_bytes(), sha.finalize().into()));
         total += n;
         if total > UNZIP_LIMIT {
             return Err(format!("unpacks to more than {UNZIP_LIMIT} bytes"));
         }
-        f.sync_all().map_err(|e| format!("{}: {e}", out.display()))?;
+        f.sync_all()
+            .map_err(|e| format!("{}: {e}", out.display()))?;
         let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let mut mode = entry.unix_mode().map_or(0o644, |m| m & 0o777);
         if is_executable_name(name, type_) {
@@ -174,13 +189,28 @@ pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<(), Str
         }
         set_mode(&out, mode | 0o600)?;
     }
-    Ok(())
+    hash::h1_of_entries(written)
+}
+
+/// Writes through to a file while hashing what is written.
+struct HashingWriter(fs::File, Sha256);
+
+impl io::Write for HashingWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.0.write(buf)?;
+        self.1.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
 }
 
 #[cfg(unix)]
 fn set_mode(p: &Path, mode: u32) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(|e| format!("{}: {e}", p.display()))
+    fs::set_permissions(p, fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("{}: {e}", p.display()))
 }
 
 #[cfg(not(unix))]

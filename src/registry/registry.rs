@@ -28,7 +28,7 @@ use super::address::{Platform, ProviderAddr, Version};
 use super::error::{Check, InstallError, Subject};
 use super::hash::{self, Hash};
 use super::http::{self, Http, SMALL_LIMIT};
-use super::package::{self, Location, Package, TempPath, Trust};
+use super::package::{self, Location, Measured, Package, TempPath, Trust};
 use super::{Origin, Source};
 
 /// Largest zip accepted when the registry does not declare a size.
@@ -152,7 +152,10 @@ impl Registry {
         let Some((final_url, doc)) = self.http.get_json::<Discovery>(&url)? else {
             return Err(InstallError::BadResponse {
                 url,
-                detail: format!("{} does not offer service discovery (HTTP 404): it is not a provider registry", self.host),
+                detail: format!(
+                    "{} does not offer service discovery (HTTP 404): it is not a provider registry",
+                    self.host
+                ),
             });
         };
         let rel = match doc.providers_v1 {
@@ -164,7 +167,10 @@ impl Registry {
                 })
             }
         };
-        let mut base = http::resolve(&final_url, &rel).map_err(|e| InstallError::BadResponse { url: url.clone(), detail: e })?;
+        let mut base = http::resolve(&final_url, &rel).map_err(|e| InstallError::BadResponse {
+            url: url.clone(),
+            detail: e,
+        })?;
         if !base.ends_with('/') {
             base.push('/');
         }
@@ -195,19 +201,31 @@ impl Source for Registry {
     }
 
     /// Versions the registry lists for `platform` with a protocol Nivis speaks.
-    fn versions(&self, addr: &ProviderAddr, platform: &Platform) -> Result<Vec<Version>, InstallError> {
+    fn versions(
+        &self,
+        addr: &ProviderAddr,
+        platform: &Platform,
+    ) -> Result<Vec<Version>, InstallError> {
         Ok(self
             .version_entries(addr)?
             .into_iter()
             .filter(|e| e.protocols.is_empty() || protocols_supported(&e.protocols))
-            .filter(|e| e.platforms.iter().any(|p| p.os == platform.os && p.arch == platform.arch))
+            .filter(|e| {
+                e.platforms
+                    .iter()
+                    .any(|p| p.os == platform.os && p.arch == platform.arch)
+            })
             .filter_map(|e| Version::parse(&e.version).ok())
             .collect())
     }
 
     fn fetch(&self, subject: &Subject, scratch: &Path) -> Result<Package, InstallError> {
         let origin = self.origin();
-        let Subject { addr, version, platform } = subject;
+        let Subject {
+            addr,
+            version,
+            platform,
+        } = subject;
         let url = format!(
             "{}{}/{}/{version}/download/{}/{}",
             self.base()?,
@@ -224,7 +242,13 @@ impl Source for Registry {
 
         // 1. Metadata.
         if meta.os != platform.os || meta.arch != platform.arch {
-            return Err(refuse(Check::Metadata, format!("asked for {platform}, the registry answered for {}_{}", meta.os, meta.arch)));
+            return Err(refuse(
+                Check::Metadata,
+                format!(
+                    "asked for {platform}, the registry answered for {}_{}",
+                    meta.os, meta.arch
+                ),
+            ));
         }
         if !protocols_supported(&meta.protocols) {
             return Err(refuse(
@@ -233,17 +257,27 @@ impl Source for Registry {
             ));
         }
         if meta.filename.contains(['/', '\\']) || meta.filename.is_empty() {
-            return Err(refuse(Check::Metadata, format!("invalid filename {:?}", meta.filename)));
+            return Err(refuse(
+                Check::Metadata,
+                format!("invalid filename {:?}", meta.filename),
+            ));
         }
-        let shasum = Hash::zh_from_hex(&meta.shasum).map_err(|e| refuse(Check::Metadata, format!("shasum: {e}")))?;
+        let shasum = Hash::zh_from_hex(&meta.shasum)
+            .map_err(|e| refuse(Check::Metadata, format!("shasum: {e}")))?;
         let mut vouched = Vec::new();
         let declared_size = match &meta.packages {
             Some(pkgs) => {
                 let Some(this) = pkgs.get(&platform.to_string()) else {
-                    return Err(refuse(Check::Metadata, format!("the registry's packages list has no entry for {platform}")));
+                    return Err(refuse(
+                        Check::Metadata,
+                        format!("the registry's packages list has no entry for {platform}"),
+                    ));
                 };
                 if this.package_size == 0 {
-                    return Err(refuse(Check::Metadata, "the registry declares package_size 0".into()));
+                    return Err(refuse(
+                        Check::Metadata,
+                        "the registry declares package_size 0".into(),
+                    ));
                 }
                 if !this.hashes.iter().any(|h| h == shasum.as_str()) {
                     return Err(refuse(
@@ -252,7 +286,12 @@ impl Source for Registry {
                     ));
                 }
                 for info in pkgs.values() {
-                    vouched.extend(info.hashes.iter().filter_map(|h| Hash::parse(h).ok()).filter(Hash::is_preferred));
+                    vouched.extend(
+                        info.hashes
+                            .iter()
+                            .filter_map(|h| Hash::parse(h).ok())
+                            .filter(Hash::is_preferred),
+                    );
                 }
                 Some(this.package_size)
             }
@@ -266,13 +305,28 @@ impl Source for Registry {
         };
 
         // 2. Signature over SHA256SUMS.
-        let resolve = |u: &str| http::resolve(&final_url, u).map_err(|e| InstallError::BadResponse { url: url.clone(), detail: e });
+        let resolve = |u: &str| {
+            http::resolve(&final_url, u).map_err(|e| InstallError::BadResponse {
+                url: url.clone(),
+                detail: e,
+            })
+        };
         let sums_url = resolve(&meta.shasums_url)?;
         let sig_url = resolve(&meta.shasums_signature_url)?;
-        let missing = |u: &str| InstallError::BadResponse { url: u.to_string(), detail: "not found (HTTP 404)".into() };
-        let (_, sums) = self.http.get_bytes(&sums_url, SMALL_LIMIT)?.ok_or_else(|| missing(&sums_url))?;
-        let (_, sig) = self.http.get_bytes(&sig_url, SMALL_LIMIT)?.ok_or_else(|| missing(&sig_url))?;
-        let signer = verify_signature(&meta.signing_keys.gpg_public_keys, &sums, &sig).map_err(|e| refuse(Check::Signature, e))?;
+        let missing = |u: &str| InstallError::BadResponse {
+            url: u.to_string(),
+            detail: "not found (HTTP 404)".into(),
+        };
+        let (_, sums) = self
+            .http
+            .get_bytes(&sums_url, SMALL_LIMIT)?
+            .ok_or_else(|| missing(&sums_url))?;
+        let (_, sig) = self
+            .http
+            .get_bytes(&sig_url, SMALL_LIMIT)?
+            .ok_or_else(|| missing(&sig_url))?;
+        let signer = verify_signature(&meta.signing_keys.gpg_public_keys, &sums, &sig)
+            .map_err(|e| refuse(Check::Signature, e))?;
 
         // 3. SHA256SUMS lists the file with the declared hash.
         let text = String::from_utf8_lossy(&sums);
@@ -300,7 +354,10 @@ impl Source for Registry {
             Some(h) if h != shasum => {
                 return Err(refuse(
                     Check::Checksums,
-                    format!("SHA256SUMS lists {h} for {}, the registry declares {shasum}", meta.filename),
+                    format!(
+                        "SHA256SUMS lists {h} for {}, the registry declares {shasum}",
+                        meta.filename
+                    ),
                 ))
             }
             Some(_) => {}
@@ -311,28 +368,49 @@ impl Source for Registry {
         let dest = scratch.join(package::unique_name(&format!("dl-{}", meta.filename)));
         let guard = TempPath(dest.clone());
         let limit = declared_size.unwrap_or(ZIP_LIMIT);
-        let (size, sha) = self.http.download(&zip_url, &dest, limit)?.ok_or_else(|| missing(&zip_url))?;
+        let (size, sha) = self
+            .http
+            .download(&zip_url, &dest, limit)?
+            .ok_or_else(|| missing(&zip_url))?;
         if let Some(want) = declared_size {
             if size != want {
-                let got = if size > want { format!("more than {want}") } else { size.to_string() };
-                return Err(refuse(Check::PackageSize, format!("the registry declares {want} bytes, the download has {got} bytes")));
+                let got = if size > want {
+                    format!("more than {want}")
+                } else {
+                    size.to_string()
+                };
+                return Err(refuse(
+                    Check::PackageSize,
+                    format!("the registry declares {want} bytes, the download has {got} bytes"),
+                ));
             }
         } else if size > limit {
-            return Err(refuse(Check::PackageSize, format!("the download is larger than {limit} bytes")));
+            return Err(refuse(
+                Check::PackageSize,
+                format!("the download is larger than {limit} bytes"),
+            ));
         }
         let got = Hash::zh_from_hex(&hash::hex(&sha)).expect("64 hex digits");
         if got != shasum {
-            return Err(refuse(Check::Sha256, format!("the registry declares {shasum}, the download is {got}")));
+            return Err(refuse(
+                Check::Sha256,
+                format!("the registry declares {shasum}, the download is {got}"),
+            ));
         }
         vouched.sort();
         vouched.dedup();
+        let (h1, all) = hash::zip_h1s(&dest).map_err(|e| refuse(Check::Contents, e))?;
         Ok(Package {
             location: Location::Zip(dest),
             origin,
             trust: Trust::Signed(signer),
             vouched,
             warnings,
-            measured: None,
+            measured: Some(Measured {
+                h1_with_dirs: (all != h1).then_some(all),
+                h1,
+                zh: Some(got),
+            }),
             _download: Some(guard),
         })
     }
@@ -343,10 +421,14 @@ impl Source for Registry {
 /// made it.
 fn verify_signature(keys: &[GpgKey], data: &[u8], sig: &[u8]) -> Result<String, String> {
     if keys.is_empty() {
-        return Err("the registry supplied no signing keys, so the checksums cannot be authenticated".into());
+        return Err(
+            "the registry supplied no signing keys, so the checksums cannot be authenticated"
+                .into(),
+        );
     }
     let signature = if sig.trim_ascii_start().starts_with(b"-----BEGIN") {
-        let text = std::str::from_utf8(sig).map_err(|_| "the signature is not valid text".to_string())?;
+        let text =
+            std::str::from_utf8(sig).map_err(|_| "the signature is not valid text".to_string())?;
         DetachedSignature::from_string(text).map(|(s, _)| s)
     } else {
         DetachedSignature::from_bytes(sig)
@@ -368,7 +450,12 @@ fn verify_signature(keys: &[GpgKey], data: &[u8], sig: &[u8]) -> Result<String, 
                 return Ok(fpr);
             }
             for sub in &key.public_subkeys {
-                if sub.verify_bindings(&key.primary_key).is_ok() && signature.verify(sub, data).is_ok() {
+                // Only subkeys bound for signing count, as in GnuPG.
+                let may_sign = sub.signatures.iter().any(|s| s.key_flags().sign());
+                if may_sign
+                    && sub.verify_bindings(&key.primary_key).is_ok()
+                    && signature.verify(sub, data).is_ok()
+                {
                     return Ok(format!("{:X}", sub.key.fingerprint()));
                 }
             }

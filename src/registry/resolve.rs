@@ -66,9 +66,13 @@ impl<'a> Ctx<'a> {
         };
         let mut out = self.net.clone();
         let mut regs = self.registries.lock().unwrap_or_else(|e| e.into_inner());
-        let reg = regs
-            .entry(addr.host.clone())
-            .or_insert_with(|| Arc::new(Registry::new(&addr.host, http.clone(), self.opts.insecure_loopback_http)));
+        let reg = regs.entry(addr.host.clone()).or_insert_with(|| {
+            Arc::new(Registry::new(
+                &addr.host,
+                http.clone(),
+                self.opts.insecure_loopback_http,
+            ))
+        });
         out.push(reg.clone());
         out
     }
@@ -115,7 +119,10 @@ fn wanted(locked: Option<&Version>, c: &Constraint) -> String {
 }
 
 /// The lock entry usable to verify `version`, if any.
-fn entry_for<'l>(prior: Option<&'l LockedProvider>, version: &Version) -> Option<&'l LockedProvider> {
+fn entry_for<'l>(
+    prior: Option<&'l LockedProvider>,
+    version: &Version,
+) -> Option<&'l LockedProvider> {
     prior.filter(|e| &e.version == version && e.has_preferred_hashes())
 }
 
@@ -133,7 +140,8 @@ fn accept(
 ) -> Result<Measured, InstallError> {
     let measured = match pkg.measured.take() {
         Some(m) => m,
-        None => package::measure(&pkg.location).map_err(|e| subject.refuse(&pkg.origin, Check::Contents, e))?,
+        None => package::measure(&pkg.location)
+            .map_err(|e| subject.refuse(&pkg.origin, Check::Contents, e))?,
     };
     if let Some(entry) = entry_for(prior, &subject.version) {
         if !entry.accepts(&measured.all()) {
@@ -167,7 +175,12 @@ fn offered(
     if versions.is_empty() {
         searched.push(format!("{origin}: no package of {addr} for {platform}"));
     } else {
-        let shown: Vec<String> = versions.iter().rev().take(8).map(|v| v.to_string()).collect();
+        let shown: Vec<String> = versions
+            .iter()
+            .rev()
+            .take(8)
+            .map(|v| v.to_string())
+            .collect();
         let more = if versions.len() > 8 { ", …" } else { "" };
         searched.push(format!("{origin}: offers {}{more}", shown.join(", ")));
     }
@@ -209,28 +222,51 @@ fn fetch_first(
         if !versions.contains(&subject.version) {
             continue;
         }
-        let scratch = ctx.scratch(source.as_ref())?;
-        let dir = scratch.as_ref().map_or(Path::new(""), |t| t.path());
-        match source.fetch(subject, dir) {
-            Ok(pkg) => return Ok(Some((pkg, scratch))),
-            Err(InstallError::PlatformUnavailable { .. }) => {
-                searched.push(format!(
-                    "{}: {} {} is not available for {}",
-                    source.origin(),
-                    subject.addr,
-                    subject.version,
-                    subject.platform
-                ));
-            }
-            Err(e) => return Err(e),
+        if let Some(found) = fetch_from(ctx, source.as_ref(), subject, searched)? {
+            return Ok(Some(found));
         }
     }
     Ok(None)
 }
 
-fn not_found(ctx: &Ctx, addr: &ProviderAddr, wanted: String, platform: &Platform, mut searched: Vec<String>) -> InstallError {
+/// Fetches `subject` from `source`; `Ok(None)` (noted in `searched`) if the source has the
+/// version but not for this platform.
+fn fetch_from(
+    ctx: &Ctx,
+    source: &dyn Source,
+    subject: &Subject,
+    searched: &mut Vec<String>,
+) -> Result<Option<(Package, Option<TempDir>)>, InstallError> {
+    let scratch = ctx.scratch(source)?;
+    let dir = scratch.as_ref().map_or(Path::new(""), |t| t.path());
+    match source.fetch(subject, dir) {
+        Ok(pkg) => Ok(Some((pkg, scratch))),
+        Err(InstallError::PlatformUnavailable { .. }) => {
+            searched.push(format!(
+                "{}: {} {} is not available for {}",
+                source.origin(),
+                subject.addr,
+                subject.version,
+                subject.platform
+            ));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn not_found(
+    ctx: &Ctx,
+    addr: &ProviderAddr,
+    wanted: String,
+    platform: &Platform,
+    mut searched: Vec<String>,
+) -> InstallError {
     if ctx.opts.offline {
-        searched.push(format!("{}: no verified entry", Origin::Cache));
+        searched.push(format!(
+            "{}: no entry matching the lock file",
+            Origin::Cache
+        ));
         InstallError::NotFoundOffline {
             address: addr.to_string(),
             wanted,
@@ -247,12 +283,20 @@ fn not_found(ctx: &Ctx, addr: &ProviderAddr, wanted: String, platform: &Platform
     }
 }
 
-pub(crate) fn install(source: &str, constraint: Option<&str>, opts: &InstallOptions) -> Result<Installed, InstallError> {
+pub(crate) fn install(
+    source: &str,
+    constraint: Option<&str>,
+    opts: &InstallOptions,
+) -> Result<Installed, InstallError> {
     let addr = parse_addr(source)?;
     let constraint = parse_constraint(constraint)?;
     let platform = opts.platform.clone();
     let lock = LockFile::read(&opts.lock_file)?;
-    let prior = if opts.update_lock { None } else { lock.get(&addr) };
+    let prior = if opts.update_lock {
+        None
+    } else {
+        lock.get(&addr)
+    };
     if let Some(p) = prior {
         if !constraint.allows(&p.version) {
             return Err(InstallError::LockedVersionRejected {
@@ -269,7 +313,9 @@ pub(crate) fn install(source: &str, constraint: Option<&str>, opts: &InstallOpti
     let mut warnings = lock.warnings.clone();
 
     // 1. Filesystem mirrors; 2. the cache; 3. network mirrors and the registry.
-    let pick_from = |sources: &[Arc<dyn Source>], searched: &mut Vec<String>| -> Result<Option<(Package, Option<TempDir>, Subject)>, InstallError> {
+    let pick_from = |sources: &[Arc<dyn Source>],
+                     searched: &mut Vec<String>|
+     -> Result<Option<(Package, Option<TempDir>, Subject)>, InstallError> {
         for source in sources {
             let versions = offered(source.as_ref(), &addr, &platform, searched)?;
             let version = match locked {
@@ -285,7 +331,7 @@ pub(crate) fn install(source: &str, constraint: Option<&str>, opts: &InstallOpti
                 version,
                 platform: platform.clone(),
             };
-            if let Some((pkg, scratch)) = fetch_first(&ctx, std::slice::from_ref(source), &subject, &mut Vec::new())? {
+            if let Some((pkg, scratch)) = fetch_from(&ctx, source.as_ref(), &subject, searched)? {
                 return Ok(Some((pkg, scratch, subject)));
             }
         }
@@ -296,8 +342,18 @@ pub(crate) fn install(source: &str, constraint: Option<&str>, opts: &InstallOpti
     if found.is_none() {
         if let Some(entry) = prior.filter(|p| p.has_preferred_hashes()) {
             let accept: Vec<Hash> = entry.preferred_hashes().cloned().collect();
-            if let Some(c) = ctx.cache.lookup(&addr, &entry.version, &platform, &accept)? {
-                let hashes = record(opts, &addr, &entry.version, &constraint, vec![c.h1.clone()], Vec::new())?;
+            if let Some(c) = ctx
+                .cache
+                .lookup(&addr, &entry.version, &platform, &accept)?
+            {
+                let hashes = record(
+                    opts,
+                    &addr,
+                    &entry.version,
+                    &constraint,
+                    vec![c.h1.clone()],
+                    Vec::new(),
+                )?;
                 return Ok(Installed {
                     address: addr,
                     version: entry.version.clone(),
@@ -313,23 +369,46 @@ pub(crate) fn install(source: &str, constraint: Option<&str>, opts: &InstallOpti
         found = pick_from(&ctx.remote(&addr), &mut searched)?;
     }
     let Some((mut pkg, _scratch, subject)) = found else {
-        return Err(not_found(&ctx, &addr, wanted(locked, &constraint), &platform, searched));
+        return Err(not_found(
+            &ctx,
+            &addr,
+            wanted(locked, &constraint),
+            &platform,
+            searched,
+        ));
     };
 
     let measured = accept(&subject, &mut pkg, prior, &opts.lock_file)?;
     let (package_dir, executable) = match &pkg.location {
         Location::Zip(zip) => {
-            let c = ctx.cache.install_zip(&subject, &pkg.origin, zip, &measured.h1)?;
+            let c = ctx
+                .cache
+                .install_zip(&subject, &pkg.origin, zip, &measured.h1)?;
             (c.dir, c.executable)
         }
         Location::Dir(dir) => {
             let exe = package::find_executable(dir, &addr.type_).ok_or_else(|| {
-                subject.refuse(&pkg.origin, Check::Contents, format!("no file named terraform-provider-{}[_…] in {}", addr.type_, dir.display()))
+                subject.refuse(
+                    &pkg.origin,
+                    Check::Contents,
+                    format!(
+                        "no file named terraform-provider-{}[_…] in {}",
+                        addr.type_,
+                        dir.display()
+                    ),
+                )
             })?;
             (dir.clone(), exe)
         }
     };
-    let hashes = record(opts, &addr, &subject.version, &constraint, measured.recordable(), pkg.vouched.clone())?;
+    let hashes = record(
+        opts,
+        &addr,
+        &subject.version,
+        &constraint,
+        measured.recordable(),
+        pkg.vouched.clone(),
+    )?;
     warnings.append(&mut pkg.warnings);
     Ok(Installed {
         address: addr,
@@ -356,12 +435,23 @@ fn record(
         if opts.update_lock {
             lf.providers.remove(addr);
         }
-        lf.record(addr, version, constraint_string(constraint), measured.into_iter().chain(vouched));
-        Ok(strings(lf.get(addr).map(|e| e.hashes.iter().map(Hash::as_str).collect::<Vec<_>>()).unwrap_or_default()))
+        lf.record(
+            addr,
+            version,
+            constraint_string(constraint),
+            measured.into_iter().chain(vouched),
+        );
+        Ok(strings(
+            lf.get(addr)
+                .map(|e| e.hashes.iter().map(Hash::as_str).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        ))
     })
 }
 
-fn parse_all(sources: &[(String, Option<String>)]) -> Result<Vec<(ProviderAddr, Constraint)>, InstallError> {
+fn parse_all(
+    sources: &[(String, Option<String>)],
+) -> Result<Vec<(ProviderAddr, Constraint)>, InstallError> {
     sources
         .iter()
         .map(|(s, c)| Ok((parse_addr(s)?, parse_constraint(c.as_deref())?)))
@@ -374,14 +464,28 @@ fn for_each_package(
     ctx: &Ctx,
     sources: &[(String, Option<String>)],
     platforms: &[Platform],
-    mut each: impl FnMut(&ProviderAddr, &Constraint, &Subject, &Package, &Measured) -> Result<(), InstallError>,
+    mut each: impl FnMut(
+        &ProviderAddr,
+        &Constraint,
+        &Subject,
+        &Package,
+        &Measured,
+    ) -> Result<(), InstallError>,
     mut done: impl FnMut(&ProviderAddr) -> Result<(), InstallError>,
 ) -> Result<(), InstallError> {
     let opts = ctx.opts;
-    let platforms: Vec<Platform> = if platforms.is_empty() { vec![opts.platform.clone()] } else { platforms.to_vec() };
+    let platforms: Vec<Platform> = if platforms.is_empty() {
+        vec![opts.platform.clone()]
+    } else {
+        platforms.to_vec()
+    };
     let lock = LockFile::read(&opts.lock_file)?;
     for (addr, constraint) in parse_all(sources)? {
-        let prior = if opts.update_lock { None } else { lock.get(&addr) };
+        let prior = if opts.update_lock {
+            None
+        } else {
+            lock.get(&addr)
+        };
         if let Some(p) = prior {
             if !constraint.allows(&p.version) {
                 return Err(InstallError::LockedVersionRejected {
@@ -394,8 +498,15 @@ fn for_each_package(
         }
         let locked = prior.map(|p| &p.version);
         let mut searched = Vec::new();
-        let Some(version) = select(ctx, &addr, &constraint, locked, &platforms, &mut searched)? else {
-            return Err(not_found(ctx, &addr, wanted(locked, &constraint), &platforms[0], searched));
+        let Some(version) = select(ctx, &addr, &constraint, locked, &platforms, &mut searched)?
+        else {
+            return Err(not_found(
+                ctx,
+                &addr,
+                wanted(locked, &constraint),
+                &platforms[0],
+                searched,
+            ));
         };
         for platform in &platforms {
             let subject = Subject {
@@ -404,8 +515,16 @@ fn for_each_package(
                 platform: platform.clone(),
             };
             let mut searched = Vec::new();
-            let Some((mut pkg, _scratch)) = fetch_first(ctx, &ctx.all(&addr), &subject, &mut searched)? else {
-                return Err(not_found(ctx, &addr, format!("version {version}"), platform, searched));
+            let Some((mut pkg, _scratch)) =
+                fetch_first(ctx, &ctx.all(&addr), &subject, &mut searched)?
+            else {
+                return Err(not_found(
+                    ctx,
+                    &addr,
+                    format!("version {version}"),
+                    platform,
+                    searched,
+                ));
             };
             let measured = accept(&subject, &mut pkg, prior, &opts.lock_file)?;
             each(&addr, &constraint, &subject, &pkg, &measured)?;
@@ -415,7 +534,11 @@ fn for_each_package(
     Ok(())
 }
 
-pub(crate) fn lock(sources: &[(String, Option<String>)], platforms: &[Platform], opts: &InstallOptions) -> Result<(), InstallError> {
+pub(crate) fn lock(
+    sources: &[(String, Option<String>)],
+    platforms: &[Platform],
+    opts: &InstallOptions,
+) -> Result<(), InstallError> {
     let ctx = Ctx::new(opts);
     let mut entries: Vec<(ProviderAddr, Version, Constraint, BTreeSet<Hash>)> = Vec::new();
     for_each_package(
@@ -424,7 +547,12 @@ pub(crate) fn lock(sources: &[(String, Option<String>)], platforms: &[Platform],
         platforms,
         |addr, constraint, subject, pkg, measured| {
             if entries.last().is_none_or(|e| &e.0 != addr) {
-                entries.push((addr.clone(), subject.version.clone(), constraint.clone(), BTreeSet::new()));
+                entries.push((
+                    addr.clone(),
+                    subject.version.clone(),
+                    constraint.clone(),
+                    BTreeSet::new(),
+                ));
             }
             let e = entries.last_mut().expect("pushed above");
             e.3.extend(measured.recordable());
@@ -457,7 +585,14 @@ pub(crate) fn mirror(
         sources,
         platforms,
         |addr, _, subject, pkg, _| {
-            mirror_write::place(dir, addr, &subject.version, &subject.platform, &pkg.location).map(|_| ())
+            mirror_write::place(
+                dir,
+                addr,
+                &subject.version,
+                &subject.platform,
+                &pkg.location,
+            )
+            .map(|_| ())
         },
         |addr| mirror_write::write_indexes(dir, addr),
     )

@@ -348,3 +348,55 @@ fn stored_state_is_upgraded_when_the_provider_schema_version_changes() {
     assert_success(&out);
     assert!(stdout(&out).contains("No changes"), "{}", stdout(&out));
 }
+
+#[test]
+fn refresh_reports_drift_and_objects_gone_and_state_rm_forgets() {
+    let p = Project::new(&plan_of(
+        &[
+            token("d", "label = \"drifty\";", ""),
+            token("g", "label = \"gone\";", ""),
+            token("k", "label = \"kept\";", ""),
+        ],
+        "",
+    ));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let p = p
+        .env("NIVIS_FAKE_DRIFT_ON", "drifty")
+        .env("NIVIS_FAKE_GONE_ON", "gone");
+    let out = p.run(&["refresh"], &["--json"]);
+    assert_success(&out);
+    let drift: Vec<serde_json::Value> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "drift")
+        .collect();
+    assert_eq!(drift.len(), 2, "{drift:?}");
+    let d = drift
+        .iter()
+        .find(|e| e["id"] == "alpha.alpha_token.d")
+        .unwrap();
+    assert_eq!(d["changes"][0]["path"], "value");
+    assert_eq!(d["changes"][0]["after"], "changed-outside");
+    assert_eq!(
+        drift
+            .iter()
+            .find(|e| e["id"] == "alpha.alpha_token.g")
+            .unwrap()["gone"],
+        true
+    );
+    let listed = stdout(&p.state_cmd(&["state", "list"]));
+    assert!(
+        !listed.contains("alpha.alpha_token.g"),
+        "a vanished object leaves state: {listed}"
+    );
+    assert_eq!(
+        p.outputs()["alpha.alpha_token.d"]["value"],
+        "changed-outside"
+    );
+
+    let out = p.state_cmd(&["state", "rm", "alpha.alpha_token.k"]);
+    assert_success(&out);
+    assert!(!stdout(&p.state_cmd(&["state", "list"])).contains("alpha.alpha_token.k"));
+    let out = p.state_cmd(&["state", "rm", "alpha.alpha_token.nope"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("not in state"), "{}", stderr(&out));
+}

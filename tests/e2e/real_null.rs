@@ -89,3 +89,82 @@ fn round_trip_with_the_real_null_provider() {
     assert_eq!(stdout(&p.state_cmd(&["state", "list"])).trim(), "");
     p.assert_no_leftover_processes();
 }
+
+#[test]
+fn registry_addressed_provider_from_an_offline_mirror_verified_by_the_lock_file() {
+    let null = real_provider("null");
+    let mirror = tempfile::tempdir().unwrap();
+    let pkg = mirror
+        .path()
+        .join("registry.opentofu.org/hashicorp/null/2.1.2/linux_amd64");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::copy(&null, pkg.join("terraform-provider-null_v2.1.2_x4")).unwrap();
+    let body = "ledger: lib.toIR { providers.null = lib.mkProvider { source = \"hashicorp/null\"; version = \"~> 2.1\"; }; \
+        resources = [ (lib.mkResource { provider = \"null\"; type = \"null_resource\"; name = \"m\"; config.triggers.a = \"1\"; }) ]; inherit ledger; }";
+    let cache = tempfile::tempdir().unwrap();
+    // Every network route is broken: nothing may be fetched.
+    let p = Project::new(body)
+        .env("HTTPS_PROXY", "http://127.0.0.1:9")
+        .env("HTTP_PROXY", "http://127.0.0.1:9")
+        .env("ALL_PROXY", "http://127.0.0.1:9")
+        .env("NIVIS_PROVIDER_CACHE_DIR", cache.path().to_str().unwrap());
+    let m = mirror.path().to_str().unwrap();
+    let out = p.run(&["apply"], &["--auto-approve", "--offline", "--mirror", m]);
+    assert_success(&out);
+    let lock_path = p.dir.path().join(".terraform.lock.hcl");
+    let lock = std::fs::read_to_string(&lock_path).expect("the lock file was written");
+    assert!(
+        lock.contains("provider \"registry.opentofu.org/hashicorp/null\"")
+            && lock.contains("version     = \"2.1.2\"")
+            && lock.contains("h1:"),
+        "{lock}"
+    );
+    assert!(p.outputs()["null.null_resource.m"]["id"].is_string());
+
+    // `providers list` says where it came from.
+    let out = p.run(&["providers", "list"], &["--offline", "--mirror", m]);
+    assert_success(&out);
+    assert!(
+        stdout(&out).contains("registry.opentofu.org/hashicorp/null 2.1.2"),
+        "{}",
+        stdout(&out)
+    );
+
+    // A lock hash that does not match the mirror's package is refused with both hashes.
+    let tampered = lock
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("\"h1:") {
+                "    \"h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\",".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&lock_path, tampered).unwrap();
+    let fresh_cache = tempfile::tempdir().unwrap();
+    let p = p.env(
+        "NIVIS_PROVIDER_CACHE_DIR",
+        fresh_cache.path().to_str().unwrap(),
+    );
+    let out = p.run(&["plan"], &["--offline", "--mirror", m]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("h1:AAAA") && err.contains("registry.opentofu.org/hashicorp/null"),
+        "{err}"
+    );
+
+    // With an empty mirror and no cache, offline, the missing provider is named.
+    let empty = tempfile::tempdir().unwrap();
+    let nocache = tempfile::tempdir().unwrap();
+    let out = p
+        .env("NIVIS_PROVIDER_CACHE_DIR", nocache.path().to_str().unwrap())
+        .run(
+            &["plan"],
+            &["--offline", "--mirror", empty.path().to_str().unwrap()],
+        );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("hashicorp/null"), "{}", stderr(&out));
+}

@@ -123,7 +123,7 @@ def section_phases(results, tmp):
 
     api = nix_json([f"path:{flake}#lib", "--apply", "builtins.attrNames"])
     want = ["byKey", "compute", "count", "drv", "forEach", "mkData", "mkProvider", "mkResource",
-            "schemaVersion", "str", "toIR", "vars"]
+            "schemaVersion", "str", "toIR", "typecheck", "vars"]
     results.record(api == want, "phases: flake lib exposes the documented API", f"got {api}")
 
     cases = [("plan", f"ledger-phase{i}.json", f"ir-phase{i}.json") for i in range(4)]

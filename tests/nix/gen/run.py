@@ -10,10 +10,13 @@ Sections:
   warns    tests/nix/gen/warns.nix: deprecated types and arguments evaluate with a warning
   lazy     one constructor evaluates although every other generated file is broken
   timing   one constructor from the large provider (1500 types) through lib.toIR
+  real     tests/nix/gen/real.nix, for the providers generated from real schemas found in
+           $NIVIS_GEN_REAL (null, workato, aws), and one-constructor timings from them
 
 Prints "N passed, M failed" last; exits 1 on any failure.
 """
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -173,11 +176,44 @@ def section_timing(results, gen, tmp):
                    f"took {gen_t[0]*1000:.1f} ms")
 
 
+def section_real(results, gen, tmp):
+    real = os.environ.get("NIVIS_GEN_REAL")
+    if not real:
+        print("SKIP real: NIVIS_GEN_REAL is not set")
+        return
+    real = Path(real).resolve()
+    src = f"(import {HERE}/real.nix {{ root = {ROOT}; gen = {gen}; real = {real}; }})"
+    found = [p for p in ["null", "workato", "aws"] if (real / p / "default.nix").exists()]
+    for provider in found:
+        names = nix_json(f"builtins.mapAttrs (n: c: c.expect or null) {src}.{provider}")
+        for name, expect in names.items():
+            expr = f"{src}.{provider}.{name}.expr"
+            if expect is None:
+                rc, out, err = nix_eval(["--json", "--expr", expr])
+                errors = [err] if rc != 0 else []
+                if rc == 0:
+                    ir = tmp / f"real-{provider}-{name}.json"
+                    ir.write_text(out)
+                    proc = subprocess.run([sys.executable, str(CHECK), "validate", str(ir)],
+                                          capture_output=True, text=True)
+                    errors = [] if proc.stdout.strip() == "ok" else [proc.stdout]
+                results.record(not errors, f"real: {provider}: {name}", "\n".join(errors))
+            else:
+                rc, out, err = nix_eval(["--json", "--expr", f"{FORCE} ({expr})"])
+                results.record(rc != 0 and expect in err, f"real: {provider}: {name}",
+                               f"exit {rc}; expected in stderr: {expect}\nstderr:\n{err}")
+        if "valid" in names:
+            best, median, _ = timed(f"{src}.{provider}.valid.expr")
+            print(f"  {provider}: the valid plan evaluates in min {best*1000:.1f} ms, median {median*1000:.1f} ms")
+            results.record(best < EVAL_LIMIT, f"real: {provider}: valid plan under {EVAL_LIMIT * 1000:.0f} ms",
+                           f"took {best*1000:.1f} ms")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     gen = Path(sys.argv[1]).resolve()
-    wanted = sys.argv[2:] or ["valid", "throws", "warns", "lazy", "timing"]
+    wanted = sys.argv[2:] or ["valid", "throws", "warns", "lazy", "timing", "real"]
     results = Results()
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
@@ -192,6 +228,8 @@ def main():
                 section_lazy(results, gen, tmp)
             elif section == "timing":
                 section_timing(results, gen, tmp)
+            elif section == "real":
+                section_real(results, gen, tmp)
             else:
                 sys.exit(f"unknown section {section}")
     print(f"{results.passed} passed, {results.failed} failed")
