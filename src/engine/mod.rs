@@ -880,6 +880,7 @@ impl<'s> Engine<'s> {
             destroyed: Vec::new(),
             failed: 0,
             commit_error: None,
+            pending: Vec::new(),
         };
         let statuses = sched::run(
             &mut owner,
@@ -888,6 +889,7 @@ impl<'s> Engine<'s> {
             self.opts.parallelism,
             interrupt_flag(),
         );
+        sched::Owner::flush(&mut owner);
         if let Some(e) = owner.commit_error.take() {
             return Err(EngineError::State(e));
         }
@@ -1394,6 +1396,9 @@ struct DestroyOwner<'a> {
     destroyed: Vec<String>,
     failed: usize,
     commit_error: Option<StateError>,
+    /// Removals not yet committed; [`sched::Owner::flush`] commits them as one batch before
+    /// anything that waited on them is dispatched.
+    pending: Vec<Change>,
 }
 
 impl sched::Owner for DestroyOwner<'_> {
@@ -1424,10 +1429,7 @@ impl sched::Owner for DestroyOwner<'_> {
                 for w in warnings.warnings() {
                     self.sink.event(Event::Warning(w.clone().for_resource(&id)));
                 }
-                if let Err(e) = self.holder.commit(&[Change::Remove(id.clone())]) {
-                    self.commit_error.get_or_insert(e);
-                    return false;
-                }
+                self.pending.push(Change::Remove(id.clone()));
                 self.sink.event(Event::Finished {
                     phase: self.phase,
                     id: id.clone(),
@@ -1446,6 +1448,16 @@ impl sched::Owner for DestroyOwner<'_> {
                 });
                 false
             }
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.pending);
+        if let Err(e) = self.holder.commit(&batch) {
+            self.commit_error.get_or_insert(e);
         }
     }
 }
