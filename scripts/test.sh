@@ -19,7 +19,8 @@ echo "== IR conformance suite"
 python3 tests/ir-conformance/check.py test
 
 echo "== Nix library tests"
-bash tests/nix/run.sh
+# Timing sections are benchmarks (bench/gen.sh), not tests.
+bash tests/nix/run.sh unit throws phases property
 
 echo "== nivis gen output, evaluated with Nix (fakes' shapes, a large synthetic provider, null, workato)"
 cargo build --release --bins
@@ -28,7 +29,7 @@ trap 'rm -rf "$gen_dir"' EXIT
 nivis="${CARGO_TARGET_DIR:-target}/release/nivis"
 "$nivis" gen --provider "$NIVIS_REAL_NULL" --out "$gen_dir"
 "$nivis" gen --provider "$NIVIS_REAL_WORKATO" --out "$gen_dir"
-NIVIS_GEN_REAL="$gen_dir" CARGO_PROFILE=release bash tests/nix/gen/run.sh
+NIVIS_GEN_REAL="$gen_dir" CARGO_PROFILE=release bash tests/nix/gen/run.sh valid throws warns lazy real
 
 echo "== Rust tests (unit, integration, end-to-end)"
 cargo test --release -- --test-threads 2
