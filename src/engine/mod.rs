@@ -449,15 +449,13 @@ impl<'s> Engine<'s> {
         ids: &[String],
         configure: bool,
     ) -> Result<(), EngineError> {
-        let needed: BTreeSet<&str> = ids
+        let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        let needed: BTreeSet<&str> = ir
+            .resources
             .iter()
-            .filter_map(|id| {
-                ir.resources
-                    .iter()
-                    .chain(ir.data.iter())
-                    .find(|n| &n.id == id)
-                    .map(|n| n.provider.as_str())
-            })
+            .chain(ir.data.iter())
+            .filter(|n| wanted.contains(n.id.as_str()))
+            .map(|n| n.provider.as_str())
             .chain(
                 ids.iter()
                     .filter_map(|id| state.get(id).map(|r| r.provider.as_str())),
@@ -574,6 +572,7 @@ impl<'s> Engine<'s> {
             result: PhaseResult::default(),
             pending_commits: Vec::new(),
             commit_error: None,
+            running: ids.iter().cloned().collect(),
         };
         let statuses = sched::run(
             &mut owner,
@@ -963,13 +962,15 @@ impl<'s> Engine<'s> {
                 .collect();
             ids.retain(|id| keep.contains(id));
         }
+        let guarded: BTreeSet<&str> = ir
+            .resources
+            .iter()
+            .filter(|n| n.lifecycle.prevent_destroy)
+            .map(|n| n.id.as_str())
+            .collect();
         let protected: Vec<&String> = ids
             .iter()
-            .filter(|id| {
-                ir.resources
-                    .iter()
-                    .any(|n| &n.id == *id && n.lifecycle.prevent_destroy)
-            })
+            .filter(|id| guarded.contains(id.as_str()))
             .collect();
         if !protected.is_empty() {
             return Err(EngineError::Refused(format!(
@@ -1214,6 +1215,8 @@ struct PhaseOwner<'a, 'ir> {
     result: PhaseResult,
     pending_commits: Vec<Change>,
     commit_error: Option<StateError>,
+    /// The ids of `analysis.run`, for lookups.
+    running: BTreeSet<String>,
 }
 
 impl PhaseOwner<'_, '_> {
@@ -1256,7 +1259,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         let id = &self.analysis.run[i];
         let node = self.analysis.nodes[id].node;
         let state = self.holder.state();
-        let running: BTreeSet<&str> = self.analysis.run.iter().map(String::as_str).collect();
+        let running = &self.running;
         let mode = self.mode;
         let resolved = resolve(&node.config, &|rid| match state.get(rid) {
             // In plan mode, anything that will run this phase is not settled yet.
