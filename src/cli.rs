@@ -469,7 +469,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
     match result {
         Ok(report) => {
             if !json {
-                summarise(verb, report.as_ref(), &tally, style);
+                summarise(verb, report.as_ref(), &tally);
             }
             if let Some(r) = &report {
                 log::info!(
@@ -500,8 +500,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
     }
 }
 
-fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>, style: Style) {
-    let _ = style;
+fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
     match verb {
         Verb::Plan => {
             println!();

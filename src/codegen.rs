@@ -141,7 +141,7 @@ fn file_stem(name: &str) -> String {
 
 /// A Nix string literal for `s` (`"`, `\` and `$` escaped, so `${` never interpolates; NUL,
 /// which Nix strings cannot hold, dropped).
-fn nix_string(s: &str) -> String {
+pub(crate) fn nix_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

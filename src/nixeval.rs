@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::codegen::nix_string;
+
 /// Where the plan function lives.
 #[derive(Debug, Clone)]
 pub enum PlanSource {
@@ -157,23 +159,6 @@ fn store_path_prefix(path: &str) -> String {
         Some(i) => format!("/nix/store/{}", &rest[..i]),
         None => path.to_string(),
     }
-}
-
-/// Quotes a string as a Nix string literal.
-fn nix_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '$' => out.push_str("\\$"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

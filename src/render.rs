@@ -420,10 +420,6 @@ pub struct Tally<'a> {
     pub planned: Vec<(String, Action)>,
     /// Deferred resources.
     pub deferred: Vec<(String, Vec<Wait>)>,
-    /// Pending consumers.
-    pub consumers: Vec<(String, Vec<Wait>)>,
-    /// Failures seen.
-    pub failed: usize,
 }
 
 impl<'a> Tally<'a> {
@@ -433,8 +429,6 @@ impl<'a> Tally<'a> {
             inner,
             planned: Vec::new(),
             deferred: Vec::new(),
-            consumers: Vec::new(),
-            failed: 0,
         }
     }
 }
@@ -444,10 +438,6 @@ impl Sink for Tally<'_> {
         match &event {
             Event::Planned { id, action, .. } => self.planned.push((id.clone(), *action)),
             Event::Deferred { id, waits, .. } => self.deferred.push((id.clone(), waits.clone())),
-            Event::ConsumerPending { id, waits } => {
-                self.consumers.push((id.clone(), waits.clone()))
-            }
-            Event::Failed { .. } => self.failed += 1,
             _ => {}
         }
         self.inner.event(event);

@@ -35,8 +35,7 @@ use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
 use crate::provider::Provider;
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockHolder, ResourceKind, StateError, StateFile, Store};
-use crate::value::Value;
+use crate::state::{Change, LockHolder, StateError, StateFile, Store};
 
 /// How a run is set up.
 #[derive(Debug, Clone)]
@@ -389,19 +388,21 @@ impl<'s> Engine<'s> {
             .filter(|id| selected.contains(id))
             .collect();
 
-        // Which providers can be configured now.
-        let mut provider_waits: BTreeMap<&str, Vec<Wait>> = BTreeMap::new();
-        for (pid, decl) in &ir.providers {
-            let r = resolve(&decl.config, &|id| match state.get(id) {
-                Some(rs) if !selected.contains(id) || !nodes.contains_key(id) => {
-                    Lookup::Settled(&rs.attributes, &rs.sensitive_paths)
-                }
-                _ => Lookup::Pending,
-            });
-            if !r.waits.is_empty() {
-                provider_waits.insert(pid.as_str(), r.waits);
-            }
-        }
+        // Providers whose configuration is not known yet.
+        let unconfigurable: BTreeSet<&str> = ir
+            .providers
+            .iter()
+            .filter(|(_, decl)| {
+                let r = resolve(&decl.config, &|id| match state.get(id) {
+                    Some(rs) if !selected.contains(id) || !nodes.contains_key(id) => {
+                        Lookup::Settled(&rs.attributes, &rs.sensitive_paths)
+                    }
+                    _ => Lookup::Pending,
+                });
+                !r.waits.is_empty()
+            })
+            .map(|(pid, _)| pid.as_str())
+            .collect();
 
         let mut deferred: BTreeMap<String, Vec<Wait>> = BTreeMap::new();
         let mut run: Vec<String> = Vec::new();
@@ -409,9 +410,8 @@ impl<'s> Engine<'s> {
         for id in &order {
             let info = &nodes[id];
             let mut waits = Vec::new();
-            if let Some(w) = provider_waits.get(info.node.provider.as_str()) {
+            if unconfigurable.contains(info.node.provider.as_str()) {
                 waits.push(Wait::ProviderConfig(info.node.provider.clone()));
-                let _ = w;
             }
             collect_derived(&info.node.config, &mut waits);
             for d in &info.deps {
@@ -1588,17 +1588,4 @@ fn resolved_fingerprint(node: &Node, state: &StateFile) -> Option<String> {
 fn set_private_dir(dir: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-}
-
-/// Converts a state record's kind for display.
-pub fn kind_name(kind: ResourceKind) -> &'static str {
-    match kind {
-        ResourceKind::Managed => "resource",
-        ResourceKind::Data => "data source",
-    }
-}
-
-/// Plain-JSON view of a state value for display (`state show`).
-pub fn show_value(json: &Json) -> Value {
-    crate::value::json::from_plain_json(json)
 }

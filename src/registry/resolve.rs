@@ -118,6 +118,32 @@ fn wanted(locked: Option<&Version>, c: &Constraint) -> String {
     }
 }
 
+/// The lock file's selection for `addr` (none when `update_lock` asks to choose afresh); an
+/// error when the locked version no longer satisfies `constraint`.
+fn locked_entry<'l>(
+    lock: &'l LockFile,
+    addr: &ProviderAddr,
+    constraint: &Constraint,
+    opts: &InstallOptions,
+) -> Result<Option<&'l LockedProvider>, InstallError> {
+    let prior = if opts.update_lock {
+        None
+    } else {
+        lock.get(addr)
+    };
+    if let Some(p) = prior {
+        if !constraint.allows(&p.version) {
+            return Err(InstallError::LockedVersionRejected {
+                address: addr.to_string(),
+                locked: p.version.to_string(),
+                constraint: constraint.to_string(),
+                lock_file: opts.lock_file.clone(),
+            });
+        }
+    }
+    Ok(prior)
+}
+
 /// The lock entry usable to verify `version`, if any.
 fn entry_for<'l>(
     prior: Option<&'l LockedProvider>,
@@ -292,21 +318,7 @@ pub(crate) fn install(
     let constraint = parse_constraint(constraint)?;
     let platform = opts.platform.clone();
     let lock = LockFile::read(&opts.lock_file)?;
-    let prior = if opts.update_lock {
-        None
-    } else {
-        lock.get(&addr)
-    };
-    if let Some(p) = prior {
-        if !constraint.allows(&p.version) {
-            return Err(InstallError::LockedVersionRejected {
-                address: addr.to_string(),
-                locked: p.version.to_string(),
-                constraint: constraint.to_string(),
-                lock_file: opts.lock_file.clone(),
-            });
-        }
-    }
+    let prior = locked_entry(&lock, &addr, &constraint, opts)?;
     let locked = prior.map(|p| &p.version);
     let ctx = Ctx::new(opts);
     let mut searched = Vec::new();
@@ -481,21 +493,7 @@ fn for_each_package(
     };
     let lock = LockFile::read(&opts.lock_file)?;
     for (addr, constraint) in parse_all(sources)? {
-        let prior = if opts.update_lock {
-            None
-        } else {
-            lock.get(&addr)
-        };
-        if let Some(p) = prior {
-            if !constraint.allows(&p.version) {
-                return Err(InstallError::LockedVersionRejected {
-                    address: addr.to_string(),
-                    locked: p.version.to_string(),
-                    constraint: constraint.to_string(),
-                    lock_file: opts.lock_file.clone(),
-                });
-            }
-        }
+        let prior = locked_entry(&lock, &addr, &constraint, opts)?;
         let locked = prior.map(|p| &p.version);
         let mut searched = Vec::new();
         let Some(version) = select(ctx, &addr, &constraint, locked, &platforms, &mut searched)?

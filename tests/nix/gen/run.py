@@ -29,29 +29,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 CHECK = ROOT / "tests" / "ir-conformance" / "check.py"
-NIX = ["nix", "--extra-experimental-features", "nix-command flakes"]
+
+# The result tally and the nix runner are shared with the library tests (tests/nix/run.py).
+sys.path.insert(0, str(HERE.parent))
+from run import NIX, Results, nix_eval  # noqa: E402
 EVAL_LIMIT = 0.2  # seconds for one constructor of the large provider, nix startup included
-
-
-class Results:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def record(self, ok, name, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS {name}")
-        else:
-            self.failed += 1
-            print(f"FAIL {name}")
-            for line in str(detail).splitlines()[:30]:
-                print(f"    {line}")
-
-
-def nix_eval(args):
-    proc = subprocess.run(NIX + ["eval", "--impure"] + args, capture_output=True, text=True)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def nix_json(expr):
