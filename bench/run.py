@@ -438,20 +438,6 @@ def parse_duration(s: str) -> float:
     return float(m.group(1)) * {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
 
 
-def interval_union(intervals: list[tuple[float, float]]) -> float:
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
-
-
 class Env:
     def __init__(self, args, work: Path):
         self.args = args
@@ -631,28 +617,20 @@ def analyse_nivis(step: str, n: int, res: RunResult, parallelism: int) -> tuple[
         problems.append(f"destroy deleted {finished_actions.get('delete', 0)} of {n}")
     nix = sum(e["seconds"] for e in evals)
     startups = [parse_duration(m) for m in re.findall(r"\) in ([0-9.]+(?:ns|µs|us|ms|s))\s*$", stderr, re.M)]
-    intervals = [(e["_t"] - e["seconds"], e["_t"]) for e in fin]
-    inflight = interval_union(intervals) if fin else None
-    sum_fin = sum(e["seconds"] for e in fin)
-    own = None
-    method = ""
-    own_max = None
-    if inflight is not None:
-        provider = inflight + sum(startups)
-        own = max(0.0, res.wall - nix - provider)
-        # If the calls had kept all `parallelism` workers busy, they would have needed only
-        # Σ seconds / parallelism of wall time: the rest is an upper bound for own overhead.
-        own_max = max(0.0, res.wall - nix - sum(startups) - sum_fin / parallelism)
-        method = "events"
-    else:
-        # No per-call events (plan): split the non-Nix wall time in proportion to CPU time.
-        nv = res.cpu_by_cat.get("nivis", 0.0)
-        pv = res.cpu_by_cat.get("provider", 0.0)
-        rest = max(0.0, res.wall - nix)
-        own = rest * nv / (nv + pv) if nv + pv > 0 else rest
-        provider = rest - own
-        own_max = own
-        method = "cpu"
+    timing = next((e for e in reversed(events) if e["type"] == "timing"), None)
+    if timing is None:
+        problems.append("no timing event: is this an older nivis?")
+        timing = {"nixSeconds": nix, "providerSeconds": 0.0, "providerCalls": 0,
+                  "providerCallSecondsSummed": 0.0}
+    # Nivis measures the union of in-flight provider calls, start-ups and shutdowns itself;
+    # everything else in the process's wall time (its start, IR ingest, scheduling, state,
+    # rendering, exit) is its own.
+    provider = timing["providerSeconds"]
+    summed = timing["providerCallSecondsSummed"]
+    own = max(0.0, res.wall - nix - provider)
+    # If the calls had kept all `parallelism` workers busy, they would have needed only
+    # Σ seconds / parallelism of wall time: the rest is an upper bound for own overhead.
+    own_max = max(0.0, res.wall - nix - sum(startups) - summed / parallelism)
     info = {
         "nix": nix,
         "nix_per_eval": [e["seconds"] for e in evals],
@@ -660,11 +638,10 @@ def analyse_nivis(step: str, n: int, res: RunResult, parallelism: int) -> tuple[
         "apply_phases": fix[-1]["applyPhases"] if fix else None,
         "provider": provider,
         "provider_startup": sum(startups),
-        "inflight": inflight,
-        "sum_finished_over_par": sum_fin / parallelism if fin else None,
+        "calls": timing["providerCalls"],
+        "sum_calls_over_par": summed / parallelism,
         "own": own,
         "own_max": own_max,
-        "split_method": method,
         "planned_actions": actions,
         "finished_actions": finished_actions,
         "per_phase_nix": [(e.get("phase"), e["seconds"]) for e in evals],
@@ -965,16 +942,17 @@ def render_workload(bench: Bench, w: Workload) -> list[str]:
         L.append(f"| {STEP_LABEL[step]} | {tw_s} | {fmt_s(nw)} | {ratio} | "
                  f"{fmt_mb(tr)} | {fmt_mb(nr)} | {fmt_ratio(nr, tr)} | {fmt_s(tc)} | {fmt_s(nc)} |")
     L.append("")
-    L.append("Nivis time split (medians; method in bench/README.md). *Nix* = Σ `evaluated` seconds. "
-             "*Provider calls* = wall time with at least one call in flight plus provider start-up; "
-             "*Σ/par* = Σ `finished` seconds / parallelism. *Own* = wall − Nix − provider calls (time when "
-             "neither Nix nor any call ran); *own, max* = wall − Nix − start-up − Σ/par (what would remain "
-             "if the calls had kept every worker busy). † plans emit no per-call events: their non-Nix time "
-             "is shared between Nivis and the provider in proportion to CPU seconds.")
+    L.append("Nivis time split (medians; method in bench/README.md), from the `timing` event Nivis "
+             "emits last. *Nix* = Σ `evaluated` seconds. *Providers* = wall time with at least one provider "
+             "call, start-up or shutdown in flight (client-side gRPC work included); *calls* = RPCs made; "
+             "*Σ/par* = the calls' durations added up, / parallelism. *Own* = wall − Nix − providers: time "
+             "when Nivis waited on neither (process start, reading the IR, scheduling, state, rendering, "
+             "exit); *own, max* = wall − Nix − start-up − Σ/par (what would remain if the calls had kept "
+             "every worker busy: an upper bound).")
     L.append("")
-    L.append("| step | wall | Nix (evaluations) | provider calls | Σ/par | own | own % | own, max | "
+    L.append("| step | wall | Nix (evaluations) | providers | calls | Σ/par | own | own % | own, max | "
              "CPU s: nivis / nix / provider |")
-    L.append("|---|---|---|---|---|---|---|---|---|")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
     for step in STEPS:
         runs = res.get("nivis", {}).get(step, [])
         if not runs:
@@ -984,13 +962,13 @@ def render_workload(bench: Bench, w: Workload) -> list[str]:
         prov = med(w.key, "nivis", step, "provider")
         own = med(w.key, "nivis", step, "own")
         own_max = med(w.key, "nivis", step, "own_max")
-        sfp = med(w.key, "nivis", step, "sum_finished_over_par")
+        sfp = med(w.key, "nivis", step, "sum_calls_over_par")
+        calls = statistics.median([r["calls"] for r in runs])
         evals = statistics.median([r["evaluations"] for r in runs])
-        dag = " †" if runs[0]["split_method"] == "cpu" else ""
         cpu = [statistics.median([r["cpu_by_cat"].get(c, 0.0) for r in runs]) for c in ("nivis", "nix", "provider")]
-        own_max_s = "—" if dag else f"{fmt_s(own_max)} ({100 * own_max / wall:.0f}%)"
-        L.append(f"| {STEP_LABEL[step]} | {fmt_s(wall)} | {fmt_s(nix)} ({evals:g}) | {fmt_s(prov)}{dag} | "
-                 f"{fmt_s(sfp)} | {fmt_s(own)}{dag} | {100 * own / wall:.0f}%{dag} | {own_max_s} | "
+        L.append(f"| {STEP_LABEL[step]} | {fmt_s(wall)} | {fmt_s(nix)} ({evals:g}) | {fmt_s(prov)} | {calls:g} | "
+                 f"{fmt_s(sfp)} | {fmt_s(own)} | {100 * own / wall:.0f}% | "
+                 f"{fmt_s(own_max)} ({100 * own_max / wall:.0f}%) | "
                  f"{cpu[0]:.2f} / {cpu[1]:.2f} / {cpu[2]:.2f} |")
     L.append("")
     applies = res.get("nivis", {}).get("apply", [])

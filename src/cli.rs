@@ -14,7 +14,9 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
-use crate::engine::{self, interrupt_flag, Engine, EngineError, Options, Report, Sink};
+use crate::engine::{
+    self, interrupt_flag, Engine, EngineError, Event, Options, Report, Sink, Timing,
+};
 use crate::nixeval::PlanSource;
 use crate::render::{self, Human, JsonLines, Style, Tally};
 use crate::state::{Change, LockHolder, Store};
@@ -424,6 +426,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
     let inner: &mut dyn Sink = if json { &mut jsonl } else { &mut human };
     let mut tally = Tally::new(inner);
     let started = std::time::Instant::now();
+    let calls_before = crate::plugin::call_times();
     let result: Result<Option<Report>, EngineError> = {
         let mut engine = Engine::new(opts, &mut tally);
         match verb {
@@ -466,21 +469,60 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
         }
     };
     let elapsed = started.elapsed();
+    let calls = crate::plugin::call_times().since(calls_before);
     match result {
         Ok(report) => {
             if !json {
                 summarise(verb, report.as_ref(), &tally);
             }
             if let Some(r) = &report {
+                let timing = Timing {
+                    wall: elapsed,
+                    nix: r.nix_time,
+                    providers: calls.busy,
+                    provider_calls: calls.calls,
+                    provider_call_time: calls.summed,
+                };
                 log::info!(
-                    "{name} took {:.2}s ({:.2}s in Nix evaluation)",
+                    "{name} took {:.2}s: {:.2}s in Nix evaluation, {:.2}s waiting on providers ({} calls), {:.2}s in Nivis itself",
                     elapsed.as_secs_f64(),
-                    r.nix_time.as_secs_f64()
+                    timing.nix.as_secs_f64(),
+                    timing.providers.as_secs_f64(),
+                    timing.provider_calls,
+                    timing.own().as_secs_f64(),
                 );
+                tally.event(Event::Timing(timing));
             }
             exit::OK
         }
         Err(EngineError::Diagnostics(d)) if d.is_empty() => exit::ERROR,
+        Err(e) if json => {
+            // CI reads stdout: the failure is its last line, and stderr says it for humans.
+            let diagnostics = match &e {
+                EngineError::Diagnostics(d) => d.0.clone(),
+                _ => Vec::new(),
+            };
+            let message = match &e {
+                EngineError::Diagnostics(d) => format!("{} error(s)", d.errors().count()),
+                e => e.to_string(),
+            };
+            tally.event(Event::CommandFailed {
+                message,
+                diagnostics: diagnostics.clone(),
+            });
+            let mut err = std::io::stderr().lock();
+            if diagnostics.is_empty() {
+                let _ = writeln!(err, "Error: {e}");
+            }
+            for x in &diagnostics {
+                render::write_diagnostic(&mut err, style, x);
+            }
+            if matches!(e, EngineError::Interrupted) {
+                exit::INTERRUPTED
+            } else {
+                exit::ERROR
+            }
+        }
         Err(EngineError::Diagnostics(d)) => {
             let mut err = std::io::stderr().lock();
             for x in &d.0 {

@@ -298,6 +298,10 @@ impl Sink for Human {
             Event::PhaseLimit { apply_phases } => {
                 let _ = writeln!(out, "{}", s.ember(&format!("Stopped after {apply_phases} phase(s) (--max-phases); not at a fixpoint yet.")));
             }
+            // `-v` logs it; the human summary has no place for it.
+            Event::Timing(_) => {}
+            // The command prints the failure itself, on stderr.
+            Event::CommandFailed { .. } => {}
         }
     }
 }
@@ -400,6 +404,23 @@ pub fn event_json(event: &Event) -> serde_json::Value {
         Event::PhaseLimit { apply_phases } => {
             json!({"type": "phase-limit", "applyPhases": apply_phases})
         }
+        Event::Timing(t) => json!({
+            "type": "timing",
+            "seconds": t.wall.as_secs_f64(),
+            "nixSeconds": t.nix.as_secs_f64(),
+            "providerSeconds": t.providers.as_secs_f64(),
+            "providerCalls": t.provider_calls,
+            "providerCallSecondsSummed": t.provider_call_time.as_secs_f64(),
+            "ownSeconds": t.own().as_secs_f64(),
+        }),
+        Event::CommandFailed {
+            message,
+            diagnostics,
+        } => json!({
+            "type": "error",
+            "message": message,
+            "diagnostics": diagnostics.iter().map(diag_json).collect::<Vec<_>>(),
+        }),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::value::{PathStep, Value};
 
 /// What happens (or would happen) to one resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", rename_all_fields = "camelCase")]
 pub enum Action {
     /// A new object.
     Create,
@@ -122,6 +122,38 @@ pub enum Event {
     Fixpoint { evaluations: u32, apply_phases: u32 },
     /// `--max-phases` stopped the run.
     PhaseLimit { apply_phases: u32 },
+    /// Where the command's wall time went; the last event of a successful command.
+    Timing(Timing),
+    /// The command failed as a whole (the last event of a failed command); `diagnostics` is
+    /// empty when `message` says it all.
+    CommandFailed {
+        message: String,
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+/// A command's wall time, split. The parts overlap only where Nix ran while a provider call
+/// was in flight (never, today: evaluation happens between phases).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// From the engine's creation to its end, provider shutdown included.
+    pub wall: Duration,
+    /// Spent in Nix evaluations.
+    pub nix: Duration,
+    /// With at least one provider start-up, call or shutdown in flight.
+    pub providers: Duration,
+    /// Provider RPCs made.
+    pub provider_calls: u64,
+    /// Those RPCs' durations added up: with `parallelism` workers kept busy, `providers` would
+    /// be about this divided by `parallelism`.
+    pub provider_call_time: Duration,
+}
+
+impl Timing {
+    /// Nivis's own share: neither Nix nor any provider was working for it.
+    pub fn own(&self) -> Duration {
+        self.wall.saturating_sub(self.nix + self.providers)
+    }
 }
 
 /// Receives events.

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-pub use self::events::{Action, AttrChange, Collect, Event, Sink, Wait};
+pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::node::{Mode, NodeInput, NodeOutput, NodeProgress};
 use self::providers::ProviderSet;
 pub use self::providers::{locate, resolve_source};
@@ -83,6 +83,8 @@ pub enum EngineError {
     UnknownTarget(String),
     /// Problems with providers or configurations, before anything was changed.
     Diagnostics(Diagnostics),
+    /// Some resources could not be planned (reported as events); nothing was changed.
+    PlanFailed(usize),
     /// Some operations failed (reported as events); the rest completed.
     OperationsFailed(usize),
     /// The user did not confirm.
@@ -123,6 +125,7 @@ impl fmt::Display for EngineError {
             }
             EngineError::UnknownTarget(t) => write!(f, "--target {t}: no such resource in the plan or state"),
             EngineError::Diagnostics(d) => write!(f, "{d}"),
+            EngineError::PlanFailed(n) => write!(f, "{n} resource(s) could not be planned; nothing was changed. Fix the errors above and run again."),
             EngineError::OperationsFailed(n) => write!(f, "{n} operation(s) failed; everything else completed and is recorded in state. Fix the errors above and run again."),
             EngineError::Declined => write!(f, "cancelled: nothing was changed"),
             EngineError::Interrupted => write!(f, "interrupted: in-flight operations finished and were recorded; nothing new was started"),
@@ -669,7 +672,7 @@ impl<'s> Engine<'s> {
             }
         }
         if result.failed > 0 {
-            return Err(EngineError::OperationsFailed(result.failed));
+            return Err(EngineError::PlanFailed(result.failed));
         }
         Ok(Report {
             evaluations: 1,
@@ -751,7 +754,7 @@ impl<'s> Engine<'s> {
                     }
                 }
                 if preview.failed > 0 {
-                    return Err(EngineError::OperationsFailed(preview.failed));
+                    return Err(EngineError::PlanFailed(preview.failed));
                 }
                 self.settled.clear();
                 if !ask() {
@@ -1309,10 +1312,15 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         })
     }
 
-    fn progress(&mut self, _i: usize, progress: NodeProgress) {
+    fn progress(&mut self, i: usize, progress: NodeProgress) {
         match progress {
+            NodeProgress::Applying(action) => self.sink.event(Event::Started {
+                phase: self.phase,
+                id: self.analysis.run[i].clone(),
+                action,
+            }),
             NodeProgress::Commit(change) => {
-                self.record(change);
+                self.record(*change);
                 let _ = self.flush_commits();
             }
         }

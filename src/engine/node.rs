@@ -53,8 +53,10 @@ pub struct NodeInput {
 
 /// What a worker reports before it is done.
 pub enum NodeProgress {
+    /// The plan is made and the change is about to be carried out.
+    Applying(Action),
     /// A state change that must be recorded now (e.g. the old object of a replace is gone).
-    Commit(Change),
+    Commit(Box<Change>),
 }
 
 /// The result of one resource's turn.
@@ -94,7 +96,7 @@ pub fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let started = Instant::now();
     let id = input.id.clone();
     let mut out = match input.kind {
-        NodeKind::Data => run_data(&input),
+        NodeKind::Data => run_data(&input, report),
         NodeKind::Managed => run_managed(&input, report),
     };
     out.diagnostics = std::mem::take(&mut out.diagnostics).for_resource(&id);
@@ -130,7 +132,7 @@ fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
     Ok(())
 }
 
-fn run_data(input: &NodeInput) -> NodeOutput {
+fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let schema = input.provider.schema();
     let Some(s) = schema.data_sources.get(&input.type_name) else {
         return NodeOutput::failed(
@@ -168,6 +170,9 @@ fn run_data(input: &NodeInput) -> NodeOutput {
             ok: true,
             elapsed: Default::default(),
         };
+    }
+    if input.mode == Mode::Apply {
+        report(NodeProgress::Applying(Action::Read));
     }
     let (state, read_diags) = match input.provider.read_data_source(&input.type_name, &config) {
         Ok(r) => r,
@@ -446,6 +451,9 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         out.diagnostics = diags;
         return out;
     }
+    if action != Action::NoOp {
+        report(NodeProgress::Applying(action));
+    }
     if let Err(d) = realise_builds(input) {
         diags.extend(d);
         out.ok = false;
@@ -498,7 +506,9 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         } => {
             // Delete the old object first; record that before creating the new one.
             match destroy_object(input, &prior, &prior_private, &mut diags) {
-                Ok(()) => report(NodeProgress::Commit(Change::Remove(input.id.clone()))),
+                Ok(()) => report(NodeProgress::Commit(Box::new(Change::Remove(
+                    input.id.clone(),
+                )))),
                 Err(()) => {
                     out.ok = false;
                     out.diagnostics = diags;
@@ -537,7 +547,9 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
                         private: (!prior_private.is_empty()).then(|| prior_private.clone()),
                         schema_version: s.version,
                     });
-                    report(NodeProgress::Commit(Change::Put(new_record.clone())));
+                    report(NodeProgress::Commit(Box::new(Change::Put(
+                        new_record.clone(),
+                    ))));
                     if destroy_object(input, &prior, &prior_private, &mut diags).is_ok() {
                         new_record.deposed.clear();
                     }

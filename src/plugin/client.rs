@@ -13,6 +13,7 @@ use std::time::Duration;
 use grpcio::{CallOption, ChannelBuilder, Client, Environment, Marshaller, Method, MethodType};
 use protobuf::{Message, MessageField};
 
+use super::call_clock::InFlight;
 use super::launch::{LaunchError, LaunchSpec, PluginProcess};
 use super::protocol::{self, Methods};
 use super::wire::plugin as go_plugin;
@@ -96,6 +97,7 @@ fn method<Req: Message, Resp: Message>(ty: MethodType, path: &'static str) -> Me
 impl GrpcProvider {
     /// Starts the provider binary, connects, and fetches its schema.
     pub fn start(spec: &LaunchSpec) -> Result<GrpcProvider, StartError> {
+        let _in_flight = InFlight::lifecycle();
         let process = PluginProcess::launch(spec).map_err(StartError::Launch)?;
         let handshake = process.handshake().clone();
         let channel = ChannelBuilder::new(grpc_env())
@@ -265,6 +267,7 @@ impl GrpcProvider {
         opt: CallOption,
     ) -> CallResult<Resp> {
         let m = method::<Req, Resp>(MethodType::Unary, path);
+        let _in_flight = InFlight::rpc();
         self.client
             .unary_call(&m, req, opt)
             .map_err(|e| self.transport_error(path, e).into())
@@ -399,6 +402,7 @@ impl GrpcProvider {
 
     /// Asks the provider to exit (GRPCController.Shutdown), waits up to two seconds, then kills it.
     pub fn shutdown(&self) {
+        let _in_flight = InFlight::lifecycle();
         let m = method::<go_plugin::Empty, go_plugin::Empty>(
             MethodType::Unary,
             "/plugin.GRPCController/Shutdown",

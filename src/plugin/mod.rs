@@ -4,11 +4,13 @@
 //! the few differences between protocol 5 and 6, `wire` the generated messages. The rest of
 //! Nivis sees only [`crate::provider::Provider`], implemented here by [`GrpcProvider`].
 
+mod call_clock;
 mod client;
 mod launch;
 mod protocol;
 mod schema_cache;
 pub mod wire;
 
+pub use call_clock::{call_times, CallTimes};
 pub use client::{GrpcProvider, StartError};
 pub use launch::{parse_handshake, Handshake, LaunchError, LaunchSpec, PluginProcess};

@@ -223,3 +223,102 @@ fn the_cycle_variant_is_rejected_naming_a_and_c() {
     let out = p.state_cmd(&["state", "list"]);
     assert_eq!(stdout(&out).trim(), "");
 }
+
+/// The `--json` stream a CI consumer reads: each change is announced (`started`) before it is
+/// reported done (`finished`), and the last line splits the wall time (`timing`).
+#[test]
+fn json_stream_pairs_started_with_finished_and_ends_with_timing() {
+    let p = Project::two_providers(false);
+    let check_timing = |ev: &[Json], verb: &str| {
+        let last = ev.last().unwrap_or_else(|| panic!("{verb}: no events"));
+        assert_eq!(last["type"], "timing", "{verb}: {last}");
+        let secs = |k: &str| {
+            last[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{verb}: {k} in {last}"))
+        };
+        assert!(secs("nixSeconds") > 0.0, "{verb}: {last}");
+        assert!(secs("providerSeconds") > 0.0, "{verb}: {last}");
+        assert!(
+            last["providerCalls"].as_u64().unwrap() > 0,
+            "{verb}: {last}"
+        );
+        let parts = secs("nixSeconds") + secs("providerSeconds") + secs("ownSeconds");
+        assert!(
+            (parts - secs("seconds")).abs() < 1e-3,
+            "{verb}: parts do not add up: {last}"
+        );
+        assert!(secs("providerCallSecondsSummed") > 0.0, "{verb}: {last}");
+    };
+    let out = p.run(&["plan"], &["--json"]);
+    assert_success(&out);
+    check_timing(&events(&out), "plan");
+
+    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    let ev = events(&out);
+    check_timing(&ev, "apply");
+    let key = |e: &Json| (e["phase"].clone(), e["id"].clone(), e["action"].clone());
+    let mut open = Vec::new();
+    let mut done = 0;
+    for e in &ev {
+        match e["type"].as_str() {
+            Some("started") => open.push(key(e)),
+            Some("finished") if e["action"] != "no-op" => {
+                let k = key(e);
+                let at = open.iter().position(|o| *o == k);
+                assert!(at.is_some(), "finished without started: {e}");
+                open.remove(at.unwrap());
+                done += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(done, 3, "{ev:?}");
+    assert!(open.is_empty(), "started but never finished: {open:?}");
+
+    let out = p.run(&["destroy"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    check_timing(&events(&out), "destroy");
+}
+
+/// A failed command ends its `--json` stream with an `error` line saying what failed, so CI
+/// does not have to parse stderr; a plan that fails says nothing was changed.
+#[test]
+fn json_stream_ends_with_an_error_line_when_the_command_fails() {
+    let p = Project::two_providers(false);
+    let last = |out: &std::process::Output| events(out).last().cloned().expect("an event");
+
+    p.set_plan("ledger: { resources = [ ");
+    let out = p.run(&["plan"], &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = last(&out);
+    assert_eq!(e["type"], "error", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("plan.nix"), "{e}");
+
+    p.set_plan(
+        r#"ledger: lib.toIR {
+          providers.alpha = lib.mkProvider { source = "provider-alpha"; };
+          resources = [ (lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "A";
+                                          config.label = "invalid-label"; }) ];
+          inherit ledger;
+        }"#,
+    );
+    let out = p.run(&["plan"], &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let ev = events(&out);
+    assert!(
+        ev.iter()
+            .any(|e| e["type"] == "failed" && e["id"] == "alpha.alpha_token.A"),
+        "{ev:?}"
+    );
+    let e = ev.last().unwrap();
+    assert_eq!(e["type"], "error", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not be planned; nothing was changed"),
+        "{e}"
+    );
+}

@@ -85,7 +85,7 @@ fn update_replace_and_create_before_destroy() {
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     assert_eq!(
-        actions(&out)[0].1["replace"]["create_before_destroy"],
+        actions(&out)[0].1["replace"]["createBeforeDestroy"],
         false,
         "{:?}",
         actions(&out)
@@ -106,7 +106,7 @@ fn update_replace_and_create_before_destroy() {
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     assert_eq!(
-        actions(&out)[0].1["replace"]["create_before_destroy"],
+        actions(&out)[0].1["replace"]["createBeforeDestroy"],
         true,
         "{:?}",
         actions(&out)

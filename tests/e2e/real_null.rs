@@ -68,7 +68,7 @@ fn round_trip_with_the_real_null_provider() {
         .expect("null_resource finished");
     assert_eq!(
         replaced["action"],
-        serde_json::json!({"replace": {"create_before_destroy": false}})
+        serde_json::json!({"replace": {"createBeforeDestroy": false}})
     );
     // (null 2.1.2 draws ids from Go's unseeded math/rand, so a fresh process may hand out the
     // same id again; the trigger shows the new object.)
