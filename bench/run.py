@@ -1068,6 +1068,9 @@ def evaluate_targets(bench: Bench, workloads: list[Workload]) -> list[tuple]:
 # --------------------------------------------------------------------------------------------
 
 
+HAND_WRITTEN = "<!-- Written by hand below this line: bench/run.py keeps it; redo it after each run. -->"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3, help="repetitions per workload (default 3)")
@@ -1165,6 +1168,10 @@ def main() -> int:
     }
     report = render(bench, workloads, meta)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # Sections written by hand (findings, other benchmarks) follow HAND_WRITTEN in the report and
+    # are carried over, so a re-run does not lose them; they must be re-read after each run.
+    if out.exists() and HAND_WRITTEN in out.read_text():
+        report = report.rstrip("\n") + "\n\n" + HAND_WRITTEN + out.read_text().split(HAND_WRITTEN, 1)[1]
     out.write_text(report)
     raw = work / "results.json"
     raw.write_text(json.dumps({"meta": meta, "results": bench.results, "anomalies": bench.anomalies}, indent=1,

@@ -271,6 +271,21 @@ impl fmt::Display for Ref {
 
 // --- attribute paths ------------------------------------------------------------
 
+/// The same path in the value model's steps (the first step names an attribute), for
+/// diagnostics.
+pub fn value_path(steps: &[PathStep]) -> Vec<crate::value::PathStep> {
+    use crate::value::PathStep as V;
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s {
+            PathStep::Key(k) if i == 0 => V::Attr(k.clone()),
+            PathStep::Key(k) => V::Key(k.clone()),
+            PathStep::Index(n) => V::Index(*n),
+        })
+        .collect()
+}
+
 /// Render path steps the way the IR writes attribute paths (edge `via`,
 /// `ignoreChanges`, error locations): `disk[0].size`, `tags["a.b"]`.
 /// Keys that are not identifiers are quoted as Nix's `builtins.toJSON` would.

@@ -12,6 +12,7 @@
 pub mod events;
 mod node;
 mod providers;
+mod refcheck;
 mod resolve;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -523,6 +524,19 @@ impl<'s> Engine<'s> {
         Ok(())
     }
 
+    /// References whose targets' providers are running, checked against their schemas.
+    fn reference_problems(&self, ir: &Ir) -> Diagnostics {
+        refcheck::check_references(ir, &|pid| self.providers.schema(pid))
+    }
+
+    fn check_references(&self, ir: &Ir) -> Result<(), EngineError> {
+        let diags = self.reference_problems(ir);
+        if diags.has_errors() {
+            return Err(EngineError::Diagnostics(diags));
+        }
+        Ok(())
+    }
+
     /// Plans and (in apply mode) applies the nodes of `analysis.run`.
     fn run_nodes(
         &mut self,
@@ -641,6 +655,7 @@ impl<'s> Engine<'s> {
         let ir = self.evaluate(holder.state(), 0)?;
         let analysis = self.analyse(&ir, holder.state())?;
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
+        self.check_references(&ir)?;
         let result = self.run_nodes(&ir, &analysis, &mut holder, 1, Mode::Plan)?;
         self.emit_deferred(&analysis, holder.state(), 1);
         let orphans = if self.opts.targets.is_empty() {
@@ -738,6 +753,7 @@ impl<'s> Engine<'s> {
             }
             phase += 1;
             self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
+            self.check_references(&ir)?;
             if let Some(ask) = confirm.take() {
                 // Show the first phase's plan and ask once.
                 let preview = self.run_nodes(&ir, &analysis, holder, phase, Mode::Plan)?;
@@ -1095,6 +1111,7 @@ impl<'s> Engine<'s> {
             .map(|n| n.id.clone())
             .collect();
         self.prepare_providers(&ir, holder.state(), &ids, false)?;
+        all.extend(self.reference_problems(&ir));
         for (pid, decl) in &ir.providers {
             let provider = self
                 .providers

@@ -850,17 +850,7 @@ fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {
                     out.push(vec![PathStep::Attr(name.clone())]);
                 }
             }
-            IgnorePath::Path(steps) => out.push(
-                steps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| match s {
-                        crate::ir::PathStep::Key(k) if i == 0 => PathStep::Attr(k.clone()),
-                        crate::ir::PathStep::Key(k) => PathStep::Key(k.clone()),
-                        crate::ir::PathStep::Index(n) => PathStep::Index(*n),
-                    })
-                    .collect(),
-            ),
+            IgnorePath::Path(steps) => out.push(crate::ir::value_path(steps)),
         }
     }
     out

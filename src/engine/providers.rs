@@ -124,6 +124,11 @@ impl ProviderSet {
         Ok(())
     }
 
+    /// The schema of provider `id`, if it is running.
+    pub fn schema(&self, id: &str) -> Option<&crate::schema::ProviderSchema> {
+        self.running.get(id).map(|r| r.provider.schema())
+    }
+
     /// True once `id` has been configured.
     pub fn is_configured(&self, id: &str) -> bool {
         self.running.get(id).is_some_and(|r| r.configured.is_some())

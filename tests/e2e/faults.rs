@@ -290,3 +290,45 @@ fn ctrl_c_finishes_in_flight_work_records_it_and_starts_nothing_new() {
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
     assert_eq!(stdout(&p.state_cmd(&["state", "list"])).lines().count(), 40);
 }
+
+/// A reference to an output the target's type does not have can never resolve: plan and apply
+/// refuse it before anything runs, naming the referring resource, where the reference sits and
+/// the likely intended name, instead of waiting until the fixpoint.
+#[test]
+fn reference_to_a_missing_attribute_is_refused_up_front() {
+    let p = Project::new(
+        r#"ledger: let
+          a = lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "A"; };
+          b = lib.mkResource { provider = "beta"; type = "beta_record"; name = "B";
+                               config.from = lib.str [ "x-" (a.refAttr "valu") ]; };
+          c = lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "C";
+                               config.label = a.refAttr "secrett"; };
+        in lib.toIR {
+          providers.alpha = lib.mkProvider { source = "provider-alpha"; };
+          providers.beta = lib.mkProvider { source = "provider-beta"; };
+          resources = [ a b c ];
+          inherit ledger;
+        }"#,
+    );
+    for verb in [&["plan"][..], &["apply", "--auto-approve"][..]] {
+        let out = p.run(verb, &[]);
+        assert_eq!(out.status.code(), Some(1), "{verb:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("[beta.beta_record.B] at from")
+                && err.contains(r#"reference to alpha.alpha_token.A.valu: alpha_token has no attribute "valu"; did you mean "value"?"#),
+            "{verb:?}: {err}"
+        );
+        assert!(
+            err.contains("[alpha.alpha_token.C] at label")
+                && err.contains(r#"has no attribute "secrett"; did you mean "secret"?"#),
+            "{verb:?}: {err}"
+        );
+    }
+    let listed = p.state_cmd(&["state", "list"]);
+    assert!(
+        stdout(&listed).trim().is_empty(),
+        "nothing was created: {}",
+        stdout(&listed)
+    );
+}
