@@ -9,7 +9,8 @@
 //! Knobs (environment): `NIVIS_FAKE_ALPHA_SCHEMA_VERSION=1` bumps the schema to version 1, adding
 //! computed `revision`, filled by the state upgrader from version 0; `NIVIS_FAKE_FAIL_ON=L1,L2`
 //! makes applies of those labels fail with a diagnostic (`NIVIS_FAKE_PARTIAL_ON` likewise, but
-//! after the object exists, returning it); `NIVIS_FAKE_CRASH_ON=L` makes the
+//! after the object exists, returning it; `NIVIS_FAKE_FAIL_DELETE_ON` makes deletes of those labels
+//! fail); `NIVIS_FAKE_CRASH_ON=L` makes the
 //! process die mid-apply with a Go-style panic; `NIVIS_FAKE_DRIFT_ON=L` makes reads report a
 //! changed `value`, `NIVIS_FAKE_GONE_ON=L` makes them report the object gone; `NIVIS_FAKE_SLOW_MS`, `NIVIS_FAKE_NOISE` (see
 //! common.rs). A label containing `invalid` fails validation.
@@ -142,6 +143,13 @@ impl common::Fake for Alpha {
         planned: &Value,
     ) -> Result<Value, (Option<Value>, String)> {
         if matches!(planned, Value::Null) {
+            let label = get_str(prior, "label").unwrap_or_default();
+            if fault("NIVIS_FAKE_FAIL_DELETE_ON", &label) {
+                return Err((
+                    Some(prior.clone()),
+                    format!("injected failure deleting alpha_token with label {label:?}"),
+                ));
+            }
             return Ok(Value::Null);
         }
         let label = get_str(planned, "label").unwrap_or_default();

@@ -427,6 +427,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
     let mut tally = Tally::new(inner);
     let started = std::time::Instant::now();
     let calls_before = crate::plugin::call_times();
+    let cpu_before = own_cpu_time();
     let result: Result<Option<Report>, EngineError> = {
         let mut engine = Engine::new(opts, &mut tally);
         match verb {
@@ -482,6 +483,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
                     providers: calls.busy,
                     provider_calls: calls.calls,
                     provider_call_time: calls.summed,
+                    cpu: own_cpu_time().saturating_sub(cpu_before),
                 };
                 log::info!(
                     "{name} took {:.2}s: {:.2}s in Nix evaluation, {:.2}s waiting on providers ({} calls), {:.2}s in Nivis itself",
@@ -540,6 +542,20 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
         }
         Err(e) => fail(&e),
     }
+}
+
+/// CPU time (user + system) used so far by this process's threads, not by its children.
+fn own_cpu_time() -> Duration {
+    // SAFETY: getrusage writes one rusage struct, which we own.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return Duration::ZERO;
+        }
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {

@@ -180,9 +180,16 @@ impl Sink for Human {
                 type_name,
                 action,
                 changes,
+                deposed,
                 ..
             } => {
-                let _ = writeln!(out, "{} {} ({type_name})", s.action(action), s.name(&id));
+                let _ = writeln!(
+                    out,
+                    "{} {}{} ({type_name})",
+                    s.action(action),
+                    s.name(&id),
+                    deposed_note(&deposed)
+                );
                 for c in &changes {
                     let _ = writeln!(out, "      {}", show_change(c));
                 }
@@ -226,13 +233,15 @@ impl Sink for Human {
                 id,
                 action,
                 duration,
+                deposed,
             } => {
                 if self.progress && action != Action::NoOp {
                     let _ = writeln!(
                         out,
-                        "  phase {phase}: {} {} {}",
+                        "  phase {phase}: {} {}{} {}",
                         s.action(action),
                         s.name(&id),
+                        deposed_note(&deposed),
                         s.dim(&format!(
                             "{} in {:.2}s",
                             done_verb(action),
@@ -306,6 +315,14 @@ impl Sink for Human {
     }
 }
 
+/// ` (deposed object deposed-0)` after a resource id, or nothing.
+fn deposed_note(deposed: &Option<String>) -> String {
+    deposed
+        .as_ref()
+        .map(|key| format!(" (deposed object {key})"))
+        .unwrap_or_default()
+}
+
 fn wait_json(w: &Wait) -> serde_json::Value {
     match w {
         Wait::Nix {
@@ -354,8 +371,13 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             type_name,
             action,
             changes,
+            deposed,
         } => {
-            json!({"type": "planned", "phase": phase, "id": id, "resourceType": type_name, "action": action, "changes": changes.iter().map(change_json).collect::<Vec<_>>()})
+            let mut ev = json!({"type": "planned", "phase": phase, "id": id, "resourceType": type_name, "action": action, "changes": changes.iter().map(change_json).collect::<Vec<_>>()});
+            if let Some(key) = deposed {
+                ev["deposed"] = json!(key);
+            }
+            ev
         }
         Event::Deferred {
             phase,
@@ -377,8 +399,13 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             id,
             action,
             duration,
+            deposed,
         } => {
-            json!({"type": "finished", "phase": phase, "id": id, "action": action, "seconds": duration.as_secs_f64()})
+            let mut ev = json!({"type": "finished", "phase": phase, "id": id, "action": action, "seconds": duration.as_secs_f64()});
+            if let Some(key) = deposed {
+                ev["deposed"] = json!(key);
+            }
+            ev
         }
         Event::Failed {
             phase,
@@ -412,6 +439,7 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             "providerCalls": t.provider_calls,
             "providerCallSecondsSummed": t.provider_call_time.as_secs_f64(),
             "ownSeconds": t.own().as_secs_f64(),
+            "cpuSeconds": t.cpu.as_secs_f64(),
         }),
         Event::CommandFailed {
             message,

@@ -65,13 +65,15 @@ pub enum Event {
         resources: usize,
         data: usize,
     },
-    /// A resource's planned action.
+    /// A resource's planned action; with `deposed`, the action is on that deposed object of
+    /// the resource (an old object a create-before-destroy replace could not delete).
     Planned {
         phase: u32,
         id: String,
         type_name: String,
         action: Action,
         changes: Vec<AttrChange>,
+        deposed: Option<String>,
     },
     /// A resource cannot be decided in this phase.
     Deferred {
@@ -89,12 +91,13 @@ pub enum Event {
         id: String,
         action: Action,
     },
-    /// An operation finished.
+    /// An operation finished; with `deposed`, on that deposed object of the resource.
     Finished {
         phase: u32,
         id: String,
         action: Action,
         duration: Duration,
+        deposed: Option<String>,
     },
     /// An operation failed.
     Failed {
@@ -147,6 +150,8 @@ pub struct Timing {
     /// Those RPCs' durations added up: with `parallelism` workers kept busy, `providers` would
     /// be about this divided by `parallelism`.
     pub provider_call_time: Duration,
+    /// CPU time Nivis's own threads used (providers and Nix excluded).
+    pub cpu: Duration,
 }
 
 impl Timing {

@@ -672,6 +672,7 @@ impl<'s> Engine<'s> {
                     type_name: r.type_name.clone(),
                     action: Action::Delete,
                     changes: Vec::new(),
+                    deposed: None,
                 });
             }
         }
@@ -766,6 +767,7 @@ impl<'s> Engine<'s> {
                             type_name: r.type_name.clone(),
                             action: Action::Delete,
                             changes: Vec::new(),
+                            deposed: None,
                         });
                     }
                 }
@@ -1005,6 +1007,7 @@ impl<'s> Engine<'s> {
                 type_name: r.type_name.clone(),
                 action: Action::Delete,
                 changes: Vec::new(),
+                deposed: None,
             });
         }
         if ids.is_empty() {
@@ -1303,6 +1306,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 diagnostics: diags,
                 ok: false,
                 elapsed: Duration::ZERO,
+                deposed: Vec::new(),
             });
         }
         let decl = &self.ir.providers[&node.provider];
@@ -1336,6 +1340,17 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 id: self.analysis.run[i].clone(),
                 action,
             }),
+            NodeProgress::DeposedGone(gone) => {
+                self.sink.event(Event::Finished {
+                    phase: self.phase,
+                    id: gone.record.id.clone(),
+                    action: Action::Delete,
+                    duration: gone.took,
+                    deposed: Some(gone.key),
+                });
+                self.record(Change::Put(*gone.record));
+                let _ = self.flush_commits();
+            }
             NodeProgress::Commit(change) => {
                 self.record(*change);
                 let _ = self.flush_commits();
@@ -1371,6 +1386,18 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             return false;
         }
         let action = out.action.unwrap_or(Action::NoOp);
+        if self.mode == Mode::Plan {
+            for key in &out.deposed {
+                self.sink.event(Event::Planned {
+                    phase: self.phase,
+                    id: id.clone(),
+                    type_name: type_name.clone(),
+                    action: Action::Delete,
+                    changes: Vec::new(),
+                    deposed: Some(key.clone()),
+                });
+            }
+        }
         match self.mode {
             Mode::Plan => {
                 if action != Action::NoOp {
@@ -1380,6 +1407,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                         type_name,
                         action,
                         changes: out.changes,
+                        deposed: None,
                     });
                 }
             }
@@ -1395,6 +1423,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     id: id.clone(),
                     action,
                     duration: out.elapsed,
+                    deposed: None,
                 });
             }
         }
@@ -1431,7 +1460,7 @@ struct DestroyOwner<'a> {
 
 impl sched::Owner for DestroyOwner<'_> {
     type Input = (Arc<dyn Provider>, crate::state::ResourceState);
-    type Progress = ();
+    type Progress = node::DeposedGone;
     type Output = (String, Result<Diagnostics, Diagnostics>, Duration);
 
     fn prepare(&mut self, i: usize) -> Result<Self::Input, Self::Output> {
@@ -1449,7 +1478,18 @@ impl sched::Owner for DestroyOwner<'_> {
         Ok((Arc::clone(&self.providers[&r.provider]), r))
     }
 
-    fn progress(&mut self, _i: usize, _p: ()) {}
+    fn progress(&mut self, _i: usize, gone: node::DeposedGone) {
+        self.sink.event(Event::Finished {
+            phase: self.phase,
+            id: gone.record.id.clone(),
+            action: Action::Delete,
+            duration: gone.took,
+            deposed: Some(gone.key),
+        });
+        // A deleted object must be recorded as gone before anything else happens.
+        self.pending.push(Change::Put(*gone.record));
+        sched::Owner::flush(self);
+    }
 
     fn finish(&mut self, _i: usize, (id, result, took): Self::Output) -> bool {
         match result {
@@ -1463,6 +1503,7 @@ impl sched::Owner for DestroyOwner<'_> {
                     id: id.clone(),
                     action: Action::Delete,
                     duration: took,
+                    deposed: None,
                 });
                 self.destroyed.push(id);
                 true
@@ -1497,10 +1538,10 @@ impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
         &self,
         _i: usize,
         (provider, state): (Arc<dyn Provider>, crate::state::ResourceState),
-        _r: &Reporter<()>,
+        reporter: &Reporter<node::DeposedGone>,
     ) -> (String, Result<Diagnostics, Diagnostics>, Duration) {
         let started = std::time::Instant::now();
-        let result = node::destroy(provider.as_ref(), &state);
+        let result = node::destroy(provider.as_ref(), &state, &|g| reporter.report(g));
         (state.id, result, started.elapsed())
     }
 }

@@ -57,6 +57,15 @@ pub enum NodeProgress {
     Applying(Action),
     /// A state change that must be recorded now (e.g. the old object of a replace is gone).
     Commit(Box<Change>),
+    /// A deposed object was deleted: record the resource without it now.
+    DeposedGone(DeposedGone),
+}
+
+/// A deposed object deleted: its key, the record without it, and how long the delete took.
+pub struct DeposedGone {
+    pub key: String,
+    pub record: Box<ResourceState>,
+    pub took: std::time::Duration,
 }
 
 /// The result of one resource's turn.
@@ -75,6 +84,8 @@ pub struct NodeOutput {
     pub ok: bool,
     /// How long the provider work took.
     pub elapsed: std::time::Duration,
+    /// Keys of deposed objects planned for destruction (plan) or destroyed (apply).
+    pub deposed: Vec<String>,
 }
 
 impl NodeOutput {
@@ -87,6 +98,7 @@ impl NodeOutput {
             diagnostics,
             ok: false,
             elapsed: Default::default(),
+            deposed: Vec::new(),
         }
     }
 }
@@ -169,6 +181,7 @@ fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
             diagnostics: diags,
             ok: true,
             elapsed: Default::default(),
+            deposed: Vec::new(),
         };
     }
     if input.mode == Mode::Apply {
@@ -222,6 +235,7 @@ fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         diagnostics: diags,
         ok: true,
         elapsed: Default::default(),
+        deposed: Vec::new(),
     }
 }
 
@@ -446,10 +460,26 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         diagnostics: Diagnostics::new(),
         ok: true,
         elapsed: Default::default(),
+        deposed: input
+            .prior
+            .iter()
+            .flat_map(|p| p.deposed.iter().map(|d| d.key.clone()))
+            .collect(),
     };
     if input.mode == Mode::Plan {
         out.diagnostics = diags;
         return out;
+    }
+    // Old objects a create-before-destroy replace could not delete go first: the new record
+    // written below has room for none of them.
+    if let (false, Some(prior)) = (out.deposed.is_empty(), &input.prior) {
+        let gone = |g| report(NodeProgress::DeposedGone(g));
+        if let Err(failed) = destroy_deposed(&*input.provider, prior, &gone, &mut diags) {
+            out.ok = false;
+            out.deposed.retain(|k| !failed.contains(k));
+            out.diagnostics = diags;
+            return out;
+        }
     }
     if action != Action::NoOp {
         report(NodeProgress::Applying(action));
@@ -766,26 +796,112 @@ fn destroy_object(
     }
 }
 
-/// Destroys the stored object of `state` with `provider`: upgrade, then apply with a null plan.
-pub fn destroy(provider: &dyn Provider, state: &ResourceState) -> Result<Diagnostics, Diagnostics> {
+/// Destroys the deposed objects of `prior`, reporting each success at once (`gone`). On
+/// failure, returns the keys still deposed (the diagnostics say why).
+fn destroy_deposed(
+    provider: &dyn Provider,
+    prior: &ResourceState,
+    gone: &dyn Fn(DeposedGone),
+    diags: &mut Diagnostics,
+) -> Result<(), Vec<String>> {
+    let mut remaining = prior.deposed.clone();
+    for old in &prior.deposed {
+        let started = Instant::now();
+        let destroyed = destroy_stored(
+            provider,
+            &prior.type_name,
+            &old.attributes,
+            old.schema_version,
+            old.private.as_deref().unwrap_or_default(),
+        );
+        match destroyed {
+            Ok(d) => {
+                diags.extend(d);
+                remaining.retain(|d| d.key != old.key);
+                let mut record = prior.clone();
+                record.deposed = remaining.clone();
+                gone(DeposedGone {
+                    key: old.key.clone(),
+                    record: Box::new(record),
+                    took: started.elapsed(),
+                });
+            }
+            Err(d) => diags.extend(Diagnostics(
+                d.0.into_iter()
+                    .map(|mut x| {
+                        if x.is_error() {
+                            x.summary = format!(
+                                "deleting deposed object {} (left by an earlier create-before-destroy replace): {}",
+                                old.key, x.summary
+                            );
+                        }
+                        x
+                    })
+                    .collect(),
+            )),
+        }
+    }
+    if remaining.is_empty() {
+        Ok(())
+    } else {
+        Err(remaining.into_iter().map(|d| d.key).collect())
+    }
+}
+
+/// Upgrades a stored object and deletes it (apply with a null plan).
+fn destroy_stored(
+    provider: &dyn Provider,
+    type_name: &str,
+    attributes: &Json,
+    schema_version: i64,
+    private: &[u8],
+) -> Result<Diagnostics, Diagnostics> {
     let mut diags = Diagnostics::new();
-    let raw = serde_json::to_vec(&state.attributes).expect("state attributes serialise");
-    let (current, d) =
-        provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
+    let raw = serde_json::to_vec(attributes).expect("state attributes serialise");
+    let (current, d) = provider.upgrade_resource_state(type_name, schema_version, &raw)?;
     diags.extend(d);
-    let private = state.private.clone().unwrap_or_default();
     let resp = provider.apply_resource_change(ApplyRequest {
-        type_name: &state.type_name,
+        type_name,
         prior_state: &current,
         planned_state: &Value::Null,
         config: &Value::Null,
-        planned_private: &private,
+        planned_private: private,
     })?;
     diags.extend(resp.diagnostics);
     if diags.has_errors() {
         Err(diags)
     } else {
         Ok(diags)
+    }
+}
+
+/// Destroys the stored object of `state` with `provider`: upgrade, then apply with a null plan.
+/// Deposed objects go first, each reported through `gone` as it goes.
+pub fn destroy(
+    provider: &dyn Provider,
+    state: &ResourceState,
+    gone: &dyn Fn(DeposedGone),
+) -> Result<Diagnostics, Diagnostics> {
+    let mut diags = Diagnostics::new();
+    if destroy_deposed(provider, state, gone, &mut diags).is_err() {
+        return Err(diags);
+    }
+    let d = destroy_stored(
+        provider,
+        &state.type_name,
+        &state.attributes,
+        state.schema_version,
+        state.private.as_deref().unwrap_or_default(),
+    );
+    match d {
+        Ok(d) => {
+            diags.extend(d);
+            Ok(diags)
+        }
+        Err(d) => {
+            diags.extend(d);
+            Err(diags)
+        }
     }
 }
 

@@ -400,3 +400,106 @@ fn refresh_reports_drift_and_objects_gone_and_state_rm_forgets() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("not in state"), "{}", stderr(&out));
 }
+
+/// A create-before-destroy replace whose old object cannot be deleted leaves it deposed in
+/// state; the next plan shows it, the next apply deletes it first, and destroy deletes deposed
+/// objects too: nothing is forgotten in the real world.
+#[test]
+fn deposed_objects_are_shown_retried_and_destroyed() {
+    let tok = |label: &str, keeper: &str| {
+        token(
+            "t",
+            &format!("label = \"{label}\"; keeper = \"{keeper}\";"),
+            "createBeforeDestroy = true;",
+        )
+    };
+    let p = Project::new(&plan_of(&[tok("one", "k1")], ""));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let state = |p: &Project| -> Json {
+        serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap()
+    };
+    let old_id = state(&p)["resources"]["alpha.alpha_token.t"]["attributes"]["id"].clone();
+
+    // The old object (label "one") refuses to go: the new one is recorded, the old one deposed.
+    // Each fake process counts ids from NIVIS_FAKE_COUNTER: new objects get new ids.
+    let p = p
+        .env("NIVIS_FAKE_FAIL_DELETE_ON", "one")
+        .env("NIVIS_FAKE_COUNTER", "10");
+    p.set_plan(&plan_of(&[tok("two", "k2")], ""));
+    let out = p.run(&["apply"], &["--auto-approve"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("injected failure deleting"),
+        "{}",
+        stderr(&out)
+    );
+    let rec = state(&p)["resources"]["alpha.alpha_token.t"].clone();
+    assert_ne!(rec["attributes"]["id"], old_id);
+    assert_eq!(rec["deposed"][0]["key"], "deposed-0", "{rec}");
+    assert_eq!(rec["deposed"][0]["attributes"]["id"], old_id, "{rec}");
+
+    // Still failing: the next apply retries, fails again, keeps it, and changes nothing else.
+    let out = p.run(&["apply"], &["--auto-approve"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("deleting deposed object deposed-0"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        state(&p)["resources"]["alpha.alpha_token.t"]["deposed"][0]["attributes"]["id"],
+        old_id
+    );
+
+    // The provider recovers: plan shows the deletion, apply carries it out.
+    let p = p.env("NIVIS_FAKE_FAIL_DELETE_ON", "");
+    let out = p.run(&["plan"], &["--json"]);
+    assert_success(&out);
+    let planned: Vec<Json> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "planned")
+        .collect();
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    assert_eq!(planned[0]["action"], "delete");
+    assert_eq!(planned[0]["deposed"], "deposed-0");
+    let out = p.run(&["plan"], &[]);
+    assert!(
+        stdout(&out).contains("alpha.alpha_token.t (deposed object deposed-0)"),
+        "{}",
+        stdout(&out)
+    );
+    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    let gone: Vec<Json> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "finished" && e["deposed"] == "deposed-0")
+        .collect();
+    assert_eq!(gone.len(), 1);
+    assert_eq!(
+        state(&p)["resources"]["alpha.alpha_token.t"]["deposed"],
+        serde_json::json!([])
+    );
+
+    // Destroy takes deposed objects with it.
+    let p = p
+        .env("NIVIS_FAKE_FAIL_DELETE_ON", "two")
+        .env("NIVIS_FAKE_COUNTER", "20");
+    p.set_plan(&plan_of(&[tok("three", "k3")], ""));
+    assert_eq!(
+        p.run(&["apply"], &["--auto-approve"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(
+        state(&p)["resources"]["alpha.alpha_token.t"]["deposed"][0]["key"],
+        "deposed-0"
+    );
+    let p = p.env("NIVIS_FAKE_FAIL_DELETE_ON", "");
+    let out = p.run(&["destroy"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    let deletes = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "finished" && e["action"] == "delete")
+        .count();
+    assert_eq!(deletes, 2, "the deposed object and the current one");
+    assert_eq!(state(&p)["resources"], serde_json::json!({}));
+}
