@@ -109,6 +109,12 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
         }
     }
     cmd.arg("--apply").arg(apply);
+    // Nix grows its garbage-collected heap up front unless told where to start; a small start
+    // lets the heap follow the plan's size (10000 resources: 137 MB → 93 MB peak, same time).
+    // A value the user set wins.
+    if std::env::var_os("GC_INITIAL_HEAP_SIZE").is_none() {
+        cmd.env("GC_INITIAL_HEAP_SIZE", "8M");
+    }
     let started = Instant::now();
     let output = cmd.stdin(Stdio::null()).output().map_err(|e| EvalError {
         what: source.to_string(),
