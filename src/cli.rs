@@ -498,49 +498,39 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
             exit::OK
         }
         Err(EngineError::Diagnostics(d)) if d.is_empty() => exit::ERROR,
-        Err(e) if json => {
-            // CI reads stdout: the failure is its last line, and stderr says it for humans.
-            let diagnostics = match &e {
-                EngineError::Diagnostics(d) => d.0.clone(),
-                _ => Vec::new(),
-            };
-            let message = match &e {
-                EngineError::Diagnostics(d) => format!("{} error(s)", d.errors().count()),
-                e => e.to_string(),
-            };
-            tally.event(Event::CommandFailed {
-                message,
-                diagnostics: diagnostics.clone(),
-            });
-            let mut err = std::io::stderr().lock();
-            if diagnostics.is_empty() {
-                let _ = writeln!(err, "Error: {e}");
+        Err(e) => {
+            if json {
+                // CI reads stdout: the failure is its last line; stderr says it for humans.
+                let (message, diagnostics) = match &e {
+                    EngineError::Diagnostics(d) => {
+                        (format!("{} error(s)", d.errors().count()), d.0.clone())
+                    }
+                    e => (e.to_string(), Vec::new()),
+                };
+                tally.event(Event::CommandFailed {
+                    message,
+                    diagnostics,
+                });
             }
-            for x in &diagnostics {
-                render::write_diagnostic(&mut err, style, x);
-            }
-            if matches!(e, EngineError::Interrupted) {
-                exit::INTERRUPTED
-            } else {
-                exit::ERROR
+            match e {
+                EngineError::Diagnostics(d) => {
+                    let mut err = std::io::stderr().lock();
+                    for x in &d.0 {
+                        render::write_diagnostic(&mut err, style, x);
+                    }
+                    exit::ERROR
+                }
+                EngineError::Interrupted => {
+                    let _ = fail(&EngineError::Interrupted);
+                    exit::INTERRUPTED
+                }
+                EngineError::Declined => {
+                    println!("{}", EngineError::Declined);
+                    exit::ERROR
+                }
+                e => fail(&e),
             }
         }
-        Err(EngineError::Diagnostics(d)) => {
-            let mut err = std::io::stderr().lock();
-            for x in &d.0 {
-                render::write_diagnostic(&mut err, style, x);
-            }
-            exit::ERROR
-        }
-        Err(EngineError::Interrupted) => {
-            let _ = fail(&EngineError::Interrupted);
-            exit::INTERRUPTED
-        }
-        Err(EngineError::Declined) => {
-            println!("{}", EngineError::Declined);
-            exit::ERROR
-        }
-        Err(e) => fail(&e),
     }
 }
 
