@@ -281,7 +281,13 @@ fn handle(mut stream: TcpStream, routes: &Routes, requests: &Mutex<Vec<String>>)
         .unwrap_or("/")
         .to_string();
     requests.lock().unwrap().push(path.clone());
+    // A private registry: the route "__bearer" holds the token every request must carry.
+    let authorized = routes.get("__bearer").is_none_or(|token| {
+        let want = format!("authorization: bearer {}", String::from_utf8_lossy(token));
+        text.lines().any(|l| l.trim().eq_ignore_ascii_case(&want))
+    });
     let (status, body): (&str, &[u8]) = match routes.get(&path) {
+        _ if !authorized => ("401 Unauthorized", b"token required"),
         Some(b) => ("200 OK", b),
         None => ("404 Not Found", b"not found"),
     };
@@ -1272,4 +1278,85 @@ fn registry_concurrent_lock_file_updates_lose_nothing() {
             recorded.to_hcl()
         );
     }
+}
+
+#[test]
+fn registry_private_registry_gets_its_token_and_only_from_credentials() {
+    let (listener, host) = Server::bind();
+    let mut routes = registry_routes(&host, Tamper::None);
+    routes.insert("__bearer".into(), b"s3cret-token".to_vec());
+    let server = Server::serve(listener, host, routes);
+    let addr = format!("{}/nivis/null", server.host);
+    let home = tempfile::tempdir().unwrap();
+
+    // Without credentials: refused, and the error says which variable to set.
+    let d = tempfile::tempdir().unwrap();
+    let o = opts(d.path());
+    let err = registry::install(&addr, Some(">= 2"), &o)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("401") && err.contains("TF_TOKEN_127_0_0_1"),
+        "{err}"
+    );
+    assert_nothing_installed(&o, "no token");
+
+    // TF_TOKEN_<host> (a child process: the environment is read when installation starts).
+    let d = tempfile::tempdir().unwrap();
+    let envs = |token: &str| {
+        vec![
+            ("HOME", home.path().display().to_string()),
+            ("TF_TOKEN_127_0_0_1", token.to_string()),
+            ("NIVIS_TEST_ADDR", addr.clone()),
+            (
+                "NIVIS_TEST_CACHE",
+                d.path().join("cache").display().to_string(),
+            ),
+            (
+                "NIVIS_TEST_LOCK",
+                d.path().join("lock.hcl").display().to_string(),
+            ),
+            ("NIVIS_TEST_BINARY_SHA", fixture().binary_sha.clone()),
+        ]
+    };
+    let name = "registry_child_concurrent_install";
+    let out = child(name, &envs("s3cret-token")).output().unwrap();
+    assert_child_ok(name, &out);
+
+    // A wrong token is refused and said to be refused.
+    let d2 = tempfile::tempdir().unwrap();
+    let mut wrong = envs("wrong");
+    for (k, v) in wrong.iter_mut() {
+        if *k == "NIVIS_TEST_CACHE" {
+            *v = d2.path().join("cache").display().to_string();
+        }
+    }
+    let out = child(name, &wrong).output().unwrap();
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("refused the token"), "{text}");
+
+    // The credentials file `tofu login` writes works too.
+    std::fs::create_dir_all(home.path().join(".terraform.d")).unwrap();
+    std::fs::write(
+        home.path().join(".terraform.d/credentials.tfrc.json"),
+        format!(
+            r#"{{"credentials": {{"{}": {{"token": "s3cret-token"}}}}}}"#,
+            server.host
+        ),
+    )
+    .unwrap();
+    let d3 = tempfile::tempdir().unwrap();
+    let mut from_file: Vec<(&str, String)> = envs("")
+        .into_iter()
+        .filter(|(k, _)| *k != "TF_TOKEN_127_0_0_1")
+        .collect();
+    for (k, v) in from_file.iter_mut() {
+        if *k == "NIVIS_TEST_CACHE" {
+            *v = d3.path().join("cache").display().to_string();
+        }
+    }
+    let out = child(name, &from_file).output().unwrap();
+    assert_child_ok(name, &out);
 }

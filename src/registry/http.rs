@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use ureq::http::Uri;
 use ureq::ResponseExt;
 
+use super::credentials::Credentials;
 use super::error::InstallError;
 
 /// Sent as `X-Terraform-Version`: the core version OpenTofu reports to providers.
@@ -27,6 +28,7 @@ pub(crate) struct Http {
     proxied: ureq::Agent,
     direct: ureq::Agent,
     insecure_loopback: bool,
+    credentials: Credentials,
 }
 
 impl Http {
@@ -45,6 +47,7 @@ impl Http {
             proxied: ureq::Agent::new_with_config(base().https_only(true).build()),
             direct: ureq::Agent::new_with_config(base().proxy(None).build()),
             insecure_loopback,
+            credentials: Credentials::from_environment(),
         }
     }
 
@@ -84,20 +87,37 @@ impl Http {
         } else {
             &self.proxied
         };
-        let resp = agent
-            .get(uri)
-            .header("X-Terraform-Version", TERRAFORM_VERSION)
-            .call()
-            .map_err(|e| InstallError::Network {
-                url: url.to_string(),
-                detail: e.to_string(),
-            })?;
+        let token = uri
+            .host()
+            .and_then(|h| self.credentials.token_for(h, uri.port_u16()));
+        let mut request = agent
+            .get(uri.clone())
+            .header("X-Terraform-Version", TERRAFORM_VERSION);
+        // Only to the host the token is for: ureq drops it on any redirect (its default).
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let resp = request.call().map_err(|e| InstallError::Network {
+            url: url.to_string(),
+            detail: e.to_string(),
+        })?;
         let status = resp.status().as_u16();
         let final_url = resp.get_uri().to_string();
         let (_, mut body) = resp.into_parts();
         match status {
             200..=299 => Ok(Some((final_url, body))),
             404 | 410 => Ok(None),
+            401 | 403 => Err(InstallError::BadResponse {
+                url: url.to_string(),
+                detail: format!(
+                    "HTTP status {status}: the server wants credentials{}; set TF_TOKEN_{} or add the host to ~/.terraform.d/credentials.tfrc.json",
+                    if token.is_some() { " and refused the token it was given" } else { "" },
+                    uri.host()
+                        .unwrap_or("host")
+                        .replace('-', "__")
+                        .replace('.', "_")
+                ),
+            }),
             s => {
                 let text = body
                     .with_config()

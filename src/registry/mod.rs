@@ -34,6 +34,7 @@
 
 mod address;
 mod cache;
+mod credentials;
 mod error;
 mod fsmirror;
 mod hash;
