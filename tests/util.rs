@@ -114,6 +114,12 @@ impl Project {
         cmd.output().expect("run nivis")
     }
 
+    /// The state snapshot file (a command compacts its journal into it when it ends).
+    pub fn state_json(&self) -> Json {
+        serde_json::from_slice(&std::fs::read(&self.state).expect("state file"))
+            .expect("state JSON")
+    }
+
     /// The ledger's outputs, as `nivis output` prints them.
     pub fn outputs(&self) -> Json {
         let out = self.state_cmd(&["output"]);

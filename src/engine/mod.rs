@@ -1341,14 +1341,9 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 action,
             }),
             NodeProgress::DeposedGone(gone) => {
-                self.sink.event(Event::Finished {
-                    phase: self.phase,
-                    id: gone.record.id.clone(),
-                    action: Action::Delete,
-                    duration: gone.took,
-                    deposed: Some(gone.key),
-                });
-                self.record(Change::Put(*gone.record));
+                let (event, change) = gone.into_event_and_change(self.phase);
+                self.sink.event(event);
+                self.record(change);
                 let _ = self.flush_commits();
             }
             NodeProgress::Commit(change) => {
@@ -1479,15 +1474,10 @@ impl sched::Owner for DestroyOwner<'_> {
     }
 
     fn progress(&mut self, _i: usize, gone: node::DeposedGone) {
-        self.sink.event(Event::Finished {
-            phase: self.phase,
-            id: gone.record.id.clone(),
-            action: Action::Delete,
-            duration: gone.took,
-            deposed: Some(gone.key),
-        });
+        let (event, change) = gone.into_event_and_change(self.phase);
+        self.sink.event(event);
         // A deleted object must be recorded as gone before anything else happens.
-        self.pending.push(Change::Put(*gone.record));
+        self.pending.push(change);
         sched::Owner::flush(self);
     }
 

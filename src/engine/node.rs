@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde_json::Value as Json;
 
-use super::events::{Action, AttrChange};
+use super::events::{Action, AttrChange, Event};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{IgnorePath, Lifecycle, NodeKind};
 use crate::objchange;
@@ -66,6 +66,20 @@ pub struct DeposedGone {
     pub key: String,
     pub record: Box<ResourceState>,
     pub took: std::time::Duration,
+}
+
+impl DeposedGone {
+    /// The `finished` event that reports it, and the state change that records it.
+    pub fn into_event_and_change(self, phase: u32) -> (Event, Change) {
+        let event = Event::Finished {
+            phase,
+            id: self.record.id.clone(),
+            action: Action::Delete,
+            duration: self.took,
+            deposed: Some(self.key),
+        };
+        (event, Change::Put(*self.record))
+    }
 }
 
 /// The result of one resource's turn.
@@ -535,7 +549,13 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
             create_before_destroy: false,
         } => {
             // Delete the old object first; record that before creating the new one.
-            match destroy_object(input, &prior, &prior_private, &mut diags) {
+            match destroy_object(
+                &*input.provider,
+                &input.type_name,
+                &prior,
+                &prior_private,
+                &mut diags,
+            ) {
                 Ok(()) => report(NodeProgress::Commit(Box::new(Change::Remove(
                     input.id.clone(),
                 )))),
@@ -580,7 +600,15 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
                     report(NodeProgress::Commit(Box::new(Change::Put(
                         new_record.clone(),
                     ))));
-                    if destroy_object(input, &prior, &prior_private, &mut diags).is_ok() {
+                    if destroy_object(
+                        &*input.provider,
+                        &input.type_name,
+                        &prior,
+                        &prior_private,
+                        &mut diags,
+                    )
+                    .is_ok()
+                    {
                         new_record.deposed.clear();
                     }
                     Ok(Some(new_record))
@@ -768,13 +796,14 @@ fn create_fresh(
 
 /// Deletes an object (apply with a null plan).
 fn destroy_object(
-    input: &NodeInput,
+    provider: &dyn Provider,
+    type_name: &str,
     prior: &Value,
     private: &[u8],
     diags: &mut Diagnostics,
 ) -> Result<(), ()> {
-    match input.provider.apply_resource_change(ApplyRequest {
-        type_name: &input.type_name,
+    match provider.apply_resource_change(ApplyRequest {
+        type_name,
         prior_state: prior,
         planned_state: &Value::Null,
         config: &Value::Null,
@@ -807,38 +836,33 @@ fn destroy_deposed(
     let mut remaining = prior.deposed.clone();
     for old in &prior.deposed {
         let started = Instant::now();
+        let mut old_diags = Diagnostics::new();
         let destroyed = destroy_stored(
             provider,
             &prior.type_name,
             &old.attributes,
             old.schema_version,
             old.private.as_deref().unwrap_or_default(),
+            &mut old_diags,
         );
-        match destroyed {
-            Ok(d) => {
-                diags.extend(d);
-                remaining.retain(|d| d.key != old.key);
-                let mut record = prior.clone();
-                record.deposed = remaining.clone();
-                gone(DeposedGone {
-                    key: old.key.clone(),
-                    record: Box::new(record),
-                    took: started.elapsed(),
-                });
+        if destroyed.is_ok() {
+            remaining.retain(|d| d.key != old.key);
+            let mut record = prior.clone();
+            record.deposed = remaining.clone();
+            gone(DeposedGone {
+                key: old.key.clone(),
+                record: Box::new(record),
+                took: started.elapsed(),
+            });
+        }
+        for mut d in old_diags.0 {
+            if d.is_error() {
+                d.summary = format!(
+                    "deleting deposed object {} (left by an earlier create-before-destroy replace): {}",
+                    old.key, d.summary
+                );
             }
-            Err(d) => diags.extend(Diagnostics(
-                d.0.into_iter()
-                    .map(|mut x| {
-                        if x.is_error() {
-                            x.summary = format!(
-                                "deleting deposed object {} (left by an earlier create-before-destroy replace): {}",
-                                old.key, x.summary
-                            );
-                        }
-                        x
-                    })
-                    .collect(),
-            )),
+            diags.push(d);
         }
     }
     if remaining.is_empty() {
@@ -855,24 +879,26 @@ fn destroy_stored(
     attributes: &Json,
     schema_version: i64,
     private: &[u8],
-) -> Result<Diagnostics, Diagnostics> {
-    let mut diags = Diagnostics::new();
+    diags: &mut Diagnostics,
+) -> Result<(), ()> {
     let raw = serde_json::to_vec(attributes).expect("state attributes serialise");
-    let (current, d) = provider.upgrade_resource_state(type_name, schema_version, &raw)?;
-    diags.extend(d);
-    let resp = provider.apply_resource_change(ApplyRequest {
-        type_name,
-        prior_state: &current,
-        planned_state: &Value::Null,
-        config: &Value::Null,
-        planned_private: private,
-    })?;
-    diags.extend(resp.diagnostics);
-    if diags.has_errors() {
-        Err(diags)
-    } else {
-        Ok(diags)
+    let (current, upgrade_diags) =
+        match provider.upgrade_resource_state(type_name, schema_version, &raw) {
+            Ok(upgraded) => upgraded,
+            Err(d) => {
+                diags.extend(d);
+                return Err(());
+            }
+        };
+    // An upgrade that reports errors still returns an object: the delete is tried, and the
+    // errors fail the result.
+    let upgrade_failed = upgrade_diags.has_errors();
+    diags.extend(upgrade_diags);
+    let deleted = destroy_object(provider, type_name, &current, private, diags);
+    if upgrade_failed {
+        return Err(());
     }
+    deleted
 }
 
 /// Destroys the stored object of `state` with `provider`: upgrade, then apply with a null plan.
@@ -883,25 +909,20 @@ pub fn destroy(
     gone: &dyn Fn(DeposedGone),
 ) -> Result<Diagnostics, Diagnostics> {
     let mut diags = Diagnostics::new();
-    if destroy_deposed(provider, state, gone, &mut diags).is_err() {
-        return Err(diags);
-    }
-    let d = destroy_stored(
-        provider,
-        &state.type_name,
-        &state.attributes,
-        state.schema_version,
-        state.private.as_deref().unwrap_or_default(),
-    );
-    match d {
-        Ok(d) => {
-            diags.extend(d);
-            Ok(diags)
-        }
-        Err(d) => {
-            diags.extend(d);
-            Err(diags)
-        }
+    let destroyed = destroy_deposed(provider, state, gone, &mut diags).is_ok()
+        && destroy_stored(
+            provider,
+            &state.type_name,
+            &state.attributes,
+            state.schema_version,
+            state.private.as_deref().unwrap_or_default(),
+            &mut diags,
+        )
+        .is_ok();
+    if destroyed {
+        Ok(diags)
+    } else {
+        Err(diags)
     }
 }
 

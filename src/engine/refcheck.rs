@@ -6,6 +6,7 @@
 //! Owns: walking `__ref`, `__sensitiveRef` and `__derived` inputs through the target's implied
 //! type. Not: resolving values (`resolve`), ordering (`graph`), or starting providers.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::diag::{Diagnostic, Diagnostics};
@@ -28,25 +29,10 @@ pub fn check_references<'s>(
     schema_of: &dyn Fn(&str) -> Option<&'s ProviderSchema>,
 ) -> Diagnostics {
     let nodes: HashMap<&str, &Node> = ir.nodes().map(|n| (n.id.as_str(), n)).collect();
-    let mut types: HashMap<&str, Option<Type>> = HashMap::new();
-    let mut target_type = |node: &Node| -> Option<Type> {
-        types
-            .entry(node_key(&nodes, &node.id))
-            .or_insert_with(|| {
-                let schema = schema_of(&node.provider)?;
-                let types = match node.kind {
-                    NodeKind::Managed => &schema.resources,
-                    NodeKind::Data => &schema.data_sources,
-                };
-                // An unknown type is reported by the node's own turn.
-                types.get(&node.type_name).map(|s| s.block.implied_type())
-            })
-            .clone()
-    };
+    // Implied types by (provider, kind, type name): computed once per resource type.
+    let mut types: HashMap<(&str, NodeKind, &str), Option<Type>> = HashMap::new();
     let sites = ir
-        .resources
-        .iter()
-        .chain(ir.data.iter())
+        .nodes()
         .map(|n| Site {
             owner: &n.id,
             tree: &n.config,
@@ -62,23 +48,36 @@ pub fn check_references<'s>(
     let mut diags = Diagnostics::new();
     for site in sites {
         site.tree.walk_leaves(|at, leaf| {
-            let uses: Vec<(&str, Vec<PathStep>)> = match leaf {
-                Tree::Ref(r) | Tree::SensitiveRef(r) => vec![(&r.resource, r.path.clone())],
+            let uses: Vec<(&str, Cow<[PathStep]>)> = match leaf {
+                Tree::Ref(r) | Tree::SensitiveRef(r) => vec![(&r.resource, Cow::from(&r.path))],
                 Tree::Derived(inputs) => inputs
                     .iter()
-                    .map(|i| (i.resource.as_str(), vec![PathStep::Key(i.attr.clone())]))
+                    .map(|i| {
+                        let path = vec![PathStep::Key(i.attr.clone())];
+                        (i.resource.as_str(), Cow::from(path))
+                    })
                     .collect(),
                 _ => return,
             };
             for (target, path) in uses {
                 // A missing target is the IR check's to report.
-                let Some(node) = nodes.get(target) else {
+                let Some(&node) = nodes.get(target) else {
                     continue;
                 };
-                let Some(ty) = target_type(node) else {
+                let key = (node.provider.as_str(), node.kind, node.type_name.as_str());
+                let ty = types.entry(key).or_insert_with(|| {
+                    let schema = schema_of(&node.provider)?;
+                    let types = match node.kind {
+                        NodeKind::Managed => &schema.resources,
+                        NodeKind::Data => &schema.data_sources,
+                    };
+                    // An unknown type is reported by the node's own turn.
+                    types.get(&node.type_name).map(|s| s.block.implied_type())
+                });
+                let Some(ty) = ty else {
                     continue;
                 };
-                if let Err(problem) = walk(&ty, &path) {
+                if let Err(problem) = walk(ty, &path) {
                     diags.push(
                         Diagnostic::error(format!(
                             "reference to {target}{}{}: {} {problem}",
@@ -97,14 +96,6 @@ pub fn check_references<'s>(
         });
     }
     diags
-}
-
-/// The index's own copy of `id`, so the type cache borrows from the IR, not from a caller.
-fn node_key<'a>(nodes: &HashMap<&'a str, &Node>, id: &str) -> &'a str {
-    nodes
-        .get_key_value(id)
-        .map(|(k, _)| *k)
-        .expect("indexed node")
 }
 
 /// Follows `path` through `ty`; the error says which step has no match.

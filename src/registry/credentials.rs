@@ -9,6 +9,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// Environment variables holding tokens start with this; the host follows, encoded.
+const ENV_PREFIX: &str = "TF_TOKEN_";
+
 /// Tokens by lower-case host (with `:port` when the credentials file names one).
 #[derive(Default)]
 pub(crate) struct Credentials {
@@ -46,7 +49,7 @@ impl Credentials {
         }
         // The environment wins over the file, as in OpenTofu.
         for (name, token) in vars {
-            if let Some(encoded) = name.strip_prefix("TF_TOKEN_") {
+            if let Some(encoded) = name.strip_prefix(ENV_PREFIX) {
                 if !encoded.is_empty() && !token.is_empty() {
                     let host = encoded.replace("__", "-").replace('_', ".");
                     tokens.insert(host.to_ascii_lowercase(), token);
@@ -54,6 +57,11 @@ impl Credentials {
             }
         }
         Credentials { tokens }
+    }
+
+    /// The environment variable that holds the token for `host`: `TF_TOKEN_registry_example_com`.
+    pub(crate) fn env_var_for(host: &str) -> String {
+        format!("{ENV_PREFIX}{}", host.replace('-', "__").replace('.', "_"))
     }
 
     /// The token for `host` (and `port`, if the URL has one): `host:port` first, then `host`.
@@ -101,5 +109,9 @@ mod tests {
         assert_eq!(c.token_for("mirror.example.com", None), None);
         assert_eq!(c.token_for("other.example.com", None), Some("other"));
         assert_eq!(c.token_for("example.com", None), None);
+        assert_eq!(
+            Credentials::env_var_for("my-registry.example.com"),
+            "TF_TOKEN_my__registry_example_com"
+        );
     }
 }

@@ -110,12 +110,9 @@ impl Http {
             401 | 403 => Err(InstallError::BadResponse {
                 url: url.to_string(),
                 detail: format!(
-                    "HTTP status {status}: the server wants credentials{}; set TF_TOKEN_{} or add the host to ~/.terraform.d/credentials.tfrc.json",
+                    "HTTP status {status}: the server wants credentials{}; set {} or add the host to ~/.terraform.d/credentials.tfrc.json",
                     if token.is_some() { " and refused the token it was given" } else { "" },
-                    uri.host()
-                        .unwrap_or("host")
-                        .replace('-', "__")
-                        .replace('.', "_")
+                    Credentials::env_var_for(uri.host().unwrap_or("host")),
                 ),
             }),
             s => {

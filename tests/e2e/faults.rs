@@ -42,8 +42,7 @@ fn a_provider_error_stops_dependents_only_and_a_rerun_finishes() {
         !listed.contains("dep") && !listed.contains("t__3"),
         "{listed}"
     );
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap();
+    let state = p.state_json();
     assert_eq!(
         state["resources"]["alpha.alpha_token.t__5"]["status"],
         "tainted"

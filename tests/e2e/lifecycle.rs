@@ -111,7 +111,7 @@ fn update_replace_and_create_before_destroy() {
         "{:?}",
         actions(&out)
     );
-    let state: Json = serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap();
+    let state = p.state_json();
     let rec = &state["resources"]["alpha.alpha_token.t"];
     assert_eq!(
         rec["deposed"],
@@ -330,7 +330,7 @@ fn build_outputs_are_realised_before_apply_unless_build_is_false() {
 fn stored_state_is_upgraded_when_the_provider_schema_version_changes() {
     let p = Project::new(&plan_of(&[token("t", "label = \"x\";", "")], ""));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
-    let state: Json = serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap();
+    let state = p.state_json();
     assert_eq!(
         state["resources"]["alpha.alpha_token.t"]["schema_version"],
         0
@@ -339,7 +339,7 @@ fn stored_state_is_upgraded_when_the_provider_schema_version_changes() {
     let p = p.env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION", "1");
     let out = p.run(&["refresh"], &[]);
     assert_success(&out);
-    let state: Json = serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap();
+    let state = p.state_json();
     let r = &state["resources"]["alpha.alpha_token.t"];
     assert_eq!(r["schema_version"], 1);
     assert_eq!(r["attributes"]["revision"], 1);
@@ -415,10 +415,7 @@ fn deposed_objects_are_shown_retried_and_destroyed() {
     };
     let p = Project::new(&plan_of(&[tok("one", "k1")], ""));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
-    let state = |p: &Project| -> Json {
-        serde_json::from_slice(&std::fs::read(&p.state).unwrap()).unwrap()
-    };
-    let old_id = state(&p)["resources"]["alpha.alpha_token.t"]["attributes"]["id"].clone();
+    let old_id = p.state_json()["resources"]["alpha.alpha_token.t"]["attributes"]["id"].clone();
 
     // The old object (label "one") refuses to go: the new one is recorded, the old one deposed.
     // Each fake process counts ids from NIVIS_FAKE_COUNTER: new objects get new ids.
@@ -433,7 +430,7 @@ fn deposed_objects_are_shown_retried_and_destroyed() {
         "{}",
         stderr(&out)
     );
-    let rec = state(&p)["resources"]["alpha.alpha_token.t"].clone();
+    let rec = p.state_json()["resources"]["alpha.alpha_token.t"].clone();
     assert_ne!(rec["attributes"]["id"], old_id);
     assert_eq!(rec["deposed"][0]["key"], "deposed-0", "{rec}");
     assert_eq!(rec["deposed"][0]["attributes"]["id"], old_id, "{rec}");
@@ -447,7 +444,7 @@ fn deposed_objects_are_shown_retried_and_destroyed() {
         stderr(&out)
     );
     assert_eq!(
-        state(&p)["resources"]["alpha.alpha_token.t"]["deposed"][0]["attributes"]["id"],
+        p.state_json()["resources"]["alpha.alpha_token.t"]["deposed"][0]["attributes"]["id"],
         old_id
     );
 
@@ -476,7 +473,7 @@ fn deposed_objects_are_shown_retried_and_destroyed() {
         .collect();
     assert_eq!(gone.len(), 1);
     assert_eq!(
-        state(&p)["resources"]["alpha.alpha_token.t"]["deposed"],
+        p.state_json()["resources"]["alpha.alpha_token.t"]["deposed"],
         serde_json::json!([])
     );
 
@@ -490,7 +487,7 @@ fn deposed_objects_are_shown_retried_and_destroyed() {
         Some(1)
     );
     assert_eq!(
-        state(&p)["resources"]["alpha.alpha_token.t"]["deposed"][0]["key"],
+        p.state_json()["resources"]["alpha.alpha_token.t"]["deposed"][0]["key"],
         "deposed-0"
     );
     let p = p.env("NIVIS_FAKE_FAIL_DELETE_ON", "");
@@ -501,5 +498,5 @@ fn deposed_objects_are_shown_retried_and_destroyed() {
         .filter(|e| e["type"] == "finished" && e["action"] == "delete")
         .count();
     assert_eq!(deletes, 2, "the deposed object and the current one");
-    assert_eq!(state(&p)["resources"], serde_json::json!({}));
+    assert_eq!(p.state_json()["resources"], serde_json::json!({}));
 }
