@@ -12,8 +12,8 @@
 //! after the object exists, returning it; `NIVIS_FAKE_FAIL_DELETE_ON` makes deletes of those labels
 //! fail); `NIVIS_FAKE_CRASH_ON=L` makes the
 //! process die mid-apply with a Go-style panic; `NIVIS_FAKE_DRIFT_ON=L` makes reads report a
-//! changed `value`, `NIVIS_FAKE_GONE_ON=L` makes them report the object gone; `NIVIS_FAKE_SLOW_MS`, `NIVIS_FAKE_NOISE` (see
-//! common.rs). A label containing `invalid` fails validation.
+//! changed `value`, `NIVIS_FAKE_GONE_ON=L` makes them report the object gone; `NIVIS_FAKE_SLOW_MS`, `NIVIS_FAKE_NOISE`,
+//! `NIVIS_FAKE_OBJECT_LOG=FILE` (one line per object created or deleted; see common.rs). A label containing `invalid` fails validation.
 
 #[path = "common.rs"]
 mod common;
@@ -21,7 +21,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::build::{attr, schema, Mode};
-use common::{fault, get_str, set};
+use common::{fault, get_str, log_object, set};
 use nivis::schema::ProviderSchema;
 use nivis::value::{PathStep, Type, Value};
 
@@ -150,6 +150,7 @@ impl common::Fake for Alpha {
                     format!("injected failure deleting alpha_token with label {label:?}"),
                 ));
             }
+            log_object("delete", &get_str(prior, "id").unwrap_or_default(), &label);
             return Ok(Value::Null);
         }
         let label = get_str(planned, "label").unwrap_or_default();
@@ -166,6 +167,7 @@ impl common::Fake for Alpha {
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
         let mut new = planned.clone();
         if matches!(prior, Value::Null) {
+            log_object("create", &format!("alpha-{n}"), &label);
             set(&mut new, "id", Value::String(format!("alpha-{n}")));
             set(&mut new, "secret", Value::String(format!("secret-{n}")));
             if self.schema_version >= 1 {

@@ -82,6 +82,23 @@ pub fn maybe_slow() {
     }
 }
 
+/// Appends `EVENT ID LABEL` to the file `NIVIS_FAKE_OBJECT_LOG` names (one line per real
+/// object created or deleted), so tests can compare what exists with what the state records.
+/// One `write` per line on an `O_APPEND` file: lines from concurrent calls never interleave.
+pub fn log_object(event: &str, id: &str, label: &str) {
+    if let Some(path) = env("NIVIS_FAKE_OBJECT_LOG") {
+        let line = format!("{event} {id} {label}\n");
+        let written = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("fake provider: cannot write the object log {path}: {e}");
+        }
+    }
+}
+
 /// Writes `NIVIS_FAKE_NOISE` KiB to stdout and stderr, to prove a chatty provider never blocks.
 pub fn maybe_noise(tag: &str) {
     if let Some(kib) = env("NIVIS_FAKE_NOISE").and_then(|v| v.parse::<usize>().ok()) {

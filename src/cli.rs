@@ -19,7 +19,9 @@ use crate::engine::{
 };
 use crate::nixeval::PlanSource;
 use crate::render::{self, Human, JsonLines, Style, Tally};
-use crate::state::{Change, LockHolder, Store};
+use crate::state::{Change, LockHolder};
+
+mod backend;
 
 /// Nivis: infrastructure as Nix code.
 ///
@@ -52,8 +54,16 @@ pub enum Command {
     State(StateCommand),
     /// Print the outputs Nix sees (the ledger, secrets as placeholders).
     Output(StateArgs),
-    /// Remove a stale state lock left by a process that is gone.
-    ForceUnlock(StateArgs),
+    /// Remove a stale state lock left by a process that is gone (for S3: the lock LOCK_ID).
+    ForceUnlock {
+        /// The id of the lock to remove, as a refused run names it (required for S3).
+        lock_id: Option<String>,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Environments (`--env`): each has its own state under the backend's environment prefix.
+    #[command(subcommand)]
+    Env(EnvCommand),
     /// Write typed Nix constructors and reference docs from a provider's schema.
     Gen(GenArgs),
     /// Provider installation: lock file, mirrors, what is used.
@@ -104,7 +114,34 @@ pub struct GenArgs {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum EnvCommand {
+    /// List the environments that have a state (`*` marks the selected one).
+    List(StateArgs),
+}
+
+#[derive(Subcommand, Debug)]
 pub enum StateCommand {
+    /// Print the whole state as JSON.
+    Pull(StateArgs),
+    /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or an
+    /// older serial unless --force.
+    Push {
+        /// The state file to push.
+        file: PathBuf,
+        /// Push even if the lineage differs or the serial is older.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Copy the local state file (--state) into the configured remote backend.
+    Migrate {
+        /// Replace what the backend already holds.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// List resource ids in state.
     List(StateArgs),
     /// Show one resource's recorded attributes (sensitive values hidden).
@@ -132,6 +169,14 @@ pub struct StateArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+    /// The environment: its state is the backend's key under the environment prefix (the
+    /// plan sees the name as `ledger.env`).
+    #[arg(long, env = "NIVIS_ENV", default_value = "default")]
+    pub env: String,
+    /// Set a field of the state backend (overriding the flake's `nivis.backend`):
+    /// KEY=VALUE, repeatable, e.g. `--backend-config type=s3 --backend-config bucket=b`.
+    #[arg(long = "backend-config", value_name = "KEY=VALUE")]
+    pub backend_config: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -267,13 +312,10 @@ pub fn run(cli: Cli) -> i32 {
         Command::Output(args) => output_command(&args),
         Command::Gen(args) => gen_command(&args),
         Command::Providers(cmd) => providers_command(cmd),
-        Command::ForceUnlock(args) => match Store::force_unlock(&args.state) {
-            Ok(result) => {
-                println!("{result:?}");
-                exit::OK
-            }
-            Err(e) => fail(&e),
-        },
+        Command::ForceUnlock { lock_id, state } => {
+            backend::force_unlock(&state, lock_id.as_deref())
+        }
+        Command::Env(EnvCommand::List(args)) => backend::env_list(&args),
     }
 }
 
@@ -310,9 +352,14 @@ fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Opti
         }
     };
     let state_path = absolute(&args.state.state);
+    let backend = match &source {
+        PlanSource::Flake { flake, attr } => backend::resolve(&args.state, Some(flake), attr)?,
+        PlanSource::File { .. } => backend::resolve(&args.state, None, "nivis.plan")?,
+    };
     Ok(Options {
         source,
-        run_dir: run_dir(&state_path),
+        run_dir: run_dir(&backend::identity(&backend)),
+        backend,
         state_path,
         parallelism: args.parallelism.max(1),
         max_phases: apply.and_then(|a| a.max_phases),
@@ -615,7 +662,10 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
 
 fn state_command(cmd: StateCommand) -> i32 {
     match cmd {
-        StateCommand::List(args) => match Store::read_only(&args.state) {
+        StateCommand::Pull(args) => backend::pull(&args),
+        StateCommand::Push { file, force, state } => backend::push(&state, &file, force),
+        StateCommand::Migrate { force, state } => backend::migrate(&state, force),
+        StateCommand::List(args) => match backend::read_state(&args) {
             Ok(state) => {
                 if args.json {
                     println!(
@@ -631,7 +681,7 @@ fn state_command(cmd: StateCommand) -> i32 {
             }
             Err(e) => fail(&e),
         },
-        StateCommand::Show { id, state: args } => match Store::read_only(&args.state) {
+        StateCommand::Show { id, state: args } => match backend::read_state(&args) {
             Ok(state) => {
                 let Some(r) = state.get(&id) else {
                     return fail(&format!(
@@ -683,11 +733,14 @@ fn state_command(cmd: StateCommand) -> i32 {
             Err(e) => fail(&e),
         },
         StateCommand::Rm { ids, state: args } => {
-            let mut store =
-                match Store::open(&args.state, LockHolder::current("nivis state rm"), None) {
-                    Ok(s) => s,
-                    Err(e) => return fail(&e),
-                };
+            let opened = backend::for_state_command(&args).and_then(|b| {
+                b.open(LockHolder::current("nivis state rm"), None)
+                    .map_err(|e| e.to_string())
+            });
+            let mut store = match opened {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
             for id in &ids {
                 if !store.state().contains(id) {
                     return fail(&format!("{id} is not in state; nothing was removed"));
@@ -866,7 +919,7 @@ fn gen_command(args: &GenArgs) -> i32 {
 }
 
 fn output_command(args: &StateArgs) -> i32 {
-    match Store::read_only(&args.state) {
+    match backend::read_state(&args) {
         Ok(state) => {
             let mut ledger = crate::ledger::Ledger::default();
             for r in state.iter() {

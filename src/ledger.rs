@@ -27,6 +27,8 @@ pub struct Ledger {
     pub outputs: BTreeMap<String, Outputs>,
     /// Variable values set on the command line.
     pub vars: BTreeMap<String, Json>,
+    /// The selected environment (`--env`), if the caller sets one.
+    pub env: Option<String>,
 }
 
 impl Ledger {
@@ -63,7 +65,11 @@ impl Ledger {
 
     /// The ledger as JSON.
     pub fn to_json(&self) -> Json {
-        json!({ "phase": self.phase, "outputs": self.outputs, "vars": self.vars })
+        let mut json = json!({ "phase": self.phase, "outputs": self.outputs, "vars": self.vars });
+        if let Some(env) = &self.env {
+            json["env"] = Json::String(env.clone());
+        }
+        json
     }
 
     /// Writes the ledger to `path` with mode 0600, replacing any previous file atomically.

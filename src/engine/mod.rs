@@ -36,7 +36,7 @@ use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
 use crate::provider::Provider;
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockHolder, StateError, StateFile, Store};
+use crate::state::{Backend, Change, LockHolder, LockedStore, StateError, StateFile};
 
 /// How a run is set up.
 #[derive(Debug, Clone)]
@@ -45,6 +45,9 @@ pub struct Options {
     pub source: PlanSource,
     /// The state file.
     pub state_path: PathBuf,
+    /// Where the state lives (the local file at `state_path`, or a remote store), with the
+    /// environment the plan sees as `ledger.env`.
+    pub backend: Backend,
     /// Worker threads for provider calls.
     pub parallelism: usize,
     /// Stop after this many phases that changed something.
@@ -183,7 +186,7 @@ pub fn interrupt_flag() -> &'static AtomicBool {
 
 /// State held for a run: locked for writing, or a read-only snapshot.
 enum StateHolder {
-    Locked(Box<Store>),
+    Locked(Box<dyn LockedStore>),
     ReadOnly(StateFile),
 }
 
@@ -209,7 +212,7 @@ impl StateHolder {
 
     fn close(self) -> Result<(), StateError> {
         match self {
-            StateHolder::Locked(s) => (*s).close(),
+            StateHolder::Locked(s) => s.close(),
             StateHolder::ReadOnly(_) => Ok(()),
         }
     }
@@ -260,19 +263,16 @@ impl<'s> Engine<'s> {
 
     fn open_state(&self, write: bool) -> Result<StateHolder, EngineError> {
         if write {
-            let store = Store::open(
-                &self.opts.state_path,
+            let store = self.opts.backend.open(
                 LockHolder::current(&self.opts.command),
                 self.opts.lock_timeout,
             )?;
-            if let Some(e) = store.compaction_error() {
-                log::warn!("state compaction failed (the journal keeps everything): {e}");
+            if let Some(warning) = store.warning() {
+                log::warn!("{warning}");
             }
-            Ok(StateHolder::Locked(Box::new(store)))
+            Ok(StateHolder::Locked(store))
         } else {
-            Ok(StateHolder::ReadOnly(Store::read_only(
-                &self.opts.state_path,
-            )?))
+            Ok(StateHolder::ReadOnly(self.opts.backend.read_only()?))
         }
     }
 
@@ -300,6 +300,7 @@ impl<'s> Engine<'s> {
         let mut ledger = Ledger {
             phase,
             vars: self.opts.vars.clone(),
+            env: Some(self.opts.backend.env().to_string()),
             ..Ledger::default()
         };
         for r in state.iter() {
@@ -1280,6 +1281,18 @@ impl sched::Owner for PhaseOwner<'_, '_> {
 
     fn prepare(&mut self, i: usize) -> Result<NodeInput, NodeOutput> {
         let id = &self.analysis.run[i];
+        if self.commit_error.is_some() {
+            return Err(NodeOutput {
+                action: None,
+                changes: Vec::new(),
+                commit: None,
+                drift: None,
+                diagnostics: not_started(id),
+                ok: false,
+                elapsed: Duration::ZERO,
+                deposed: Vec::new(),
+            });
+        }
         let node = self.analysis.nodes[id].node;
         let state = self.holder.state();
         let running = &self.running;
@@ -1459,6 +1472,10 @@ impl sched::Owner for DestroyOwner<'_> {
     type Output = (String, Result<Diagnostics, Diagnostics>, Duration);
 
     fn prepare(&mut self, i: usize) -> Result<Self::Input, Self::Output> {
+        if self.commit_error.is_some() {
+            let id = self.ids[i].clone();
+            return Err((id.clone(), Err(not_started(&id)), Duration::ZERO));
+        }
         let r = self
             .holder
             .state()
@@ -1537,6 +1554,16 @@ impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
 }
 
 /// Resources in state that the IR does not declare.
+/// Why a resource was not dispatched: an earlier result could not be recorded, and work whose
+/// outcome cannot be recorded must not start.
+fn not_started(id: &str) -> Diagnostics {
+    Diagnostic::error(
+        "not started: an earlier result could not be recorded in the state (see the state error)",
+    )
+    .for_resource(id)
+    .into()
+}
+
 fn orphans(ir: &Ir, state: &StateFile) -> Vec<String> {
     let declared: BTreeSet<&str> = ir
         .resources

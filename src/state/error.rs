@@ -50,6 +50,8 @@ pub enum StateError {
         /// The version this build reads and writes.
         supported: u32,
     },
+    /// The remote (S3) store failed or refused; the error names what and what to do.
+    Remote(Box<super::s3::RemoteError>),
     /// An earlier write to this store failed in a way that leaves the file contents uncertain
     /// (a failed fsync, say), so the store refuses further writes until it is reopened.
     Poisoned {
@@ -132,6 +134,7 @@ impl fmt::Display for StateError {
                  {supported}; use a nivis release that supports version {found}",
                 path.display()
             ),
+            StateError::Remote(e) => write!(f, "{e}"),
             StateError::Poisoned { path, cause } => write!(
                 f,
                 "an earlier write to the state {} failed ({cause}); this store refuses further \

@@ -301,13 +301,18 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((None, 0)),
         Err(e) => return Err(StateError::io(path, "read", e)),
     };
+    Ok((Some(parse_snapshot(path, &bytes)?), bytes.len() as u64))
+}
+
+/// Parses snapshot bytes read from `path` (a file, or a remote object's URL).
+pub(super) fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     // Check the version before the shape, so a newer format says so instead of failing to parse.
     #[derive(Deserialize)]
     struct VersionProbe {
         schema_version: u64,
     }
     let corrupt = |e: serde_json::Error| StateError::corrupt(path, None, e.to_string());
-    let probe: VersionProbe = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    let probe: VersionProbe = serde_json::from_slice(bytes).map_err(corrupt)?;
     if probe.schema_version != u64::from(SCHEMA_VERSION) {
         return Err(StateError::UnsupportedVersion {
             path: path.to_path_buf(),
@@ -315,7 +320,7 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
             supported: SCHEMA_VERSION,
         });
     }
-    let state: StateFile = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    let state: StateFile = serde_json::from_slice(bytes).map_err(corrupt)?;
     if let Some((key, resource)) = state.resources.iter().find(|(k, r)| **k != r.id) {
         return Err(StateError::corrupt(
             path,
@@ -323,7 +328,7 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
             format!("the resource under key {key:?} has id {:?}", resource.id),
         ));
     }
-    Ok((Some(state), bytes.len() as u64))
+    Ok(state)
 }
 
 /// Writes `state` to `P.tmp`, syncs it and renames it over `P`; returns its size. On error `P`

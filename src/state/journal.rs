@@ -27,6 +27,12 @@ pub(super) fn encode(
     Ok(line)
 }
 
+/// Decodes one journal line (without its newline) into (lineage, serial, changes).
+pub(super) fn decode(line: &[u8]) -> serde_json::Result<(String, u64, Vec<Change>)> {
+    let record: RecordIn = serde_json::from_slice(line)?;
+    Ok((record.lineage, record.serial, record.changes))
+}
+
 /// One journal line, as written.
 #[derive(Serialize)]
 struct RecordOut<'a> {

@@ -262,7 +262,7 @@ fn user_name() -> String {
 }
 
 /// Formats seconds since the Unix epoch as RFC 3339 UTC, e.g. `2023-11-14T22:13:20Z`.
-fn format_utc(secs: u64) -> String {
+pub(crate) fn format_utc(secs: u64) -> String {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from a day count (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
     let z = days as i64 + 719_468;

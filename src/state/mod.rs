@@ -101,6 +101,7 @@
 //! the lock when its holder exits, however it exits; see [`Store::force_unlock`] for the
 //! network-filesystem case. [`Store::read_only`] takes no lock and writes nothing.
 
+mod backend;
 mod base64;
 #[cfg(test)]
 mod crash_tests;
@@ -110,13 +111,17 @@ mod journal;
 mod lock;
 mod memory;
 mod model;
+pub mod s3;
 #[cfg(test)]
 mod testutil;
 
+pub use backend::{Backend, LockedStore, DEFAULT_ENV};
 pub use error::StateError;
 pub use file::{Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH};
+pub(crate) use lock::format_utc;
 pub use lock::{ForceUnlock, LockHolder};
 pub use memory::MemoryStore;
+pub(crate) use model::new_lineage;
 pub use model::{
     Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus, StateFile, SCHEMA_VERSION,
 };

@@ -1,0 +1,260 @@
+//! The state backend on the command line: which backend a command uses (the flake's
+//! `nivis.backend`, then `--backend-config` overrides, for `--env`), and the commands that
+//! concern only the backend: `env list`, `state pull|push|migrate`, `force-unlock`.
+//!
+//! Not: what a backend does (see `state::Backend`), nor running plans.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use super::{exit, fail, StateArgs};
+use crate::nixeval;
+use crate::state::{Backend, Change, LockHolder, StateFile, Store, SCHEMA_VERSION};
+
+/// The backend for `args`, reading `nivis.backend` (the plan attribute's sibling `backend`)
+/// from `flake` when it is a flake (a directory without `flake.nix` is not).
+pub fn resolve(args: &StateArgs, flake: Option<&str>, plan_attr: &str) -> Result<Backend, String> {
+    let from_flake = match flake {
+        Some(dir) if Path::new(dir).is_dir() && !Path::new(dir).join("flake.nix").exists() => None,
+        Some(flake) => {
+            let flake = if Path::new(flake).is_dir() {
+                super::absolute(Path::new(flake)).display().to_string()
+            } else {
+                flake.to_string()
+            };
+            nixeval::backend_config(&flake, plan_attr).map_err(|e| e.to_string())?
+        }
+        None => None,
+    };
+    let local = super::absolute(&args.state);
+    Backend::configure(from_flake.as_ref(), &args.backend_config, &args.env, &local)
+        .map_err(|e| format!("state backend: {e}"))
+}
+
+/// The backend for a state command: the flake in the current directory, if there is one.
+pub fn for_state_command(args: &StateArgs) -> Result<Backend, String> {
+    resolve(args, Some("."), "nivis.plan")
+}
+
+/// Reads the state of a state command's backend.
+pub fn read_state(args: &StateArgs) -> Result<StateFile, String> {
+    for_state_command(args)?
+        .read_only()
+        .map_err(|e| e.to_string())
+}
+
+/// `nivis env list`.
+pub fn env_list(args: &StateArgs) -> i32 {
+    let backend = match for_state_command(args) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    match backend.envs() {
+        Ok(envs) => {
+            if args.json {
+                println!("{}", Json::from(envs));
+            } else {
+                for env in envs {
+                    let mark = if env == backend.env() { "*" } else { " " };
+                    println!("{mark} {env}");
+                }
+            }
+            exit::OK
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `nivis state pull`: the whole state as JSON on stdout.
+pub fn pull(args: &StateArgs) -> i32 {
+    match read_state(args) {
+        Ok(state) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&state).expect("state serialises")
+            );
+            exit::OK
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `nivis state push FILE`: replaces the state by FILE's, refusing another lineage or an older
+/// serial unless `force`.
+pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
+    let pushed = match read_state_file(file) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let backend = match for_state_command(args) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    let mut store = match backend.open(LockHolder::current("nivis state push"), None) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let current = store.state();
+    let fresh = current.is_empty() && current.serial == 0;
+    if !force && !fresh && current.lineage != pushed.lineage {
+        return fail(&format!(
+            "{} belongs to state lineage {}, but {} has lineage {}: it is another state. \
+             Nothing was changed; pass --force to replace it anyway",
+            file.display(),
+            pushed.lineage,
+            backend.describe(),
+            current.lineage
+        ));
+    }
+    if !force && pushed.serial < current.serial {
+        return fail(&format!(
+            "{} has serial {}, older than the serial {} of {}: the state was written since it \
+             was pulled. Nothing was changed; pull again and redo the edit, or pass --force",
+            file.display(),
+            pushed.serial,
+            current.serial,
+            backend.describe()
+        ));
+    }
+    let count = pushed.len();
+    let result = match store.as_s3() {
+        Some(s3) => s3.replace(pushed),
+        None => {
+            let changes = difference(store.state(), &pushed);
+            store.commit(&changes)
+        }
+    };
+    if let Err(e) = result.and_then(|()| store.close()) {
+        return fail(&e);
+    }
+    println!(
+        "Pushed {} to {}: {count} resource(s).",
+        file.display(),
+        backend.describe()
+    );
+    exit::OK
+}
+
+/// `nivis state migrate`: copies the local state file into the configured (remote) backend.
+pub fn migrate(args: &StateArgs, force: bool) -> i32 {
+    let backend = match for_state_command(args) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    let local = match Backend::configure(None, &[], &args.env, &super::absolute(&args.state)) {
+        Ok(Backend::Local { path, .. }) => path,
+        Ok(other) => return fail(&format!("unexpected local backend {other:?}")),
+        Err(e) => return fail(&e),
+    };
+    if !local.exists() {
+        return fail(&format!(
+            "there is no local state at {} to migrate (use --state to name it)",
+            local.display()
+        ));
+    }
+    let state = match Store::read_only(&local) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let mut target =
+        match backend.open_for_migration(LockHolder::current("nivis state migrate"), None) {
+            Ok(t) => t,
+            Err(e) => return fail(&e),
+        };
+    let existing = target.state();
+    if !existing.is_empty() && !force {
+        let same = existing.lineage == state.lineage && existing.ids().eq(state.ids());
+        let msg = if same {
+            format!(
+                "{} already holds this state (same lineage and resources); nothing to do",
+                target.url()
+            )
+        } else {
+            format!(
+                "{} already holds {} resource(s); nothing was changed. Pass --force to replace \
+                 them with the {} resource(s) of {}",
+                target.url(),
+                existing.len(),
+                state.len(),
+                local.display()
+            )
+        };
+        drop(target);
+        return if same {
+            println!("{msg}");
+            exit::OK
+        } else {
+            fail(&msg)
+        };
+    }
+    let count = state.len();
+    let url = target.url().to_string();
+    if let Err(e) = target.replace(state).and_then(|()| target.close()) {
+        return fail(&e);
+    }
+    println!(
+        "Migrated {count} resource(s) from {} to {url}. The local file was left as it was: move \
+         it aside (e.g. `mv {0} {0}.migrated`) so that nothing reads it by mistake.",
+        local.display()
+    );
+    exit::OK
+}
+
+/// `nivis force-unlock [LOCK_ID]`.
+pub fn force_unlock(args: &StateArgs, id: Option<&str>) -> i32 {
+    let backend = match for_state_command(args) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    match backend.force_unlock(id) {
+        Ok(done) => {
+            println!("{done}");
+            exit::OK
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn read_state_file(file: &Path) -> Result<StateFile, String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let state: StateFile = serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "{} is not a Nivis state (as `nivis state pull` prints): {e}",
+            file.display()
+        )
+    })?;
+    if state.schema_version != SCHEMA_VERSION {
+        return Err(format!(
+            "{} has state format version {}; this nivis writes version {SCHEMA_VERSION}",
+            file.display(),
+            state.schema_version
+        ));
+    }
+    if let Some((key, r)) = state.resources.iter().find(|(k, r)| **k != r.id) {
+        return Err(format!(
+            "{}: the resource under {key:?} has id {:?}",
+            file.display(),
+            r.id
+        ));
+    }
+    Ok(state)
+}
+
+/// The changes that turn `from` into `to`.
+fn difference(from: &StateFile, to: &StateFile) -> Vec<Change> {
+    let removed = from
+        .ids()
+        .filter(|id| !to.contains(id))
+        .map(|id| Change::Remove(id.to_string()));
+    let put = to
+        .iter()
+        .filter(|r| from.get(&r.id) != Some(*r))
+        .map(|r| Change::Put(r.clone()));
+    removed.chain(put).collect()
+}
+
+/// Where the run directory of `backend` is keyed: its description.
+pub fn identity(backend: &Backend) -> PathBuf {
+    PathBuf::from(backend.describe())
+}
