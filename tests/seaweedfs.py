@@ -128,7 +128,21 @@ def create_bucket(weed: Path, base: int, name: str) -> None:
 
 
 def start(root: Path, port: int | None = None, buckets: tuple[str, ...] = ()) -> dict:
-    """Starts a server keeping its data under `root`; returns what `start` prints."""
+    """Starts a server keeping its data under `root`; returns what `start` prints.
+
+    Without a fixed port, a start that fails (another process took one of the ports between
+    our check and weed's bind) is retried on other ports."""
+    for attempt in range(3):
+        try:
+            return start_once(root, port, buckets)
+        except HarnessError as e:
+            if port is not None or attempt == 2:
+                raise
+            log(f"{e}; retrying on other ports")
+    raise AssertionError("unreachable")
+
+
+def start_once(root: Path, port: int | None, buckets: tuple[str, ...]) -> dict:
     root = root.resolve()
     (root / "data").mkdir(parents=True, exist_ok=True)
     weed = weed_binary()

@@ -5,3 +5,4 @@ mod gen;
 mod headline;
 mod lifecycle;
 mod real_null;
+mod remote;

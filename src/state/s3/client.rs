@@ -414,13 +414,23 @@ impl Client {
         }
     }
 
-    /// Creates the bucket (tests and benchmarks only; Nivis never creates buckets for users).
-    pub fn create_bucket(&self) -> Result<(), S3Error> {
-        let reply = self.send("PUT", None, &[], &[], &[])?;
+    /// Checks that the bucket exists and the credentials may list it, with one small request.
+    /// (Some servers create a missing bucket on the first write instead of refusing it.)
+    pub fn probe(&self, prefix: &str) -> Result<(), S3Error> {
+        let query = [
+            ("list-type", "2".to_string()),
+            ("max-keys", "1".to_string()),
+            ("prefix", prefix.to_string()),
+        ];
+        let reply = self.send("GET", None, &query, &[], &[])?;
         match reply.status {
-            200 => Ok(()),
-            409 => Ok(()), // BucketAlreadyOwnedByYou / BucketAlreadyExists
-            _ => Err(self.failure("", &reply)),
+            200 if xml::list_page(&reply.body).is_some() => Ok(()),
+            200 => Err(S3Error::NotS3 {
+                endpoint: self.shown.clone(),
+                status: 200,
+                detail: "a listing that is not a ListBucketResult".into(),
+            }),
+            _ => Err(self.failure(prefix, &reply)),
         }
     }
 

@@ -332,6 +332,10 @@ impl S3Store {
                 remote.url
             ))
         })?;
+        remote
+            .client
+            .probe(&remote.key)
+            .map_err(|e| remote.fail("open", e))?;
         let info = LockInfo::new(&holder, &remote.url);
         let lock_key = remote.lock_key();
         let held = take_lock(

