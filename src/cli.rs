@@ -919,7 +919,7 @@ fn gen_command(args: &GenArgs) -> i32 {
 }
 
 fn output_command(args: &StateArgs) -> i32 {
-    match backend::read_state(&args) {
+    match backend::read_state(args) {
         Ok(state) => {
             let mut ledger = crate::ledger::Ledger::default();
             for r in state.iter() {

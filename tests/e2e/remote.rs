@@ -556,7 +556,7 @@ fn push_checks_lineage_and_serial_and_migration_is_explicit() {
     other["serial"] = 1000.into();
     let resources = other["resources"].as_object_mut().unwrap();
     resources.remove("alpha.alpha_token.t__0");
-    std::fs::write(&m.project.dir.path().join("other.json"), other.to_string()).unwrap();
+    std::fs::write(m.project.dir.path().join("other.json"), other.to_string()).unwrap();
     let other_file = m
         .project
         .dir

@@ -288,7 +288,7 @@ impl Client {
                 )))
             }
         }
-        if uri.path().trim_matches('/') != "" {
+        if !uri.path().trim_matches('/').is_empty() {
             return Err(S3Error::Config(format!(
                 "backend endpoint {shown}: give the server only (scheme, host, port), no path"
             )));
@@ -470,7 +470,7 @@ impl Client {
             let outcome = self.attempt(method, &url, &path, query, headers, body, &payload);
             let last = attempt >= self.retry.attempts.max(1);
             match outcome {
-                Ok(reply) if !(is_retried_status(reply.status) && !last) => {
+                Ok(reply) if !is_retried_status(reply.status) || last => {
                     return match reply.status {
                         s if is_retried_status(s) => Err(S3Error::Server {
                             endpoint: self.shown.clone(),

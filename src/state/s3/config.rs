@@ -183,7 +183,7 @@ impl S3Backend {
                 .map_err(|e| StateError::from(RemoteError::s3(format!("list {p}"), e)))
         };
         let mut envs = Vec::new();
-        if listed(&self.base_key)?.iter().any(|k| *k == self.base_key) {
+        if listed(&self.base_key)?.contains(&self.base_key) {
             envs.push(DEFAULT_ENV.to_string());
         }
         let suffix = format!("/{}", self.base_key);

@@ -108,16 +108,15 @@ pub fn acquire(
             Err(S3Error::PreconditionFailed { attempts, .. }) => {
                 let current = read(client, key)?;
                 // A retried create that meets our own first attempt.
-                if attempts > 1 {
-                    if current
+                if attempts > 1
+                    && current
                         .as_ref()
                         .is_some_and(|(found, _)| found.id == info.id)
-                    {
-                        return Ok(HeldLock {
-                            key: key.to_string(),
-                            info,
-                        });
-                    }
+                {
+                    return Ok(HeldLock {
+                        key: key.to_string(),
+                        info,
+                    });
                 }
                 current.map(|(found, _)| found)
             }

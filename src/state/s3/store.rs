@@ -338,6 +338,7 @@ impl S3Store {
             .map_err(|e| remote.fail("open", e))?;
         let info = LockInfo::new(&holder, &remote.url);
         let lock_key = remote.lock_key();
+        let started = std::time::Instant::now();
         let held = take_lock(
             &remote.client,
             &lock_key,
@@ -345,6 +346,12 @@ impl S3Store {
             wait,
             pending.as_ref(),
         )?;
+        log::info!(
+            "took the lock {} of {} in {:.1} ms",
+            info.id,
+            remote.url,
+            started.elapsed().as_secs_f64() * 1000.0
+        );
         let mut store = S3Store {
             rescue_header: Header {
                 nivis_rescue: 1,
@@ -653,8 +660,13 @@ impl S3Store {
 
     fn release(&mut self) {
         if let Some(held) = self.lock.take() {
+            let started = std::time::Instant::now();
             match lock::release(&self.remote.client, &held) {
-                Ok(None) => {}
+                Ok(None) => log::info!(
+                    "released the lock {} in {:.1} ms",
+                    held.info.id,
+                    started.elapsed().as_secs_f64() * 1000.0
+                ),
                 Ok(Some(warning)) => log::warn!("{warning}"),
                 Err(e) => log::warn!(
                     "could not release the lock of {}: {e}; once this run is over, `nivis \
