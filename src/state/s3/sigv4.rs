@@ -262,22 +262,30 @@ mod tests {
         auth.rsplit_once("Signature=").unwrap().1.to_string()
     }
 
-    #[test]
-    fn matches_the_aws_get_object_example() {
-        let empty = payload_hash(b"");
-        let headers = sign(
+    /// Signs AWS's example request (GET, bucket `examplebucket`, 2013-05-24) for `path`.
+    fn example(
+        path: &str,
+        query: &[(&str, String)],
+        headers: &[(&str, String)],
+    ) -> Vec<(&'static str, String)> {
+        sign(
             &example_creds(),
             "us-east-1",
             "20130524T000000Z",
             &Request {
                 method: "GET",
                 host: "examplebucket.s3.amazonaws.com",
-                path: "/test.txt",
-                query: &[],
-                headers: &[("range", "bytes=0-9".into())],
-                payload_sha256: &empty,
+                path,
+                query,
+                headers,
+                payload_sha256: &payload_hash(b""),
             },
-        );
+        )
+    }
+
+    #[test]
+    fn matches_the_aws_get_object_example() {
+        let headers = example("/test.txt", &[], &[("range", "bytes=0-9".into())]);
         assert_eq!(
             signature(&headers),
             "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
@@ -289,19 +297,10 @@ mod tests {
 
     #[test]
     fn matches_the_aws_list_objects_example() {
-        let empty = payload_hash(b"");
-        let headers = sign(
-            &example_creds(),
-            "us-east-1",
-            "20130524T000000Z",
-            &Request {
-                method: "GET",
-                host: "examplebucket.s3.amazonaws.com",
-                path: "/",
-                query: &[("max-keys", "2".into()), ("prefix", "J".into())],
-                headers: &[],
-                payload_sha256: &empty,
-            },
+        let headers = example(
+            "/",
+            &[("max-keys", "2".into()), ("prefix", "J".into())],
+            &[],
         );
         assert_eq!(
             signature(&headers),

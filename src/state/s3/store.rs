@@ -154,11 +154,13 @@ impl Remote {
             .map_err(StateError::from)?;
         Ok(Loaded {
             state: replayed.state,
-            etag,
-            snapshot_len,
-            next_seq: names.len() as u64,
-            journal_bytes: bytes.len() as u64,
-            sealed,
+            pos: Position {
+                etag,
+                snapshot_len,
+                next_seq: names.len() as u64,
+                journal_bytes: bytes.len() as u64,
+                sealed,
+            },
             exists,
         })
     }
@@ -266,13 +268,38 @@ impl From<StateError> for LoadError {
 
 struct Loaded {
     state: StateFile,
-    etag: Option<String>,
-    snapshot_len: u64,
-    next_seq: u64,
-    journal_bytes: u64,
-    sealed: bool,
+    pos: Position,
     /// Whether any object of the state exists.
     exists: bool,
+}
+
+/// Where the remote state stands: the snapshot read or written last, and the journal after it.
+#[derive(Debug, Default)]
+struct Position {
+    /// The snapshot's ETag (`None`: no snapshot object yet).
+    etag: Option<String>,
+    snapshot_len: u64,
+    /// The next journal segment's number.
+    next_seq: u64,
+    journal_bytes: u64,
+    /// The journal ends with a seal (a compaction stopped after sealing).
+    sealed: bool,
+}
+
+impl Position {
+    /// Right after a snapshot was written.
+    fn after_snapshot(etag: String, snapshot_len: u64) -> Position {
+        Position {
+            etag: Some(etag),
+            snapshot_len,
+            ..Position::default()
+        }
+    }
+
+    /// Whether the journal holds anything to fold into a new snapshot.
+    fn journal_pending(&self) -> bool {
+        self.journal_bytes > 0 || self.sealed
+    }
 }
 
 /// Why this run stopped writing to the remote store.
@@ -290,11 +317,7 @@ enum Stopped {
 pub struct S3Store {
     remote: Remote,
     state: StateFile,
-    etag: Option<String>,
-    snapshot_len: u64,
-    next_seq: u64,
-    journal_bytes: u64,
-    sealed: bool,
+    pos: Position,
     lock: Option<HeldLock>,
     rescue: RescueFile,
     rescue_header: Header,
@@ -306,7 +329,7 @@ impl std::fmt::Debug for S3Store {
         f.debug_struct("S3Store")
             .field("url", &self.remote.url)
             .field("serial", &self.state.serial)
-            .field("next_seq", &self.next_seq)
+            .field("next_seq", &self.pos.next_seq)
             .finish_non_exhaustive()
     }
 }
@@ -362,11 +385,7 @@ impl S3Store {
             },
             remote,
             state: StateFile::empty(),
-            etag: None,
-            snapshot_len: 0,
-            next_seq: 0,
-            journal_bytes: 0,
-            sealed: false,
+            pos: Position::default(),
             lock: Some(held),
             rescue,
             stopped: None,
@@ -376,15 +395,11 @@ impl S3Store {
             refuse_silent_migration(&store.remote.url, local)?;
         }
         store.state = loaded.state;
-        store.etag = loaded.etag;
-        store.snapshot_len = loaded.snapshot_len;
-        store.next_seq = loaded.next_seq;
-        store.journal_bytes = loaded.journal_bytes;
-        store.sealed = loaded.sealed;
+        store.pos = loaded.pos;
         if let Some(rescued) = pending {
             store.push_rescued(rescued, loaded.exists)?;
         }
-        if store.journal_bytes > 0 || store.sealed {
+        if store.pos.journal_pending() {
             store.compact()?;
         }
         Ok(store)
@@ -420,8 +435,8 @@ impl S3Store {
             .remote
             .replace_snapshot(
                 self.state.serial,
-                self.next_seq,
-                self.etag.as_deref(),
+                self.pos.next_seq,
+                self.pos.etag.as_deref(),
                 &next,
             )
             .inspect_err(|_| self.stop_on_failure("replace"))?;
@@ -436,9 +451,12 @@ impl S3Store {
         self.check_writable()?;
         let old = self.state.serial;
         self.state.serial += 1;
-        let written =
-            self.remote
-                .replace_snapshot(old, self.next_seq, self.etag.as_deref(), &self.state);
+        let written = self.remote.replace_snapshot(
+            old,
+            self.pos.next_seq,
+            self.pos.etag.as_deref(),
+            &self.state,
+        );
         self.state.serial = old;
         let (etag, len) = written.inspect_err(|_| self.stop_on_failure("compact"))?;
         let next = std::mem::replace(&mut self.state, StateFile::empty());
@@ -469,7 +487,7 @@ impl S3Store {
             };
             return Err(self.not_recorded(cause));
         }
-        if self.journal_bytes > 0 || self.sealed {
+        if self.pos.journal_pending() {
             if let Err(e) = self.compact() {
                 log::warn!(
                     "could not compact {} (the journal keeps everything): {e}",
@@ -483,11 +501,7 @@ impl S3Store {
 
     fn after_snapshot(&mut self, state: StateFile, etag: String, len: u64) {
         self.state = state;
-        self.etag = Some(etag);
-        self.snapshot_len = len;
-        self.next_seq = 0;
-        self.journal_bytes = 0;
-        self.sealed = false;
+        self.pos = Position::after_snapshot(etag, len);
     }
 
     fn check_writable(&self) -> Result<(), StateError> {
@@ -513,10 +527,10 @@ impl S3Store {
     fn append(&mut self, changes: &[Change]) -> Result<(), StateError> {
         let line = journal::encode(&self.state.lineage, self.state.serial, changes)
             .map_err(|e| RemoteError::Invalid(format!("cannot encode a record: {e}")))?;
-        let name = self.remote.segment(self.state.serial, self.next_seq);
+        let name = self.remote.segment(self.state.serial, self.pos.next_seq);
         self.remote.create(&name, &line)?;
-        self.next_seq += 1;
-        self.journal_bytes += line.len() as u64;
+        self.pos.next_seq += 1;
+        self.pos.journal_bytes += line.len() as u64;
         Ok(())
     }
 
@@ -720,7 +734,7 @@ impl StateStore for S3Store {
         for change in changes {
             self.state.apply(change);
         }
-        if self.journal_bytes >= self.snapshot_len.max(COMPACT_MIN_JOURNAL_BYTES) {
+        if self.pos.journal_bytes >= self.pos.snapshot_len.max(COMPACT_MIN_JOURNAL_BYTES) {
             if let Err(e) = self.compact() {
                 log::warn!(
                     "could not compact {} (the journal keeps everything): {e}",
