@@ -700,6 +700,50 @@ mod store {
     }
 
     #[test]
+    fn a_busy_lock_is_waited_for_up_to_the_lock_timeout() {
+        let weed = Weed::start();
+        let b = backend(&weed, "wait/nivis.state");
+        let first = S3Store::open(&b, LockHolder::current("first"), None, None).unwrap();
+        let start = Instant::now();
+        let err = S3Store::open(
+            &b,
+            LockHolder::current("second"),
+            Some(Duration::from_millis(400)),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            start.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(
+            err.contains("gave up after waiting") && err.contains("`first`"),
+            "{err}"
+        );
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            first.close().unwrap();
+        });
+        let start = Instant::now();
+        let second = S3Store::open(
+            &b,
+            LockHolder::current("second"),
+            Some(Duration::from_secs(30)),
+            None,
+        )
+        .unwrap();
+        assert!(
+            start.elapsed() >= Duration::from_millis(250),
+            "{:?}",
+            start.elapsed()
+        );
+        releaser.join().unwrap();
+        second.close().unwrap();
+    }
+
+    #[test]
     fn a_writer_whose_lock_was_broken_cannot_interleave_with_the_next() {
         let weed = Weed::start();
         let b = backend(&weed, "fence/nivis.state");

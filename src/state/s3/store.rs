@@ -407,7 +407,17 @@ impl S3Store {
 
     /// Reads the state of `backend` without locking.
     pub fn read_only(backend: &S3Backend) -> Result<StateFile, StateError> {
-        Ok(Remote::new(backend)?.load()?.state)
+        let remote = Remote::new(backend)?;
+        let rescue = RescueFile::for_state(&remote.url);
+        if rescue.path().exists() {
+            log::warn!(
+                "results of an earlier run are waiting in the rescue journal {}: they are not in \
+                 {} yet; the next apply from this machine records them first",
+                rescue.path().display(),
+                remote.url
+            );
+        }
+        Ok(remote.load()?.state)
     }
 
     /// Removes the lock of `backend` if its id is `id`.
