@@ -604,8 +604,11 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
                 return;
             }
             println!("Destroyed {} resource(s):", r.changed.len());
-            for (id, _) in &r.changed {
-                println!("  - {id}");
+            for (id, action) in &r.changed {
+                match action {
+                    engine::Action::Forget => println!("  . {id} (forgotten: left as it is)"),
+                    _ => println!("  - {id}"),
+                }
             }
         }
         Verb::Refresh => println!("Refresh complete."),

@@ -55,8 +55,7 @@ const KIND_MESSAGE: &str = "kind must be \"tfplugin\" (the default: the Terrafor
 const NIXOPS4_VERSION: &str =
     "a nixops4 provider has no version: its source is a path or a binary name";
 const NIXOPS4_CONFIG: &str = "a nixops4 provider takes no configuration: protocol v0 has none";
-const STATELESS_NOT_NIXOPS4: &str =
-    "statelessTypes is only for providers of kind \"nixops4\"";
+const STATELESS_NOT_NIXOPS4: &str = "statelessTypes is only for providers of kind \"nixops4\"";
 const VARIABLE_TYPES: [&str; 6] = ["string", "number", "bool", "list", "map", "any"];
 
 fn expansion_message(key: &str) -> Option<&'static str> {

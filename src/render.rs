@@ -47,6 +47,8 @@ impl Style {
                 create_before_destroy: true,
             } => ("35", "+/-"),
             Action::Delete => ("31", "-"),
+            Action::Forget => ("31", "."),
+            Action::Recreate => ("35", "+/."),
             Action::NoOp => ("2", "="),
             Action::Read => ("36", "<="),
         };
@@ -75,6 +77,8 @@ pub fn done_verb(action: Action) -> &'static str {
         Action::Update => "updated",
         Action::Replace { .. } => "replaced",
         Action::Delete => "destroyed",
+        Action::Forget => "forgotten",
+        Action::Recreate => "re-created",
         Action::NoOp => "unchanged",
         Action::Read => "read",
     }
@@ -192,6 +196,9 @@ impl Sink for Human {
                 );
                 for c in &changes {
                     let _ = writeln!(out, "      {}", show_change(c));
+                }
+                if let Some(note) = forget_note(action) {
+                    let _ = writeln!(out, "      {}", s.dim(note));
                 }
             }
             Event::Deferred {
@@ -312,6 +319,20 @@ impl Sink for Human {
             // The command prints the failure itself, on stderr.
             Event::CommandFailed { .. } => {}
         }
+    }
+}
+
+/// What a plan line for an action that forgets an object must say.
+fn forget_note(action: Action) -> Option<&'static str> {
+    match action {
+        Action::Forget => Some(
+            "forget: removed from state and left as it is (its provider cannot delete objects)",
+        ),
+        Action::Recreate => Some(
+            "re-create: a new object replaces it in state; the old one is forgotten, not deleted \
+             (its provider can neither update nor delete this type)",
+        ),
+        _ => None,
     }
 }
 
@@ -501,12 +522,20 @@ pub fn plan_summary(planned: &[(String, Action)], deferred: usize) -> String {
     let replace = count(&|a| matches!(a, Action::Replace { .. }));
     let delete = count(&|a| *a == Action::Delete);
     let read = count(&|a| *a == Action::Read);
-    if create + update + replace + delete + read + deferred == 0 {
+    let recreate = count(&|a| *a == Action::Recreate);
+    let forget = count(&|a| *a == Action::Forget);
+    if create + update + replace + delete + read + recreate + forget + deferred == 0 {
         return "No changes. The infrastructure matches the plan.".into();
     }
     let mut s = format!(
         "Plan: {create} to create, {update} to update, {replace} to replace, {delete} to destroy"
     );
+    if recreate > 0 {
+        s.push_str(&format!(", {recreate} to re-create"));
+    }
+    if forget > 0 {
+        s.push_str(&format!(", {forget} to forget"));
+    }
     if read > 0 {
         s.push_str(&format!(", {read} to read"));
     }
@@ -578,6 +607,22 @@ mod tests {
         assert_eq!(
             plan_summary(&[], 0),
             "No changes. The infrastructure matches the plan."
+        );
+        let forgetting = vec![
+            ("f".to_string(), Action::Forget),
+            ("g".to_string(), Action::Recreate),
+        ];
+        assert_eq!(
+            plan_summary(&forgetting, 0),
+            "Plan: 0 to create, 0 to update, 0 to replace, 0 to destroy, 1 to re-create, 1 to forget."
+        );
+        assert_eq!(
+            serde_json::to_value(Action::Recreate).unwrap(),
+            serde_json::json!("recreate")
+        );
+        assert_eq!(
+            serde_json::to_value(Action::Forget).unwrap(),
+            serde_json::json!("forget")
         );
     }
 }

@@ -23,6 +23,11 @@ pub enum Action {
     },
     /// The object goes away.
     Delete,
+    /// The object leaves state but stays where it is: its provider cannot delete it.
+    Forget,
+    /// A new object is created and the old one forgotten: the provider can neither update nor
+    /// delete it.
+    Recreate,
     /// Nothing changes.
     NoOp,
     /// A data source is read.

@@ -14,6 +14,8 @@ mod node;
 mod providers;
 mod refcheck;
 mod resolve;
+mod stale;
+mod untyped;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -34,7 +36,7 @@ use crate::graph::Graph;
 use crate::ir::{self, Ir, Node, NodeKind, Tree};
 use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
-use crate::provider::Provider;
+use crate::provider::{Capabilities, Provider};
 use crate::sched::{self, Reporter, Status};
 use crate::state::{Change, LockHolder, StateError, StateFile, Store};
 
@@ -552,19 +554,25 @@ impl<'s> Engine<'s> {
             .enumerate()
             .map(|(i, id)| (id.as_str(), i))
             .collect();
-        let deps: Vec<Vec<usize>> = if mode == Mode::Apply {
-            ids.iter()
-                .map(|id| {
-                    analysis.nodes[id]
-                        .deps
-                        .iter()
-                        .filter_map(|d| index.get(d.as_str()).copied())
-                        .collect()
-                })
-                .collect()
-        } else {
-            vec![Vec::new(); ids.len()]
+        // Apply follows every dependency. A plan runs in parallel, except after resources whose
+        // provider has no plan: what they will do decides whether dependents must wait.
+        let no_plan = |id: &str| {
+            let provider = &analysis.nodes[id].node.provider;
+            !Capabilities::of(&ir.providers[provider].kind).schemas
         };
+        let deps: Vec<Vec<usize>> = ids
+            .iter()
+            .map(|id| {
+                analysis.nodes[id]
+                    .deps
+                    .iter()
+                    .filter(|d| {
+                        mode == Mode::Apply || (index.contains_key(d.as_str()) && no_plan(d))
+                    })
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect();
         let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
         for id in ids {
             let node = analysis.nodes[id].node;
@@ -590,6 +598,8 @@ impl<'s> Engine<'s> {
             pending_commits: Vec::new(),
             commit_error: None,
             running: ids.iter().cloned().collect(),
+            staleness: stale::Staleness::new(ir),
+            stale: HashMap::new(),
         };
         let statuses = sched::run(
             &mut owner,
@@ -658,23 +668,8 @@ impl<'s> Engine<'s> {
         self.check_references(&ir)?;
         let result = self.run_nodes(&ir, &analysis, &mut holder, 1, Mode::Plan)?;
         self.emit_deferred(&analysis, holder.state(), 1);
-        let orphans = if self.opts.targets.is_empty() {
-            orphans(&ir, holder.state())
-        } else {
-            Vec::new()
-        };
-        for id in &orphans {
-            let r = holder.state().get(id).expect("orphan in state");
-            if r.is_managed() {
-                self.sink.event(Event::Planned {
-                    phase: 1,
-                    id: id.clone(),
-                    type_name: r.type_name.clone(),
-                    action: Action::Delete,
-                    changes: Vec::new(),
-                    deposed: None,
-                });
-            }
+        if self.opts.targets.is_empty() {
+            self.emit_orphans(&ir, holder.state(), 1);
         }
         for c in &ir.consumers {
             let mut waits = Vec::new();
@@ -745,9 +740,7 @@ impl<'s> Engine<'s> {
                 });
                 if self.opts.targets.is_empty() {
                     let removed = self.destroy_orphans(&ir, holder, phase + 1)?;
-                    report
-                        .changed
-                        .extend(removed.into_iter().map(|id| (id, Action::Delete)));
+                    report.changed.extend(removed);
                 }
                 report.nix_time = self.nix_time;
                 return Ok(report);
@@ -759,18 +752,7 @@ impl<'s> Engine<'s> {
                 // Show the first phase's plan and ask once.
                 let preview = self.run_nodes(&ir, &analysis, holder, phase, Mode::Plan)?;
                 self.emit_deferred(&analysis, holder.state(), phase);
-                for id in orphans(&ir, holder.state()) {
-                    if let Some(r) = holder.state().get(&id).filter(|r| r.is_managed()) {
-                        self.sink.event(Event::Planned {
-                            phase,
-                            id: id.clone(),
-                            type_name: r.type_name.clone(),
-                            action: Action::Delete,
-                            changes: Vec::new(),
-                            deposed: None,
-                        });
-                    }
-                }
+                self.emit_orphans(&ir, holder.state(), phase);
                 if preview.failed > 0 {
                     return Err(EngineError::PlanFailed(preview.failed));
                 }
@@ -815,9 +797,7 @@ impl<'s> Engine<'s> {
                 });
                 if self.opts.targets.is_empty() {
                     let removed = self.destroy_orphans(&ir, holder, phase)?;
-                    report
-                        .changed
-                        .extend(removed.into_iter().map(|id| (id, Action::Delete)));
+                    report.changed.extend(removed);
                 }
                 report.nix_time = self.nix_time;
                 return Ok(report);
@@ -828,13 +808,29 @@ impl<'s> Engine<'s> {
         }
     }
 
-    /// Destroys resources in state that the plan no longer declares.
+    /// The planned removal of every managed resource in state that the plan no longer declares.
+    fn emit_orphans(&mut self, ir: &Ir, state: &StateFile, phase: u32) {
+        for id in orphans(ir, state) {
+            if let Some(r) = state.get(&id).filter(|r| r.is_managed()) {
+                self.sink.event(Event::Planned {
+                    phase,
+                    id: id.clone(),
+                    type_name: r.type_name.clone(),
+                    action: removal(ir, r),
+                    changes: Vec::new(),
+                    deposed: None,
+                });
+            }
+        }
+    }
+
+    /// Destroys (or forgets) resources in state that the plan no longer declares.
     fn destroy_orphans(
         &mut self,
         ir: &Ir,
         holder: &mut StateHolder,
         phase: u32,
-    ) -> Result<Vec<String>, EngineError> {
+    ) -> Result<Vec<(String, Action)>, EngineError> {
         let ids = orphans(ir, holder.state());
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -850,18 +846,20 @@ impl<'s> Engine<'s> {
                     .collect::<Vec<_>>(),
             )?;
         }
-        self.prepare_providers(ir, holder.state(), &managed, true)?;
+        let deleting = needing_delete(ir, holder.state(), &managed);
+        self.prepare_providers(ir, holder.state(), &deleting, true)?;
         self.destroy_set(ir, holder, &managed, phase)
     }
 
-    /// Destroys `ids` (all in state) in reverse dependency order.
+    /// Destroys `ids` (all in state) in reverse dependency order; objects whose provider cannot
+    /// delete are forgotten in the same order, without a provider call. Returns what was done.
     fn destroy_set(
         &mut self,
         ir: &Ir,
         holder: &mut StateHolder,
         ids: &[String],
         phase: u32,
-    ) -> Result<Vec<String>, EngineError> {
+    ) -> Result<Vec<(String, Action)>, EngineError> {
         let index: HashMap<&str, usize> = ids
             .iter()
             .enumerate()
@@ -878,8 +876,8 @@ impl<'s> Engine<'s> {
             }
         }
         let mut providers = HashMap::new();
-        for id in ids {
-            let pid = holder.state().get(id).expect("in state").provider.clone();
+        for id in needing_delete(ir, holder.state(), ids) {
+            let pid = holder.state().get(&id).expect("in state").provider.clone();
             if let std::collections::hash_map::Entry::Vacant(e) = providers.entry(pid.clone()) {
                 let decl = ir.providers.get(&pid).ok_or_else(|| {
                     EngineError::Diagnostics(Diagnostic::error(format!("cannot destroy {id}: its provider {pid} is not declared any more; declare it again, or forget the resource with `nivis state rm {id}`")).into())
@@ -1005,7 +1003,7 @@ impl<'s> Engine<'s> {
                 phase: 1,
                 id: id.clone(),
                 type_name: r.type_name.clone(),
-                action: Action::Delete,
+                action: removal(&ir, r),
                 changes: Vec::new(),
                 deposed: None,
             });
@@ -1018,7 +1016,8 @@ impl<'s> Engine<'s> {
                 return Err(EngineError::Declined);
             }
         }
-        self.prepare_providers(&ir, holder.state(), &ids, true)?;
+        let deleting = needing_delete(&ir, holder.state(), &ids);
+        self.prepare_providers(&ir, holder.state(), &deleting, true)?;
         let destroyed = self.destroy_set(&ir, holder, &ids, 1)?;
         // Data sources go with the rest when everything is destroyed.
         if self.opts.targets.is_empty() {
@@ -1032,10 +1031,7 @@ impl<'s> Engine<'s> {
         }
         Ok(Report {
             evaluations: 1,
-            changed: destroyed
-                .into_iter()
-                .map(|id| (id, Action::Delete))
-                .collect(),
+            changed: destroyed,
             nix_time: self.nix_time,
             ..Report::default()
         })
@@ -1057,6 +1053,11 @@ impl<'s> Engine<'s> {
             .filter(|r| {
                 r.is_managed()
                     && (self.opts.targets.is_empty() || self.opts.targets.contains(&r.id))
+                    // Without schemas there is no read either: nothing to refresh from.
+                    && ir
+                        .providers
+                        .get(&r.provider)
+                        .is_none_or(|d| Capabilities::of(&d.kind).schemas)
             })
             .map(|r| r.id.clone())
             .collect();
@@ -1152,9 +1153,14 @@ impl<'s> Engine<'s> {
             }
         }
         for node in ir.resources.iter().chain(ir.data.iter()) {
+            let decl = &ir.providers[&node.provider];
+            if !Capabilities::of(&decl.kind).schemas {
+                // No schema and no validation request: the provider checks inputs on create.
+                continue;
+            }
             let provider = self
                 .providers
-                .get(&node.provider, &ir.providers[&node.provider])
+                .get(&node.provider, decl)
                 .map_err(EngineError::Diagnostics)?;
             let resolved = resolve(&node.config, &|_| Lookup::Pending);
             let schema = provider.schema();
@@ -1240,6 +1246,10 @@ struct PhaseOwner<'a, 'ir> {
     commit_error: Option<StateError>,
     /// The ids of `analysis.run`, for lookups.
     running: BTreeSet<String>,
+    /// Outputs changed this phase by providers without a plan, and who waits on them.
+    staleness: stale::Staleness<'ir>,
+    /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
+    stale: HashMap<String, String>,
 }
 
 impl PhaseOwner<'_, '_> {
@@ -1266,6 +1276,15 @@ impl PhaseOwner<'_, '_> {
         };
         if before != after {
             self.result.outputs_changed = true;
+            let no_plan = self
+                .analysis
+                .nodes
+                .get(change.id())
+                .and_then(|n| self.ir.providers.get(&n.node.provider))
+                .is_some_and(|p| !Capabilities::of(&p.kind).schemas);
+            if no_plan {
+                self.staleness.outputs_changed(change.id());
+            }
         }
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
@@ -1281,6 +1300,12 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     fn prepare(&mut self, i: usize) -> Result<NodeInput, NodeOutput> {
         let id = &self.analysis.run[i];
         let node = self.analysis.nodes[id].node;
+        if let Some(source) = self.staleness.stale_source(node) {
+            // `finish` reports it as deferred. In apply, the changed outputs guarantee another
+            // phase; in a plan, that phase is the apply's.
+            self.stale.insert(id.clone(), source);
+            return Err(NodeOutput::failed(Diagnostics::new(), None));
+        }
         let state = self.holder.state();
         let running = &self.running;
         let mode = self.mode;
@@ -1317,6 +1342,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             provider_id: node.provider.clone(),
             provider_source: decl.source.clone(),
             provider: Arc::clone(&self.providers[&node.provider]),
+            capabilities: Capabilities::of(&decl.kind),
             config: resolved.value,
             builds: resolved.builds,
             sensitive_inputs: resolved.sensitive,
@@ -1356,6 +1382,18 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     fn finish(&mut self, i: usize, out: NodeOutput) -> bool {
         let id = self.analysis.run[i].clone();
         let type_name = self.analysis.nodes[&id].node.type_name.clone();
+        if let Some(source) = self.stale.get(&id) {
+            // Not settled: the next evaluation runs it with fresh values. What depends on it
+            // reads its current record meanwhile.
+            self.sink.event(Event::Deferred {
+                phase: self.phase,
+                id: id.clone(),
+                type_name,
+                in_state: self.holder.state().contains(&id),
+                waits: vec![Wait::Resource(source.clone())],
+            });
+            return true;
+        }
         for w in out.diagnostics.warnings() {
             self.sink.event(Event::Warning(w.clone()));
         }
@@ -1382,6 +1420,13 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         let action = out.action.unwrap_or(Action::NoOp);
         if self.mode == Mode::Plan {
+            let provider = &self.analysis.nodes[&id].node.provider;
+            if action != Action::NoOp
+                && !Capabilities::of(&self.ir.providers[provider].kind).schemas
+            {
+                // Its outputs are unknown until applied: what Nix computed from them is stale.
+                self.staleness.outputs_changed(&id);
+            }
             for key in &out.deposed {
                 self.sink.event(Event::Planned {
                     phase: self.phase,
@@ -1442,10 +1487,11 @@ impl<'a, 'ir> sched::Worker<PhaseOwner<'a, 'ir>> for NodeWorker {
 struct DestroyOwner<'a> {
     ids: &'a [String],
     holder: &'a mut StateHolder,
+    /// The providers that delete; a resource whose provider is not here is forgotten.
     providers: HashMap<String, Arc<dyn Provider>>,
     sink: &'a mut dyn Sink,
     phase: u32,
-    destroyed: Vec<String>,
+    destroyed: Vec<(String, Action)>,
     failed: usize,
     commit_error: Option<StateError>,
     /// Removals not yet committed; [`sched::Owner::flush`] commits them as one batch before
@@ -1453,10 +1499,13 @@ struct DestroyOwner<'a> {
     pending: Vec<Change>,
 }
 
+/// A removal to carry out: delete with this provider, or (`None`) forget.
+type Removal = (Option<Arc<dyn Provider>>, crate::state::ResourceState);
+
 impl sched::Owner for DestroyOwner<'_> {
-    type Input = (Arc<dyn Provider>, crate::state::ResourceState);
+    type Input = Removal;
     type Progress = node::DeposedGone;
-    type Output = (String, Result<Diagnostics, Diagnostics>, Duration);
+    type Output = (String, Action, Result<Diagnostics, Diagnostics>, Duration);
 
     fn prepare(&mut self, i: usize) -> Result<Self::Input, Self::Output> {
         let r = self
@@ -1465,12 +1514,17 @@ impl sched::Owner for DestroyOwner<'_> {
             .get(&self.ids[i])
             .expect("in state")
             .clone();
+        let provider = self.providers.get(&r.provider).cloned();
         self.sink.event(Event::Started {
             phase: self.phase,
             id: r.id.clone(),
-            action: Action::Delete,
+            action: if provider.is_some() {
+                Action::Delete
+            } else {
+                Action::Forget
+            },
         });
-        Ok((Arc::clone(&self.providers[&r.provider]), r))
+        Ok((provider, r))
     }
 
     fn progress(&mut self, _i: usize, gone: node::DeposedGone) {
@@ -1481,7 +1535,7 @@ impl sched::Owner for DestroyOwner<'_> {
         sched::Owner::flush(self);
     }
 
-    fn finish(&mut self, _i: usize, (id, result, took): Self::Output) -> bool {
+    fn finish(&mut self, _i: usize, (id, action, result, took): Self::Output) -> bool {
         match result {
             Ok(warnings) => {
                 for w in warnings.warnings() {
@@ -1491,11 +1545,11 @@ impl sched::Owner for DestroyOwner<'_> {
                 self.sink.event(Event::Finished {
                     phase: self.phase,
                     id: id.clone(),
-                    action: Action::Delete,
+                    action,
                     duration: took,
                     deposed: None,
                 });
-                self.destroyed.push(id);
+                self.destroyed.push((id, action));
                 true
             }
             Err(d) => {
@@ -1527,13 +1581,40 @@ impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
     fn run(
         &self,
         _i: usize,
-        (provider, state): (Arc<dyn Provider>, crate::state::ResourceState),
+        (provider, state): Removal,
         reporter: &Reporter<node::DeposedGone>,
-    ) -> (String, Result<Diagnostics, Diagnostics>, Duration) {
+    ) -> (String, Action, Result<Diagnostics, Diagnostics>, Duration) {
         let started = std::time::Instant::now();
+        let Some(provider) = provider else {
+            // Forgetting needs no provider: the record goes, the object stays.
+            return (
+                state.id,
+                Action::Forget,
+                Ok(Diagnostics::new()),
+                started.elapsed(),
+            );
+        };
         let result = node::destroy(provider.as_ref(), &state, &|g| reporter.report(g));
-        (state.id, result, started.elapsed())
+        (state.id, Action::Delete, result, started.elapsed())
     }
+}
+
+/// What removing a recorded object does: delete it, or forget it when its provider's kind
+/// cannot delete. An undeclared provider counts as deleting: removing its objects then fails,
+/// saying it is undeclared.
+fn removal(ir: &Ir, r: &crate::state::ResourceState) -> Action {
+    match ir.providers.get(&r.provider) {
+        Some(decl) if !Capabilities::of(&decl.kind).delete => Action::Forget,
+        _ => Action::Delete,
+    }
+}
+
+/// Those of `ids` (all in state) whose removal is a delete, which needs their provider.
+fn needing_delete(ir: &Ir, state: &StateFile, ids: &[String]) -> Vec<String> {
+    ids.iter()
+        .filter(|id| removal(ir, state.get(id).expect("in state")) == Action::Delete)
+        .cloned()
+        .collect()
 }
 
 /// Resources in state that the IR does not declare.

@@ -11,6 +11,7 @@ mod protocol;
 mod schema_cache;
 pub mod wire;
 
+pub(crate) use call_clock::InFlight;
 pub use call_clock::{call_times, CallTimes};
 pub use client::{GrpcProvider, StartError};
 pub use launch::{parse_handshake, Handshake, LaunchError, LaunchSpec, PluginProcess};
