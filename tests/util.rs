@@ -184,7 +184,7 @@ pub fn events(out: &Output) -> Vec<Json> {
         .collect()
 }
 
-/// The path of a real provider binary (`null`, `workato`, `terraform`), fetched and verified
+/// The path of a real provider binary (`null`, `workato`, `terraform`, `nixops4`), fetched and verified
 /// by tests/fetch-providers.py if the environment does not name it. Never skips: a missing
 /// binary fails the test.
 pub fn real_provider(name: &str) -> PathBuf {

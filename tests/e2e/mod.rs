@@ -4,4 +4,5 @@ mod faults;
 mod gen;
 mod headline;
 mod lifecycle;
+mod nixops4;
 mod real_null;
