@@ -188,6 +188,8 @@ impl Nixops4Provider {
                 summary
             }
         };
+        // The process is gone or killed by now: its last stderr lines follow shortly.
+        self.process.wait_stderr_closed(Duration::from_millis(500));
         let tail = self.process.stderr_tail();
         if !tail.is_empty() {
             detail.push_str("Provider stderr (last lines):\n");

@@ -104,6 +104,8 @@ pub struct ProviderProcess {
     stdin: Mutex<Option<ChildStdin>>,
     replies: Receiver<Reply>,
     tail: Arc<Mutex<VecDeque<String>>>,
+    /// Disconnected once the stderr drain has read everything (the child closed stderr).
+    stderr_closed: Receiver<()>,
 }
 
 impl ProviderProcess {
@@ -136,7 +138,7 @@ impl ProviderProcess {
         })?;
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         let stderr = child.stderr.take().expect("stderr is piped");
-        spawn_stderr_drain(name, stderr, Arc::clone(&tail));
+        let stderr_closed = spawn_stderr_drain(name, stderr, Arc::clone(&tail));
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, replies) = bounded::<Reply>(1);
         std::thread::Builder::new()
@@ -170,6 +172,7 @@ impl ProviderProcess {
             stdin: Mutex::new(stdin),
             replies,
             tail,
+            stderr_closed,
         })
     }
 
@@ -231,6 +234,12 @@ impl ProviderProcess {
         }
     }
 
+    /// Waits up to `wait` for the drain to read stderr to its end, so that the last words of
+    /// a provider that exited (or was killed) are in the tail.
+    pub fn wait_stderr_closed(&self, wait: Duration) {
+        let _ = self.stderr_closed.recv_timeout(wait);
+    }
+
     /// The last lines the provider wrote to stderr.
     pub fn stderr_tail(&self) -> String {
         lock(&self.tail)
@@ -255,16 +264,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Drains stderr for the child's whole life: each line (bounded) is logged under the
-/// provider's name and kept in the tail.
+/// provider's name and kept in the tail. The receiver returned disconnects when it is done.
 fn spawn_stderr_drain(
     name: &str,
     stderr: impl Read + Send + 'static,
     tail: Arc<Mutex<VecDeque<String>>>,
-) {
+) -> Receiver<()> {
     let name = name.to_string();
+    let (done, closed) = bounded::<()>(0);
     let _ = std::thread::Builder::new()
         .name(format!("{name}-stderr"))
         .spawn(move || {
+            let _done = done;
             let mut reader = BufReader::new(stderr);
             let mut buf = Vec::new();
             loop {
@@ -286,6 +297,7 @@ fn spawn_stderr_drain(
                 t.push_back(line);
             }
         });
+    closed
 }
 
 #[cfg(test)]
