@@ -5,7 +5,8 @@
 //! The input `fault` injects a fault on create and update:
 //! - `"garbage"`: answers with a line that is not JSON;
 //! - `"unknown"`: answers with a response type the protocol does not have;
-//! - `"error"`: answers `errorResponse` with a three-line message;
+//! - `"error"`: answers `errorResponse` with a four-line message;
+//! - `"echo"`: answers `errorResponse` quoting the whole request, as real providers may;
 //! - `"exit"`: exits (status 3) without answering;
 //! - `"slow"`: answers after `NIVIS_FAKE_N4_SLOW_MS` milliseconds (default 60000).
 //!
@@ -68,6 +69,7 @@ fn answer(line: &str) -> String {
     match inputs.get("fault").and_then(Value::as_str) {
         Some("garbage") => return "this is not JSON".into(),
         Some("unknown") => return json!({"surpriseResponse": {}}).to_string(),
+        Some("echo") => return error(&format!("cannot handle {line}\nthe request was: {line}")),
         Some("error") => {
             return error(&format!(
                 "injected failure on {kind}\nCaused by: the fake was asked to fail\nStack backtrace:\n   0: fake::answer"

@@ -22,6 +22,20 @@ use crate::value::{self, PathStep, Value};
 
 /// Runs one resource's turn.
 pub fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
+    let mut out = turn(input, report);
+    if !input.sensitive_inputs.is_empty() {
+        // A provider's error message or log may quote its inputs (the real one prints the whole
+        // request when it cannot read it); the secrets among them stay out of what is shown.
+        let secrets = secret_strings(&input.config, &input.sensitive_inputs);
+        for d in &mut out.diagnostics.0 {
+            d.summary = redact(&d.summary, &secrets);
+            d.detail = redact(&d.detail, &secrets);
+        }
+    }
+    out
+}
+
+fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     // A tainted object is never left by this sequence (a failed create records nothing), but
     // a state written otherwise is honoured: it is re-created.
     let prior = input.prior.as_ref().filter(|p| !p.is_tainted());
@@ -123,6 +137,41 @@ pub fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutp
         }
     }
     out
+}
+
+/// The text forms of the scalar values under the sensitive top-level inputs: raw and as JSON
+/// escapes them. Very short values are left out: hiding every "1" would hide nothing useful.
+fn secret_strings(config: &Value, sensitive: &[String]) -> Vec<String> {
+    fn leaves(j: &Json, out: &mut Vec<String>) {
+        match j {
+            Json::String(s) => {
+                out.push(s.clone());
+                let escaped = Json::String(s.clone()).to_string();
+                out.push(escaped[1..escaped.len() - 1].to_string());
+            }
+            Json::Number(n) => out.push(n.to_string()),
+            Json::Array(items) => items.iter().for_each(|i| leaves(i, out)),
+            Json::Object(map) => map.values().for_each(|v| leaves(v, out)),
+            Json::Bool(_) | Json::Null => {}
+        }
+    }
+    let mut out = Vec::new();
+    for attr in sensitive {
+        if let Some(Ok(j)) = config.get_attr(attr).map(value::json::to_plain_json) {
+            leaves(&j, &mut out);
+        }
+    }
+    out.retain(|s| s.len() >= 4);
+    // Longest first, so a secret that contains another is hidden whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+fn redact(text: &str, secrets: &[String]) -> String {
+    secrets.iter().fold(text.to_string(), |t, s| {
+        t.replace(s.as_str(), "(sensitive)")
+    })
 }
 
 /// The configuration with ignored inputs taken from the recorded ones.
@@ -249,6 +298,18 @@ mod tests {
         // A create shows every input.
         assert_eq!(input_changes(&[], &config, true, false).len(), 4);
         assert!(input_changes(&[], &config, true, false)[0].sensitive);
+    }
+
+    #[test]
+    fn secrets_are_redacted_raw_and_json_escaped() {
+        let config = v(json!({"token": {"a": "s3cr\"et", "n": 123456}, "name": "visible"}));
+        let secrets = secret_strings(&config, &["token".to_string()]);
+        let text = r#"bad request { token: "s3cr\"et", n: 123456, raw s3cr"et, name: "visible" }"#;
+        assert_eq!(
+            redact(text, &secrets),
+            r#"bad request { token: "(sensitive)", n: (sensitive), raw (sensitive), name: "visible" }"#
+        );
+        assert!(secret_strings(&config, &[]).is_empty());
     }
 
     #[test]

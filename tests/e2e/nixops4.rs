@@ -417,3 +417,60 @@ fn a_registry_address_or_a_directory_is_not_a_nixops4_source() {
         stderr(&out)
     );
 }
+
+/// A secret passed to a NixOps4 resource: hidden in errors that quote the request (the real
+/// provider does), in plans, and in the ledger, since a provider may copy any input into any
+/// output.
+#[test]
+fn secrets_given_to_a_nixops4_resource_stay_hidden() {
+    let body = |fault: &str| {
+        format!(
+            r#"ledger: let
+              a = lib.mkResource {{ provider = "alpha"; type = "alpha_token"; name = "a"; }};
+              t = lib.mkResource {{ provider = "fake"; type = "thing"; name = "t";
+                    config = {{ value = a.refAttr "secret"; fault = "{fault}"; }}; }};
+            in lib.toIR {{
+              providers = {{
+                alpha = lib.mkProvider {{ source = "provider-alpha"; }};
+                fake = lib.mkProvider {{ source = "provider-nixops4-fake"; kind = "nixops4"; }};
+              }};
+              resources = [ a t ]; inherit ledger;
+            }}"#
+        )
+    };
+    // Built at run time so the literal never appears in a source file.
+    let n = 700_000 + std::process::id() % 100_000;
+    let secret = format!("secret-{n}");
+    let p = Project::new(&body("echo")).env("NIVIS_FAKE_COUNTER", &n.to_string());
+    let out = p.run(&["apply"], &["--auto-approve"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("provider fake: cannot handle") && err.contains("(sensitive)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(&secret) && !stdout(&out).contains(&secret),
+        "{err}"
+    );
+    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert!(!out.status.success());
+    assert!(!stdout(&out).contains(&secret), "{}", stdout(&out));
+    let out = p.run(&["plan"], &[]);
+    assert!(
+        stdout(&out).contains("fault = \"echo\""),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains(&secret), "{}", stdout(&out));
+
+    p.set_plan(&body("none"));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    assert!(
+        std::fs::read_to_string(&p.state).unwrap().contains(&secret),
+        "the executor substituted the secret"
+    );
+    let outputs = p.outputs();
+    assert!(!outputs.to_string().contains(&secret), "{outputs}");
+    assert!(outputs["fake.thing.t"]["value"]["__sensitiveRef"].is_object());
+}
