@@ -1,7 +1,11 @@
 //! End-to-end tests through the CLI: real Nix, real provider processes, real state files.
 
+mod disk_full;
 mod faults;
 mod gen;
 mod headline;
+mod hostile_cli;
+mod hostile_providers;
 mod lifecycle;
 mod real_null;
+mod state_files;
