@@ -276,8 +276,11 @@ fn main() {
     let schema_version = common::env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    common::serve("alpha", Alpha {
-        counter: AtomicU64::new(common::counter_seed()),
-        schema_version,
-    });
+    common::serve(
+        "alpha",
+        Alpha {
+            counter: AtomicU64::new(common::counter_seed()),
+            schema_version,
+        },
+    );
 }

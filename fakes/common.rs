@@ -131,16 +131,30 @@ pub fn log_object(op: &str, provider: &str, type_name: &str, id: &str, label: Op
 /// Logs what an apply did to the remote object: a create (no prior object), a delete (no new
 /// one), or, when the identity changed in an update, both.
 fn log_apply<F: Fake>(fake: &F, provider: &str, type_name: &str, prior: &Value, new: &Value) {
-    let old_id = fake.object_id(prior).filter(|_| !matches!(prior, Value::Null));
+    let old_id = fake
+        .object_id(prior)
+        .filter(|_| !matches!(prior, Value::Null));
     let new_id = fake.object_id(new).filter(|_| !matches!(new, Value::Null));
     if old_id == new_id {
         return;
     }
     if let Some(id) = &old_id {
-        log_object("delete", provider, type_name, id, fake.object_label(prior).as_deref());
+        log_object(
+            "delete",
+            provider,
+            type_name,
+            id,
+            fake.object_label(prior).as_deref(),
+        );
     }
     if let Some(id) = &new_id {
-        log_object("create", provider, type_name, id, fake.object_label(new).as_deref());
+        log_object(
+            "create",
+            provider,
+            type_name,
+            id,
+            fake.object_label(new).as_deref(),
+        );
     }
 }
 

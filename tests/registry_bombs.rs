@@ -126,8 +126,10 @@ fn registry_entries_that_unpack_beyond_their_declared_size_are_refused() {
 
     // Too many entries is refused from the directory alone.
     let names: Vec<String> = (0..5000).map(|i| format!("f{i}")).collect();
-    let mut entries: Vec<(&str, &[u8], u32)> =
-        names.iter().map(|n| (n.as_str(), &b""[..], 0o644)).collect();
+    let mut entries: Vec<(&str, &[u8], u32)> = names
+        .iter()
+        .map(|n| (n.as_str(), &b""[..], 0o644))
+        .collect();
     entries.push((BINARY_NAME, b"#!/bin/sh\n", 0o755));
     let zip = make_zip(&entries);
     let d = tempfile::tempdir().unwrap();

@@ -24,7 +24,13 @@ impl SmallFs {
         }
         let dir = tempfile::tempdir().expect("mount point");
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(dir.path())
             .output()
             .expect("run mount");
@@ -49,7 +55,10 @@ impl SmallFs {
 
 impl Drop for SmallFs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
     }
 }
 
@@ -99,7 +108,7 @@ fn failure_message(out: &std::process::Output) -> String {
     events(out)
         .iter()
         .rev()
-        .find(|e| e["type"] == "command-failed")
+        .find(|e| e["type"] == "error")
         .map(|e| e["message"].as_str().unwrap_or_default().to_string())
         .unwrap_or_else(|| stderr(out))
 }
@@ -111,7 +120,10 @@ fn a_full_state_disk_stops_the_apply_and_forgets_no_object() {
     };
     let p = project_on(&fs, &tokens(300, 1000));
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
-    assert!(!out.status.success(), "the disk is too small for 300 records");
+    assert!(
+        !out.status.success(),
+        "the disk is too small for 300 records"
+    );
     assert_ne!(out.status.code(), Some(101), "{}", stderr(&out));
     let message = failure_message(&out);
     assert!(
@@ -162,7 +174,10 @@ fn records_too_big_for_the_free_space_are_rescued_or_listed_never_lost() {
     assert_finished_means_recorded(&p, &out);
     let message = failure_message(&out);
     for id in &listed {
-        assert!(message.contains(id.as_str()), "{id} not named in: {message}");
+        assert!(
+            message.contains(id.as_str()),
+            "{id} not named in: {message}"
+        );
     }
 
     fs.grow("64m");
@@ -176,7 +191,10 @@ fn records_too_big_for_the_free_space_are_rescued_or_listed_never_lost() {
         orphan_ids.iter().all(|id| listed.contains(id)),
         "{diff:?} vs {listed:?}"
     );
-    assert!(!rescue_file(&p.state).exists(), "the rescue file was folded in");
+    assert!(
+        !rescue_file(&p.state).exists(),
+        "the rescue file was folded in"
+    );
 }
 
 fn rescue_file(state: &Path) -> PathBuf {

@@ -141,7 +141,10 @@ fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
     let killed = p.remote_vs_state();
     assert!(killed.phantoms.is_empty(), "{killed:?}");
     assert!(killed.duplicated.is_empty(), "{killed:?}");
-    assert!(killed.orphans.len() <= 10, "more orphans than workers: {killed:?}");
+    assert!(
+        killed.orphans.len() <= 10,
+        "more orphans than workers: {killed:?}"
+    );
 
     let p = p.env("NIVIS_FAKE_COUNTER", "100000");
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);

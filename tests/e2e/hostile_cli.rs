@@ -119,13 +119,41 @@ fn no_flag_value_makes_nivis_panic() {
                 value.clone(),
             ]);
         }
-        cases.push(vec![os("state"), os("show"), value.clone(), os("--state"), state.clone()]);
-        cases.push(vec![os("state"), os("rm"), value.clone(), os("--state"), state.clone()]);
+        cases.push(vec![
+            os("state"),
+            os("show"),
+            value.clone(),
+            os("--state"),
+            state.clone(),
+        ]);
+        cases.push(vec![
+            os("state"),
+            os("rm"),
+            value.clone(),
+            os("--state"),
+            state.clone(),
+        ]);
         cases.push(vec![os("state"), os("list"), os("--state"), value.clone()]);
         cases.push(vec![os("output"), os("--state"), value.clone()]);
-        cases.push(vec![os("force-unlock"), value.clone(), os("--state"), state.clone()]);
-        cases.push(vec![os("force-unlock"), os("some-id"), os("--state"), value.clone()]);
-        cases.push(vec![os("gen"), os("--provider"), value.clone(), os("--out"), p.dir.path().join("gen").into_os_string()]);
+        cases.push(vec![
+            os("force-unlock"),
+            value.clone(),
+            os("--state"),
+            state.clone(),
+        ]);
+        cases.push(vec![
+            os("force-unlock"),
+            os("some-id"),
+            os("--state"),
+            value.clone(),
+        ]);
+        cases.push(vec![
+            os("gen"),
+            os("--provider"),
+            value.clone(),
+            os("--out"),
+            p.dir.path().join("gen").into_os_string(),
+        ]);
         cases.push(vec![
             os("providers"),
             os("lock"),

@@ -113,8 +113,8 @@ fn a_wrapper_script_and_everything_it_started_die_with_the_provider() {
     // The wrapper runs the real provider and a helper as its children and waits for both: the
     // provider exits on Shutdown, the helper never does.
     let wrapper = script(dir.path(), "wrapper.sh", "\"$REAL\" &\nsleep 600 &\nwait");
-    let provider = GrpcProvider::start(&spec("wrapped", &wrapper, &marker))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let provider =
+        GrpcProvider::start(&spec("wrapped", &wrapper, &marker)).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         !nivis::provider::Provider::schema(&provider)
             .resources
@@ -132,7 +132,10 @@ fn a_wrapper_that_exits_while_its_child_holds_stdout_is_reported_as_exited() {
     let wrapper = script(dir.path(), "exits.sh", "sleep 600 &\nexit 3");
     let mut spec = spec("quitter", &wrapper, &marker);
     spec.start_timeout = Duration::from_secs(10);
-    let err = GrpcProvider::start(&spec).err().expect("no handshake").to_string();
+    let err = GrpcProvider::start(&spec)
+        .err()
+        .expect("no handshake")
+        .to_string();
     assert!(
         err.contains("exited before completing the plugin handshake") && err.contains("3"),
         "{err}"
@@ -145,7 +148,14 @@ fn an_oversized_handshake_line_is_refused_with_a_clear_error() {
     let mut spec = LaunchSpec::new("junk", &bin_dir().join("provider-alpha"));
     spec.env
         .push(("NIVIS_FAKE_HANDSHAKE_JUNK".into(), (1 << 20).to_string()));
-    let err = GrpcProvider::start(&spec).err().expect("refused").to_string();
+    let err = GrpcProvider::start(&spec)
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(err.contains("64 KiB"), "{err}");
-    assert!(err.len() < 4096, "the error quotes the line, not all of it: {} bytes", err.len());
+    assert!(
+        err.len() < 4096,
+        "the error quotes the line, not all of it: {} bytes",
+        err.len()
+    );
 }

@@ -75,17 +75,21 @@ fn state_written_by_a_newer_nivis_keeps_its_fields_or_is_refused_by_version() {
     state["resources"]["alpha.alpha_token.keep"]["futureField"] = Json::from("keep me");
     state["resources"]["alpha.alpha_token.change"]["futureField"] = Json::from("me too");
     std::fs::write(&p.state, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
-    p.set_plan(&tokens(&["keep", "change"]).replace(
-        "config.label = \"change\"",
-        "config.label = \"changed\"",
-    ));
+    p.set_plan(
+        &tokens(&["keep", "change"])
+            .replace("config.label = \"change\"", "config.label = \"changed\""),
+    );
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
     let after = p.state_json();
     assert_eq!(
         after["resources"]["alpha.alpha_token.change"]["attributes"]["label"],
         "changed"
     );
-    assert_eq!(after["futureTop"], serde_json::json!({"added": 1}), "{after}");
+    assert_eq!(
+        after["futureTop"],
+        serde_json::json!({"added": 1}),
+        "{after}"
+    );
     assert_eq!(
         after["resources"]["alpha.alpha_token.keep"]["futureField"],
         "keep me"
@@ -186,7 +190,8 @@ fn force_unlock_needs_the_lock_id_and_refuses_a_live_holder() {
     let out = p.state_cmd(&["force-unlock", &id]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("still running") && stderr(&out).contains(&format!("pid {}", first.id())),
+        stderr(&out).contains("still running")
+            && stderr(&out).contains(&format!("pid {}", first.id())),
         "{}",
         stderr(&out)
     );
