@@ -181,6 +181,35 @@ impl Project {
         self.finish(cmd)
     }
 
+    /// Starts `nivis apply --auto-approve EXTRA...` in the background with this project's
+    /// environment, its output discarded.
+    pub fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
+        Command::new(nivis_bin())
+            .args(["apply", "--auto-approve", "--file"])
+            .arg(&self.plan)
+            .arg("--state")
+            .arg(&self.state)
+            .args(extra)
+            .current_dir(self.dir.path())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn nivis")
+    }
+
+    /// Waits (up to 30 s) until a process holds this project's state lock and has recorded
+    /// itself in it.
+    pub fn wait_for_lock(&self) {
+        let lock = self.state.with_extension("json.lock");
+        let started = std::time::Instant::now();
+        while std::fs::read_to_string(&lock).map_or(true, |s| s.is_empty())
+            && started.elapsed() < std::time::Duration::from_secs(30)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Runs a state subcommand (`state list`, `output`, ...) against this project's state.
     pub fn state_cmd(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(nivis_bin());

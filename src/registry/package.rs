@@ -120,8 +120,7 @@ pub(crate) fn check_shape(zip_path: &Path) -> Result<(), String> {
     }
     let limit = archive_len
         .saturating_mul(MAX_EXPANSION)
-        .max(MIN_EXPANDED_LIMIT)
-        .min(UNZIP_LIMIT);
+        .clamp(MIN_EXPANDED_LIMIT, UNZIP_LIMIT);
     let mut declared = 0u64;
     let mut spans = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {

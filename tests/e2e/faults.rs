@@ -106,15 +106,7 @@ fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
     let p = Project::new(&many(200, "k"))
         .env("NIVIS_FAKE_SLOW_MS", "20")
         .with_object_log();
-    let mut cmd = Command::new(nivis_bin());
-    cmd.args(["apply", "--auto-approve", "--file"])
-        .arg(&p.plan)
-        .arg("--state")
-        .arg(&p.state)
-        .envs(p.env.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = p.spawn_apply(&[]);
     // Wait until some resources are recorded, then kill -9.
     let started = Instant::now();
     loop {
@@ -180,26 +172,8 @@ fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
 #[test]
 fn a_second_concurrent_apply_is_refused_naming_the_holder() {
     let p = Project::new(&many(3, "s")).env("NIVIS_FAKE_SLOW_MS", "1500");
-    let mut first = Command::new(nivis_bin())
-        .args(["apply", "--auto-approve", "--file"])
-        .arg(&p.plan)
-        .arg("--state")
-        .arg(&p.state)
-        .env("NIVIS_FAKE_SLOW_MS", "1500")
-        .env("NIVIS_TEST_MARKER", p.marker())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lock = p.state.with_extension("json.lock");
-    let started = Instant::now();
-    while std::fs::read_to_string(&lock)
-        .map(|s| s.is_empty())
-        .unwrap_or(true)
-        && started.elapsed() < Duration::from_secs(30)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut first = p.spawn_apply(&[]);
+    p.wait_for_lock();
     let out = p.run(&["apply"], &["--auto-approve"]);
     assert!(!out.status.success());
     let err = stderr(&out);

@@ -1,9 +1,6 @@
 //! The state's files against surprises: a symlinked state path, a file written by a newer
 //! Nivis, and `force-unlock` aimed at a holder that is still running.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
 use serde_json::Value as Json;
 
 use crate::util::*;
@@ -158,25 +155,9 @@ fn force_unlock_needs_the_lock_id_and_refuses_a_live_holder() {
     let p = Project::new(&tokens(&["s0", "s1", "s2"]))
         .env("NIVIS_FAKE_SLOW_MS", "1500")
         .with_object_log();
-    let mut first = Command::new(nivis_bin())
-        .args(["apply", "--auto-approve", "--file"])
-        .arg(&p.plan)
-        .arg("--state")
-        .arg(&p.state)
-        .envs(p.env.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = p.spawn_apply(&[]);
+    p.wait_for_lock();
     let lock = p.state.with_extension("json.lock");
-    let started = Instant::now();
-    while std::fs::read_to_string(&lock)
-        .map(|s| s.is_empty())
-        .unwrap_or(true)
-        && started.elapsed() < Duration::from_secs(30)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let refused = p.run(&["apply"], &["--auto-approve"]);
     assert!(!refused.status.success());
     let id = lock_id(&stderr(&refused));
