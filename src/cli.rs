@@ -333,10 +333,19 @@ fn fail(e: &dyn std::fmt::Display) -> i32 {
 
 fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
     let source = match &args.file {
-        Some(file) => PlanSource::File {
-            path: absolute(file),
-            attr: args.attr.clone(),
-        },
+        Some(file) => {
+            // Nix would read a device or a pipe without end.
+            if std::fs::metadata(file).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+                return Err(format!(
+                    "--file {}: not a regular file or a directory",
+                    file.display()
+                ));
+            }
+            PlanSource::File {
+                path: absolute(file),
+                attr: args.attr.clone(),
+            }
+        }
         None => {
             let flake = if Path::new(&args.flake).is_dir() {
                 absolute(Path::new(&args.flake)).display().to_string()

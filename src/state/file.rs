@@ -428,7 +428,8 @@ pub(super) struct Paths {
 impl Paths {
     /// The files of the state at `path`, following symlinks: a snapshot is replaced by renaming
     /// a new file over it, which would replace a link instead of the file it points to. A
-    /// dangling link names where the state will be created. A directory is refused.
+    /// dangling link names where the state will be created. A directory, device or pipe is
+    /// refused (it could be read forever, and files would be created beside it).
     pub(super) fn resolve(path: &Path) -> Result<Paths, StateError> {
         let mut real = path.to_path_buf();
         for _ in 0..40 {
@@ -448,6 +449,13 @@ impl Paths {
                         path,
                         "use as the state file",
                         io::Error::other("it is a directory; name a file"),
+                    ))
+                }
+                Ok(m) if !m.is_file() => {
+                    return Err(StateError::io(
+                        path,
+                        "use as the state file",
+                        io::Error::other("it is not a regular file (a device or a pipe?)"),
                     ))
                 }
                 _ => return Ok(Paths::new(&real)),

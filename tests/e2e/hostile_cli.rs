@@ -33,6 +33,7 @@ fn hostile_values(p: &Project) -> Vec<OsString> {
         "line\r\nbreak",
         "../../../../etc/passwd",
         "/dev/null",
+        "/dev/zero",
         "/proc/self/status",
         "http://[::1",
         "https://",
