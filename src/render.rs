@@ -3,13 +3,68 @@
 //!
 //! Owns every character Nivis prints about a run. Not: decisions (the engine makes them).
 
-use std::io::Write;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::json;
 
 use crate::diag::{Diagnostic, Severity};
 use crate::engine::{describe_waits, Action, AttrChange, Event, Sink, Wait};
 use crate::value::{render_path, Value};
+
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Standard output, for everything Nivis prints there. A write that fails (the reader went
+/// away, as in `nivis apply | head -1`) marks stdout closed: from then on output is dropped
+/// without another attempt, and the work goes on. The exit code still says how the work went.
+pub struct Stdout(io::StdoutLock<'static>);
+
+/// Locks standard output (see [`Stdout`]).
+pub fn stdout() -> Stdout {
+    Stdout(io::stdout().lock())
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if STDOUT_CLOSED.load(Ordering::Relaxed) {
+            return Ok(buf.len());
+        }
+        match self.0.write(buf) {
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                STDOUT_CLOSED.store(true, Ordering::Relaxed);
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !STDOUT_CLOSED.load(Ordering::Relaxed) && self.0.flush().is_err() {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// `println!` through [`Stdout`]: never panics.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!($crate::render::stdout(), $($arg)*);
+    }};
+}
+pub(crate) use outln;
+
+/// `print!` through [`Stdout`], flushed (for prompts).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = $crate::render::stdout();
+        let _ = write!(out, $($arg)*);
+        let _ = out.flush();
+    }};
+}
+pub(crate) use out;
 
 /// Terminal styling.
 #[derive(Debug, Clone, Copy)]
@@ -169,7 +224,7 @@ impl Human {
 impl Sink for Human {
     fn event(&mut self, event: Event) {
         let s = self.style;
-        let mut out = std::io::stdout().lock();
+        let mut out = stdout();
         match event {
             Event::Evaluated {
                 phase,
@@ -235,6 +290,8 @@ impl Sink for Human {
                 );
             }
             Event::Started { .. } => {}
+            // The command's error names every unrecorded object.
+            Event::Unrecorded { .. } => {}
             Event::Finished {
                 phase,
                 id,
@@ -435,6 +492,14 @@ pub fn event_json(event: &Event) -> serde_json::Value {
         } => {
             json!({"type": "failed", "phase": phase, "id": id, "diagnostics": diagnostics.iter().map(diag_json).collect::<Vec<_>>()})
         }
+        Event::Unrecorded {
+            phase,
+            id,
+            object_id,
+            deleted,
+        } => {
+            json!({"type": "unrecorded", "phase": phase, "id": id, "objectId": object_id, "deleted": deleted})
+        }
         Event::Skipped { phase, id, because } => {
             json!({"type": "skipped", "phase": phase, "id": id, "because": because})
         }
@@ -478,7 +543,7 @@ pub struct JsonLines;
 
 impl Sink for JsonLines {
     fn event(&mut self, event: Event) {
-        let mut out = std::io::stdout().lock();
+        let mut out = stdout();
         let _ = writeln!(out, "{}", event_json(&event));
     }
 }

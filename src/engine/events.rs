@@ -104,6 +104,15 @@ pub enum Event {
         duration: Duration,
         deposed: Option<String>,
     },
+    /// An operation was carried out but its result could not be recorded (the state could
+    /// not be written): the object exists (or, `deleted`, is gone) unlike what state says.
+    Unrecorded {
+        phase: u32,
+        id: String,
+        /// The provider's id of the object, when it has one.
+        object_id: Option<String>,
+        deleted: bool,
+    },
     /// An operation failed.
     Failed {
         phase: u32,

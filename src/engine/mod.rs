@@ -12,6 +12,7 @@
 pub mod events;
 mod node;
 mod providers;
+mod record;
 mod refcheck;
 mod resolve;
 mod stale;
@@ -30,6 +31,8 @@ pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::node::{Mode, NodeInput, NodeOutput, NodeProgress};
 use self::providers::ProviderSet;
 pub use self::providers::{locate, resolve_source};
+use self::record::Recorder;
+pub use self::record::{Outcome, Unrecorded, WriteFailure};
 use self::resolve::{resolve, Lookup};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::graph::Graph;
@@ -78,6 +81,9 @@ pub enum EngineError {
     Ir(Vec<ir::IrError>),
     /// State could not be read, locked or written.
     State(StateError),
+    /// A state write failed (or the state's filesystem filled up) while operations ran: nothing
+    /// new was started; what ran is recorded, rescued, or listed.
+    StateWrite(Box<WriteFailure>),
     /// A dependency cycle, each as the ids on it.
     Cycle(Vec<Vec<String>>),
     /// At the fixpoint some resources or consumers still wait.
@@ -112,6 +118,7 @@ impl fmt::Display for EngineError {
                 Ok(())
             }
             EngineError::State(e) => write!(f, "{e}"),
+            EngineError::StateWrite(w) => write!(f, "{w}"),
             EngineError::Cycle(cycles) => {
                 writeln!(f, "dependency cycle: these resources wait on each other (directly or through Nix-derived values) and can never resolve:")?;
                 for c in cycles {
@@ -213,6 +220,43 @@ impl StateHolder {
         match self {
             StateHolder::Locked(s) => (*s).close(),
             StateHolder::ReadOnly(_) => Ok(()),
+        }
+    }
+
+    /// Why the state's filesystem has no room to spare, if so.
+    fn space_error(&self) -> Option<&StateError> {
+        match self {
+            StateHolder::Locked(s) => s.space_error(),
+            StateHolder::ReadOnly(_) => None,
+        }
+    }
+
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        match self {
+            StateHolder::Locked(s) => s.recommit(changes),
+            StateHolder::ReadOnly(_) => self.commit(changes),
+        }
+    }
+
+    fn rescue(&self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        match self {
+            StateHolder::Locked(s) => s.rescue(changes),
+            StateHolder::ReadOnly(_) => unreachable!("in-memory commits cannot fail"),
+        }
+    }
+
+    /// Closes the state after a run: a run that failed keeps its own error (the close error
+    /// is logged); a run that succeeded fails if the close does.
+    fn close_after<T>(self, result: Result<T, EngineError>) -> Result<T, EngineError> {
+        match (result, self.close()) {
+            (Ok(v), Ok(())) => Ok(v),
+            (Ok(_), Err(e)) => Err(EngineError::State(e)),
+            (Err(e), closed) => {
+                if let Err(c) = closed {
+                    log::warn!("closing the state: {c}");
+                }
+                Err(e)
+            }
         }
     }
 }
@@ -595,8 +639,7 @@ impl<'s> Engine<'s> {
             mode,
             opts: &self.opts,
             result: PhaseResult::default(),
-            pending_commits: Vec::new(),
-            commit_error: None,
+            recorder: Recorder::default(),
             running: ids.iter().cloned().collect(),
             staleness: stale::Staleness::new(ir),
             stale: HashMap::new(),
@@ -608,9 +651,10 @@ impl<'s> Engine<'s> {
             self.opts.parallelism,
             interrupt_flag(),
         );
-        owner.flush_commits()?;
-        if let Some(e) = owner.commit_error.take() {
-            return Err(EngineError::State(e));
+        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        let recorder = std::mem::take(&mut owner.recorder);
+        if let Some(failure) = recorder.settle(owner.holder, owner.sink, phase, not_started) {
+            return Err(EngineError::StateWrite(Box::new(failure)));
         }
         let mut result = std::mem::take(&mut owner.result);
         for (i, s) in statuses.iter().enumerate() {
@@ -702,8 +746,7 @@ impl<'s> Engine<'s> {
         let done = self.watch_interrupts();
         let result = self.apply_phases(&mut holder, confirm);
         done.store(true, Ordering::SeqCst);
-        holder.close()?;
-        result
+        holder.close_after(result)
     }
 
     fn apply_phases(
@@ -897,8 +940,7 @@ impl<'s> Engine<'s> {
             phase,
             destroyed: Vec::new(),
             failed: 0,
-            commit_error: None,
-            pending: Vec::new(),
+            recorder: Recorder::default(),
         };
         let statuses = sched::run(
             &mut owner,
@@ -907,9 +949,10 @@ impl<'s> Engine<'s> {
             self.opts.parallelism,
             interrupt_flag(),
         );
-        sched::Owner::flush(&mut owner);
-        if let Some(e) = owner.commit_error.take() {
-            return Err(EngineError::State(e));
+        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        let recorder = std::mem::take(&mut owner.recorder);
+        if let Some(failure) = recorder.settle(owner.holder, owner.sink, phase, not_started) {
+            return Err(EngineError::StateWrite(Box::new(failure)));
         }
         let destroyed = std::mem::take(&mut owner.destroyed);
         let mut failed = owner.failed;
@@ -942,8 +985,7 @@ impl<'s> Engine<'s> {
         let done = self.watch_interrupts();
         let result = self.destroy_inner(&mut holder, confirm);
         done.store(true, Ordering::SeqCst);
-        holder.close()?;
-        result
+        holder.close_after(result)
     }
 
     fn destroy_inner(
@@ -1041,8 +1083,7 @@ impl<'s> Engine<'s> {
     pub fn refresh(&mut self) -> Result<Report, EngineError> {
         let mut holder = self.open_state(true)?;
         let result = self.refresh_inner(&mut holder);
-        holder.close()?;
-        result
+        holder.close_after(result)
     }
 
     fn refresh_inner(&mut self, holder: &mut StateHolder) -> Result<Report, EngineError> {
@@ -1242,8 +1283,8 @@ struct PhaseOwner<'a, 'ir> {
     mode: Mode,
     opts: &'a Options,
     result: PhaseResult,
-    pending_commits: Vec<Change>,
-    commit_error: Option<StateError>,
+    /// Commits results before `finished` is announced.
+    recorder: Recorder,
     /// The ids of `analysis.run`, for lookups.
     running: BTreeSet<String>,
     /// Outputs changed this phase by providers without a plan, and who waits on them.
@@ -1253,15 +1294,8 @@ struct PhaseOwner<'a, 'ir> {
 }
 
 impl PhaseOwner<'_, '_> {
-    fn flush_commits(&mut self) -> Result<(), EngineError> {
-        if self.pending_commits.is_empty() {
-            return Ok(());
-        }
-        let changes = std::mem::take(&mut self.pending_commits);
-        if let Err(e) = self.holder.commit(&changes) {
-            self.commit_error.get_or_insert(e);
-        }
-        Ok(())
+    fn flush_commits(&mut self) {
+        self.recorder.flush(self.holder, self.sink);
     }
 
     fn record(&mut self, change: Change) {
@@ -1288,7 +1322,7 @@ impl PhaseOwner<'_, '_> {
         }
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
-        self.pending_commits.push(change);
+        self.recorder.record(change);
     }
 }
 
@@ -1368,13 +1402,13 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             }),
             NodeProgress::DeposedGone(gone) => {
                 let (event, change) = gone.into_event_and_change(self.phase);
-                self.sink.event(event);
                 self.record(change);
-                let _ = self.flush_commits();
+                self.recorder.announce(event);
+                self.flush_commits();
             }
             NodeProgress::Commit(change) => {
                 self.record(*change);
-                let _ = self.flush_commits();
+                self.flush_commits();
             }
         }
     }
@@ -1458,7 +1492,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 {
                     self.result.changed.push((id.clone(), action));
                 }
-                self.sink.event(Event::Finished {
+                // "finished" means recorded: sent once the commit of this batch returns.
+                self.recorder.announce(Event::Finished {
                     phase: self.phase,
                     id: id.clone(),
                     action,
@@ -1472,7 +1507,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     }
 
     fn flush(&mut self) {
-        let _ = self.flush_commits();
+        self.flush_commits();
+    }
+
+    fn halted(&self) -> bool {
+        self.recorder.halted(self.holder)
     }
 }
 
@@ -1493,10 +1532,9 @@ struct DestroyOwner<'a> {
     phase: u32,
     destroyed: Vec<(String, Action)>,
     failed: usize,
-    commit_error: Option<StateError>,
     /// Removals not yet committed; [`sched::Owner::flush`] commits them as one batch before
-    /// anything that waited on them is dispatched.
-    pending: Vec<Change>,
+    /// anything that waited on them is dispatched, then announces them.
+    recorder: Recorder,
 }
 
 /// A removal to carry out: delete with this provider, or (`None`) forget.
@@ -1529,9 +1567,9 @@ impl sched::Owner for DestroyOwner<'_> {
 
     fn progress(&mut self, _i: usize, gone: node::DeposedGone) {
         let (event, change) = gone.into_event_and_change(self.phase);
-        self.sink.event(event);
         // A deleted object must be recorded as gone before anything else happens.
-        self.pending.push(change);
+        self.recorder.record(change);
+        self.recorder.announce(event);
         sched::Owner::flush(self);
     }
 
@@ -1541,8 +1579,8 @@ impl sched::Owner for DestroyOwner<'_> {
                 for w in warnings.warnings() {
                     self.sink.event(Event::Warning(w.clone().for_resource(&id)));
                 }
-                self.pending.push(Change::Remove(id.clone()));
-                self.sink.event(Event::Finished {
+                self.recorder.record(Change::Remove(id.clone()));
+                self.recorder.announce(Event::Finished {
                     phase: self.phase,
                     id: id.clone(),
                     action,
@@ -1565,13 +1603,11 @@ impl sched::Owner for DestroyOwner<'_> {
     }
 
     fn flush(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.pending);
-        if let Err(e) = self.holder.commit(&batch) {
-            self.commit_error.get_or_insert(e);
-        }
+        self.recorder.flush(self.holder, self.sink);
+    }
+
+    fn halted(&self) -> bool {
+        self.recorder.halted(self.holder)
     }
 }
 

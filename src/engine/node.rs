@@ -296,6 +296,10 @@ fn record(
         }
     }
     r.create_before_destroy = input.lifecycle.create_before_destroy;
+    // Fields a newer Nivis recorded for this resource are kept across the rewrite.
+    if let Some(prior) = &input.prior {
+        r.extra = prior.extra.clone();
+    }
     Ok(r)
 }
 
@@ -595,12 +599,12 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
                 Ok(Some(mut new_record)) => {
                     // The old object is deposed until it is destroyed.
                     let old_attrs = value::json::to_state_json(&prior, &ty).unwrap_or(Json::Null);
-                    new_record.deposed.push(DeposedObject {
-                        key: "deposed-0".into(),
-                        attributes: old_attrs,
-                        private: (!prior_private.is_empty()).then(|| prior_private.clone()),
-                        schema_version: s.version,
-                    });
+                    new_record.deposed.push(DeposedObject::new(
+                        "deposed-0",
+                        old_attrs,
+                        (!prior_private.is_empty()).then(|| prior_private.clone()),
+                        s.version,
+                    ));
                     report(NodeProgress::Commit(Box::new(Change::Put(
                         new_record.clone(),
                     ))));
