@@ -18,7 +18,7 @@ use crate::engine::{
     self, interrupt_flag, Engine, EngineError, Event, Options, Report, Sink, Timing,
 };
 use crate::nixeval::PlanSource;
-use crate::render::{self, Human, JsonLines, Style, Tally};
+use crate::render::{self, out, outln, Human, JsonLines, Style, Tally};
 use crate::state::{Change, LockHolder};
 
 mod backend;
@@ -54,13 +54,9 @@ pub enum Command {
     State(StateCommand),
     /// Print the outputs Nix sees (the ledger, secrets as placeholders).
     Output(StateArgs),
-    /// Remove a stale state lock left by a process that is gone (for S3: the lock LOCK_ID).
-    ForceUnlock {
-        /// The id of the lock to remove, as a refused run names it (required for S3).
-        lock_id: Option<String>,
-        #[command(flatten)]
-        state: StateArgs,
-    },
+    /// Remove the state lock of a process that is gone (its lock id is in every "locked"
+    /// message), locally or in the remote backend.
+    ForceUnlock(ForceUnlockArgs),
     /// Environments (`--env`): each has its own state under the backend's environment prefix.
     #[command(subcommand)]
     Env(EnvCommand),
@@ -180,6 +176,17 @@ pub struct StateArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct ForceUnlockArgs {
+    /// The lock's id, as a "the state is locked" message shows it.
+    pub lock_id: String,
+    /// Remove the lock even if its holder still runs on this host, without asking.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// The flake (directory or reference) holding the plan.
     #[arg(long, default_value = ".", conflicts_with = "file")]
@@ -269,7 +276,9 @@ pub struct ApplyArgs {
     pub build: bool,
 }
 
+/// Parses `30s`, `2m`, `250ms`, `1.5h` (a bare number is seconds), up to a year.
 fn parse_duration(s: &str) -> Result<Duration, String> {
+    const MAX_SECS: f64 = 365.0 * 24.0 * 3600.0;
     let (num, unit) = s.split_at(
         s.find(|c: char| !c.is_ascii_digit() && c != '.')
             .unwrap_or(s.len()),
@@ -284,7 +293,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => n * 3600.0,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     };
-    Ok(Duration::from_secs_f64(secs))
+    if !(0.0..=MAX_SECS).contains(&secs) {
+        return Err(format!("{s:?} is longer than a year"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// Exit codes.
@@ -312,9 +324,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Output(args) => output_command(&args),
         Command::Gen(args) => gen_command(&args),
         Command::Providers(cmd) => providers_command(cmd),
-        Command::ForceUnlock { lock_id, state } => {
-            backend::force_unlock(&state, lock_id.as_deref())
-        }
+        Command::ForceUnlock(args) => backend::force_unlock(&args),
         Command::Env(EnvCommand::List(args)) => backend::env_list(&args),
     }
 }
@@ -335,10 +345,19 @@ fn fail(e: &dyn std::fmt::Display) -> i32 {
 
 fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
     let source = match &args.file {
-        Some(file) => PlanSource::File {
-            path: absolute(file),
-            attr: args.attr.clone(),
-        },
+        Some(file) => {
+            // Nix would read a device or a pipe without end.
+            if std::fs::metadata(file).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+                return Err(format!(
+                    "--file {}: not a regular file or a directory",
+                    file.display()
+                ));
+            }
+            PlanSource::File {
+                path: absolute(file),
+                attr: args.attr.clone(),
+            }
+        }
         None => {
             let flake = if Path::new(&args.flake).is_dir() {
                 absolute(Path::new(&args.flake)).display().to_string()
@@ -351,7 +370,6 @@ fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Opti
             }
         }
     };
-    let state_path = absolute(&args.state.state);
     let backend = match &source {
         PlanSource::Flake { flake, attr } => backend::resolve(&args.state, Some(flake), attr)?,
         PlanSource::File { .. } => backend::resolve(&args.state, None, "nivis.plan")?,
@@ -360,7 +378,6 @@ fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Opti
         source,
         run_dir: run_dir(&backend::identity(&backend)),
         backend,
-        state_path,
         parallelism: args.parallelism.max(1),
         max_phases: apply.and_then(|a| a.max_phases),
         targets: args.targets.clone(),
@@ -384,8 +401,8 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 /// A private directory outside the project (so a `path:` flake never copies it into the
-/// store), one per state file.
-fn run_dir(state_path: &Path) -> PathBuf {
+/// store), one per state (a file path, or a remote state's URL).
+fn run_dir(state: &Path) -> PathBuf {
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_dir())
@@ -393,8 +410,8 @@ fn run_dir(state_path: &Path) -> PathBuf {
         .unwrap_or_else(|| {
             std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
         });
-    let digest = Sha256::digest(state_path.display().to_string().as_bytes());
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let digest = Sha256::digest(state.display().to_string().as_bytes());
+    let hex = hex::encode(&digest[..8]);
     let _ = std::fs::create_dir_all(&base);
     {
         use std::os::unix::fs::PermissionsExt;
@@ -412,7 +429,7 @@ fn variables(args: &RunArgs) -> Result<BTreeMap<String, Json>, String> {
         }
     }
     for file in &args.var_files {
-        let text = std::fs::read_to_string(file)
+        let text = read_bounded(file, VAR_FILE_LIMIT)
             .map_err(|e| format!("--var-file {}: {e}", file.display()))?;
         let json: Json = serde_json::from_str(&text)
             .map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;
@@ -436,12 +453,29 @@ fn variables(args: &RunArgs) -> Result<BTreeMap<String, Json>, String> {
     Ok(vars)
 }
 
+/// Largest `--var-file` read.
+const VAR_FILE_LIMIT: u64 = 64 << 20;
+
+/// Reads a text file of at most `limit` bytes (a device such as /dev/zero never ends).
+fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("larger than {} MiB", limit >> 20));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
 fn parse_var_value(v: &str) -> Json {
     serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.to_string()))
 }
 
 fn confirm_prompt(question: &str) -> bool {
-    print!("{question} Only 'yes' will be accepted: ");
+    out!("{question} Only 'yes' will be accepted: ");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_err() {
@@ -498,7 +532,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
             },
             Verb::Apply => {
                 let mut ask = || {
-                    println!();
+                    outln!();
                     confirm_prompt("Apply these changes? Later phases will apply what Nix derives from the new outputs.")
                 };
                 engine
@@ -507,7 +541,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
             }
             Verb::Destroy => {
                 let mut ask = || {
-                    println!();
+                    outln!();
                     confirm_prompt("Destroy all the resources above?")
                 };
                 engine
@@ -572,7 +606,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
                     exit::INTERRUPTED
                 }
                 EngineError::Declined => {
-                    println!("{}", EngineError::Declined);
+                    outln!("{}", EngineError::Declined);
                     exit::ERROR
                 }
                 e => fail(&e),
@@ -598,65 +632,68 @@ fn own_cpu_time() -> Duration {
 fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
     match verb {
         Verb::Plan => {
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "{}",
                 render::plan_summary(&tally.planned, tally.deferred.len())
             );
             if !tally.planned.is_empty() || !tally.deferred.is_empty() {
-                println!("Run `nivis apply` to carry it out.");
+                outln!("Run `nivis apply` to carry it out.");
             }
         }
         Verb::Apply => {
             let Some(r) = report else { return };
-            println!();
+            outln!();
             if !r.pending.is_empty() {
-                println!(
+                outln!(
                     "Applied {} resource change(s) across {} phase(s); still pending:",
                     r.changed.len(),
                     r.apply_phases
                 );
                 for (id, waits) in &r.pending {
                     if waits.is_empty() {
-                        println!("  … {id} (ready for the next phase)");
+                        outln!("  … {id} (ready for the next phase)");
                     } else {
-                        println!("  … {id} waits on {}", engine::describe_waits(waits));
+                        outln!("  … {id} waits on {}", engine::describe_waits(waits));
                     }
                 }
-                println!("Run `nivis apply` again (without --max-phases) to continue.");
+                outln!("Run `nivis apply` again (without --max-phases) to continue.");
                 return;
             }
             if r.changed.is_empty() {
-                println!(
+                outln!(
                     "No changes. Fixpoint reached after {} evaluation(s).",
                     r.evaluations
                 );
                 return;
             }
-            println!(
+            outln!(
                 "Applied {} resource(s) across {} phase(s):",
                 r.changed.len(),
                 r.apply_phases
             );
             for (id, action) in &r.changed {
-                println!("  ✓ {id} ({})", render::done_verb(*action));
+                outln!("  ✓ {id} ({})", render::done_verb(*action));
             }
-            println!("Fixpoint reached after {} evaluation(s).", r.evaluations);
+            outln!("Fixpoint reached after {} evaluation(s).", r.evaluations);
         }
         Verb::Destroy => {
             let Some(r) = report else { return };
-            println!();
+            outln!();
             if r.changed.is_empty() {
-                println!("Nothing to destroy.");
+                outln!("Nothing to destroy.");
                 return;
             }
-            println!("Destroyed {} resource(s):", r.changed.len());
-            for (id, _) in &r.changed {
-                println!("  - {id}");
+            outln!("Destroyed {} resource(s):", r.changed.len());
+            for (id, action) in &r.changed {
+                match action {
+                    engine::Action::Forget => outln!("  . {id} (forgotten: left as it is)"),
+                    _ => outln!("  - {id}"),
+                }
             }
         }
-        Verb::Refresh => println!("Refresh complete."),
-        Verb::Validate => println!("The plan is valid."),
+        Verb::Refresh => outln!("Refresh complete."),
+        Verb::Validate => outln!("The plan is valid."),
     }
 }
 
@@ -668,13 +705,13 @@ fn state_command(cmd: StateCommand) -> i32 {
         StateCommand::List(args) => match backend::read_state(&args) {
             Ok(state) => {
                 if args.json {
-                    println!(
+                    outln!(
                         "{}",
                         Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect())
                     );
                 } else {
                     for id in state.ids() {
-                        println!("{id}");
+                        outln!("{id}");
                     }
                 }
                 exit::OK
@@ -708,13 +745,13 @@ fn state_command(cmd: StateCommand) -> i32 {
                             }
                         }
                     }
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs})
                     );
                     return exit::OK;
                 }
-                println!("{} ({})", r.id, r.type_name);
+                outln!("{} ({})", r.id, r.type_name);
                 if let Json::Object(m) = &r.attributes {
                     for (k, v) in m {
                         let shown = if sensitive.contains(k) {
@@ -725,7 +762,7 @@ fn state_command(cmd: StateCommand) -> i32 {
                                 other => other.to_string(),
                             }
                         };
-                        println!("  {k} = {shown}");
+                        outln!("  {k} = {shown}");
                     }
                 }
                 exit::OK
@@ -754,7 +791,7 @@ fn state_command(cmd: StateCommand) -> i32 {
                 return fail(&e);
             }
             for id in &ids {
-                println!("Removed {id} from state (the real object was not destroyed).");
+                outln!("Removed {id} from state (the real object was not destroyed).");
             }
             exit::OK
         }
@@ -797,7 +834,9 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         .providers
         .values()
         .filter(|d| {
-            crate::registry::is_registry_address(&d.source)
+            // NixOps4 providers are never installed from a registry.
+            d.kind == crate::ir::ProviderKind::Tfplugin
+                && crate::registry::is_registry_address(&d.source)
                 && !d.source.starts_with('/')
                 && !d.source.starts_with('.')
         })
@@ -806,7 +845,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
     let result = match &cmd {
         ProvidersCommand::Lock { .. } => {
             crate::registry::lock(&registry, &platforms_parsed, &install).map(|()| {
-                println!(
+                outln!(
                     "Locked {} provider(s) for {} platform(s) in {}.",
                     registry.len(),
                     platforms_parsed.len(),
@@ -817,7 +856,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         ProvidersCommand::Mirror { dir, .. } => {
             crate::registry::mirror(&registry, &platforms_parsed, &absolute(dir), &install).map(
                 |()| {
-                    println!(
+                    outln!(
                         "Mirrored {} provider(s) for {} platform(s) into {}.",
                         registry.len(),
                         platforms_parsed.len(),
@@ -832,18 +871,18 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     match crate::registry::install(&decl.source, decl.version.as_deref(), &install)
                     {
                         Ok(i) => {
-                            println!("{id}: {} {} from {:?}", i.address, i.version, i.from);
-                            println!("    {}", i.executable.display());
+                            outln!("{id}: {} {} from {:?}", i.address, i.version, i.from);
+                            outln!("    {}", i.executable.display());
                             for h in &i.hashes {
-                                println!("    {h}");
+                                outln!("    {h}");
                             }
                         }
                         Err(e) => return fail(&format!("provider {id}: {e}")),
                     }
                 } else {
                     match engine::resolve_source(&decl.source, &base) {
-                        Ok(p) => println!("{id}: {} (path)", p.display()),
-                        Err(e) => println!("{id}: not found: {e}"),
+                        Ok(p) => outln!("{id}: {} (path, {})", p.display(), decl.kind.name()),
+                        Err(e) => outln!("{id}: not found: {e}"),
                     }
                 }
             }
@@ -908,7 +947,7 @@ fn gen_command(args: &GenArgs) -> i32 {
             return fail(&format!("cannot write {}: {e}", target.display()));
         }
     }
-    println!(
+    outln!(
         "Wrote {} file(s) for provider {name} to {} in {:.2}s. Use them with `import {}/{name} lib`.",
         files.len(),
         root.display(),
@@ -927,7 +966,7 @@ fn output_command(args: &StateArgs) -> i32 {
             }
             let json = serde_json::to_string_pretty(&ledger.to_json()["outputs"])
                 .expect("ledger serialises");
-            println!("{json}");
+            outln!("{json}");
             exit::OK
         }
         Err(e) => fail(&e),
@@ -1019,6 +1058,15 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("3 weeks").is_err());
+        for hostile in [
+            "99999999999999999999s",
+            "5000000000000000h",
+            "1e400s",
+            "NaN",
+            "-1s",
+        ] {
+            assert!(parse_duration(hostile).is_err(), "{hostile}");
+        }
         assert_eq!(parse_var_value("3"), Json::from(3));
         assert_eq!(parse_var_value("eu-west"), Json::String("eu-west".into()));
         assert_eq!(parse_var_value("[1,2]"), serde_json::json!([1, 2]));

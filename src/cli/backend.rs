@@ -4,13 +4,15 @@
 //!
 //! Not: what a backend does (see `state::Backend`), nor running plans.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use super::{exit, fail, StateArgs};
+use super::{confirm_prompt, exit, fail, ForceUnlockArgs, StateArgs};
 use crate::nixeval;
-use crate::state::{Backend, Change, LockHolder, StateFile, Store, SCHEMA_VERSION};
+use crate::render::outln;
+use crate::state::{Backend, ForceUnlock, LockHolder, StateFile, Store, SCHEMA_VERSION};
 
 /// The backend for `args`, reading `nivis.backend` (the plan attribute's sibling `backend`)
 /// from `flake` when it is a flake (a directory without `flake.nix` is not).
@@ -53,11 +55,11 @@ pub fn env_list(args: &StateArgs) -> i32 {
     match backend.envs() {
         Ok(envs) => {
             if args.json {
-                println!("{}", Json::from(envs));
+                outln!("{}", Json::from(envs));
             } else {
                 for env in envs {
                     let mark = if env == backend.env() { "*" } else { " " };
-                    println!("{mark} {env}");
+                    outln!("{mark} {env}");
                 }
             }
             exit::OK
@@ -70,7 +72,7 @@ pub fn env_list(args: &StateArgs) -> i32 {
 pub fn pull(args: &StateArgs) -> i32 {
     match read_state(args) {
         Ok(state) => {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&state).expect("state serialises")
             );
@@ -118,17 +120,10 @@ pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
         ));
     }
     let count = pushed.len();
-    let result = match store.as_s3() {
-        Some(s3) => s3.replace(pushed),
-        None => {
-            let changes = difference(store.state(), &pushed);
-            store.commit(&changes)
-        }
-    };
-    if let Err(e) = result.and_then(|()| store.close()) {
+    if let Err(e) = store.replace(pushed).and_then(|()| store.close()) {
         return fail(&e);
     }
-    println!(
+    outln!(
         "Pushed {} to {}: {count} resource(s).",
         file.display(),
         backend.describe()
@@ -168,13 +163,13 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
         let msg = if same {
             format!(
                 "{} already holds this state (same lineage and resources); nothing to do",
-                target.url()
+                backend.describe()
             )
         } else {
             format!(
                 "{} already holds {} resource(s); nothing was changed. Pass --force to replace \
                  them with the {} resource(s) of {}",
-                target.url(),
+                backend.describe(),
                 existing.len(),
                 state.len(),
                 local.display()
@@ -182,18 +177,18 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
         };
         drop(target);
         return if same {
-            println!("{msg}");
+            outln!("{msg}");
             exit::OK
         } else {
             fail(&msg)
         };
     }
     let count = state.len();
-    let url = target.url().to_string();
+    let url = backend.describe();
     if let Err(e) = target.replace(state).and_then(|()| target.close()) {
         return fail(&e);
     }
-    println!(
+    outln!(
         "Migrated {count} resource(s) from {} to {url}. The local file was left as it was: move \
          it aside (e.g. `mv {0} {0}.migrated`) so that nothing reads it by mistake.",
         local.display()
@@ -201,15 +196,34 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
     exit::OK
 }
 
-/// `nivis force-unlock [LOCK_ID]`.
-pub fn force_unlock(args: &StateArgs, id: Option<&str>) -> i32 {
-    let backend = match for_state_command(args) {
+/// `nivis force-unlock LOCK_ID`, for whichever backend holds the state: the id must name the
+/// lock; a holder alive on this host keeps it unless `--force`; on a terminal the user confirms
+/// (unless `--force`).
+pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
+    let backend = match for_state_command(&args.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
-    match backend.force_unlock(id) {
-        Ok(done) => {
-            println!("{done}");
+    let ask = !args.force && std::io::stdin().is_terminal();
+    let mut confirm = |holder: Option<&LockHolder>| {
+        if !ask {
+            return true;
+        }
+        match holder {
+            Some(h) => outln!("The state lock of {} is held by {h}.", backend.describe()),
+            None => outln!("The state lock of {} names no holder.", backend.describe()),
+        }
+        confirm_prompt(
+            "Remove it? If that process still runs, two commands can then write the state at once.",
+        )
+    };
+    match backend.force_unlock(&args.lock_id, args.force, &mut confirm) {
+        Ok(result @ ForceUnlock::Declined) => {
+            outln!("{result}");
+            exit::ERROR
+        }
+        Ok(result) => {
+            outln!("{result}");
             exit::OK
         }
         Err(e) => fail(&e),
@@ -239,19 +253,6 @@ fn read_state_file(file: &Path) -> Result<StateFile, String> {
         ));
     }
     Ok(state)
-}
-
-/// The changes that turn `from` into `to`.
-fn difference(from: &StateFile, to: &StateFile) -> Vec<Change> {
-    let removed = from
-        .ids()
-        .filter(|id| !to.contains(id))
-        .map(|id| Change::Remove(id.to_string()));
-    let put = to
-        .iter()
-        .filter(|r| from.get(&r.id) != Some(*r))
-        .map(|r| Change::Put(r.clone()));
-    removed.chain(put).collect()
 }
 
 /// Where the run directory of `backend` is keyed: its description.

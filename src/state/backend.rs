@@ -11,23 +11,53 @@ use std::time::Duration;
 
 use serde_json::{Map, Value as Json};
 
-use super::s3::{S3Backend, S3Store, Unlocked};
-use super::{LockHolder, StateError, StateFile, StateStore, Store};
+use super::s3::{S3Backend, S3Store};
+use super::{Change, ForceUnlock, LockHolder, StateError, StateFile, StateStore, Store};
 
 pub use super::s3::config::DEFAULT_ENV;
 
-/// A state store opened for writing and locked until `close` (or drop).
+/// A state store opened for writing and locked until `close` (or drop): what the engine and the
+/// CLI hold, whichever backend it is.
+///
+/// When a commit fails, the store refuses writes until [`recommit`](LockedStore::recommit)
+/// succeeds; the caller retries, then hands the changes to [`rescue`](LockedStore::rescue),
+/// which the store's next open records before anything else.
 pub trait LockedStore: StateStore {
     /// Finishes (compacts, releases the lock); reports what could not be finished.
     fn close(self: Box<Self>) -> Result<(), StateError>;
-    /// Something worth telling the user about the open store (e.g. a failed compaction).
-    fn warning(&self) -> Option<String> {
+    /// Retries a batch after a failed commit (a passing failure); on a store that is not
+    /// refusing writes this is `commit`.
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError>;
+    /// Keeps `changes`, which the state could not take, in the store's rescue file, and returns
+    /// its path.
+    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError>;
+    /// Replaces the whole state by `next` (`state push`, `state migrate`): a new snapshot with
+    /// a serial above both.
+    fn replace(&mut self, next: StateFile) -> Result<(), StateError>;
+    /// Why the store cannot promise room for the results of operations already running (the
+    /// local filesystem is full), if so: start nothing new.
+    fn space_error(&self) -> Option<&StateError> {
         None
     }
-    /// The S3 store, for whole-state replacement (`state push`, `state migrate`).
-    fn as_s3(&mut self) -> Option<&mut S3Store> {
-        None
-    }
+    /// Things worth telling the user about the open store: a failed compaction, results an
+    /// earlier run left in the rescue file and that opening recorded.
+    fn warnings(&self) -> Vec<String>;
+    /// What the user should do after a write failed, once the results are recorded, rescued or
+    /// listed.
+    fn remedy(&self) -> String;
+}
+
+/// The warning for results recorded from a rescue file at open.
+fn recovered_warning(ids: &[String], rescue: &Path, state: &str) -> Option<String> {
+    (!ids.is_empty()).then(|| {
+        format!(
+            "recorded first in {state}: {} result(s) an earlier run could not record and kept \
+             in the rescue file {}: {}",
+            ids.len(),
+            rescue.display(),
+            ids.join(", ")
+        )
+    })
 }
 
 impl LockedStore for Store {
@@ -35,9 +65,38 @@ impl LockedStore for Store {
         Store::close(*self)
     }
 
-    fn warning(&self) -> Option<String> {
-        self.compaction_error()
-            .map(|e| format!("state compaction failed (the journal keeps everything): {e}"))
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        Store::recommit(self, changes)
+    }
+
+    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        Store::rescue(self, changes)
+    }
+
+    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
+        Store::replace(self, next)
+    }
+
+    fn space_error(&self) -> Option<&StateError> {
+        Store::space_error(self)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let state = self.path().display().to_string();
+        let compaction = self
+            .compaction_error()
+            .map(|e| format!("state compaction failed (the journal keeps everything): {e}"));
+        recovered_warning(self.recovered(), self.rescue_path(), &state)
+            .into_iter()
+            .chain(compaction)
+            .collect()
+    }
+
+    fn remedy(&self) -> String {
+        format!(
+            "Free space on (or repair) the filesystem holding {}, then run again.",
+            self.path().display()
+        )
     }
 }
 
@@ -46,8 +105,26 @@ impl LockedStore for S3Store {
         S3Store::close(*self)
     }
 
-    fn as_s3(&mut self) -> Option<&mut S3Store> {
-        Some(self)
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        S3Store::recommit(self, changes)
+    }
+
+    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        S3Store::rescue(self, changes)
+    }
+
+    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
+        S3Store::replace(self, next)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        recovered_warning(self.recovered(), self.rescue_path(), self.url())
+            .into_iter()
+            .collect()
+    }
+
+    fn remedy(&self) -> String {
+        S3Store::remedy(self)
     }
 }
 
@@ -166,16 +243,16 @@ impl Backend {
         &self,
         holder: LockHolder,
         wait: Option<Duration>,
-    ) -> Result<S3Store, String> {
+    ) -> Result<Box<dyn LockedStore>, String> {
         match self {
             Backend::Local { .. } => Err(
                 "no remote backend is configured: set nivis.backend (or --backend-config \
                  type=s3 ...) to the backend to migrate to"
                     .into(),
             ),
-            Backend::S3 { backend, .. } => {
-                S3Store::open(backend, holder, wait, None).map_err(|e| e.to_string())
-            }
+            Backend::S3 { backend, .. } => S3Store::open(backend, holder, wait, None)
+                .map(|s| Box::new(s) as Box<dyn LockedStore>)
+                .map_err(|e| e.to_string()),
         }
     }
 
@@ -187,31 +264,17 @@ impl Backend {
         }
     }
 
-    /// Removes a stale lock: for S3 the lock with id `id` (required); for the local file, what
-    /// [`Store::force_unlock`] does. Returns what was done, as a sentence.
-    pub fn force_unlock(&self, id: Option<&str>) -> Result<String, String> {
+    /// Breaks the lock of a holder that is gone, if its id is `id`: the same checks for every
+    /// backend (see [`Store::force_unlock`]); `confirm` is asked last and may decline.
+    pub fn force_unlock(
+        &self,
+        id: &str,
+        force: bool,
+        confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
+    ) -> Result<ForceUnlock, StateError> {
         match self {
-            Backend::Local { path, .. } => Store::force_unlock(path)
-                .map(|r| r.to_string())
-                .map_err(|e| e.to_string()),
-            Backend::S3 { backend, .. } => {
-                let id = id.ok_or_else(|| {
-                    format!(
-                        "give the id of the lock to remove: `nivis force-unlock LOCK_ID` (a \
-                         refused run names it; the lock is the object {}.lock)",
-                        backend.url()
-                    )
-                })?;
-                match S3Store::force_unlock(backend, id).map_err(|e| e.to_string())? {
-                    Unlocked::NotLocked => {
-                        Ok(format!("{} is not locked; nothing to do", backend.url()))
-                    }
-                    Unlocked::Removed(info) => Ok(format!(
-                        "removed the {info}. If that run is in fact still going, it now \
-                         writes beside the next one: stop it"
-                    )),
-                }
-            }
+            Backend::Local { path, .. } => Store::force_unlock(path, id, force, confirm),
+            Backend::S3 { backend, .. } => S3Store::force_unlock(backend, id, force, confirm),
         }
     }
 

@@ -3,13 +3,13 @@
 //! state, the lock and force-unlock after kill -9, the server stopped mid-apply, bad
 //! configurations, environments, push/pull/migrate, encryption.
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nivis::state::s3::{Client, Credentials, Retry, Target};
+use nivis::state::StateFile;
 use serde_json::Value as Json;
 
 use crate::util::*;
@@ -184,6 +184,32 @@ impl Machine {
         stdout(&out).lines().map(str::to_string).collect()
     }
 
+    /// The state as `nivis state pull` prints it (this machine's rescue file applied).
+    fn pulled(&self) -> StateFile {
+        let out = self.cmd(&["state", "pull"]);
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).expect("state pull prints a state")
+    }
+
+    /// The state as the bucket holds it, without this machine's rescue file.
+    fn pulled_from_bucket(&self) -> StateFile {
+        let nowhere = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(nivis_bin());
+        cmd.args(["state", "pull", "--state"])
+            .arg(&self.project.state)
+            .args(&self.flags)
+            .current_dir(self.project.dir.path());
+        for (k, v) in &self.project.env {
+            cmd.env(k, v);
+        }
+        let out = cmd
+            .env("NIVIS_RESCUE_DIR", nowhere.path())
+            .output()
+            .unwrap();
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).expect("state pull prints a state")
+    }
+
     fn rescue_files(&self) -> Vec<PathBuf> {
         std::fs::read_dir(self.rescue.path())
             .map(|d| d.flatten().map(|e| e.path()).collect())
@@ -208,29 +234,14 @@ fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Lines `create ID LABEL` of a fake object log, as label -> ids created.
-fn created(log: &Path) -> BTreeMap<String, Vec<String>> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
-        let parts: Vec<&str> = line.split(' ').collect();
-        if parts[0] == "create" {
-            out.entry(parts[2].to_string())
-                .or_default()
-                .push(parts[1].to_string());
-        }
-    }
-    out
-}
-
 #[test]
 fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     let weed = Weed::start();
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let log_path = log.path().display().to_string();
-    let a = Machine::new(&weed, "team/nivis.state", &tokens(3, "s"))
-        .env("NIVIS_FAKE_OBJECT_LOG", &log_path);
+    let mut a = Machine::new(&weed, "team/nivis.state", &tokens(3, "s"));
+    a.project = a.project.with_object_log();
+    let log = a.project.objects_path();
     let b = Machine::new(&weed, "team/nivis.state", &tokens(3, "s"))
-        .env("NIVIS_FAKE_OBJECT_LOG", &log_path)
+        .env("NIVIS_FAKE_OBJECT_LOG", &log)
         .env("NIVIS_FAKE_COUNTER", "1000");
 
     // Each machine sees what the other applied.
@@ -244,7 +255,10 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     );
 
     // A slow apply on a holds the lock; b is refused, told who holds it.
-    let a_slow = a.env("NIVIS_FAKE_SLOW_MS", "400");
+    // Every run's fake provider counts from its own seed, so object ids never repeat.
+    let a_slow = a
+        .env("NIVIS_FAKE_SLOW_MS", "400")
+        .env("NIVIS_FAKE_COUNTER", "2000");
     let mut holder = a_slow.spawn_apply(&["--var", "n=40"]);
     let client = weed.client();
     wait_for("the lock object", Duration::from_secs(60), || {
@@ -258,7 +272,8 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     assert!(!refused.status.success());
     let err = stderr(&refused);
     for needle in [
-        format!("lock {lock_id}"),
+        "the state is locked (s3://nivis-e2e/team/nivis.state.lock)".to_string(),
+        format!("lock id {lock_id}"),
         format!("pid {}", holder.id()),
         format!("host {}", lock["host"].as_str().unwrap()),
         "running `nivis apply`".to_string(),
@@ -268,10 +283,21 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     ] {
         assert!(err.contains(&needle), "{needle:?} missing from: {err}");
     }
+    // The lock object is the local lock file's record: the holder's start time included.
+    assert!(lock["process_start"].is_string(), "{lock}");
+
+    // While the holder runs on this host, force-unlock refuses without --force.
+    let alive = b.cmd(&["force-unlock", &lock_id]);
+    assert!(!alive.status.success());
+    assert!(
+        stderr(&alive).contains("still running on this host"),
+        "{}",
+        stderr(&alive)
+    );
 
     // kill -9 the holder: its lock stays until force-unlock names it.
     wait_for("some new objects", Duration::from_secs(60), || {
-        created(log.path()).len() >= 8
+        a_slow.project.objects().created() >= 8
     });
     unsafe { libc::kill(holder.id() as i32, libc::SIGKILL) };
     let _ = holder.wait();
@@ -290,42 +316,27 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     assert_success(&freed);
     assert!(stdout(&freed).contains(&lock_id), "{}", stdout(&freed));
 
-    // The next apply completes. Nothing recorded is lost or created again; only an object
-    // whose creation was under way at the kill (created, not yet recorded: at most one per
-    // worker) can exist twice, and the state records the newer one.
-    let recorded_at_kill: Json = serde_json::from_slice(&b.cmd(&["state", "pull"]).stdout).unwrap();
-    let made_at_kill = created(log.path());
+    // Everything recorded exists; a create whose answer was in flight at the kill cannot be
+    // recorded by anyone (as in Terraform): at most one per worker.
+    let killed = a.project.remote_vs(&recorded_in(&b.pulled()));
+    assert!(killed.phantoms.is_empty(), "{killed:?}");
+    assert!(killed.duplicated.is_empty(), "{killed:?}");
+    assert!(
+        killed.orphans.len() <= 10,
+        "more orphans than workers: {killed:?}"
+    );
+
+    // The next apply completes: nothing recorded is lost or created again.
+    let b = b.env("NIVIS_FAKE_COUNTER", "3000");
     assert_success(&b.run(&["apply"], &["--auto-approve", "--var", "n=40"]));
     assert_eq!(a.ids().len(), 40);
-    let made = created(log.path());
-    assert_eq!(made.len(), 40, "{made:?}");
-    let pulled: Json = serde_json::from_slice(&a.cmd(&["state", "pull"]).stdout).unwrap();
-    let resource = |state: &Json, label: &str| {
-        state["resources"][format!("alpha.alpha_token.t__{}", &label[1..])]["attributes"]["id"]
-            .clone()
-    };
-    let mut in_flight = 0;
-    for (label, ids) in &made {
-        assert_eq!(
-            resource(&pulled, label),
-            ids.last().unwrap().as_str(),
-            "{label}"
-        );
-        if resource(&recorded_at_kill, label).is_string() || ids.len() == 1 {
-            assert_eq!(ids.len(), 1, "{label} was recorded, yet created {ids:?}");
-        } else {
-            assert_eq!(ids.len(), 2, "{label} created {ids:?}");
-            assert_eq!(
-                made_at_kill[label].len(),
-                1,
-                "{label}: first created by the killed run"
-            );
-            in_flight += 1;
-        }
-    }
+    let after = a.project.remote_vs(&recorded_in(&a.pulled()));
+    assert!(after.phantoms.is_empty(), "{after:?}");
+    assert_eq!(after.orphans, killed.orphans, "the rerun orphaned nothing");
+    let orphan_labels: Vec<&String> = killed.orphans.iter().map(|(_, l)| l).collect();
     assert!(
-        in_flight <= 10,
-        "{in_flight} objects were in flight at the kill"
+        after.duplicated.keys().all(|l| orphan_labels.contains(&l)),
+        "{after:?}"
     );
     assert!(
         client.get("team/nivis.state.lock").unwrap().is_none(),
@@ -334,12 +345,11 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
 }
 
 #[test]
-fn server_stopped_mid_apply_stops_dispatch_and_the_rescue_journal_is_recorded_first() {
+fn server_stopped_mid_apply_stops_dispatch_and_the_rescue_file_is_recorded_first() {
     let weed = Weed::start();
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let m = Machine::new(&weed, "prod/nivis.state", &tokens(300, "r"))
-        .env("NIVIS_FAKE_OBJECT_LOG", &log.path().display().to_string())
-        .env("NIVIS_FAKE_SLOW_MS", "150");
+    let mut m = Machine::new(&weed, "prod/nivis.state", &tokens(300, "r"));
+    m.project = m.project.with_object_log();
+    let m = m.env("NIVIS_FAKE_SLOW_MS", "150");
     let mut run = m.spawn_apply(&[]);
     let client = weed.client();
     wait_for("results recorded remotely", Duration::from_secs(60), || {
@@ -353,24 +363,19 @@ fn server_stopped_mid_apply_stops_dispatch_and_the_rescue_journal_is_recorded_fi
     let mut err = String::new();
     std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(!status.success(), "{err}");
-    let made_then = created(log.path());
+    let made_then = m.project.objects();
     assert!(
-        made_then.len() < 300,
+        made_then.created() < 300,
         "dispatch stopped: {} created",
-        made_then.len()
+        made_then.created()
     );
     assert!(
-        err.contains("not recorded in s3://nivis-e2e/prod/nivis.state"),
+        err.contains("cannot record results in s3://nivis-e2e/prod/nivis.state"),
         "{err}"
     );
     let rescue = m.rescue_files();
     assert_eq!(rescue.len(), 1, "{rescue:?}");
-    let tail: String = err
-        .lines()
-        .filter(|l| !l.contains("not started"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert!(err.contains(&rescue[0].display().to_string()), "{tail}");
+    assert!(err.contains(&rescue[0].display().to_string()), "{err}");
     assert_eq!(
         std::fs::metadata(&rescue[0]).unwrap().permissions().mode() & 0o777,
         0o600
@@ -379,45 +384,53 @@ fn server_stopped_mid_apply_stops_dispatch_and_the_rescue_journal_is_recorded_fi
         !rescue[0].starts_with(m.project.dir.path()),
         "outside the project"
     );
-    // The error names resources that exist but are not recorded remotely.
-    let unrecorded = made_then
-        .keys()
-        .filter(|label| err.contains(&format!("t__{}", &label[1..])))
-        .count();
-    assert!(unrecorded > 0, "{err}");
+    // The error names each result that is not recorded remotely, with its object's id.
+    let listed: Vec<String> = err
+        .split("(id ")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(str::to_string)
+        .collect();
+    assert!(!listed.is_empty(), "{err}");
+    assert!(
+        err.contains("not in the state yet") && err.contains("the lock"),
+        "{err}"
+    );
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
-        created(log.path()),
-        made_then,
+        m.project.objects().created(),
+        made_then.created(),
         "nothing is created after the failure"
     );
 
     weed.restart();
+    // What the bucket records, plus exactly what the error listed, is everything alive.
+    m.project
+        .assert_remote_matches(&recorded_in(&m.pulled_from_bucket()), &listed);
+    // Read here, the state includes the rescued results.
+    m.project
+        .assert_remote_matches(&recorded_in(&m.pulled()), &[]);
+
     let m = m
         .env("NIVIS_FAKE_COUNTER", "100000")
         .env("NIVIS_FAKE_SLOW_MS", "0");
     let out = m.run(&["apply"], &["--auto-approve"]);
     assert_success(&out);
-    assert!(stderr(&out).contains("rescue journal"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("took over the lock") && stderr(&out).contains("rescue file"),
+        "{}",
+        stderr(&out)
+    );
     assert!(
         m.rescue_files().is_empty(),
-        "the rescue journal is gone once recorded"
+        "the rescue file is gone once recorded"
     );
 
     // Exactly one object per resource, and state records that object.
-    let made = created(log.path());
-    assert_eq!(made.len(), 300);
-    let pulled: Json = serde_json::from_slice(&m.cmd(&["state", "pull"]).stdout).unwrap();
-    assert_eq!(pulled["resources"].as_object().unwrap().len(), 300);
-    for (label, ids) in &made {
-        assert_eq!(ids.len(), 1, "{label} created {ids:?}");
-        let i: usize = label[1..].parse().unwrap();
-        assert_eq!(
-            pulled["resources"][format!("alpha.alpha_token.t__{i}")]["attributes"]["id"],
-            ids[0].as_str(),
-            "{label}"
-        );
-    }
+    let pulled = m.pulled_from_bucket();
+    assert_eq!(pulled.len(), 300);
+    m.project.assert_remote_matches(&recorded_in(&pulled), &[]);
+    assert_eq!(m.project.objects().live().len(), 300);
 }
 
 #[test]
@@ -658,7 +671,7 @@ mod store {
     use super::*;
     use nivis::state::s3::{S3Backend, S3Store};
     use nivis::state::{
-        conformance, Change, LockHolder, ResourceKind, ResourceState, StateError, StateStore,
+        conformance, Change, ForceUnlock, LockHolder, ResourceKind, ResourceState, StateError,
     };
 
     fn backend(weed: &Weed, key: &str) -> S3Backend {
@@ -756,7 +769,23 @@ mod store {
         let lock: Json =
             serde_json::from_slice(&client.get("fence/nivis.state.lock").unwrap().unwrap().body)
                 .unwrap();
-        S3Store::force_unlock(&b, lock["id"].as_str().unwrap()).unwrap();
+        let id = lock["id"].as_str().unwrap();
+        let yes = &mut |_: Option<&LockHolder>| true;
+        let alive = S3Store::force_unlock(&b, id, false, yes).unwrap_err();
+        assert!(
+            matches!(alive, StateError::LockHolderAlive { .. }),
+            "the holder runs on this host: {alive}"
+        );
+        let wrong = S3Store::force_unlock(&b, "other-id", true, yes).unwrap_err();
+        assert!(
+            matches!(wrong, StateError::LockIdMismatch { .. }),
+            "{wrong}"
+        );
+        let removed = S3Store::force_unlock(&b, id, true, yes).unwrap();
+        assert!(
+            matches!(&removed, ForceUnlock::Removed { holder: Some(h) } if h.id == id),
+            "{removed:?}"
+        );
         let mut second = S3Store::open(&b, LockHolder::current("second"), None, None).unwrap();
         assert!(
             second.state().contains("a"),
@@ -764,21 +793,37 @@ mod store {
         );
         second.commit(&[put("b")]).unwrap();
         // The first writer's next commit cannot land beside the second's: it is refused, and
-        // its result is kept in the rescue journal, named.
+        // refused again when retried; its result goes to this machine's rescue file.
         let err = first.commit(&[put("c")]).unwrap_err();
-        let text = err.to_string();
         assert!(matches!(err, StateError::Remote(_)), "{err:?}");
         assert!(
-            text.contains("not recorded") && text.contains("changed by another writer"),
-            "{text}"
+            err.to_string().contains("changed by another writer"),
+            "{err}"
         );
+        let again = first.recommit(&[put("c")]).unwrap_err();
+        assert!(matches!(again, StateError::Poisoned { .. }), "{again:?}");
+        let kept = first.rescue(&[put("c")]).unwrap();
+        assert!(kept.starts_with(rescue.path()), "{kept:?}");
         second.close().unwrap();
         assert!(
             first.close().is_err(),
             "the fenced writer cannot compact over the second"
         );
-        let state = S3Store::read_only(&b).unwrap();
-        assert_eq!(state.ids().collect::<Vec<_>>(), ["a", "b"]);
+        // The bucket holds what the two writers recorded; this machine also sees the rescued
+        // result, and the next writer records it first.
+        let client_state = |key: &str| -> Vec<String> {
+            let body = client.get(key).unwrap().unwrap().body;
+            let state: nivis::state::StateFile = serde_json::from_slice(&body).unwrap();
+            state.ids().map(String::from).collect()
+        };
+        assert_eq!(client_state("fence/nivis.state"), ["a", "b"]);
+        let seen = S3Store::read_only(&b).unwrap();
+        assert_eq!(seen.ids().collect::<Vec<_>>(), ["a", "b", "c"]);
+        let third = S3Store::open(&b, LockHolder::current("third"), None, None).unwrap();
+        assert_eq!(third.recovered(), ["c"]);
+        assert!(!kept.exists(), "recorded, then removed");
+        third.close().unwrap();
+        assert_eq!(client_state("fence/nivis.state"), ["a", "b", "c"]);
         std::env::remove_var("NIVIS_RESCUE_DIR");
     }
 }

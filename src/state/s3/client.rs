@@ -647,7 +647,7 @@ fn is_loopback(host: &str) -> bool {
 /// `YYYYMMDDTHHMMSSZ` for `t`.
 fn amz_date(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    crate::state::format_utc(secs).replace(['-', ':'], "")
+    crate::state::holder::format_utc(secs).replace(['-', ':'], "")
 }
 
 #[cfg(test)]

@@ -4,7 +4,10 @@
 //! Owns: field names, defaults and their validation; the environment's key; making a client and
 //! a cipher. Not: reading the flake or the flags (see `state::backend`).
 
+use std::path::PathBuf;
+
 use serde_json::{Map, Value as Json};
+use sha2::{Digest, Sha256};
 
 use super::client::{Client, Retry, Target};
 use super::crypt::{Cipher, KeySource};
@@ -155,6 +158,18 @@ impl S3Backend {
         format!("s3://{}/{}", self.target.bucket, self.key())
     }
 
+    /// Where this machine keeps the results a run could not record in this state (the rescue
+    /// file, see `state::rescue`): `$NIVIS_RESCUE_DIR`, else `$XDG_STATE_HOME/nivis/rescue`
+    /// (default `~/.local/state/nivis/rescue`), outside any project directory so that a `path:`
+    /// flake never copies it into the Nix store. One file per state (endpoint, bucket and key),
+    /// named readably after the key.
+    pub fn rescue_path(&self) -> PathBuf {
+        rescue_dir().join(rescue_file_name(
+            self.target.endpoint.as_deref().unwrap_or(""),
+            &self.url(),
+        ))
+    }
+
     /// A client with credentials from the environment or the profile.
     pub fn client(&self) -> Result<Client, StateError> {
         let creds = Credentials::discover(self.profile.as_deref()).map_err(RemoteError::Invalid)?;
@@ -198,6 +213,40 @@ impl S3Backend {
         }
         Ok(envs)
     }
+}
+
+fn rescue_dir() -> PathBuf {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = var("NIVIS_RESCUE_DIR") {
+        return dir;
+    }
+    let state_home = var("XDG_STATE_HOME")
+        .filter(|p| p.is_absolute())
+        .or_else(|| var("HOME").map(|h| h.join(".local/state")))
+        .unwrap_or_else(|| {
+            // SAFETY: getuid has no preconditions and cannot fail.
+            std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
+        });
+    state_home.join("nivis/rescue")
+}
+
+/// A readable file name for the state `url` at `endpoint`, unique by a digest of both.
+fn rescue_file_name(endpoint: &str, url: &str) -> String {
+    let readable: String = url
+        .trim_start_matches("s3://")
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '.' => c,
+            _ => '_',
+        })
+        .take(80)
+        .collect();
+    let digest = Sha256::digest(format!("{endpoint}\n{url}").as_bytes());
+    format!("{readable}-{}.rescue", hex::encode(&digest[..6]))
 }
 
 /// Environment names: letters, digits, `-`, `_`, `.`; not empty, not `.`/`..`.
@@ -264,5 +313,20 @@ mod tests {
             "default"
         )
         .contains("not both"));
+    }
+
+    #[test]
+    fn rescue_file_names_are_readable_and_distinct() {
+        let a = rescue_file_name("", "s3://bucket/env:/dev/k");
+        assert!(
+            a.starts_with("bucket_env__dev_k-") && a.ends_with(".rescue"),
+            "{a}"
+        );
+        assert_ne!(a, rescue_file_name("", "s3://bucket/env:/dev/k2"));
+        assert_ne!(
+            a,
+            rescue_file_name("http://127.0.0.1:9000", "s3://bucket/env:/dev/k"),
+            "the same bucket and key on another server"
+        );
     }
 }

@@ -1,124 +1,72 @@
 //! The remote state lock: an object `KEY.lock` created with `If-None-Match: *`.
 //!
-//! Owns: the lock record ([`LockInfo`]: id, who, host, pid, operation, Nivis version, since),
-//! acquiring with a wait, releasing only a lock that is still ours (checked by id, deleted with
-//! `If-Match` on its ETag), and `force-unlock ID`. Not: what the lock protects (see `store`).
+//! Owns: acquiring it with a wait, releasing only a lock that is still ours (checked by id,
+//! deleted with `If-Match` on its ETag), removing it for `force-unlock`, and taking over the lock
+//! of this machine's earlier run that is gone. The object holds a [`LockHolder`] as JSON, the
+//! same record the local lock file holds, and `force-unlock` applies the same checks
+//! ([`check_force_unlock`]): the id must match, and a holder alive on this host keeps it unless
+//! forced. Not: what the lock protects (see `store`).
 //!
 //! Conditional creation is what OpenTofu's and Terraform's S3 backends use without DynamoDB; it
 //! is atomic on AWS S3, MinIO, Ceph RGW and SeaweedFS. Unlike a `flock`, the object outlives a
 //! holder that dies, so a killed run leaves its lock behind: `nivis force-unlock ID` removes it
 //! after the user has checked that the holder is gone.
 
-use std::fmt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
 
 use super::client::{Client, Condition, S3Error};
 use super::RemoteError;
-use crate::state::{format_utc, LockHolder, StateError};
-
-/// The content of a lock object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockInfo {
-    /// Unique id of this acquisition; `force-unlock` takes it.
-    pub id: String,
-    /// User name of the holder.
-    pub who: String,
-    /// Host name of the holder.
-    pub host: String,
-    /// Process id of the holder, on `host`.
-    pub pid: u32,
-    /// What the holder runs, e.g. `nivis apply`.
-    pub operation: String,
-    /// The holder's Nivis version.
-    pub version: String,
-    /// When it was taken, seconds since the Unix epoch (UTC).
-    pub since: u64,
-    /// The state it locks (`s3://bucket/key`).
-    pub path: String,
-}
-
-impl LockInfo {
-    /// A fresh record for `holder` locking `path`.
-    pub fn new(holder: &LockHolder, path: &str) -> LockInfo {
-        LockInfo {
-            id: crate::state::new_lineage(),
-            who: holder.user.clone(),
-            host: holder.host.clone(),
-            pid: holder.pid,
-            operation: holder.command.clone(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            since: holder.since,
-            path: path.to_string(),
-        }
-    }
-}
-
-impl fmt::Display for LockInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "lock {} held by {} on host {} (pid {}), running `{}` with nivis {}, since {}",
-            self.id,
-            self.who,
-            self.host,
-            self.pid,
-            self.operation,
-            self.version,
-            format_utc(self.since)
-        )
-    }
-}
+use crate::state::holder::{check_force_unlock, unix_now, ForceUnlock, Liveness};
+use crate::state::{LockHolder, StateError};
 
 /// A lock this process holds.
 #[derive(Debug, Clone)]
 pub struct HeldLock {
     pub key: String,
-    pub info: LockInfo,
+    pub holder: LockHolder,
 }
 
-/// What `force-unlock` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unlocked {
-    /// No lock object existed.
-    NotLocked,
-    /// The lock with the given id was removed.
-    Removed(LockInfo),
+/// The lock object `key`, as found: its holder (`None`: not a lock record) and ETag.
+struct Found {
+    holder: Option<LockHolder>,
+    etag: String,
+}
+
+/// The lock object's URL, as errors name it.
+fn url(client: &Client, key: &str) -> PathBuf {
+    PathBuf::from(format!("s3://{}/{key}", client.bucket()))
 }
 
 /// Creates the lock object `key`, waiting up to `wait` while someone else holds it.
 pub fn acquire(
     client: &Client,
     key: &str,
-    info: LockInfo,
+    mut holder: LockHolder,
     wait: Option<Duration>,
 ) -> Result<HeldLock, StateError> {
     let start = Instant::now();
-    let body = serde_json::to_vec_pretty(&info).expect("lock info serialises");
+    holder.since = unix_now();
+    let body = serde_json::to_vec_pretty(&holder).expect("a lock holder serialises");
     let mut pause = Duration::from_millis(50);
     loop {
-        let holder = match client.put(key, &body, Condition::Absent) {
+        let current = match client.put(key, &body, Condition::Absent) {
             Ok(_) => {
                 return Ok(HeldLock {
                     key: key.to_string(),
-                    info,
+                    holder,
                 })
             }
             Err(S3Error::PreconditionFailed { attempts, .. }) => {
-                let current = read(client, key)?;
+                let current = read(client, key)?.and_then(|f| f.holder);
                 // A retried create that meets our own first attempt.
-                if attempts > 1
-                    && current
-                        .as_ref()
-                        .is_some_and(|(found, _)| found.id == info.id)
-                {
+                if attempts > 1 && current.as_ref().is_some_and(|h| h.id == holder.id) {
                     return Ok(HeldLock {
                         key: key.to_string(),
-                        info,
+                        holder,
                     });
                 }
-                current.map(|(found, _)| found)
+                current
             }
             Err(e) => return Err(RemoteError::s3(format!("take the lock {key}"), e).into()),
         };
@@ -129,73 +77,107 @@ pub fn acquire(
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
             // Released between our create and our read: try again at once.
-            _ if holder.is_none() && waited < Duration::from_secs(5) => {}
+            _ if current.is_none() && waited < Duration::from_secs(5) => {}
             _ => {
-                return Err(RemoteError::Locked {
-                    key: format!("s3://{}/{key}", client.bucket()),
-                    holder: holder.map(Box::new),
+                return Err(StateError::Locked {
+                    path: url(client, key),
+                    holder: current.map(Box::new),
                     waited,
-                }
-                .into())
+                })
             }
         }
     }
 }
 
-/// The lock record under `key` and its ETag, if there is one.
-pub fn read(client: &Client, key: &str) -> Result<Option<(LockInfo, String)>, StateError> {
+/// The lock object `key`, if there is one.
+fn read(client: &Client, key: &str) -> Result<Option<Found>, StateError> {
     let Some(obj) = client
         .get(key)
         .map_err(|e| RemoteError::s3(format!("read the lock {key}"), e))?
     else {
         return Ok(None);
     };
-    match serde_json::from_slice::<LockInfo>(&obj.body) {
-        Ok(info) => Ok(Some((info, obj.etag))),
-        Err(e) => Err(StateError::corrupt(
-            format!("s3://{}/{key}", client.bucket()),
-            None,
-            format!("the lock object is not a Nivis lock record ({e}); if no Nivis run holds it, remove it by hand"),
-        )),
-    }
+    Ok(Some(Found {
+        holder: serde_json::from_slice(&obj.body).ok(),
+        etag: obj.etag,
+    }))
 }
 
 /// Deletes the lock if it is still ours. Returns a warning when it is not (it was forced open
 /// and taken by someone else meanwhile).
 pub fn release(client: &Client, held: &HeldLock) -> Result<Option<String>, StateError> {
     match read(client, &held.key)? {
-        Some((info, etag)) if info.id == held.info.id => {
+        Some(Found {
+            holder: Some(h),
+            etag,
+        }) if h.id == held.holder.id => {
             client
                 .delete(&held.key, Condition::Matches(&etag))
                 .map_err(|e| RemoteError::s3(format!("release the lock {}", held.key), e))?;
             Ok(None)
         }
-        Some((info, _)) => Ok(Some(format!(
+        Some(found) => Ok(Some(format!(
             "our lock {} was removed while we ran and the state is now locked by another run \
-             ({info}); left it alone",
-            held.info.id
+             ({}); left it alone",
+            held.holder.id,
+            found
+                .holder
+                .map_or_else(|| "no readable record".to_string(), |h| h.to_string())
         ))),
         None => Ok(Some(format!(
             "our lock {} was removed while we ran (force-unlock?)",
-            held.info.id
+            held.holder.id
         ))),
     }
 }
 
-/// Removes the lock `key` if its id is `id`.
-pub fn force_unlock(client: &Client, key: &str, id: &str) -> Result<Unlocked, StateError> {
-    let Some((info, etag)) = read(client, key)? else {
-        return Ok(Unlocked::NotLocked);
+/// `force-unlock ID` for the lock `key`: checks the id and the holder's liveness, asks
+/// `confirm`, then deletes the object only if it is still the one checked (`If-Match`).
+pub fn force_unlock(
+    client: &Client,
+    key: &str,
+    id: &str,
+    force: bool,
+    confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
+) -> Result<ForceUnlock, StateError> {
+    let Some(found) = read(client, key)? else {
+        return Ok(ForceUnlock::NotLocked);
     };
-    if info.id != id {
-        return Err(RemoteError::WrongLockId {
-            given: id.to_string(),
-            holder: Box::new(info),
-        }
-        .into());
+    check_force_unlock(&url(client, key), id, force, found.holder.as_ref())?;
+    if !confirm(found.holder.as_ref()) {
+        return Ok(ForceUnlock::Declined);
     }
-    client
-        .delete(key, Condition::Matches(&etag))
-        .map_err(|e| RemoteError::s3(format!("remove the lock {key}"), e))?;
-    Ok(Unlocked::Removed(info))
+    match client.delete(key, Condition::Matches(&found.etag)) {
+        Ok(()) => Ok(ForceUnlock::Removed {
+            holder: found.holder,
+        }),
+        // The lock changed hands while the user read the question.
+        Err(S3Error::PreconditionFailed { .. }) => Err(StateError::LockIdMismatch {
+            path: url(client, key),
+            given: id.to_string(),
+            holder: read(client, key)?.and_then(|f| f.holder).map(Box::new),
+        }),
+        Err(e) => Err(RemoteError::s3(format!("remove the lock {key}"), e).into()),
+    }
+}
+
+/// Removes the lock `key` if `writer` holds it and is gone ([`Liveness::Gone`]: on this host,
+/// no process with its pid and start time): the lock an earlier run kept because its results
+/// are in this machine's rescue file. Returns whether it did.
+pub fn take_over(client: &Client, key: &str, writer: &LockHolder) -> Result<bool, StateError> {
+    let Some(found) = read(client, key)? else {
+        return Ok(false);
+    };
+    let ours = found
+        .holder
+        .as_ref()
+        .is_some_and(|h| h.id == writer.id && h.liveness() == Liveness::Gone);
+    if !ours {
+        return Ok(false);
+    }
+    match client.delete(key, Condition::Matches(&found.etag)) {
+        Ok(()) => Ok(true),
+        Err(S3Error::PreconditionFailed { .. }) => Ok(false),
+        Err(e) => Err(RemoteError::s3(format!("take over the lock {key}"), e).into()),
+    }
 }

@@ -8,7 +8,10 @@
 //! |--------------------------------|------------------------------------------------------------|
 //! | `K`                            | snapshot: one state, as the local snapshot file            |
 //! | `K.journal/SSSSSSSSSSSS/NNNNNNNNNNNN` | journal segment `N` extending snapshot serial `S`: one record of the local journal's format (one group commit) |
-//! | `K.lock`                       | the lock while held: a [`LockInfo`]                         |
+//! | `K.lock`                       | the lock while held: a [`LockHolder`](crate::state::LockHolder), as in the local lock file |
+//!
+//! Snapshot and segments use the local store's versioned formats (`schemaVersion`) and are read
+//! by the same code (`file::parse_snapshot`, `journal::replay`).
 //!
 //! Every write is conditional. A segment is created with `If-None-Match: *`, so two writers can
 //! never both write segment `N`: the one that loses stops. Compaction first *seals* the
@@ -22,34 +25,32 @@
 //!
 //! # Faults
 //!
-//! Requests are retried with backoff (see [`client::Retry`]). When a commit still cannot be
-//! recorded, its changes go to a local rescue journal (see `rescue`) and the commit fails, so
-//! the engine dispatches nothing new; the next run on that machine pushes the rescue journal
-//! before anything else (taking over the lock its predecessor could not release).
+//! Requests are retried with backoff (see [`client::Retry`]). When a commit still fails, the
+//! store refuses writes and the engine halts dispatch, retries, then hands the unrecorded
+//! changes to [`S3Store::rescue`]: the same rescue file as the local store's (`state::rescue`),
+//! kept in a private directory of this machine (see [`S3Backend::rescue_path`]). The lock stays
+//! held until the next run from this machine has taken it over and recorded the rescue file,
+//! before anything else.
 //!
 //! # Module map
 //!
 //! `sigv4` signs, `client` talks HTTP, `xml` reads S3's answers, `lock` is the lock object,
-//! `crypt` the optional AES-GCM sealing, `rescue` the local rescue journal, `store` the
-//! [`S3Store`] itself, `config` the backend configuration.
+//! `crypt` the optional AES-GCM sealing, `store` the [`S3Store`] itself, `config` the backend
+//! configuration (and where the rescue file lives).
 
 mod client;
 pub(crate) mod config;
 mod crypt;
 mod lock;
-mod rescue;
 mod sigv4;
 mod store;
 mod xml;
 
 use std::fmt;
-use std::path::PathBuf;
-use std::time::Duration;
 
 pub use client::{Client, Condition, Retry, S3Error, Target};
 pub use config::S3Backend;
 pub use crypt::KeySource;
-pub use lock::{LockInfo, Unlocked};
 pub use sigv4::Credentials;
 pub use store::S3Store;
 
@@ -60,27 +61,9 @@ use super::StateError;
 pub enum RemoteError {
     /// A request failed.
     S3 { what: String, error: S3Error },
-    /// Someone else holds the lock.
-    Locked {
-        key: String,
-        holder: Option<Box<LockInfo>>,
-        waited: Duration,
-    },
-    /// `force-unlock ID` named another lock than the one held.
-    WrongLockId {
-        given: String,
-        holder: Box<LockInfo>,
-    },
     /// The remote state changed under this writer (its lock was broken?).
     Conflict { state: String, detail: String },
-    /// Results that are not in the remote state, only in the rescue journal (or nowhere).
-    NotRecorded {
-        state: String,
-        ids: Vec<String>,
-        rescue: Option<PathBuf>,
-        cause: String,
-    },
-    /// Bad configuration, keys, or a rescue journal that cannot be used.
+    /// Bad configuration or keys, or a rescue file that cannot be recorded.
     Invalid(String),
 }
 
@@ -111,66 +94,12 @@ impl fmt::Display for RemoteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RemoteError::S3 { what, error } => write!(f, "cannot {what}: {error}"),
-            RemoteError::Locked {
-                key,
-                holder,
-                waited,
-            } => {
-                write!(f, "the state is locked ({key})")?;
-                match holder {
-                    Some(h) => write!(f, ": {h}")?,
-                    None => write!(f, " by a run that has not written its record")?,
-                }
-                if !waited.is_zero() {
-                    write!(f, "; gave up after waiting {} ms", waited.as_millis())?;
-                }
-                write!(
-                    f,
-                    ". Wait for it to finish and retry (or pass --lock-timeout)"
-                )?;
-                if let Some(h) = holder {
-                    write!(
-                        f,
-                        "; if that run is gone (check pid {} on {}), run `nivis force-unlock {}`",
-                        h.pid, h.host, h.id
-                    )?;
-                }
-                Ok(())
-            }
-            RemoteError::WrongLockId { given, holder } => write!(
-                f,
-                "the state is locked under another id than {given}: {holder}; nothing was \
-                 removed. Check that this run is gone, then `nivis force-unlock {}`",
-                holder.id
-            ),
             RemoteError::Conflict { state, detail } => write!(
                 f,
                 "{state} was changed by another writer while this run held the lock ({detail}); \
                  was the lock forced open? Nothing more is written; rerun to start from the \
                  current state"
             ),
-            RemoteError::NotRecorded {
-                state,
-                ids,
-                rescue,
-                cause,
-            } => {
-                write!(
-                    f,
-                    "{} result(s) are not recorded in {state}: {}",
-                    ids.len(),
-                    ids.join(", ")
-                )?;
-                match rescue {
-                    Some(path) => write!(
-                        f,
-                        ". They are kept in the rescue journal {}; the next run from this \
-                         machine records them first. Cause: {cause}",
-                        path.display()
-                    ),
-                    None => write!(f, ". Cause: {cause}"),
-                }
-            }
             RemoteError::Invalid(msg) => write!(f, "{msg}"),
         }
     }

@@ -4,26 +4,25 @@
 //! [`crate::state::s3`]; this file implements them. Reading (`load`) needs no lock; every write
 //! happens under the lock and is conditional.
 
-use std::collections::BTreeSet;
-use std::path::Path;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::client::{Client, Condition, S3Error};
 use super::config::S3Backend;
 use super::crypt::Cipher;
-use super::lock::{self, HeldLock, LockInfo, Unlocked};
-use super::rescue::{Header, RescueFile, Rescued};
+use super::lock::{self, HeldLock};
 use super::RemoteError;
 use crate::state::file::parse_snapshot;
 use crate::state::journal;
-use crate::state::{Change, LockHolder, StateError, StateFile, StateStore};
+use crate::state::rescue::{self, Rescued};
+// A compaction is due once the journal reaches this size or the snapshot's, whichever is larger:
+// the local store's rule, so commits stay amortised O(batch).
+use crate::state::COMPACT_MIN_JOURNAL_BYTES;
+use crate::state::{Change, ForceUnlock, LockHolder, StateError, StateFile, StateStore};
 
 /// The body of a seal segment: the namespace it ends takes no more records.
 const SEAL: &[u8] = b"nivis-sealed\n";
-
-/// A compaction is due once the journal reaches this size or the snapshot's, whichever is
-/// larger (the local store's rule: commits stay amortised O(batch)).
-const COMPACT_MIN_JOURNAL_BYTES: u64 = 4 << 20;
 
 /// The objects of one remote state and how to read and write them.
 struct Remote {
@@ -302,13 +301,27 @@ impl Position {
     }
 }
 
-/// Why this run stopped writing to the remote store.
+/// Why this store refuses writes.
 #[derive(Debug, Clone)]
-enum Stopped {
-    /// A request failed (outage, refusal): the rescue journal takes over; close tries again.
-    Failing(String),
-    /// Someone else wrote: never write again in this run.
-    Conflict(String),
+enum Poison {
+    /// A journal segment could not be written (an outage, a refusal): nothing of it is
+    /// recorded unless it landed unseen, so [`S3Store::recommit`] may try again.
+    Retryable {
+        cause: String,
+        /// The segment that failed, to recognise it if it landed after all.
+        line: Vec<u8>,
+    },
+    /// Someone else wrote, or a compaction stopped after sealing the journal: never write
+    /// again in this run.
+    Final(String),
+}
+
+impl Poison {
+    fn cause(&self) -> &str {
+        match self {
+            Poison::Retryable { cause, .. } | Poison::Final(cause) => cause,
+        }
+    }
 }
 
 /// A remote state opened for writing: loaded, locked, and appended to by [`commit`].
@@ -318,10 +331,17 @@ pub struct S3Store {
     remote: Remote,
     state: StateFile,
     pos: Position,
+    /// The lock, until released.
     lock: Option<HeldLock>,
-    rescue: RescueFile,
-    rescue_header: Header,
-    stopped: Option<Stopped>,
+    /// Our lock record, for the rescue file.
+    holder: LockHolder,
+    rescue_path: PathBuf,
+    /// A rescue file of this state is waiting on this machine: the lock must outlive this
+    /// store, so that no other machine works from a state that lacks its results.
+    rescue_pending: bool,
+    /// Ids recorded at open from an earlier run's rescue file.
+    recovered: Vec<String>,
+    poisoned: Option<Poison>,
 }
 
 impl std::fmt::Debug for S3Store {
@@ -336,9 +356,10 @@ impl std::fmt::Debug for S3Store {
 
 impl S3Store {
     /// Locks and loads the state of `backend`, first recording what an earlier run from this
-    /// machine left in the rescue journal. `local` is the local state file that a project
-    /// moving to this backend would still have: if the remote state does not exist yet and
-    /// `local` holds resources, opening is refused (migrate explicitly, never silently).
+    /// machine left in the rescue file (taking over the lock it kept, once it is gone). `local`
+    /// is the local state file that a project moving to this backend would still have: if the
+    /// remote state does not exist yet and `local` holds resources, opening is refused (migrate
+    /// explicitly, never silently).
     pub fn open(
         backend: &S3Backend,
         holder: LockHolder,
@@ -346,49 +367,41 @@ impl S3Store {
         local: Option<&Path>,
     ) -> Result<S3Store, StateError> {
         let remote = Remote::new(backend)?;
-        let rescue = RescueFile::for_state(&remote.url);
-        let pending = rescue.load().map_err(|e| {
-            RemoteError::Invalid(format!(
-                "the rescue journal {} cannot be read ({e}); it holds results not yet recorded \
-                 in {}: repair or move it aside",
-                rescue.path().display(),
-                remote.url
-            ))
-        })?;
+        let rescue_path = backend.rescue_path();
+        let pending = rescue::read(&rescue_path)?;
         remote
             .client
             .probe(&remote.key)
             .map_err(|e| remote.fail("open", e))?;
-        let info = LockInfo::new(&holder, &remote.url);
         let lock_key = remote.lock_key();
+        if let Some(writer) = pending.as_ref().and_then(|p| p.held_lock.as_ref()) {
+            if lock::take_over(&remote.client, &lock_key, writer)? {
+                log::warn!(
+                    "took over the lock {} that an earlier run from this machine (pid {}, gone) \
+                     kept for the results in its rescue file",
+                    writer.id,
+                    writer.pid
+                );
+            }
+        }
         let started = std::time::Instant::now();
-        let held = take_lock(
-            &remote.client,
-            &lock_key,
-            info.clone(),
-            wait,
-            pending.as_ref(),
-        )?;
+        let held = lock::acquire(&remote.client, &lock_key, holder, wait)?;
         log::info!(
             "took the lock {} of {} in {:.1} ms",
-            info.id,
+            held.holder.id,
             remote.url,
             started.elapsed().as_secs_f64() * 1000.0
         );
         let mut store = S3Store {
-            rescue_header: Header {
-                nivis_rescue: 1,
-                state: remote.url.clone(),
-                lock_id: info.id.clone(),
-                host: info.host.clone(),
-                pid: info.pid,
-            },
+            holder: held.holder.clone(),
             remote,
             state: StateFile::empty(),
             pos: Position::default(),
             lock: Some(held),
-            rescue,
-            stopped: None,
+            rescue_path,
+            rescue_pending: pending.is_some(),
+            recovered: Vec::new(),
+            poisoned: None,
         };
         let loaded = store.remote.load()?;
         if let (false, Some(local), None) = (loaded.exists, local, &pending) {
@@ -397,7 +410,7 @@ impl S3Store {
         store.state = loaded.state;
         store.pos = loaded.pos;
         if let Some(rescued) = pending {
-            store.push_rescued(rescued, loaded.exists)?;
+            store.record_rescued(rescued, !loaded.exists)?;
         }
         if store.pos.journal_pending() {
             store.compact()?;
@@ -405,25 +418,38 @@ impl S3Store {
         Ok(store)
     }
 
-    /// Reads the state of `backend` without locking.
+    /// Reads the state of `backend` without locking, with the results this machine keeps in
+    /// the rescue file applied in memory (as the next writer will record them first).
     pub fn read_only(backend: &S3Backend) -> Result<StateFile, StateError> {
         let remote = Remote::new(backend)?;
-        let rescue = RescueFile::for_state(&remote.url);
-        if rescue.path().exists() {
+        let loaded = remote.load()?;
+        let mut state = loaded.state;
+        let path = backend.rescue_path();
+        if let Some(rescued) = rescue::read(&path)? {
             log::warn!(
-                "results of an earlier run are waiting in the rescue journal {}: they are not in \
-                 {} yet; the next apply from this machine records them first",
-                rescue.path().display(),
-                remote.url
+                "{} result(s) of an earlier run from this machine are kept in the rescue file {} \
+                 and not yet in {}: {}; the next apply from this machine records them first",
+                rescued.changes.len(),
+                path.display(),
+                remote.url,
+                rescued.ids().join(", ")
             );
+            for change in rescued.changes_for(&path, &mut state, !loaded.exists)? {
+                state.apply(&change);
+            }
         }
-        Ok(remote.load()?.state)
+        Ok(state)
     }
 
-    /// Removes the lock of `backend` if its id is `id`.
-    pub fn force_unlock(backend: &S3Backend, id: &str) -> Result<Unlocked, StateError> {
+    /// `force-unlock ID` for the lock of `backend` (see `lock::force_unlock`).
+    pub fn force_unlock(
+        backend: &S3Backend,
+        id: &str,
+        force: bool,
+        confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
+    ) -> Result<ForceUnlock, StateError> {
         let remote = Remote::new(backend)?;
-        lock::force_unlock(&remote.client, &remote.lock_key(), id)
+        lock::force_unlock(&remote.client, &remote.lock_key(), id, force, confirm)
     }
 
     /// The state URL, `s3://bucket/key`.
@@ -436,10 +462,107 @@ impl S3Store {
         &self.state
     }
 
+    /// Where [`rescue`](S3Store::rescue) writes, on this machine.
+    pub fn rescue_path(&self) -> &Path {
+        &self.rescue_path
+    }
+
+    /// The ids recorded at open from an earlier run's rescue file.
+    pub fn recovered(&self) -> &[String] {
+        &self.recovered
+    }
+
+    /// Writes `changes` as the next journal segment and applies them: one PUT, whatever the
+    /// batch size. After `Err` nothing is applied and the store refuses writes
+    /// ([`StateError::Poisoned`]) except [`recommit`](S3Store::recommit).
+    pub fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        self.check_poisoned()?;
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let line = journal::encode(&self.state.lineage, self.state.serial, changes)
+            .map_err(|e| RemoteError::Invalid(format!("cannot encode a record: {e}")))?;
+        let name = self.remote.segment(self.state.serial, self.pos.next_seq);
+        if let Err(e) = self.remote.create(&name, &line) {
+            let conflict =
+                matches!(&e, StateError::Remote(r) if matches!(**r, RemoteError::Conflict { .. }));
+            self.poisoned = Some(match conflict {
+                true => Poison::Final(e.to_string()),
+                false => Poison::Retryable {
+                    cause: e.to_string(),
+                    line,
+                },
+            });
+            return Err(e);
+        }
+        self.pos.next_seq += 1;
+        self.pos.journal_bytes += line.len() as u64;
+        for change in changes {
+            self.state.apply(change);
+        }
+        if self.pos.journal_bytes >= self.pos.snapshot_len.max(COMPACT_MIN_JOURNAL_BYTES) {
+            if let Err(e) = self.compact() {
+                log::warn!(
+                    "could not compact {} (the journal keeps everything): {e}",
+                    self.remote.url
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Retries a batch after [`commit`](S3Store::commit) failed. If the failed segment landed
+    /// after all (its answer was lost), it is counted and `changes` follow it (replaying a put
+    /// or a removal twice is harmless). Refused after a conflict.
+    pub fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        if let Some(Poison::Retryable { line, .. }) = &self.poisoned {
+            let name = self.remote.segment(self.state.serial, self.pos.next_seq);
+            if self.remote.holds(&name, line) {
+                self.pos.next_seq += 1;
+                self.pos.journal_bytes += line.len() as u64;
+            }
+            self.poisoned = None;
+        }
+        self.commit(changes)
+    }
+
+    /// Keeps `changes`, which the store could not take, in this machine's rescue file (see
+    /// `state::rescue`; created with a private directory) and returns its path. The lock then
+    /// stays held after this store is gone; the next open from this machine records them first.
+    pub fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        if let Some(dir) = self.rescue_path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| StateError::io(dir, "create the directory", e))?;
+        }
+        rescue::write(&self.rescue_path, &self.state, changes, &self.holder)?;
+        self.rescue_pending = true;
+        Ok(self.rescue_path.clone())
+    }
+
+    /// What to do after a write failed (see [`LockedStore::remedy`]).
+    ///
+    /// [`LockedStore::remedy`]: crate::state::LockedStore::remedy
+    pub fn remedy(&self) -> String {
+        let url = &self.remote.url;
+        if !self.rescue_pending {
+            return format!("Once {url} can be written again, run again.");
+        }
+        format!(
+            "Once {url} can be written again, run again from this machine: it records the \
+             rescued results before anything else. Until then the lock {id} stays held, so that \
+             no other machine works from a state that lacks them (to give them up, move the \
+             rescue file aside and run `nivis force-unlock {id}`).",
+            id = self.holder.id
+        )
+    }
+
     /// Replaces the whole state by `next` (state push, migration): seals the journal and
     /// writes `next` as the snapshot, with a serial above both.
     pub fn replace(&mut self, mut next: StateFile) -> Result<(), StateError> {
-        self.check_writable()?;
+        self.check_poisoned()?;
         next.serial = next.serial.max(self.state.serial) + 1;
         let (etag, len) = self
             .remote
@@ -449,7 +572,7 @@ impl S3Store {
                 self.pos.etag.as_deref(),
                 &next,
             )
-            .inspect_err(|_| self.stop_on_failure("replace"))?;
+            .inspect_err(|e| self.poison_after_seal("replace the state", e))?;
         let old = self.state.serial;
         self.after_snapshot(next, etag, len);
         self.remote.delete_namespace(old);
@@ -458,7 +581,7 @@ impl S3Store {
 
     /// Folds the journal into a new snapshot; `serial` goes up by one.
     pub fn compact(&mut self) -> Result<(), StateError> {
-        self.check_writable()?;
+        self.check_poisoned()?;
         let old = self.state.serial;
         self.state.serial += 1;
         let written = self.remote.replace_snapshot(
@@ -468,7 +591,7 @@ impl S3Store {
             &self.state,
         );
         self.state.serial = old;
-        let (etag, len) = written.inspect_err(|_| self.stop_on_failure("compact"))?;
+        let (etag, len) = written.inspect_err(|e| self.poison_after_seal("compact", e))?;
         let next = std::mem::replace(&mut self.state, StateFile::empty());
         self.after_snapshot(
             StateFile {
@@ -484,19 +607,10 @@ impl S3Store {
         Ok(())
     }
 
-    /// Records what remains, compacts and releases the lock. Results kept in the rescue
-    /// journal are tried once more; if they still cannot be recorded, the error names them and
-    /// the lock stays (the next run from this machine takes it over and records them first).
+    /// Compacts (if the journal holds anything) and releases the lock. A store refusing writes
+    /// is an error, and keeps the lock if its results wait in the rescue file.
     pub fn close(mut self) -> Result<(), StateError> {
-        if let Some(Stopped::Failing(_)) = &self.stopped {
-            self.retry_rescued()?;
-        }
-        if let Some(stopped) = &self.stopped {
-            let cause = match stopped {
-                Stopped::Failing(c) | Stopped::Conflict(c) => c.clone(),
-            };
-            return Err(self.not_recorded(cause));
-        }
+        self.check_poisoned()?;
         if self.pos.journal_pending() {
             if let Err(e) = self.compact() {
                 log::warn!(
@@ -514,172 +628,40 @@ impl S3Store {
         self.pos = Position::after_snapshot(etag, len);
     }
 
-    fn check_writable(&self) -> Result<(), StateError> {
-        match &self.stopped {
+    fn check_poisoned(&self) -> Result<(), StateError> {
+        match &self.poisoned {
             None => Ok(()),
-            Some(Stopped::Failing(cause) | Stopped::Conflict(cause)) => {
-                Err(RemoteError::Invalid(format!(
-                    "{} is not written any more in this run: {cause}",
-                    self.remote.url
-                ))
-                .into())
-            }
+            Some(poison) => Err(StateError::Poisoned {
+                path: PathBuf::from(&self.remote.url),
+                cause: poison.cause().to_string(),
+            }),
         }
     }
 
     /// After a failed snapshot replacement the namespace may be sealed: write nothing more.
-    fn stop_on_failure(&mut self, what: &str) {
-        self.stopped
-            .get_or_insert_with(|| Stopped::Failing(format!("{what} failed")));
+    fn poison_after_seal(&mut self, what: &str, e: &StateError) {
+        self.poisoned
+            .get_or_insert_with(|| Poison::Final(format!("could not {what}: {e}")));
     }
 
-    /// Writes `changes` as the next journal segment.
-    fn append(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        let line = journal::encode(&self.state.lineage, self.state.serial, changes)
-            .map_err(|e| RemoteError::Invalid(format!("cannot encode a record: {e}")))?;
-        let name = self.remote.segment(self.state.serial, self.pos.next_seq);
-        self.remote.create(&name, &line)?;
-        self.pos.next_seq += 1;
-        self.pos.journal_bytes += line.len() as u64;
-        Ok(())
-    }
-
-    /// Keeps `changes` in the rescue journal after `cause` stopped remote writes; they are
-    /// applied in memory (they happened), and the error names them.
-    fn rescue_changes(&mut self, changes: &[Change], cause: String) -> StateError {
-        let ids: Vec<String> = changes.iter().map(|c| c.id().to_string()).collect();
-        let (lineage, serial) = (self.state.lineage.clone(), self.state.serial);
-        match self
-            .rescue
-            .append(&self.rescue_header, &lineage, serial, changes)
-        {
-            Ok(()) => {
-                for change in changes {
-                    self.state.apply(change);
-                }
-                RemoteError::NotRecorded {
-                    state: self.remote.url.clone(),
-                    ids,
-                    rescue: Some(self.rescue.path().to_path_buf()),
-                    cause,
-                }
-                .into()
-            }
-            Err(e) => RemoteError::NotRecorded {
-                state: self.remote.url.clone(),
-                ids,
-                rescue: None,
-                cause: format!(
-                    "{cause}; writing the rescue journal {} failed too ({e}): these objects \
-                     exist but are recorded nowhere; import them or delete them by hand",
-                    self.rescue.path().display()
-                ),
-            }
-            .into(),
-        }
-    }
-
-    /// Records the results an earlier run kept in the rescue journal, before anything else.
-    fn push_rescued(&mut self, rescued: Rescued, remote_exists: bool) -> Result<(), StateError> {
-        let ids: Vec<String> = rescued.ids().into_iter().collect();
-        let path = self.rescue.path().to_path_buf();
-        let url = self.remote.url.clone();
-        let invalid = |why: String| -> StateError {
-            RemoteError::Invalid(format!(
-                "the rescue journal {} cannot be recorded in {url}: {why}; move it aside once \
-                 you have dealt with its results ({})",
+    /// Records the results an earlier run kept in the rescue file, before anything else.
+    fn record_rescued(&mut self, rescued: Rescued, fresh: bool) -> Result<(), StateError> {
+        let ids = rescued.ids();
+        let path = self.rescue_path.clone();
+        let changes = rescued.changes_for(&path, &mut self.state, fresh)?;
+        self.commit(&changes).map_err(|e| {
+            StateError::from(RemoteError::Invalid(format!(
+                "cannot record the rescue file {} in {}: {e}; its results ({}) stay in it and \
+                 the next run from this machine tries again",
                 path.display(),
+                self.remote.url,
                 ids.join(", ")
-            ))
-            .into()
-        };
-        if rescued.header.state != self.remote.url {
-            return Err(invalid(format!("it belongs to {}", rescued.header.state)));
-        }
-        let mut changes = Vec::new();
-        for (lineage, _, record) in rescued.records {
-            if lineage != self.state.lineage {
-                if remote_exists || !changes.is_empty() {
-                    return Err(invalid(format!(
-                        "it extends state lineage {lineage}, the remote state has lineage {}",
-                        self.state.lineage
-                    )));
-                }
-                // The remote state was never created: the rescued results start it.
-                self.state = StateFile::with_lineage(lineage);
-            }
-            changes.extend(record);
-        }
-        if !changes.is_empty() {
-            self.append(&changes).map_err(|e| {
-                StateError::from(RemoteError::NotRecorded {
-                    state: self.remote.url.clone(),
-                    ids: ids.clone(),
-                    rescue: Some(path.clone()),
-                    cause: e.to_string(),
-                })
-            })?;
-            for change in &changes {
-                self.state.apply(change);
-            }
-        }
-        self.rescue
-            .remove()
-            .map_err(|e| invalid(format!("recorded, but removing it failed: {e}")))?;
-        log::warn!(
-            "recorded {} result(s) an earlier run kept in the rescue journal {}: {}",
-            ids.len(),
-            path.display(),
-            ids.join(", ")
-        );
+            )))
+        })?;
+        rescue::remove(&path)?;
+        self.rescue_pending = false;
+        self.recovered = ids;
         Ok(())
-    }
-
-    /// One more try, at close, to record what this run kept in the rescue journal.
-    fn retry_rescued(&mut self) -> Result<(), StateError> {
-        let Some(rescued) = self.rescue.load().ok().flatten() else {
-            return Ok(());
-        };
-        let changes: Vec<Change> = rescued
-            .records
-            .into_iter()
-            .flat_map(|(_, _, c)| c)
-            .collect();
-        if self.append(&changes).is_ok() && self.rescue.remove().is_ok() {
-            self.stopped = None;
-            log::warn!(
-                "{} became reachable again: the results kept in the rescue journal are recorded",
-                self.remote.url
-            );
-        }
-        Ok(())
-    }
-
-    fn not_recorded(&self, cause: String) -> StateError {
-        let mut ids: BTreeSet<String> = self.rescue.appended_ids().clone();
-        if let Ok(Some(r)) = self.rescue.load() {
-            ids.extend(r.ids());
-        }
-        let rescue = self
-            .rescue
-            .path()
-            .exists()
-            .then(|| self.rescue.path().to_path_buf());
-        let lock = self
-            .lock
-            .as_ref()
-            .map(|l| l.info.id.clone())
-            .unwrap_or_default();
-        RemoteError::NotRecorded {
-            state: self.remote.url.clone(),
-            ids: ids.into_iter().collect(),
-            rescue,
-            cause: format!(
-                "{cause}. The lock {lock} stays held so that no other machine works from a \
-                 state that lacks them"
-            ),
-        }
-        .into()
     }
 
     fn release(&mut self) {
@@ -688,7 +670,7 @@ impl S3Store {
             match lock::release(&self.remote.client, &held) {
                 Ok(None) => log::info!(
                     "released the lock {} in {:.1} ms",
-                    held.info.id,
+                    held.holder.id,
                     started.elapsed().as_secs_f64() * 1000.0
                 ),
                 Ok(Some(warning)) => log::warn!("{warning}"),
@@ -696,7 +678,7 @@ impl S3Store {
                     "could not release the lock of {}: {e}; once this run is over, `nivis \
                      force-unlock {}` removes it",
                     self.remote.url,
-                    held.info.id
+                    held.holder.id
                 ),
             }
         }
@@ -705,9 +687,9 @@ impl S3Store {
 
 impl Drop for S3Store {
     fn drop(&mut self) {
-        // With results only in the rescue journal, the lock stays so that nobody else works from
-        // a state that lacks them; the next run from this machine takes it over.
-        if !self.rescue.path().exists() {
+        // With results only in the rescue file, the lock stays so that nobody else works from a
+        // state that lacks them; the next run from this machine takes it over.
+        if !self.rescue_pending {
             self.release();
         }
     }
@@ -718,85 +700,9 @@ impl StateStore for S3Store {
         &self.state
     }
 
-    /// Writes one journal segment. After `Err` the changes are in the rescue journal (named
-    /// in the error) and applied in memory, or, if even that failed, the error says so; either
-    /// way nothing more is written remotely in this run.
     fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        if changes.is_empty() {
-            return Ok(());
-        }
-        if let Some(stopped) = &self.stopped {
-            let cause = match stopped {
-                Stopped::Failing(c) | Stopped::Conflict(c) => c.clone(),
-            };
-            return Err(self.rescue_changes(changes, cause));
-        }
-        if let Err(e) = self.append(changes) {
-            let cause = e.to_string();
-            self.stopped = Some(match &e {
-                StateError::Remote(r) if matches!(**r, RemoteError::Conflict { .. }) => {
-                    Stopped::Conflict(cause.clone())
-                }
-                _ => Stopped::Failing(cause.clone()),
-            });
-            return Err(self.rescue_changes(changes, cause));
-        }
-        for change in changes {
-            self.state.apply(change);
-        }
-        if self.pos.journal_bytes >= self.pos.snapshot_len.max(COMPACT_MIN_JOURNAL_BYTES) {
-            if let Err(e) = self.compact() {
-                log::warn!(
-                    "could not compact {} (the journal keeps everything): {e}",
-                    self.remote.url
-                );
-            }
-        }
-        Ok(())
+        S3Store::commit(self, changes)
     }
-}
-
-/// Takes the lock; if it is held by this machine's earlier run whose results are in the rescue
-/// journal and that process is gone, takes it over.
-fn take_lock(
-    client: &Client,
-    key: &str,
-    info: LockInfo,
-    wait: Option<Duration>,
-    pending: Option<&Rescued>,
-) -> Result<HeldLock, StateError> {
-    match lock::acquire(client, key, info.clone(), wait) {
-        Err(StateError::Remote(e)) => {
-            if let (
-                RemoteError::Locked {
-                    holder: Some(h), ..
-                },
-                Some(p),
-            ) = (&*e, pending)
-            {
-                if h.id == p.header.lock_id && h.host == info.host && !process_alive(h.pid) {
-                    lock::force_unlock(client, key, &h.id)?;
-                    log::warn!(
-                        "took over the lock {} of an earlier run from this machine (pid {}, gone)",
-                        h.id,
-                        h.pid
-                    );
-                    return lock::acquire(client, key, info, wait);
-                }
-            }
-            Err(StateError::Remote(e))
-        }
-        other => other,
-    }
-}
-
-fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 fn refuse_silent_migration(url: &str, local: &Path) -> Result<(), StateError> {
