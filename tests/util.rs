@@ -396,6 +396,32 @@ pub struct RemoteDiff {
     pub duplicated: BTreeMap<String, Vec<String>>,
 }
 
+impl RemoteDiff {
+    /// After Nivis was killed -9 mid-apply: everything recorded is alive and nothing was created
+    /// twice; only creates whose answer was in flight can be alive unrecorded (nobody can record
+    /// them, as in Terraform), at most one per worker.
+    pub fn assert_killed_mid_apply(&self, workers: usize) {
+        assert!(self.phantoms.is_empty(), "{self:?}");
+        assert!(self.duplicated.is_empty(), "{self:?}");
+        assert!(
+            self.orphans.len() <= workers,
+            "more orphans than workers: {self:?}"
+        );
+    }
+
+    /// After the run that followed `killed`: everything recorded is alive, the rerun orphaned
+    /// nothing, and only resources whose object was orphaned by the kill have two objects.
+    pub fn assert_rerun_after(&self, killed: &RemoteDiff) {
+        assert!(self.phantoms.is_empty(), "{self:?}");
+        assert_eq!(self.orphans, killed.orphans, "the rerun orphaned nothing");
+        let orphan_labels: Vec<&String> = killed.orphans.iter().map(|(_, l)| l).collect();
+        assert!(
+            self.duplicated.keys().all(|l| orphan_labels.contains(&l)),
+            "{self:?}"
+        );
+    }
+}
+
 /// The fakes' object log (`NIVIS_FAKE_OBJECT_LOG`): one JSON line per remote object created or
 /// deleted, in order.
 pub struct ObjectLog {

@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use super::{confirm_prompt, exit, fail, ForceUnlockArgs, StateArgs};
 use crate::nixeval;
 use crate::render::outln;
-use crate::state::{Backend, ForceUnlock, LockHolder, StateFile, Store, SCHEMA_VERSION};
+use crate::state::{parse_snapshot, Backend, ForceUnlock, LockHolder, StateFile, Store};
 
 /// The backend for `args`, reading `nivis.backend` (the plan attribute's sibling `backend`)
 /// from `flake` when it is a flake (a directory without `flake.nix` is not).
@@ -230,29 +230,17 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
     }
 }
 
+/// Reads a state file to push (as `nivis state pull` prints it), with the snapshot's own
+/// checks (format version, shape).
 fn read_state_file(file: &Path) -> Result<StateFile, String> {
+    // A device or a pipe (/dev/zero) would be read forever.
+    match std::fs::metadata(file) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(format!("{}: not a regular file", file.display())),
+        Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+    }
     let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let state: StateFile = serde_json::from_slice(&bytes).map_err(|e| {
-        format!(
-            "{} is not a Nivis state (as `nivis state pull` prints): {e}",
-            file.display()
-        )
-    })?;
-    if state.schema_version != SCHEMA_VERSION {
-        return Err(format!(
-            "{} has state format version {}; this nivis writes version {SCHEMA_VERSION}",
-            file.display(),
-            state.schema_version
-        ));
-    }
-    if let Some((key, r)) = state.resources.iter().find(|(k, r)| **k != r.id) {
-        return Err(format!(
-            "{}: the resource under {key:?} has id {:?}",
-            file.display(),
-            r.id
-        ));
-    }
-    Ok(state)
+    parse_snapshot(file, &bytes).map_err(|e| e.to_string())
 }
 
 /// Where the run directory of `backend` is keyed: its description.

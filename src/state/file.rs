@@ -529,8 +529,9 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
     Ok((Some(parse_snapshot(path, &bytes)?), bytes.len() as u64))
 }
 
-/// Parses snapshot bytes read from `path` (a file, or a remote object's URL).
-pub(super) fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
+/// Parses snapshot bytes read from `path` (a state file, a remote object's URL, or a file
+/// `state push` was given): the format version first, then the shape.
+pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     // Check the version before the shape, so a newer format says so instead of failing to parse.
     let corrupt = |e: String| StateError::corrupt(path, None, e);
     let object: Map<String, Value> =

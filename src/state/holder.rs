@@ -4,13 +4,14 @@
 //! The record is plain data, serialised as JSON into whatever carries the lock (the local lock
 //! file, `lock.rs`; the S3 lock object, `s3/lock.rs`), so every lock mechanism shares one notion
 //! of a holder and of its id, the id `force-unlock` must name, and one set of checks
-//! ([`check_force_unlock`]) and outcomes ([`ForceUnlock`]). [`LockHolder::liveness`] answers from
+//! ([`check_force_unlock`]) and outcomes ([`ForceUnlock`]), and one way to wait for a busy lock
+//! ([`LockWait`]). [`LockHolder::liveness`] answers from
 //! this machine's process table alone and takes no lock: it is separate from the locking itself.
 //! Not: taking, releasing or removing locks (the lock mechanisms).
 
 use std::fmt;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -174,6 +175,47 @@ pub(crate) fn check_force_unlock(
             holder: Box::new(h.clone()),
         }),
         _ => Ok(()),
+    }
+}
+
+/// Waiting for a busy lock, whatever carries it: the caller tries, and on a busy lock asks
+/// [`LockWait::pause`] whether to try again. Pauses double from `first` up to `longest`, and
+/// the last one is cut to end at the deadline.
+pub(crate) struct LockWait {
+    start: Instant,
+    deadline: Option<Instant>,
+    pause: Duration,
+    longest: Duration,
+}
+
+impl LockWait {
+    /// Waits up to `wait` in all (`None`: do not wait).
+    pub(crate) fn new(wait: Option<Duration>, first: Duration, longest: Duration) -> LockWait {
+        let start = Instant::now();
+        LockWait {
+            start,
+            deadline: wait.map(|w| start + w),
+            pause: first,
+            longest,
+        }
+    }
+
+    /// Sleeps until the next try and returns `true`, or returns `false` once the wait is over.
+    pub(crate) fn pause(&mut self) -> bool {
+        let now = Instant::now();
+        match self.deadline {
+            Some(deadline) if now < deadline => {
+                std::thread::sleep(self.pause.min(deadline - now));
+                self.pause = (self.pause * 2).min(self.longest);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// How long the caller has waited so far.
+    pub(crate) fn waited(&self) -> Duration {
+        self.start.elapsed()
     }
 }
 

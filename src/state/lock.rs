@@ -13,10 +13,10 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::error::StateError;
-use super::holder::{check_force_unlock, unix_now, ForceUnlock, LockHolder};
+use super::holder::{check_force_unlock, unix_now, ForceUnlock, LockHolder, LockWait};
 
 /// A held lock; released (and its holder record cleared) on drop.
 #[derive(Debug)]
@@ -32,9 +32,7 @@ impl FileLock {
         mut holder: LockHolder,
         wait: Option<Duration>,
     ) -> Result<FileLock, StateError> {
-        let start = Instant::now();
-        let deadline = wait.map(|w| start + w);
-        let mut pause = Duration::from_millis(5);
+        let mut waiting = LockWait::new(wait, Duration::from_millis(5), Duration::from_millis(100));
         loop {
             let file = open_lock_file(path)?;
             match fs2::FileExt::try_lock_exclusive(&file) {
@@ -53,19 +51,12 @@ impl FileLock {
                 Err(e) => return Err(StateError::io(path, "lock", e)),
             }
             drop(file);
-            let now = Instant::now();
-            match deadline {
-                Some(deadline) if now < deadline => {
-                    std::thread::sleep(pause.min(deadline - now));
-                    pause = (pause * 2).min(Duration::from_millis(100));
-                }
-                _ => {
-                    return Err(StateError::Locked {
-                        path: path.to_path_buf(),
-                        holder: read_holder(path).map(Box::new),
-                        waited: now - start,
-                    })
-                }
+            if !waiting.pause() {
+                return Err(StateError::Locked {
+                    path: path.to_path_buf(),
+                    holder: read_holder(path).map(Box::new),
+                    waited: waiting.waited(),
+                });
             }
         }
     }

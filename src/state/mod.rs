@@ -150,7 +150,9 @@ mod testutil;
 
 pub use backend::{Backend, LockedStore, DEFAULT_ENV};
 pub use error::StateError;
-pub use file::{Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH, JOURNAL_RESERVE_BYTES};
+pub use file::{
+    parse_snapshot, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH, JOURNAL_RESERVE_BYTES,
+};
 pub use holder::{ForceUnlock, Liveness, LockHolder};
 pub use memory::MemoryStore;
 pub use model::{

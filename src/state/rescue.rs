@@ -188,19 +188,8 @@ pub(crate) fn remove(path: &Path) -> Result<(), StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{ResourceKind, ResourceState};
+    use crate::state::testutil::put;
     use std::os::unix::fs::PermissionsExt;
-
-    fn put(id: &str) -> Change {
-        Change::Put(ResourceState::new(
-            id,
-            ResourceKind::Managed,
-            "p",
-            "src",
-            "t",
-            serde_json::json!({"id": id}),
-        ))
-    }
 
     #[test]
     fn a_rescue_file_is_a_private_journal_line_naming_its_writer() {
@@ -209,7 +198,7 @@ mod tests {
         assert_eq!(read(&path).unwrap(), None);
         let state = StateFile::with_lineage("lin");
         let writer = LockHolder::current("nivis apply");
-        let changes = [put("a"), Change::Remove("b".into()), put("a")];
+        let changes = [put("a", 1), Change::Remove("b".into()), put("a", 2)];
         write(&path, &state, &changes, &writer).unwrap();
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
@@ -232,7 +221,7 @@ mod tests {
 
         // Another state's lineage is refused; a fresh state adopts it.
         let mut other = StateFile::with_lineage("other");
-        other.apply(&put("x"));
+        other.apply(&put("x", 1));
         let err = back.clone().changes_for(&path, &mut other, false);
         assert!(err.unwrap_err().to_string().contains("lineage lin"));
         let mut fresh = StateFile::empty();

@@ -319,25 +319,15 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     // Everything recorded exists; a create whose answer was in flight at the kill cannot be
     // recorded by anyone (as in Terraform): at most one per worker.
     let killed = a.project.remote_vs(&recorded_in(&b.pulled()));
-    assert!(killed.phantoms.is_empty(), "{killed:?}");
-    assert!(killed.duplicated.is_empty(), "{killed:?}");
-    assert!(
-        killed.orphans.len() <= 10,
-        "more orphans than workers: {killed:?}"
-    );
+    killed.assert_killed_mid_apply(10);
 
     // The next apply completes: nothing recorded is lost or created again.
     let b = b.env("NIVIS_FAKE_COUNTER", "3000");
     assert_success(&b.run(&["apply"], &["--auto-approve", "--var", "n=40"]));
     assert_eq!(a.ids().len(), 40);
-    let after = a.project.remote_vs(&recorded_in(&a.pulled()));
-    assert!(after.phantoms.is_empty(), "{after:?}");
-    assert_eq!(after.orphans, killed.orphans, "the rerun orphaned nothing");
-    let orphan_labels: Vec<&String> = killed.orphans.iter().map(|(_, l)| l).collect();
-    assert!(
-        after.duplicated.keys().all(|l| orphan_labels.contains(&l)),
-        "{after:?}"
-    );
+    a.project
+        .remote_vs(&recorded_in(&a.pulled()))
+        .assert_rerun_after(&killed);
     assert!(
         client.get("team/nivis.state.lock").unwrap().is_none(),
         "lock released"

@@ -13,11 +13,11 @@
 //! after the user has checked that the holder is gone.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::client::{Client, Condition, S3Error};
 use super::RemoteError;
-use crate::state::holder::{check_force_unlock, unix_now, ForceUnlock, Liveness};
+use crate::state::holder::{check_force_unlock, unix_now, ForceUnlock, Liveness, LockWait};
 use crate::state::{LockHolder, StateError};
 
 /// A lock this process holds.
@@ -45,10 +45,9 @@ pub fn acquire(
     mut holder: LockHolder,
     wait: Option<Duration>,
 ) -> Result<HeldLock, StateError> {
-    let start = Instant::now();
+    let mut waiting = LockWait::new(wait, Duration::from_millis(50), Duration::from_secs(1));
     holder.since = unix_now();
     let body = serde_json::to_vec_pretty(&holder).expect("a lock holder serialises");
-    let mut pause = Duration::from_millis(50);
     loop {
         let current = match client.put(key, &body, Condition::Absent) {
             Ok(_) => {
@@ -70,21 +69,14 @@ pub fn acquire(
             }
             Err(e) => return Err(RemoteError::s3(format!("take the lock {key}"), e).into()),
         };
-        let waited = start.elapsed();
-        match wait {
-            Some(wait) if waited < wait => {
-                std::thread::sleep(pause.min(wait - waited));
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            // Released between our create and our read: try again at once.
-            _ if current.is_none() && waited < Duration::from_secs(5) => {}
-            _ => {
-                return Err(StateError::Locked {
-                    path: url(client, key),
-                    holder: current.map(Box::new),
-                    waited,
-                })
-            }
+        // Released between our create and our read: try again at once.
+        let released = current.is_none() && waiting.waited() < Duration::from_secs(5);
+        if !released && !waiting.pause() {
+            return Err(StateError::Locked {
+                path: url(client, key),
+                holder: current.map(Box::new),
+                waited: waiting.waited(),
+            });
         }
     }
 }
