@@ -261,8 +261,12 @@ impl StateHolder {
             (Ok(v), Ok(())) => Ok(v),
             (Ok(_), Err(e)) => Err(EngineError::State(e)),
             (Err(e), closed) => {
-                if let Err(c) = closed {
-                    log::warn!("closing the state: {c}");
+                match closed {
+                    // The store refuses writes because of the failure the error already reports.
+                    Err(StateError::Poisoned { .. }) if matches!(e, EngineError::StateWrite(_)) => {
+                    }
+                    Err(c) => log::warn!("closing the state: {c}"),
+                    Ok(()) => {}
                 }
                 Err(e)
             }

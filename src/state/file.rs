@@ -72,7 +72,7 @@ pub struct Store {
     poisoned: Option<Poison>,
     /// Ids whose changes an earlier run left in the rescue file and this open recorded.
     recovered: Vec<String>,
-    lock: FileLock,
+    _lock: FileLock,
 }
 
 impl Store {
@@ -126,7 +126,7 @@ impl Store {
             space_error: None,
             poisoned: None,
             recovered: Vec::new(),
-            lock,
+            _lock: lock,
         };
         store.fold_rescue(fresh && store.journal_len == 0)?;
         if store.journal_len > 0 {
@@ -294,7 +294,7 @@ impl Store {
     /// the module doc of [`crate::state`]) and returns its path. The next [`open`](Store::open)
     /// commits them first. Fails if a rescue file already exists.
     pub fn rescue(&self, changes: &[Change]) -> Result<PathBuf, StateError> {
-        rescue::write(&self.paths.rescue, &self.state, changes, self.lock.holder())?;
+        rescue::write(&self.paths.rescue, &self.state, changes)?;
         Ok(self.paths.rescue.clone())
     }
 

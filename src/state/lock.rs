@@ -22,7 +22,6 @@ use super::holder::{check_force_unlock, unix_now, ForceUnlock, LockHolder, LockW
 #[derive(Debug)]
 pub(crate) struct FileLock {
     file: File,
-    holder: LockHolder,
 }
 
 impl FileLock {
@@ -43,7 +42,7 @@ impl FileLock {
                         holder.since = unix_now();
                         write_holder(&file, &holder)
                             .map_err(|e| StateError::io(path, "write the holder into", e))?;
-                        return Ok(FileLock { file, holder });
+                        return Ok(FileLock { file });
                     }
                     continue;
                 }
@@ -59,13 +58,6 @@ impl FileLock {
                 });
             }
         }
-    }
-}
-
-impl FileLock {
-    /// The record written into the lock.
-    pub(crate) fn holder(&self) -> &LockHolder {
-        &self.holder
     }
 }
 

@@ -8,23 +8,17 @@
 //! read-only reader applies it in memory.
 //!
 //! The format is the journal's: one line per rescue, a journal record (`schemaVersion`,
-//! `lineage`, `serial`, `changes`, read by the journal's own line parser), plus `heldLock`, the
-//! [`LockHolder`] of the run that wrote it. A remote store keeps that lock after a rescue (no
-//! other machine may work from a state that lacks the rescued results), and the record lets the
-//! writer's next run on this host take the lock over once the writer is gone. The file is created
-//! new (never over an existing file, never through a symlink), mode 0600 like every state file,
-//! and synced with its directory. Not: deciding when to rescue (the engine), the journal itself
-//! (`journal.rs`).
+//! `lineage`, `serial`, `changes`) read by the journal's own line parser. The file is created new
+//! (never over an existing file, never through a symlink), mode 0600 like every state file, and
+//! synced with its directory. Not: deciding when to rescue (the engine), where the file lives
+//! (each store), the journal itself (`journal.rs`).
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use serde_json::{Map, Value};
-
 use super::error::StateError;
-use super::holder::LockHolder;
 use super::journal::{self, BadLine};
 use super::model::{Change, StateFile, SCHEMA_VERSION};
 
@@ -35,8 +29,6 @@ pub(crate) struct Rescued {
     pub(crate) lineage: String,
     /// The rescued changes, in order.
     pub(crate) changes: Vec<Change>,
-    /// The lock its writer held, when it recorded one.
-    pub(crate) held_lock: Option<LockHolder>,
 }
 
 impl Rescued {
@@ -76,15 +68,9 @@ impl Rescued {
     }
 }
 
-/// Writes `changes` (extending `state`, written by `holder`) to the new file `path`. Fails if it
-/// exists.
-pub(crate) fn write(
-    path: &Path,
-    state: &StateFile,
-    changes: &[Change],
-    holder: &LockHolder,
-) -> Result<(), StateError> {
-    let line = encode(state, changes, holder)
+/// Writes `changes` (extending `state`) to the new file `path`. Fails if it exists.
+pub(crate) fn write(path: &Path, state: &StateFile, changes: &[Change]) -> Result<(), StateError> {
+    let line = journal::encode(&state.lineage, state.serial, changes)
         .map_err(|e| StateError::io(path, "encode", io::Error::other(e)))?;
     let mut file = OpenOptions::new()
         .write(true)
@@ -99,20 +85,6 @@ pub(crate) fn write(
         return Err(StateError::io(path, "write", e));
     }
     super::file::sync_parent(path)
-}
-
-/// A journal line with the writer's lock added.
-fn encode(
-    state: &StateFile,
-    changes: &[Change],
-    holder: &LockHolder,
-) -> serde_json::Result<Vec<u8>> {
-    let line = journal::encode(&state.lineage, state.serial, changes)?;
-    let mut record: Map<String, Value> = serde_json::from_slice(&line)?;
-    record.insert("heldLock".into(), serde_json::to_value(holder)?);
-    let mut line = serde_json::to_vec(&record)?;
-    line.push(b'\n');
-    Ok(line)
 }
 
 /// What the rescue file at `path` holds, if there is one.
@@ -152,22 +124,14 @@ pub(crate) fn read(path: &Path) -> Result<Option<Rescued>, StateError> {
             Err(BadLine::Garbled(e)) => return Err(corrupt(e.to_string())),
             Err(BadLine::Invalid(e)) => return Err(corrupt(e)),
         };
-        let held_lock = serde_json::from_slice::<Map<String, Value>>(line)
-            .ok()
-            .and_then(|mut m| m.remove("heldLock"))
-            .and_then(|h| serde_json::from_value(h).ok());
         match &mut rescued {
             None => {
                 rescued = Some(Rescued {
                     lineage: record.lineage,
                     changes: record.changes,
-                    held_lock,
                 })
             }
-            Some(r) if r.lineage == record.lineage => {
-                r.changes.extend(record.changes);
-                r.held_lock = held_lock.or(r.held_lock.take());
-            }
+            Some(r) if r.lineage == record.lineage => r.changes.extend(record.changes),
             Some(r) => {
                 return Err(corrupt(format!(
                     "the line extends state lineage {}, the lines before it lineage {}",
@@ -192,24 +156,22 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn a_rescue_file_is_a_private_journal_line_naming_its_writer() {
+    fn a_rescue_file_is_a_private_journal_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.rescue");
         assert_eq!(read(&path).unwrap(), None);
         let state = StateFile::with_lineage("lin");
-        let writer = LockHolder::current("nivis apply");
         let changes = [put("a", 1), Change::Remove("b".into()), put("a", 2)];
-        write(&path, &state, &changes, &writer).unwrap();
+        write(&path, &state, &changes).unwrap();
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
         assert!(
-            write(&path, &state, &changes, &writer).is_err(),
+            write(&path, &state, &changes).is_err(),
             "never over an existing rescue file"
         );
         let back = read(&path).unwrap().unwrap();
-        assert_eq!(back.held_lock.as_ref(), Some(&writer));
         assert_eq!(back.ids(), ["a", "b"]);
 
         // The journal's parser reads the line as a journal record.

@@ -2,7 +2,7 @@
 //!
 //! Owns: acquiring it with a wait, releasing only a lock that is still ours (checked by id,
 //! deleted with `If-Match` on its ETag), removing it for `force-unlock`, and taking over the lock
-//! of this machine's earlier run that is gone. The object holds a [`LockHolder`] as JSON, the
+//! of a run on this machine that is gone when its results wait in the rescue file. The object holds a [`LockHolder`] as JSON, the
 //! same record the local lock file holds, and `force-unlock` applies the same checks
 //! ([`check_force_unlock`]): the id must match, and a holder alive on this host keeps it unless
 //! forced. Not: what the lock protects (see `store`).
@@ -153,23 +153,19 @@ pub fn force_unlock(
     }
 }
 
-/// Removes the lock `key` if `writer` holds it and is gone ([`Liveness::Gone`]: on this host,
-/// no process with its pid and start time): the lock an earlier run kept because its results
-/// are in this machine's rescue file. Returns whether it did.
-pub fn take_over(client: &Client, key: &str, writer: &LockHolder) -> Result<bool, StateError> {
+/// Removes the lock `key` if its holder is gone ([`Liveness::Gone`]: on this host, no process
+/// with its pid and start time runs): for a run that finds results of an earlier run in this
+/// machine's rescue file, whose writer kept the lock for them. Returns the holder removed.
+pub fn take_over(client: &Client, key: &str) -> Result<Option<LockHolder>, StateError> {
     let Some(found) = read(client, key)? else {
-        return Ok(false);
+        return Ok(None);
     };
-    let ours = found
-        .holder
-        .as_ref()
-        .is_some_and(|h| h.id == writer.id && h.liveness() == Liveness::Gone);
-    if !ours {
-        return Ok(false);
-    }
+    let Some(holder) = found.holder.filter(|h| h.liveness() == Liveness::Gone) else {
+        return Ok(None);
+    };
     match client.delete(key, Condition::Matches(&found.etag)) {
-        Ok(()) => Ok(true),
-        Err(S3Error::PreconditionFailed { .. }) => Ok(false),
+        Ok(()) => Ok(Some(holder)),
+        Err(S3Error::PreconditionFailed { .. }) => Ok(None),
         Err(e) => Err(RemoteError::s3(format!("take over the lock {key}"), e).into()),
     }
 }

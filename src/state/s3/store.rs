@@ -333,8 +333,6 @@ pub struct S3Store {
     pos: Position,
     /// The lock, until released.
     lock: Option<HeldLock>,
-    /// Our lock record, for the rescue file.
-    holder: LockHolder,
     rescue_path: PathBuf,
     /// A rescue file of this state is waiting on this machine: the lock must outlive this
     /// store, so that no other machine works from a state that lacks its results.
@@ -374,13 +372,15 @@ impl S3Store {
             .probe(&remote.key)
             .map_err(|e| remote.fail("open", e))?;
         let lock_key = remote.lock_key();
-        if let Some(writer) = pending.as_ref().and_then(|p| p.held_lock.as_ref()) {
-            if lock::take_over(&remote.client, &lock_key, writer)? {
+        if pending.is_some() {
+            // The run that rescued them kept the lock (or a later open that could not record
+            // them did); once it is gone, the lock is this machine's to take.
+            if let Some(gone) = lock::take_over(&remote.client, &lock_key)? {
                 log::warn!(
-                    "took over the lock {} that an earlier run from this machine (pid {}, gone) \
-                     kept for the results in its rescue file",
-                    writer.id,
-                    writer.pid
+                    "took over the lock {} of an earlier run from this machine ({gone}; gone), \
+                     kept for the results in the rescue file {}",
+                    gone.id,
+                    rescue_path.display()
                 );
             }
         }
@@ -393,7 +393,6 @@ impl S3Store {
             started.elapsed().as_secs_f64() * 1000.0
         );
         let mut store = S3Store {
-            holder: held.holder.clone(),
             remote,
             state: StateFile::empty(),
             pos: Position::default(),
@@ -537,7 +536,7 @@ impl S3Store {
                 .create(dir)
                 .map_err(|e| StateError::io(dir, "create the directory", e))?;
         }
-        rescue::write(&self.rescue_path, &self.state, changes, &self.holder)?;
+        rescue::write(&self.rescue_path, &self.state, changes)?;
         self.rescue_pending = true;
         Ok(self.rescue_path.clone())
     }
@@ -550,12 +549,12 @@ impl S3Store {
         if !self.rescue_pending {
             return format!("Once {url} can be written again, run again.");
         }
+        let id = self.lock.as_ref().map_or("", |l| l.holder.id.as_str());
         format!(
             "Once {url} can be written again, run again from this machine: it records the \
              rescued results before anything else. Until then the lock {id} stays held, so that \
              no other machine works from a state that lacks them (to give them up, move the \
-             rescue file aside and run `nivis force-unlock {id}`).",
-            id = self.holder.id
+             rescue file aside and run `nivis force-unlock {id}`)."
         )
     }
 
