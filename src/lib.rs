@@ -20,6 +20,7 @@
 //! Beside the pipeline, [`codegen`] turns a provider schema into typed Nix constructors and
 //! reference docs (`nivis gen`).
 
+pub mod child;
 pub mod cli;
 pub mod codegen;
 pub mod diag;

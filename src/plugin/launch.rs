@@ -5,10 +5,9 @@
 //! go-plugin reads it), telling a provider that exited apart from one that never answers,
 //! draining the child's stdout and stderr for its whole life, re-logging provider log lines, and
 //! keeping the tail of stderr (a panic trace included) for error messages. The process itself
-//! (its group, bounded reads, killing and reaping) is `child`'s. Not: gRPC calls (see `client`),
+//! (its group, bounded reads, killing and reaping) is `crate::child`'s. Not: gRPC calls (see `client`),
 //! message conversion, schemas.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -17,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, RecvTimeoutError};
 
-use super::child::{self, Child, Line, Lines, MAX_LINE};
+use crate::child::{self, Child, End, Line, LineReader, Stdin, Tail, MAX_LINE};
 
 /// The cookie go-plugin servers expect; without it a provider refuses to start.
 const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
@@ -210,20 +209,19 @@ pub fn parse_handshake(line: &str) -> Result<Handshake, String> {
     Ok(Handshake { protocol, target })
 }
 
-/// What we keep of a provider's stderr.
-#[derive(Default)]
+/// What we keep of a provider's stderr: its last lines, and a Go panic trace whole.
 struct StderrTail {
-    lines: VecDeque<String>,
+    lines: Tail,
     panic: Vec<String>,
 }
 
 impl StderrTail {
     fn text(&self) -> String {
-        let mut out: Vec<&str> = self.lines.iter().map(String::as_str).collect();
-        if !self.panic.is_empty() {
-            out = self.panic.iter().map(String::as_str).collect();
+        if self.panic.is_empty() {
+            self.lines.text()
+        } else {
+            self.panic.join("\n")
         }
-        out.join("\n")
     }
 }
 
@@ -264,19 +262,23 @@ impl PluginProcess {
             .env_remove("PLUGIN_CLIENT_CERT")
             .env_remove("PLUGIN_MULTIPLEX_GRPC")
             .envs(spec.env.iter().map(|(k, v)| (k, v)));
-        let (child, pipes) = Child::spawn(command).map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => LaunchError::NotFound {
-                name: name.clone(),
-                path: spec.path.clone(),
-            },
-            _ => LaunchError::NotExecutable {
-                name: name.clone(),
-                path: spec.path.clone(),
-                source,
-            },
-        })?;
+        let (child, pipes) =
+            Child::spawn(command, Stdin::Null).map_err(|source| match source.kind() {
+                std::io::ErrorKind::NotFound => LaunchError::NotFound {
+                    name: name.clone(),
+                    path: spec.path.clone(),
+                },
+                _ => LaunchError::NotExecutable {
+                    name: name.clone(),
+                    path: spec.path.clone(),
+                    source,
+                },
+            })?;
 
-        let tail = Arc::new(Mutex::new(StderrTail::default()));
+        let tail = Arc::new(Mutex::new(StderrTail {
+            lines: Tail::new(STDERR_TAIL_LINES),
+            panic: Vec::new(),
+        }));
         let stderr_drained = spawn_stderr_drain(&name, pipes.stderr, Arc::clone(&tail));
         let first = spawn_stdout_drain(&name, pipes.stdout);
 
@@ -433,9 +435,9 @@ fn spawn_stdout_drain(
     std::thread::Builder::new()
         .name(format!("{name}-stdout"))
         .spawn(move || {
-            let mut lines = Lines::new(stdout);
-            let first = match lines.next_line() {
-                Ok(Some(line)) if line.complete => First::Line(line.text()),
+            let mut lines = LineReader::new(stdout);
+            let first = match lines.next_piece() {
+                Ok(Some(line)) if line.end == End::Newline => First::Line(line.text()),
                 Ok(Some(line)) => First::TooLong(line.text()),
                 _ => First::Closed,
             };
@@ -444,7 +446,7 @@ fn spawn_stdout_drain(
             if closed {
                 return;
             }
-            while let Ok(Some(line)) = lines.next_line() {
+            while let Ok(Some(line)) = lines.next_piece() {
                 log::debug!(target: "provider", "{name} stdout: {}", shorten(&line.text()));
             }
         })
@@ -475,10 +477,7 @@ fn spawn_stderr_drain(
                     t.panic.push(kept);
                 }
             } else {
-                if t.lines.len() == STDERR_TAIL_LINES {
-                    t.lines.pop_front();
-                }
-                t.lines.push_back(kept);
+                t.lines.push(kept);
             }
         }
     })

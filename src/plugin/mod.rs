@@ -1,13 +1,11 @@
 //! Talking to unmodified provider plugin binaries (go-plugin + tfplugin5/6 over gRPC).
 //!
-//! `child` owns a child process (its own process group, bounded line reads, killing the group;
-//! reusable by any provider protocol), `launch` the go-plugin start-up and handshake, `client` the
-//! gRPC channel and the call sequence, `protocol`
-//! the few differences between protocol 5 and 6, `wire` the generated messages. The rest of
+//! `launch` owns the go-plugin start-up and handshake (the process itself is
+//! [`crate::child`]'s), `client` the gRPC channel and the call sequence, `protocol` the few
+//! differences between protocol 5 and 6, `wire` the generated messages. The rest of
 //! Nivis sees only [`crate::provider::Provider`], implemented here by [`GrpcProvider`].
 
 mod call_clock;
-pub mod child;
 mod client;
 mod launch;
 mod protocol;

@@ -322,3 +322,37 @@ fn json_stream_ends_with_an_error_line_when_the_command_fails() {
         "{e}"
     );
 }
+
+/// The headline run with both fakes serving tfplugin5: the v5 method names, the v5 schema
+/// messages and PrepareProviderConfig carry the same three phases, refresh and destroy.
+#[test]
+fn the_headline_runs_the_same_when_the_providers_speak_tfplugin5() {
+    let p = Project::two_providers(false).env("NIVIS_FAKE_PROTOCOL", "5");
+    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    assert_eq!(
+        finished(&events(&out)),
+        vec![
+            (1, "alpha.alpha_token.A".into(), "\"create\"".into()),
+            (2, "beta.beta_record.B".into(), "\"create\"".into()),
+            (3, "alpha.alpha_token.C".into(), "\"create\"".into()),
+        ]
+    );
+    let o = p.outputs();
+    assert_eq!(o["beta.beta_record.B"]["endpoint"], "beta://rec-alpha::0");
+    assert_eq!(
+        o["alpha.alpha_token.C"]["value"],
+        "alpha:beta://rec-alpha::0::alpha::0:1"
+    );
+    let out = p.run(&["refresh"], &["--json"]);
+    assert_success(&out);
+    let out = p.run(&["plan"], &[]);
+    assert_success(&out);
+    assert!(stdout(&out).contains("No changes"), "{}", stdout(&out));
+    let out = p.run(&["destroy"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    assert_eq!(finished(&events(&out)).len(), 3);
+    assert!(p.state_json()["resources"]
+        .as_object()
+        .is_none_or(|r| r.is_empty()));
+}

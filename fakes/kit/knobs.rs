@@ -1,0 +1,80 @@
+//! Fault and behaviour knobs of the fakes.
+//!
+//! A spawned fake reads them from its environment ([`Knobs::from_env`]); an in-process test
+//! builds the struct itself, so tests running in parallel threads never share them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a fake does besides its plain behaviour. Every list names objects by their label
+/// (alpha: `label`, beta: `from`).
+#[derive(Debug, Clone, Default)]
+pub struct Knobs {
+    /// Applies of these fail with a diagnostic, creating nothing (`NIVIS_FAKE_FAIL_ON`).
+    pub fail_on: Vec<String>,
+    /// Applies of these fail after the object exists, returning it (`NIVIS_FAKE_PARTIAL_ON`).
+    pub partial_on: Vec<String>,
+    /// Deletes of these fail (`NIVIS_FAKE_FAIL_DELETE_ON`).
+    pub fail_delete_on: Vec<String>,
+    /// The process dies mid-apply with a Go-style panic (`NIVIS_FAKE_CRASH_ON`). Only
+    /// meaningful for a spawned fake: in process it would end the test binary.
+    pub crash_on: Vec<String>,
+    /// Reads report a changed `value` (`NIVIS_FAKE_DRIFT_ON`).
+    pub drift_on: Vec<String>,
+    /// Reads report the object gone (`NIVIS_FAKE_GONE_ON`).
+    pub gone_on: Vec<String>,
+    /// Every apply sleeps this long first (`NIVIS_FAKE_SLOW_MS`).
+    pub slow: Option<Duration>,
+    /// KiB of noise written to stdout and stderr on plan, apply and startup (`NIVIS_FAKE_NOISE`).
+    pub noise_kib: Option<usize>,
+    /// The object log: one JSON line per remote object created or deleted
+    /// (`NIVIS_FAKE_OBJECT_LOG`).
+    pub object_log: Option<PathBuf>,
+    /// First value of the per-process counter (`NIVIS_FAKE_COUNTER`, or the older
+    /// `TERRAE_NIVIS_FAKE_COUNTER`).
+    pub counter_seed: u64,
+    /// alpha's resource schema version; 1 adds `revision` (`NIVIS_FAKE_ALPHA_SCHEMA_VERSION`).
+    pub alpha_schema_version: i64,
+}
+
+/// Reads an environment knob; empty counts as unset.
+pub fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn list(name: &str) -> Vec<String> {
+    env(name)
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+impl Knobs {
+    /// The knobs a spawned fake was given in its environment.
+    pub fn from_env() -> Knobs {
+        Knobs {
+            fail_on: list("NIVIS_FAKE_FAIL_ON"),
+            partial_on: list("NIVIS_FAKE_PARTIAL_ON"),
+            fail_delete_on: list("NIVIS_FAKE_FAIL_DELETE_ON"),
+            crash_on: list("NIVIS_FAKE_CRASH_ON"),
+            drift_on: list("NIVIS_FAKE_DRIFT_ON"),
+            gone_on: list("NIVIS_FAKE_GONE_ON"),
+            slow: env("NIVIS_FAKE_SLOW_MS")
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_millis),
+            noise_kib: env("NIVIS_FAKE_NOISE").and_then(|v| v.parse().ok()),
+            object_log: env("NIVIS_FAKE_OBJECT_LOG").map(PathBuf::from),
+            counter_seed: env("NIVIS_FAKE_COUNTER")
+                .or_else(|| env("TERRAE_NIVIS_FAKE_COUNTER"))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            alpha_schema_version: env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        }
+    }
+}
+
+/// Whether `label` is named in `list`.
+pub fn named(list: &[String], label: &str) -> bool {
+    list.iter().any(|l| l == label)
+}

@@ -1,0 +1,35 @@
+//! The fake provider kit: the behaviour of the fake providers and the plugin server that puts
+//! them on the wire.
+//!
+//! Owns: the fakes' behaviours ([`alpha`], [`beta`]), the [`FakeProvider`] that turns a
+//! behaviour into a `nivis::provider::Provider` (with the strictness a real provider has:
+//! private bytes must come back, applies get known configs), the fault [`Knobs`], and
+//! [`serve`], which serves any `Provider` as a go-plugin tfplugin5 or tfplugin6 binary.
+//! Not: anything the client side does; the fakes only use Nivis's value and schema model.
+//!
+//! The same `FakeProvider` is used in process by the engine's unit tests (no child process, no
+//! gRPC) and spawned as `provider-alpha` / `provider-beta` by the end-to-end tests, so both
+//! exercise one behaviour.
+#![allow(dead_code, unused_imports)]
+
+pub mod alpha;
+pub mod beta;
+pub mod build;
+pub mod knobs;
+pub mod provider;
+pub mod serve;
+
+pub use knobs::Knobs;
+pub use provider::{Behaviour, FakeProvider};
+
+/// Serves the fake called `name` (`alpha` or `beta`) over the protocol chosen by the command
+/// line (`--protocol 5|6`) or `NIVIS_FAKE_PROTOCOL`, tfplugin6 by default, with the knobs
+/// read from the environment. Never returns.
+pub fn main(name: &'static str) -> ! {
+    let knobs = Knobs::from_env();
+    let provider: std::sync::Arc<dyn nivis::provider::Provider> = match name {
+        "alpha" => std::sync::Arc::new(FakeProvider::new(name, alpha::Alpha::new(&knobs), knobs)),
+        _ => std::sync::Arc::new(FakeProvider::new(name, beta::Beta, knobs)),
+    };
+    serve::serve(provider, serve::protocol_from_args())
+}

@@ -1,0 +1,343 @@
+//! [`FakeProvider`]: a fake behaviour as a `nivis::provider::Provider`.
+//!
+//! Owns the strictness shared by every fake, the checks a real provider makes implicitly:
+//! types must exist, stored state must not be newer than the schema, the private bytes handed
+//! out with a plan or an object must come back, applies must get a wholly known config. It
+//! also writes the object log and honours the slow and noise knobs. The wire belongs to
+//! `serve`; what a resource does belongs to the [`Behaviour`].
+
+use std::io::Write;
+
+use nivis::diag::{Diagnostic, Diagnostics};
+use nivis::provider::{
+    ApplyRequest, ApplyResponse, CallResult, ImportedResource, PlanRequest, PlanResponse, Provider,
+    ReadResponse,
+};
+use nivis::schema::ProviderSchema;
+use nivis::value::{self, PathStep, Value};
+
+use super::build::get_str;
+use super::knobs::Knobs;
+
+/// Private bytes the fakes hand out from plan and expect back in apply.
+pub const PLANNED_PRIVATE: &[u8] = b"{\"fake\":\"planned\"}";
+/// Private bytes the fakes store with every object and expect back on read and plan.
+pub const STATE_PRIVATE: &[u8] = b"{\"fake\":\"state\"}";
+
+/// What one fake provider does with its resources; [`FakeProvider`] does the rest.
+pub trait Behaviour: Send + Sync + 'static {
+    /// The provider's schema.
+    fn schema(&self) -> ProviderSchema;
+    /// Extra validation of a resource or data source config; returns error messages with paths.
+    fn validate(&self, _type_name: &str, _config: &Value) -> Vec<(String, Vec<PathStep>)> {
+        Vec::new()
+    }
+    /// Plans a change: returns the planned state and the paths that force replacement.
+    fn plan(
+        &self,
+        type_name: &str,
+        prior: &Value,
+        proposed: &Value,
+    ) -> Result<(Value, Vec<Vec<PathStep>>), String>;
+    /// Applies a change; `planned` is `Null` for a delete. A failure may carry the partial
+    /// object that exists despite the error.
+    fn apply(
+        &self,
+        type_name: &str,
+        prior: &Value,
+        planned: &Value,
+        knobs: &Knobs,
+    ) -> Result<Value, (Option<Value>, String)>;
+    /// Refreshes an object (default: unchanged).
+    fn read(&self, _type_name: &str, state: &Value, _knobs: &Knobs) -> Value {
+        state.clone()
+    }
+    /// Upgrades stored JSON of `version` to the current schema (default: decode as is).
+    fn upgrade(
+        &self,
+        type_name: &str,
+        _version: i64,
+        json: &serde_json::Value,
+    ) -> Result<Value, String> {
+        let schema = self.schema();
+        let ty = schema.resources[type_name].block.implied_type();
+        value::json::from_state_json(json, &ty).map_err(|e| e.to_string())
+    }
+    /// Reads a data source.
+    fn read_data(&self, type_name: &str, config: &Value) -> Result<Value, String>;
+    /// Imports an object by id.
+    fn import(&self, type_name: &str, id: &str) -> Result<Value, String>;
+    /// The remote identity of an object, for the object log (default: its `id` attribute).
+    fn object_id(&self, object: &Value) -> Option<String> {
+        get_str(object, "id")
+    }
+    /// The configuration value that names an object in tests (alpha: `label`, beta: `from`).
+    fn object_label(&self, object: &Value) -> Option<String>;
+}
+
+/// A fake provider: a [`Behaviour`], its schema, its name and its knobs.
+pub struct FakeProvider<B: Behaviour> {
+    name: &'static str,
+    behaviour: B,
+    schema: ProviderSchema,
+    knobs: Knobs,
+}
+
+fn error(summary: impl Into<String>) -> Diagnostics {
+    Diagnostics::from(Diagnostic::error(summary))
+}
+
+impl<B: Behaviour> FakeProvider<B> {
+    /// The fake `name` (as the object log names it) doing what `behaviour` does.
+    pub fn new(name: &'static str, behaviour: B, knobs: Knobs) -> Self {
+        FakeProvider {
+            name,
+            schema: behaviour.schema(),
+            behaviour,
+            knobs,
+        }
+    }
+
+    /// The knobs this fake runs with.
+    pub fn knobs(&self) -> &Knobs {
+        &self.knobs
+    }
+
+    fn validate(&self, type_name: &str, config: &Value, known: bool) -> Diagnostics {
+        if !known {
+            return error(format!("fake: unknown type {type_name}"));
+        }
+        Diagnostics(
+            self.behaviour
+                .validate(type_name, config)
+                .into_iter()
+                .map(|(msg, path)| Diagnostic::error(msg).at(path))
+                .collect(),
+        )
+    }
+
+    /// Writes `NIVIS_FAKE_NOISE` KiB to stdout and stderr, to prove a chatty provider never
+    /// blocks its client.
+    pub fn noise(&self, tag: &str) {
+        let Some(kib) = self.knobs.noise_kib else {
+            return;
+        };
+        let line = format!("{tag}: {}\n", "noise ".repeat(20));
+        let mut err = std::io::stderr().lock();
+        let mut out = std::io::stdout().lock();
+        let mut written = 0;
+        while written < kib * 1024 {
+            let _ = err.write_all(line.as_bytes());
+            let _ = out.write_all(line.as_bytes());
+            written += line.len();
+        }
+    }
+
+    /// Appends one line to the object log, if there is one: a JSON object `{"op":
+    /// "create"|"delete", "provider", "type", "id", "label"}`, one per remote object created or
+    /// deleted, written before the answer leaves the provider (the object exists, or is gone,
+    /// from that moment). Tests compare the objects alive by this log with what state records.
+    fn log_object(&self, op: &str, type_name: &str, id: &str, label: Option<&str>) {
+        let Some(path) = &self.knobs.object_log else {
+            return;
+        };
+        let mut line = serde_json::json!({
+            "op": op, "provider": self.name, "type": type_name, "id": id, "label": label,
+        })
+        .to_string();
+        line.push('\n');
+        // One write with O_APPEND: lines from concurrent handlers and processes never interleave.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!(
+                "fake: cannot append to the object log {}: {e}",
+                path.display()
+            );
+            std::process::exit(3);
+        }
+    }
+
+    /// Logs what an apply did to the remote object: a create (no prior object), a delete (no
+    /// new one), or, when the identity changed in an update, both.
+    fn log_apply(&self, type_name: &str, prior: &Value, new: &Value) {
+        let id = |v: &Value| self.behaviour.object_id(v).filter(|_| !v.is_null());
+        let (old_id, new_id) = (id(prior), id(new));
+        if old_id == new_id {
+            return;
+        }
+        if let Some(id) = &old_id {
+            let label = self.behaviour.object_label(prior);
+            self.log_object("delete", type_name, id, label.as_deref());
+        }
+        if let Some(id) = &new_id {
+            let label = self.behaviour.object_label(new);
+            self.log_object("create", type_name, id, label.as_deref());
+        }
+    }
+}
+
+impl<B: Behaviour> Provider for FakeProvider<B> {
+    fn schema(&self) -> &ProviderSchema {
+        &self.schema
+    }
+
+    fn validate_provider_config(&self, _config: &Value) -> CallResult<Diagnostics> {
+        Ok(Diagnostics::new())
+    }
+
+    fn configure(&self, _config: &Value) -> CallResult<Diagnostics> {
+        Ok(Diagnostics::new())
+    }
+
+    fn validate_resource_config(&self, type_name: &str, config: &Value) -> CallResult<Diagnostics> {
+        let known = self.schema.resources.contains_key(type_name);
+        Ok(self.validate(type_name, config, known))
+    }
+
+    fn validate_data_config(&self, type_name: &str, config: &Value) -> CallResult<Diagnostics> {
+        let known = self.schema.data_sources.contains_key(type_name);
+        Ok(self.validate(type_name, config, known))
+    }
+
+    fn upgrade_resource_state(
+        &self,
+        type_name: &str,
+        schema_version: i64,
+        raw_json: &[u8],
+    ) -> CallResult<(Value, Diagnostics)> {
+        let Some(s) = self.schema.resources.get(type_name) else {
+            return Err(error(format!("fake: unknown resource type {type_name}")));
+        };
+        if schema_version > s.version {
+            return Err(error(format!(
+                "fake: state version {schema_version} is newer than schema version {}",
+                s.version
+            )));
+        }
+        let json: serde_json::Value = serde_json::from_slice(raw_json)
+            .map_err(|e| error(format!("fake: raw state is not JSON: {e}")))?;
+        match self.behaviour.upgrade(type_name, schema_version, &json) {
+            Ok(v) => Ok((v, Diagnostics::new())),
+            Err(e) => Err(error(format!("fake: cannot upgrade state: {e}"))),
+        }
+    }
+
+    fn read_resource(
+        &self,
+        type_name: &str,
+        current: &Value,
+        private: &[u8],
+    ) -> CallResult<ReadResponse> {
+        let mut diagnostics = Diagnostics::new();
+        if private != STATE_PRIVATE {
+            diagnostics.push(Diagnostic::error(
+                "fake: ReadResource did not receive the private data stored with the object",
+            ));
+        }
+        Ok(ReadResponse {
+            new_state: self.behaviour.read(type_name, current, &self.knobs),
+            private: STATE_PRIVATE.to_vec(),
+            diagnostics,
+        })
+    }
+
+    fn plan_resource_change(&self, r: PlanRequest<'_>) -> CallResult<PlanResponse> {
+        self.noise("plan");
+        if !r.prior_state.is_null()
+            && r.prior_private != STATE_PRIVATE
+            && r.prior_private != PLANNED_PRIVATE
+        {
+            return Err(error(
+                "fake: PlanResourceChange did not receive the object's private data",
+            ));
+        }
+        let (planned_state, requires_replace) = self
+            .behaviour
+            .plan(r.type_name, r.prior_state, r.proposed_new_state)
+            .map_err(error)?;
+        Ok(PlanResponse {
+            planned_state,
+            requires_replace,
+            planned_private: PLANNED_PRIVATE.to_vec(),
+            legacy_type_system: false,
+            diagnostics: Diagnostics::new(),
+        })
+    }
+
+    fn apply_resource_change(&self, r: ApplyRequest<'_>) -> CallResult<ApplyResponse> {
+        if let Some(slow) = self.knobs.slow {
+            std::thread::sleep(slow);
+        }
+        self.noise("apply");
+        if !r.config.is_known() {
+            return Err(error(
+                "fake: bad apply request: config holds unknown values at apply",
+            ));
+        }
+        let (prior, planned) = (r.prior_state, r.planned_state);
+        if !planned.is_null() && r.planned_private != PLANNED_PRIVATE {
+            return Ok(ApplyResponse {
+                new_state: prior.clone(),
+                private: Vec::new(),
+                legacy_type_system: false,
+                diagnostics: error(
+                    "fake: ApplyResourceChange did not receive the planned private data",
+                ),
+            });
+        }
+        let (new_state, diagnostics) =
+            match self
+                .behaviour
+                .apply(r.type_name, prior, planned, &self.knobs)
+            {
+                Ok(new) => (new, Diagnostics::new()),
+                Err((partial, e)) => (partial.unwrap_or_else(|| prior.clone()), error(e)),
+            };
+        self.log_apply(r.type_name, prior, &new_state);
+        let private = if new_state.is_null() {
+            Vec::new()
+        } else {
+            STATE_PRIVATE.to_vec()
+        };
+        Ok(ApplyResponse {
+            new_state,
+            private,
+            legacy_type_system: false,
+            diagnostics,
+        })
+    }
+
+    fn import_resource_state(
+        &self,
+        type_name: &str,
+        id: &str,
+    ) -> CallResult<(Vec<ImportedResource>, Diagnostics)> {
+        let state = self.behaviour.import(type_name, id).map_err(error)?;
+        let imported = ImportedResource {
+            type_name: type_name.to_string(),
+            state,
+            private: STATE_PRIVATE.to_vec(),
+        };
+        Ok((vec![imported], Diagnostics::new()))
+    }
+
+    fn read_data_source(
+        &self,
+        type_name: &str,
+        config: &Value,
+    ) -> CallResult<(Value, Diagnostics)> {
+        if !self.schema.data_sources.contains_key(type_name) {
+            return Err(error(format!("fake: unknown data source {type_name}")));
+        }
+        let state = self.behaviour.read_data(type_name, config).map_err(error)?;
+        Ok((state, Diagnostics::new()))
+    }
+
+    fn stop(&self) -> CallResult<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,434 @@
+//! A child process Nivis owns, whatever protocol it speaks (go-plugin providers, NixOps4
+//! providers): started in a process group of its own, its output read in lines of bounded
+//! length, its stderr's last lines kept, and the whole group killed when it goes.
+//!
+//! Owns: spawning (own process group; the kernel kills the direct child if the starting thread
+//! dies; stdin closed or piped), noticing that the direct child exited without reaping it (so
+//! its group id stays reserved until the group is killed), killing the group and reaping,
+//! reading a pipe as bounded lines in two modes (pieces of at most [`MAX_LINE`] bytes for log
+//! output; whole lines up to a limit, or a `TooLong` outcome, for protocol messages), drain
+//! threads, and a [`Tail`] of the last lines. So no child can make Nivis buffer without bound.
+//! Not: what the child says (the go-plugin handshake and log levels are `plugin::launch`'s
+//! business, JSON messages `nixops4`'s).
+
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest piece of a line read from a child's log output: longer lines arrive in pieces of
+/// this size (go-plugin cuts provider output at the same 64 KiB).
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// What the child's stdin is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdin {
+    /// Closed (`/dev/null`): go-plugin providers read nothing.
+    Null,
+    /// A pipe handed to the caller: requests are written to it.
+    Piped,
+}
+
+/// A running child and its process group. Dropping it kills the group and reaps the child.
+pub struct Child {
+    inner: std::process::Child,
+    reaped: Option<ExitStatus>,
+}
+
+/// The child's pipes, for the caller's writer and reader threads.
+pub struct Pipes {
+    /// Present when spawned with [`Stdin::Piped`].
+    pub stdin: Option<ChildStdin>,
+    pub stdout: ChildStdout,
+    pub stderr: ChildStderr,
+}
+
+impl Child {
+    /// Starts `command` with stdin as asked and stdout/stderr piped, as the leader of a new
+    /// process group, so that everything it starts (a wrapper script's real binary, helpers)
+    /// can be killed with it. Call it from the thread that owns the run: the parent-death
+    /// signal is tied to the thread that starts the child.
+    pub fn spawn(mut command: Command, stdin: Stdin) -> io::Result<(Child, Pipes)> {
+        command
+            .stdin(match stdin {
+                Stdin::Null => Stdio::null(),
+                Stdin::Piped => Stdio::piped(),
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe; the closure allocates nothing. It makes the kernel
+        // kill the child if the thread that started it dies (even by SIGKILL), so a crashed
+        // Nivis never leaves the child behind. (Only the direct child: its own children outlive
+        // a kill -9 of Nivis, a kernel limit.)
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut inner = command.spawn()?;
+        let pipes = Pipes {
+            stdin: inner.stdin.take(),
+            stdout: inner.stdout.take().expect("stdout is piped"),
+            stderr: inner.stderr.take().expect("stderr is piped"),
+        };
+        Ok((
+            Child {
+                inner,
+                reaped: None,
+            },
+            pipes,
+        ))
+    }
+
+    /// The direct child's process id (also its process group id).
+    pub fn pid(&self) -> u32 {
+        self.inner.id()
+    }
+
+    /// Whether the direct child has exited. Does not reap it: until it is reaped its pid, the
+    /// group's id, cannot be reused, so killing the group stays safe.
+    pub fn has_exited(&self) -> bool {
+        if self.reaped.is_some() {
+            return true;
+        }
+        // SAFETY: waitid writes one siginfo_t, which we own; WNOWAIT leaves the child waitable.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let rc = libc::waitid(
+                libc::P_PID,
+                self.inner.id() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            );
+            rc == 0 && info.si_pid() != 0
+        }
+    }
+
+    /// Waits up to `grace` for the direct child to exit on its own; if it did, kills whatever
+    /// else is left in its group, reaps it and returns its status.
+    pub fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + grace;
+        while !self.has_exited() {
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(self.kill())
+    }
+
+    /// Kills (SIGKILL) the whole process group and reaps the direct child; returns its status.
+    /// Idempotent.
+    pub fn kill(&mut self) -> ExitStatus {
+        if let Some(status) = self.reaped {
+            return status;
+        }
+        // SAFETY: kill has no memory-safety preconditions. The group id is the unreaped
+        // child's pid, so it still names this group.
+        unsafe { libc::kill(-(self.inner.id() as libc::pid_t), libc::SIGKILL) };
+        let status = self.inner.wait().unwrap_or_else(|_| {
+            // Only if someone else reaped it; report it as killed.
+            std::os::unix::process::ExitStatusExt::from_raw(libc::SIGKILL)
+        });
+        self.reaped = Some(status);
+        status
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// How a [`Line`] read in pieces ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// At a newline: the line is whole (or is the last piece of a long one).
+    Newline,
+    /// Cut at [`MAX_LINE`] bytes: more of the same line follows.
+    Cut,
+    /// At the end of the stream, without a newline.
+    Eof,
+}
+
+/// One line, or piece of a line, read by [`LineReader::next_piece`], without its newline.
+pub struct Line {
+    pub bytes: Vec<u8>,
+    pub end: End,
+}
+
+impl Line {
+    /// The line as text (invalid UTF-8 replaced), trailing `\r` dropped.
+    pub fn text(&self) -> String {
+        let text = String::from_utf8_lossy(&self.bytes);
+        text.strip_suffix('\r').unwrap_or(&text).to_string()
+    }
+}
+
+/// Outcome of [`LineReader::next_whole`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Whole {
+    /// A line is in the buffer.
+    Line,
+    /// The line had this many bytes; the buffer holds its first `max`, the rest was consumed.
+    TooLong(usize),
+    /// End of input, nothing read.
+    Eof,
+}
+
+/// Reads a pipe as bounded lines: memory stays bounded however the child writes.
+pub struct LineReader<R> {
+    reader: BufReader<R>,
+}
+
+impl<R: Read> LineReader<R> {
+    pub fn new(reader: R) -> LineReader<R> {
+        LineReader {
+            reader: BufReader::with_capacity(MAX_LINE, reader),
+        }
+    }
+
+    /// Log mode: the next line or piece of one, at most [`MAX_LINE`] bytes; `None` at the end
+    /// of the stream.
+    pub fn next_piece(&mut self) -> io::Result<Option<Line>> {
+        let mut bytes = Vec::new();
+        loop {
+            let buf = match self.reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                return Ok((!bytes.is_empty()).then_some(Line {
+                    bytes,
+                    end: End::Eof,
+                }));
+            }
+            let room = MAX_LINE - bytes.len();
+            let window = &buf[..buf.len().min(room)];
+            if let Some(newline) = window.iter().position(|&b| b == b'\n') {
+                bytes.extend_from_slice(&window[..newline]);
+                self.reader.consume(newline + 1);
+                return Ok(Some(Line {
+                    bytes,
+                    end: End::Newline,
+                }));
+            }
+            let taken = window.len();
+            bytes.extend_from_slice(window);
+            self.reader.consume(taken);
+            if bytes.len() == MAX_LINE {
+                return Ok(Some(Line {
+                    bytes,
+                    end: End::Cut,
+                }));
+            }
+        }
+    }
+
+    /// Message mode: reads one whole line (without its `\n`) into `buf`, keeping at most
+    /// `max` bytes of it; a longer line is consumed to its end all the same, so the next read
+    /// starts at the next line.
+    pub fn next_whole(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<Whole> {
+        buf.clear();
+        let mut total = 0usize;
+        let mut any = false;
+        loop {
+            let available = match self.reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                return Ok(match (any, total > max) {
+                    (false, _) => Whole::Eof,
+                    (true, false) => Whole::Line,
+                    (true, true) => Whole::TooLong(total),
+                });
+            }
+            any = true;
+            let newline = available.iter().position(|&b| b == b'\n');
+            let chunk = &available[..newline.unwrap_or(available.len())];
+            let room = max.saturating_sub(buf.len());
+            buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            total += chunk.len();
+            let used = newline.map_or(available.len(), |i| i + 1);
+            self.reader.consume(used);
+            if newline.is_some() {
+                return Ok(if total > max {
+                    Whole::TooLong(total)
+                } else {
+                    Whole::Line
+                });
+            }
+        }
+    }
+}
+
+/// The last lines of a stream (a child's stderr), for error messages.
+#[derive(Debug)]
+pub struct Tail {
+    lines: VecDeque<String>,
+    capacity: usize,
+}
+
+impl Tail {
+    /// A tail keeping the last `capacity` lines.
+    pub fn new(capacity: usize) -> Tail {
+        Tail {
+            lines: VecDeque::with_capacity(capacity),
+            capacity,
+        }
+    }
+
+    /// Keeps `line`, forgetting the oldest line when full.
+    pub fn push(&mut self, line: String) {
+        if self.lines.len() == self.capacity {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+    }
+
+    /// The kept lines, joined by newlines.
+    pub fn text(&self) -> String {
+        self.lines.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// Reads `reader` line by line on a thread named `name` until it ends, handing each line (or
+/// piece of an overlong one) to `on_line`. The receiver returned disconnects once the reader has
+/// ended and every line was handed over: a child's last words arrive after its exit is seen.
+pub fn drain_lines<R: Read + Send + 'static>(
+    name: String,
+    reader: R,
+    mut on_line: impl FnMut(Line) + Send + 'static,
+) -> crossbeam_channel::Receiver<()> {
+    let (done, drained) = crossbeam_channel::bounded::<()>(0);
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let _done = done;
+            let mut lines = LineReader::new(reader);
+            while let Ok(Some(line)) = lines.next_piece() {
+                on_line(line);
+            }
+        })
+        .expect("spawn a reader thread");
+    drained
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_cut_at_the_limit() {
+        let mut input = b"short\r\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_LINE * 2 + 10));
+        input.extend_from_slice(b"\nlast");
+        let mut lines = LineReader::new(&input[..]);
+        let first = lines.next_piece().unwrap().unwrap();
+        assert_eq!((first.text().as_str(), first.end), ("short", End::Newline));
+        let sizes: Vec<(usize, End)> = std::iter::from_fn(|| lines.next_piece().unwrap())
+            .map(|l| (l.bytes.len(), l.end))
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                (MAX_LINE, End::Cut),
+                (MAX_LINE, End::Cut),
+                (10, End::Newline),
+                (4, End::Eof)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_whole_group_dies_with_the_child() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 600 & echo $!; wait"]);
+        let (mut child, pipes) = Child::spawn(cmd, Stdin::Null).unwrap();
+        let mut lines = LineReader::new(pipes.stdout);
+        let grandchild: i32 = lines.next_piece().unwrap().unwrap().text().parse().unwrap();
+        assert!(!child.has_exited());
+        child.kill();
+        assert!(child.has_exited());
+        // The grandchild was killed with the group (it is reaped by init, so poll).
+        let alive = || {
+            std::path::Path::new(&format!("/proc/{grandchild}")).exists()
+                && !std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "))
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(), "grandchild {grandchild} survived");
+    }
+
+    fn whole_lines(input: &[u8], max: usize) -> Vec<(Whole, Vec<u8>)> {
+        // A tiny buffer so lines straddle refills.
+        let mut reader = LineReader {
+            reader: BufReader::with_capacity(3, input),
+        };
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        loop {
+            let r = reader.next_whole(&mut buf, max).unwrap();
+            if r == Whole::Eof {
+                return out;
+            }
+            out.push((r, buf.clone()));
+        }
+    }
+
+    #[test]
+    fn whole_lines_are_bounded_and_reading_resumes_after_a_long_one() {
+        let got = whole_lines(b"short\nthis line is long\n\nlast", 8);
+        assert_eq!(
+            got,
+            vec![
+                (Whole::Line, b"short".to_vec()),
+                (Whole::TooLong(17), b"this lin".to_vec()),
+                (Whole::Line, Vec::new()),
+                (Whole::Line, b"last".to_vec()),
+            ]
+        );
+        assert_eq!(
+            whole_lines(b"0123456789", 4),
+            vec![(Whole::TooLong(10), b"0123".to_vec())]
+        );
+        assert_eq!(whole_lines(b"", 4), vec![]);
+        assert_eq!(
+            whole_lines(b"1234\n", 4),
+            vec![(Whole::Line, b"1234".to_vec())]
+        );
+    }
+
+    #[test]
+    fn a_tail_keeps_the_last_lines() {
+        let mut tail = Tail::new(2);
+        for line in ["one", "two", "three"] {
+            tail.push(line.to_string());
+        }
+        assert_eq!(tail.text(), "two\nthree");
+    }
+
+    #[test]
+    fn a_piped_stdin_reaches_the_child() {
+        use std::io::Write;
+        let (_child, mut pipes) = Child::spawn(Command::new("cat"), Stdin::Piped).unwrap();
+        let mut stdin = pipes.stdin.take().expect("stdin is piped");
+        stdin.write_all(b"ping\n").unwrap();
+        drop(stdin);
+        let mut lines = LineReader::new(pipes.stdout);
+        let mut buf = Vec::new();
+        assert_eq!(lines.next_whole(&mut buf, 16).unwrap(), Whole::Line);
+        assert_eq!(buf, b"ping");
+        assert_eq!(lines.next_whole(&mut buf, 16).unwrap(), Whole::Eof);
+    }
+}
