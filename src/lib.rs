@@ -9,7 +9,7 @@
 //! 5. [`provider`] is the interface to providers; [`plugin`] implements it for unmodified
 //!    tfplugin5/6 binaries (process, handshake, gRPC) and [`nixops4`] for NixOps4 resource
 //!    providers (JSON lines); [`value`] and [`schema`] encode values the way providers expect;
-//!    [`objchange`] holds the plan rules OpenTofu applies.
+//!    [`plan`] holds the plan rules OpenTofu applies.
 //! 6. [`state`] records every completed operation durably; the [`ledger`] hands new outputs to
 //!    the next Nix evaluation.
 //! 7. [`engine`] composes all of it into the phase loop that runs to a fixpoint; [`render`] and
@@ -30,7 +30,11 @@ pub mod ir;
 pub mod ledger;
 pub mod nixeval;
 pub mod nixops4;
-pub mod objchange;
+/// The plan rules under their former name, until every caller says `plan`.
+pub mod objchange {
+    pub use crate::plan::*;
+}
+pub mod plan;
 pub mod plugin;
 pub mod provider;
 pub mod registry;

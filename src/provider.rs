@@ -3,7 +3,7 @@
 //! Owns: the [`Provider`] trait and its request/response types, expressed in Nivis's own value
 //! and schema model, and the [`Capabilities`] each kind of provider has. Not: gRPC, processes,
 //! protobuf messages, msgpack (all in `plugin`), JSON lines (`nixops4`), nor any decision about
-//! what to plan (that is `engine`'s and `objchange`'s).
+//! what to plan (that is `engine`'s and `plan`'s).
 //!
 //! Every call returns `Err(Diagnostics)` when there is no usable answer (the provider crashed,
 //! the call failed, the answer could not be decoded); an `Ok` response may still carry error

@@ -8,7 +8,7 @@
 //! sensitive and write-only attributes in a value.
 //!
 //! Not: protobuf messages (the `plugin` adapter converts GetSchema answers into this model),
-//! fetching or caching schemas, the plan rules (`crate::objchange`), or encoding
+//! fetching or caching schemas, the plan rules (`crate::plan`), or encoding
 //! (`crate::value`).
 
 use std::collections::BTreeMap;

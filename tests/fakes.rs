@@ -33,7 +33,7 @@ fn plan(
 ) -> (Value, Vec<u8>, Vec<Vec<PathStep>>) {
     let block = &p.schema().resources["alpha_token"].block;
     let config = block.conform_config(config).unwrap();
-    let proposed = nivis::objchange::proposed_new(block, prior, &config);
+    let proposed = nivis::plan::proposed_new(block, prior, &config);
     let r = p
         .plan_resource_change(PlanRequest {
             type_name: "alpha_token",

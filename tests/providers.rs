@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use nivis::objchange;
+use nivis::plan;
 use nivis::plugin::{GrpcProvider, LaunchError, LaunchSpec, StartError};
 use nivis::provider::{ApplyRequest, PlanRequest, Provider};
 use nivis::schema::AttrType;
@@ -40,7 +40,7 @@ fn plan_apply(
 ) -> (Value, Vec<u8>, Vec<Vec<PathStep>>) {
     let block = &p.schema().resources["null_resource"].block;
     let config = block.conform_config(config).unwrap();
-    let proposed = objchange::proposed_new(block, prior, &config);
+    let proposed = plan::proposed_new(block, prior, &config);
     let plan = p
         .plan_resource_change(PlanRequest {
             type_name: "null_resource",
@@ -51,8 +51,7 @@ fn plan_apply(
         })
         .unwrap();
     assert!(!plan.diagnostics.has_errors(), "{}", plan.diagnostics);
-    let replace =
-        objchange::filter_requires_replace(prior, &plan.planned_state, &plan.requires_replace);
+    let replace = plan::filter_requires_replace(prior, &plan.planned_state, &plan.requires_replace);
     let apply = p
         .apply_resource_change(ApplyRequest {
             type_name: "null_resource",
@@ -117,7 +116,7 @@ fn null_provider_full_lifecycle_over_tfplugin5() {
 
     // Changing a trigger forces replacement (requires_replace names triggers, not id).
     let config = res.conform_config(&triggers(&[("a", "2")])).unwrap();
-    let proposed = objchange::proposed_new(res, &read.new_state, &config);
+    let proposed = plan::proposed_new(res, &read.new_state, &config);
     let plan = p
         .plan_resource_change(PlanRequest {
             type_name: "null_resource",
@@ -127,11 +126,8 @@ fn null_provider_full_lifecycle_over_tfplugin5() {
             prior_private: &read.private,
         })
         .unwrap();
-    let replace = objchange::filter_requires_replace(
-        &read.new_state,
-        &plan.planned_state,
-        &plan.requires_replace,
-    );
+    let replace =
+        plan::filter_requires_replace(&read.new_state, &plan.planned_state, &plan.requires_replace);
     assert_eq!(replace, vec![vec![PathStep::Attr("triggers".into())]]);
 
     // Destroy: apply with a null plan returns null.
@@ -332,7 +328,7 @@ fn a_chatty_provider_never_blocks() {
         .conform_config(&Value::object([("label", Value::String("x".into()))]))
         .unwrap();
     for _ in 0..3 {
-        let proposed = objchange::proposed_new(&block, &Value::Null, &config);
+        let proposed = plan::proposed_new(&block, &Value::Null, &config);
         let plan = p
             .plan_resource_change(PlanRequest {
                 type_name: "alpha_token",
@@ -390,7 +386,7 @@ fn the_nixops4_adapter_translates_against_the_real_provider() {
     assert!(planned.planned_state.is_unknown() && planned.requires_replace.is_empty());
     let created = apply("memo", &Value::Null, &Value::Unknown, &[], &config);
     assert!(!created.diagnostics.has_errors(), "{}", created.diagnostics);
-    assert!(objchange::values_equal(
+    assert!(plan::values_equal(
         &created.new_state,
         &json(serde_json::json!({"value": {"a": [1, 2.5]}}))
     ));
@@ -402,10 +398,7 @@ fn the_nixops4_adapter_translates_against_the_real_provider() {
 
     // The same inputs plan a no-op; new ones an update of a wholly unknown object.
     let same = plan("memo", &created.new_state, &created.private, &config);
-    assert!(objchange::values_equal(
-        &same.planned_state,
-        &created.new_state
-    ));
+    assert!(plan::values_equal(&same.planned_state, &created.new_state));
     let changed = json(serde_json::json!({"initialize_with": "b"}));
     let update = plan("memo", &created.new_state, &created.private, &changed);
     assert!(update.planned_state.is_unknown() && update.requires_replace.is_empty());
@@ -418,7 +411,7 @@ fn the_nixops4_adapter_translates_against_the_real_provider() {
     );
     assert!(!updated.diagnostics.has_errors(), "{}", updated.diagnostics);
     assert!(
-        objchange::values_equal(&updated.new_state, &created.new_state),
+        plan::values_equal(&updated.new_state, &created.new_state),
         "memo keeps its first value on update"
     );
 

@@ -6,7 +6,7 @@
 //! [`json`] (cty/json for the state file, and plain JSON for the Nix ledger), and [`convert`]
 //! (turning user configuration into a value of a given type).
 //!
-//! Not: schemas and blocks (`crate::schema`), the plan rules (`crate::objchange`), protobuf
+//! Not: schemas and blocks (`crate::schema`), the plan rules (`crate::plan`), protobuf
 //! messages, any I/O. Nothing here reads files, spawns processes or logs.
 //!
 //! Model in brief. A `Value` is untyped in memory: lists, sets and tuples are all
