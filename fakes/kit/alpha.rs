@@ -2,7 +2,8 @@
 //!
 //! Resource `alpha_token`: inputs `label` (optional, updates in place) and `keeper` (optional,
 //! forces replacement); computed `id` = `alpha-N`, `value` = `alpha:<label>:N`, and the sensitive
-//! `secret` = `secret-N`, where N is a per-process counter starting at the knobs' seed,
+//! `secret` = `secret-N` (or `<prefix>-N` with the secret-prefix knob), where N is a
+//! per-process counter starting at the knobs' seed,
 //! incremented by every create or update. With schema version 1 (a knob), computed `revision`,
 //! filled by the state upgrader from version 0. A label containing `invalid` fails validation.
 //! Data source `alpha_lookup`: `key` (required) → `result` = `lookup:<key>`.
@@ -21,6 +22,7 @@ use super::provider::Behaviour;
 pub struct Alpha {
     counter: AtomicU64,
     schema_version: i64,
+    secret_prefix: String,
 }
 
 impl Alpha {
@@ -29,7 +31,16 @@ impl Alpha {
         Alpha {
             counter: AtomicU64::new(knobs.counter_seed),
             schema_version: knobs.alpha_schema_version,
+            secret_prefix: knobs
+                .secret_prefix
+                .clone()
+                .unwrap_or_else(|| "secret".into()),
         }
+    }
+
+    /// The generated secret for counter value `n`.
+    fn secret(&self, n: impl std::fmt::Display) -> String {
+        format!("{}-{n}", self.secret_prefix)
     }
 }
 
@@ -171,7 +182,7 @@ impl Behaviour for Alpha {
         let mut new = planned.clone();
         if matches!(prior, Value::Null) {
             set(&mut new, "id", Value::String(format!("alpha-{n}")));
-            set(&mut new, "secret", Value::String(format!("secret-{n}")));
+            set(&mut new, "secret", Value::String(self.secret(n)));
             if self.schema_version >= 1 {
                 set(&mut new, "revision", Value::Number(1.into()));
             }
@@ -238,7 +249,7 @@ impl Behaviour for Alpha {
         m.insert("label".into(), Value::Null);
         m.insert("keeper".into(), Value::Null);
         m.insert("value".into(), Value::String(format!("alpha::{n}")));
-        m.insert("secret".into(), Value::String(format!("secret-{n}")));
+        m.insert("secret".into(), Value::String(self.secret(n)));
         m.insert("rules".into(), Value::Null);
         if self.schema_version >= 1 {
             m.insert("revision".into(), Value::Number(1.into()));

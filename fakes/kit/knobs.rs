@@ -33,6 +33,9 @@ pub struct Knobs {
     /// First value of the per-process counter (`NIVIS_FAKE_COUNTER`, or the older
     /// `TERRAE_NIVIS_FAKE_COUNTER`).
     pub counter_seed: u64,
+    /// alpha's secrets are `<prefix>-N` (`NIVIS_FAKE_SECRET`; default `secret`), so a test can
+    /// hunt for a value unique to its run.
+    pub secret_prefix: Option<String>,
     /// alpha's resource schema version; 1 adds `revision` (`NIVIS_FAKE_ALPHA_SCHEMA_VERSION`).
     pub alpha_schema_version: i64,
 }
@@ -67,6 +70,7 @@ impl Knobs {
                 .or_else(|| env("TERRAE_NIVIS_FAKE_COUNTER"))
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            secret_prefix: env("NIVIS_FAKE_SECRET"),
             alpha_schema_version: env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
