@@ -244,6 +244,7 @@ fn list(items: &[String]) -> String {
 }
 
 impl fmt::Display for InstallError {
+    // Long because it is one message per error variant, a table kept in one place.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InstallError::InvalidAddress { source, reason } => write!(

@@ -289,6 +289,7 @@ fn provider_label(label: &str) -> Result<ProviderAddr, String> {
     Ok(addr)
 }
 
+// Long because it is one parser loop over the body's statements, one arm per statement kind.
 fn provider_body(p: &mut Parser, block_line: usize) -> Result<LockedProvider, Error> {
     let (mut version, mut constraints, mut hashes) = (None, None, None);
     loop {

@@ -104,6 +104,7 @@ impl StateError {
 }
 
 impl fmt::Display for StateError {
+    // Long because it is one message per error variant, a table kept in one place.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StateError::Io { path, op, source } => {

@@ -104,6 +104,7 @@ fn dynamic_json(value: J, ty: &Type) -> J {
 }
 
 /// Reads cty/json of type `ty` (as stored in a state file, or a provider's JSON DynamicValue).
+// Long because it has one arm per target type, the decoding table in one place.
 pub fn from_state_json(json: &J, ty: &Type) -> Result<Value, ValueError> {
     if json.is_null() {
         return Ok(Value::Null);

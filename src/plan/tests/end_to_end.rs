@@ -3,6 +3,7 @@ use super::*;
 /// null_resource (hashicorp/null 3.x): `id` optional+computed string, `triggers` optional
 /// map(string), driven through a create and an update the way the engine will.
 #[test]
+// Long because it is one create-then-update story, each step using the previous one's result.
 fn null_resource_end_to_end() {
     let s = block(
         vec![

@@ -45,6 +45,7 @@ fn block(attrs: Vec<(&str, Attribute)>, blocks: Vec<(&str, BlockNesting, Block)>
     }
 }
 
+// Long because it is one literal schema covering every attribute and nesting kind the tests use.
 fn schema() -> Block {
     let ports = NestedObject {
         attributes: [

@@ -1,6 +1,7 @@
 use super::*;
 
 #[test]
+// Long because it walks one planned object through every rule, each step building on the last.
 fn plan_validity() {
     let s = schema();
     let prior = prior_state(&s);
