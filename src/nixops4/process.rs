@@ -201,3 +201,33 @@ fn spawn_stderr_drain(
         lock(&tail).push(line);
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A NixOps4 provider gets its own process group: what it starts dies with it.
+    #[test]
+    fn what_the_provider_started_dies_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("provider.sh");
+        std::fs::write(&script, "#!/bin/sh\nsleep 600 &\necho $!\nwait\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let process = ProviderProcess::spawn("script", &script).unwrap();
+        let Reply::Line(pid) = process.receive(Duration::from_secs(10)) else {
+            panic!("no pid line");
+        };
+        let grandchild: i32 = pid.trim().parse().unwrap();
+        drop(process);
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                .is_ok_and(|s| !s.contains(") Z "))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(), "grandchild {grandchild} survived its provider");
+    }
+}
