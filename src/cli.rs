@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 
 use crate::engine::{
     self, interrupt_flag, Engine, EngineError, Event, Options, Report, Sink, Timing,
@@ -126,22 +125,78 @@ pub enum StateCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct StateArgs {
-    /// The state file.
-    #[arg(long, default_value = "nivis.state.json", env = "NIVIS_STATE")]
-    pub state: PathBuf,
-    /// Machine-readable output.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct RunArgs {
     /// The flake (directory or reference) holding the plan.
     #[arg(long, default_value = ".", conflicts_with = "file")]
     pub flake: String,
     /// A plain Nix file evaluating to the plan function (instead of a flake).
     #[arg(long)]
     pub file: Option<PathBuf>,
+    /// The state file (default: one per project, under $XDG_STATE_HOME/nivis/projects; never
+    /// inside a directory Nix copies into the store).
+    #[arg(long, env = "NIVIS_STATE")]
+    pub state: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl StateArgs {
+    /// Where the plan lives (`attr`: the plan function's attribute, for flakes).
+    fn source(&self, attr: Option<String>) -> PlanSource {
+        match &self.file {
+            Some(file) => PlanSource::File {
+                path: absolute(file),
+                attr,
+            },
+            None => {
+                let flake = if Path::new(&self.flake).is_dir() {
+                    absolute(Path::new(&self.flake)).display().to_string()
+                } else {
+                    self.flake.clone()
+                };
+                PlanSource::Flake {
+                    flake,
+                    attr: attr.unwrap_or_else(|| "nivis.plan".into()),
+                }
+            }
+        }
+    }
+
+    /// The state path: `--state` (refused inside a tree Nix copies into the store), else the
+    /// project's default, after moving a state older versions left in the working directory or
+    /// in a flake directory Nix copies.
+    fn state_path(&self, source: &PlanSource) -> Result<PathBuf, String> {
+        use crate::project;
+        if let Some(p) = &self.state {
+            project::check_state_path(p, source)?;
+            return Ok(absolute(p));
+        }
+        let target = project::default_state_path(source)?;
+        project::create_state_dir(&target)?;
+        let mut legacy = vec![absolute(Path::new(crate::state::DEFAULT_PATH))];
+        if let project::Copied::Whole(dir) = project::copied_tree(source) {
+            legacy.push(dir.join(crate::state::DEFAULT_PATH));
+        }
+        for old in legacy {
+            if let Some(message) = project::move_legacy_state(&old, &target)? {
+                eprintln!("{}", render::escape_text(&message));
+            }
+        }
+        log::info!("state: {}", target.display());
+        Ok(target)
+    }
+
+    /// Reads the state without locking it; its secrets are remembered for redaction.
+    fn read(&self) -> Result<(PathBuf, crate::state::StateFile), String> {
+        let path = self.state_path(&self.source(None))?;
+        let state = Store::read_only(&path).map_err(|e| e.to_string())?;
+        crate::secrets::remember_state(&state);
+        Ok((path, state))
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
     /// The attribute holding the plan function (`ledger: IR`).
     #[arg(long)]
     pub attr: Option<String>,
@@ -267,13 +322,19 @@ pub fn run(cli: Cli) -> i32 {
         Command::Output(args) => output_command(&args),
         Command::Gen(args) => gen_command(&args),
         Command::Providers(cmd) => providers_command(cmd),
-        Command::ForceUnlock(args) => match Store::force_unlock(&args.state) {
-            Ok(result) => {
-                println!("{result:?}");
-                exit::OK
+        Command::ForceUnlock(args) => {
+            let path = match args.state_path(&args.source(None)) {
+                Ok(p) => p,
+                Err(e) => return fail(&e),
+            };
+            match Store::force_unlock(&path) {
+                Ok(result) => {
+                    println!("{}", render::escape_text(&format!("{result:?}")));
+                    exit::OK
+                }
+                Err(e) => fail(&e),
             }
-            Err(e) => fail(&e),
-        },
+        }
     }
 }
 
@@ -287,32 +348,19 @@ enum Verb {
 }
 
 fn fail(e: &dyn std::fmt::Display) -> i32 {
-    let _ = writeln!(std::io::stderr(), "Error: {e}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "Error: {}",
+        render::escape_text(&e.to_string())
+    );
     exit::ERROR
 }
 
 fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
-    let source = match &args.file {
-        Some(file) => PlanSource::File {
-            path: absolute(file),
-            attr: args.attr.clone(),
-        },
-        None => {
-            let flake = if Path::new(&args.flake).is_dir() {
-                absolute(Path::new(&args.flake)).display().to_string()
-            } else {
-                args.flake.clone()
-            };
-            PlanSource::Flake {
-                flake,
-                attr: args.attr.clone().unwrap_or_else(|| "nivis.plan".into()),
-            }
-        }
-    };
-    let state_path = absolute(&args.state.state);
+    let source = args.state.source(args.attr.clone());
+    let state_path = args.state.state_path(&source)?;
     Ok(Options {
         source,
-        run_dir: run_dir(&state_path),
         state_path,
         parallelism: args.parallelism.max(1),
         max_phases: apply.and_then(|a| a.max_phases),
@@ -334,26 +382,6 @@ fn absolute(p: &Path) -> PathBuf {
             .map(|d| d.join(p))
             .unwrap_or_else(|_| p.to_path_buf())
     }
-}
-
-/// A private directory outside the project (so a `path:` flake never copies it into the
-/// store), one per state file.
-fn run_dir(state_path: &Path) -> PathBuf {
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_dir())
-        .map(|p| p.join("nivis"))
-        .unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
-        });
-    let digest = Sha256::digest(state_path.display().to_string().as_bytes());
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    let _ = std::fs::create_dir_all(&base);
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700));
-    }
-    base.join(hex)
 }
 
 /// Variables: `NIVIS_VAR_name` environment < `--var-file` files (in order) < `--var` flags.
@@ -571,9 +599,13 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
                 );
                 for (id, waits) in &r.pending {
                     if waits.is_empty() {
-                        println!("  … {id} (ready for the next phase)");
+                        println!("  … {} (ready for the next phase)", render::escape(id));
                     } else {
-                        println!("  … {id} waits on {}", engine::describe_waits(waits));
+                        println!(
+                            "  … {} waits on {}",
+                            render::escape(id),
+                            render::escape(&engine::describe_waits(waits))
+                        );
                     }
                 }
                 println!("Run `nivis apply` again (without --max-phases) to continue.");
@@ -592,7 +624,11 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
                 r.apply_phases
             );
             for (id, action) in &r.changed {
-                println!("  ✓ {id} ({})", render::done_verb(*action));
+                println!(
+                    "  ✓ {} ({})",
+                    render::escape(id),
+                    render::done_verb(*action)
+                );
             }
             println!("Fixpoint reached after {} evaluation(s).", r.evaluations);
         }
@@ -605,7 +641,7 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
             }
             println!("Destroyed {} resource(s):", r.changed.len());
             for (id, _) in &r.changed {
-                println!("  - {id}");
+                println!("  - {}", render::escape(id));
             }
         }
         Verb::Refresh => println!("Refresh complete."),
@@ -615,79 +651,42 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
 
 fn state_command(cmd: StateCommand) -> i32 {
     match cmd {
-        StateCommand::List(args) => match Store::read_only(&args.state) {
-            Ok(state) => {
+        StateCommand::List(args) => match args.read() {
+            Ok((_, state)) => {
                 if args.json {
-                    println!(
-                        "{}",
-                        Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect())
-                    );
+                    let ids = Json::Array(state.ids().map(|id| Json::String(id.into())).collect());
+                    println!("{}", render::json_text(&ids, false));
                 } else {
                     for id in state.ids() {
-                        println!("{id}");
+                        println!("{}", render::escape(id));
                     }
                 }
                 exit::OK
             }
             Err(e) => fail(&e),
         },
-        StateCommand::Show { id, state: args } => match Store::read_only(&args.state) {
-            Ok(state) => {
-                let Some(r) = state.get(&id) else {
-                    return fail(&format!(
-                        "{id} is not in {}; `nivis state list` shows what is",
-                        args.state.display()
-                    ));
-                };
-                let sensitive: Vec<String> = r
-                    .sensitive_paths
-                    .iter()
-                    .filter_map(|p| {
-                        p.as_array()
-                            .and_then(|a| a.first())
-                            .and_then(|s| s.as_str())
-                            .map(str::to_string)
-                    })
-                    .collect();
-                if args.json {
-                    let mut attrs = r.attributes.clone();
-                    if let Json::Object(m) = &mut attrs {
-                        for k in &sensitive {
-                            if m.contains_key(k) {
-                                m.insert(k.clone(), Json::String("(sensitive)".into()));
-                            }
-                        }
-                    }
-                    println!(
-                        "{}",
-                        serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs})
-                    );
-                    return exit::OK;
+        StateCommand::Show { id, state: args } => match args.read() {
+            Ok((path, state)) => match state.get(&id) {
+                Some(r) => {
+                    show_resource(r, args.json);
+                    exit::OK
                 }
-                println!("{} ({})", r.id, r.type_name);
-                if let Json::Object(m) = &r.attributes {
-                    for (k, v) in m {
-                        let shown = if sensitive.contains(k) {
-                            "(sensitive value)".to_string()
-                        } else {
-                            match v {
-                                Json::String(s) => s.clone(),
-                                other => other.to_string(),
-                            }
-                        };
-                        println!("  {k} = {shown}");
-                    }
-                }
-                exit::OK
-            }
+                None => fail(&format!(
+                    "{id} is not in {}; `nivis state list` shows what is",
+                    path.display()
+                )),
+            },
             Err(e) => fail(&e),
         },
         StateCommand::Rm { ids, state: args } => {
-            let mut store =
-                match Store::open(&args.state, LockHolder::current("nivis state rm"), None) {
-                    Ok(s) => s,
-                    Err(e) => return fail(&e),
-                };
+            let path = match args.state_path(&args.source(None)) {
+                Ok(p) => p,
+                Err(e) => return fail(&e),
+            };
+            let mut store = match Store::open(&path, LockHolder::current("nivis state rm"), None) {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
             for id in &ids {
                 if !store.state().contains(id) {
                     return fail(&format!("{id} is not in state; nothing was removed"));
@@ -701,9 +700,37 @@ fn state_command(cmd: StateCommand) -> i32 {
                 return fail(&e);
             }
             for id in &ids {
-                println!("Removed {id} from state (the real object was not destroyed).");
+                println!(
+                    "Removed {} from state (the real object was not destroyed).",
+                    render::escape(id)
+                );
             }
             exit::OK
+        }
+    }
+}
+
+/// `state show`: the recorded attributes, every sensitive path masked.
+fn show_resource(r: &crate::state::ResourceState, json: bool) {
+    use crate::secrets::{mask_paths, JSON_MASK, MASK};
+    if json {
+        let attrs = mask_paths(&r.attributes, &r.sensitive_paths, JSON_MASK);
+        let doc = serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs});
+        println!("{}", render::json_text(&doc, false));
+        return;
+    }
+    println!(
+        "{} ({})",
+        render::escape(&r.id),
+        render::escape(&r.type_name)
+    );
+    if let Json::Object(m) = mask_paths(&r.attributes, &r.sensitive_paths, MASK) {
+        for (k, v) in &m {
+            let shown = match v {
+                Json::String(s) => render::escape(s),
+                other => render::json_text(other, false),
+            };
+            println!("  {} = {shown}", render::escape(k));
         }
     }
 }
@@ -757,7 +784,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     "Locked {} provider(s) for {} platform(s) in {}.",
                     registry.len(),
                     platforms_parsed.len(),
-                    install.lock_file.display()
+                    render::escape(&install.lock_file.display().to_string())
                 );
             })
         }
@@ -768,7 +795,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                         "Mirrored {} provider(s) for {} platform(s) into {}.",
                         registry.len(),
                         platforms_parsed.len(),
-                        dir.display()
+                        render::escape(&dir.display().to_string())
                     );
                 },
             )
@@ -779,19 +806,26 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     match crate::registry::install(&decl.source, decl.version.as_deref(), &install)
                     {
                         Ok(i) => {
-                            println!("{id}: {} {} from {:?}", i.address, i.version, i.from);
-                            println!("    {}", i.executable.display());
+                            let mut text = format!(
+                                "{id}: {} {} from {:?}\n    {}",
+                                i.address,
+                                i.version,
+                                i.from,
+                                i.executable.display()
+                            );
                             for h in &i.hashes {
-                                println!("    {h}");
+                                text.push_str(&format!("\n    {h}"));
                             }
+                            println!("{}", render::escape_text(&text));
                         }
                         Err(e) => return fail(&format!("provider {id}: {e}")),
                     }
                 } else {
-                    match engine::resolve_source(&decl.source, &base) {
-                        Ok(p) => println!("{id}: {} (path)", p.display()),
-                        Err(e) => println!("{id}: not found: {e}"),
-                    }
+                    let line = match engine::resolve_source(&decl.source, &base) {
+                        Ok(p) => format!("{id}: {} (path)", p.display()),
+                        Err(e) => format!("{id}: not found: {e}"),
+                    };
+                    println!("{}", render::escape(&line));
                 }
             }
             Ok(())
@@ -855,26 +889,25 @@ fn gen_command(args: &GenArgs) -> i32 {
             return fail(&format!("cannot write {}: {e}", target.display()));
         }
     }
-    println!(
+    let done = format!(
         "Wrote {} file(s) for provider {name} to {} in {:.2}s. Use them with `import {}/{name} lib`.",
         files.len(),
         root.display(),
         started.elapsed().as_secs_f64(),
         args.out.display()
     );
+    println!("{}", render::escape(&done));
     exit::OK
 }
 
 fn output_command(args: &StateArgs) -> i32 {
-    match Store::read_only(&args.state) {
-        Ok(state) => {
+    match args.read() {
+        Ok((_, state)) => {
             let mut ledger = crate::ledger::Ledger::default();
             for r in state.iter() {
                 ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
             }
-            let json = serde_json::to_string_pretty(&ledger.to_json()["outputs"])
-                .expect("ledger serialises");
-            println!("{json}");
+            println!("{}", render::json_text(&ledger.to_json()["outputs"], true));
             exit::OK
         }
         Err(e) => fail(&e),
@@ -915,11 +948,12 @@ impl log::Log for StderrLogger {
 
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
+            // Provider log lines and Nix output pass through here: escaped and redacted.
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "[{}] {}",
                 record.level(),
-                record.args()
+                render::escape_text(&record.args().to_string())
             );
         }
     }

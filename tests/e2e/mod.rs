@@ -5,3 +5,5 @@ mod gen;
 mod headline;
 mod lifecycle;
 mod real_null;
+mod sandbox;
+mod secrets;

@@ -1,0 +1,408 @@
+//! Where a project's state lives, so that Nix never copies it into the world-readable store.
+//!
+//! Owns: the default state location (one directory per project under `$XDG_STATE_HOME`), the
+//! refusal of a state path inside a directory Nix copies when it evaluates the plan, and moving
+//! a state that older versions kept in the working directory. Not: the state's format, journal
+//! or lock (`state`, used only through its public API), nor evaluating the plan (`nixeval`).
+//!
+//! What Nix copies into `/nix/store` when it evaluates a plan (checked with Nix 2.8):
+//!
+//! | plan given as                       | copied                                        |
+//! |-------------------------------------|-----------------------------------------------|
+//! | a directory outside any git work tree | the whole directory (a `path:` flake)       |
+//! | `path:DIR`                          | the whole directory, git or not               |
+//! | a directory in a git work tree, or `git+file:` | the repository's tracked files (a flake in a subdirectory: the whole repository's) |
+//! | `--file plan.nix`                   | nothing (only what the plan itself copies, e.g. `${./.}`) |
+//! | `github:…` and other remote refs    | the remote source, never local files          |
+//!
+//! So the state defaults to `$XDG_STATE_HOME/nivis/projects/<name>-<hash>/nivis.state.json`
+//! (`~/.local/state/…` without XDG_STATE_HOME), keyed by the project's canonical path, outside
+//! every copied tree. A `--state` inside a tree Nix copies whole is refused; inside a git work
+//! tree it is accepted only when git ignores it (an ignored file is never tracked, so never
+//! copied nor committed).
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use sha2::{Digest, Sha256};
+
+use crate::nixeval::PlanSource;
+use crate::state::{LockHolder, Store, DEFAULT_PATH};
+
+/// The tree Nix copies into the store for a plan source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Copied {
+    /// Everything under this directory.
+    Whole(PathBuf),
+    /// The tracked files of the git work tree rooted here.
+    GitTracked(PathBuf),
+    /// No local files (a plan file, a remote flake).
+    Nothing,
+}
+
+/// The work tree root of the git repository holding `dir`, if any (as Nix finds it: the nearest
+/// ancestor with a `.git` directory or file).
+fn git_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+/// A local directory named by a flake reference (`DIR`, `path:DIR`, `git+file://DIR`), and
+/// whether it was asked for as `path:`.
+fn flake_dir(flake: &str) -> Option<(PathBuf, bool)> {
+    let strip_query = |s: &str| s.split(['?', '#']).next().unwrap_or_default().to_string();
+    let (text, is_path) = if let Some(rest) = flake.strip_prefix("path:") {
+        (strip_query(rest), true)
+    } else if let Some(rest) = flake.strip_prefix("git+file://") {
+        (strip_query(rest), false)
+    } else if flake.starts_with('/') || flake.starts_with('.') {
+        (flake.to_string(), false)
+    } else {
+        return None;
+    };
+    let dir = std::fs::canonicalize(&text).ok()?;
+    dir.is_dir().then_some((dir, is_path))
+}
+
+/// What Nix copies for `source`.
+pub fn copied_tree(source: &PlanSource) -> Copied {
+    match source {
+        PlanSource::File { .. } => Copied::Nothing,
+        // A directory without flake.nix is not a flake (yet): nothing is copied, and a state
+        // command may run there.
+        PlanSource::Flake { flake, .. } => {
+            match flake_dir(flake).filter(|(dir, _)| dir.join("flake.nix").is_file()) {
+                None => Copied::Nothing,
+                Some((dir, true)) => Copied::Whole(dir),
+                Some((dir, false)) => match git_root(&dir) {
+                    Some(root) => Copied::GitTracked(root),
+                    None => Copied::Whole(dir),
+                },
+            }
+        }
+    }
+}
+
+/// `path` made absolute with `.`/`..` resolved through the parts that exist.
+fn normalise(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    for ancestor in abs.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(ancestor) {
+            let rest = abs.strip_prefix(ancestor).unwrap_or(Path::new(""));
+            return if rest.as_os_str().is_empty() {
+                real
+            } else {
+                real.join(rest)
+            };
+        }
+    }
+    abs
+}
+
+/// The files a state at `path` consists of (snapshot, journal, lock, compaction temp).
+fn state_files(path: &Path) -> [PathBuf; 4] {
+    let with = |ext: &str| {
+        let mut s = path.as_os_str().to_owned();
+        s.push(ext);
+        PathBuf::from(s)
+    };
+    [
+        path.to_path_buf(),
+        with(".journal"),
+        with(".lock"),
+        with(".tmp"),
+    ]
+}
+
+/// Whether git ignores `path` in the work tree at `root` (a tracked file is not ignored).
+fn git_ignores(root: &Path, path: &Path) -> bool {
+    Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["check-ignore", "-q", "--"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Refuses a state path that Nix would copy into the store when it evaluates `source`.
+pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String> {
+    let state = normalise(state);
+    match copied_tree(source) {
+        Copied::Whole(dir) if state.starts_with(&dir) => Err(format!(
+            "refusing --state {}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, so the state and the secrets in it would land there. Omit --state (the state then lives in {}), or give a path outside {}.",
+            state.display(),
+            dir.display(),
+            default_state_path(source)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|e| e),
+            dir.display()
+        )),
+        Copied::GitTracked(root) if state.starts_with(&root) => {
+            let [snapshot, journal, ..] = state_files(&state);
+            if git_ignores(&root, &snapshot) && git_ignores(&root, &journal) {
+                return Ok(());
+            }
+            let name = state
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Err(format!(
+                "refusing --state {}: it is inside the git repository {} and git does not ignore it, so it could be tracked, committed, and copied by Nix into the world-readable /nix/store with the flake. Add `{name}*` to {}/.gitignore, or omit --state (the state then lives outside the repository).",
+                state.display(),
+                root.display(),
+                root.display()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state`.
+fn state_home() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
+        if dir.is_absolute() {
+            return Ok(dir);
+        }
+    }
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .map(|h| h.join(".local/state"))
+        .ok_or_else(|| {
+            "cannot find a place for the state: set XDG_STATE_HOME or HOME, or pass --state"
+                .to_string()
+        })
+}
+
+/// What identifies a project: its canonical flake directory or plan file, or the flake
+/// reference as written when it is remote.
+fn project_key(source: &PlanSource) -> (String, String) {
+    let (key, name) = match source {
+        PlanSource::File { path, .. } => {
+            let p = normalise(path);
+            let name = p
+                .file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (p.display().to_string(), name)
+        }
+        PlanSource::Flake { flake, .. } => match flake_dir(flake) {
+            Some((dir, _)) => {
+                let name = dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (dir.display().to_string(), name)
+            }
+            None => (flake.clone(), flake.clone()),
+        },
+    };
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    (key, name.trim_start_matches('.').to_string())
+}
+
+/// The default state path of the project `source` names (see the module doc).
+pub fn default_state_path(source: &PlanSource) -> Result<PathBuf, String> {
+    let (key, name) = project_key(source);
+    let digest = hex::encode(&Sha256::digest(key.as_bytes())[..8]);
+    let dir = state_home()?
+        .join("nivis/projects")
+        .join(format!("{name}-{digest}"));
+    Ok(dir.join(DEFAULT_PATH))
+}
+
+/// Creates the directory of a default state path (mode 0700 for what is created).
+pub fn create_state_dir(state: &Path) -> Result<(), String> {
+    let Some(dir) = state.parent() else {
+        return Ok(());
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))
+}
+
+/// Moves a state that an older Nivis kept at `legacy` (the working directory) to `target`:
+/// locked, compacted, copied (temp file, fsync, rename, fsync), checked, and only then removed
+/// from the old place. Returns the message to show, or `None` if there was nothing to move.
+/// A crash at any point leaves a complete state in at least one place; if both exist and hold
+/// the same state, the old copy is removed; if they differ, the user decides.
+pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>, String> {
+    let old = state_files(legacy);
+    if !old[0].exists() && !old[1].exists() {
+        return Ok(None);
+    }
+    if normalise(legacy) == normalise(target) {
+        return Ok(None);
+    }
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        format!(
+            "moving the state {} to {} failed ({what}: {e}); nothing was lost: the old state is still there. Fix the cause, or pass --state {} to keep using it where it is.",
+            legacy.display(),
+            target.display(),
+            legacy.display()
+        )
+    };
+    let mut store = Store::open(
+        legacy,
+        LockHolder::current("nivis (moving the state)"),
+        None,
+    )
+    .map_err(|e| fail("opening it", &e))?;
+    store.compact().map_err(|e| fail("compacting it", &e))?;
+    let new = state_files(target);
+    if new[0].exists() || new[1].exists() {
+        let there = Store::read_only(target).map_err(|e| fail("reading the new place", &e))?;
+        if &there != store.state() {
+            return Err(format!(
+                "two different states: {} (where older Nivis versions kept it) and {} (where it lives now). Keep the right one: remove the other (its .journal too), or pass --state to choose.",
+                legacy.display(),
+                target.display()
+            ));
+        }
+    } else {
+        create_state_dir(target)?;
+        let bytes = std::fs::read(legacy).map_err(|e| fail("reading it", &e))?;
+        copy_durably(&bytes, target).map_err(|e| fail("writing the copy", &e))?;
+        let copied = Store::read_only(target).map_err(|e| fail("reading the copy", &e))?;
+        if &copied != store.state() {
+            let _ = std::fs::remove_file(target);
+            return Err(fail("checking the copy", &"it differs from the original"));
+        }
+    }
+    for f in [&old[0], &old[1], &old[3]] {
+        if let Err(e) = std::fs::remove_file(f) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(fail("removing the old files", &e));
+            }
+        }
+    }
+    drop(store);
+    let _ = std::fs::remove_file(&old[2]);
+    Ok(Some(format!(
+        "Moved the state from {} to {}: Nix copies a plain-directory or path: flake into the world-readable /nix/store, state included. Pass --state to keep it elsewhere.",
+        legacy.display(),
+        target.display()
+    )))
+}
+
+/// Writes `bytes` to `target` through a new temporary file beside it (mode 0600, never a
+/// link), synced, renamed into place, and the directory synced.
+fn copy_durably(bytes: &[u8], target: &Path) -> std::io::Result<()> {
+    let [_, _, _, tmp] = state_files(target);
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, target)?;
+    if let Some(dir) = target.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flake(dir: &Path) -> PlanSource {
+        PlanSource::Flake {
+            flake: dir.display().to_string(),
+            attr: "nivis.plan".into(),
+        }
+    }
+
+    #[test]
+    fn what_nix_copies() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = root.path().join("plain");
+        let repo = root.path().join("repo");
+        std::fs::create_dir_all(&plain).unwrap();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("infra")).unwrap();
+        assert_eq!(
+            copied_tree(&flake(&plain)),
+            Copied::Nothing,
+            "not a flake yet"
+        );
+        for d in [&plain, &repo, &repo.join("infra")] {
+            std::fs::write(d.join("flake.nix"), "{ outputs = _: { }; }").unwrap();
+        }
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap();
+        assert_eq!(copied_tree(&flake(&plain)), Copied::Whole(canon(&plain)));
+        assert_eq!(
+            copied_tree(&flake(&repo.join("infra"))),
+            Copied::GitTracked(canon(&repo))
+        );
+        let path_ref = PlanSource::Flake {
+            flake: format!("path:{}?dir=x", repo.display()),
+            attr: "a".into(),
+        };
+        assert_eq!(copied_tree(&path_ref), Copied::Whole(canon(&repo)));
+        let remote = PlanSource::Flake {
+            flake: "github:o/r".into(),
+            attr: "a".into(),
+        };
+        assert_eq!(copied_tree(&remote), Copied::Nothing);
+        let file = PlanSource::File {
+            path: plain.join("plan.nix"),
+            attr: None,
+        };
+        assert_eq!(copied_tree(&file), Copied::Nothing);
+
+        let err =
+            check_state_path(&plain.join("sub/../nivis.state.json"), &flake(&plain)).unwrap_err();
+        assert!(
+            err.contains("copies") && err.contains("Omit --state"),
+            "{err}"
+        );
+        assert!(check_state_path(&root.path().join("s.json"), &flake(&plain)).is_ok());
+        assert!(check_state_path(&plain.join("s.json"), &file).is_ok());
+    }
+
+    #[test]
+    fn default_paths_are_per_project_and_stable() {
+        let root = tempfile::tempdir().unwrap();
+        let a = root.path().join("a b");
+        std::fs::create_dir_all(&a).unwrap();
+        let p1 = default_state_path(&flake(&a)).unwrap();
+        let p2 = default_state_path(&flake(&a.join("."))).unwrap();
+        assert_eq!(p1, p2, "keyed by the canonical path");
+        let name = p1.parent().unwrap().file_name().unwrap().to_string_lossy();
+        assert!(name.starts_with("a_b-"), "{name}");
+        let other = default_state_path(&PlanSource::File {
+            path: a.join("plan.nix"),
+            attr: None,
+        })
+        .unwrap();
+        assert_ne!(p1, other);
+    }
+}

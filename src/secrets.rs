@@ -1,0 +1,255 @@
+//! What this process knows to be secret, and keeping it out of everything it prints.
+//!
+//! Owns: the process-wide set of secret values seen so far — values at the state's sensitive
+//! paths, sensitive variables, values Nix marked sensitive, sensitive inputs of a resource — and
+//! redacting them from text and JSON; masking the sensitive paths of an attribute tree.
+//! Not: deciding what is sensitive (provider schemas, the IR and the engine do), escaping for
+//! terminals (`render`), or storing secrets (`state`, `ledger`).
+//!
+//! Redaction is the second line of defence. The first is structural: a value known to be
+//! sensitive is never rendered at all (plan changes, `state show`, the ledger carry a mask or a
+//! placeholder). Redaction catches the copies nobody marked: a provider that echoes a password
+//! in an error or a log line, Nix quoting a value in an evaluation error, a computed attribute
+//! that embeds its sensitive input. Values shorter than [`MIN_LEN`] bytes are not redacted by
+//! content (masking every `"1"` or `"true"` would make output unreadable); structural masking
+//! still covers them.
+
+use std::borrow::Cow;
+use std::sync::RwLock;
+
+use serde_json::Value as Json;
+
+use crate::state::{ResourceState, StateFile};
+use crate::value::Value;
+
+/// The shortest value redacted wherever it appears.
+pub const MIN_LEN: usize = 6;
+
+/// What replaces a secret in human output.
+pub const MASK: &str = "(sensitive value)";
+
+/// What replaces a secret in JSON output.
+pub const JSON_MASK: &str = "(sensitive)";
+
+struct Known {
+    /// Secrets, longest first (a secret containing another is replaced whole).
+    values: Vec<String>,
+    /// Values that may be secret until the plan says (variables before the first evaluation).
+    provisional: Vec<String>,
+}
+
+static KNOWN: RwLock<Known> = RwLock::new(Known {
+    values: Vec::new(),
+    provisional: Vec::new(),
+});
+
+fn insert(list: &mut Vec<String>, s: &str) {
+    if s.len() < MIN_LEN || list.iter().any(|k| k == s) {
+        return;
+    }
+    let at = list.partition_point(|k| k.len() >= s.len());
+    list.insert(at, s.to_string());
+}
+
+/// Remembers a secret value.
+pub fn remember(s: &str) {
+    if s.len() >= MIN_LEN {
+        insert(
+            &mut KNOWN.write().unwrap_or_else(|e| e.into_inner()).values,
+            s,
+        );
+    }
+}
+
+/// Remembers every string (and number, as written) inside a JSON tree.
+pub fn remember_json(json: &Json) {
+    match json {
+        Json::String(s) => remember(s),
+        Json::Number(n) => remember(&n.to_string()),
+        Json::Array(items) => items.iter().for_each(remember_json),
+        Json::Object(m) => m.values().for_each(remember_json),
+        Json::Bool(_) | Json::Null => {}
+    }
+}
+
+/// Remembers every string and number inside a provider value.
+pub fn remember_value(value: &Value) {
+    match value {
+        Value::String(s) => remember(s),
+        Value::Number(n) => remember(&n.to_string()),
+        Value::List(items) => items.iter().for_each(remember_value),
+        Value::Map(m) => m.values().for_each(remember_value),
+        Value::Dynamic { value, .. } => remember_value(value),
+        Value::Null | Value::Bool(_) | Value::Unknown => {}
+    }
+}
+
+/// Remembers the values at every sensitive path of every resource (and deposed object).
+pub fn remember_state(state: &StateFile) {
+    state.iter().for_each(remember_state_record);
+}
+
+/// Remembers the values at every sensitive path of one resource (and its deposed objects).
+pub fn remember_state_record(r: &ResourceState) {
+    let trees = std::iter::once(&r.attributes).chain(r.deposed.iter().map(|d| &d.attributes));
+    for attrs in trees {
+        for path in &r.sensitive_paths {
+            if let Some(v) = at_path(attrs, path) {
+                remember_json(v);
+            }
+        }
+    }
+}
+
+/// Remembers a value that is secret unless [`settle_provisional`] is told otherwise.
+pub fn remember_provisional(s: &str) {
+    insert(
+        &mut KNOWN.write().unwrap_or_else(|e| e.into_inner()).provisional,
+        s,
+    );
+}
+
+/// Ends the provisional period: the values `secret` accepts become secrets, the rest are
+/// forgotten.
+pub fn settle_provisional(secret: &dyn Fn(&str) -> bool) {
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    let provisional = std::mem::take(&mut known.provisional);
+    for s in provisional.iter().filter(|s| secret(s)) {
+        insert(&mut known.values, s);
+    }
+}
+
+/// `text` with every known secret replaced by [`MASK`].
+pub fn redact(text: &str) -> Cow<'_, str> {
+    redact_with(text, MASK)
+}
+
+fn redact_with<'t>(text: &'t str, mask: &str) -> Cow<'t, str> {
+    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+    let mut out = Cow::Borrowed(text);
+    for s in known.values.iter().chain(known.provisional.iter()) {
+        if out.contains(s.as_str()) {
+            out = Cow::Owned(out.replace(s.as_str(), mask));
+        }
+    }
+    out
+}
+
+/// Replaces every known secret inside the strings (and keys) of a JSON tree.
+pub fn redact_json(json: &mut Json) {
+    match json {
+        Json::String(s) => {
+            if let Cow::Owned(r) = redact_with(s, JSON_MASK) {
+                *s = r;
+            }
+        }
+        Json::Array(items) => items.iter_mut().for_each(redact_json),
+        Json::Object(m) => {
+            let entries = std::mem::take(m);
+            for (k, mut v) in entries {
+                redact_json(&mut v);
+                m.insert(redact_with(&k, JSON_MASK).into_owned(), v);
+            }
+        }
+        Json::Number(_) | Json::Bool(_) | Json::Null => {}
+    }
+}
+
+/// `attributes` with the value at each sensitive path (JSON arrays of keys and indices, as in
+/// state) replaced by `mask`.
+pub fn mask_paths(attributes: &Json, sensitive_paths: &[Json], mask: &str) -> Json {
+    let mut out = attributes.clone();
+    for path in sensitive_paths.iter().filter_map(Json::as_array) {
+        if let Some(at) = at_path_mut(&mut out, path) {
+            if !at.is_null() {
+                *at = Json::String(mask.to_string());
+            }
+        }
+    }
+    out
+}
+
+fn at_path_mut<'j>(json: &'j mut Json, path: &[Json]) -> Option<&'j mut Json> {
+    let mut at = json;
+    for step in path {
+        at = match (step, at) {
+            (Json::String(k), Json::Object(m)) => m.get_mut(k)?,
+            (Json::Number(n), Json::Array(items)) => items.get_mut(n.as_u64()? as usize)?,
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+/// The value at a state path (JSON array of keys and indices), if there is one.
+pub fn at_path<'j>(json: &'j Json, path: &Json) -> Option<&'j Json> {
+    let mut at = json;
+    for step in path.as_array()? {
+        at = match (step, at) {
+            (Json::String(k), Json::Object(m)) => m.get(k)?,
+            (Json::Number(n), Json::Array(items)) => items.get(n.as_u64()? as usize)?,
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    // The registry is process-wide: each test uses values no other test uses.
+
+    #[test]
+    fn redaction_replaces_known_values_longest_first_and_ignores_short_ones() {
+        remember("red-secret-one");
+        remember("red-secret-one-and-more");
+        remember("short");
+        assert_eq!(
+            redact("a red-secret-one-and-more b red-secret-one c short"),
+            "a (sensitive value) b (sensitive value) c short"
+        );
+        assert!(matches!(redact("nothing here"), Cow::Borrowed(_)));
+        let mut j = json!({"k": ["x red-secret-one y"], "red-secret-one": 1});
+        redact_json(&mut j);
+        assert_eq!(j, json!({"k": ["x (sensitive) y"], "(sensitive)": 1}));
+    }
+
+    #[test]
+    fn provisional_values_are_redacted_until_settled() {
+        remember_provisional("prov-keep-me");
+        remember_provisional("prov-drop-me");
+        assert_eq!(redact("prov-drop-me"), MASK);
+        settle_provisional(&|s| s == "prov-keep-me");
+        assert_eq!(
+            redact("prov-drop-me prov-keep-me"),
+            "prov-drop-me (sensitive value)"
+        );
+    }
+
+    #[test]
+    fn state_secrets_are_remembered_and_masked_by_path() {
+        let mut state = StateFile::empty();
+        let mut r = crate::state::ResourceState::new(
+            "a.b.c",
+            crate::state::ResourceKind::Managed,
+            "a",
+            "a",
+            "b",
+            json!({"id": "x", "creds": {"password": "state-pass-123"}, "list": ["l0", "state-list-secret"]}),
+        );
+        r.sensitive_paths = vec![json!(["creds", "password"]), json!(["list", 1])];
+        state.apply(&crate::state::Change::Put(r.clone()));
+        remember_state(&state);
+        assert_eq!(
+            redact("state-pass-123 state-list-secret"),
+            "(sensitive value) (sensitive value)"
+        );
+        assert_eq!(
+            mask_paths(&r.attributes, &r.sensitive_paths, "M"),
+            json!({"id": "x", "creds": {"password": "M"}, "list": ["l0", "M"]})
+        );
+    }
+}
