@@ -21,9 +21,7 @@
 //! tree it is accepted only when git ignores it (an ignored file is never tracked, so never
 //! copied nor committed).
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -309,20 +307,12 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
     )))
 }
 
-/// Writes `bytes` to `target` through a new temporary file beside it (mode 0600, never a
-/// link), synced, renamed into place, and the directory synced.
+/// Writes `bytes` to `target` through the state's temporary file (private, never a link),
+/// renamed into place, and the directory synced.
 fn copy_durably(bytes: &[u8], target: &Path) -> std::io::Result<()> {
     let [_, _, _, tmp] = state_files(target);
     let _ = std::fs::remove_file(&tmp);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, target)?;
+    crate::rundir::write_private(&tmp, target, bytes)?;
     if let Some(dir) = target.parent() {
         std::fs::File::open(dir)?.sync_all()?;
     }

@@ -653,6 +653,43 @@ mod tests {
     }
 
     #[test]
+    fn one_escaping_for_values_messages_and_json() {
+        let nasty = "a\u{1b}[31mred\nline\u{202e}evil\u{7}\tend\u{85}\u{200b}";
+        assert_eq!(
+            escape(nasty),
+            "a\\u{1b}[31mred\\nline\\u{202e}evil\\u{7}\\tend\\u{85}\\u{200b}"
+        );
+        assert_eq!(
+            escape_text(nasty),
+            "a\\u{1b}[31mred\nline\\u{202e}evil\\u{7}\tend\\u{85}\\u{200b}"
+        );
+        assert_eq!(quote("say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
+        assert_eq!(escape("plain ünïcode ✓"), "plain ünïcode ✓");
+        let j = serde_json::json!({"k\u{202e}": nasty, "n": [1, "\u{7f}"]});
+        let text = json_text(&j, false);
+        assert!(!text.chars().any(needs_escape), "{text:?}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), j);
+        let pretty = json_text(&j, true);
+        assert!(pretty.contains('\n'));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&pretty).unwrap(),
+            j
+        );
+    }
+
+    #[test]
+    fn known_secrets_are_redacted_in_every_form() {
+        crate::secrets::remember("render-test-secret");
+        assert_eq!(escape("x render-test-secret y"), "x (sensitive value) y");
+        assert_eq!(escape_text("a\nrender-test-secret"), "a\n(sensitive value)");
+        let text = json_text(
+            &serde_json::json!({"e": "beta://render-test-secret"}),
+            false,
+        );
+        assert_eq!(text, r#"{"e":"beta://(sensitive)"}"#);
+    }
+
+    #[test]
     fn summary_counts() {
         let planned = vec![
             ("a".to_string(), Action::Create),

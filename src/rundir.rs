@@ -153,33 +153,40 @@ impl RunDir {
         let mut tmp_name = OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(format!(".{}.tmp", random_suffix()?));
-        let tmp = self.path.join(tmp_name);
-        let result = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&tmp)?;
-            if file.metadata()?.permissions().mode() & 0o077 != 0 {
-                return Err(std::io::Error::other(
-                    "a new private file is readable by others",
-                ));
-            }
-            file.write_all(bytes)?;
-            file.sync_data()?;
-            std::fs::rename(&tmp, &target)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map(|()| target)
+        write_private(&self.path.join(tmp_name), &target, bytes)?;
+        Ok(target)
     }
 
     /// Removes `name` if it exists.
     pub fn remove(&self, name: &str) {
         let _ = std::fs::remove_file(self.path.join(name));
     }
+}
+
+/// Writes `bytes` to `target` (mode 0600) through `tmp`, a new file that may neither exist
+/// already nor be a link: created `O_CREAT | O_EXCL | O_NOFOLLOW`, written, synced, renamed over
+/// `target`. `tmp` is removed if anything fails.
+pub fn write_private(tmp: &Path, target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(tmp)?;
+        if file.metadata()?.permissions().mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(
+                "a new private file is readable by others",
+            ));
+        }
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(tmp, target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    result
 }
 
 impl Drop for RunDir {

@@ -61,27 +61,37 @@ pub fn remember(s: &str) {
     }
 }
 
-/// Remembers every string (and number, as written) inside a JSON tree.
-pub fn remember_json(json: &Json) {
+/// Calls `f` with every string and number (as written) inside a JSON tree.
+pub fn each_scalar_json(json: &Json, f: &mut dyn FnMut(&str)) {
     match json {
-        Json::String(s) => remember(s),
-        Json::Number(n) => remember(&n.to_string()),
-        Json::Array(items) => items.iter().for_each(remember_json),
-        Json::Object(m) => m.values().for_each(remember_json),
+        Json::String(s) => f(s),
+        Json::Number(n) => f(&n.to_string()),
+        Json::Array(items) => items.iter().for_each(|j| each_scalar_json(j, f)),
+        Json::Object(m) => m.values().for_each(|j| each_scalar_json(j, f)),
         Json::Bool(_) | Json::Null => {}
     }
 }
 
-/// Remembers every string and number inside a provider value.
-pub fn remember_value(value: &Value) {
+/// Calls `f` with every string and number inside a provider value.
+pub fn each_scalar_value(value: &Value, f: &mut dyn FnMut(&str)) {
     match value {
-        Value::String(s) => remember(s),
-        Value::Number(n) => remember(&n.to_string()),
-        Value::List(items) => items.iter().for_each(remember_value),
-        Value::Map(m) => m.values().for_each(remember_value),
-        Value::Dynamic { value, .. } => remember_value(value),
+        Value::String(s) => f(s),
+        Value::Number(n) => f(&n.to_string()),
+        Value::List(items) => items.iter().for_each(|v| each_scalar_value(v, f)),
+        Value::Map(m) => m.values().for_each(|v| each_scalar_value(v, f)),
+        Value::Dynamic { value, .. } => each_scalar_value(value, f),
         Value::Null | Value::Bool(_) | Value::Unknown => {}
     }
+}
+
+/// Remembers every string and number inside a JSON tree.
+pub fn remember_json(json: &Json) {
+    each_scalar_json(json, &mut remember);
+}
+
+/// Remembers every string and number inside a provider value.
+pub fn remember_value(value: &Value) {
+    each_scalar_value(value, &mut remember);
 }
 
 /// Remembers the values at every sensitive path of every resource (and deposed object).

@@ -36,6 +36,7 @@ use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
 use crate::provider::Provider;
 use crate::sched::{self, Reporter, Status};
+use crate::secrets::each_scalar_json;
 use crate::state::{Change, LockHolder, StateError, StateFile, Store};
 
 /// How a run is set up.
@@ -313,7 +314,7 @@ impl<'s> Engine<'s> {
             self.opts
                 .vars
                 .values()
-                .for_each(|v| each_string(v, &mut crate::secrets::remember_provisional));
+                .for_each(|v| each_scalar_json(v, &mut crate::secrets::remember_provisional));
         }
         if self.run_dir.is_none() {
             self.run_dir = Some(crate::rundir::RunDir::create().map_err(EngineError::Io)?);
@@ -336,7 +337,7 @@ impl<'s> Engine<'s> {
             let mut sensitive = Vec::new();
             for (name, v) in &self.opts.vars {
                 if ir.variables.get(name).is_some_and(|d| d.sensitive) {
-                    each_string(v, &mut |s| sensitive.push(s.to_string()));
+                    each_scalar_json(v, &mut |s| sensitive.push(s.to_string()));
                 }
             }
             crate::secrets::settle_provisional(&|s| sensitive.iter().any(|v| v == s));
@@ -1672,14 +1673,4 @@ fn resolved_fingerprint(node: &Node, state: &StateFile) -> Option<String> {
         "{:?}|{:?}|{:?}|{}",
         resolved.value, node.depends_on, node.lifecycle, node.provider
     ))
-}
-
-/// Calls `f` with every string inside a JSON value (variable values).
-fn each_string(json: &Json, f: &mut dyn FnMut(&str)) {
-    match json {
-        Json::String(s) => f(s),
-        Json::Array(items) => items.iter().for_each(|j| each_string(j, f)),
-        Json::Object(m) => m.values().for_each(|j| each_string(j, f)),
-        _ => {}
-    }
 }

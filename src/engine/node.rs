@@ -317,7 +317,7 @@ fn echoes_of_sensitive_inputs(input: &NodeInput, value: &Value) -> Vec<String> {
     let mut secrets = Vec::new();
     for a in &input.sensitive_inputs {
         if let Some(v) = config.get(a) {
-            strings_in(v, &mut |s| {
+            crate::secrets::each_scalar_value(v, &mut |s| {
                 if s.len() >= crate::secrets::MIN_LEN {
                     secrets.push(s.to_string());
                 }
@@ -331,23 +331,13 @@ fn echoes_of_sensitive_inputs(input: &NodeInput, value: &Value) -> Vec<String> {
         .iter()
         .filter(|(_, v)| {
             let mut found = false;
-            strings_in(v, &mut |s| {
+            crate::secrets::each_scalar_value(v, &mut |s| {
                 found |= secrets.iter().any(|x| s.contains(x.as_str()))
             });
             found
         })
         .map(|(k, _)| k.clone())
         .collect()
-}
-
-fn strings_in(value: &Value, f: &mut dyn FnMut(&str)) {
-    match value {
-        Value::String(s) => f(s),
-        Value::List(items) => items.iter().for_each(|v| strings_in(v, f)),
-        Value::Map(m) => m.values().for_each(|v| strings_in(v, f)),
-        Value::Dynamic { value, .. } => strings_in(value, f),
-        _ => {}
-    }
 }
 
 /// Paths known to be sensitive for this resource besides what its schema says: what its record
@@ -1148,5 +1138,78 @@ fn unknowns_to_null(value: Value) -> Value {
             value: Box::new(unknowns_to_null(*value)),
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::Attribute;
+
+    fn block() -> Block {
+        Block {
+            attributes: [
+                ("from".to_string(), Attribute::required(Type::String)),
+                ("endpoint".to_string(), Attribute::computed(Type::String)),
+                ("note".to_string(), Attribute::optional(Type::String)),
+            ]
+            .into(),
+            ..Block::default()
+        }
+    }
+
+    fn obj(from: &str, endpoint: Value) -> Value {
+        Value::Map(
+            [
+                ("from".to_string(), Value::String(from.into())),
+                ("endpoint".to_string(), endpoint),
+                ("note".to_string(), Value::Null),
+            ]
+            .into(),
+        )
+    }
+
+    #[test]
+    fn marked_paths_mask_both_sides_of_a_change() {
+        let before = obj("old-secret", Value::String("beta://old-secret".into()));
+        let after = obj("new-value", Value::Unknown);
+        let plain = display_changes(&block(), &before, &after, &[], &[]);
+        assert!(plain.iter().all(|c| !c.sensitive));
+        let marked = display_changes(&block(), &before, &after, &[], &[json!(["from"])]);
+        let from = marked
+            .iter()
+            .find(|c| render_path(&c.path) == "from")
+            .unwrap();
+        assert!(
+            from.sensitive,
+            "a prior value set from a secret stays masked"
+        );
+        let endpoint = marked
+            .iter()
+            .find(|c| render_path(&c.path) == "endpoint")
+            .unwrap();
+        assert!(!endpoint.sensitive);
+        assert!(overlaps(
+            &json!(["tags", "k"]),
+            &[PathStep::Attr("tags".into())]
+        ));
+        assert!(overlaps(
+            &json!(["net", 0]),
+            &[
+                PathStep::Attr("net".into()),
+                PathStep::Index(0),
+                PathStep::Attr("ip".into())
+            ]
+        ));
+        assert!(!overlaps(
+            &json!(["net", 1]),
+            &[PathStep::Attr("net".into()), PathStep::Index(0)]
+        ));
+    }
+
+    fn render_path(p: &[PathStep]) -> String {
+        value::render_path(p)
     }
 }

@@ -7,3 +7,4 @@ mod lifecycle;
 mod real_null;
 mod sandbox;
 mod secrets;
+mod secrets_property;

@@ -148,6 +148,36 @@ impl Sandbox {
         out
     }
 
+    /// Puts a `nix` wrapper in front of Nix for every later command. For every file path in
+    /// its arguments (the ledger) it appends to `spy.log` the path, the modes of the file and
+    /// its directory, the directory's and the file's owners, and the directory's entries; and it
+    /// keeps a copy of each ledger under `spy/`, so that [`hunt`](Self::hunt) searches every
+    /// ledger Nix was given.
+    pub fn spy_on_nix(&mut self) {
+        let script = self.path("spy-nix");
+        let copies = self.path("spy");
+        std::fs::create_dir_all(&copies).unwrap();
+        std::fs::write(
+            &script,
+            format!(
+                "#!/usr/bin/env python3\nimport os, re, shutil, sys\n\
+                 with open({log:?}, 'a') as log:\n\
+                 \x20   for a in sys.argv[1:]:\n\
+                 \x20       for p in re.findall(r'\"(/[^\"]+)\"', a):\n\
+                 \x20           d = os.path.dirname(p)\n\
+                 \x20           st, dt = os.lstat(p), os.lstat(d)\n\
+                 \x20           log.write('%s %o %o %d %d %s\\n' % (p, st.st_mode & 0o7777, dt.st_mode & 0o7777, dt.st_uid, st.st_uid, ','.join(sorted(os.listdir(d)))))\n\
+                 \x20           shutil.copy(p, os.path.join({copies:?}, 'ledger-%d-%d.json' % (os.getpid(), len(os.listdir({copies:?})))))\n\
+                 os.execvp('nix', ['nix'] + sys.argv[1:])\n",
+                log = self.path("spy.log").display().to_string(),
+                copies = copies.display().to_string(),
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self.set_env("NIVIS_NIX", Some(script.to_str().unwrap()));
+    }
+
     /// Runs `git ARGS` in `dir` (identity set, no global configuration).
     pub fn git(&self, dir: &Path, args: &[&str]) {
         let mut cmd = Command::new("git");

@@ -171,7 +171,9 @@ fn a_state_path_inside_a_copied_directory_is_refused_with_the_fix() {
 
 #[test]
 fn plan_after_apply_shows_no_spurious_diff_and_no_secret() {
-    let s = Sandbox::new();
+    let mut s = Sandbox::new();
+    // B's endpoint echoes the secret: it must not reach a ledger unmarked either.
+    s.spy_on_nix();
     let plan = Sandbox::plan_let(
         &format!(
             "a = {TOKEN_A}; b = lib.mkResource {{ provider = \"beta\"; type = \"beta_record\"; \
@@ -214,6 +216,7 @@ fn sensitive_variables_are_masked_everywhere_and_never_written() {
         "variables = decls;",
     );
     Sandbox::write_flake(&s.proj, &plan);
+    s.spy_on_nix();
     // Through the environment: arguments are visible to every local user.
     s.set_env("NIVIS_VAR_token", Some(&value));
     for args in [&["plan"][..], &["plan", "--json"], &["plan", "-vv"]] {
@@ -238,36 +241,11 @@ fn sensitive_variables_are_masked_everywhere_and_never_written() {
 
 // --- case 4: the private run directory -----------------------------------------------------
 
-/// A `nix` wrapper that records, for every file path in its arguments (the ledger), the modes
-/// of the file and of its directory, and whether a secrets channel file sits beside it.
-fn spy_nix(s: &Sandbox) -> std::path::PathBuf {
-    let log = s.path("spy.log");
-    let script = s.path("spy-nix");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/usr/bin/env python3\nimport os, re, sys\n\
-             with open({log:?}, 'a') as log:\n\
-             \x20   for a in sys.argv[1:]:\n\
-             \x20       for p in re.findall(r'\"(/[^\"]+)\"', a):\n\
-             \x20           d = os.path.dirname(p)\n\
-             \x20           st, dt = os.lstat(p), os.lstat(d)\n\
-             \x20           log.write('%s %o %o %d %d %s\\n' % (p, st.st_mode & 0o7777, dt.st_mode & 0o7777, dt.st_uid, st.st_uid, ','.join(sorted(os.listdir(d)))))\n\
-             os.execvp('nix', ['nix'] + sys.argv[1:])\n",
-            log = log.display().to_string()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
-}
-
 #[test]
 fn the_run_directory_is_private_and_cannot_be_hijacked() {
     let mut s = Sandbox::new();
     Sandbox::write_flake(&s.proj, &Sandbox::plan_fn(TOKEN_A, ""));
-    let spy = spy_nix(&s);
-    s.set_env("NIVIS_NIX", Some(spy.to_str().unwrap()));
+    s.spy_on_nix();
     s.set_env("XDG_RUNTIME_DIR", None);
     let state = s.path("state/explicit.state.json");
     let state_arg = state.to_str().unwrap().to_string();
@@ -408,7 +386,8 @@ fn control_characters_and_bidi_overrides_are_escaped_in_every_printout() {
 
 #[test]
 fn a_connection_string_built_from_a_generated_password_stays_secret() {
-    let s = Sandbox::new();
+    let mut s = Sandbox::new();
+    s.spy_on_nix();
     let plan = format!(
         "ledger: let a = {TOKEN_A}; \
          b = lib.mkResource {{ provider = \"beta\"; type = \"beta_record\"; name = \"B\"; \
