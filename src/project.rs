@@ -274,7 +274,7 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
     let new = state_files(target);
     if new[0].exists() || new[1].exists() {
         let there = Store::read_only(target).map_err(|e| fail("reading the new place", &e))?;
-        if &there != store.state() {
+        if !same_state(&there, store.state()) {
             return Err(format!(
                 "two different states: {} (where older Nivis versions kept it) and {} (where it lives now). Keep the right one: remove the other (its .journal too), or pass --state to choose.",
                 legacy.display(),
@@ -286,7 +286,7 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
         let bytes = std::fs::read(legacy).map_err(|e| fail("reading it", &e))?;
         copy_durably(&bytes, target).map_err(|e| fail("writing the copy", &e))?;
         let copied = Store::read_only(target).map_err(|e| fail("reading the copy", &e))?;
-        if &copied != store.state() {
+        if !same_state(&copied, store.state()) {
             let _ = std::fs::remove_file(target);
             return Err(fail("checking the copy", &"it differs from the original"));
         }
@@ -305,6 +305,11 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
         legacy.display(),
         target.display()
     )))
+}
+
+/// The same resources in the same state (serials differ after compactions).
+fn same_state(a: &crate::state::StateFile, b: &crate::state::StateFile) -> bool {
+    a.lineage == b.lineage && a.resources == b.resources
 }
 
 /// Writes `bytes` to `target` through the state's temporary file (private, never a link),
@@ -376,6 +381,61 @@ mod tests {
         );
         assert!(check_state_path(&root.path().join("s.json"), &flake(&plain)).is_ok());
         assert!(check_state_path(&plain.join("s.json"), &file).is_ok());
+    }
+
+    fn state_with(path: &Path, ids: &[&str]) {
+        let mut store = Store::open(path, LockHolder::current("test"), None).unwrap();
+        let changes: Vec<crate::state::Change> = ids
+            .iter()
+            .map(|id| {
+                crate::state::Change::Put(crate::state::ResourceState::new(
+                    *id,
+                    crate::state::ResourceKind::Managed,
+                    "p",
+                    "p",
+                    "t",
+                    serde_json::json!({"id": id}),
+                ))
+            })
+            .collect();
+        store.commit(&changes).unwrap();
+        // No close: the change is only in the journal, as after a crash.
+    }
+
+    #[test]
+    fn a_legacy_state_is_moved_whole_and_never_lost() {
+        let root = tempfile::tempdir().unwrap();
+        let legacy = root.path().join("proj/nivis.state.json");
+        std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+        let target = root.path().join("home/state/p-1/nivis.state.json");
+        assert_eq!(move_legacy_state(&legacy, &target).unwrap(), None);
+
+        state_with(&legacy, &["a", "b"]);
+        let before = Store::read_only(&legacy).unwrap();
+        let message = move_legacy_state(&legacy, &target).unwrap().unwrap();
+        assert!(message.starts_with("Moved the state"), "{message}");
+        assert!(
+            same_state(&Store::read_only(&target).unwrap(), &before),
+            "journal included"
+        );
+        for f in state_files(&legacy) {
+            assert!(!f.exists(), "{} left behind", f.display());
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        // Interrupted after the copy: both hold the same state; the old one goes.
+        std::fs::copy(&target, &legacy).unwrap();
+        assert!(move_legacy_state(&legacy, &target).unwrap().is_some());
+        assert!(!legacy.exists());
+
+        // Two different states: the user decides, nothing is removed.
+        state_with(&legacy, &["c"]);
+        let err = move_legacy_state(&legacy, &target).unwrap_err();
+        assert!(err.contains("two different states"), "{err}");
+        assert!(legacy.exists() && target.exists());
+        assert!(same_state(&Store::read_only(&target).unwrap(), &before));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! still covers them.
 
 use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
 
 use serde_json::Value as Json;
@@ -31,33 +32,71 @@ pub const MASK: &str = "(sensitive value)";
 /// What replaces a secret in JSON output.
 pub const JSON_MASK: &str = "(sensitive)";
 
+/// A set of secrets indexed by their first [`MIN_LEN`] bytes, so that finding every secret in a
+/// text costs one hash lookup per byte of the text, however many secrets there are (a plan of
+/// 10000 resources may know 10000 of them).
+struct SecretSet {
+    /// First bytes -> the secrets starting with them, longest first.
+    by_prefix: Option<HashMap<[u8; MIN_LEN], Vec<String>>>,
+}
+
+impl SecretSet {
+    const fn new() -> Self {
+        SecretSet { by_prefix: None }
+    }
+
+    fn insert(&mut self, s: &str) {
+        let Some(key) = prefix(s.as_bytes()) else {
+            return;
+        };
+        let bucket = self
+            .by_prefix
+            .get_or_insert_with(HashMap::new)
+            .entry(key)
+            .or_default();
+        if !bucket.iter().any(|k| k == s) {
+            let at = bucket.partition_point(|k| k.len() >= s.len());
+            bucket.insert(at, s.to_string());
+        }
+    }
+
+    /// The longest secret starting at the beginning of `rest`.
+    fn longest_at(&self, rest: &[u8]) -> Option<usize> {
+        let bucket = self.by_prefix.as_ref()?.get(&prefix(rest)?)?;
+        bucket
+            .iter()
+            .find(|k| rest.starts_with(k.as_bytes()))
+            .map(String::len)
+    }
+
+    fn clear(&mut self) {
+        self.by_prefix = None;
+    }
+}
+
+fn prefix(bytes: &[u8]) -> Option<[u8; MIN_LEN]> {
+    bytes.get(..MIN_LEN)?.try_into().ok()
+}
+
 struct Known {
-    /// Secrets, longest first (a secret containing another is replaced whole).
-    values: Vec<String>,
+    values: SecretSet,
     /// Values that may be secret until the plan says (variables before the first evaluation).
-    provisional: Vec<String>,
+    provisional: SecretSet,
 }
 
 static KNOWN: RwLock<Known> = RwLock::new(Known {
-    values: Vec::new(),
-    provisional: Vec::new(),
+    values: SecretSet::new(),
+    provisional: SecretSet::new(),
 });
 
-fn insert(list: &mut Vec<String>, s: &str) {
-    if s.len() < MIN_LEN || list.iter().any(|k| k == s) {
-        return;
-    }
-    let at = list.partition_point(|k| k.len() >= s.len());
-    list.insert(at, s.to_string());
+fn known() -> std::sync::RwLockWriteGuard<'static, Known> {
+    KNOWN.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Remembers a secret value.
 pub fn remember(s: &str) {
     if s.len() >= MIN_LEN {
-        insert(
-            &mut KNOWN.write().unwrap_or_else(|e| e.into_inner()).values,
-            s,
-        );
+        known().values.insert(s);
     }
 }
 
@@ -111,21 +150,22 @@ pub fn remember_state_record(r: &ResourceState) {
     }
 }
 
-/// Remembers a value that is secret unless [`settle_provisional`] is told otherwise.
-pub fn remember_provisional(s: &str) {
-    insert(
-        &mut KNOWN.write().unwrap_or_else(|e| e.into_inner()).provisional,
-        s,
-    );
+/// Masks every variable value until [`settle_variables`] knows which variables are sensitive
+/// (the plan says so; its first evaluation already sees the values, and may fail quoting one).
+pub fn remember_variables_provisionally(vars: &BTreeMap<String, Json>) {
+    let mut known = known();
+    for v in vars.values() {
+        each_scalar_json(v, &mut |s| known.provisional.insert(s));
+    }
 }
 
-/// Ends the provisional period: the values `secret` accepts become secrets, the rest are
-/// forgotten.
-pub fn settle_provisional(secret: &dyn Fn(&str) -> bool) {
-    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
-    let provisional = std::mem::take(&mut known.provisional);
-    for s in provisional.iter().filter(|s| secret(s)) {
-        insert(&mut known.values, s);
+/// Ends the provisional period: the values of the variables `sensitive` names stay secrets,
+/// the others are forgotten.
+pub fn settle_variables(vars: &BTreeMap<String, Json>, sensitive: &dyn Fn(&str) -> bool) {
+    let mut known = known();
+    known.provisional.clear();
+    for (_, v) in vars.iter().filter(|(name, _)| sensitive(name)) {
+        each_scalar_json(v, &mut |s| known.values.insert(s));
     }
 }
 
@@ -136,13 +176,35 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 
 fn redact_with<'t>(text: &'t str, mask: &str) -> Cow<'t, str> {
     let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
-    let mut out = Cow::Borrowed(text);
-    for s in known.values.iter().chain(known.provisional.iter()) {
-        if out.contains(s.as_str()) {
-            out = Cow::Owned(out.replace(s.as_str(), mask));
+    if known.values.by_prefix.is_none() && known.provisional.by_prefix.is_none() {
+        return Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    let (mut copied, mut i) = (0, 0);
+    while i + MIN_LEN <= bytes.len() {
+        let rest = &bytes[i..];
+        let found = known
+            .values
+            .longest_at(rest)
+            .max(known.provisional.longest_at(rest));
+        match found {
+            // A secret starts on a character boundary (its first byte is not a UTF-8
+            // continuation byte), so `i` is one too.
+            Some(len) => {
+                out.push_str(&text[copied..i]);
+                out.push_str(mask);
+                i += len;
+                copied = i;
+            }
+            None => i += 1,
         }
     }
-    out
+    if copied == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
 }
 
 /// Replaces every known secret inside the strings (and keys) of a JSON tree.
@@ -222,17 +284,34 @@ mod tests {
             "a (sensitive value) b (sensitive value) c short"
         );
         assert!(matches!(redact("nothing here"), Cow::Borrowed(_)));
+        // At the edges, next to multi-byte characters, back to back.
+        assert_eq!(
+            redact("red-secret-oneé→red-secret-onered-secret-one"),
+            "(sensitive value)é→(sensitive value)(sensitive value)"
+        );
+        // Many secrets sharing their first bytes.
+        for i in 0..500 {
+            remember(&format!("many-secret-{i:04}"));
+        }
+        assert_eq!(
+            redact("a many-secret-0042 b many-secret-04990 c many-secret-"),
+            "a (sensitive value) b (sensitive value)0 c many-secret-"
+        );
         let mut j = json!({"k": ["x red-secret-one y"], "red-secret-one": 1});
         redact_json(&mut j);
         assert_eq!(j, json!({"k": ["x (sensitive) y"], "(sensitive)": 1}));
     }
 
     #[test]
-    fn provisional_values_are_redacted_until_settled() {
-        remember_provisional("prov-keep-me");
-        remember_provisional("prov-drop-me");
+    fn variable_values_are_redacted_until_the_plan_says_which_are_sensitive() {
+        let vars: BTreeMap<String, Json> = [
+            ("keep".to_string(), json!("prov-keep-me")),
+            ("drop".to_string(), json!(["prov-drop-me"])),
+        ]
+        .into();
+        remember_variables_provisionally(&vars);
         assert_eq!(redact("prov-drop-me"), MASK);
-        settle_provisional(&|s| s == "prov-keep-me");
+        settle_variables(&vars, &|name| name == "keep");
         assert_eq!(
             redact("prov-drop-me prov-keep-me"),
             "prov-drop-me (sensitive value)"

@@ -36,7 +36,6 @@ use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
 use crate::provider::Provider;
 use crate::sched::{self, Reporter, Status};
-use crate::secrets::each_scalar_json;
 use crate::state::{Change, LockHolder, StateError, StateFile, Store};
 
 /// How a run is set up.
@@ -311,10 +310,7 @@ impl<'s> Engine<'s> {
             ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
         }
         if !self.vars_settled {
-            self.opts
-                .vars
-                .values()
-                .for_each(|v| each_scalar_json(v, &mut crate::secrets::remember_provisional));
+            crate::secrets::remember_variables_provisionally(&self.opts.vars);
         }
         if self.run_dir.is_none() {
             self.run_dir = Some(crate::rundir::RunDir::create().map_err(EngineError::Io)?);
@@ -334,13 +330,9 @@ impl<'s> Engine<'s> {
         let ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
         if !self.vars_settled {
             self.vars_settled = true;
-            let mut sensitive = Vec::new();
-            for (name, v) in &self.opts.vars {
-                if ir.variables.get(name).is_some_and(|d| d.sensitive) {
-                    each_scalar_json(v, &mut |s| sensitive.push(s.to_string()));
-                }
-            }
-            crate::secrets::settle_provisional(&|s| sensitive.iter().any(|v| v == s));
+            crate::secrets::settle_variables(&self.opts.vars, &|name| {
+                ir.variables.get(name).is_some_and(|d| d.sensitive)
+            });
         }
         for name in self.opts.vars.keys() {
             if !ir.variables.is_empty() && !ir.variables.contains_key(name) {
