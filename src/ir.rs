@@ -1687,16 +1687,6 @@ impl Tree {
         go(self, false, &mut Vec::new(), f);
     }
 
-    /// True when some value here was computed from a secret (`__sensitive`).
-    pub fn has_sensitive(&self) -> bool {
-        match self {
-            Tree::Sensitive(_) => true,
-            Tree::List(items) => items.iter().any(Tree::has_sensitive),
-            Tree::Object(map) => map.values().any(Tree::has_sensitive),
-            _ => false,
-        }
-    }
-
     /// The `__ref` and `__sensitiveRef` leaves with their paths.
     pub fn refs(&self) -> Vec<(Vec<PathStep>, &Ref)> {
         let mut out = Vec::new();
@@ -1937,6 +1927,46 @@ mod tests {
             })
         );
         assert!(map["img"].is_known());
+    }
+
+    #[test]
+    fn sensitive_values_keep_their_inside_and_its_edges() {
+        let mut doc = two_nodes();
+        doc["resources"][1]["config"] = json!({
+            "conn": {"__sensitive": {"value": {"url": "postgres://x", "pw": {"__ref": {"resource": "alpha.alpha_token.A", "path": ["value"]}}}}}
+        });
+        doc["edges"][0]["via"] = json!("conn");
+        let ir = parse_value(&doc).unwrap();
+        let config = &ir.resources[1].config;
+        let Tree::Object(map) = config else { panic!() };
+        assert!(
+            matches!(&map["conn"], Tree::Sensitive(inner) if matches!(**inner, Tree::Object(_)))
+        );
+        let deps = config.dependencies();
+        assert_eq!(deps.len(), 1);
+        assert_eq!(
+            render_path(&deps[0].at),
+            "conn.pw",
+            "inside, walked in place"
+        );
+        assert!(!config.is_known());
+        assert_eq!(
+            Tree::Sensitive(Box::new(config.clone())).to_json()["__sensitive"]["value"],
+            config.to_json()
+        );
+
+        // A build output inside is refused; so is a marker with another key.
+        doc["resources"][1]["config"] =
+            json!({"conn": {"__sensitive": {"value": [{"__build": {"path": "/nix/store/x"}}]}}});
+        let errors = parse_value(&doc).unwrap_err();
+        assert!(
+            errors.iter().any(|e| e
+                .to_string()
+                .contains("config.conn[0]: __build inside __sensitive")),
+            "{errors:?}"
+        );
+        doc["resources"][1]["config"] = json!({"conn": {"__sensitive": {"value": 1, "why": 2}}});
+        assert!(parse_value(&doc).is_err());
     }
 
     #[test]

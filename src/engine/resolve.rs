@@ -309,4 +309,41 @@ mod tests {
             "a value read from a sensitive attribute stays sensitive"
         );
     }
+
+    #[test]
+    fn a_sensitive_value_is_its_inside_and_marks_its_attribute() {
+        let attrs = json!({"id": "a-1"});
+        let tree = Tree::Object(
+            [
+                (
+                    "conn".to_string(),
+                    Tree::Sensitive(Box::new(Tree::List(vec![
+                        Tree::String("resolve-test-secret".into()),
+                        Tree::Ref(Ref {
+                            resource: "x".into(),
+                            path: vec![PathStep::Key("id".into())],
+                        }),
+                    ]))),
+                ),
+                ("plain".to_string(), Tree::String("p".into())),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let r = resolve(&tree, &|_| Lookup::Settled(&attrs, &[]));
+        let m = r.value.as_map().unwrap();
+        assert_eq!(
+            m["conn"],
+            Value::List(vec![
+                Value::String("resolve-test-secret".into()),
+                Value::String("a-1".into())
+            ])
+        );
+        assert_eq!(r.sensitive, ["conn"]);
+        assert_eq!(
+            crate::secrets::redact("x resolve-test-secret"),
+            "x (sensitive value)",
+            "remembered for redaction"
+        );
+    }
 }
