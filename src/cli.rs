@@ -17,8 +17,8 @@ use crate::engine::{
     self, interrupt_flag, Engine, EngineError, Event, Options, Report, Sink, Timing,
 };
 use crate::nixeval::PlanSource;
-use crate::render::{self, Human, JsonLines, Style, Tally};
-use crate::state::{Change, LockHolder, Store};
+use crate::render::{self, out, outln, Human, JsonLines, Style, Tally};
+use crate::state::{Change, ForceUnlock, LockHolder, Store};
 
 /// Nivis: infrastructure as Nix code.
 ///
@@ -51,8 +51,9 @@ pub enum Command {
     State(StateCommand),
     /// Print the outputs Nix sees (the ledger, secrets as placeholders).
     Output(StateArgs),
-    /// Remove a stale state lock left by a process that is gone.
-    ForceUnlock(StateArgs),
+    /// Remove the state lock of a process that is gone (its lock id is in every "locked"
+    /// message).
+    ForceUnlock(ForceUnlockArgs),
     /// Write typed Nix constructors and reference docs from a provider's schema.
     Gen(GenArgs),
     /// Provider installation: lock file, mirrors, what is used.
@@ -142,12 +143,21 @@ pub struct StateArgs {
 
 impl StateArgs {
     /// Where the plan lives (`attr`: the plan function's attribute, for flakes).
-    fn source(&self, attr: Option<String>) -> PlanSource {
-        match &self.file {
-            Some(file) => PlanSource::File {
-                path: absolute(file),
-                attr,
-            },
+    fn source(&self, attr: Option<String>) -> Result<PlanSource, String> {
+        Ok(match &self.file {
+            Some(file) => {
+                // Nix would read a device or a pipe without end.
+                if std::fs::metadata(file).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+                    return Err(format!(
+                        "--file {}: not a regular file or a directory",
+                        file.display()
+                    ));
+                }
+                PlanSource::File {
+                    path: absolute(file),
+                    attr,
+                }
+            }
             None => {
                 let flake = if Path::new(&self.flake).is_dir() {
                     absolute(Path::new(&self.flake)).display().to_string()
@@ -159,7 +169,7 @@ impl StateArgs {
                     attr: attr.unwrap_or_else(|| "nivis.plan".into()),
                 }
             }
-        }
+        })
     }
 
     /// The state path: `--state` (refused inside a tree Nix copies into the store), else the
@@ -186,13 +196,29 @@ impl StateArgs {
         Ok(target)
     }
 
+    /// The state path of a command that evaluates nothing (see [`Self::state_path`]).
+    fn path(&self) -> Result<PathBuf, String> {
+        self.state_path(&self.source(None)?)
+    }
+
     /// Reads the state without locking it; its secrets are remembered for redaction.
     fn read(&self) -> Result<(PathBuf, crate::state::StateFile), String> {
-        let path = self.state_path(&self.source(None))?;
+        let path = self.path()?;
         let state = Store::read_only(&path).map_err(|e| e.to_string())?;
         crate::secrets::remember_state(&state);
         Ok((path, state))
     }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ForceUnlockArgs {
+    /// The lock's id, as a "the state is locked" message shows it.
+    pub lock_id: String,
+    /// Remove the lock even if its holder still runs on this host, without asking.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -279,7 +305,9 @@ pub struct ApplyArgs {
     pub build: bool,
 }
 
+/// Parses `30s`, `2m`, `250ms`, `1.5h` (a bare number is seconds), up to a year.
 fn parse_duration(s: &str) -> Result<Duration, String> {
+    const MAX_SECS: f64 = 365.0 * 24.0 * 3600.0;
     let (num, unit) = s.split_at(
         s.find(|c: char| !c.is_ascii_digit() && c != '.')
             .unwrap_or(s.len()),
@@ -294,7 +322,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => n * 3600.0,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     };
-    Ok(Duration::from_secs_f64(secs))
+    if !(0.0..=MAX_SECS).contains(&secs) {
+        return Err(format!("{s:?} is longer than a year"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// Exit codes.
@@ -322,19 +353,49 @@ pub fn run(cli: Cli) -> i32 {
         Command::Output(args) => output_command(&args),
         Command::Gen(args) => gen_command(&args),
         Command::Providers(cmd) => providers_command(cmd),
-        Command::ForceUnlock(args) => {
-            let path = match args.state_path(&args.source(None)) {
-                Ok(p) => p,
-                Err(e) => return fail(&e),
-            };
-            match Store::force_unlock(&path) {
-                Ok(result) => {
-                    println!("{}", render::escape_text(&format!("{result:?}")));
-                    exit::OK
-                }
-                Err(e) => fail(&e),
+        Command::ForceUnlock(args) => force_unlock_command(&args),
+    }
+}
+
+/// `nivis force-unlock LOCK_ID`: the id must name the lock; a holder alive on this host keeps
+/// it unless `--force`; on a terminal the user confirms (unless `--force`).
+fn force_unlock_command(args: &ForceUnlockArgs) -> i32 {
+    // A `--state` is taken as given, even inside a tree Nix copies: nothing is evaluated here,
+    // and a state the other commands refuse must still be unlockable (to move it).
+    let path = match &args.state.state {
+        Some(p) => Ok(absolute(p)),
+        None => args.state.path(),
+    };
+    let path = match path {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let ask = !args.force && std::io::stdin().is_terminal();
+    let mut confirm = |holder: Option<&LockHolder>| {
+        if !ask {
+            return true;
+        }
+        match holder {
+            Some(h) => outln!(
+                "The state lock is held by {}.",
+                render::escape(&h.to_string())
+            ),
+            None => outln!("The state lock names no holder."),
+        }
+        confirm_prompt(
+            "Remove it? If that process still runs, two commands can then write the state at once.",
+        )
+    };
+    let result = Store::force_unlock(&path, &args.lock_id, args.force, &mut confirm);
+    match result {
+        Ok(result) => {
+            outln!("{}", render::escape(&result.to_string()));
+            match result {
+                ForceUnlock::Declined => exit::ERROR,
+                _ => exit::OK,
             }
         }
+        Err(e) => fail(&e),
     }
 }
 
@@ -357,7 +418,7 @@ fn fail(e: &dyn std::fmt::Display) -> i32 {
 }
 
 fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
-    let source = args.state.source(args.attr.clone());
+    let source = args.state.source(args.attr.clone())?;
     let state_path = args.state.state_path(&source)?;
     Ok(Options {
         source,
@@ -393,7 +454,7 @@ fn variables(args: &RunArgs) -> Result<BTreeMap<String, Json>, String> {
         }
     }
     for file in &args.var_files {
-        let text = std::fs::read_to_string(file)
+        let text = read_bounded(file, VAR_FILE_LIMIT)
             .map_err(|e| format!("--var-file {}: {e}", file.display()))?;
         let json: Json = serde_json::from_str(&text)
             .map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;
@@ -417,12 +478,29 @@ fn variables(args: &RunArgs) -> Result<BTreeMap<String, Json>, String> {
     Ok(vars)
 }
 
+/// Largest `--var-file` read.
+const VAR_FILE_LIMIT: u64 = 64 << 20;
+
+/// Reads a text file of at most `limit` bytes (a device such as /dev/zero never ends).
+fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("larger than {} MiB", limit >> 20));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
 fn parse_var_value(v: &str) -> Json {
     serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.to_string()))
 }
 
 fn confirm_prompt(question: &str) -> bool {
-    print!("{question} Only 'yes' will be accepted: ");
+    out!("{question} Only 'yes' will be accepted: ");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_err() {
@@ -479,7 +557,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
             },
             Verb::Apply => {
                 let mut ask = || {
-                    println!();
+                    outln!();
                     confirm_prompt("Apply these changes? Later phases will apply what Nix derives from the new outputs.")
                 };
                 engine
@@ -488,7 +566,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
             }
             Verb::Destroy => {
                 let mut ask = || {
-                    println!();
+                    outln!();
                     confirm_prompt("Destroy all the resources above?")
                 };
                 engine
@@ -553,7 +631,7 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
                     exit::INTERRUPTED
                 }
                 EngineError::Declined => {
-                    println!("{}", EngineError::Declined);
+                    outln!("{}", EngineError::Declined);
                     exit::ERROR
                 }
                 e => fail(&e),
@@ -579,73 +657,78 @@ fn own_cpu_time() -> Duration {
 fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
     match verb {
         Verb::Plan => {
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "{}",
                 render::plan_summary(&tally.planned, tally.deferred.len())
             );
             if !tally.planned.is_empty() || !tally.deferred.is_empty() {
-                println!("Run `nivis apply` to carry it out.");
+                outln!("Run `nivis apply` to carry it out.");
             }
         }
         Verb::Apply => {
             let Some(r) = report else { return };
-            println!();
+            outln!();
             if !r.pending.is_empty() {
-                println!(
+                outln!(
                     "Applied {} resource change(s) across {} phase(s); still pending:",
                     r.changed.len(),
                     r.apply_phases
                 );
                 for (id, waits) in &r.pending {
                     if waits.is_empty() {
-                        println!("  … {} (ready for the next phase)", render::escape(id));
+                        outln!("  … {} (ready for the next phase)", render::escape(id));
                     } else {
-                        println!(
+                        outln!(
                             "  … {} waits on {}",
                             render::escape(id),
                             render::escape(&engine::describe_waits(waits))
                         );
                     }
                 }
-                println!("Run `nivis apply` again (without --max-phases) to continue.");
+                outln!("Run `nivis apply` again (without --max-phases) to continue.");
                 return;
             }
             if r.changed.is_empty() {
-                println!(
+                outln!(
                     "No changes. Fixpoint reached after {} evaluation(s).",
                     r.evaluations
                 );
                 return;
             }
-            println!(
+            outln!(
                 "Applied {} resource(s) across {} phase(s):",
                 r.changed.len(),
                 r.apply_phases
             );
             for (id, action) in &r.changed {
-                println!(
+                outln!(
                     "  ✓ {} ({})",
                     render::escape(id),
                     render::done_verb(*action)
                 );
             }
-            println!("Fixpoint reached after {} evaluation(s).", r.evaluations);
+            outln!("Fixpoint reached after {} evaluation(s).", r.evaluations);
         }
         Verb::Destroy => {
             let Some(r) = report else { return };
-            println!();
+            outln!();
             if r.changed.is_empty() {
-                println!("Nothing to destroy.");
+                outln!("Nothing to destroy.");
                 return;
             }
-            println!("Destroyed {} resource(s):", r.changed.len());
-            for (id, _) in &r.changed {
-                println!("  - {}", render::escape(id));
+            outln!("Destroyed {} resource(s):", r.changed.len());
+            for (id, action) in &r.changed {
+                match action {
+                    engine::Action::Forget => {
+                        outln!("  . {} (forgotten: left as it is)", render::escape(id))
+                    }
+                    _ => outln!("  - {}", render::escape(id)),
+                }
             }
         }
-        Verb::Refresh => println!("Refresh complete."),
-        Verb::Validate => println!("The plan is valid."),
+        Verb::Refresh => outln!("Refresh complete."),
+        Verb::Validate => outln!("The plan is valid."),
     }
 }
 
@@ -655,10 +738,10 @@ fn state_command(cmd: StateCommand) -> i32 {
             Ok((_, state)) => {
                 if args.json {
                     let ids = Json::Array(state.ids().map(|id| Json::String(id.into())).collect());
-                    println!("{}", render::json_text(&ids, false));
+                    outln!("{}", render::json_text(&ids, false));
                 } else {
                     for id in state.ids() {
-                        println!("{}", render::escape(id));
+                        outln!("{}", render::escape(id));
                     }
                 }
                 exit::OK
@@ -679,7 +762,7 @@ fn state_command(cmd: StateCommand) -> i32 {
             Err(e) => fail(&e),
         },
         StateCommand::Rm { ids, state: args } => {
-            let path = match args.state_path(&args.source(None)) {
+            let path = match args.path() {
                 Ok(p) => p,
                 Err(e) => return fail(&e),
             };
@@ -700,7 +783,7 @@ fn state_command(cmd: StateCommand) -> i32 {
                 return fail(&e);
             }
             for id in &ids {
-                println!(
+                outln!(
                     "Removed {} from state (the real object was not destroyed).",
                     render::escape(id)
                 );
@@ -716,10 +799,10 @@ fn show_resource(r: &crate::state::ResourceState, json: bool) {
     if json {
         let attrs = mask_paths(&r.attributes, &r.sensitive_paths, JSON_MASK);
         let doc = serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs});
-        println!("{}", render::json_text(&doc, false));
+        outln!("{}", render::json_text(&doc, false));
         return;
     }
-    println!(
+    outln!(
         "{} ({})",
         render::escape(&r.id),
         render::escape(&r.type_name)
@@ -730,7 +813,7 @@ fn show_resource(r: &crate::state::ResourceState, json: bool) {
                 Json::String(s) => render::escape(s),
                 other => render::json_text(other, false),
             };
-            println!("  {} = {shown}", render::escape(k));
+            outln!("  {} = {shown}", render::escape(k));
         }
     }
 }
@@ -771,7 +854,9 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         .providers
         .values()
         .filter(|d| {
-            crate::registry::is_registry_address(&d.source)
+            // NixOps4 providers are never installed from a registry.
+            d.kind == crate::ir::ProviderKind::Tfplugin
+                && crate::registry::is_registry_address(&d.source)
                 && !d.source.starts_with('/')
                 && !d.source.starts_with('.')
         })
@@ -780,7 +865,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
     let result = match &cmd {
         ProvidersCommand::Lock { .. } => {
             crate::registry::lock(&registry, &platforms_parsed, &install).map(|()| {
-                println!(
+                outln!(
                     "Locked {} provider(s) for {} platform(s) in {}.",
                     registry.len(),
                     platforms_parsed.len(),
@@ -791,7 +876,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         ProvidersCommand::Mirror { dir, .. } => {
             crate::registry::mirror(&registry, &platforms_parsed, &absolute(dir), &install).map(
                 |()| {
-                    println!(
+                    outln!(
                         "Mirrored {} provider(s) for {} platform(s) into {}.",
                         registry.len(),
                         platforms_parsed.len(),
@@ -816,16 +901,16 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                             for h in &i.hashes {
                                 text.push_str(&format!("\n    {h}"));
                             }
-                            println!("{}", render::escape_text(&text));
+                            outln!("{}", render::escape_text(&text));
                         }
                         Err(e) => return fail(&format!("provider {id}: {e}")),
                     }
                 } else {
                     let line = match engine::resolve_source(&decl.source, &base) {
-                        Ok(p) => format!("{id}: {} (path)", p.display()),
+                        Ok(p) => format!("{id}: {} (path, {})", p.display(), decl.kind.name()),
                         Err(e) => format!("{id}: not found: {e}"),
                     };
-                    println!("{}", render::escape(&line));
+                    outln!("{}", render::escape(&line));
                 }
             }
             Ok(())
@@ -896,7 +981,7 @@ fn gen_command(args: &GenArgs) -> i32 {
         started.elapsed().as_secs_f64(),
         args.out.display()
     );
-    println!("{}", render::escape(&done));
+    outln!("{}", render::escape(&done));
     exit::OK
 }
 
@@ -907,7 +992,7 @@ fn output_command(args: &StateArgs) -> i32 {
             for r in state.iter() {
                 ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
             }
-            println!("{}", render::json_text(&ledger.to_json()["outputs"], true));
+            outln!("{}", render::json_text(&ledger.to_json()["outputs"], true));
             exit::OK
         }
         Err(e) => fail(&e),
@@ -1000,6 +1085,15 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("3 weeks").is_err());
+        for hostile in [
+            "99999999999999999999s",
+            "5000000000000000h",
+            "1e400s",
+            "NaN",
+            "-1s",
+        ] {
+            assert!(parse_duration(hostile).is_err(), "{hostile}");
+        }
         assert_eq!(parse_var_value("3"), Json::from(3));
         assert_eq!(parse_var_value("eu-west"), Json::String("eu-west".into()));
         assert_eq!(parse_var_value("[1,2]"), serde_json::json!([1, 2]));

@@ -4,7 +4,8 @@
 //! schema, validate, upgrade and refresh stored state, ProposedNew, plan, filter
 //! requires_replace, pick the action, apply, check the result) and turns results into state
 //! changes. Every state change is handed back to the owner thread (progress reports for the
-//! intermediate steps of a replace), which records it; nothing here touches the store.
+//! intermediate steps of a replace), which records it; nothing here touches the store. The turn
+//! of a resource whose provider has no schemas is `untyped`'s.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +16,7 @@ use super::events::{Action, AttrChange, Event};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{IgnorePath, Lifecycle, NodeKind};
 use crate::objchange;
-use crate::provider::{ApplyRequest, PlanRequest, Provider};
+use crate::provider::{ApplyRequest, Capabilities, PlanRequest, Provider};
 use crate::schema::Block;
 use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
 use crate::value::{self, PathStep, Type, Value};
@@ -37,6 +38,8 @@ pub struct NodeInput {
     pub provider_id: String,
     pub provider_source: String,
     pub provider: Arc<dyn Provider>,
+    /// What the provider's kind can do: without schemas the turn is `untyped`'s.
+    pub capabilities: Capabilities,
     /// The configuration with references resolved; unknown where not yet known (plan only).
     pub config: Value,
     /// Build outputs to realise before apply: (path, drv path).
@@ -103,7 +106,7 @@ pub struct NodeOutput {
 }
 
 impl NodeOutput {
-    fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Self {
+    pub(super) fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Self {
         NodeOutput {
             action,
             changes: Vec::new(),
@@ -123,7 +126,8 @@ pub fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let id = input.id.clone();
     let mut out = match input.kind {
         NodeKind::Data => run_data(&input, report),
-        NodeKind::Managed => run_managed(&input, report),
+        NodeKind::Managed if input.capabilities.schemas => run_managed(&input, report),
+        NodeKind::Managed => super::untyped::run_managed(&input, report),
     };
     out.diagnostics = std::mem::take(&mut out.diagnostics).for_resource(&id);
     out.elapsed = started.elapsed();
@@ -147,7 +151,7 @@ fn conform(block: &Block, config: &Value) -> Result<Value, Diagnostics> {
     })
 }
 
-fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
+pub(super) fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
     if input.mode != Mode::Apply || !input.build {
         return Ok(());
     }
@@ -302,6 +306,10 @@ fn record(
         }
     }
     r.create_before_destroy = input.lifecycle.create_before_destroy;
+    // Fields a newer Nivis recorded for this resource are kept across the rewrite.
+    if let Some(prior) = &input.prior {
+        r.extra = prior.extra.clone();
+    }
     crate::secrets::remember_state_record(&r);
     Ok(r)
 }
@@ -674,12 +682,12 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
                 Ok(Some(mut new_record)) => {
                     // The old object is deposed until it is destroyed.
                     let old_attrs = value::json::to_state_json(&prior, &ty).unwrap_or(Json::Null);
-                    new_record.deposed.push(DeposedObject {
-                        key: "deposed-0".into(),
-                        attributes: old_attrs,
-                        private: (!prior_private.is_empty()).then(|| prior_private.clone()),
-                        schema_version: s.version,
-                    });
+                    new_record.deposed.push(DeposedObject::new(
+                        "deposed-0",
+                        old_attrs,
+                        (!prior_private.is_empty()).then(|| prior_private.clone()),
+                        s.version,
+                    ));
                     report(NodeProgress::Commit(Box::new(Change::Put(
                         new_record.clone(),
                     ))));
@@ -699,7 +707,9 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
                 other => other,
             }
         }
-        Action::Delete | Action::Read => unreachable!("not planned for a configured resource"),
+        Action::Delete | Action::Read | Action::Forget | Action::Recreate => {
+            unreachable!("not planned for a configured resource of a provider with schemas")
+        }
     };
     match result {
         Ok(commit) => out.commit = commit.map(Change::Put),

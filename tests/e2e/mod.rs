@@ -1,10 +1,15 @@
 //! End-to-end tests through the CLI: real Nix, real provider processes, real state files.
 
+mod disk_full;
 mod faults;
 mod gen;
 mod headline;
+mod hostile_cli;
+mod hostile_providers;
 mod lifecycle;
+mod nixops4;
 mod real_null;
 mod sandbox;
 mod secrets;
 mod secrets_property;
+mod state_files;

@@ -242,6 +242,24 @@ in
     expr = (withC { } { src = { outPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-src"; }; _type = "not-nivis"; }).config;
     expected = { src = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-src"; _type = "not-nivis"; }; }
 
+  # --- provider kinds --------------------------------------------------------------------------
+  { name = "a nixops4 provider carries its kind and stateless types; tfplugin stays as before";
+    expr = let
+      local = mkProvider { source = "/opt/nixops4-resources-local"; kind = "nixops4"; statelessTypes = [ "file" ]; };
+      m = mkResource { provider = "local"; type = "memo"; name = "m"; config.initialize_with = A.refAttr "value"; };
+      f = mkResource { provider = "local"; type = "file"; name = "f"; config = { name = "/tmp/x"; contents = str [ "v=" (m.refAttr "value") ]; }; };
+      ir = toIR { providers = providers // { inherit local; tf = mkProvider { source = "t"; kind = "tfplugin"; }; }; resources = [ A m f ]; ledger = ledgerA; };
+    in { inherit (ir.providers) local tf alpha; configs = map (r: r.config) ir.resources; };
+    expected = {
+      local = { source = "/opt/nixops4-resources-local"; kind = "nixops4"; statelessTypes = [ "file" ]; config = { }; };
+      tf = { source = "t"; config = { }; };
+      alpha = { source = "provider-alpha"; config = { }; };
+      configs = [ { } { initialize_with = "alpha::0"; } { name = "/tmp/x"; contents = derivedMarker [ "local.memo.m.value" ]; } ];
+    }; }
+  { name = "a provider source may be a path";
+    expr = (mkProvider { source = /opt/bin/provider; kind = "nixops4"; }).source;
+    expected = "/opt/bin/provider"; }
+
   # --- variables -------------------------------------------------------------------------------
   { name = "vars applies defaults";
     expr = vars { } decls;
@@ -289,4 +307,22 @@ in
   { name = "a sensitive variable's default is not repeated in the IR";
     expr = (toIR { inherit providers; ledger = channelA; variables = secretDecls; }).variables;
     expected = { token = { type = "string"; sensitive = true; }; region = { type = "string"; }; }; }
+  { name = "secrets reach a nixops4 resource like any other: referenced, derived, from a variable";
+    expr = let
+      local = mkProvider { source = "/opt/nixops4-resources-local"; kind = "nixops4"; };
+      m = mkResource { provider = "local"; type = "memo"; name = "m"; config = {
+        direct = A.refAttr "password";
+        initialize_with = str [ "pw=" (A.refAttr "password") ];
+        token = secretVars.token;
+      }; };
+      ir = toIR { providers = providers // { inherit local; }; resources = [ A m ]; ledger = channelA; };
+    in { inherit (ir.providers) local; config = (builtins.elemAt ir.resources 1).config; };
+    expected = {
+      local = { source = "/opt/nixops4-resources-local"; kind = "nixops4"; statelessTypes = [ ]; config = { }; };
+      config = {
+        direct = sensMarker "alpha.alpha_token.A" [ "password" ];
+        initialize_with = sensitiveMarker "pw=pw-123";
+        token = sensitiveMarker "tok-456";
+      };
+    }; }
 ]

@@ -1,0 +1,226 @@
+//! Who holds a state lock: the [`LockHolder`] record and whether that holder still runs.
+//!
+//! The record is plain data, serialised as JSON into whatever carries the lock (the local lock
+//! file here; a remote lock object elsewhere), so every lock mechanism shares one notion of a
+//! holder and of its id, the id `force-unlock` must name. [`LockHolder::liveness`] answers from
+//! this machine's process table alone and takes no lock: it is separate from the locking itself.
+//! Not: taking or releasing locks (`lock.rs`).
+
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// Who holds (or asks for) a state lock; written into the lock while held.
+///
+/// Fields added after the first release default when absent, so older records still read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    /// Unique id of this holder's lock, shown in every "locked" message; `force-unlock` must
+    /// name it. Empty in records written before ids existed.
+    #[serde(default)]
+    pub id: String,
+    /// Process id.
+    pub pid: u32,
+    /// Host name of the machine the process runs on.
+    pub host: String,
+    /// User name (or `uid N` when the environment names none).
+    pub user: String,
+    /// What the process is doing, e.g. `nivis apply`.
+    pub command: String,
+    /// When the lock was taken, in seconds since the Unix epoch (UTC); set on acquisition.
+    pub since: u64,
+    /// The Nivis version of the holder.
+    #[serde(default)]
+    pub version: String,
+    /// When the process started, as `BOOT_ID/TICKS` (the kernel's boot id, then the start time
+    /// in clock ticks since boot): with the host and pid it names one process even after its
+    /// pid is reused or the machine rebooted. `None` where it cannot be read.
+    #[serde(default)]
+    pub process_start: Option<String>,
+}
+
+/// Whether a lock's holder still runs, as far as this machine can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// On this host, a process with the holder's pid runs and (when recorded) started when the
+    /// holder did.
+    Alive,
+    /// On this host, no such process runs (it exited, its pid was reused, or the machine
+    /// rebooted since).
+    Gone,
+    /// Another host, or nothing to tell by: cannot be checked from here.
+    Unknown,
+}
+
+impl LockHolder {
+    /// A holder record for this process running `command`, with a fresh id.
+    pub fn current(command: impl Into<String>) -> LockHolder {
+        LockHolder {
+            id: super::model::new_lineage(),
+            pid: std::process::id(),
+            host: host_name(),
+            user: user_name(),
+            command: command.into(),
+            since: unix_now(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            process_start: process_start(std::process::id()),
+        }
+    }
+
+    /// Whether the holder still runs (see [`Liveness`]).
+    pub fn liveness(&self) -> Liveness {
+        if self.host != host_name() {
+            return Liveness::Unknown;
+        }
+        if process_start(std::process::id()).is_none() {
+            // No process table to read (not Linux, or /proc hidden).
+            return Liveness::Unknown;
+        }
+        match (process_start(self.pid), &self.process_start) {
+            (None, _) => Liveness::Gone,
+            (Some(now), Some(recorded)) if &now == recorded => Liveness::Alive,
+            (Some(_), Some(_)) => Liveness::Gone,
+            // An old record without a start time: a process with that pid runs, and it may be
+            // the holder; assume it is.
+            (Some(_), None) => Liveness::Alive,
+        }
+    }
+}
+
+impl fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pid {} on host {} (user {}), running `{}`",
+            self.pid, self.host, self.user, self.command
+        )?;
+        if !self.version.is_empty() {
+            write!(f, " (nivis {})", self.version)?;
+        }
+        write!(f, ", since {}", format_utc(self.since))?;
+        let now = unix_now();
+        if now >= self.since {
+            write!(f, " ({} s ago)", now - self.since)?;
+        }
+        Ok(())
+    }
+}
+
+/// The start of process `pid` as `BOOT_ID/TICKS`, or `None` if no such process can be read.
+fn process_start(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or parentheses itself:
+    // count fields from the last `)`. starttime is field 22, the 20th after the name.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let ticks = after_name.split_whitespace().nth(19)?;
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(format!("{}/{ticks}", boot.trim()))
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the pointer and length describe `buf`, which outlives the call; gethostname writes
+    // at most `len` bytes into it.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match rc {
+        0 if end > 0 => String::from_utf8_lossy(&buf[..end]).into_owned(),
+        _ => "unknown".to_string(),
+    }
+}
+
+fn user_name() -> String {
+    for var in ["USER", "LOGNAME"] {
+        if let Ok(name) = std::env::var(var) {
+            if !name.is_empty() {
+                return name;
+            }
+        }
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    format!("uid {}", unsafe { libc::getuid() })
+}
+
+/// Formats seconds since the Unix epoch as RFC 3339 UTC, e.g. `2023-11-14T22:13:20Z`.
+fn format_utc(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from a day count (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_utc_dates() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(format_utc(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+
+    #[test]
+    fn current_holder_names_this_process() {
+        let holder = LockHolder::current("nivis apply");
+        assert_eq!(holder.pid, std::process::id());
+        assert!(!holder.host.is_empty() && !holder.user.is_empty());
+        assert_ne!(holder.id, LockHolder::current("other").id, "ids are unique");
+        let text = holder.to_string();
+        assert!(text.contains(&format!("pid {}", holder.pid)), "{text}");
+        assert!(text.contains("`nivis apply`"), "{text}");
+        // Older records (no id, version or start time) still read.
+        let old = r#"{"pid":1,"host":"h","user":"u","command":"c","since":0}"#;
+        let old: LockHolder = serde_json::from_str(old).unwrap();
+        assert!(old.id.is_empty() && old.process_start.is_none());
+    }
+
+    #[test]
+    fn liveness_checks_pid_start_time_and_host() {
+        let me = LockHolder::current("test");
+        assert!(me.process_start.is_some(), "Linux: /proc is readable");
+        assert_eq!(me.liveness(), Liveness::Alive);
+
+        // Same pid, another start: the pid was reused, or the machine rebooted.
+        let reused = LockHolder {
+            process_start: Some("another-boot/1".into()),
+            ..me.clone()
+        };
+        assert_eq!(reused.liveness(), Liveness::Gone);
+
+        // A process that has exited.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let exited = LockHolder { pid, ..me.clone() };
+        assert_eq!(exited.liveness(), Liveness::Gone);
+
+        // Another machine: nothing to tell by.
+        let remote = LockHolder {
+            host: format!("{}-elsewhere", me.host),
+            ..me
+        };
+        assert_eq!(remote.liveness(), Liveness::Unknown);
+    }
+}
