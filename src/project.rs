@@ -28,7 +28,7 @@ use std::process::{Command, Stdio};
 use sha2::{Digest, Sha256};
 
 use crate::nixeval::PlanSource;
-use crate::state::{LockHolder, Store, DEFAULT_PATH};
+use crate::state::{LockHolder, StatePaths, Store, DEFAULT_PATH};
 
 /// The tree Nix copies into the store for a plan source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,21 +105,6 @@ fn normalise(path: &Path) -> PathBuf {
     abs
 }
 
-/// The files a state at `path` consists of (snapshot, journal, lock, compaction temp).
-fn state_files(path: &Path) -> [PathBuf; 4] {
-    let with = |ext: &str| {
-        let mut s = path.as_os_str().to_owned();
-        s.push(ext);
-        PathBuf::from(s)
-    };
-    [
-        path.to_path_buf(),
-        with(".journal"),
-        with(".lock"),
-        with(".tmp"),
-    ]
-}
-
 /// Whether git ignores `path` in the work tree at `root` (a tracked file is not ignored).
 fn git_ignores(root: &Path, path: &Path) -> bool {
     Command::new("git")
@@ -134,9 +119,18 @@ fn git_ignores(root: &Path, path: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Refuses a state path that Nix would copy into the store when it evaluates `source`.
+/// The files of the state at `path`, where they really are: a state path that is a symlink
+/// keeps every file beside its target (as [`Store`] does).
+fn resolved_files(path: &Path) -> Result<StatePaths, String> {
+    let files = StatePaths::resolve(path).map_err(|e| e.to_string())?;
+    Ok(StatePaths::new(&normalise(&files.snapshot)))
+}
+
+/// Refuses a state path that Nix would copy into the store when it evaluates `source`:
+/// checked where its files really are (a symlink is followed), the rescue file included.
 pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String> {
-    let state = normalise(state);
+    let files = resolved_files(state)?;
+    let state = files.snapshot.clone();
     match copied_tree(source) {
         Copied::Whole(dir) if state.starts_with(&dir) => Err(format!(
             "refusing --state {}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, so the state and the secrets in it would land there. Omit --state (the state then lives in {}), or give a path outside {}.",
@@ -148,8 +142,9 @@ pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String>
             dir.display()
         )),
         Copied::GitTracked(root) if state.starts_with(&root) => {
-            let [snapshot, journal, ..] = state_files(&state);
-            if git_ignores(&root, &snapshot) && git_ignores(&root, &journal) {
+            // Every file that may hold secrets (the lock holds none).
+            let secret_files = [&files.snapshot, &files.journal, &files.tmp, &files.rescue];
+            if secret_files.iter().all(|f| git_ignores(&root, f)) {
                 return Ok(());
             }
             let name = state
@@ -248,12 +243,18 @@ pub fn create_state_dir(state: &Path) -> Result<(), String> {
 /// from the old place. Returns the message to show, or `None` if there was nothing to move.
 /// A crash at any point leaves a complete state in at least one place; if both exist and hold
 /// the same state, the old copy is removed; if they differ, the user decides.
+///
+/// A `legacy` path that is a symlink is followed: the files beside its target are moved, and
+/// the link removed. A rescue file left by a failed run counts as a state (opening folds it in).
 pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>, String> {
-    let old = state_files(legacy);
-    if !old[0].exists() && !old[1].exists() {
+    let old = resolved_files(legacy)?;
+    if ![&old.snapshot, &old.journal, &old.rescue]
+        .iter()
+        .any(|f| f.exists())
+    {
         return Ok(None);
     }
-    if normalise(legacy) == normalise(target) {
+    if old.snapshot == normalise(target) {
         return Ok(None);
     }
     let fail = |what: &str, e: &dyn std::fmt::Display| {
@@ -271,8 +272,8 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
     )
     .map_err(|e| fail("opening it", &e))?;
     store.compact().map_err(|e| fail("compacting it", &e))?;
-    let new = state_files(target);
-    if new[0].exists() || new[1].exists() {
+    let new = StatePaths::new(target);
+    if new.snapshot.exists() || new.journal.exists() || new.rescue.exists() {
         let there = Store::read_only(target).map_err(|e| fail("reading the new place", &e))?;
         if !same_state(&there, store.state()) {
             return Err(format!(
@@ -283,7 +284,7 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
         }
     } else {
         create_state_dir(target)?;
-        let bytes = std::fs::read(legacy).map_err(|e| fail("reading it", &e))?;
+        let bytes = std::fs::read(&old.snapshot).map_err(|e| fail("reading it", &e))?;
         copy_durably(&bytes, target).map_err(|e| fail("writing the copy", &e))?;
         let copied = Store::read_only(target).map_err(|e| fail("reading the copy", &e))?;
         if !same_state(&copied, store.state()) {
@@ -291,7 +292,13 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
             return Err(fail("checking the copy", &"it differs from the original"));
         }
     }
-    for f in [&old[0], &old[1], &old[3]] {
+    let link = std::fs::symlink_metadata(legacy).is_ok_and(|m| m.file_type().is_symlink());
+    let link = link.then_some(legacy);
+    for f in [&old.snapshot, &old.journal, &old.tmp, &old.rescue]
+        .into_iter()
+        .map(PathBuf::as_path)
+        .chain(link)
+    {
         if let Err(e) = std::fs::remove_file(f) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 return Err(fail("removing the old files", &e));
@@ -299,7 +306,7 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
         }
     }
     drop(store);
-    let _ = std::fs::remove_file(&old[2]);
+    let _ = std::fs::remove_file(&old.lock);
     Ok(Some(format!(
         "Moved the state from {} to {}: Nix copies a plain-directory or path: flake into the world-readable /nix/store, state included. Pass --state to keep it elsewhere.",
         legacy.display(),
@@ -315,7 +322,7 @@ fn same_state(a: &crate::state::StateFile, b: &crate::state::StateFile) -> bool 
 /// Writes `bytes` to `target` through the state's temporary file (private, never a link),
 /// renamed into place, and the directory synced.
 fn copy_durably(bytes: &[u8], target: &Path) -> std::io::Result<()> {
-    let [_, _, _, tmp] = state_files(target);
+    let tmp = StatePaths::new(target).tmp;
     let _ = std::fs::remove_file(&tmp);
     crate::rundir::write_private(&tmp, target, bytes)?;
     if let Some(dir) = target.parent() {
@@ -418,7 +425,8 @@ mod tests {
             same_state(&Store::read_only(&target).unwrap(), &before),
             "journal included"
         );
-        for f in state_files(&legacy) {
+        let old = StatePaths::new(&legacy);
+        for f in [old.snapshot, old.journal, old.lock, old.tmp, old.rescue] {
             assert!(!f.exists(), "{} left behind", f.display());
         }
         use std::os::unix::fs::PermissionsExt;
@@ -436,6 +444,64 @@ mod tests {
         assert!(err.contains("two different states"), "{err}");
         assert!(legacy.exists() && target.exists());
         assert!(same_state(&Store::read_only(&target).unwrap(), &before));
+    }
+
+    #[test]
+    fn a_legacy_rescue_file_and_a_symlinked_legacy_state_are_moved_too() {
+        let root = tempfile::tempdir().unwrap();
+        // Only a rescue file: a run whose journal failed before anything else was written.
+        let legacy = root.path().join("proj/nivis.state.json");
+        std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+        let store = Store::open(&legacy, LockHolder::current("test"), None).unwrap();
+        let rescued = crate::state::ResourceState::new(
+            "r",
+            crate::state::ResourceKind::Managed,
+            "p",
+            "p",
+            "t",
+            serde_json::json!({"id": "r"}),
+        );
+        store
+            .rescue(&[crate::state::Change::Put(rescued.clone())])
+            .unwrap();
+        drop(store);
+        std::fs::remove_file(StatePaths::new(&legacy).journal).unwrap();
+        assert!(!legacy.exists());
+        let target = root.path().join("home/a/nivis.state.json");
+        assert!(move_legacy_state(&legacy, &target).unwrap().is_some());
+        assert_eq!(Store::read_only(&target).unwrap().get("r"), Some(&rescued));
+        assert!(!StatePaths::new(&legacy).rescue.exists());
+
+        // A link in the project to a state kept elsewhere: its target's files move, the link goes.
+        let elsewhere = root.path().join("elsewhere/s.json");
+        std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+        state_with(&elsewhere, &["x"]);
+        std::os::unix::fs::symlink(&elsewhere, &legacy).unwrap();
+        let target = root.path().join("home/b/nivis.state.json");
+        assert!(move_legacy_state(&legacy, &target).unwrap().is_some());
+        assert!(Store::read_only(&target).unwrap().contains("x"));
+        assert!(std::fs::symlink_metadata(&legacy).is_err(), "link removed");
+        let there = StatePaths::new(&elsewhere);
+        for f in [there.snapshot, there.journal, there.lock] {
+            assert!(!f.exists(), "{} left behind", f.display());
+        }
+    }
+
+    #[test]
+    fn a_state_path_is_checked_where_its_files_really_are() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = root.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        std::fs::write(plain.join("flake.nix"), "{ outputs = _: { }; }").unwrap();
+        // A link outside the flake to a state inside it: the files would be copied.
+        let inside = root.path().join("in-flake");
+        std::os::unix::fs::symlink(plain.join("nivis.state.json"), &inside).unwrap();
+        let err = check_state_path(&inside, &flake(&plain)).unwrap_err();
+        assert!(err.contains("copies"), "{err}");
+        // A link inside the flake to a state elsewhere: only the link is copied.
+        let outside = root.path().join("kept/s.json");
+        std::os::unix::fs::symlink(&outside, plain.join("link.json")).unwrap();
+        assert!(check_state_path(&plain.join("link.json"), &flake(&plain)).is_ok());
     }
 
     #[test]

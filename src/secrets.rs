@@ -9,8 +9,9 @@
 //! Redaction is the second line of defence. The first is structural: a value known to be
 //! sensitive is never rendered at all (plan changes, `state show`, the ledger carry a mask or a
 //! placeholder). Redaction catches the copies nobody marked: a provider that echoes a password
-//! in an error or a log line, Nix quoting a value in an evaluation error, a computed attribute
-//! that embeds its sensitive input. Values shorter than [`MIN_LEN`] bytes are not redacted by
+//! in an error or a log line (raw or JSON-escaped), Nix quoting a value in an evaluation error,
+//! a computed attribute that embeds its sensitive input, a NixOps4 provider quoting the request
+//! that carried a secret input. Values shorter than [`MIN_LEN`] bytes are not redacted by
 //! content (masking every `"1"` or `"true"` would make output unreadable); structural masking
 //! still covers them.
 
@@ -45,7 +46,18 @@ impl SecretSet {
         SecretSet { by_prefix: None }
     }
 
+    /// Adds `s`, and the form it takes inside a JSON string when that differs (a provider's
+    /// error that quotes its request as JSON shows `pa\"ss` for `pa"ss`).
     fn insert(&mut self, s: &str) {
+        self.insert_one(s);
+        let quoted = Json::String(s.to_string()).to_string();
+        let inner = &quoted[1..quoted.len() - 1];
+        if inner != s {
+            self.insert_one(inner);
+        }
+    }
+
+    fn insert_one(&mut self, s: &str) {
         let Some(key) = prefix(s.as_bytes()) else {
             return;
         };
@@ -296,6 +308,16 @@ mod tests {
         assert_eq!(
             redact("a many-secret-0042 b many-secret-04990 c many-secret-"),
             "a (sensitive value) b (sensitive value)0 c many-secret-"
+        );
+        // The form a secret takes inside a JSON string (a provider quoting its request).
+        remember("json\"quoted\\secret\n");
+        assert_eq!(
+            redact(r#"bad request {"token": "json\"quoted\\secret\n", "name": "visible"}"#),
+            r#"bad request {"token": "(sensitive value)", "name": "visible"}"#
+        );
+        assert_eq!(
+            redact("raw json\"quoted\\secret\n."),
+            "raw (sensitive value)."
         );
         let mut j = json!({"k": ["x red-secret-one y"], "red-secret-one": 1});
         redact_json(&mut j);

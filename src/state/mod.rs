@@ -143,7 +143,7 @@ mod rescue;
 mod testutil;
 
 pub use error::StateError;
-pub use file::{Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH, JOURNAL_RESERVE_BYTES};
+pub use file::{StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH, JOURNAL_RESERVE_BYTES};
 pub use holder::{Liveness, LockHolder};
 pub use lock::ForceUnlock;
 pub use memory::MemoryStore;
