@@ -128,7 +128,6 @@
 //! the lock when its holder exits, however it exits; see [`Store::force_unlock`] for the
 //! network-filesystem case. [`Store::read_only`] takes no lock and writes nothing.
 
-mod base64;
 #[cfg(test)]
 mod crash_tests;
 mod error;
