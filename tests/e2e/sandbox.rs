@@ -3,9 +3,9 @@
 //! and the fake provider's generated secrets start with a token unique to this test run, so an
 //! older leak on the machine can neither make a test pass nor fail.
 //!
-//! [`Sandbox::hunt`] then looks for the token in the stdout and stderr of every command run,
-//! in every file under the root, and in every file of `/nix/store`; only the state files
-//! (mode 0600, outside the project) may hold it.
+//! [`Sandbox::hunt`] then looks for the token (as itself, base64 or hex: [`leak_forms`]) in the
+//! stdout and stderr of every command run, in every file under the root, and in every file of
+//! `/nix/store`; only the state files (mode 0600, outside the project) may hold it.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -195,13 +195,15 @@ impl Sandbox {
         self.hunt_for(&self.secret.clone(), state_files);
     }
 
-    /// [`hunt`](Self::hunt) for another value (e.g. a sensitive variable's).
+    /// [`hunt`](Self::hunt) for another value (e.g. a sensitive variable's), in every form
+    /// [`leak_forms`] lists.
     pub fn hunt_for(&self, needle: &str, state_files: &[PathBuf]) {
-        let needle_b = needle.as_bytes();
+        let forms = leak_forms(needle);
+        let found = |bytes: &[u8]| forms.iter().any(|f| contains(bytes, f));
         let mut problems = Vec::new();
         for (label, out, err) in self.seen.lock().unwrap().iter() {
             for (stream, bytes) in [("stdout", out), ("stderr", err)] {
-                if contains(bytes, needle_b) {
+                if found(bytes) {
                     problems.push(format!(
                         "{stream} of `{label}`:\n{}",
                         String::from_utf8_lossy(bytes)
@@ -215,7 +217,7 @@ impl Sandbox {
             let Ok(bytes) = std::fs::read(&f) else {
                 continue;
             };
-            if !contains(&bytes, needle_b) {
+            if !found(&bytes) {
                 continue;
             }
             let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
@@ -231,7 +233,7 @@ impl Sandbox {
         let mut store = Vec::new();
         walk(Path::new("/nix/store"), &mut store);
         for f in store {
-            if std::fs::read(&f).is_ok_and(|b| contains(&b, needle_b)) {
+            if std::fs::read(&f).is_ok_and(|b| found(&b)) {
                 problems.push(format!("store file {}", f.display()));
             }
         }
@@ -241,6 +243,27 @@ impl Sandbox {
             problems.join("\n")
         );
     }
+}
+
+/// The forms a secret takes where Nivis might print or write bytes it holds: as itself, in
+/// standard base64 at each of the three alignments (private bytes are base64 in the state, and
+/// a NixOps4 resource's inputs, secret ones included, are its private bytes), and in hex. Each
+/// base64 form leaves out the characters its neighbours would change.
+pub fn leak_forms(needle: &str) -> Vec<Vec<u8>> {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    let mut forms = vec![needle.as_bytes().to_vec(), hex::encode(needle).into_bytes()];
+    for offset in 0..3 {
+        let mut bytes = vec![0u8; offset];
+        bytes.extend_from_slice(needle.as_bytes());
+        let text = STANDARD.encode(&bytes);
+        let start = if offset == 0 { 0 } else { 4 };
+        if let Some(stable) = text.get(start..text.len().saturating_sub(4)) {
+            assert!(stable.len() >= 8, "needle too short to hunt in base64");
+            forms.push(stable.as_bytes().to_vec());
+        }
+    }
+    forms
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -260,4 +283,24 @@ pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(e.path());
         }
     }
+}
+
+#[test]
+fn the_hunt_finds_a_secret_in_base64_at_any_offset_and_in_hex() {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    let secret = unique_token("nvsecret");
+    let forms = leak_forms(&secret);
+    let found = |bytes: &[u8]| forms.iter().any(|f| contains(bytes, f));
+    for before in 0..6 {
+        let mut private = b"{\"pw\":\"".repeat(before + 1);
+        private.extend_from_slice(secret.as_bytes());
+        private.extend_from_slice(b"\"}");
+        assert!(
+            found(STANDARD.encode(&private).as_bytes()),
+            "offset {before}"
+        );
+    }
+    assert!(found(format!("x{}y", hex::encode(&secret)).as_bytes()));
+    assert!(!found(STANDARD.encode(unique_token("nvsecret")).as_bytes()));
 }

@@ -1,8 +1,10 @@
 //! The secrets property: for random plans mixing sensitive outputs (passed on directly, and
 //! computed with in Nix), sensitive variables (direct and computed with), provider outputs that
-//! echo a secret, plain values and build outputs, every command of the book — plan, --json,
-//! apply, state show, output — leaves the secrets nowhere but in the 0600 state, and a plan after
-//! apply has nothing to do. NIVIS_SECRETS_SEED=N replays one run; the seed is printed.
+//! echo a secret, plain values, build outputs, and NixOps4 resources given secrets (kept in
+//! their private bytes; the provider may log its request), every command of the book — plan,
+//! --json, apply, -v, state show, output — leaves the secrets nowhere but in the 0600 state (as
+//! themselves, base64 or hex), and a plan after apply has nothing to do.
+//! NIVIS_SECRETS_SEED=N replays one run; the seed is printed.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -18,15 +20,19 @@ struct Generated {
     ids: Vec<String>,
     /// A derivation is built from a secret: evaluation must refuse the plan.
     refused: bool,
+    /// The plan uses the NixOps4 fake (declared as provider `n4`).
+    nixops4: bool,
 }
 
-fn generate(rng: &mut StdRng, tag: &str) -> Generated {
+/// `nixops4`: the plan gives secrets to a NixOps4 resource.
+fn generate(rng: &mut StdRng, tag: &str, nixops4: bool) -> Generated {
     let mut g = Generated {
         lets: Vec::new(),
         names: Vec::new(),
         consumers: Vec::new(),
         ids: Vec::new(),
         refused: false,
+        nixops4: false,
     };
     let tokens = rng.gen_range(1..=3);
     for i in 0..tokens {
@@ -86,6 +92,27 @@ fn generate(rng: &mut StdRng, tag: &str) -> Generated {
             ));
         }
     }
+    if nixops4 {
+        // A secret input stays in the record's private bytes only (`pw` is not an output).
+        let a = pick(rng);
+        let pw = match rng.gen_range(0..3) {
+            0 => format!("{a}.refAttr \"secret\""),
+            1 => format!("lib.str [ \"pw:\" ({a}.refAttr \"secret\") ]"),
+            _ => "vars.token".to_string(),
+        };
+        let value = match rng.gen_range(0..2) {
+            0 => "\"plain-n\"".to_string(),
+            _ => format!("{a}.refAttr \"value\""),
+        };
+        let fault = if rng.gen_bool(0.5) { "log" } else { "none" };
+        g.lets.push(format!(
+            "n = lib.mkResource {{ provider = \"n4\"; type = \"thing\"; name = \"n\"; \
+             config = {{ pw = {pw}; value = {value}; fault = \"{fault}\"; }}; }};"
+        ));
+        g.names.push("n".into());
+        g.ids.push("n4.thing.n".into());
+        g.nixops4 = true;
+    }
     if rng.gen_bool(0.2) {
         let a = pick(rng);
         g.lets.push(format!(
@@ -100,13 +127,18 @@ fn generate(rng: &mut StdRng, tag: &str) -> Generated {
 }
 
 fn plan_text(g: &Generated) -> String {
+    let n4 = if g.nixops4 {
+        "providers.n4 = lib.mkProvider { source = \"provider-nixops4-fake\"; kind = \"nixops4\"; };"
+    } else {
+        ""
+    };
     format!(
         "ledger: let decls = {{ token = {{ type = \"string\"; sensitive = true; }}; region = {{ type = \"string\"; default = \"eu\"; }}; }}; \
          vars = lib.vars ledger decls; {} in {}",
         g.lets.join(" "),
         Sandbox::to_ir(
             &g.names.join(" "),
-            &format!("variables = decls; {}", g.consumers.join(" "))
+            &format!("variables = decls; {n4} {}", g.consumers.join(" "))
         )
     )
 }
@@ -126,7 +158,9 @@ fn random_plans_leave_secrets_only_in_the_state() {
         s.spy_on_nix();
         let var_value = unique_token("nvvar");
         s.set_env("NIVIS_VAR_token", Some(&var_value));
-        let g = generate(&mut rng, &format!("{seed}-{round}"));
+        // Every other round at least has a NixOps4 resource.
+        let nixops4 = round % 2 == 1 || rng.gen_bool(0.5);
+        let g = generate(&mut rng, &format!("{seed}-{round}"), nixops4);
         let plan = plan_text(&g);
         Sandbox::write_flake(&s.proj, &plan);
         let context = format!("seed {seed}, round {round}, plan:\n{plan}");
