@@ -18,7 +18,9 @@ use crate::engine::{
 };
 use crate::nixeval::PlanSource;
 use crate::render::{self, out, outln, Human, JsonLines, Style, Tally};
-use crate::state::{Change, ForceUnlock, LockHolder, Store};
+use crate::state::{Change, LockHolder, DEFAULT_ENV};
+
+mod backend;
 
 /// Nivis: infrastructure as Nix code.
 ///
@@ -52,8 +54,11 @@ pub enum Command {
     /// Print the outputs Nix sees (the ledger, secrets as placeholders).
     Output(StateArgs),
     /// Remove the state lock of a process that is gone (its lock id is in every "locked"
-    /// message).
+    /// message), locally or in the remote backend.
     ForceUnlock(ForceUnlockArgs),
+    /// Environments (`--env`): each has its own state under the backend's environment prefix.
+    #[command(subcommand)]
+    Env(EnvCommand),
     /// Write typed Nix constructors and reference docs from a provider's schema.
     Gen(GenArgs),
     /// Provider installation: lock file, mirrors, what is used.
@@ -104,7 +109,42 @@ pub struct GenArgs {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum EnvCommand {
+    /// List the environments that have a state (`*` marks the selected one).
+    List(StateArgs),
+}
+
+#[derive(Subcommand, Debug)]
 pub enum StateCommand {
+    /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
+    /// with `--out -`, to standard output.
+    Pull {
+        /// Where to write the state: a file (created mode 0600, replaced if it exists) or `-`
+        /// for standard output. Required: the state holds secrets in plain text.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        out: PathBuf,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or an
+    /// older serial unless --force.
+    Push {
+        /// The state file to push.
+        file: PathBuf,
+        /// Push even if the lineage differs or the serial is older.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Copy the local state file (--state) into the configured remote backend.
+    Migrate {
+        /// Replace what the backend already holds.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// List resource ids in state.
     List(StateArgs),
     /// Show one resource's recorded attributes (sensitive values hidden).
@@ -139,6 +179,14 @@ pub struct StateArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+    /// The environment: its state is the backend's key under the environment prefix (the
+    /// plan sees the name as `ledger.env`).
+    #[arg(long, env = "NIVIS_ENV", default_value = "default")]
+    pub env: String,
+    /// Set a field of the state backend (overriding the flake's `nivis.backend`):
+    /// KEY=VALUE, repeatable, e.g. `--backend-config type=s3 --backend-config bucket=b`.
+    #[arg(long = "backend-config", value_name = "KEY=VALUE")]
+    pub backend_config: Vec<String>,
 }
 
 impl StateArgs {
@@ -172,13 +220,16 @@ impl StateArgs {
         })
     }
 
-    /// The state path: `--state` (refused inside a tree Nix copies into the store), else the
-    /// project's default, after moving a state older versions left in the working directory or
-    /// in a flake directory Nix copies.
+    /// The local state path of the default environment: `--state` (refused inside a tree Nix
+    /// copies into the store, the selected environment's file too), else the project's
+    /// default, after moving a state older versions left in the working directory or in a
+    /// flake directory Nix copies (the selected environment's too).
     fn state_path(&self, source: &PlanSource) -> Result<PathBuf, String> {
         use crate::project;
+        use crate::state::env_state_path;
         if let Some(p) = &self.state {
             project::check_state_path(p, source)?;
+            project::check_state_path(&env_state_path(p, &self.env)?, source)?;
             return Ok(absolute(p));
         }
         let target = project::default_state_path(source)?;
@@ -188,25 +239,35 @@ impl StateArgs {
             legacy.push(dir.join(crate::state::DEFAULT_PATH));
         }
         for old in legacy {
-            if let Some(message) = project::move_legacy_state(&old, &target)? {
-                eprintln!("{}", render::escape_text(&message));
+            let mut moves = vec![(old.clone(), target.clone())];
+            if self.env != DEFAULT_ENV {
+                moves.push((
+                    env_state_path(&old, &self.env)?,
+                    env_state_path(&target, &self.env)?,
+                ));
+            }
+            for (from, to) in moves {
+                if let Some(message) = project::move_legacy_state(&from, &to)? {
+                    eprintln!("{}", render::escape_text(&message));
+                }
             }
         }
         log::info!("state: {}", target.display());
         Ok(target)
     }
 
-    /// The state path of a command that evaluates nothing (see [`Self::state_path`]).
-    fn path(&self) -> Result<PathBuf, String> {
-        self.state_path(&self.source(None)?)
+    /// The backend of a command that evaluates no plan (see [`backend::resolve`]).
+    fn backend(&self) -> Result<crate::state::Backend, String> {
+        backend::resolve(self, &self.source(None)?)
     }
 
-    /// Reads the state without locking it; its secrets are remembered for redaction.
-    fn read(&self) -> Result<(PathBuf, crate::state::StateFile), String> {
-        let path = self.path()?;
-        let state = Store::read_only(&path).map_err(|e| e.to_string())?;
+    /// Reads the state without locking it; its secrets are remembered for redaction. Returns
+    /// the backend too (for messages).
+    fn read(&self) -> Result<(crate::state::Backend, crate::state::StateFile), String> {
+        let backend = self.backend()?;
+        let state = backend.read_only().map_err(|e| e.to_string())?;
         crate::secrets::remember_state(&state);
-        Ok((path, state))
+        Ok((backend, state))
     }
 }
 
@@ -353,49 +414,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Output(args) => output_command(&args),
         Command::Gen(args) => gen_command(&args),
         Command::Providers(cmd) => providers_command(cmd),
-        Command::ForceUnlock(args) => force_unlock_command(&args),
-    }
-}
-
-/// `nivis force-unlock LOCK_ID`: the id must name the lock; a holder alive on this host keeps
-/// it unless `--force`; on a terminal the user confirms (unless `--force`).
-fn force_unlock_command(args: &ForceUnlockArgs) -> i32 {
-    // A `--state` is taken as given, even inside a tree Nix copies: nothing is evaluated here,
-    // and a state the other commands refuse must still be unlockable (to move it).
-    let path = match &args.state.state {
-        Some(p) => Ok(absolute(p)),
-        None => args.state.path(),
-    };
-    let path = match path {
-        Ok(p) => p,
-        Err(e) => return fail(&e),
-    };
-    let ask = !args.force && std::io::stdin().is_terminal();
-    let mut confirm = |holder: Option<&LockHolder>| {
-        if !ask {
-            return true;
-        }
-        match holder {
-            Some(h) => outln!(
-                "The state lock is held by {}.",
-                render::escape(&h.to_string())
-            ),
-            None => outln!("The state lock names no holder."),
-        }
-        confirm_prompt(
-            "Remove it? If that process still runs, two commands can then write the state at once.",
-        )
-    };
-    let result = Store::force_unlock(&path, &args.lock_id, args.force, &mut confirm);
-    match result {
-        Ok(result) => {
-            outln!("{}", render::escape(&result.to_string()));
-            match result {
-                ForceUnlock::Declined => exit::ERROR,
-                _ => exit::OK,
-            }
-        }
-        Err(e) => fail(&e),
+        Command::ForceUnlock(args) => backend::force_unlock(&args),
+        Command::Env(EnvCommand::List(args)) => backend::env_list(&args),
     }
 }
 
@@ -419,10 +439,10 @@ fn fail(e: &dyn std::fmt::Display) -> i32 {
 
 fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
     let source = args.state.source(args.attr.clone())?;
-    let state_path = args.state.state_path(&source)?;
+    let backend = backend::resolve(&args.state, &source)?;
     Ok(Options {
         source,
-        state_path,
+        backend,
         parallelism: args.parallelism.max(1),
         max_phases: apply.and_then(|a| a.max_phases),
         targets: args.targets.clone(),
@@ -734,6 +754,9 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
 
 fn state_command(cmd: StateCommand) -> i32 {
     match cmd {
+        StateCommand::Pull { out, state } => backend::pull(&state, &out),
+        StateCommand::Push { file, force, state } => backend::push(&state, &file, force),
+        StateCommand::Migrate { force, state } => backend::migrate(&state, force),
         StateCommand::List(args) => match args.read() {
             Ok((_, state)) => {
                 if args.json {
@@ -749,24 +772,24 @@ fn state_command(cmd: StateCommand) -> i32 {
             Err(e) => fail(&e),
         },
         StateCommand::Show { id, state: args } => match args.read() {
-            Ok((path, state)) => match state.get(&id) {
+            Ok((backend, state)) => match state.get(&id) {
                 Some(r) => {
                     show_resource(r, args.json);
                     exit::OK
                 }
                 None => fail(&format!(
                     "{id} is not in {}; `nivis state list` shows what is",
-                    path.display()
+                    backend.describe()
                 )),
             },
             Err(e) => fail(&e),
         },
         StateCommand::Rm { ids, state: args } => {
-            let path = match args.path() {
-                Ok(p) => p,
-                Err(e) => return fail(&e),
-            };
-            let mut store = match Store::open(&path, LockHolder::current("nivis state rm"), None) {
+            let opened = args.backend().and_then(|b| {
+                b.open(LockHolder::current("nivis state rm"), None)
+                    .map_err(|e| e.to_string())
+            });
+            let mut store = match opened {
                 Ok(s) => s,
                 Err(e) => return fail(&e),
             };

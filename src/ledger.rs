@@ -1,7 +1,7 @@
 //! The outputs ledger: what Nix is told about provider outputs at each evaluation, and the
 //! private channel that carries the secrets Nix may compute with.
 //!
-//! Owns: the ledger's shape (`{phase, outputs, secretsFile}`), replacing sensitive outputs by
+//! Owns: the ledger's shape (`{phase, outputs, env, secretsFile}`), replacing sensitive outputs by
 //! `__sensitiveRef` placeholders, the channel's shape (`{outputs, vars}`: the values behind the
 //! placeholders and every variable value), and writing both as private files. Not: where
 //! outputs come from (the engine fills it from state and from applies), the directory they are
@@ -40,6 +40,8 @@ pub struct Ledger {
     pub vars: BTreeMap<String, Json>,
     /// The values the placeholders stand for, per id and top-level attribute (the channel).
     secrets: BTreeMap<String, Outputs>,
+    /// The selected environment (`--env`), if the caller sets one.
+    pub env: Option<String>,
 }
 
 impl Ledger {
@@ -85,7 +87,11 @@ impl Ledger {
 
     /// The ledger as JSON (without the channel's path).
     pub fn to_json(&self) -> Json {
-        json!({ "phase": self.phase, "outputs": self.outputs })
+        let mut json = json!({ "phase": self.phase, "outputs": self.outputs });
+        if let Some(env) = &self.env {
+            json["env"] = Json::String(env.clone());
+        }
+        json
     }
 
     /// The channel as JSON: secrets behind the placeholders, and the variables.

@@ -138,6 +138,40 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     Ok((output.stdout, started.elapsed()))
 }
 
+/// The state backend configured beside the plan: for plan attribute `a.b.plan`, the value of
+/// `a.b.backend` in `flake` (`nivis.backend` by default), or `None` if there is none.
+pub fn backend_config(
+    flake: &str,
+    plan_attr: &str,
+) -> Result<Option<serde_json::Value>, EvalError> {
+    let mut path: Vec<&str> = plan_attr.split('.').collect();
+    path.pop();
+    path.push("backend");
+    let select: String = path.iter().map(|p| format!(".{}", nix_string(p))).collect();
+    let expr = format!("(builtins.getFlake {}){select} or null", nix_string(flake));
+    let what = format!("{flake}#{}", path.join("."));
+    let output = nix_command()
+        .args(["eval", "--json", "--impure", "--expr", &expr])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| EvalError {
+            what: what.clone(),
+            message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
+        })?;
+    if !output.status.success() {
+        return Err(EvalError {
+            what,
+            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| EvalError {
+            what: what.clone(),
+            message: format!("not JSON: {e}"),
+        })?;
+    Ok((!value.is_null()).then_some(value))
+}
+
 /// Makes sure a build output exists in the store, building its derivation if needed.
 pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
     let store_path = store_path_prefix(path);

@@ -162,8 +162,9 @@ pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String>
     }
 }
 
-/// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state`.
-fn state_home() -> Result<PathBuf, String> {
+/// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state` (never a
+/// shared temporary directory, where another user could prepare it).
+pub fn state_home() -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
         if dir.is_absolute() {
             return Ok(dir);

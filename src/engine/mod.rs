@@ -41,15 +41,16 @@ use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
 use crate::provider::{Capabilities, Provider};
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockHolder, StateError, StateFile, Store};
+use crate::state::{Backend, Change, LockHolder, LockedStore, StateError, StateFile};
 
 /// How a run is set up.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Where the plan function lives.
     pub source: PlanSource,
-    /// The state file.
-    pub state_path: PathBuf,
+    /// Where the state lives (the local file at `--state`, or a remote store), with the
+    /// environment the plan sees as `ledger.env`.
+    pub backend: Backend,
     /// Worker threads for provider calls.
     pub parallelism: usize,
     /// Stop after this many phases that changed something.
@@ -190,7 +191,7 @@ pub fn interrupt_flag() -> &'static AtomicBool {
 
 /// State held for a run: locked for writing, or a read-only snapshot.
 enum StateHolder {
-    Locked(Box<Store>),
+    Locked(Box<dyn LockedStore>),
     ReadOnly(StateFile),
 }
 
@@ -216,7 +217,7 @@ impl StateHolder {
 
     fn close(self) -> Result<(), StateError> {
         match self {
-            StateHolder::Locked(s) => (*s).close(),
+            StateHolder::Locked(s) => s.close(),
             StateHolder::ReadOnly(_) => Ok(()),
         }
     }
@@ -236,10 +237,18 @@ impl StateHolder {
         }
     }
 
-    fn rescue(&self, changes: &[Change]) -> Result<PathBuf, StateError> {
+    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
         match self {
             StateHolder::Locked(s) => s.rescue(changes),
             StateHolder::ReadOnly(_) => unreachable!("in-memory commits cannot fail"),
+        }
+    }
+
+    /// What the user should do after a failed write.
+    fn remedy(&self) -> String {
+        match self {
+            StateHolder::Locked(s) => s.remedy(),
+            StateHolder::ReadOnly(_) => String::new(),
         }
     }
 
@@ -250,8 +259,12 @@ impl StateHolder {
             (Ok(v), Ok(())) => Ok(v),
             (Ok(_), Err(e)) => Err(EngineError::State(e)),
             (Err(e), closed) => {
-                if let Err(c) = closed {
-                    log::warn!("closing the state: {c}");
+                match closed {
+                    // The store refuses writes because of the failure the error already reports.
+                    Err(StateError::Poisoned { .. }) if matches!(e, EngineError::StateWrite(_)) => {
+                    }
+                    Err(c) => log::warn!("closing the state: {c}"),
+                    Ok(()) => {}
                 }
                 Err(e)
             }
@@ -311,18 +324,17 @@ impl<'s> Engine<'s> {
 
     fn open_state(&self, write: bool) -> Result<StateHolder, EngineError> {
         if write {
-            let store = Store::open(
-                &self.opts.state_path,
+            let store = self.opts.backend.open(
                 LockHolder::current(&self.opts.command),
                 self.opts.lock_timeout,
             )?;
-            if let Some(e) = store.compaction_error() {
-                log::warn!("state compaction failed (the journal keeps everything): {e}");
+            for warning in store.warnings() {
+                log::warn!("{warning}");
             }
             crate::secrets::remember_state(store.state());
-            Ok(StateHolder::Locked(Box::new(store)))
+            Ok(StateHolder::Locked(store))
         } else {
-            let state = Store::read_only(&self.opts.state_path)?;
+            let state = self.opts.backend.read_only()?;
             crate::secrets::remember_state(&state);
             Ok(StateHolder::ReadOnly(state))
         }
@@ -352,6 +364,7 @@ impl<'s> Engine<'s> {
         let mut ledger = Ledger::default();
         ledger.phase = phase;
         ledger.vars = self.opts.vars.clone();
+        ledger.env = Some(self.opts.backend.env().to_string());
         for r in state.iter() {
             ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
         }

@@ -84,11 +84,13 @@ impl Recorder {
                 cause: cause.to_string(),
                 outcome: Outcome::AllRecorded,
                 not_started,
+                remedy: holder.remedy(),
             });
         };
         let outcome = recover(holder, &self.unrecorded);
+        let objects = || self.unrecorded.iter().map(Unrecorded::from).collect();
         let lost: Vec<Unrecorded> = match &outcome {
-            Outcome::Lost { .. } => self.unrecorded.iter().map(Unrecorded::from).collect(),
+            Outcome::Lost { .. } => objects(),
             _ => Vec::new(),
         };
         for event in self.held {
@@ -112,12 +114,17 @@ impl Recorder {
                 reason,
                 objects: lost,
             },
+            Outcome::Rescued { path, .. } => Outcome::Rescued {
+                path,
+                objects: objects(),
+            },
             other => other,
         };
         Some(WriteFailure {
             cause: failure.to_string(),
             outcome,
             not_started,
+            remedy: holder.remedy(),
         })
     }
 }
@@ -136,7 +143,10 @@ fn recover(holder: &mut StateHolder, changes: &[Change]) -> Outcome {
         }
     }
     match holder.rescue(changes) {
-        Ok(path) => Outcome::Rescued(path),
+        Ok(path) => Outcome::Rescued {
+            path,
+            objects: Vec::new(),
+        },
         Err(e) => Outcome::Lost {
             reason: format!(
                 "{}; then {e}",
@@ -182,8 +192,12 @@ pub enum Outcome {
     AllRecorded,
     /// The write failed, then succeeded when retried.
     Retried,
-    /// Saved to this rescue file, which the next run records first.
-    Rescued(PathBuf),
+    /// Saved to the rescue file at `path`, which the next run records first; until then the
+    /// state lacks `objects`.
+    Rescued {
+        path: PathBuf,
+        objects: Vec<Unrecorded>,
+    },
     /// Not recorded anywhere.
     Lost {
         /// Why the retry and the rescue file failed.
@@ -202,6 +216,8 @@ pub struct WriteFailure {
     pub outcome: Outcome,
     /// Operations never started.
     pub not_started: usize,
+    /// What to do about it, from the store (it knows where the state lives).
+    pub remedy: String,
 }
 
 impl fmt::Display for WriteFailure {
@@ -219,41 +235,47 @@ impl fmt::Display for WriteFailure {
                 "Their results were recorded when the write was retried; everything that ran \
                  is in state."
             )?,
-            Outcome::Rescued(path) => write!(
-                f,
-                "The journal could not take their results, so they were saved to {} (mode \
-                 0600), which the next run records before anything else.",
-                path.display()
-            )?,
+            Outcome::Rescued { path, objects } => {
+                write!(
+                    f,
+                    "The state could not take their results, so they were saved to the rescue \
+                     file {} (mode 0600), which the next run records before anything else.",
+                    path.display()
+                )?;
+                write_objects(
+                    f,
+                    objects,
+                    "are kept in the rescue file but not in the state yet",
+                )?;
+            }
             Outcome::Lost { reason, objects } => {
                 write!(
                     f,
                     "Their results could not be recorded anywhere ({reason})."
                 )?;
-                write_objects(f, objects)?;
+                write_objects(
+                    f,
+                    objects,
+                    "exist but the state does not record them; import or delete them before \
+                     the next apply, or it will create them again",
+                )?;
             }
         }
-        write!(
-            f,
-            "\nFree space on (or repair) the filesystem holding the state, then run again."
-        )
+        write!(f, "\n{}", self.remedy)
     }
 }
 
-fn write_objects(f: &mut fmt::Formatter<'_>, objects: &[Unrecorded]) -> fmt::Result {
+/// Lists `objects`: those that exist (`exist` says what became of them), then the deleted ones.
+fn write_objects(f: &mut fmt::Formatter<'_>, objects: &[Unrecorded], exist: &str) -> fmt::Result {
     let id = |u: &Unrecorded| match &u.object_id {
         Some(o) => format!("{} (id {o})", u.id),
         None => format!("{} (no id attribute)", u.id),
     };
-    let (deleted, exist): (Vec<&Unrecorded>, Vec<&Unrecorded>) =
+    let (deleted, existing): (Vec<&Unrecorded>, Vec<&Unrecorded>) =
         objects.iter().partition(|u| u.deleted);
-    if !exist.is_empty() {
-        write!(
-            f,
-            "\nThese objects exist but the state does not record them; import or delete them \
-             before the next apply, or it will create them again:"
-        )?;
-        for u in exist {
+    if !existing.is_empty() {
+        write!(f, "\nThese objects {exist}:")?;
+        for u in existing {
             write!(f, "\n  {}", id(u))?;
         }
     }

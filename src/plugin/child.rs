@@ -190,21 +190,25 @@ impl<R: Read> Lines<R> {
 }
 
 /// Reads `reader` line by line on a thread named `name` until it ends, handing each line (or
-/// piece of an overlong one) to `on_line`.
+/// piece of an overlong one) to `on_line`. The receiver returned disconnects once the reader has
+/// ended and every line was handed over: a child's last words arrive after its exit is seen.
 pub fn drain_lines<R: Read + Send + 'static>(
     name: String,
     reader: R,
     mut on_line: impl FnMut(Line) + Send + 'static,
-) {
+) -> crossbeam_channel::Receiver<()> {
+    let (done, drained) = crossbeam_channel::bounded::<()>(0);
     std::thread::Builder::new()
         .name(name)
         .spawn(move || {
+            let _done = done;
             let mut lines = Lines::new(reader);
             while let Ok(Some(line)) = lines.next_line() {
                 on_line(line);
             }
         })
         .expect("spawn a reader thread");
+    drained
 }
 
 #[cfg(test)]

@@ -233,6 +233,8 @@ pub struct PluginProcess {
     child: Child,
     handshake: Handshake,
     tail: Arc<Mutex<StderrTail>>,
+    /// Disconnects once the stderr drain has read everything (see [`PluginProcess::wait_exit`]).
+    stderr_drained: crossbeam_channel::Receiver<()>,
 }
 
 /// What the stdout reader found first.
@@ -275,7 +277,7 @@ impl PluginProcess {
         })?;
 
         let tail = Arc::new(Mutex::new(StderrTail::default()));
-        spawn_stderr_drain(&name, pipes.stderr, Arc::clone(&tail));
+        let stderr_drained = spawn_stderr_drain(&name, pipes.stderr, Arc::clone(&tail));
         let first = spawn_stdout_drain(&name, pipes.stdout);
 
         let mut process = PluginProcess {
@@ -286,6 +288,7 @@ impl PluginProcess {
                 target: String::new(),
             },
             tail,
+            stderr_drained,
         };
         let line = process.await_first_line(first, spec.start_timeout)?;
         let handshake = match parse_handshake(&line) {
@@ -391,9 +394,14 @@ impl PluginProcess {
     }
 
     /// Waits up to `grace` for the child to exit on its own; if it did, kills what is left of
-    /// its process group and returns its status.
+    /// its process group, waits (up to a second) until its last stderr lines are in the tail,
+    /// and returns its status.
     pub fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
-        self.child.wait_exit(grace)
+        let status = self.child.wait_exit(grace)?;
+        // The drain thread may not have read the lines written just before the exit yet (a
+        // loaded machine delays it); the group is dead, so stderr closes at once.
+        let _ = self.stderr_drained.recv_timeout(Duration::from_secs(1));
+        Some(status)
     }
 
     /// Kills (SIGKILL) the provider's process group and reaps the child. Idempotent.
@@ -444,7 +452,12 @@ fn spawn_stdout_drain(
     rx
 }
 
-fn spawn_stderr_drain(name: &str, stderr: std::process::ChildStderr, tail: Arc<Mutex<StderrTail>>) {
+/// Drains stderr for the child's whole life into `tail`; the receiver disconnects at its end.
+fn spawn_stderr_drain(
+    name: &str,
+    stderr: std::process::ChildStderr,
+    tail: Arc<Mutex<StderrTail>>,
+) -> crossbeam_channel::Receiver<()> {
     let name = name.to_string();
     let mut panicking = false;
     child::drain_lines(format!("{name}-stderr"), stderr, move |line: Line| {
@@ -468,7 +481,7 @@ fn spawn_stderr_drain(name: &str, stderr: std::process::ChildStderr, tail: Arc<M
                 t.lines.push_back(kept);
             }
         }
-    });
+    })
 }
 
 /// Re-logs one provider stderr line at its own level: JSON lines from hclog carry `@level`,

@@ -69,6 +69,8 @@ pub enum StateError {
         /// The live holder.
         holder: Box<LockHolder>,
     },
+    /// The remote (S3) store failed or refused; the error names what and what to do.
+    Remote(Box<super::s3::RemoteError>),
     /// An earlier write to this store failed in a way that leaves the file contents uncertain
     /// (a failed fsync, say), so the store refuses further writes until it is reopened.
     Poisoned {
@@ -194,6 +196,7 @@ impl fmt::Display for StateError {
                  lock anyway, and then two commands can write the state at once)",
                 path.display()
             ),
+            StateError::Remote(e) => write!(f, "{e}"),
             StateError::Poisoned { path, cause } => write!(
                 f,
                 "an earlier write to the state {} failed ({cause}); this store refuses further \

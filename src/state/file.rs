@@ -13,9 +13,10 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::error::StateError;
+use super::holder::ForceUnlock;
 use super::holder::LockHolder;
 use super::journal::{self, ReplayError};
-use super::lock::{self, FileLock, ForceUnlock};
+use super::lock::{self, FileLock};
 use super::model::{declared_version, Change, StateFile, SCHEMA_VERSION};
 use super::rescue;
 use super::StateStore;
@@ -69,6 +70,8 @@ pub struct Store {
     space_error: Option<StateError>,
     /// Set when a write failed; refuses further writes.
     poisoned: Option<Poison>,
+    /// Ids whose changes an earlier run left in the rescue file and this open recorded.
+    recovered: Vec<String>,
     _lock: FileLock,
 }
 
@@ -122,6 +125,7 @@ impl Store {
             compaction_error: None,
             space_error: None,
             poisoned: None,
+            recovered: Vec::new(),
             _lock: lock,
         };
         store.fold_rescue(fresh && store.journal_len == 0)?;
@@ -134,11 +138,21 @@ impl Store {
 
     /// Commits the changes of a rescue file, then removes it.
     fn fold_rescue(&mut self, fresh: bool) -> Result<(), StateError> {
-        let Some(changes) = rescue::read(&self.paths.rescue, &mut self.state, fresh)? else {
+        let Some(rescued) = rescue::read(&self.paths.rescue)? else {
             return Ok(());
         };
+        let ids = rescued.ids();
+        let changes = rescued.changes_for(&self.paths.rescue, &mut self.state, fresh)?;
         self.commit(&changes)?;
-        rescue::remove(&self.paths.rescue)
+        rescue::remove(&self.paths.rescue)?;
+        self.recovered = ids;
+        Ok(())
+    }
+
+    /// The ids whose changes an earlier run left in the rescue file and that opening this store
+    /// recorded (empty if there was none).
+    pub fn recovered(&self) -> &[String] {
+        &self.recovered
     }
 
     /// Reads the state at `path` without locking and without writing anything, for commands
@@ -161,8 +175,9 @@ impl Store {
             match journal::replay(&paths.journal, snapshot, &bytes) {
                 Ok(mut replayed) => {
                     let fresh = fresh && replayed.valid_len == 0;
-                    if let Some(changes) = rescue::read(&paths.rescue, &mut replayed.state, fresh)?
-                    {
+                    if let Some(rescued) = rescue::read(&paths.rescue)? {
+                        let changes =
+                            rescued.changes_for(&paths.rescue, &mut replayed.state, fresh)?;
                         for change in &changes {
                             replayed.state.apply(change);
                         }
@@ -203,6 +218,11 @@ impl Store {
     /// The state path `P`.
     pub fn path(&self) -> &Path {
         &self.paths.snapshot
+    }
+
+    /// Where [`rescue`](Store::rescue) writes: `P.rescue`.
+    pub fn rescue_path(&self) -> &Path {
+        &self.paths.rescue
     }
 
     /// The current state, including every committed change.
@@ -338,6 +358,21 @@ impl Store {
         self.compact_at = compaction_threshold(snapshot_len);
         self.keep_reserve();
         Ok(())
+    }
+
+    /// Replaces the whole state by `next` (`state push`): writes it as the new snapshot, with a
+    /// serial above both, and empties the journal. On error nothing changed, unless the store is
+    /// poisoned (the new snapshot may be in place: reopen to learn).
+    pub fn replace(&mut self, mut next: StateFile) -> Result<(), StateError> {
+        self.check_poisoned()?;
+        // `compact` adds one.
+        next.serial = next.serial.max(self.state.serial);
+        let old = std::mem::replace(&mut self.state, next);
+        let compacted = self.compact();
+        if compacted.is_err() && self.poisoned.is_none() {
+            self.state = old;
+        }
+        compacted
     }
 
     /// Compacts (if the journal holds anything) and releases the lock. A compaction that fails
@@ -502,10 +537,16 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((None, 0)),
         Err(e) => return Err(StateError::io(path, "read", e)),
     };
+    Ok((Some(parse_snapshot(path, &bytes)?), bytes.len() as u64))
+}
+
+/// Parses snapshot bytes read from `path` (a state file, a remote object's URL, or a file
+/// `state push` was given): the format version first, then the shape.
+pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     // Check the version before the shape, so a newer format says so instead of failing to parse.
     let corrupt = |e: String| StateError::corrupt(path, None, e);
     let object: Map<String, Value> =
-        serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     let found = declared_version(&object).map_err(corrupt)?;
     if found == 0 || found > u64::from(SCHEMA_VERSION) {
         return Err(StateError::UnsupportedVersion {
@@ -523,7 +564,7 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
             format!("the resource under key {key:?} has id {:?}", resource.id),
         ));
     }
-    Ok((Some(state), bytes.len() as u64))
+    Ok(state)
 }
 
 /// Writes `state` to `P.tmp`, syncs it and renames it over `P`; returns its size. On error `P`

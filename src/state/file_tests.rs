@@ -234,7 +234,7 @@ fn force_unlock_reports_free_locks_and_removes_held_ones() {
         panic!("expected Removed with a holder, got {outcome:?}")
     };
     assert_eq!((h.pid, h.command.as_str()), (std::process::id(), "stuck"));
-    assert!(outcome.to_string().contains("removed the lock file"));
+    assert!(outcome.to_string().contains("removed the lock "));
     assert!(!lock_path.exists());
 
     // The next opener creates a fresh lock file, even though `first` still holds the old one.
@@ -330,6 +330,18 @@ fn what_the_journal_cannot_take_is_rescued_and_folded_in_first() {
     assert_eq!(store.state().ids().collect::<Vec<_>>(), ["b"]);
     assert_eq!(store.state().lineage, lineage);
     assert!(!rescued.exists());
+    assert_eq!(
+        store.recovered(),
+        ["b", "a"],
+        "the open says what it recorded"
+    );
+    let warnings = crate::state::LockedStore::warnings(&store);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("rescue file") && w.contains("b, a")),
+        "{warnings:?}"
+    );
     drop(store);
     assert_eq!(open(&path).state().ids().collect::<Vec<_>>(), ["b"]);
 
@@ -338,6 +350,39 @@ fn what_the_journal_cannot_take_is_rescued_and_folded_in_first() {
     fs::write(&elsewhere, "{}").unwrap();
     std::os::unix::fs::symlink(&elsewhere, &rescued).unwrap();
     assert!(Store::open(&path, holder("test"), None).is_err());
+}
+
+#[test]
+fn replace_writes_a_new_snapshot_above_both_serials() {
+    let (_dir, path) = temp_state();
+    let mut store = open(&path);
+    store.commit(&[put("a", 1)]).unwrap();
+    store.compact().unwrap();
+    store.commit(&[put("b", 2)]).unwrap();
+    let serial = store.state().serial;
+    let mut pushed = StateFile::with_lineage("pushed-lineage");
+    pushed.apply(&put("c", 3));
+    store.replace(pushed).unwrap();
+    let state = store.state();
+    assert_eq!(state.ids().collect::<Vec<_>>(), ["c"]);
+    assert_eq!(state.lineage, "pushed-lineage");
+    assert_eq!(state.serial, serial + 1);
+    assert_eq!(
+        fs::metadata(&StatePaths::new(&path).journal).unwrap().len(),
+        0
+    );
+    drop(store);
+    let again = open(&path);
+    assert_eq!(again.state().ids().collect::<Vec<_>>(), ["c"]);
+    assert_eq!(again.state().serial, serial + 1);
+    drop(again);
+
+    // A pushed state with a higher serial keeps going from there.
+    let mut store = open(&path);
+    let mut newer = store.state().clone();
+    newer.serial = 50;
+    store.replace(newer).unwrap();
+    assert_eq!(store.state().serial, 51);
 }
 
 #[test]

@@ -1,15 +1,21 @@
-//! Who holds a state lock: the [`LockHolder`] record and whether that holder still runs.
+//! Who holds a state lock: the [`LockHolder`] record, whether that holder still runs, and the
+//! rules `force-unlock` applies before breaking a lock.
 //!
 //! The record is plain data, serialised as JSON into whatever carries the lock (the local lock
-//! file here; a remote lock object elsewhere), so every lock mechanism shares one notion of a
-//! holder and of its id, the id `force-unlock` must name. [`LockHolder::liveness`] answers from
+//! file, `lock.rs`; the S3 lock object, `s3/lock.rs`), so every lock mechanism shares one notion
+//! of a holder and of its id, the id `force-unlock` must name, and one set of checks
+//! ([`check_force_unlock`]) and outcomes ([`ForceUnlock`]), and one way to wait for a busy lock
+//! ([`LockWait`]). [`LockHolder::liveness`] answers from
 //! this machine's process table alone and takes no lock: it is separate from the locking itself.
-//! Not: taking or releasing locks (`lock.rs`).
+//! Not: taking, releasing or removing locks (the lock mechanisms).
 
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+
+use super::error::StateError;
 
 /// Who holds (or asks for) a state lock; written into the lock while held.
 ///
@@ -107,6 +113,112 @@ impl fmt::Display for LockHolder {
     }
 }
 
+/// What `force-unlock` did, whatever carries the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForceUnlock {
+    /// Nobody held the lock (or there was no lock); nothing was changed.
+    NotLocked,
+    /// The lock was held, so it was removed; the next opener takes a fresh one.
+    Removed {
+        /// The holder recorded in the removed lock, if readable.
+        holder: Option<LockHolder>,
+    },
+    /// The confirmation was declined; nothing was changed.
+    Declined,
+}
+
+impl fmt::Display for ForceUnlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ForceUnlock::NotLocked => write!(f, "the state is not locked; nothing to do"),
+            ForceUnlock::Removed { holder } => {
+                write!(f, "removed the lock")?;
+                if let Some(holder) = holder {
+                    if !holder.id.is_empty() {
+                        write!(f, " {}", holder.id)?;
+                    }
+                    write!(f, " held by {holder}")?;
+                }
+                write!(
+                    f,
+                    "; the next command takes a new one. If that holder is in fact still \
+                     running, two commands can now write the state at once: stop it"
+                )
+            }
+            ForceUnlock::Declined => write!(f, "cancelled: the lock was left in place"),
+        }
+    }
+}
+
+/// Whether `force-unlock ID` may break the lock `lock` (a file or a remote object) held by
+/// `holder` (`None`: the lock records no readable holder). The id must name the lock (a record
+/// without one can only be forced), and a holder alive on this host ([`Liveness::Alive`]: same
+/// host, pid and start time) keeps it unless `force`. A holder on another host cannot be
+/// checked from here, so only its id is.
+pub(crate) fn check_force_unlock(
+    lock: &Path,
+    id: &str,
+    force: bool,
+    holder: Option<&LockHolder>,
+) -> Result<(), StateError> {
+    let mismatch = || StateError::LockIdMismatch {
+        path: lock.to_path_buf(),
+        given: id.to_string(),
+        holder: holder.cloned().map(Box::new),
+    };
+    match holder {
+        Some(h) if !h.id.is_empty() && h.id != id => Err(mismatch()),
+        Some(h) if h.id.is_empty() && !force => Err(mismatch()),
+        None if !force => Err(mismatch()),
+        Some(h) if !force && h.liveness() == Liveness::Alive => Err(StateError::LockHolderAlive {
+            path: lock.to_path_buf(),
+            holder: Box::new(h.clone()),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Waiting for a busy lock, whatever carries it: the caller tries, and on a busy lock asks
+/// [`LockWait::pause`] whether to try again. Pauses double from `first` up to `longest`, and
+/// the last one is cut to end at the deadline.
+pub(crate) struct LockWait {
+    start: Instant,
+    deadline: Option<Instant>,
+    pause: Duration,
+    longest: Duration,
+}
+
+impl LockWait {
+    /// Waits up to `wait` in all (`None`: do not wait).
+    pub(crate) fn new(wait: Option<Duration>, first: Duration, longest: Duration) -> LockWait {
+        let start = Instant::now();
+        LockWait {
+            start,
+            deadline: wait.map(|w| start + w),
+            pause: first,
+            longest,
+        }
+    }
+
+    /// Sleeps until the next try and returns `true`, or returns `false` once the wait is over.
+    pub(crate) fn pause(&mut self) -> bool {
+        let now = Instant::now();
+        match self.deadline {
+            Some(deadline) if now < deadline => {
+                std::thread::sleep(self.pause.min(deadline - now));
+                self.pause = (self.pause * 2).min(self.longest);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// How long the caller has waited so far.
+    pub(crate) fn waited(&self) -> Duration {
+        self.start.elapsed()
+    }
+}
+
 /// The start of process `pid` as `BOOT_ID/TICKS`, or `None` if no such process can be read.
 fn process_start(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -149,7 +261,7 @@ fn user_name() -> String {
 }
 
 /// Formats seconds since the Unix epoch as RFC 3339 UTC, e.g. `2023-11-14T22:13:20Z`.
-fn format_utc(secs: u64) -> String {
+pub(crate) fn format_utc(secs: u64) -> String {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from a day count (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
     let z = days as i64 + 719_468;

@@ -9,49 +9,14 @@
 //!
 //! This is the only place in Nivis that takes file locks.
 
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::error::StateError;
-use super::holder::{unix_now, Liveness, LockHolder};
-
-/// What [`force_unlock`](super::Store::force_unlock) did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ForceUnlock {
-    /// Nobody held the lock (or there was no lock file); nothing was changed.
-    NotLocked,
-    /// The lock was held, so its file was removed; the next opener creates a fresh one.
-    Removed {
-        /// The holder recorded in the removed file, if readable.
-        holder: Option<LockHolder>,
-    },
-    /// The confirmation was declined; nothing was changed.
-    Declined,
-}
-
-impl fmt::Display for ForceUnlock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ForceUnlock::NotLocked => write!(f, "the state is not locked; nothing to do"),
-            ForceUnlock::Removed { holder } => {
-                write!(f, "removed the lock file")?;
-                if let Some(holder) = holder {
-                    write!(f, " held by {holder}")?;
-                }
-                write!(
-                    f,
-                    "; the next command creates a new one. If that holder is in fact still \
-                     running, two commands can now write the state at once: stop it"
-                )
-            }
-            ForceUnlock::Declined => write!(f, "cancelled: the lock was left in place"),
-        }
-    }
-}
+use super::holder::{check_force_unlock, unix_now, ForceUnlock, LockHolder, LockWait};
 
 /// A held lock; released (and its holder record cleared) on drop.
 #[derive(Debug)]
@@ -66,9 +31,7 @@ impl FileLock {
         mut holder: LockHolder,
         wait: Option<Duration>,
     ) -> Result<FileLock, StateError> {
-        let start = Instant::now();
-        let deadline = wait.map(|w| start + w);
-        let mut pause = Duration::from_millis(5);
+        let mut waiting = LockWait::new(wait, Duration::from_millis(5), Duration::from_millis(100));
         loop {
             let file = open_lock_file(path)?;
             match fs2::FileExt::try_lock_exclusive(&file) {
@@ -87,19 +50,12 @@ impl FileLock {
                 Err(e) => return Err(StateError::io(path, "lock", e)),
             }
             drop(file);
-            let now = Instant::now();
-            match deadline {
-                Some(deadline) if now < deadline => {
-                    std::thread::sleep(pause.min(deadline - now));
-                    pause = (pause * 2).min(Duration::from_millis(100));
-                }
-                _ => {
-                    return Err(StateError::Locked {
-                        path: path.to_path_buf(),
-                        holder: read_holder(path).map(Box::new),
-                        waited: now - start,
-                    })
-                }
+            if !waiting.pause() {
+                return Err(StateError::Locked {
+                    path: path.to_path_buf(),
+                    holder: read_holder(path).map(Box::new),
+                    waited: waiting.waited(),
+                });
             }
         }
     }
@@ -134,7 +90,7 @@ pub(crate) fn force_unlock(
         Err(e) => return Err(StateError::io(path, "lock", e)),
     }
     let holder = read_holder(path);
-    check_unlockable(path, id, force, holder.as_ref())?;
+    check_force_unlock(path, id, force, holder.as_ref())?;
     if !confirm(holder.as_ref()) {
         return Ok(ForceUnlock::Declined);
     }
@@ -151,31 +107,6 @@ pub(crate) fn force_unlock(
         Ok(()) => Ok(ForceUnlock::Removed { holder }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ForceUnlock::NotLocked),
         Err(e) => Err(StateError::io(path, "remove", e)),
-    }
-}
-
-/// The id must name the lock (a record without one can only be forced), and a holder alive on
-/// this host keeps it unless forced.
-fn check_unlockable(
-    path: &Path,
-    id: &str,
-    force: bool,
-    holder: Option<&LockHolder>,
-) -> Result<(), StateError> {
-    let mismatch = || StateError::LockIdMismatch {
-        path: path.to_path_buf(),
-        given: id.to_string(),
-        holder: holder.cloned().map(Box::new),
-    };
-    match holder {
-        Some(h) if !h.id.is_empty() && h.id != id => Err(mismatch()),
-        Some(h) if h.id.is_empty() && !force => Err(mismatch()),
-        None if !force => Err(mismatch()),
-        Some(h) if !force && h.liveness() == Liveness::Alive => Err(StateError::LockHolderAlive {
-            path: path.to_path_buf(),
-            holder: Box::new(h.clone()),
-        }),
-        _ => Ok(()),
     }
 }
 
@@ -272,7 +203,9 @@ mod tests {
         let held = locked_by(&path, dead.clone());
         let removed = force_unlock(&path, &dead.id, false, yes).unwrap();
         assert!(matches!(removed, ForceUnlock::Removed { holder: Some(ref h) } if h.id == dead.id));
-        assert!(removed.to_string().contains("removed the lock file"));
+        assert!(removed
+            .to_string()
+            .contains(&format!("removed the lock {}", dead.id)));
         assert!(!path.exists());
         drop(held);
     }

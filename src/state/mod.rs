@@ -1,5 +1,5 @@
-//! State: the durable record of what Nivis has applied — the state model, its file store and the
-//! state lock.
+//! State: the durable record of what Nivis has applied — the state model, its stores (the local
+//! file, or S3) and the state lock.
 //!
 //! # In scope
 //!
@@ -11,6 +11,9 @@
 //!   [`Liveness`]). This is the only module that takes file locks.
 //! - **Contract**: the [`StateStore`] trait, an in-memory [`MemoryStore`], and [`conformance`],
 //!   one test every store must pass.
+//! - **Backends**: [`Backend`] chooses the local file store or the S3 store ([`s3`]) and the
+//!   environment; a writer holds either as a [`LockedStore`]. Both share the formats below, the
+//!   lock record ([`LockHolder`]), `force-unlock`'s checks and the rescue file (`rescue.rs`).
 //!
 //! # Out of scope
 //!
@@ -31,7 +34,8 @@
 //! | `P.journal`   | changes since the snapshot: one JSON object per line, one per commit |
 //! | `P.lock`      | the lock; while held, a [`LockHolder`] record as JSON               |
 //! | `P.tmp`       | exists only during compaction                                       |
-//! | `P.rescue`    | exists only after a run could not write its journal (see below)     |
+//! | `P.rescue`    | exists only after a run could not write its journal (see below; its  |
+//! |               | format, shared with the S3 store, is described in `rescue.rs`)       |
 //!
 //! If `P` is a symlink it is followed (through any chain of links, a dangling last one naming
 //! where the state is created): every file lives beside the link's target, and the link is
@@ -128,6 +132,7 @@
 //! the lock when its holder exits, however it exits; see [`Store::force_unlock`] for the
 //! network-filesystem case. [`Store::read_only`] takes no lock and writes nothing.
 
+mod backend;
 #[cfg(test)]
 mod crash_tests;
 mod error;
@@ -138,13 +143,17 @@ mod lock;
 mod memory;
 mod model;
 mod rescue;
+pub mod s3;
 #[cfg(test)]
 mod testutil;
 
+pub use backend::{env_state_path, Backend, LockedStore, DEFAULT_ENV};
 pub use error::StateError;
-pub use file::{StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH, JOURNAL_RESERVE_BYTES};
-pub use holder::{Liveness, LockHolder};
-pub use lock::ForceUnlock;
+pub use file::{
+    parse_snapshot, StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH,
+    JOURNAL_RESERVE_BYTES,
+};
+pub use holder::{ForceUnlock, Liveness, LockHolder};
 pub use memory::MemoryStore;
 pub use model::{
     Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus, StateFile, SCHEMA_VERSION,

@@ -131,12 +131,7 @@ fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
     // Everything recorded exists. A create whose answer was in flight when Nivis died cannot
     // be recorded by anyone (Terraform has the same window): at most one per worker.
     let killed = p.remote_vs_state();
-    assert!(killed.phantoms.is_empty(), "{killed:?}");
-    assert!(killed.duplicated.is_empty(), "{killed:?}");
-    assert!(
-        killed.orphans.len() <= 10,
-        "more orphans than workers: {killed:?}"
-    );
+    killed.assert_killed_mid_apply(10);
 
     let p = p.env("NIVIS_FAKE_COUNTER", "100000");
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
@@ -159,14 +154,7 @@ fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
     assert_eq!(ids.len(), 200, "every resource exists once with its own id");
     // Remotely: every recorded object exists, and nothing but the in-flight orphans of the
     // killed run is alive without a record.
-    let after = p.remote_vs_state();
-    assert!(after.phantoms.is_empty(), "{after:?}");
-    assert_eq!(after.orphans, killed.orphans, "the rerun orphaned nothing");
-    let orphan_labels: Vec<&String> = killed.orphans.iter().map(|(_, l)| l).collect();
-    assert!(
-        after.duplicated.keys().all(|l| orphan_labels.contains(&l)),
-        "{after:?}"
-    );
+    p.remote_vs_state().assert_rerun_after(&killed);
 }
 
 #[test]

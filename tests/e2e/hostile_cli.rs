@@ -86,6 +86,8 @@ fn no_flag_value_makes_nivis_panic() {
         "--network-mirror",
         "--lock-file",
         "--provider-cache",
+        "--env",
+        "--backend-config",
     ];
     let mut cases: Vec<Vec<OsString>> = Vec::new();
     let os = |s: &str| OsString::from(s);
@@ -135,6 +137,26 @@ fn no_flag_value_makes_nivis_panic() {
             state.clone(),
         ]);
         cases.push(vec![os("state"), os("list"), os("--state"), value.clone()]);
+        cases.push(vec![
+            os("state"),
+            os("push"),
+            value.clone(),
+            os("--state"),
+            state.clone(),
+        ]);
+        cases.push(vec![os("state"), os("pull"), os("--env"), value.clone()]);
+        cases.push(vec![
+            os("state"),
+            os("migrate"),
+            os("--backend-config"),
+            value.clone(),
+        ]);
+        cases.push(vec![
+            os("env"),
+            os("list"),
+            os("--backend-config"),
+            value.clone(),
+        ]);
         cases.push(vec![os("output"), os("--state"), value.clone()]);
         cases.push(vec![
             os("force-unlock"),

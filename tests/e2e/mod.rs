@@ -9,6 +9,7 @@ mod hostile_providers;
 mod lifecycle;
 mod nixops4;
 mod real_null;
+mod remote;
 mod sandbox;
 mod secrets;
 mod secrets_property;

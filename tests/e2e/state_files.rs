@@ -192,3 +192,35 @@ fn force_unlock_needs_the_lock_id_and_refuses_a_live_holder() {
     p.assert_remote_matches_state(&[]);
     assert_eq!(p.objects().created(), 3, "no second apply ran alongside");
 }
+
+#[test]
+fn state_pull_and_push_work_on_the_local_file_as_on_s3() {
+    let p = Project::new(&tokens(&["a"]));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let pulled = p.state_cmd(&["state", "pull", "--out", "-"]);
+    assert_success(&pulled);
+    let file = p.dir.path().join("pulled.json");
+    std::fs::write(&file, &pulled.stdout).unwrap();
+    let file = file.display().to_string();
+    let ids = || stdout(&p.state_cmd(&["state", "list"]));
+
+    // The state moves on: the pulled copy is older, and pushing it is refused.
+    p.set_plan(&tokens(&["a", "b"]));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let stale = p.state_cmd(&["state", "push", &file]);
+    assert_eq!(stale.status.code(), Some(1), "{}", stderr(&stale));
+    assert!(stderr(&stale).contains("older"), "{}", stderr(&stale));
+    assert_eq!(ids().lines().count(), 2, "nothing changed");
+
+    // Forced, it replaces the state, and the next plan sees `b` as missing.
+    assert_success(&p.state_cmd(&["state", "push", &file, "--force"]));
+    assert_eq!(ids(), "alpha.alpha_token.a\n");
+    let after: Json =
+        serde_json::from_slice(&p.state_cmd(&["state", "pull", "--out", "-"]).stdout).unwrap();
+    let before: Json = serde_json::from_slice(&pulled.stdout).unwrap();
+    assert_eq!(after["lineage"], before["lineage"]);
+    assert!(
+        after["serial"].as_u64() > before["serial"].as_u64(),
+        "{after}"
+    );
+}

@@ -1,0 +1,264 @@
+//! The state backend on the command line: which backend a command uses (the flake's
+//! `nivis.backend`, then `--backend-config` overrides, for `--env`), and the commands that
+//! concern only the backend: `env list`, `state pull|push|migrate`, `force-unlock`.
+//!
+//! Not: what a backend does (see `state::Backend`), nor running plans.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use serde_json::Value as Json;
+
+use super::{absolute, confirm_prompt, exit, fail, ForceUnlockArgs, StateArgs};
+use crate::nixeval::{self, PlanSource};
+use crate::render::{self, outln};
+use crate::state::{parse_snapshot, Backend, ForceUnlock, LockHolder, StateFile, Store};
+
+/// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
+/// attribute's sibling `backend`; a plain Nix file or a directory without `flake.nix` has
+/// none), then `--backend-config` overrides, for `--env`. The local state path is settled
+/// first (a legacy state moved out of the flake directory) because reading the backend
+/// evaluates the flake, which copies its directory into the store.
+pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
+    let local = args.state_path(source)?;
+    let from_flake = match source {
+        PlanSource::Flake { flake, attr } => {
+            let dir = Path::new(flake);
+            if dir.is_dir() && !dir.join("flake.nix").exists() {
+                None
+            } else {
+                nixeval::backend_config(flake, attr).map_err(|e| e.to_string())?
+            }
+        }
+        PlanSource::File { .. } => None,
+    };
+    Backend::configure(from_flake.as_ref(), &args.backend_config, &args.env, &local)
+        .map_err(|e| format!("state backend: {e}"))
+}
+
+/// `nivis env list`.
+pub fn env_list(args: &StateArgs) -> i32 {
+    let backend = match args.backend() {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    match backend.envs() {
+        Ok(envs) => {
+            if args.json {
+                outln!("{}", render::json_text(&Json::from(envs), false));
+            } else {
+                for env in envs {
+                    let mark = if env == backend.env() { "*" } else { " " };
+                    outln!("{mark} {}", render::escape(&env));
+                }
+            }
+            exit::OK
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `nivis state pull --out FILE|-`: the whole state as JSON, secrets included (what the user
+/// asked for), to a new private file (mode 0600, never through a link) or to standard output
+/// (terminal-unsafe characters escaped, the JSON unchanged).
+pub fn pull(args: &StateArgs, out: &Path) -> i32 {
+    let state = match args.read() {
+        Ok((_, state)) => state,
+        Err(e) => return fail(&e),
+    };
+    let value = serde_json::to_value(&state).expect("state serialises");
+    if out == Path::new("-") {
+        outln!("{}", render::json_text_unredacted(&value, true));
+        return exit::OK;
+    }
+    let mut text = serde_json::to_string_pretty(&value).expect("JSON values serialise");
+    text.push('\n');
+    match crate::rundir::write_private_file(out, text.as_bytes()) {
+        Ok(()) => {
+            outln!(
+                "Wrote the state ({} resource(s), secrets included) to {} (mode 0600).",
+                state.len(),
+                render::escape(&out.display().to_string())
+            );
+            exit::OK
+        }
+        Err(e) => fail(&format!("cannot write {}: {e}", out.display())),
+    }
+}
+
+/// `nivis state push FILE`: replaces the state by FILE's, refusing another lineage or an older
+/// serial unless `force`.
+pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
+    let pushed = match read_state_file(file) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let backend = match args.backend() {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    let mut store = match backend.open(LockHolder::current("nivis state push"), None) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let current = store.state();
+    let fresh = current.is_empty() && current.serial == 0;
+    if !force && !fresh && current.lineage != pushed.lineage {
+        return fail(&format!(
+            "{} belongs to state lineage {}, but {} has lineage {}: it is another state. \
+             Nothing was changed; pass --force to replace it anyway",
+            file.display(),
+            pushed.lineage,
+            backend.describe(),
+            current.lineage
+        ));
+    }
+    if !force && pushed.serial < current.serial {
+        return fail(&format!(
+            "{} has serial {}, older than the serial {} of {}: the state was written since it \
+             was pulled. Nothing was changed; pull again and redo the edit, or pass --force",
+            file.display(),
+            pushed.serial,
+            current.serial,
+            backend.describe()
+        ));
+    }
+    let count = pushed.len();
+    if let Err(e) = store.replace(pushed).and_then(|()| store.close()) {
+        return fail(&e);
+    }
+    outln!(
+        "{}",
+        render::escape(&format!(
+            "Pushed {} to {}: {count} resource(s).",
+            file.display(),
+            backend.describe()
+        ))
+    );
+    exit::OK
+}
+
+/// `nivis state migrate`: copies the local state file into the configured (remote) backend.
+pub fn migrate(args: &StateArgs, force: bool) -> i32 {
+    let backend = match args.backend() {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    let local = backend.local_path().to_path_buf();
+    if !local.exists() {
+        return fail(&format!(
+            "there is no local state at {} to migrate (use --state to name it)",
+            local.display()
+        ));
+    }
+    let state = match Store::read_only(&local) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let mut target =
+        match backend.open_for_migration(LockHolder::current("nivis state migrate"), None) {
+            Ok(t) => t,
+            Err(e) => return fail(&e),
+        };
+    let existing = target.state();
+    if !existing.is_empty() && !force {
+        let same = existing.lineage == state.lineage && existing.ids().eq(state.ids());
+        let msg = if same {
+            format!(
+                "{} already holds this state (same lineage and resources); nothing to do",
+                backend.describe()
+            )
+        } else {
+            format!(
+                "{} already holds {} resource(s); nothing was changed. Pass --force to replace \
+                 them with the {} resource(s) of {}",
+                backend.describe(),
+                existing.len(),
+                state.len(),
+                local.display()
+            )
+        };
+        drop(target);
+        return if same {
+            outln!("{}", render::escape(&msg));
+            exit::OK
+        } else {
+            fail(&msg)
+        };
+    }
+    let count = state.len();
+    let url = backend.describe();
+    if let Err(e) = target.replace(state).and_then(|()| target.close()) {
+        return fail(&e);
+    }
+    outln!(
+        "{}",
+        render::escape(&format!(
+            "Migrated {count} resource(s) from {} to {url}. The local file was left as it was: \
+             move it aside (e.g. `mv {0} {0}.migrated`) so that nothing reads it by mistake.",
+            local.display()
+        ))
+    );
+    exit::OK
+}
+
+/// `nivis force-unlock LOCK_ID`, for whichever backend holds the state: the id must name the
+/// lock; a holder alive on this host keeps it unless `--force`; on a terminal the user confirms
+/// (unless `--force`).
+pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
+    let backend = match force_unlock_backend(&args.state) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    let ask = !args.force && std::io::stdin().is_terminal();
+    let mut confirm = |holder: Option<&LockHolder>| {
+        if !ask {
+            return true;
+        }
+        let text = match holder {
+            Some(h) => format!("The state lock of {} is held by {h}.", backend.describe()),
+            None => format!("The state lock of {} names no holder.", backend.describe()),
+        };
+        outln!("{}", render::escape(&text));
+        confirm_prompt(
+            "Remove it? If that process still runs, two commands can then write the state at once.",
+        )
+    };
+    match backend.force_unlock(&args.lock_id, args.force, &mut confirm) {
+        Ok(result) => {
+            outln!("{}", render::escape(&result.to_string()));
+            match result {
+                ForceUnlock::Declined => exit::ERROR,
+                _ => exit::OK,
+            }
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// The backend whose lock `force-unlock` breaks. A `--state` the other commands refuse (inside
+/// a tree Nix copies) is taken as given, without evaluating the flake (which would copy it into
+/// the store): a state must stay unlockable so that it can be moved.
+fn force_unlock_backend(args: &StateArgs) -> Result<Backend, String> {
+    let source = args.source(None)?;
+    match &args.state {
+        Some(p) if crate::project::check_state_path(p, &source).is_err() => {
+            Backend::configure(None, &args.backend_config, &args.env, &absolute(p))
+                .map_err(|e| format!("state backend: {e}"))
+        }
+        _ => resolve(args, &source),
+    }
+}
+
+/// Reads a state file to push (as `nivis state pull` prints it), with the snapshot's own
+/// checks (format version, shape).
+fn read_state_file(file: &Path) -> Result<StateFile, String> {
+    // A device or a pipe (/dev/zero) would be read forever.
+    match std::fs::metadata(file) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(format!("{}: not a regular file", file.display())),
+        Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+    }
+    let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    parse_snapshot(file, &bytes).map_err(|e| e.to_string())
+}
