@@ -12,14 +12,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 
 use crate::engine::{
     self, interrupt_flag, Engine, EngineError, Event, Options, Report, Sink, Timing,
 };
 use crate::nixeval::PlanSource;
 use crate::render::{self, out, outln, Human, JsonLines, Style, Tally};
-use crate::state::{Change, LockHolder};
+use crate::state::{Change, LockHolder, DEFAULT_ENV};
 
 mod backend;
 
@@ -117,8 +116,16 @@ pub enum EnvCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum StateCommand {
-    /// Print the whole state as JSON.
-    Pull(StateArgs),
+    /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
+    /// with `--out -`, to standard output.
+    Pull {
+        /// Where to write the state: a file (created mode 0600, replaced if it exists) or `-`
+        /// for standard output. Required: the state holds secrets in plain text.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        out: PathBuf,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or an
     /// older serial unless --force.
     Push {
@@ -159,9 +166,16 @@ pub enum StateCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct StateArgs {
-    /// The state file.
-    #[arg(long, default_value = "nivis.state.json", env = "NIVIS_STATE")]
-    pub state: PathBuf,
+    /// The flake (directory or reference) holding the plan.
+    #[arg(long, default_value = ".", conflicts_with = "file")]
+    pub flake: String,
+    /// A plain Nix file evaluating to the plan function (instead of a flake).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// The state file (default: one per project, under $XDG_STATE_HOME/nivis/projects; never
+    /// inside a directory Nix copies into the store).
+    #[arg(long, env = "NIVIS_STATE")]
+    pub state: Option<PathBuf>,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
@@ -173,6 +187,88 @@ pub struct StateArgs {
     /// KEY=VALUE, repeatable, e.g. `--backend-config type=s3 --backend-config bucket=b`.
     #[arg(long = "backend-config", value_name = "KEY=VALUE")]
     pub backend_config: Vec<String>,
+}
+
+impl StateArgs {
+    /// Where the plan lives (`attr`: the plan function's attribute, for flakes).
+    fn source(&self, attr: Option<String>) -> Result<PlanSource, String> {
+        Ok(match &self.file {
+            Some(file) => {
+                // Nix would read a device or a pipe without end.
+                if std::fs::metadata(file).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+                    return Err(format!(
+                        "--file {}: not a regular file or a directory",
+                        file.display()
+                    ));
+                }
+                PlanSource::File {
+                    path: absolute(file),
+                    attr,
+                }
+            }
+            None => {
+                let flake = if Path::new(&self.flake).is_dir() {
+                    absolute(Path::new(&self.flake)).display().to_string()
+                } else {
+                    self.flake.clone()
+                };
+                PlanSource::Flake {
+                    flake,
+                    attr: attr.unwrap_or_else(|| "nivis.plan".into()),
+                }
+            }
+        })
+    }
+
+    /// The local state path of the default environment: `--state` (refused inside a tree Nix
+    /// copies into the store, the selected environment's file too), else the project's
+    /// default, after moving a state older versions left in the working directory or in a
+    /// flake directory Nix copies (the selected environment's too).
+    fn state_path(&self, source: &PlanSource) -> Result<PathBuf, String> {
+        use crate::project;
+        use crate::state::env_state_path;
+        if let Some(p) = &self.state {
+            project::check_state_path(p, source)?;
+            project::check_state_path(&env_state_path(p, &self.env)?, source)?;
+            return Ok(absolute(p));
+        }
+        let target = project::default_state_path(source)?;
+        project::create_state_dir(&target)?;
+        let mut legacy = vec![absolute(Path::new(crate::state::DEFAULT_PATH))];
+        if let project::Copied::Whole(dir) = project::copied_tree(source) {
+            legacy.push(dir.join(crate::state::DEFAULT_PATH));
+        }
+        for old in legacy {
+            let mut moves = vec![(old.clone(), target.clone())];
+            if self.env != DEFAULT_ENV {
+                moves.push((
+                    env_state_path(&old, &self.env)?,
+                    env_state_path(&target, &self.env)?,
+                ));
+            }
+            for (from, to) in moves {
+                if let Some(message) = project::move_legacy_state(&from, &to)? {
+                    eprintln!("{}", render::escape_text(&message));
+                }
+            }
+        }
+        log::info!("state: {}", target.display());
+        Ok(target)
+    }
+
+    /// The backend of a command that evaluates no plan (see [`backend::resolve`]).
+    fn backend(&self) -> Result<crate::state::Backend, String> {
+        backend::resolve(self, &self.source(None)?)
+    }
+
+    /// Reads the state without locking it; its secrets are remembered for redaction. Returns
+    /// the backend too (for messages).
+    fn read(&self) -> Result<(crate::state::Backend, crate::state::StateFile), String> {
+        let backend = self.backend()?;
+        let state = backend.read_only().map_err(|e| e.to_string())?;
+        crate::secrets::remember_state(&state);
+        Ok((backend, state))
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -188,12 +284,6 @@ pub struct ForceUnlockArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// The flake (directory or reference) holding the plan.
-    #[arg(long, default_value = ".", conflicts_with = "file")]
-    pub flake: String,
-    /// A plain Nix file evaluating to the plan function (instead of a flake).
-    #[arg(long)]
-    pub file: Option<PathBuf>,
     /// The attribute holding the plan function (`ledger: IR`).
     #[arg(long)]
     pub attr: Option<String>,
@@ -339,44 +429,19 @@ enum Verb {
 }
 
 fn fail(e: &dyn std::fmt::Display) -> i32 {
-    let _ = writeln!(std::io::stderr(), "Error: {e}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "Error: {}",
+        render::escape_text(&e.to_string())
+    );
     exit::ERROR
 }
 
 fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
-    let source = match &args.file {
-        Some(file) => {
-            // Nix would read a device or a pipe without end.
-            if std::fs::metadata(file).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-                return Err(format!(
-                    "--file {}: not a regular file or a directory",
-                    file.display()
-                ));
-            }
-            PlanSource::File {
-                path: absolute(file),
-                attr: args.attr.clone(),
-            }
-        }
-        None => {
-            let flake = if Path::new(&args.flake).is_dir() {
-                absolute(Path::new(&args.flake)).display().to_string()
-            } else {
-                args.flake.clone()
-            };
-            PlanSource::Flake {
-                flake,
-                attr: args.attr.clone().unwrap_or_else(|| "nivis.plan".into()),
-            }
-        }
-    };
-    let backend = match &source {
-        PlanSource::Flake { flake, attr } => backend::resolve(&args.state, Some(flake), attr)?,
-        PlanSource::File { .. } => backend::resolve(&args.state, None, "nivis.plan")?,
-    };
+    let source = args.state.source(args.attr.clone())?;
+    let backend = backend::resolve(&args.state, &source)?;
     Ok(Options {
         source,
-        run_dir: run_dir(&backend::identity(&backend)),
         backend,
         parallelism: args.parallelism.max(1),
         max_phases: apply.and_then(|a| a.max_phases),
@@ -398,26 +463,6 @@ fn absolute(p: &Path) -> PathBuf {
             .map(|d| d.join(p))
             .unwrap_or_else(|_| p.to_path_buf())
     }
-}
-
-/// A private directory outside the project (so a `path:` flake never copies it into the
-/// store), one per state (a file path, or a remote state's URL).
-fn run_dir(state: &Path) -> PathBuf {
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_dir())
-        .map(|p| p.join("nivis"))
-        .unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
-        });
-    let digest = Sha256::digest(state.display().to_string().as_bytes());
-    let hex = hex::encode(&digest[..8]);
-    let _ = std::fs::create_dir_all(&base);
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700));
-    }
-    base.join(hex)
 }
 
 /// Variables: `NIVIS_VAR_name` environment < `--var-file` files (in order) < `--var` flags.
@@ -652,9 +697,13 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
                 );
                 for (id, waits) in &r.pending {
                     if waits.is_empty() {
-                        outln!("  … {id} (ready for the next phase)");
+                        outln!("  … {} (ready for the next phase)", render::escape(id));
                     } else {
-                        outln!("  … {id} waits on {}", engine::describe_waits(waits));
+                        outln!(
+                            "  … {} waits on {}",
+                            render::escape(id),
+                            render::escape(&engine::describe_waits(waits))
+                        );
                     }
                 }
                 outln!("Run `nivis apply` again (without --max-phases) to continue.");
@@ -673,7 +722,11 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
                 r.apply_phases
             );
             for (id, action) in &r.changed {
-                outln!("  ✓ {id} ({})", render::done_verb(*action));
+                outln!(
+                    "  ✓ {} ({})",
+                    render::escape(id),
+                    render::done_verb(*action)
+                );
             }
             outln!("Fixpoint reached after {} evaluation(s).", r.evaluations);
         }
@@ -687,8 +740,10 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
             outln!("Destroyed {} resource(s):", r.changed.len());
             for (id, action) in &r.changed {
                 match action {
-                    engine::Action::Forget => outln!("  . {id} (forgotten: left as it is)"),
-                    _ => outln!("  - {id}"),
+                    engine::Action::Forget => {
+                        outln!("  . {} (forgotten: left as it is)", render::escape(id))
+                    }
+                    _ => outln!("  - {}", render::escape(id)),
                 }
             }
         }
@@ -699,78 +754,38 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
 
 fn state_command(cmd: StateCommand) -> i32 {
     match cmd {
-        StateCommand::Pull(args) => backend::pull(&args),
+        StateCommand::Pull { out, state } => backend::pull(&state, &out),
         StateCommand::Push { file, force, state } => backend::push(&state, &file, force),
         StateCommand::Migrate { force, state } => backend::migrate(&state, force),
-        StateCommand::List(args) => match backend::read_state(&args) {
-            Ok(state) => {
+        StateCommand::List(args) => match args.read() {
+            Ok((_, state)) => {
                 if args.json {
-                    outln!(
-                        "{}",
-                        Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect())
-                    );
+                    let ids = Json::Array(state.ids().map(|id| Json::String(id.into())).collect());
+                    outln!("{}", render::json_text(&ids, false));
                 } else {
                     for id in state.ids() {
-                        outln!("{id}");
+                        outln!("{}", render::escape(id));
                     }
                 }
                 exit::OK
             }
             Err(e) => fail(&e),
         },
-        StateCommand::Show { id, state: args } => match backend::read_state(&args) {
-            Ok(state) => {
-                let Some(r) = state.get(&id) else {
-                    return fail(&format!(
-                        "{id} is not in {}; `nivis state list` shows what is",
-                        args.state.display()
-                    ));
-                };
-                let sensitive: Vec<String> = r
-                    .sensitive_paths
-                    .iter()
-                    .filter_map(|p| {
-                        p.as_array()
-                            .and_then(|a| a.first())
-                            .and_then(|s| s.as_str())
-                            .map(str::to_string)
-                    })
-                    .collect();
-                if args.json {
-                    let mut attrs = r.attributes.clone();
-                    if let Json::Object(m) = &mut attrs {
-                        for k in &sensitive {
-                            if m.contains_key(k) {
-                                m.insert(k.clone(), Json::String("(sensitive)".into()));
-                            }
-                        }
-                    }
-                    outln!(
-                        "{}",
-                        serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs})
-                    );
-                    return exit::OK;
+        StateCommand::Show { id, state: args } => match args.read() {
+            Ok((backend, state)) => match state.get(&id) {
+                Some(r) => {
+                    show_resource(r, args.json);
+                    exit::OK
                 }
-                outln!("{} ({})", r.id, r.type_name);
-                if let Json::Object(m) = &r.attributes {
-                    for (k, v) in m {
-                        let shown = if sensitive.contains(k) {
-                            "(sensitive value)".to_string()
-                        } else {
-                            match v {
-                                Json::String(s) => s.clone(),
-                                other => other.to_string(),
-                            }
-                        };
-                        outln!("  {k} = {shown}");
-                    }
-                }
-                exit::OK
-            }
+                None => fail(&format!(
+                    "{id} is not in {}; `nivis state list` shows what is",
+                    backend.describe()
+                )),
+            },
             Err(e) => fail(&e),
         },
         StateCommand::Rm { ids, state: args } => {
-            let opened = backend::for_state_command(&args).and_then(|b| {
+            let opened = args.backend().and_then(|b| {
                 b.open(LockHolder::current("nivis state rm"), None)
                     .map_err(|e| e.to_string())
             });
@@ -791,9 +806,37 @@ fn state_command(cmd: StateCommand) -> i32 {
                 return fail(&e);
             }
             for id in &ids {
-                outln!("Removed {id} from state (the real object was not destroyed).");
+                outln!(
+                    "Removed {} from state (the real object was not destroyed).",
+                    render::escape(id)
+                );
             }
             exit::OK
+        }
+    }
+}
+
+/// `state show`: the recorded attributes, every sensitive path masked.
+fn show_resource(r: &crate::state::ResourceState, json: bool) {
+    use crate::secrets::{mask_paths, JSON_MASK, MASK};
+    if json {
+        let attrs = mask_paths(&r.attributes, &r.sensitive_paths, JSON_MASK);
+        let doc = serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs});
+        outln!("{}", render::json_text(&doc, false));
+        return;
+    }
+    outln!(
+        "{} ({})",
+        render::escape(&r.id),
+        render::escape(&r.type_name)
+    );
+    if let Json::Object(m) = mask_paths(&r.attributes, &r.sensitive_paths, MASK) {
+        for (k, v) in &m {
+            let shown = match v {
+                Json::String(s) => render::escape(s),
+                other => render::json_text(other, false),
+            };
+            outln!("  {} = {shown}", render::escape(k));
         }
     }
 }
@@ -849,7 +892,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     "Locked {} provider(s) for {} platform(s) in {}.",
                     registry.len(),
                     platforms_parsed.len(),
-                    install.lock_file.display()
+                    render::escape(&install.lock_file.display().to_string())
                 );
             })
         }
@@ -860,7 +903,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                         "Mirrored {} provider(s) for {} platform(s) into {}.",
                         registry.len(),
                         platforms_parsed.len(),
-                        dir.display()
+                        render::escape(&dir.display().to_string())
                     );
                 },
             )
@@ -871,19 +914,26 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     match crate::registry::install(&decl.source, decl.version.as_deref(), &install)
                     {
                         Ok(i) => {
-                            outln!("{id}: {} {} from {:?}", i.address, i.version, i.from);
-                            outln!("    {}", i.executable.display());
+                            let mut text = format!(
+                                "{id}: {} {} from {:?}\n    {}",
+                                i.address,
+                                i.version,
+                                i.from,
+                                i.executable.display()
+                            );
                             for h in &i.hashes {
-                                outln!("    {h}");
+                                text.push_str(&format!("\n    {h}"));
                             }
+                            outln!("{}", render::escape_text(&text));
                         }
                         Err(e) => return fail(&format!("provider {id}: {e}")),
                     }
                 } else {
-                    match engine::resolve_source(&decl.source, &base) {
-                        Ok(p) => outln!("{id}: {} (path, {})", p.display(), decl.kind.name()),
-                        Err(e) => outln!("{id}: not found: {e}"),
-                    }
+                    let line = match engine::resolve_source(&decl.source, &base) {
+                        Ok(p) => format!("{id}: {} (path, {})", p.display(), decl.kind.name()),
+                        Err(e) => format!("{id}: not found: {e}"),
+                    };
+                    outln!("{}", render::escape(&line));
                 }
             }
             Ok(())
@@ -947,26 +997,25 @@ fn gen_command(args: &GenArgs) -> i32 {
             return fail(&format!("cannot write {}: {e}", target.display()));
         }
     }
-    outln!(
+    let done = format!(
         "Wrote {} file(s) for provider {name} to {} in {:.2}s. Use them with `import {}/{name} lib`.",
         files.len(),
         root.display(),
         started.elapsed().as_secs_f64(),
         args.out.display()
     );
+    outln!("{}", render::escape(&done));
     exit::OK
 }
 
 fn output_command(args: &StateArgs) -> i32 {
-    match backend::read_state(args) {
-        Ok(state) => {
+    match args.read() {
+        Ok((_, state)) => {
             let mut ledger = crate::ledger::Ledger::default();
             for r in state.iter() {
                 ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
             }
-            let json = serde_json::to_string_pretty(&ledger.to_json()["outputs"])
-                .expect("ledger serialises");
-            outln!("{json}");
+            outln!("{}", render::json_text(&ledger.to_json()["outputs"], true));
             exit::OK
         }
         Err(e) => fail(&e),
@@ -1007,11 +1056,12 @@ impl log::Log for StderrLogger {
 
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
+            // Provider log lines and Nix output pass through here: escaped and redacted.
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "[{}] {}",
                 record.level(),
-                record.args()
+                render::escape_text(&record.args().to_string())
             );
         }
     }

@@ -6,7 +6,10 @@
 //! The ledger is handed to Nix as a file path read with `builtins.readFile`, never inlined into
 //! arguments: arguments are visible to every user through the process list and are limited to
 //! 128 KiB each. Reading an absolute path needs `--impure`; nothing read that way is copied to
-//! the store.
+//! the store. `--impure` also keeps Nix's evaluation cache off (it stores flake attribute values
+//! under `~/.cache/nix/eval-cache-*` for pure evaluations only), so no evaluation result is kept.
+//! The IR comes back through a pipe and is never written anywhere. Variables reach Nix through
+//! the ledger's channel, never through the environment: `NIVIS_VAR_*` is removed from Nix's.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -114,6 +117,12 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     // A value the user set wins.
     if std::env::var_os("GC_INITIAL_HEAP_SIZE").is_none() {
         cmd.env("GC_INITIAL_HEAP_SIZE", "8M");
+    }
+    // A plan reading a secret with builtins.getEnv would get it unmarked.
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("NIVIS_VAR_") {
+            cmd.env_remove(k);
+        }
     }
     let started = Instant::now();
     let output = cmd.stdin(Stdio::null()).output().map_err(|e| EvalError {

@@ -5,61 +5,51 @@
 //! Not: what a backend does (see `state::Backend`), nor running plans.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value as Json;
 
-use super::{confirm_prompt, exit, fail, ForceUnlockArgs, StateArgs};
-use crate::nixeval;
-use crate::render::outln;
+use super::{absolute, confirm_prompt, exit, fail, ForceUnlockArgs, StateArgs};
+use crate::nixeval::{self, PlanSource};
+use crate::render::{self, outln};
 use crate::state::{parse_snapshot, Backend, ForceUnlock, LockHolder, StateFile, Store};
 
-/// The backend for `args`, reading `nivis.backend` (the plan attribute's sibling `backend`)
-/// from `flake` when it is a flake (a directory without `flake.nix` is not).
-pub fn resolve(args: &StateArgs, flake: Option<&str>, plan_attr: &str) -> Result<Backend, String> {
-    let from_flake = match flake {
-        Some(dir) if Path::new(dir).is_dir() && !Path::new(dir).join("flake.nix").exists() => None,
-        Some(flake) => {
-            let flake = if Path::new(flake).is_dir() {
-                super::absolute(Path::new(flake)).display().to_string()
+/// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
+/// attribute's sibling `backend`; a plain Nix file or a directory without `flake.nix` has
+/// none), then `--backend-config` overrides, for `--env`. The local state path is settled
+/// first (a legacy state moved out of the flake directory) because reading the backend
+/// evaluates the flake, which copies its directory into the store.
+pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
+    let local = args.state_path(source)?;
+    let from_flake = match source {
+        PlanSource::Flake { flake, attr } => {
+            let dir = Path::new(flake);
+            if dir.is_dir() && !dir.join("flake.nix").exists() {
+                None
             } else {
-                flake.to_string()
-            };
-            nixeval::backend_config(&flake, plan_attr).map_err(|e| e.to_string())?
+                nixeval::backend_config(flake, attr).map_err(|e| e.to_string())?
+            }
         }
-        None => None,
+        PlanSource::File { .. } => None,
     };
-    let local = super::absolute(&args.state);
     Backend::configure(from_flake.as_ref(), &args.backend_config, &args.env, &local)
         .map_err(|e| format!("state backend: {e}"))
 }
 
-/// The backend for a state command: the flake in the current directory, if there is one.
-pub fn for_state_command(args: &StateArgs) -> Result<Backend, String> {
-    resolve(args, Some("."), "nivis.plan")
-}
-
-/// Reads the state of a state command's backend.
-pub fn read_state(args: &StateArgs) -> Result<StateFile, String> {
-    for_state_command(args)?
-        .read_only()
-        .map_err(|e| e.to_string())
-}
-
 /// `nivis env list`.
 pub fn env_list(args: &StateArgs) -> i32 {
-    let backend = match for_state_command(args) {
+    let backend = match args.backend() {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
     match backend.envs() {
         Ok(envs) => {
             if args.json {
-                outln!("{}", Json::from(envs));
+                outln!("{}", render::json_text(&Json::from(envs), false));
             } else {
                 for env in envs {
                     let mark = if env == backend.env() { "*" } else { " " };
-                    outln!("{mark} {env}");
+                    outln!("{mark} {}", render::escape(&env));
                 }
             }
             exit::OK
@@ -68,17 +58,31 @@ pub fn env_list(args: &StateArgs) -> i32 {
     }
 }
 
-/// `nivis state pull`: the whole state as JSON on stdout.
-pub fn pull(args: &StateArgs) -> i32 {
-    match read_state(args) {
-        Ok(state) => {
+/// `nivis state pull --out FILE|-`: the whole state as JSON, secrets included (what the user
+/// asked for), to a new private file (mode 0600, never through a link) or to standard output
+/// (terminal-unsafe characters escaped, the JSON unchanged).
+pub fn pull(args: &StateArgs, out: &Path) -> i32 {
+    let state = match args.read() {
+        Ok((_, state)) => state,
+        Err(e) => return fail(&e),
+    };
+    let value = serde_json::to_value(&state).expect("state serialises");
+    if out == Path::new("-") {
+        outln!("{}", render::json_text_unredacted(&value, true));
+        return exit::OK;
+    }
+    let mut text = serde_json::to_string_pretty(&value).expect("JSON values serialise");
+    text.push('\n');
+    match crate::rundir::write_private_file(out, text.as_bytes()) {
+        Ok(()) => {
             outln!(
-                "{}",
-                serde_json::to_string_pretty(&state).expect("state serialises")
+                "Wrote the state ({} resource(s), secrets included) to {} (mode 0600).",
+                state.len(),
+                render::escape(&out.display().to_string())
             );
             exit::OK
         }
-        Err(e) => fail(&e),
+        Err(e) => fail(&format!("cannot write {}: {e}", out.display())),
     }
 }
 
@@ -89,7 +93,7 @@ pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let backend = match for_state_command(args) {
+    let backend = match args.backend() {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
@@ -124,24 +128,23 @@ pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
         return fail(&e);
     }
     outln!(
-        "Pushed {} to {}: {count} resource(s).",
-        file.display(),
-        backend.describe()
+        "{}",
+        render::escape(&format!(
+            "Pushed {} to {}: {count} resource(s).",
+            file.display(),
+            backend.describe()
+        ))
     );
     exit::OK
 }
 
 /// `nivis state migrate`: copies the local state file into the configured (remote) backend.
 pub fn migrate(args: &StateArgs, force: bool) -> i32 {
-    let backend = match for_state_command(args) {
+    let backend = match args.backend() {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
-    let local = match Backend::configure(None, &[], &args.env, &super::absolute(&args.state)) {
-        Ok(Backend::Local { path, .. }) => path,
-        Ok(other) => return fail(&format!("unexpected local backend {other:?}")),
-        Err(e) => return fail(&e),
-    };
+    let local = backend.local_path().to_path_buf();
     if !local.exists() {
         return fail(&format!(
             "there is no local state at {} to migrate (use --state to name it)",
@@ -177,7 +180,7 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
         };
         drop(target);
         return if same {
-            outln!("{msg}");
+            outln!("{}", render::escape(&msg));
             exit::OK
         } else {
             fail(&msg)
@@ -189,9 +192,12 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
         return fail(&e);
     }
     outln!(
-        "Migrated {count} resource(s) from {} to {url}. The local file was left as it was: move \
-         it aside (e.g. `mv {0} {0}.migrated`) so that nothing reads it by mistake.",
-        local.display()
+        "{}",
+        render::escape(&format!(
+            "Migrated {count} resource(s) from {} to {url}. The local file was left as it was: \
+             move it aside (e.g. `mv {0} {0}.migrated`) so that nothing reads it by mistake.",
+            local.display()
+        ))
     );
     exit::OK
 }
@@ -200,7 +206,7 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
 /// lock; a holder alive on this host keeps it unless `--force`; on a terminal the user confirms
 /// (unless `--force`).
 pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
-    let backend = match for_state_command(&args.state) {
+    let backend = match force_unlock_backend(&args.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
@@ -209,24 +215,38 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
         if !ask {
             return true;
         }
-        match holder {
-            Some(h) => outln!("The state lock of {} is held by {h}.", backend.describe()),
-            None => outln!("The state lock of {} names no holder.", backend.describe()),
-        }
+        let text = match holder {
+            Some(h) => format!("The state lock of {} is held by {h}.", backend.describe()),
+            None => format!("The state lock of {} names no holder.", backend.describe()),
+        };
+        outln!("{}", render::escape(&text));
         confirm_prompt(
             "Remove it? If that process still runs, two commands can then write the state at once.",
         )
     };
     match backend.force_unlock(&args.lock_id, args.force, &mut confirm) {
-        Ok(result @ ForceUnlock::Declined) => {
-            outln!("{result}");
-            exit::ERROR
-        }
         Ok(result) => {
-            outln!("{result}");
-            exit::OK
+            outln!("{}", render::escape(&result.to_string()));
+            match result {
+                ForceUnlock::Declined => exit::ERROR,
+                _ => exit::OK,
+            }
         }
         Err(e) => fail(&e),
+    }
+}
+
+/// The backend whose lock `force-unlock` breaks. A `--state` the other commands refuse (inside
+/// a tree Nix copies) is taken as given, without evaluating the flake (which would copy it into
+/// the store): a state must stay unlockable so that it can be moved.
+fn force_unlock_backend(args: &StateArgs) -> Result<Backend, String> {
+    let source = args.source(None)?;
+    match &args.state {
+        Some(p) if crate::project::check_state_path(p, &source).is_err() => {
+            Backend::configure(None, &args.backend_config, &args.env, &absolute(p))
+                .map_err(|e| format!("state backend: {e}"))
+        }
+        _ => resolve(args, &source),
     }
 }
 
@@ -241,9 +261,4 @@ fn read_state_file(file: &Path) -> Result<StateFile, String> {
     }
     let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     parse_snapshot(file, &bytes).map_err(|e| e.to_string())
-}
-
-/// Where the run directory of `backend` is keyed: its description.
-pub fn identity(backend: &Backend) -> PathBuf {
-    PathBuf::from(backend.describe())
 }

@@ -193,16 +193,84 @@ fn no_flag_value_makes_nivis_panic() {
             plan.clone(),
         ]);
     }
-    for args in &cases {
+    // Without --state, the state path comes from the plan's place (every command takes
+    // --flake/--file) and from the environment.
+    for value in &values {
+        for flag in ["--flake", "--file"] {
+            for verb in [
+                &["plan"][..],
+                &["state", "list"],
+                &["output"],
+                &["state", "rm", "x"],
+            ] {
+                let mut args: Vec<OsString> = verb.iter().map(|v| os(v)).collect();
+                args.extend([os(flag), value.clone()]);
+                cases.push(args);
+            }
+            cases.push(vec![
+                os("state"),
+                os("show"),
+                os("x"),
+                os(flag),
+                value.clone(),
+            ]);
+            cases.push(vec![os("force-unlock"), os("x"), os(flag), value.clone()]);
+        }
+    }
+    let mut with_env: Vec<(Vec<OsString>, &str, OsString)> = Vec::new();
+    for value in &values {
+        for var in [
+            "XDG_STATE_HOME",
+            "XDG_RUNTIME_DIR",
+            "TMPDIR",
+            "HOME",
+            "NIVIS_VAR_x",
+        ] {
+            with_env.push((
+                vec![os("plan"), os("--file"), plan.clone()],
+                var,
+                value.clone(),
+            ));
+        }
+    }
+    let run_dir = p.dir.path().join("run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::set_permissions(
+        &run_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let baseline = vec![os("plan"), os("--file"), plan.clone()];
+    let runs = std::iter::once((&baseline, None))
+        .chain(cases.iter().map(|args| (args, None)))
+        .chain(with_env.iter().map(|(args, k, v)| (args, Some((*k, v)))));
+    for (args, env) in runs {
         let mut cmd = Command::new(nivis_bin());
         cmd.args(args)
             .current_dir(p.dir.path())
             .env("NO_COLOR", "1")
             .env("NIVIS_OFFLINE", "1")
             .env("NIVIS_PROVIDER_CACHE_DIR", p.dir.path().join("cache"))
+            // Default state paths and run directories stay inside the test's directory.
+            .env("HOME", p.dir.path().join("home"))
+            .env("XDG_STATE_HOME", p.dir.path().join("xdg-state"))
+            .env("XDG_RUNTIME_DIR", &run_dir)
+            .env("TMPDIR", p.dir.path())
+            .env_remove("NIVIS_STATE")
             .stdin(Stdio::null());
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
         let out = cmd.output().expect("run nivis");
-        assert_no_panic(args, &out);
+        let mut shown = args.clone();
+        if let Some((k, v)) = env {
+            shown.insert(0, format!("{k}={}", v.to_string_lossy()).into());
+        }
+        assert_no_panic(&shown, &out);
+        if std::ptr::eq(args, &baseline) {
+            // The environment above is a working one: the hostile values are what fails.
+            assert_success(&out);
+        }
     }
 }
 

@@ -10,4 +10,7 @@ mod lifecycle;
 mod nixops4;
 mod real_null;
 mod remote;
+mod sandbox;
+mod secrets;
+mod secrets_property;
 mod state_files;

@@ -186,7 +186,7 @@ impl Machine {
 
     /// The state as `nivis state pull` prints it (this machine's rescue file applied).
     fn pulled(&self) -> StateFile {
-        let out = self.cmd(&["state", "pull"]);
+        let out = self.cmd(&["state", "pull", "--out", "-"]);
         assert_success(&out);
         serde_json::from_slice(&out.stdout).expect("state pull prints a state")
     }
@@ -195,7 +195,7 @@ impl Machine {
     fn pulled_from_bucket(&self) -> StateFile {
         let nowhere = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(nivis_bin());
-        cmd.args(["state", "pull", "--state"])
+        cmd.args(["state", "pull", "--out", "-", "--state"])
             .arg(&self.project.state)
             .args(&self.flags)
             .current_dir(self.project.dir.path());
@@ -220,9 +220,10 @@ impl Machine {
 /// `n` independent fake resources labelled `PREFIX0..`, `n` from `--var n=N` (default `n`).
 fn tokens(n: usize, prefix: &str) -> String {
     format!(
-        "ledger: let n = ledger.vars.n or {n}; in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
+        "ledger: let decls = {{ n = {{ type = \"number\"; default = {n}; }}; }}; n = (lib.vars ledger decls).n; in \
+         lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
          resources = lib.count n (i: lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"t\"; config.label = \"{prefix}${{toString i}}\"; }}); \
-         inherit ledger; }}"
+         variables = decls; inherit ledger; }}"
     )
 }
 
@@ -490,7 +491,7 @@ fn environments_have_their_own_keys_and_the_plan_sees_ledger_env() {
         assert!(client.get(key).unwrap().is_some(), "{key}");
     }
     let label = |env: &str| {
-        let out = prod.cmd(&["state", "pull", "--env", env]);
+        let out = prod.cmd(&["state", "pull", "--out", "-", "--env", env]);
         assert_success(&out);
         let pulled: Json = serde_json::from_slice(&out.stdout).unwrap();
         pulled["resources"]["alpha.alpha_token.t"]["attributes"]["label"].clone()
@@ -536,7 +537,7 @@ fn push_checks_lineage_and_serial_and_migration_is_explicit() {
             .any(|e| e["type"] == "finished" && e["action"] == "create"),
         "nothing is created again after migration"
     );
-    let pulled_out = m.cmd(&["state", "pull"]);
+    let pulled_out = m.cmd(&["state", "pull", "--out", "-"]);
     let pulled: Json = serde_json::from_slice(&pulled_out.stdout).unwrap();
     assert_eq!(
         pulled["lineage"], local_state["lineage"],
@@ -664,8 +665,15 @@ mod store {
         conformance, Change, ForceUnlock, LockHolder, ResourceKind, ResourceState, StateError,
     };
 
+    /// The store reads its credentials (and rescue directory) from this process's
+    /// environment, and every harness server has a secret key of its own: the tests of this
+    /// module take turns.
+    fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        TURN.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn backend(weed: &Weed, key: &str) -> S3Backend {
-        // Every harness server has the same identity; the store reads it from the environment.
         for (k, v) in weed.credentials() {
             std::env::set_var(k, v);
         }
@@ -687,6 +695,7 @@ mod store {
 
     #[test]
     fn the_s3_store_meets_the_state_store_contract_and_keeps_it_across_opens() {
+        let _turn = one_at_a_time();
         let weed = Weed::start();
         let b = backend(&weed, "contract/nivis.state");
         let mut store = S3Store::open(&b, LockHolder::current("conformance"), None, None).unwrap();
@@ -704,6 +713,7 @@ mod store {
 
     #[test]
     fn a_busy_lock_is_waited_for_up_to_the_lock_timeout() {
+        let _turn = one_at_a_time();
         let weed = Weed::start();
         let b = backend(&weed, "wait/nivis.state");
         let first = S3Store::open(&b, LockHolder::current("first"), None, None).unwrap();
@@ -748,6 +758,7 @@ mod store {
 
     #[test]
     fn a_writer_whose_lock_was_broken_cannot_interleave_with_the_next() {
+        let _turn = one_at_a_time();
         let weed = Weed::start();
         let b = backend(&weed, "fence/nivis.state");
         let rescue = tempfile::tempdir().unwrap();

@@ -197,7 +197,7 @@ fn force_unlock_needs_the_lock_id_and_refuses_a_live_holder() {
 fn state_pull_and_push_work_on_the_local_file_as_on_s3() {
     let p = Project::new(&tokens(&["a"]));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
-    let pulled = p.state_cmd(&["state", "pull"]);
+    let pulled = p.state_cmd(&["state", "pull", "--out", "-"]);
     assert_success(&pulled);
     let file = p.dir.path().join("pulled.json");
     std::fs::write(&file, &pulled.stdout).unwrap();
@@ -215,7 +215,8 @@ fn state_pull_and_push_work_on_the_local_file_as_on_s3() {
     // Forced, it replaces the state, and the next plan sees `b` as missing.
     assert_success(&p.state_cmd(&["state", "push", &file, "--force"]));
     assert_eq!(ids(), "alpha.alpha_token.a\n");
-    let after: Json = serde_json::from_slice(&p.state_cmd(&["state", "pull"]).stdout).unwrap();
+    let after: Json =
+        serde_json::from_slice(&p.state_cmd(&["state", "pull", "--out", "-"]).stdout).unwrap();
     let before: Json = serde_json::from_slice(&pulled.stdout).unwrap();
     assert_eq!(after["lineage"], before["lineage"]);
     assert!(
