@@ -1,0 +1,269 @@
+//! Readiness analysis of one evaluation: the dependency graph, cycles, `--target`, which
+//! resources run in this phase and which wait (on Nix, on a resource, on a provider's
+//! configuration), and the fingerprints that say a settled resource need not run again.
+//! Pure reading of the IR and state: no provider calls, no events.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Engine<'_> {
+    /// Works out, for one evaluation, what runs now and what waits.
+    pub(super) fn analyse<'ir>(
+        &self,
+        ir: &'ir Ir,
+        state: &StateFile,
+    ) -> Result<Analysis<'ir>, EngineError> {
+        let mut nodes: BTreeMap<String, NodeInfo<'ir>> = BTreeMap::new();
+        for node in ir.resources.iter().chain(ir.data.iter()) {
+            let mut deps = BTreeSet::new();
+            collect_deps(&node.config, &mut deps);
+            deps.extend(node.depends_on.iter().cloned());
+            nodes.insert(node.id.clone(), NodeInfo { node, deps });
+        }
+        // Nix resolves references it can into concrete values but keeps them as edges, so the
+        // dependency survives for ordering and destroy order.
+        for edge in &ir.edges {
+            if let Some(info) = nodes.get_mut(&edge.to) {
+                if edge.from != edge.to {
+                    info.deps.insert(edge.from.clone());
+                }
+            }
+        }
+        let mut graph = Graph::new();
+        for (id, info) in &nodes {
+            graph.add_node(id);
+            for d in &info.deps {
+                if nodes.contains_key(d) {
+                    graph.add_dependency(id, d);
+                }
+            }
+        }
+        let cycles = graph.cycles();
+        if !cycles.is_empty() {
+            return Err(EngineError::Cycle(cycles));
+        }
+        let mut selected: BTreeSet<String> = nodes.keys().cloned().collect();
+        if !self.opts.targets.is_empty() {
+            let mut roots = Vec::new();
+            for t in &self.opts.targets {
+                match graph.index_of(t) {
+                    Some(i) => roots.push(i),
+                    None if state.contains(t) => {}
+                    None => return Err(EngineError::UnknownTarget(t.clone())),
+                }
+            }
+            selected = graph
+                .with_dependencies(&roots)
+                .into_iter()
+                .map(|i| graph.id(i).to_string())
+                .collect();
+        }
+        let order: Vec<String> = graph
+            .topological_order()
+            .expect("acyclic")
+            .into_iter()
+            .map(|i| graph.id(i).to_string())
+            .filter(|id| selected.contains(id))
+            .collect();
+
+        // Providers whose configuration is not known yet.
+        let unconfigurable: BTreeSet<&str> = ir
+            .providers
+            .iter()
+            .filter(|(_, decl)| {
+                let r = resolve(&decl.config, &|id| match state.get(id) {
+                    Some(rs) if !selected.contains(id) || !nodes.contains_key(id) => {
+                        Lookup::Settled(&rs.attributes, &rs.sensitive_paths)
+                    }
+                    _ => Lookup::Pending,
+                });
+                !r.waits.is_empty()
+            })
+            .map(|(pid, _)| pid.as_str())
+            .collect();
+
+        let mut deferred: BTreeMap<String, Vec<Wait>> = BTreeMap::new();
+        let mut run: Vec<String> = Vec::new();
+        let mut running: BTreeSet<String> = BTreeSet::new();
+        for id in &order {
+            let info = &nodes[id];
+            let mut waits = Vec::new();
+            if unconfigurable.contains(info.node.provider.as_str()) {
+                waits.push(Wait::ProviderConfig(info.node.provider.clone()));
+            }
+            collect_derived(&info.node.config, &mut waits);
+            for d in &info.deps {
+                if deferred.contains_key(d) {
+                    waits.push(Wait::Resource(d.clone()));
+                }
+            }
+            if !waits.is_empty() {
+                deferred.insert(id.clone(), tidy_waits(waits));
+                continue;
+            }
+            let fresh = !info.deps.iter().any(|d| running.contains(d))
+                && self
+                    .settled
+                    .get(id)
+                    .is_some_and(|fp| Some(fp) == resolved_fingerprint(info.node, state).as_ref());
+            if !fresh {
+                running.insert(id.clone());
+                run.push(id.clone());
+            }
+        }
+        Ok(Analysis {
+            nodes,
+            order,
+            deferred,
+            run,
+        })
+    }
+}
+
+/// One IR node with what the engine derived from it.
+pub(super) struct NodeInfo<'ir> {
+    pub(super) node: &'ir Node,
+    /// IR nodes it depends on (references, derived inputs, dependsOn).
+    pub(super) deps: BTreeSet<String>,
+}
+
+/// The analysis of one evaluation.
+pub(super) struct Analysis<'ir> {
+    pub(super) nodes: BTreeMap<String, NodeInfo<'ir>>,
+    /// Nodes in dependency order.
+    pub(super) order: Vec<String>,
+    /// Nodes that must wait for a later phase, with what they wait on.
+    pub(super) deferred: BTreeMap<String, Vec<Wait>>,
+    /// Nodes to run this phase.
+    pub(super) run: Vec<String>,
+}
+
+/// What removing a recorded object does: delete it, or forget it when its provider's kind
+/// cannot delete. An undeclared provider counts as deleting: removing its objects then fails,
+/// saying it is undeclared.
+pub(super) fn removal(ir: &Ir, r: &crate::state::ResourceState) -> Action {
+    match ir.providers.get(&r.provider) {
+        Some(decl) if !Capabilities::of(&decl.kind).delete => Action::Forget,
+        _ => Action::Delete,
+    }
+}
+
+/// Those of `ids` (all in state) whose removal is a delete, which needs their provider.
+pub(super) fn needing_delete(ir: &Ir, state: &StateFile, ids: &[String]) -> Vec<String> {
+    ids.iter()
+        .filter(|id| removal(ir, state.get(id).expect("in state")) == Action::Delete)
+        .cloned()
+        .collect()
+}
+
+/// Resources in state that the IR does not declare.
+pub(super) fn orphans(ir: &Ir, state: &StateFile) -> Vec<String> {
+    let declared: BTreeSet<&str> = ir
+        .resources
+        .iter()
+        .chain(ir.data.iter())
+        .map(|n| n.id.as_str())
+        .collect();
+    state
+        .ids()
+        .filter(|id| !declared.contains(id))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Everything still waiting: deferred resources and consumers with unresolved leaves.
+/// Everything still waiting after `analysis`; `include_ready` adds the resources that were
+/// ready to run (when the run stops before running them).
+pub(super) fn pending(
+    ir: &Ir,
+    analysis: &Analysis<'_>,
+    include_ready: bool,
+) -> Vec<(String, Vec<Wait>)> {
+    let mut out: Vec<(String, Vec<Wait>)> = analysis
+        .order
+        .iter()
+        .filter_map(|id| analysis.deferred.get(id).map(|w| (id.clone(), w.clone())))
+        .collect();
+    if include_ready {
+        for id in &analysis.run {
+            out.push((id.clone(), Vec::new()));
+        }
+    }
+    for c in &ir.consumers {
+        let mut waits = Vec::new();
+        collect_derived(&c.value, &mut waits);
+        collect_refs_as_waits(&c.value, &mut waits);
+        if !waits.is_empty() {
+            out.push((c.id.clone(), tidy_waits(waits)));
+        }
+    }
+    out
+}
+
+/// Sorts and dedups waits, dropping a plain wait on a resource already named by a Nix wait.
+pub(super) fn tidy_waits(mut waits: Vec<Wait>) -> Vec<Wait> {
+    waits.sort();
+    waits.dedup();
+    let via_nix: BTreeSet<String> = waits
+        .iter()
+        .filter_map(|w| match w {
+            Wait::Nix { resource, .. } => Some(resource.clone()),
+            _ => None,
+        })
+        .collect();
+    waits.retain(|w| !matches!(w, Wait::Resource(r) if via_nix.contains(r)));
+    waits
+}
+
+pub(super) fn collect_deps(tree: &Tree, out: &mut BTreeSet<String>) {
+    match tree {
+        Tree::Ref(r) | Tree::SensitiveRef(r) => {
+            out.insert(r.resource.clone());
+        }
+        Tree::Sensitive(inner) => collect_deps(inner, out),
+        Tree::Derived(inputs) => out.extend(inputs.iter().map(|i| i.resource.clone())),
+        Tree::List(items) => items.iter().for_each(|t| collect_deps(t, out)),
+        Tree::Object(map) => map.values().for_each(|t| collect_deps(t, out)),
+        _ => {}
+    }
+}
+
+pub(super) fn collect_derived(tree: &Tree, out: &mut Vec<Wait>) {
+    match tree {
+        Tree::Derived(inputs) => out.extend(inputs.iter().map(|i| Wait::Nix {
+            resource: i.resource.clone(),
+            attribute: i.attr.clone(),
+        })),
+        Tree::Sensitive(inner) => collect_derived(inner, out),
+        Tree::List(items) => items.iter().for_each(|t| collect_derived(t, out)),
+        Tree::Object(map) => map.values().for_each(|t| collect_derived(t, out)),
+        _ => {}
+    }
+}
+
+pub(super) fn collect_refs_as_waits(tree: &Tree, out: &mut Vec<Wait>) {
+    match tree {
+        Tree::Ref(r) => out.push(Wait::Resource(r.resource.clone())),
+        Tree::Sensitive(inner) => collect_refs_as_waits(inner, out),
+        Tree::List(items) => items.iter().for_each(|t| collect_refs_as_waits(t, out)),
+        Tree::Object(map) => map.values().for_each(|t| collect_refs_as_waits(t, out)),
+        _ => {}
+    }
+}
+
+/// What a resource's turn depends on, with references resolved from `state`: two equal
+/// fingerprints mean running it again would send the provider the same thing. `None` while
+/// something it references is not recorded yet.
+pub(super) fn resolved_fingerprint(node: &Node, state: &StateFile) -> Option<String> {
+    let resolved = resolve(&node.config, &|id| match state.get(id) {
+        Some(r) => Lookup::Settled(&r.attributes, &r.sensitive_paths),
+        None => Lookup::Pending,
+    });
+    if !resolved.waits.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{:?}|{:?}|{:?}|{}",
+        resolved.value, node.depends_on, node.lifecycle, node.provider
+    ))
+}

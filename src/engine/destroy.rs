@@ -1,0 +1,347 @@
+//! Removing recorded objects: `destroy`, and orphans (in state, no longer declared) at the end
+//! of an apply. Reverse dependency order; objects whose provider cannot delete are forgotten.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Engine<'_> {
+    /// The planned removal of every managed resource in state that the plan no longer declares.
+    pub(super) fn emit_orphans(&mut self, ir: &Ir, state: &StateFile, phase: u32) {
+        for id in orphans(ir, state) {
+            if let Some(r) = state.get(&id).filter(|r| r.is_managed()) {
+                self.sink.event(Event::Planned {
+                    phase,
+                    id: id.clone(),
+                    type_name: r.type_name.clone(),
+                    action: removal(ir, r),
+                    changes: Vec::new(),
+                    deposed: None,
+                });
+            }
+        }
+    }
+
+    /// Destroys (or forgets) resources in state that the plan no longer declares.
+    pub(super) fn destroy_orphans(
+        &mut self,
+        ir: &Ir,
+        holder: &mut StateHolder,
+        phase: u32,
+    ) -> Result<Vec<(String, Action)>, EngineError> {
+        let ids = orphans(ir, holder.state());
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (data, managed): (Vec<String>, Vec<String>) = ids
+            .into_iter()
+            .partition(|id| holder.state().get(id).is_some_and(|r| !r.is_managed()));
+        if !data.is_empty() {
+            holder.commit(
+                &data
+                    .iter()
+                    .map(|id| Change::Remove(id.clone()))
+                    .collect::<Vec<_>>(),
+            )?;
+        }
+        let deleting = needing_delete(ir, holder.state(), &managed);
+        self.prepare_providers(ir, holder.state(), &deleting, true)?;
+        self.destroy_set(ir, holder, &managed, phase)
+    }
+
+    /// Destroys `ids` (all in state) in reverse dependency order; objects whose provider cannot
+    /// delete are forgotten in the same order, without a provider call. Returns what was done.
+    pub(super) fn destroy_set(
+        &mut self,
+        ir: &Ir,
+        holder: &mut StateHolder,
+        ids: &[String],
+        phase: u32,
+    ) -> Result<Vec<(String, Action)>, EngineError> {
+        let index: HashMap<&str, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        // i must wait until everything depending on it is gone.
+        let mut deps: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
+        for (i, id) in ids.iter().enumerate() {
+            let r = holder.state().get(id).expect("destroy target in state");
+            for d in &r.dependencies {
+                if let Some(&j) = index.get(d.as_str()) {
+                    deps[j].push(i);
+                }
+            }
+        }
+        let mut providers = HashMap::new();
+        for id in needing_delete(ir, holder.state(), ids) {
+            let pid = holder.state().get(&id).expect("in state").provider.clone();
+            if let std::collections::hash_map::Entry::Vacant(e) = providers.entry(pid.clone()) {
+                let decl = ir.providers.get(&pid).ok_or_else(|| {
+                    EngineError::Diagnostics(Diagnostic::error(format!("cannot destroy {id}: its provider {pid} is not declared any more; declare it again, or forget the resource with `nivis state rm {id}`")).into())
+                })?;
+                e.insert(
+                    self.providers
+                        .get(&pid, decl)
+                        .map_err(EngineError::Diagnostics)?,
+                );
+            }
+        }
+        let mut owner = DestroyOwner {
+            ids,
+            holder,
+            providers,
+            sink: &mut *self.sink,
+            phase,
+            destroyed: Vec::new(),
+            failed: 0,
+            recorder: Recorder::default(),
+        };
+        let statuses = sched::run(
+            &mut owner,
+            &DestroyWorker,
+            &deps,
+            self.opts.parallelism,
+            interrupt_flag(),
+        );
+        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        let recorder = std::mem::take(&mut owner.recorder);
+        if let Some(failure) = recorder.settle(owner.holder, owner.sink, phase, not_started) {
+            return Err(EngineError::StateWrite(Box::new(failure)));
+        }
+        let destroyed = std::mem::take(&mut owner.destroyed);
+        let mut failed = owner.failed;
+        for (i, s) in statuses.iter().enumerate() {
+            if let Status::Skipped { because } = s {
+                self.sink.event(Event::Skipped {
+                    phase,
+                    id: ids[i].clone(),
+                    because: ids[*because].clone(),
+                });
+                failed += 1;
+            }
+        }
+        if interrupt_flag().load(Ordering::SeqCst) {
+            return Err(EngineError::Interrupted);
+        }
+        if failed > 0 {
+            return Err(EngineError::OperationsFailed(failed));
+        }
+        Ok(destroyed)
+    }
+
+    /// `nivis destroy`: every resource in state (or the targets and what depends on them), in
+    /// reverse dependency order.
+    pub fn destroy(
+        &mut self,
+        confirm: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Report, EngineError> {
+        let mut holder = self.open_state(true)?;
+        let done = self.watch_interrupts();
+        let result = self.destroy_inner(&mut holder, confirm);
+        done.store(true, Ordering::SeqCst);
+        holder.close_after(result)
+    }
+
+    pub(super) fn destroy_inner(
+        &mut self,
+        holder: &mut StateHolder,
+        confirm: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Report, EngineError> {
+        let ir = self.evaluate(holder.state(), 0)?;
+        let state = holder.state();
+        let mut ids: Vec<String> = state
+            .iter()
+            .filter(|r| r.is_managed())
+            .map(|r| r.id.clone())
+            .collect();
+        if !self.opts.targets.is_empty() {
+            let mut graph = Graph::new();
+            for r in state.iter() {
+                graph.add_node(&r.id);
+                for d in &r.dependencies {
+                    graph.add_dependency(&r.id, d);
+                }
+            }
+            let mut roots = Vec::new();
+            for t in &self.opts.targets {
+                roots.push(
+                    graph
+                        .index_of(t)
+                        .ok_or_else(|| EngineError::UnknownTarget(t.clone()))?,
+                );
+            }
+            let keep: BTreeSet<String> = graph
+                .with_dependents(&roots)
+                .into_iter()
+                .map(|i| graph.id(i).to_string())
+                .collect();
+            ids.retain(|id| keep.contains(id));
+        }
+        let guarded: BTreeSet<&str> = ir
+            .resources
+            .iter()
+            .filter(|n| n.lifecycle.prevent_destroy)
+            .map(|n| n.id.as_str())
+            .collect();
+        let protected: Vec<&String> = ids
+            .iter()
+            .filter(|id| guarded.contains(id.as_str()))
+            .collect();
+        if !protected.is_empty() {
+            return Err(EngineError::Refused(format!(
+                "refusing to destroy: lifecycle.preventDestroy is set on {}. Nothing was destroyed. Remove preventDestroy from the plan first if you really mean it.",
+                protected.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        for id in &ids {
+            let r = state.get(id).expect("in state");
+            self.sink.event(Event::Planned {
+                phase: 1,
+                id: id.clone(),
+                type_name: r.type_name.clone(),
+                action: removal(&ir, r),
+                changes: Vec::new(),
+                deposed: None,
+            });
+        }
+        if ids.is_empty() {
+            return Ok(Report::default());
+        }
+        if let Some(ask) = confirm {
+            if !ask() {
+                return Err(EngineError::Declined);
+            }
+        }
+        let deleting = needing_delete(&ir, holder.state(), &ids);
+        self.prepare_providers(&ir, holder.state(), &deleting, true)?;
+        let destroyed = self.destroy_set(&ir, holder, &ids, 1)?;
+        // Data sources go with the rest when everything is destroyed.
+        if self.opts.targets.is_empty() {
+            let data: Vec<Change> = holder
+                .state()
+                .iter()
+                .filter(|r| !r.is_managed())
+                .map(|r| Change::Remove(r.id.clone()))
+                .collect();
+            holder.commit(&data)?;
+        }
+        Ok(Report {
+            evaluations: 1,
+            changed: destroyed,
+            nix_time: self.nix_time,
+            ..Report::default()
+        })
+    }
+}
+
+pub(super) struct DestroyOwner<'a> {
+    pub(super) ids: &'a [String],
+    pub(super) holder: &'a mut StateHolder,
+    /// The providers that delete; a resource whose provider is not here is forgotten.
+    pub(super) providers: HashMap<String, Arc<dyn Provider>>,
+    pub(super) sink: &'a mut dyn Sink,
+    pub(super) phase: u32,
+    pub(super) destroyed: Vec<(String, Action)>,
+    pub(super) failed: usize,
+    /// Removals not yet committed; [`sched::Owner::flush`] commits them as one batch before
+    /// anything that waited on them is dispatched, then announces them.
+    pub(super) recorder: Recorder,
+}
+
+/// A removal to carry out: delete with this provider, or (`None`) forget.
+pub(super) type Removal = (Option<Arc<dyn Provider>>, crate::state::ResourceState);
+
+impl sched::Owner for DestroyOwner<'_> {
+    type Input = Removal;
+    type Progress = node::DeposedGone;
+    type Output = (String, Action, Result<Diagnostics, Diagnostics>, Duration);
+
+    fn prepare(&mut self, i: usize) -> Result<Self::Input, Self::Output> {
+        let r = self
+            .holder
+            .state()
+            .get(&self.ids[i])
+            .expect("in state")
+            .clone();
+        let provider = self.providers.get(&r.provider).cloned();
+        self.sink.event(Event::Started {
+            phase: self.phase,
+            id: r.id.clone(),
+            action: if provider.is_some() {
+                Action::Delete
+            } else {
+                Action::Forget
+            },
+        });
+        Ok((provider, r))
+    }
+
+    fn progress(&mut self, _i: usize, gone: node::DeposedGone) {
+        let (event, change) = gone.into_event_and_change(self.phase);
+        // A deleted object must be recorded as gone before anything else happens.
+        self.recorder.record(change);
+        self.recorder.announce(event);
+        sched::Owner::flush(self);
+    }
+
+    fn finish(&mut self, _i: usize, (id, action, result, took): Self::Output) -> bool {
+        match result {
+            Ok(warnings) => {
+                for w in warnings.warnings() {
+                    self.sink.event(Event::Warning(w.clone().for_resource(&id)));
+                }
+                self.recorder.record(Change::Remove(id.clone()));
+                self.recorder.announce(Event::Finished {
+                    phase: self.phase,
+                    id: id.clone(),
+                    action,
+                    duration: took,
+                    deposed: None,
+                });
+                self.destroyed.push((id, action));
+                true
+            }
+            Err(d) => {
+                self.failed += 1;
+                self.sink.event(Event::Failed {
+                    phase: self.phase,
+                    id: id.clone(),
+                    diagnostics: d.for_resource(&id).errors().cloned().collect(),
+                });
+                false
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        self.recorder.flush(self.holder, self.sink);
+    }
+
+    fn halted(&self) -> bool {
+        self.recorder.halted(self.holder)
+    }
+}
+
+pub(super) struct DestroyWorker;
+
+impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
+    fn run(
+        &self,
+        _i: usize,
+        (provider, state): Removal,
+        reporter: &Reporter<node::DeposedGone>,
+    ) -> (String, Action, Result<Diagnostics, Diagnostics>, Duration) {
+        let started = std::time::Instant::now();
+        let Some(provider) = provider else {
+            // Forgetting needs no provider: the record goes, the object stays.
+            return (
+                state.id,
+                Action::Forget,
+                Ok(Diagnostics::new()),
+                started.elapsed(),
+            );
+        };
+        let result = node::destroy(provider.as_ref(), &state, &|g| reporter.report(g));
+        (state.id, Action::Delete, result, started.elapsed())
+    }
+}

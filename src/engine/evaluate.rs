@@ -1,0 +1,65 @@
+//! One Nix evaluation: the ledger built from state, the evaluation itself, the IR parsed, and
+//! what the first IR tells about variables.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Engine<'_> {
+    /// Evaluates the plan with a ledger built from `state`.
+    pub(super) fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
+        let mut ledger = Ledger::default();
+        ledger.phase = phase;
+        ledger.vars = self.opts.vars.clone();
+        ledger.env = Some(self.opts.backend.env().to_string());
+        for r in state.iter() {
+            ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
+        }
+        if !self.vars_settled {
+            crate::secrets::remember_variables_provisionally(&self.opts.vars);
+        }
+        if self.run_dir.is_none() {
+            self.run_dir = Some(crate::rundir::RunDir::create().map_err(EngineError::Io)?);
+        }
+        let dir = self.run_dir.as_ref().expect("created above");
+        let path = ledger.write(dir).map_err(|e| {
+            EngineError::Io(format!(
+                "cannot write the ledger in {}: {e}",
+                dir.path().display()
+            ))
+        })?;
+        let evaluated = nixeval::evaluate(&self.opts.source, &path);
+        // The channel of secrets lives only while Nix reads it.
+        dir.remove(crate::ledger::CHANNEL_FILE);
+        let (bytes, took) = evaluated.map_err(EngineError::Eval)?;
+        self.nix_time += took;
+        let ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
+        if !self.vars_settled {
+            self.vars_settled = true;
+            crate::secrets::settle_variables(&self.opts.vars, &|name| {
+                ir.variables.get(name).is_some_and(|d| d.sensitive)
+            });
+        }
+        for name in self.opts.vars.keys() {
+            if !ir.variables.is_empty() && !ir.variables.contains_key(name) {
+                self.sink.event(Event::Warning(Diagnostic::warning(format!(
+                    "--var {name}: the plan declares no such variable (declared: {})",
+                    ir.variables.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))));
+            }
+        }
+        self.sink.event(Event::Evaluated {
+            phase,
+            duration: took,
+            resources: ir.resources.len(),
+            data: ir.data.len(),
+        });
+        Ok(ir)
+    }
+
+    /// Evaluates the plan once (phase 0, ledger from state) and returns its IR; for commands
+    /// that only need the declarations (`providers lock|mirror|list`).
+    pub fn declarations(&mut self) -> Result<Ir, EngineError> {
+        let holder = self.open_state(false)?;
+        self.evaluate(holder.state(), 0)
+    }
+}

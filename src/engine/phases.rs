@@ -1,0 +1,547 @@
+//! The phase loop: `plan` (phase 1 in full, later phases as waits) and `apply` (evaluate,
+//! analyse, plan and apply what is ready, record, evaluate again, to a fixpoint), and the
+//! scheduler owner that turns one phase's node results into events and state changes.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Engine<'_> {
+    /// References whose targets' providers are running, checked against their schemas.
+    pub(super) fn reference_problems(&self, ir: &Ir) -> Diagnostics {
+        refcheck::check_references(ir, &|pid| self.providers.schema(pid))
+    }
+
+    pub(super) fn check_references(&self, ir: &Ir) -> Result<(), EngineError> {
+        let diags = self.reference_problems(ir);
+        if diags.has_errors() {
+            return Err(EngineError::Diagnostics(diags));
+        }
+        Ok(())
+    }
+
+    /// Plans and (in apply mode) applies the nodes of `analysis.run`.
+    pub(super) fn run_nodes(
+        &mut self,
+        ir: &Ir,
+        analysis: &Analysis<'_>,
+        holder: &mut StateHolder,
+        phase: u32,
+        mode: Mode,
+    ) -> Result<PhaseResult, EngineError> {
+        let ids = &analysis.run;
+        let index: HashMap<&str, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        // Plans follow dependency order too: a reference to a resource whose plan is a no-op
+        // resolves to its recorded value instead of "known after apply" (see `unchanged`), and
+        // what a resource without a provider plan will do decides whether dependents must wait
+        // (see `staleness`).
+        let deps: Vec<Vec<usize>> = ids
+            .iter()
+            .map(|id| {
+                analysis.nodes[id]
+                    .deps
+                    .iter()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
+        for id in ids {
+            let node = analysis.nodes[id].node;
+            if !providers.contains_key(&node.provider) {
+                let decl = &ir.providers[&node.provider];
+                let p = self
+                    .providers
+                    .get(&node.provider, decl)
+                    .map_err(EngineError::Diagnostics)?;
+                providers.insert(node.provider.clone(), p);
+            }
+        }
+        let mut owner = PhaseOwner {
+            ir,
+            analysis,
+            holder,
+            providers,
+            sink: &mut *self.sink,
+            phase,
+            mode,
+            opts: &self.opts,
+            result: PhaseResult::default(),
+            recorder: Recorder::default(),
+            running: ids.iter().cloned().collect(),
+            unchanged: BTreeSet::new(),
+            staleness: stale::Staleness::new(ir),
+            stale: HashMap::new(),
+        };
+        let statuses = sched::run(
+            &mut owner,
+            &NodeWorker,
+            &deps,
+            self.opts.parallelism,
+            interrupt_flag(),
+        );
+        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        let recorder = std::mem::take(&mut owner.recorder);
+        if let Some(failure) = recorder.settle(owner.holder, owner.sink, phase, not_started) {
+            return Err(EngineError::StateWrite(Box::new(failure)));
+        }
+        let mut result = std::mem::take(&mut owner.result);
+        for (i, s) in statuses.iter().enumerate() {
+            match s {
+                Status::Skipped { because } => {
+                    self.sink.event(Event::Skipped {
+                        phase,
+                        id: ids[i].clone(),
+                        because: ids[*because].clone(),
+                    });
+                    result.failed += 1;
+                }
+                Status::Interrupted => result.interrupted = true,
+                _ => {}
+            }
+        }
+        for id in &result.settled {
+            if let Some(fp) = resolved_fingerprint(analysis.nodes[id].node, holder.state()) {
+                self.settled.insert(id.clone(), fp);
+            }
+        }
+        Ok(result)
+    }
+
+    pub(super) fn emit_deferred(&mut self, analysis: &Analysis<'_>, state: &StateFile, phase: u32) {
+        for (id, waits) in analysis
+            .order
+            .iter()
+            .filter_map(|id| analysis.deferred.get(id).map(|w| (id, w)))
+        {
+            let node = analysis.nodes[id].node;
+            self.sink.event(Event::Deferred {
+                phase,
+                id: id.clone(),
+                type_name: node.type_name.clone(),
+                in_state: state.contains(id),
+                waits: waits.clone(),
+            });
+        }
+    }
+
+    /// `nivis plan`: what the next apply would do, phase 1 in full and later phases as waits.
+    pub fn plan(&mut self) -> Result<Report, EngineError> {
+        let mut holder = self.open_state(false)?;
+        let ir = self.evaluate(holder.state(), 0)?;
+        let analysis = self.analyse(&ir, holder.state())?;
+        self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
+        self.check_references(&ir)?;
+        let result = self.run_nodes(&ir, &analysis, &mut holder, 1, Mode::Plan)?;
+        self.emit_deferred(&analysis, holder.state(), 1);
+        if self.opts.targets.is_empty() {
+            self.emit_orphans(&ir, holder.state(), 1);
+        }
+        for c in &ir.consumers {
+            let mut waits = Vec::new();
+            collect_derived(&c.value, &mut waits);
+            collect_refs_as_waits(&c.value, &mut waits);
+            if !waits.is_empty() {
+                self.sink.event(Event::ConsumerPending {
+                    id: c.id.clone(),
+                    waits: tidy_waits(waits),
+                });
+            }
+        }
+        if result.failed > 0 {
+            return Err(EngineError::PlanFailed(result.failed));
+        }
+        Ok(Report {
+            evaluations: 1,
+            nix_time: self.nix_time,
+            ..Report::default()
+        })
+    }
+
+    /// `nivis apply`: phases until the fixpoint. `confirm` sees the phase-1 plan (as events
+    /// already sent) and returns whether to go ahead; `None` means no confirmation needed.
+    pub fn apply(
+        &mut self,
+        confirm: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Report, EngineError> {
+        let mut holder = self.open_state(true)?;
+        let done = self.watch_interrupts();
+        let result = self.apply_phases(&mut holder, confirm);
+        done.store(true, Ordering::SeqCst);
+        holder.close_after(result)
+    }
+
+    pub(super) fn apply_phases(
+        &mut self,
+        holder: &mut StateHolder,
+        mut confirm: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Report, EngineError> {
+        let mut report = Report::default();
+        let mut phase = 0u32;
+        loop {
+            report.evaluations += 1;
+            let ir = self.evaluate(holder.state(), phase)?;
+            let analysis = self.analyse(&ir, holder.state())?;
+            if let Some(limit) = self.opts.max_phases {
+                if report.apply_phases >= limit
+                    && (!analysis.run.is_empty() || !analysis.deferred.is_empty())
+                {
+                    report.pending = pending(&ir, &analysis, true);
+                    self.sink.event(Event::PhaseLimit {
+                        apply_phases: report.apply_phases,
+                    });
+                    report.nix_time = self.nix_time;
+                    return Ok(report);
+                }
+            }
+            if analysis.run.is_empty() {
+                let unresolved = pending(&ir, &analysis, true);
+                if !unresolved.is_empty() {
+                    return Err(EngineError::Unresolved(unresolved));
+                }
+                self.sink.event(Event::Fixpoint {
+                    evaluations: report.evaluations,
+                    apply_phases: report.apply_phases,
+                });
+                if self.opts.targets.is_empty() {
+                    let removed = self.destroy_orphans(&ir, holder, phase + 1)?;
+                    report.changed.extend(removed);
+                }
+                report.nix_time = self.nix_time;
+                return Ok(report);
+            }
+            phase += 1;
+            self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
+            self.check_references(&ir)?;
+            if let Some(ask) = confirm.take() {
+                // Show the first phase's plan and ask once.
+                let preview = self.run_nodes(&ir, &analysis, holder, phase, Mode::Plan)?;
+                self.emit_deferred(&analysis, holder.state(), phase);
+                self.emit_orphans(&ir, holder.state(), phase);
+                if preview.failed > 0 {
+                    return Err(EngineError::PlanFailed(preview.failed));
+                }
+                self.settled.clear();
+                if !ask() {
+                    return Err(EngineError::Declined);
+                }
+            }
+            let result = self.run_nodes(&ir, &analysis, holder, phase, Mode::Apply)?;
+            let changed_here = result.changed.len();
+            report.changed.extend(result.changed.iter().cloned());
+            self.sink.event(Event::PhaseDone {
+                phase,
+                changed: changed_here,
+            });
+            if result.interrupted || interrupt_flag().load(Ordering::SeqCst) {
+                return Err(EngineError::Interrupted);
+            }
+            if result.failed > 0 {
+                return Err(EngineError::OperationsFailed(result.failed));
+            }
+            if changed_here > 0 || result.outputs_changed {
+                report.apply_phases += 1;
+            }
+            if let Some(limit) = self.opts.max_phases {
+                let waiting = pending(&ir, &analysis, false);
+                if report.apply_phases >= limit && !waiting.is_empty() {
+                    // Stop without the next evaluation: report what this one left waiting.
+                    report.pending = waiting;
+                    self.sink.event(Event::PhaseLimit {
+                        apply_phases: report.apply_phases,
+                    });
+                    report.nix_time = self.nix_time;
+                    return Ok(report);
+                }
+            }
+            if !result.outputs_changed && analysis.deferred.is_empty() {
+                // Nothing new for Nix to see: the next evaluation would be the same.
+                self.sink.event(Event::Fixpoint {
+                    evaluations: report.evaluations,
+                    apply_phases: report.apply_phases,
+                });
+                if self.opts.targets.is_empty() {
+                    let removed = self.destroy_orphans(&ir, holder, phase)?;
+                    report.changed.extend(removed);
+                }
+                report.nix_time = self.nix_time;
+                return Ok(report);
+            }
+            if !result.outputs_changed {
+                return Err(EngineError::Unresolved(pending(&ir, &analysis, false)));
+            }
+        }
+    }
+}
+
+/// Result of running one phase's nodes.
+#[derive(Default)]
+pub(super) struct PhaseResult {
+    pub(super) changed: Vec<(String, Action)>,
+    pub(super) settled: Vec<String>,
+    pub(super) failed: usize,
+    pub(super) outputs_changed: bool,
+    pub(super) interrupted: bool,
+}
+
+pub(super) struct PhaseOwner<'a, 'ir> {
+    pub(super) ir: &'ir Ir,
+    pub(super) analysis: &'a Analysis<'ir>,
+    pub(super) holder: &'a mut StateHolder,
+    pub(super) providers: HashMap<String, Arc<dyn Provider>>,
+    pub(super) sink: &'a mut dyn Sink,
+    pub(super) phase: u32,
+    pub(super) mode: Mode,
+    pub(super) opts: &'a Options,
+    pub(super) result: PhaseResult,
+    /// Commits results before `finished` is announced.
+    pub(super) recorder: Recorder,
+    /// The ids of `analysis.run`, for lookups.
+    pub(super) running: BTreeSet<String>,
+    /// Plan mode: managed resources of `running` whose plan is a no-op, so their recorded
+    /// values are what dependents will see.
+    pub(super) unchanged: BTreeSet<String>,
+    /// Outputs changed this phase by providers without a plan, and who waits on them.
+    pub(super) staleness: stale::Staleness<'ir>,
+    /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
+    pub(super) stale: HashMap<String, String>,
+}
+
+impl PhaseOwner<'_, '_> {
+    fn flush_commits(&mut self) {
+        self.recorder.flush(self.holder, self.sink);
+    }
+
+    fn record(&mut self, change: Change) {
+        let before = self
+            .holder
+            .state()
+            .get(change.id())
+            .map(|r| r.attributes.clone());
+        let after = match &change {
+            Change::Put(r) => Some(r.attributes.clone()),
+            Change::Remove(_) => None,
+        };
+        if before != after {
+            self.result.outputs_changed = true;
+            let no_plan = self
+                .analysis
+                .nodes
+                .get(change.id())
+                .and_then(|n| self.ir.providers.get(&n.node.provider))
+                .is_some_and(|p| !Capabilities::of(&p.kind).schemas);
+            if no_plan {
+                self.staleness.outputs_changed(change.id());
+            }
+        }
+        // Commit at once: a completed provider operation must be durable before anything
+        // that depends on it starts. The scheduler's flush batches several into one fsync.
+        self.recorder.record(change);
+    }
+}
+
+impl sched::Owner for PhaseOwner<'_, '_> {
+    type Input = NodeInput;
+    type Progress = NodeProgress;
+    type Output = NodeOutput;
+
+    fn prepare(&mut self, i: usize) -> Result<NodeInput, NodeOutput> {
+        let id = &self.analysis.run[i];
+        let node = self.analysis.nodes[id].node;
+        if let Some(source) = self.staleness.stale_source(node) {
+            // `finish` reports it as deferred. In apply, the changed outputs guarantee another
+            // phase; in a plan, that phase is the apply's.
+            self.stale.insert(id.clone(), source);
+            return Err(NodeOutput::failed(Diagnostics::new(), None));
+        }
+        let state = self.holder.state();
+        let (running, unchanged) = (&self.running, &self.unchanged);
+        let mode = self.mode;
+        let resolved = resolve(&node.config, &|rid| match state.get(rid) {
+            // In plan mode, anything that will change this phase is not settled yet.
+            Some(_) if mode == Mode::Plan && running.contains(rid) && !unchanged.contains(rid) => {
+                Lookup::Pending
+            }
+            Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
+            None => Lookup::Pending,
+        });
+        if !resolved.errors.is_empty() {
+            let diags = Diagnostics(
+                resolved
+                    .errors
+                    .iter()
+                    .map(|e| Diagnostic::error(e.clone()).for_resource(id))
+                    .collect(),
+            );
+            return Err(NodeOutput {
+                action: None,
+                changes: Vec::new(),
+                commit: None,
+                drift: None,
+                diagnostics: diags,
+                ok: false,
+                elapsed: Duration::ZERO,
+                deposed: Vec::new(),
+            });
+        }
+        let decl = &self.ir.providers[&node.provider];
+        Ok(NodeInput {
+            id: id.clone(),
+            kind: node.kind,
+            type_name: node.type_name.clone(),
+            provider_id: node.provider.clone(),
+            provider_source: decl.source.clone(),
+            provider: Arc::clone(&self.providers[&node.provider]),
+            capabilities: Capabilities::of(&decl.kind),
+            config: resolved.value,
+            builds: resolved.builds,
+            sensitive_inputs: resolved.sensitive,
+            prior: if node.kind == NodeKind::Managed {
+                state.get(id).cloned()
+            } else {
+                None
+            },
+            lifecycle: node.lifecycle.clone(),
+            dependencies: self.analysis.nodes[id].deps.iter().cloned().collect(),
+            mode,
+            refresh: self.opts.refresh,
+            build: self.opts.build,
+        })
+    }
+
+    fn progress(&mut self, i: usize, progress: NodeProgress) {
+        match progress {
+            NodeProgress::Applying(action) => self.sink.event(Event::Started {
+                phase: self.phase,
+                id: self.analysis.run[i].clone(),
+                action,
+            }),
+            NodeProgress::DeposedGone(gone) => {
+                let (event, change) = gone.into_event_and_change(self.phase);
+                self.record(change);
+                self.recorder.announce(event);
+                self.flush_commits();
+            }
+            NodeProgress::Commit(change) => {
+                self.record(*change);
+                self.flush_commits();
+            }
+        }
+    }
+
+    fn finish(&mut self, i: usize, out: NodeOutput) -> bool {
+        let id = self.analysis.run[i].clone();
+        let type_name = self.analysis.nodes[&id].node.type_name.clone();
+        if let Some(source) = self.stale.get(&id) {
+            // Not settled: the next evaluation runs it with fresh values. What depends on it
+            // reads its current record meanwhile.
+            self.sink.event(Event::Deferred {
+                phase: self.phase,
+                id: id.clone(),
+                type_name,
+                in_state: self.holder.state().contains(&id),
+                waits: vec![Wait::Resource(source.clone())],
+            });
+            return true;
+        }
+        for w in out.diagnostics.warnings() {
+            self.sink.event(Event::Warning(w.clone()));
+        }
+        if let Some((changes, gone)) = &out.drift {
+            self.sink.event(Event::Drift {
+                id: id.clone(),
+                changes: changes.clone(),
+                gone: *gone,
+            });
+        }
+        if let Some(change) = out.commit {
+            if self.mode == Mode::Apply {
+                self.record(change);
+            }
+        }
+        if !out.ok {
+            self.result.failed += 1;
+            self.sink.event(Event::Failed {
+                phase: self.phase,
+                id,
+                diagnostics: out.diagnostics.errors().cloned().collect(),
+            });
+            return false;
+        }
+        let action = out.action.unwrap_or(Action::NoOp);
+        if self.mode == Mode::Plan {
+            let provider = &self.analysis.nodes[&id].node.provider;
+            if action != Action::NoOp
+                && !Capabilities::of(&self.ir.providers[provider].kind).schemas
+            {
+                // Its outputs are unknown until applied: what Nix computed from them is stale.
+                self.staleness.outputs_changed(&id);
+            }
+            for key in &out.deposed {
+                self.sink.event(Event::Planned {
+                    phase: self.phase,
+                    id: id.clone(),
+                    type_name: type_name.clone(),
+                    action: Action::Delete,
+                    changes: Vec::new(),
+                    deposed: Some(key.clone()),
+                });
+            }
+        }
+        match self.mode {
+            Mode::Plan => {
+                if action == Action::NoOp && self.analysis.nodes[&id].node.kind == NodeKind::Managed
+                {
+                    self.unchanged.insert(id.clone());
+                }
+                if action != Action::NoOp {
+                    self.sink.event(Event::Planned {
+                        phase: self.phase,
+                        id: id.clone(),
+                        type_name,
+                        action,
+                        changes: out.changes,
+                        deposed: None,
+                    });
+                }
+            }
+            Mode::Apply => {
+                if action != Action::NoOp
+                    && !(action == Action::Read
+                        && self.analysis.nodes[&id].node.kind == NodeKind::Data)
+                {
+                    self.result.changed.push((id.clone(), action));
+                }
+                // "finished" means recorded: sent once the commit of this batch returns.
+                self.recorder.announce(Event::Finished {
+                    phase: self.phase,
+                    id: id.clone(),
+                    action,
+                    duration: out.elapsed,
+                    deposed: None,
+                });
+            }
+        }
+        self.result.settled.push(id);
+        true
+    }
+
+    fn flush(&mut self) {
+        self.flush_commits();
+    }
+
+    fn halted(&self) -> bool {
+        self.recorder.halted(self.holder)
+    }
+}
+
+pub(super) struct NodeWorker;
+
+impl<'a, 'ir> sched::Worker<PhaseOwner<'a, 'ir>> for NodeWorker {
+    fn run(&self, _i: usize, input: NodeInput, reporter: &Reporter<NodeProgress>) -> NodeOutput {
+        node::run(input, &|p| reporter.report(p))
+    }
+}

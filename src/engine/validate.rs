@@ -1,0 +1,126 @@
+//! `validate`: the IR, then every provider's own validation of every configuration, without
+//! configuring providers or touching state.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Engine<'_> {
+    /// `nivis validate`: the IR, then every provider's own validation of every configuration,
+    /// without configuring providers or touching state.
+    pub fn validate(&mut self) -> Result<Diagnostics, EngineError> {
+        let holder = StateHolder::ReadOnly(StateFile::empty());
+        let ir = self.evaluate(holder.state(), 0)?;
+        let mut all = Diagnostics::new();
+        let ids: Vec<String> = ir
+            .resources
+            .iter()
+            .chain(ir.data.iter())
+            .map(|n| n.id.clone())
+            .collect();
+        self.prepare_providers(&ir, holder.state(), &ids, false)?;
+        all.extend(self.reference_problems(&ir));
+        for (pid, decl) in &ir.providers {
+            let provider = self
+                .providers
+                .get(pid, decl)
+                .map_err(EngineError::Diagnostics)?;
+            let resolved = resolve(&decl.config, &|_| Lookup::Pending);
+            match provider
+                .schema()
+                .provider
+                .block
+                .conform_config(&resolved.value)
+            {
+                Ok(config) => match provider.validate_provider_config(&config) {
+                    Ok(d) => all.extend(Diagnostics(
+                        d.0.into_iter()
+                            .map(|mut d| {
+                                d.summary = format!("provider {pid}: {}", d.summary);
+                                d
+                            })
+                            .collect(),
+                    )),
+                    Err(d) => all.extend(d),
+                },
+                Err(errors) => {
+                    for e in errors {
+                        all.push(
+                            Diagnostic::error(format!(
+                                "provider {pid}: invalid configuration: {}",
+                                e.message
+                            ))
+                            .at(e.path),
+                        );
+                    }
+                }
+            }
+        }
+        for node in ir.resources.iter().chain(ir.data.iter()) {
+            let decl = &ir.providers[&node.provider];
+            if !Capabilities::of(&decl.kind).schemas {
+                // No schema and no validation request: the provider checks inputs on create.
+                continue;
+            }
+            let provider = self
+                .providers
+                .get(&node.provider, decl)
+                .map_err(EngineError::Diagnostics)?;
+            let resolved = resolve(&node.config, &|_| Lookup::Pending);
+            let schema = provider.schema();
+            let block = match node.kind {
+                NodeKind::Managed => schema.resources.get(&node.type_name).map(|s| &s.block),
+                NodeKind::Data => schema.data_sources.get(&node.type_name).map(|s| &s.block),
+            };
+            let Some(block) = block else {
+                let kind = if node.kind == NodeKind::Data {
+                    "data source"
+                } else {
+                    "resource type"
+                };
+                let known: Vec<&String> = match node.kind {
+                    NodeKind::Managed => schema.resources.keys().collect(),
+                    NodeKind::Data => schema.data_sources.keys().collect(),
+                };
+                all.push(
+                    Diagnostic::error(format!(
+                        "provider {} has no {kind} {:?}",
+                        node.provider, node.type_name
+                    ))
+                    .with_detail(format!(
+                        "It offers: {}",
+                        known
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .for_resource(&node.id),
+                );
+                continue;
+            };
+            match block.conform_config(&resolved.value) {
+                Ok(config) => {
+                    let d = match node.kind {
+                        NodeKind::Managed => {
+                            provider.validate_resource_config(&node.type_name, &config)
+                        }
+                        NodeKind::Data => provider.validate_data_config(&node.type_name, &config),
+                    };
+                    match d {
+                        Ok(d) | Err(d) => all.extend(d.for_resource(&node.id)),
+                    }
+                }
+                Err(errors) => {
+                    for e in errors {
+                        all.push(
+                            Diagnostic::error(format!("invalid configuration: {}", e.message))
+                                .at(e.path)
+                                .for_resource(&node.id),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(all)
+    }
+}
