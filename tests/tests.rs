@@ -2,6 +2,7 @@
 //! against the real binaries and the fakes, and the IR fixtures.
 
 mod e2e;
+mod engine;
 mod fakes;
 mod ir_fixtures;
 mod providers;

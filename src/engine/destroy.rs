@@ -25,8 +25,9 @@ impl Engine<'_> {
     pub(super) fn destroy_orphans(
         &mut self,
         ir: &Ir,
-        holder: &mut StateHolder,
+        holder: &mut dyn LockedStore,
         phase: u32,
+        mutation: Mutation,
     ) -> Result<Vec<(String, Action)>, EngineError> {
         let ids = orphans(ir, holder.state());
         if ids.is_empty() {
@@ -45,7 +46,7 @@ impl Engine<'_> {
         }
         let deleting = needing_delete(ir, holder.state(), &managed);
         self.prepare_providers(ir, holder.state(), &deleting, true)?;
-        self.destroy_set(ir, holder, &managed, phase)
+        self.destroy_set(ir, holder, &managed, phase, mutation)
     }
 
     /// Destroys `ids` (all in state) in reverse dependency order; objects whose provider cannot
@@ -53,9 +54,10 @@ impl Engine<'_> {
     pub(super) fn destroy_set(
         &mut self,
         ir: &Ir,
-        holder: &mut StateHolder,
+        holder: &mut dyn LockedStore,
         ids: &[String],
         phase: u32,
+        _mutation: Mutation,
     ) -> Result<Vec<(String, Action)>, EngineError> {
         let index: HashMap<&str, usize> = ids
             .iter()
@@ -137,15 +139,16 @@ impl Engine<'_> {
     ) -> Result<Report, EngineError> {
         let mut holder = self.open_state(true)?;
         let done = self.watch_interrupts();
-        let result = self.destroy_inner(&mut holder, confirm);
+        let result = self.destroy_inner(&mut *holder, confirm, Mutation::granted());
         done.store(true, Ordering::SeqCst);
-        holder.close_after(result)
+        close_after(holder, result)
     }
 
     pub(super) fn destroy_inner(
         &mut self,
-        holder: &mut StateHolder,
+        holder: &mut dyn LockedStore,
         confirm: Option<&mut dyn FnMut() -> bool>,
+        mutation: Mutation,
     ) -> Result<Report, EngineError> {
         let ir = self.evaluate(holder.state(), 0)?;
         let state = holder.state();
@@ -214,7 +217,7 @@ impl Engine<'_> {
         }
         let deleting = needing_delete(&ir, holder.state(), &ids);
         self.prepare_providers(&ir, holder.state(), &deleting, true)?;
-        let destroyed = self.destroy_set(&ir, holder, &ids, 1)?;
+        let destroyed = self.destroy_set(&ir, holder, &ids, 1, mutation)?;
         // Data sources go with the rest when everything is destroyed.
         if self.opts.targets.is_empty() {
             let data: Vec<Change> = holder
@@ -236,7 +239,7 @@ impl Engine<'_> {
 
 pub(super) struct DestroyOwner<'a> {
     pub(super) ids: &'a [String],
-    pub(super) holder: &'a mut StateHolder,
+    pub(super) holder: &'a mut dyn LockedStore,
     /// The providers that delete; a resource whose provider is not here is forgotten.
     pub(super) providers: HashMap<String, Arc<dyn Provider>>,
     pub(super) sink: &'a mut dyn Sink,

@@ -1,22 +1,35 @@
-//! One Nix evaluation: the ledger built from state, the evaluation itself, the IR parsed, and
-//! what the first IR tells about variables.
+//! One evaluation: the ledger built from state, the [`Evaluator`] that turns it into IR (Nix,
+//! or canned documents in the engine's unit tests), the IR parsed, and what the first IR tells
+//! about variables.
 
 #[allow(unused_imports)]
 use super::*;
 
-impl Engine<'_> {
-    /// Evaluates the plan with a ledger built from `state`.
-    pub(super) fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
-        let mut ledger = Ledger::default();
-        ledger.phase = phase;
-        ledger.vars = self.opts.vars.clone();
-        ledger.env = Some(self.opts.backend.env().to_string());
-        for r in state.iter() {
-            ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
+/// Turns a ledger into the plan's IR.
+pub trait Evaluator {
+    /// Evaluates the plan with `ledger` as its input; returns the IR bytes and the time taken.
+    fn evaluate(&mut self, ledger: &Ledger) -> Result<(Vec<u8>, Duration), EngineError>;
+}
+
+/// The production evaluator: `nix eval` of the plan, the ledger handed over in the run's
+/// private directory (created at the first evaluation, removed when the evaluator goes).
+pub struct NixEvaluator {
+    source: PlanSource,
+    run_dir: Option<crate::rundir::RunDir>,
+}
+
+impl NixEvaluator {
+    /// Evaluates the plan at `source`.
+    pub fn new(source: PlanSource) -> NixEvaluator {
+        NixEvaluator {
+            source,
+            run_dir: None,
         }
-        if !self.vars_settled {
-            crate::secrets::remember_variables_provisionally(&self.opts.vars);
-        }
+    }
+}
+
+impl Evaluator for NixEvaluator {
+    fn evaluate(&mut self, ledger: &Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
         if self.run_dir.is_none() {
             self.run_dir = Some(crate::rundir::RunDir::create().map_err(EngineError::Io)?);
         }
@@ -27,10 +40,27 @@ impl Engine<'_> {
                 dir.path().display()
             ))
         })?;
-        let evaluated = nixeval::evaluate(&self.opts.source, &path);
+        let evaluated = nixeval::evaluate(&self.source, &path);
         // The channel of secrets lives only while Nix reads it.
         dir.remove(crate::ledger::CHANNEL_FILE);
-        let (bytes, took) = evaluated.map_err(EngineError::Eval)?;
+        evaluated.map_err(EngineError::Eval)
+    }
+}
+
+impl Engine<'_> {
+    /// Evaluates the plan with a ledger built from `state`.
+    pub(super) fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
+        let mut ledger = Ledger::default();
+        ledger.phase = phase;
+        ledger.vars = self.opts.vars.clone();
+        ledger.env = Some(self.state_access.env().to_string());
+        for r in state.iter() {
+            ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
+        }
+        if !self.vars_settled {
+            crate::secrets::remember_variables_provisionally(&self.opts.vars);
+        }
+        let (bytes, took) = self.evaluator.evaluate(&ledger)?;
         self.nix_time += took;
         let ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
         if !self.vars_settled {

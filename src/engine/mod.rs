@@ -29,7 +29,6 @@ mod validate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,14 +37,16 @@ use serde_json::Value as Json;
 
 use self::analysis::*;
 pub use self::error::EngineError;
+pub use self::evaluate::{Evaluator, NixEvaluator};
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::node::{Mode, NodeInput, NodeOutput, NodeProgress};
 use self::providers::ProviderSet;
-pub use self::providers::{locate, resolve_source};
+pub use self::providers::{locate, resolve_source, Launcher, ProcessLauncher, StartInfo};
 use self::record::Recorder;
 pub use self::record::{Outcome, Unrecorded, WriteFailure};
 use self::resolve::{resolve, Lookup};
-use self::store::*;
+use self::store::close_after;
+pub use self::store::StateAccess;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::graph::Graph;
 use crate::ir::{self, Ir, Node, NodeKind, Tree};
@@ -53,7 +54,9 @@ use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
 use crate::provider::{Capabilities, Provider};
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Backend, Change, LockHolder, LockedStore, StateError, StateFile};
+use crate::state::{
+    Backend, Change, LockHolder, LockedStore, MemoryStore, StateError, StateFile, StateStore,
+};
 
 /// How a run is set up.
 #[derive(Debug, Clone)]
@@ -120,41 +123,88 @@ pub fn interrupt_flag() -> &'static AtomicBool {
     &FLAG
 }
 
+/// Where the engine meets the world; each part can be replaced (the engine's unit tests run
+/// with canned IR, in-process providers and state in memory).
+pub struct Seams {
+    /// Turns a ledger into IR.
+    pub evaluator: Box<dyn Evaluator>,
+    /// Starts providers.
+    pub launcher: Box<dyn Launcher>,
+    /// Opens the state.
+    pub state: Box<dyn StateAccess>,
+}
+
+impl Seams {
+    /// Nix, provider processes and the configured backend, as `opts` says.
+    pub fn production(opts: &Options) -> Seams {
+        Seams {
+            evaluator: Box::new(NixEvaluator::new(opts.source.clone())),
+            launcher: Box::new(ProcessLauncher::new(
+                &opts.source.base_dir(),
+                opts.install.clone(),
+            )),
+            state: Box::new(opts.backend.clone()),
+        }
+    }
+}
+
+/// The permission to change real objects and the state: only the commands that mutate
+/// (`apply`, `destroy`, `refresh`) create one, and the calls that apply, delete or commit
+/// require it, so `plan` and `validate` cannot reach them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mutation {
+    _only_the_engine_makes_one: (),
+}
+
+impl Mutation {
+    fn granted() -> Mutation {
+        Mutation {
+            _only_the_engine_makes_one: (),
+        }
+    }
+}
+
 /// The engine: one per command invocation.
 pub struct Engine<'s> {
     opts: Options,
     sink: &'s mut dyn Sink,
+    evaluator: Box<dyn Evaluator>,
+    state_access: Box<dyn StateAccess>,
     providers: ProviderSet,
     live: Arc<Mutex<Vec<Arc<dyn Provider>>>>,
     /// id -> fingerprint of resources settled in this run.
     settled: HashMap<String, String>,
     nix_time: Duration,
-    /// The run's private directory (ledger, channel of secrets), created at the first
-    /// evaluation and removed with the engine.
-    run_dir: Option<crate::rundir::RunDir>,
     /// Until the first IR says which variables are sensitive, all their values are masked.
     vars_settled: bool,
 }
 
 impl<'s> Engine<'s> {
-    /// Prepares a run.
+    /// Prepares a run against Nix, provider processes and the configured state.
     pub fn new(opts: Options, sink: &'s mut dyn Sink) -> Self {
-        let providers = ProviderSet::new(&opts.source.base_dir(), opts.install.clone());
+        let seams = Seams::production(&opts);
+        Engine::with_seams(opts, sink, seams)
+    }
+
+    /// Prepares a run whose evaluator, providers and state come from `seams`.
+    pub fn with_seams(opts: Options, sink: &'s mut dyn Sink, seams: Seams) -> Self {
         Engine {
             opts,
             sink,
-            providers,
+            evaluator: seams.evaluator,
+            state_access: seams.state,
+            providers: ProviderSet::new(seams.launcher),
             live: Arc::new(Mutex::new(Vec::new())),
             settled: HashMap::new(),
             nix_time: Duration::ZERO,
-            run_dir: None,
             vars_settled: false,
         }
     }
 
-    fn open_state(&self, write: bool) -> Result<StateHolder, EngineError> {
+    /// The state for this run: locked for writing (`write`), else an in-memory copy of it.
+    fn open_state(&self, write: bool) -> Result<Box<dyn LockedStore>, EngineError> {
         if write {
-            let store = self.opts.backend.open(
+            let store = self.state_access.open_locked(
                 LockHolder::current(&self.opts.command),
                 self.opts.lock_timeout,
             )?;
@@ -162,11 +212,11 @@ impl<'s> Engine<'s> {
                 log::warn!("{warning}");
             }
             crate::secrets::remember_state(store.state());
-            Ok(StateHolder::Locked(store))
+            Ok(store)
         } else {
-            let state = self.opts.backend.read_only()?;
+            let state = self.state_access.read_only()?;
             crate::secrets::remember_state(&state);
-            Ok(StateHolder::ReadOnly(state))
+            Ok(Box::new(MemoryStore::from_state(state)))
         }
     }
 }

@@ -13,6 +13,7 @@ use std::time::Instant;
 use serde_json::Value as Json;
 
 use super::events::{Action, AttrChange, Event};
+use super::Mutation;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{IgnorePath, Lifecycle, NodeKind};
 use crate::objchange;
@@ -26,8 +27,15 @@ use crate::value::{self, PathStep, Type, Value};
 pub enum Mode {
     /// Decide the action, change nothing.
     Plan,
-    /// Carry the change out.
-    Apply,
+    /// Carry the change out, with the permission to.
+    Apply(Mutation),
+}
+
+impl Mode {
+    /// Whether changes are carried out.
+    pub fn applies(self) -> bool {
+        matches!(self, Mode::Apply(_))
+    }
 }
 
 /// Everything a worker needs for one resource, prepared by the owner.
@@ -152,7 +160,7 @@ fn conform(block: &Block, config: &Value) -> Result<Value, Diagnostics> {
 }
 
 pub(super) fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
-    if input.mode != Mode::Apply || !input.build {
+    if !input.mode.applies() || !input.build {
         return Ok(());
     }
     for (path, drv) in &input.builds {
@@ -208,7 +216,7 @@ fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
             deposed: Vec::new(),
         };
     }
-    if input.mode == Mode::Apply {
+    if input.mode.applies() {
         report(NodeProgress::Applying(Action::Read));
     }
     let (state, read_diags) = match input.provider.read_data_source(&input.type_name, &config) {

@@ -24,7 +24,7 @@ impl Engine<'_> {
         &mut self,
         ir: &Ir,
         analysis: &Analysis<'_>,
-        holder: &mut StateHolder,
+        holder: &mut dyn LockedStore,
         phase: u32,
         mode: Mode,
     ) -> Result<PhaseResult, EngineError> {
@@ -135,7 +135,7 @@ impl Engine<'_> {
         let analysis = self.analyse(&ir, holder.state())?;
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
         self.check_references(&ir)?;
-        let result = self.run_nodes(&ir, &analysis, &mut holder, 1, Mode::Plan)?;
+        let result = self.run_nodes(&ir, &analysis, &mut *holder, 1, Mode::Plan)?;
         self.emit_deferred(&analysis, holder.state(), 1);
         if self.opts.targets.is_empty() {
             self.emit_orphans(&ir, holder.state(), 1);
@@ -169,15 +169,16 @@ impl Engine<'_> {
     ) -> Result<Report, EngineError> {
         let mut holder = self.open_state(true)?;
         let done = self.watch_interrupts();
-        let result = self.apply_phases(&mut holder, confirm);
+        let result = self.apply_phases(&mut *holder, confirm, Mutation::granted());
         done.store(true, Ordering::SeqCst);
-        holder.close_after(result)
+        close_after(holder, result)
     }
 
     pub(super) fn apply_phases(
         &mut self,
-        holder: &mut StateHolder,
+        holder: &mut dyn LockedStore,
         mut confirm: Option<&mut dyn FnMut() -> bool>,
+        mutation: Mutation,
     ) -> Result<Report, EngineError> {
         let mut report = Report::default();
         let mut phase = 0u32;
@@ -207,7 +208,7 @@ impl Engine<'_> {
                     apply_phases: report.apply_phases,
                 });
                 if self.opts.targets.is_empty() {
-                    let removed = self.destroy_orphans(&ir, holder, phase + 1)?;
+                    let removed = self.destroy_orphans(&ir, holder, phase + 1, mutation)?;
                     report.changed.extend(removed);
                 }
                 report.nix_time = self.nix_time;
@@ -229,7 +230,7 @@ impl Engine<'_> {
                     return Err(EngineError::Declined);
                 }
             }
-            let result = self.run_nodes(&ir, &analysis, holder, phase, Mode::Apply)?;
+            let result = self.run_nodes(&ir, &analysis, holder, phase, Mode::Apply(mutation))?;
             let changed_here = result.changed.len();
             report.changed.extend(result.changed.iter().cloned());
             self.sink.event(Event::PhaseDone {
@@ -264,7 +265,7 @@ impl Engine<'_> {
                     apply_phases: report.apply_phases,
                 });
                 if self.opts.targets.is_empty() {
-                    let removed = self.destroy_orphans(&ir, holder, phase)?;
+                    let removed = self.destroy_orphans(&ir, holder, phase, mutation)?;
                     report.changed.extend(removed);
                 }
                 report.nix_time = self.nix_time;
@@ -290,7 +291,7 @@ pub(super) struct PhaseResult {
 pub(super) struct PhaseOwner<'a, 'ir> {
     pub(super) ir: &'ir Ir,
     pub(super) analysis: &'a Analysis<'ir>,
-    pub(super) holder: &'a mut StateHolder,
+    pub(super) holder: &'a mut dyn LockedStore,
     pub(super) providers: HashMap<String, Arc<dyn Provider>>,
     pub(super) sink: &'a mut dyn Sink,
     pub(super) phase: u32,
@@ -458,7 +459,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             });
         }
         if let Some(change) = out.commit {
-            if self.mode == Mode::Apply {
+            if self.mode.applies() {
                 self.record(change);
             }
         }
@@ -508,7 +509,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     });
                 }
             }
-            Mode::Apply => {
+            Mode::Apply(_) => {
                 if action != Action::NoOp
                     && !(action == Action::Read
                         && self.analysis.nodes[&id].node.kind == NodeKind::Data)

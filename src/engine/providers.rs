@@ -21,49 +21,40 @@ struct Running {
     configured: Option<Value>,
 }
 
-/// The providers of one run, by IR provider id.
-pub struct ProviderSet {
-    base_dir: PathBuf,
-    install: crate::registry::InstallOptions,
-    running: BTreeMap<String, Running>,
-}
-
-/// How a provider was found and started, for `providers list` and benchmarks.
-#[derive(Debug, Clone)]
-pub struct StartInfo {
-    /// The binary.
-    pub path: PathBuf,
-    /// The protocol it speaks: `tfplugin5`, `tfplugin6` or `nixops4 v0`.
-    pub protocol: String,
-    /// Start + handshake + schema time.
-    pub startup: std::time::Duration,
-}
-
-impl ProviderSet {
-    /// Relative `./` sources resolve against `base_dir` (the flake's directory).
-    pub fn new(base_dir: &Path, install: crate::registry::InstallOptions) -> Self {
-        ProviderSet {
-            base_dir: base_dir.to_path_buf(),
-            install,
-            running: BTreeMap::new(),
-        }
-    }
-
-    /// The running provider `id`, starting it if needed.
-    pub fn get(&mut self, id: &str, decl: &ProviderDecl) -> Result<Arc<dyn Provider>, Diagnostics> {
-        self.start(id, decl).map(|(p, _)| p)
-    }
-
-    /// Starts provider `id` if it is not running; returns it and, when it was just started,
-    /// how that went.
-    pub fn start(
+/// Starts a provider: the seam between the engine and provider processes. The engine's unit
+/// tests supply in-process providers instead.
+pub trait Launcher {
+    /// Starts provider `id` as `decl` declares it; says how, for `providers list`.
+    fn launch(
         &mut self,
         id: &str,
         decl: &ProviderDecl,
-    ) -> Result<(Arc<dyn Provider>, Option<StartInfo>), Diagnostics> {
-        if let Some(r) = self.running.get(id) {
-            return Ok((Arc::clone(&r.provider), None));
+    ) -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics>;
+}
+
+/// The production launcher: finds the binary (registry, cache, path) and starts it as a
+/// plugin or NixOps4 process.
+pub struct ProcessLauncher {
+    base_dir: PathBuf,
+    install: crate::registry::InstallOptions,
+}
+
+impl ProcessLauncher {
+    /// Relative `./` sources resolve against `base_dir` (the flake's directory).
+    pub fn new(base_dir: &Path, install: crate::registry::InstallOptions) -> Self {
+        ProcessLauncher {
+            base_dir: base_dir.to_path_buf(),
+            install,
         }
+    }
+}
+
+impl Launcher for ProcessLauncher {
+    fn launch(
+        &mut self,
+        id: &str,
+        decl: &ProviderDecl,
+    ) -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics> {
         let failed = |e: String| Diagnostics::from(Diagnostic::error(e));
         let started = Instant::now();
         let (provider, path, protocol): (Arc<dyn Provider>, _, _) = match &decl.kind {
@@ -94,6 +85,52 @@ impl ProviderSet {
             protocol,
             startup: started.elapsed(),
         };
+        Ok((provider, info))
+    }
+}
+
+/// The providers of one run, by IR provider id.
+pub struct ProviderSet {
+    launcher: Box<dyn Launcher>,
+    running: BTreeMap<String, Running>,
+}
+
+/// How a provider was found and started, for `providers list` and benchmarks.
+#[derive(Debug, Clone)]
+pub struct StartInfo {
+    /// The binary.
+    pub path: PathBuf,
+    /// The protocol it speaks: `tfplugin5`, `tfplugin6` or `nixops4 v0`.
+    pub protocol: String,
+    /// Start + handshake + schema time.
+    pub startup: std::time::Duration,
+}
+
+impl ProviderSet {
+    /// Providers started by `launcher`.
+    pub fn new(launcher: Box<dyn Launcher>) -> Self {
+        ProviderSet {
+            launcher,
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// The running provider `id`, starting it if needed.
+    pub fn get(&mut self, id: &str, decl: &ProviderDecl) -> Result<Arc<dyn Provider>, Diagnostics> {
+        self.start(id, decl).map(|(p, _)| p)
+    }
+
+    /// Starts provider `id` if it is not running; returns it and, when it was just started,
+    /// how that went.
+    pub fn start(
+        &mut self,
+        id: &str,
+        decl: &ProviderDecl,
+    ) -> Result<(Arc<dyn Provider>, Option<StartInfo>), Diagnostics> {
+        if let Some(r) = self.running.get(id) {
+            return Ok((Arc::clone(&r.provider), None));
+        }
+        let (provider, info) = self.launcher.launch(id, decl)?;
         log::info!(
             "provider {id} started from {} (protocol {}) in {:?}",
             info.path.display(),

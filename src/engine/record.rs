@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::events::{Event, Sink};
-use super::StateHolder;
+use crate::state::LockedStore;
 use crate::state::{Change, StateError};
 
 /// Results on their way into the state for one batch of operations.
@@ -44,7 +44,7 @@ impl Recorder {
 
     /// Commits the queued changes as one batch (one fsync), then sends the events that waited
     /// for them. After a failed write, only collects.
-    pub(super) fn flush(&mut self, holder: &mut StateHolder, sink: &mut dyn Sink) {
+    pub(super) fn flush(&mut self, holder: &mut dyn LockedStore, sink: &mut dyn Sink) {
         if self.failure.is_none() && !self.pending.is_empty() {
             if let Err(e) = holder.commit(&self.pending) {
                 self.failure = Some(e);
@@ -63,7 +63,7 @@ impl Recorder {
 
     /// Whether to start nothing new: a write failed, or the state's filesystem is full (what
     /// is running still fits in the space the store keeps free).
-    pub(super) fn halted(&self, holder: &StateHolder) -> bool {
+    pub(super) fn halted(&self, holder: &dyn LockedStore) -> bool {
         self.failure.is_some() || holder.space_error().is_some()
     }
 
@@ -72,7 +72,7 @@ impl Recorder {
     /// then rescued, and only if both fail reported as unrecorded (events and error).
     pub(super) fn settle(
         mut self,
-        holder: &mut StateHolder,
+        holder: &mut dyn LockedStore,
         sink: &mut dyn Sink,
         phase: u32,
         not_started: usize,
@@ -130,7 +130,7 @@ impl Recorder {
 }
 
 /// Retries the write (the failure may have been passing), then writes the rescue file.
-fn recover(holder: &mut StateHolder, changes: &[Change]) -> Outcome {
+fn recover(holder: &mut dyn LockedStore, changes: &[Change]) -> Outcome {
     if changes.is_empty() {
         return Outcome::AllRecorded;
     }

@@ -7,13 +7,14 @@ impl Engine<'_> {
     /// `nivis refresh`: reconcile state with the real objects and report drift.
     pub fn refresh(&mut self) -> Result<Report, EngineError> {
         let mut holder = self.open_state(true)?;
-        let result = self.refresh_inner(&mut holder);
-        holder.close_after(result)
+        let result = self.refresh_inner(&mut *holder, Mutation::granted());
+        close_after(holder, result)
     }
 
     pub(super) fn refresh_inner(
         &mut self,
-        holder: &mut StateHolder,
+        holder: &mut dyn LockedStore,
+        _mutation: Mutation,
     ) -> Result<Report, EngineError> {
         let ir = self.evaluate(holder.state(), 0)?;
         let ids: Vec<String> = holder

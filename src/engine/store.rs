@@ -1,87 +1,65 @@
-//! The state a run holds: locked for writing, or a read-only snapshot.
+//! Where a run's state comes from and how it is let go: the [`StateAccess`] seam (the
+//! configured backend in production, memory in the engine's unit tests), and closing a store
+//! after a run without hiding the run's own error.
+//!
+//! A run holds its state as a `LockedStore`: the backend's store, locked, for commands that
+//! change things; an in-memory copy for `plan` and `validate`, whose commits (plans record
+//! nothing, but the phase owner's bookkeeping goes through the same calls) never reach disk.
 
-#[allow(unused_imports)]
-use super::*;
+use std::time::Duration;
 
-/// State held for a run: locked for writing, or a read-only snapshot.
-pub(super) enum StateHolder {
-    Locked(Box<dyn LockedStore>),
-    ReadOnly(StateFile),
+use super::EngineError;
+use crate::state::{Backend, LockHolder, LockedStore, StateError, StateFile};
+
+/// Opens the state a run works on.
+pub trait StateAccess {
+    /// The state locked for writing by `holder`, waiting up to `wait` for the lock.
+    fn open_locked(
+        &self,
+        holder: LockHolder,
+        wait: Option<Duration>,
+    ) -> Result<Box<dyn LockedStore>, StateError>;
+    /// A snapshot, read without locking.
+    fn read_only(&self) -> Result<StateFile, StateError>;
+    /// The environment the plan sees as `ledger.env`.
+    fn env(&self) -> &str;
 }
 
-impl StateHolder {
-    pub(super) fn state(&self) -> &StateFile {
-        match self {
-            StateHolder::Locked(s) => s.state(),
-            StateHolder::ReadOnly(s) => s,
-        }
+impl StateAccess for Backend {
+    fn open_locked(
+        &self,
+        holder: LockHolder,
+        wait: Option<Duration>,
+    ) -> Result<Box<dyn LockedStore>, StateError> {
+        self.open(holder, wait)
     }
 
-    pub(super) fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        match self {
-            StateHolder::Locked(s) => s.commit(changes),
-            StateHolder::ReadOnly(s) => {
-                for c in changes {
-                    s.apply(c);
-                }
-                Ok(())
+    fn read_only(&self) -> Result<StateFile, StateError> {
+        Backend::read_only(self)
+    }
+
+    fn env(&self) -> &str {
+        Backend::env(self)
+    }
+}
+
+/// Closes the state after a run: a run that failed keeps its own error (the close error is
+/// logged); a run that succeeded fails if the close does.
+pub(super) fn close_after<T>(
+    store: Box<dyn LockedStore>,
+    result: Result<T, EngineError>,
+) -> Result<T, EngineError> {
+    match (result, store.close()) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Ok(_), Err(e)) => Err(EngineError::State(e)),
+        (Err(e), closed) => {
+            match closed {
+                // The store refuses writes because of the failure the error already reports.
+                Err(StateError::Poisoned { .. }) if matches!(e, EngineError::StateWrite(_)) => {}
+                Err(c) => log::warn!("closing the state: {c}"),
+                Ok(()) => {}
             }
-        }
-    }
-
-    pub(super) fn close(self) -> Result<(), StateError> {
-        match self {
-            StateHolder::Locked(s) => s.close(),
-            StateHolder::ReadOnly(_) => Ok(()),
-        }
-    }
-
-    /// Why the state's filesystem has no room to spare, if so.
-    pub(super) fn space_error(&self) -> Option<&StateError> {
-        match self {
-            StateHolder::Locked(s) => s.space_error(),
-            StateHolder::ReadOnly(_) => None,
-        }
-    }
-
-    pub(super) fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        match self {
-            StateHolder::Locked(s) => s.recommit(changes),
-            StateHolder::ReadOnly(_) => self.commit(changes),
-        }
-    }
-
-    pub(super) fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
-        match self {
-            StateHolder::Locked(s) => s.rescue(changes),
-            StateHolder::ReadOnly(_) => unreachable!("in-memory commits cannot fail"),
-        }
-    }
-
-    /// What the user should do after a failed write.
-    pub(super) fn remedy(&self) -> String {
-        match self {
-            StateHolder::Locked(s) => s.remedy(),
-            StateHolder::ReadOnly(_) => String::new(),
-        }
-    }
-
-    /// Closes the state after a run: a run that failed keeps its own error (the close error
-    /// is logged); a run that succeeded fails if the close does.
-    pub(super) fn close_after<T>(self, result: Result<T, EngineError>) -> Result<T, EngineError> {
-        match (result, self.close()) {
-            (Ok(v), Ok(())) => Ok(v),
-            (Ok(_), Err(e)) => Err(EngineError::State(e)),
-            (Err(e), closed) => {
-                match closed {
-                    // The store refuses writes because of the failure the error already reports.
-                    Err(StateError::Poisoned { .. }) if matches!(e, EngineError::StateWrite(_)) => {
-                    }
-                    Err(c) => log::warn!("closing the state: {c}"),
-                    Ok(()) => {}
-                }
-                Err(e)
-            }
+            Err(e)
         }
     }
 }

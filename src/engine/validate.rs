@@ -8,7 +8,7 @@ impl Engine<'_> {
     /// `nivis validate`: the IR, then every provider's own validation of every configuration,
     /// without configuring providers or touching state.
     pub fn validate(&mut self) -> Result<Diagnostics, EngineError> {
-        let holder = StateHolder::ReadOnly(StateFile::empty());
+        let holder = MemoryStore::new();
         let ir = self.evaluate(holder.state(), 0)?;
         let mut all = Diagnostics::new();
         let ids: Vec<String> = ir

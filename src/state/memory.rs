@@ -1,8 +1,10 @@
-//! An in-memory [`StateStore`]: for tests, and for plans that must not touch the disk.
+//! An in-memory [`StateStore`]: for tests, and for plans that must not touch the disk. It is a
+//! [`LockedStore`] too (nothing to lock, nothing that can fail), so a run can hold it where it
+//! would hold a backend's store.
 
 use super::error::StateError;
 use super::model::{Change, StateFile};
-use super::StateStore;
+use super::{LockedStore, StateStore};
 
 /// A [`StateStore`] that keeps the state in memory only; commits never fail.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +45,38 @@ impl StateStore for MemoryStore {
             self.state.apply(change);
         }
         Ok(())
+    }
+}
+
+impl LockedStore for MemoryStore {
+    fn close(self: Box<Self>) -> Result<(), StateError> {
+        Ok(())
+    }
+
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        self.commit(changes)
+    }
+
+    /// Commits never fail here, so there is never anything to rescue; should it be asked, it
+    /// keeps the changes the only way it can, by taking them.
+    fn rescue(&mut self, changes: &[Change]) -> Result<std::path::PathBuf, StateError> {
+        self.commit(changes)?;
+        Ok(std::path::PathBuf::from("(memory)"))
+    }
+
+    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
+        let serial = self.state.serial.max(next.serial) + 1;
+        self.state = next;
+        self.state.serial = serial;
+        Ok(())
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn remedy(&self) -> String {
+        String::new()
     }
 }
 
