@@ -1,0 +1,137 @@
+//! Deleting objects: a replaced object, the deposed objects of a create-before-destroy
+//! replacement, a recorded object on `destroy`.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Deletes an object (apply with a null plan).
+pub(super) fn destroy_object(
+    provider: &dyn Provider,
+    type_name: &str,
+    prior: &Value,
+    private: &[u8],
+    diags: &mut Diagnostics,
+) -> Result<(), ()> {
+    match provider.apply_resource_change(ApplyRequest {
+        type_name,
+        prior_state: prior,
+        planned_state: &Value::Null,
+        config: &Value::Null,
+        planned_private: private,
+    }) {
+        Ok(resp) => {
+            let failed = resp.diagnostics.has_errors();
+            diags.extend(resp.diagnostics);
+            if failed {
+                Err(())
+            } else {
+                Ok(())
+            }
+        }
+        Err(d) => {
+            diags.extend(d);
+            Err(())
+        }
+    }
+}
+
+/// Destroys the deposed objects of `prior`, reporting each success at once (`gone`). On
+/// failure, returns the keys still deposed (the diagnostics say why).
+pub(super) fn destroy_deposed(
+    provider: &dyn Provider,
+    prior: &ResourceState,
+    gone: &dyn Fn(DeposedGone),
+    diags: &mut Diagnostics,
+) -> Result<(), Vec<String>> {
+    let mut remaining = prior.deposed.clone();
+    for old in &prior.deposed {
+        let started = Instant::now();
+        let mut old_diags = Diagnostics::new();
+        let destroyed = destroy_stored(
+            provider,
+            &prior.type_name,
+            &old.attributes,
+            old.schema_version,
+            old.private.as_deref().unwrap_or_default(),
+            &mut old_diags,
+        );
+        if destroyed.is_ok() {
+            remaining.retain(|d| d.key != old.key);
+            let mut record = prior.clone();
+            record.deposed = remaining.clone();
+            gone(DeposedGone {
+                key: old.key.clone(),
+                record: Box::new(record),
+                took: started.elapsed(),
+            });
+        }
+        for mut d in old_diags.0 {
+            if d.is_error() {
+                d.summary = format!(
+                    "deleting deposed object {} (left by an earlier create-before-destroy replace): {}",
+                    old.key, d.summary
+                );
+            }
+            diags.push(d);
+        }
+    }
+    if remaining.is_empty() {
+        Ok(())
+    } else {
+        Err(remaining.into_iter().map(|d| d.key).collect())
+    }
+}
+
+/// Upgrades a stored object and deletes it (apply with a null plan).
+pub(super) fn destroy_stored(
+    provider: &dyn Provider,
+    type_name: &str,
+    attributes: &Json,
+    schema_version: i64,
+    private: &[u8],
+    diags: &mut Diagnostics,
+) -> Result<(), ()> {
+    let raw = serde_json::to_vec(attributes).expect("state attributes serialise");
+    let (current, upgrade_diags) =
+        match provider.upgrade_resource_state(type_name, schema_version, &raw) {
+            Ok(upgraded) => upgraded,
+            Err(d) => {
+                diags.extend(d);
+                return Err(());
+            }
+        };
+    // An upgrade that reports errors still returns an object: the delete is tried, and the
+    // errors fail the result.
+    let upgrade_failed = upgrade_diags.has_errors();
+    diags.extend(upgrade_diags);
+    let deleted = destroy_object(provider, type_name, &current, private, diags);
+    if upgrade_failed {
+        return Err(());
+    }
+    deleted
+}
+
+/// Destroys the stored object of `state` with `provider`: upgrade, then apply with a null plan.
+/// Deposed objects go first, each reported through `gone` as it goes.
+pub fn destroy(
+    provider: &dyn Provider,
+    state: &ResourceState,
+    gone: &dyn Fn(DeposedGone),
+) -> Result<Diagnostics, Diagnostics> {
+    let mut diags = Diagnostics::new();
+    let destroyed = destroy_deposed(provider, state, gone, &mut diags).is_ok()
+        && destroy_stored(
+            provider,
+            &state.type_name,
+            &state.attributes,
+            state.schema_version,
+            state.private.as_deref().unwrap_or_default(),
+            &mut diags,
+        )
+        .is_ok();
+    if destroyed {
+        Ok(diags)
+    } else {
+        Err(diags)
+    }
+}

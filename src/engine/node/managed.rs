@@ -1,0 +1,602 @@
+//! A managed resource's turn: the current object (upgraded, refreshed), the plan, the action,
+//! and in apply mode the change carried out; and `refresh` of a recorded object.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Attribute changes found by refresh, and whether the object is gone.
+pub(super) type Drift = (Vec<AttrChange>, bool);
+
+/// Upgrades (and optionally refreshes) the stored object: returns (object, private, drift).
+pub(super) fn current_object(
+    input: &NodeInput,
+    block: &Block,
+    prior: &ResourceState,
+    diags: &mut Diagnostics,
+) -> Result<(Value, Vec<u8>, Option<Drift>), Diagnostics> {
+    let raw = serde_json::to_vec(&prior.attributes).expect("state attributes serialise");
+    let (upgraded, d) =
+        input
+            .provider
+            .upgrade_resource_state(&input.type_name, prior.schema_version, &raw)?;
+    diags.extend(d);
+    let private = prior.private.clone().unwrap_or_default();
+    if !input.refresh {
+        return Ok((upgraded, private, None));
+    }
+    let read = input
+        .provider
+        .read_resource(&input.type_name, &upgraded, &private)?;
+    let errors = read.diagnostics.has_errors();
+    diags.extend(read.diagnostics);
+    if errors {
+        return Err(std::mem::take(diags));
+    }
+    let drift = if read.new_state.is_null() {
+        Some((Vec::new(), true))
+    } else if !objchange::values_equal(&upgraded, &read.new_state) {
+        Some((
+            display_changes(
+                block,
+                &upgraded,
+                &read.new_state,
+                &[],
+                &prior.sensitive_paths,
+            ),
+            false,
+        ))
+    } else {
+        None
+    };
+    Ok((read.new_state, read.private, drift))
+}
+
+pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
+    let schema = input.provider.schema();
+    let Some(s) = schema.resources.get(&input.type_name) else {
+        return NodeOutput::failed(
+            err(format!(
+                "provider {} has no resource type {:?}",
+                input.provider_id, input.type_name
+            )),
+            None,
+        );
+    };
+    let block = &s.block;
+    let ty = block.implied_type();
+    let config = match conform(block, &input.config) {
+        Ok(c) => c,
+        Err(d) => return NodeOutput::failed(d, None),
+    };
+    let mut diags = match input
+        .provider
+        .validate_resource_config(&input.type_name, &config)
+    {
+        Ok(d) => d,
+        Err(d) => return NodeOutput::failed(d, None),
+    };
+    if diags.has_errors() {
+        return NodeOutput::failed(diags, None);
+    }
+
+    // The current object, upgraded to the provider's schema and refreshed.
+    let (prior, prior_private, drift, tainted) = match &input.prior {
+        Some(p) => match current_object(input, block, p, &mut diags) {
+            Ok((v, private, drift)) => (v, private, drift, p.is_tainted()),
+            Err(d) => {
+                diags.extend(d);
+                return NodeOutput::failed(diags, None);
+            }
+        },
+        None => (Value::Null, Vec::new(), None, false),
+    };
+    let exists = !prior.is_null();
+
+    let config = if exists && !input.lifecycle.ignore_changes.is_empty() {
+        let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
+        objchange::apply_ignore_changes(&config, &prior, &paths)
+    } else {
+        config
+    };
+
+    let plan_prior = if tainted { Value::Null } else { prior.clone() };
+    let proposed = objchange::proposed_new(block, &plan_prior, &config);
+    let plan = match input.provider.plan_resource_change(PlanRequest {
+        type_name: &input.type_name,
+        prior_state: &plan_prior,
+        proposed_new_state: &proposed,
+        config: &config,
+        prior_private: &prior_private,
+    }) {
+        Ok(p) => p,
+        Err(d) => {
+            diags.extend(d);
+            return NodeOutput::failed(diags, None);
+        }
+    };
+    let plan_errors = plan.diagnostics.has_errors();
+    diags.extend(plan.diagnostics.clone());
+    if plan_errors {
+        return NodeOutput::failed(diags, None);
+    }
+    if let Err(d) = check_plan(
+        block,
+        &plan_prior,
+        &config,
+        &plan.planned_state,
+        plan.legacy_type_system,
+    ) {
+        diags.extend(d);
+        return NodeOutput::failed(diags, None);
+    }
+    let replace_paths = if exists && !tainted {
+        objchange::filter_requires_replace(&prior, &plan.planned_state, &plan.requires_replace)
+    } else {
+        Vec::new()
+    };
+    let cbd = input.lifecycle.create_before_destroy;
+    let action = if !exists {
+        Action::Create
+    } else if tainted || !replace_paths.is_empty() {
+        Action::Replace {
+            create_before_destroy: cbd,
+        }
+    } else if objchange::values_equal(&plan.planned_state, &prior) {
+        Action::NoOp
+    } else {
+        Action::Update
+    };
+    let changes = display_changes(
+        block,
+        &if tainted {
+            prior.clone()
+        } else {
+            plan_prior.clone()
+        },
+        &plan.planned_state,
+        &replace_paths,
+        &marked_sensitive(input),
+    );
+
+    if let Action::Replace { .. } = action {
+        if input.lifecycle.prevent_destroy {
+            diags.push(
+                Diagnostic::error("this change would replace the resource, but lifecycle.preventDestroy is set")
+                    .with_detail(format!(
+                        "Attributes forcing replacement: {}. Change the configuration back, or remove preventDestroy if replacing is intended.",
+                        replace_paths.iter().map(|p| value::render_path(p)).collect::<Vec<_>>().join(", ")
+                    )),
+            );
+            return NodeOutput::failed(diags, Some(action));
+        }
+    }
+
+    let mut out = NodeOutput {
+        action: Some(action),
+        changes,
+        commit: None,
+        drift: drift.clone(),
+        diagnostics: Diagnostics::new(),
+        ok: true,
+        elapsed: Default::default(),
+        deposed: input
+            .prior
+            .iter()
+            .flat_map(|p| p.deposed.iter().map(|d| d.key.clone()))
+            .collect(),
+    };
+    if input.mode == Mode::Plan {
+        out.diagnostics = diags;
+        return out;
+    }
+    // Old objects a create-before-destroy replace could not delete go first: the new record
+    // written below has room for none of them.
+    if let (false, Some(prior)) = (out.deposed.is_empty(), &input.prior) {
+        let gone = |g| report(NodeProgress::DeposedGone(g));
+        if let Err(failed) = destroy_deposed(&*input.provider, prior, &gone, &mut diags) {
+            out.ok = false;
+            out.deposed.retain(|k| !failed.contains(k));
+            out.diagnostics = diags;
+            return out;
+        }
+    }
+    if action != Action::NoOp {
+        report(NodeProgress::Applying(action));
+    }
+    if let Err(d) = realise_builds(input) {
+        diags.extend(d);
+        out.ok = false;
+        out.diagnostics = diags;
+        return out;
+    }
+
+    let result = match action {
+        Action::NoOp => {
+            // Nothing to apply; record the refreshed/upgraded object if it moved.
+            let stored_same = input.prior.as_ref().is_some_and(|p| {
+                p.schema_version == s.version
+                    && value::json::to_state_json(&prior, &ty)
+                        .map(|j| j == p.attributes)
+                        .unwrap_or(false)
+                    && p.private.clone().unwrap_or_default() == prior_private
+            });
+            if stored_same {
+                Ok(None)
+            } else {
+                record(
+                    input,
+                    block,
+                    &ty,
+                    &prior,
+                    &prior_private,
+                    s.version,
+                    ResourceKind::Managed,
+                )
+                .map(Some)
+                .map_err(|d| {
+                    diags.extend(d);
+                    None
+                })
+            }
+        }
+        Action::Create | Action::Update => apply_change(
+            input,
+            block,
+            &ty,
+            s.version,
+            &plan_prior,
+            &plan.planned_state,
+            &config,
+            &plan.planned_private,
+            &mut diags,
+        ),
+        Action::Replace {
+            create_before_destroy: false,
+        } => {
+            // Delete the old object first; record that before creating the new one.
+            match destroy_object(
+                &*input.provider,
+                &input.type_name,
+                &prior,
+                &prior_private,
+                &mut diags,
+            ) {
+                Ok(()) => report(NodeProgress::Commit(Box::new(Change::Remove(
+                    input.id.clone(),
+                )))),
+                Err(()) => {
+                    out.ok = false;
+                    out.diagnostics = diags;
+                    return out;
+                }
+            }
+            create_fresh(
+                input,
+                block,
+                &ty,
+                s.version,
+                &config,
+                &plan.planned_private,
+                &mut diags,
+            )
+        }
+        Action::Replace {
+            create_before_destroy: true,
+        } => {
+            let created = create_fresh(
+                input,
+                block,
+                &ty,
+                s.version,
+                &config,
+                &plan.planned_private,
+                &mut diags,
+            );
+            match created {
+                Ok(Some(mut new_record)) => {
+                    // The old object is deposed until it is destroyed.
+                    let old_attrs = value::json::to_state_json(&prior, &ty).unwrap_or(Json::Null);
+                    new_record.deposed.push(DeposedObject::new(
+                        "deposed-0",
+                        old_attrs,
+                        (!prior_private.is_empty()).then(|| prior_private.clone()),
+                        s.version,
+                    ));
+                    report(NodeProgress::Commit(Box::new(Change::Put(
+                        new_record.clone(),
+                    ))));
+                    if destroy_object(
+                        &*input.provider,
+                        &input.type_name,
+                        &prior,
+                        &prior_private,
+                        &mut diags,
+                    )
+                    .is_ok()
+                    {
+                        new_record.deposed.clear();
+                    }
+                    Ok(Some(new_record))
+                }
+                other => other,
+            }
+        }
+        Action::Delete | Action::Read | Action::Forget | Action::Recreate => {
+            unreachable!("not planned for a configured resource of a provider with schemas")
+        }
+    };
+    match result {
+        Ok(commit) => out.commit = commit.map(Change::Put),
+        Err(partial) => {
+            out.ok = false;
+            out.commit = partial.map(|r| Change::Put(*r));
+        }
+    }
+    if diags.has_errors() {
+        out.ok = false;
+    }
+    out.diagnostics = diags;
+    out
+}
+
+/// Checks a plan the way OpenTofu does; with the legacy SDK type system problems are warnings.
+pub(super) fn check_plan(
+    block: &Block,
+    prior: &Value,
+    config: &Value,
+    planned: &Value,
+    legacy: bool,
+) -> Result<(), Diagnostics> {
+    let problems = objchange::assert_plan_valid(block, prior, config, planned);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    if legacy {
+        for p in problems {
+            log::debug!("provider produced an invalid plan (tolerated for the legacy SDK): {p}");
+        }
+        return Ok(());
+    }
+    Err(Diagnostics(
+        problems
+            .into_iter()
+            .map(|p| {
+                Diagnostic::error("provider produced an invalid plan").with_detail(format!(
+                    "{p}\nThis is a bug in the provider; please report it to its authors."
+                ))
+            })
+            .collect(),
+    ))
+}
+
+/// The outcome of applying a change: `Ok(Some(record))` on success (`Ok(None)`: nothing to
+/// record); `Err(partial)` on failure, with the partial object the provider returned, if any
+/// (a failed create is recorded as tainted).
+pub(super) type Applied = Result<Option<ResourceState>, Option<Box<ResourceState>>>;
+
+/// Applies a create or update.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn apply_change(
+    input: &NodeInput,
+    block: &Block,
+    ty: &Type,
+    version: i64,
+    prior: &Value,
+    planned: &Value,
+    config: &Value,
+    planned_private: &[u8],
+    diags: &mut Diagnostics,
+) -> Applied {
+    if !config.is_known() {
+        diags.push(Diagnostic::error(
+            "configuration still has unknown values at apply time (internal error)",
+        ));
+        return Err(None);
+    }
+    let resp = match input.provider.apply_resource_change(ApplyRequest {
+        type_name: &input.type_name,
+        prior_state: prior,
+        planned_state: planned,
+        config,
+        planned_private,
+    }) {
+        Ok(r) => r,
+        Err(d) => {
+            diags.extend(d);
+            return Err(None);
+        }
+    };
+    let failed = resp.diagnostics.has_errors();
+    diags.extend(resp.diagnostics);
+    if resp.new_state.is_null() {
+        if !failed {
+            diags.push(Diagnostic::error(
+                "provider returned no object after apply (a bug in the provider)",
+            ));
+        }
+        return Err(None);
+    }
+    let mut new_state = resp.new_state;
+    if !new_state.is_known() {
+        diags.push(Diagnostic::error("provider returned unknown values after apply (a bug in the provider); they are recorded as null"));
+        new_state = unknowns_to_null(new_state);
+    }
+    if !failed {
+        let problems = objchange::assert_object_compatible(block, planned, &new_state);
+        for p in problems {
+            if resp.legacy_type_system {
+                log::debug!(
+                    "provider produced an inconsistent result (tolerated for the legacy SDK): {p}"
+                );
+            } else {
+                diags.push(
+                    Diagnostic::error("provider produced an inconsistent result after apply")
+                        .with_detail(format!("{p}\nThis is a bug in the provider.")),
+                );
+            }
+        }
+    }
+    let mut rec = match record(
+        input,
+        block,
+        ty,
+        &new_state,
+        &resp.private,
+        version,
+        ResourceKind::Managed,
+    ) {
+        Ok(r) => r,
+        Err(d) => {
+            diags.extend(d);
+            return Err(None);
+        }
+    };
+    if diags.has_errors() {
+        if prior.is_null() {
+            rec.status = ResourceStatus::Tainted;
+        }
+        return Err(Some(Box::new(rec)));
+    }
+    Ok(Some(rec))
+}
+
+/// Plans and applies a create with no prior object (second half of a replace).
+pub(super) fn create_fresh(
+    input: &NodeInput,
+    block: &Block,
+    ty: &Type,
+    version: i64,
+    config: &Value,
+    first_private: &[u8],
+    diags: &mut Diagnostics,
+) -> Applied {
+    let proposed = objchange::proposed_new(block, &Value::Null, config);
+    let plan = match input.provider.plan_resource_change(PlanRequest {
+        type_name: &input.type_name,
+        prior_state: &Value::Null,
+        proposed_new_state: &proposed,
+        config,
+        prior_private: first_private,
+    }) {
+        Ok(p) => p,
+        Err(d) => {
+            diags.extend(d);
+            return Err(None);
+        }
+    };
+    if plan.diagnostics.has_errors() {
+        diags.extend(plan.diagnostics);
+        return Err(None);
+    }
+    apply_change(
+        input,
+        block,
+        ty,
+        version,
+        &Value::Null,
+        &plan.planned_state,
+        config,
+        &plan.planned_private,
+        diags,
+    )
+}
+
+/// Refreshes the stored object: `Ok(None)` if unchanged, `Ok(Some(change))` otherwise.
+pub fn refresh(
+    provider: &dyn Provider,
+    state: &ResourceState,
+) -> Result<(Option<Change>, Vec<AttrChange>, bool), Diagnostics> {
+    let schema = provider.schema();
+    let s = schema.resources.get(&state.type_name).ok_or_else(|| {
+        err(format!(
+            "provider has no resource type {:?}",
+            state.type_name
+        ))
+    })?;
+    let ty = s.block.implied_type();
+    let raw = serde_json::to_vec(&state.attributes).expect("state attributes serialise");
+    let (current, _) =
+        provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
+    let private = state.private.clone().unwrap_or_default();
+    let read = provider.read_resource(&state.type_name, &current, &private)?;
+    if read.diagnostics.has_errors() {
+        return Err(read.diagnostics);
+    }
+    if read.new_state.is_null() {
+        return Ok((Some(Change::Remove(state.id.clone())), Vec::new(), true));
+    }
+    let attributes =
+        value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
+    let new_private = (!read.private.is_empty()).then_some(read.private.clone());
+    let changes = display_changes(
+        &s.block,
+        &current,
+        &read.new_state,
+        &[],
+        &state.sensitive_paths,
+    );
+    if attributes == state.attributes
+        && new_private == state.private
+        && state.schema_version == s.version
+    {
+        return Ok((None, Vec::new(), false));
+    }
+    let mut rec = state.clone();
+    rec.attributes = attributes;
+    rec.private = new_private;
+    rec.schema_version = s.version;
+    // What the schema marks now, plus what the record marked before (values set from secrets
+    // stay secret when the object is read again).
+    let mut paths: Vec<Json> = s
+        .block
+        .sensitive_paths(&read.new_state)
+        .iter()
+        .map(|p| path_json(p))
+        .collect();
+    for p in &state.sensitive_paths {
+        if !paths.contains(p) {
+            paths.push(p.clone());
+        }
+    }
+    rec.sensitive_paths = paths;
+    crate::secrets::remember_state_record(&rec);
+    Ok((Some(Change::Put(rec)), changes, false))
+}
+
+pub(super) fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {
+    let mut out = Vec::new();
+    for p in ignore {
+        match p {
+            IgnorePath::All => {
+                for (name, attr) in &block.attributes {
+                    if attr.optional || attr.required {
+                        out.push(vec![PathStep::Attr(name.clone())]);
+                    }
+                }
+                for name in block.block_types.keys() {
+                    out.push(vec![PathStep::Attr(name.clone())]);
+                }
+            }
+            IgnorePath::Path(steps) => out.push(crate::ir::value_path(steps)),
+        }
+    }
+    out
+}
+
+/// Replaces unknown values (a provider bug after apply) by null, as OpenTofu does.
+pub(super) fn unknowns_to_null(value: Value) -> Value {
+    match value {
+        Value::Unknown => Value::Null,
+        Value::List(items) => Value::List(items.into_iter().map(unknowns_to_null).collect()),
+        Value::Map(m) => Value::Map(
+            m.into_iter()
+                .map(|(k, v)| (k, unknowns_to_null(v)))
+                .collect(),
+        ),
+        Value::Dynamic { ty, value } => Value::Dynamic {
+            ty,
+            value: Box::new(unknowns_to_null(*value)),
+        },
+        other => other,
+    }
+}

@@ -1,0 +1,257 @@
+//! One resource's turn: plan it, and in apply mode carry the change out with its provider.
+//!
+//! Runs on a worker thread. Owns the per-resource protocol sequence (conform the config to the
+//! schema, validate, upgrade and refresh stored state, ProposedNew, plan, filter
+//! requires_replace, pick the action, apply, check the result) and turns results into state
+//! changes. Every state change is handed back to the owner thread (progress reports for the
+//! intermediate steps of a replace), which records it; nothing here touches the store. The turn
+//! of a resource whose provider has no schemas is `untyped`'s.
+
+mod data;
+mod delete;
+mod managed;
+mod record;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value as Json;
+
+use super::events::{Action, AttrChange, Event};
+use super::Mutation;
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::{IgnorePath, Lifecycle, NodeKind};
+use crate::objchange;
+use crate::provider::{ApplyRequest, Capabilities, PlanRequest, Provider};
+use crate::schema::Block;
+use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
+use crate::value::{self, PathStep, Type, Value};
+
+use self::data::*;
+pub use self::delete::destroy;
+use self::delete::*;
+pub use self::managed::refresh;
+use self::managed::*;
+pub use self::record::display_changes;
+use self::record::*;
+
+/// Plan only, or plan and apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Decide the action, change nothing.
+    Plan,
+    /// Carry the change out, with the permission to.
+    Apply(Mutation),
+}
+
+impl Mode {
+    /// Whether changes are carried out.
+    pub fn applies(self) -> bool {
+        matches!(self, Mode::Apply(_))
+    }
+}
+
+/// Everything a worker needs for one resource, prepared by the owner.
+pub struct NodeInput {
+    pub id: String,
+    pub kind: NodeKind,
+    pub type_name: String,
+    pub provider_id: String,
+    pub provider_source: String,
+    pub provider: Arc<dyn Provider>,
+    /// What the provider's kind can do: without schemas the turn is `untyped`'s.
+    pub capabilities: Capabilities,
+    /// The configuration with references resolved; unknown where not yet known (plan only).
+    pub config: Value,
+    /// Build outputs to realise before apply: (path, drv path).
+    pub builds: Vec<(String, Option<String>)>,
+    /// Top-level attributes set from sensitive outputs: recorded as sensitive.
+    pub sensitive_inputs: Vec<String>,
+    pub prior: Option<ResourceState>,
+    pub lifecycle: Lifecycle,
+    pub dependencies: Vec<String>,
+    pub mode: Mode,
+    pub refresh: bool,
+    pub build: bool,
+}
+
+/// What a worker reports before it is done.
+pub enum NodeProgress {
+    /// The plan is made and the change is about to be carried out.
+    Applying(Action),
+    /// A state change that must be recorded now (e.g. the old object of a replace is gone).
+    Commit(Box<Change>),
+    /// A deposed object was deleted: record the resource without it now.
+    DeposedGone(DeposedGone),
+}
+
+/// A deposed object deleted: its key, the record without it, and how long the delete took.
+pub struct DeposedGone {
+    pub key: String,
+    pub record: Box<ResourceState>,
+    pub took: std::time::Duration,
+}
+
+impl DeposedGone {
+    /// The `finished` event that reports it, and the state change that records it.
+    pub fn into_event_and_change(self, phase: u32) -> (Event, Change) {
+        let event = Event::Finished {
+            phase,
+            id: self.record.id.clone(),
+            action: Action::Delete,
+            duration: self.took,
+            deposed: Some(self.key),
+        };
+        (event, Change::Put(*self.record))
+    }
+}
+
+/// The result of one resource's turn.
+pub struct NodeOutput {
+    /// The decided action (None if it failed before deciding).
+    pub action: Option<Action>,
+    /// Changed attributes, for display.
+    pub changes: Vec<AttrChange>,
+    /// The final state change to record (none for plan mode or a no-op with nothing new).
+    pub commit: Option<Change>,
+    /// Refresh found the stored object different: (changes, gone).
+    pub drift: Option<Drift>,
+    /// Warnings and errors.
+    pub diagnostics: Diagnostics,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// How long the provider work took.
+    pub elapsed: std::time::Duration,
+    /// Keys of deposed objects planned for destruction (plan) or destroyed (apply).
+    pub deposed: Vec<String>,
+}
+
+impl NodeOutput {
+    pub(super) fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Self {
+        NodeOutput {
+            action,
+            changes: Vec::new(),
+            commit: None,
+            drift: None,
+            diagnostics,
+            ok: false,
+            elapsed: Default::default(),
+            deposed: Vec::new(),
+        }
+    }
+}
+
+/// Runs one resource's turn.
+pub fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
+    let started = Instant::now();
+    let id = input.id.clone();
+    let mut out = match input.kind {
+        NodeKind::Data => run_data(&input, report),
+        NodeKind::Managed if input.capabilities.schemas => run_managed(&input, report),
+        NodeKind::Managed => super::untyped::run_managed(&input, report),
+    };
+    out.diagnostics = std::mem::take(&mut out.diagnostics).for_resource(&id);
+    out.elapsed = started.elapsed();
+    out
+}
+
+fn err(summary: impl Into<String>) -> Diagnostics {
+    Diagnostic::error(summary).into()
+}
+
+fn conform(block: &Block, config: &Value) -> Result<Value, Diagnostics> {
+    block.conform_config(config).map_err(|errors| {
+        Diagnostics(
+            errors
+                .into_iter()
+                .map(|e| {
+                    Diagnostic::error(format!("invalid configuration: {}", e.message)).at(e.path)
+                })
+                .collect(),
+        )
+    })
+}
+
+pub(super) fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
+    if !input.mode.applies() || !input.build {
+        return Ok(());
+    }
+    for (path, drv) in &input.builds {
+        crate::nixeval::realise(path, drv.as_deref())
+            .map_err(|e| err(format!("could not realise build output {path}: {e}")))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::Attribute;
+
+    fn block() -> Block {
+        Block {
+            attributes: [
+                ("from".to_string(), Attribute::required(Type::String)),
+                ("endpoint".to_string(), Attribute::computed(Type::String)),
+                ("note".to_string(), Attribute::optional(Type::String)),
+            ]
+            .into(),
+            ..Block::default()
+        }
+    }
+
+    fn obj(from: &str, endpoint: Value) -> Value {
+        Value::Map(
+            [
+                ("from".to_string(), Value::String(from.into())),
+                ("endpoint".to_string(), endpoint),
+                ("note".to_string(), Value::Null),
+            ]
+            .into(),
+        )
+    }
+
+    #[test]
+    fn marked_paths_mask_both_sides_of_a_change() {
+        let before = obj("old-secret", Value::String("beta://old-secret".into()));
+        let after = obj("new-value", Value::Unknown);
+        let plain = display_changes(&block(), &before, &after, &[], &[]);
+        assert!(plain.iter().all(|c| !c.sensitive));
+        let marked = display_changes(&block(), &before, &after, &[], &[json!(["from"])]);
+        let from = marked
+            .iter()
+            .find(|c| render_path(&c.path) == "from")
+            .unwrap();
+        assert!(
+            from.sensitive,
+            "a prior value set from a secret stays masked"
+        );
+        let endpoint = marked
+            .iter()
+            .find(|c| render_path(&c.path) == "endpoint")
+            .unwrap();
+        assert!(!endpoint.sensitive);
+        assert!(overlaps(
+            &json!(["tags", "k"]),
+            &[PathStep::Attr("tags".into())]
+        ));
+        assert!(overlaps(
+            &json!(["net", 0]),
+            &[
+                PathStep::Attr("net".into()),
+                PathStep::Index(0),
+                PathStep::Attr("ip".into())
+            ]
+        ));
+        assert!(!overlaps(
+            &json!(["net", 1]),
+            &[PathStep::Attr("net".into()), PathStep::Index(0)]
+        ));
+    }
+
+    fn render_path(p: &[PathStep]) -> String {
+        value::render_path(p)
+    }
+}
