@@ -8,31 +8,7 @@ use std::time::Duration;
 use crate::diag::Diagnostic;
 use crate::value::{PathStep, Value};
 
-/// What happens (or would happen) to one resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case", rename_all_fields = "camelCase")]
-pub enum Action {
-    /// A new object.
-    Create,
-    /// An in-place change.
-    Update,
-    /// Delete then create (or create then delete).
-    Replace {
-        /// The new object is created before the old one is deleted.
-        create_before_destroy: bool,
-    },
-    /// The object goes away.
-    Delete,
-    /// The object leaves state but stays where it is: its provider cannot delete it.
-    Forget,
-    /// A new object is created and the old one forgotten: the provider can neither update nor
-    /// delete it.
-    Recreate,
-    /// Nothing changes.
-    NoOp,
-    /// A data source is read.
-    Read,
-}
+pub use crate::plan::Action;
 
 /// One changed attribute, as planned.
 #[derive(Debug, Clone, PartialEq)]

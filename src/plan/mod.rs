@@ -7,13 +7,16 @@
 //! (ApplyResourceChange, and a re-plan against the saved plan), each returning
 //! [`RuleViolation`]s that carry the attribute path; [`filter_requires_replace`];
 //! [`normalize_object_from_legacy_sdk`] (ReadResource); [`apply_ignore_changes`]; and the
-//! helpers that compare and list changes ([`values_equal`], [`diff`], [`diff_typed`]).
+//! helpers that compare and list changes ([`values_equal`], [`diff`], [`diff_typed`]); and
+//! the action choice ([`choose_action`]: one [`Action`] per resource, `preventDestroy`'s
+//! refusal included).
 //!
 //! Not: providers, state, disk or any other I/O; downgrading check failures to warnings for
 //! `legacy_type_system` (the caller does); rendering. Inputs are assumed to conform to the
 //! schema's implied type; where they do not, the functions degrade gracefully (a missing
 //! attribute reads as null) rather than panic.
 
+mod action;
 mod compatible;
 mod diff;
 mod ignore;
@@ -30,6 +33,7 @@ use std::fmt;
 
 use crate::value::{render_path, PathStep, Value};
 
+pub use action::{choose_action, Action, PlanFacts, ReplacementRefused};
 pub use compatible::assert_object_compatible;
 pub use diff::{diff, diff_typed, LeafDiff};
 pub use ignore::apply_ignore_changes;

@@ -51,32 +51,68 @@ pub(super) fn current_object(
     Ok((read.new_state, read.private, drift))
 }
 
+/// A managed resource planned: what the apply half of its turn needs.
+pub(super) struct Planned<'a> {
+    schema: &'a crate::schema::Schema,
+    ty: Type,
+    config: Value,
+    prior: Value,
+    prior_private: Vec<u8>,
+    plan_prior: Value,
+    plan: crate::provider::PlanResponse,
+    action: Action,
+    diags: Diagnostics,
+    out: NodeOutput,
+}
+
+/// One managed resource's turn (its provider has schemas): plan it, and in apply mode carry
+/// the change out.
 pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
+    let planned = match plan_managed(input) {
+        Ok(p) => p,
+        Err(out) => return *out,
+    };
+    if !input.mode.applies() {
+        let mut out = planned.out;
+        out.diagnostics = planned.diags;
+        return out;
+    }
+    apply_managed(input, planned, report)
+}
+
+/// A failed turn's output, boxed (it is the large side of `plan_managed`'s result).
+fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Box<NodeOutput> {
+    Box::new(NodeOutput::failed(diagnostics, action))
+}
+
+/// The plan half of a managed resource's turn: conform, validate, the current object, the
+/// provider's plan, the checks on it and the action. Fails with the output to report.
+fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     let schema = input.provider.schema();
     let Some(s) = schema.resources.get(&input.type_name) else {
-        return NodeOutput::failed(
+        return Err(failed(
             err(format!(
                 "provider {} has no resource type {:?}",
                 input.provider_id, input.type_name
             )),
             None,
-        );
+        ));
     };
     let block = &s.block;
     let ty = block.implied_type();
     let config = match conform(block, &input.config) {
         Ok(c) => c,
-        Err(d) => return NodeOutput::failed(d, None),
+        Err(d) => return Err(failed(d, None)),
     };
     let mut diags = match input
         .provider
         .validate_resource_config(&input.type_name, &config)
     {
         Ok(d) => d,
-        Err(d) => return NodeOutput::failed(d, None),
+        Err(d) => return Err(failed(d, None)),
     };
     if diags.has_errors() {
-        return NodeOutput::failed(diags, None);
+        return Err(failed(diags, None));
     }
 
     // The current object, upgraded to the provider's schema and refreshed.
@@ -85,7 +121,7 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
             Ok((v, private, drift)) => (v, private, drift, p.is_tainted()),
             Err(d) => {
                 diags.extend(d);
-                return NodeOutput::failed(diags, None);
+                return Err(failed(diags, None));
             }
         },
         None => (Value::Null, Vec::new(), None, false),
@@ -111,13 +147,13 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
         Ok(p) => p,
         Err(d) => {
             diags.extend(d);
-            return NodeOutput::failed(diags, None);
+            return Err(failed(diags, None));
         }
     };
     let plan_errors = plan.diagnostics.has_errors();
     diags.extend(plan.diagnostics.clone());
     if plan_errors {
-        return NodeOutput::failed(diags, None);
+        return Err(failed(diags, None));
     }
     if let Err(d) = check_plan(
         block,
@@ -127,24 +163,27 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
         plan.legacy_type_system,
     ) {
         diags.extend(d);
-        return NodeOutput::failed(diags, None);
+        return Err(failed(diags, None));
     }
     let replace_paths = if exists && !tainted {
         objchange::filter_requires_replace(&prior, &plan.planned_state, &plan.requires_replace)
     } else {
         Vec::new()
     };
-    let cbd = input.lifecycle.create_before_destroy;
-    let action = if !exists {
-        Action::Create
-    } else if tainted || !replace_paths.is_empty() {
-        Action::Replace {
-            create_before_destroy: cbd,
+    let chosen = objchange::choose_action(objchange::PlanFacts {
+        exists,
+        tainted,
+        replace_paths: &replace_paths,
+        unchanged: objchange::values_equal(&plan.planned_state, &prior),
+        create_before_destroy: input.lifecycle.create_before_destroy,
+        prevent_destroy: input.lifecycle.prevent_destroy,
+    });
+    let action = match chosen {
+        Ok(action) => action,
+        Err(refused) => {
+            diags.push(Diagnostic::error(refused.to_string()).with_detail(refused.advice()));
+            return Err(failed(diags, Some(refused.action)));
         }
-    } else if objchange::values_equal(&plan.planned_state, &prior) {
-        Action::NoOp
-    } else {
-        Action::Update
     };
     let changes = display_changes(
         block,
@@ -158,20 +197,7 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
         &marked_sensitive(input),
     );
 
-    if let Action::Replace { .. } = action {
-        if input.lifecycle.prevent_destroy {
-            diags.push(
-                Diagnostic::error("this change would replace the resource, but lifecycle.preventDestroy is set")
-                    .with_detail(format!(
-                        "Attributes forcing replacement: {}. Change the configuration back, or remove preventDestroy if replacing is intended.",
-                        replace_paths.iter().map(|p| value::render_path(p)).collect::<Vec<_>>().join(", ")
-                    )),
-            );
-            return NodeOutput::failed(diags, Some(action));
-        }
-    }
-
-    let mut out = NodeOutput {
+    let out = NodeOutput {
         action: Some(action),
         changes,
         commit: None,
@@ -185,10 +211,40 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
             .flat_map(|p| p.deposed.iter().map(|d| d.key.clone()))
             .collect(),
     };
-    if input.mode == Mode::Plan {
-        out.diagnostics = diags;
-        return out;
-    }
+    Ok(Planned {
+        schema: s,
+        ty,
+        config,
+        prior,
+        prior_private,
+        plan_prior,
+        plan,
+        action,
+        diags,
+        out,
+    })
+}
+
+/// The apply half of a managed resource's turn: deposed objects first, then the planned
+/// action carried out and its result checked and recorded.
+fn apply_managed(
+    input: &NodeInput,
+    planned: Planned<'_>,
+    report: &dyn Fn(NodeProgress),
+) -> NodeOutput {
+    let Planned {
+        schema: s,
+        ty,
+        config,
+        prior,
+        prior_private,
+        plan_prior,
+        plan,
+        action,
+        mut diags,
+        mut out,
+    } = planned;
+    let block = &s.block;
     // Old objects a create-before-destroy replace could not delete go first: the new record
     // written below has room for none of them.
     if let (false, Some(prior)) = (out.deposed.is_empty(), &input.prior) {
@@ -211,34 +267,7 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
     }
 
     let result = match action {
-        Action::NoOp => {
-            // Nothing to apply; record the refreshed/upgraded object if it moved.
-            let stored_same = input.prior.as_ref().is_some_and(|p| {
-                p.schema_version == s.version
-                    && value::json::to_state_json(&prior, &ty)
-                        .map(|j| j == p.attributes)
-                        .unwrap_or(false)
-                    && p.private.clone().unwrap_or_default() == prior_private
-            });
-            if stored_same {
-                Ok(None)
-            } else {
-                record(
-                    input,
-                    block,
-                    &ty,
-                    &prior,
-                    &prior_private,
-                    s.version,
-                    ResourceKind::Managed,
-                )
-                .map(Some)
-                .map_err(|d| {
-                    diags.extend(d);
-                    None
-                })
-            }
-        }
+        Action::NoOp => record_if_moved(input, s, &ty, &prior, &prior_private, &mut diags),
         Action::Create | Action::Update => apply_change(
             input,
             block,
@@ -283,43 +312,20 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
         Action::Replace {
             create_before_destroy: true,
         } => {
-            let created = create_fresh(
+            let old = Recorded {
+                schema: s,
+                ty: &ty,
+                value: &prior,
+                private: &prior_private,
+            };
+            replace_create_first(
                 input,
-                block,
-                &ty,
-                s.version,
+                old,
                 &config,
                 &plan.planned_private,
                 &mut diags,
-            );
-            match created {
-                Ok(Some(mut new_record)) => {
-                    // The old object is deposed until it is destroyed.
-                    let old_attrs = value::json::to_state_json(&prior, &ty).unwrap_or(Json::Null);
-                    new_record.deposed.push(DeposedObject::new(
-                        "deposed-0",
-                        old_attrs,
-                        (!prior_private.is_empty()).then(|| prior_private.clone()),
-                        s.version,
-                    ));
-                    report(NodeProgress::Commit(Box::new(Change::Put(
-                        new_record.clone(),
-                    ))));
-                    if destroy_object(
-                        &*input.provider,
-                        &input.type_name,
-                        &prior,
-                        &prior_private,
-                        &mut diags,
-                    )
-                    .is_ok()
-                    {
-                        new_record.deposed.clear();
-                    }
-                    Ok(Some(new_record))
-                }
-                other => other,
-            }
+                report,
+            )
         }
         Action::Delete | Action::Read | Action::Forget | Action::Recreate => {
             unreachable!("not planned for a configured resource of a provider with schemas")
@@ -597,6 +603,94 @@ pub(super) fn unknowns_to_null(value: Value) -> Value {
             ty,
             value: Box::new(unknowns_to_null(*value)),
         },
+        other => other,
+    }
+}
+
+/// A stored object as the apply half sees it: its schema, its type, its (upgraded, refreshed)
+/// value and its private bytes.
+#[derive(Clone, Copy)]
+pub(super) struct Recorded<'a> {
+    schema: &'a crate::schema::Schema,
+    ty: &'a Type,
+    value: &'a Value,
+    private: &'a Vec<u8>,
+}
+
+/// A no-op: nothing to apply, but the refreshed or upgraded object is recorded if it moved.
+fn record_if_moved(
+    input: &NodeInput,
+    s: &crate::schema::Schema,
+    ty: &Type,
+    prior: &Value,
+    prior_private: &[u8],
+    diags: &mut Diagnostics,
+) -> Applied {
+    let stored_same = input.prior.as_ref().is_some_and(|p| {
+        p.schema_version == s.version
+            && value::json::to_state_json(prior, ty)
+                .map(|j| j == p.attributes)
+                .unwrap_or(false)
+            && p.private.clone().unwrap_or_default() == prior_private
+    });
+    if stored_same {
+        return Ok(None);
+    }
+    record(
+        input,
+        &s.block,
+        ty,
+        prior,
+        prior_private,
+        s.version,
+        ResourceKind::Managed,
+    )
+    .map(Some)
+    .map_err(|d| {
+        diags.extend(d);
+        None
+    })
+}
+
+/// A create-before-destroy replacement: the new object first, recorded with the old one
+/// deposed, then the old one deleted (it stays deposed if that fails).
+fn replace_create_first(
+    input: &NodeInput,
+    old: Recorded<'_>,
+    config: &Value,
+    planned_private: &[u8],
+    diags: &mut Diagnostics,
+    report: &dyn Fn(NodeProgress),
+) -> Applied {
+    let (s, ty, prior, prior_private) = (old.schema, old.ty, old.value, old.private);
+    let block = &s.block;
+    let created = create_fresh(input, block, ty, s.version, config, planned_private, diags);
+    match created {
+        Ok(Some(mut new_record)) => {
+            // The old object is deposed until it is destroyed.
+            let old_attrs = value::json::to_state_json(prior, ty).unwrap_or(Json::Null);
+            new_record.deposed.push(DeposedObject::new(
+                "deposed-0",
+                old_attrs,
+                (!prior_private.is_empty()).then(|| prior_private.clone()),
+                s.version,
+            ));
+            report(NodeProgress::Commit(Box::new(Change::Put(
+                new_record.clone(),
+            ))));
+            if destroy_object(
+                &*input.provider,
+                &input.type_name,
+                prior,
+                prior_private,
+                diags,
+            )
+            .is_ok()
+            {
+                new_record.deposed.clear();
+            }
+            Ok(Some(new_record))
+        }
         other => other,
     }
 }
