@@ -9,14 +9,9 @@ impl Engine<'_> {
     pub(super) fn emit_orphans(&mut self, ir: &Ir, state: &StateFile, phase: u32) {
         for id in orphans(ir, state) {
             if let Some(r) = state.get(&id).filter(|r| r.is_managed()) {
-                self.sink.event(Event::Planned {
-                    phase,
-                    id: id.clone(),
-                    type_name: r.type_name.clone(),
-                    action: removal(ir, r),
-                    changes: Vec::new(),
-                    deposed: None,
-                });
+                let action = removal(ir, r);
+                let event = Event::planned_removal(phase, &id, &r.type_name, action, None);
+                self.sink.event(event);
             }
         }
     }
@@ -137,11 +132,7 @@ impl Engine<'_> {
         &mut self,
         confirm: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Report, EngineError> {
-        let mut holder = self.open_state(true)?;
-        let done = self.watch_interrupts();
-        let result = self.destroy_inner(&mut *holder, confirm, Mutation::granted());
-        done.store(true, Ordering::SeqCst);
-        close_after(holder, result)
+        self.mutating(|engine, store, mutation| engine.destroy_inner(store, confirm, mutation))
     }
 
     pub(super) fn destroy_inner(
@@ -198,14 +189,9 @@ impl Engine<'_> {
         }
         for id in &ids {
             let r = state.get(id).expect("in state");
-            self.sink.event(Event::Planned {
-                phase: 1,
-                id: id.clone(),
-                type_name: r.type_name.clone(),
-                action: removal(&ir, r),
-                changes: Vec::new(),
-                deposed: None,
-            });
+            let action = removal(&ir, r);
+            let event = Event::planned_removal(1, id, &r.type_name, action, None);
+            self.sink.event(event);
         }
         if ids.is_empty() {
             return Ok(Report::default());

@@ -151,6 +151,27 @@ impl Timing {
     }
 }
 
+impl Event {
+    /// The planned removal of a recorded object (`deposed`: one of its deposed objects): a
+    /// delete, or a forget when its provider cannot delete. Removals show no attribute changes.
+    pub fn planned_removal(
+        phase: u32,
+        id: &str,
+        type_name: &str,
+        action: Action,
+        deposed: Option<String>,
+    ) -> Event {
+        Event::Planned {
+            phase,
+            id: id.to_string(),
+            type_name: type_name.to_string(),
+            action,
+            changes: Vec::new(),
+            deposed,
+        }
+    }
+}
+
 /// Receives events.
 pub trait Sink {
     /// Handles one event.

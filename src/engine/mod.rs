@@ -201,6 +201,19 @@ impl<'s> Engine<'s> {
         }
     }
 
+    /// The frame of a command that changes things: the state locked, Ctrl-C forwarded to the
+    /// providers, the mutation capability granted to `run`, and the state closed after it.
+    fn mutating(
+        &mut self,
+        run: impl FnOnce(&mut Self, &mut dyn LockedStore, Mutation) -> Result<Report, EngineError>,
+    ) -> Result<Report, EngineError> {
+        let mut store = self.open_state(true)?;
+        let done = self.watch_interrupts();
+        let result = run(self, &mut *store, Mutation::granted());
+        done.store(true, Ordering::SeqCst);
+        close_after(store, result)
+    }
+
     /// The state for this run: locked for writing (`write`), else an in-memory copy of it.
     fn open_state(&self, write: bool) -> Result<Box<dyn LockedStore>, EngineError> {
         if write {

@@ -167,11 +167,7 @@ impl Engine<'_> {
         &mut self,
         confirm: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Report, EngineError> {
-        let mut holder = self.open_state(true)?;
-        let done = self.watch_interrupts();
-        let result = self.apply_phases(&mut *holder, confirm, Mutation::granted());
-        done.store(true, Ordering::SeqCst);
-        close_after(holder, result)
+        self.mutating(|engine, store, mutation| engine.apply_phases(store, confirm, mutation))
     }
 
     pub(super) fn apply_phases(
@@ -482,14 +478,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 self.staleness.outputs_changed(&id);
             }
             for key in &out.deposed {
-                self.sink.event(Event::Planned {
-                    phase: self.phase,
-                    id: id.clone(),
-                    type_name: type_name.clone(),
-                    action: Action::Delete,
-                    changes: Vec::new(),
-                    deposed: Some(key.clone()),
-                });
+                let deposed = Some(key.clone());
+                let event =
+                    Event::planned_removal(self.phase, &id, &type_name, Action::Delete, deposed);
+                self.sink.event(event);
             }
         }
         match self.mode {

@@ -55,23 +55,13 @@ impl Engine<'_> {
                 .get(pid, decl)
                 .map_err(EngineError::Diagnostics)?;
             let block = provider.schema().provider.block.clone();
-            match block.conform_config(&resolved.value) {
+            match node::conform_config(&block, &resolved.value, &format!("provider {pid}: ")) {
                 Ok(config) => {
                     if let Err(d) = self.providers.configure(pid, &config) {
                         diags.extend(d);
                     }
                 }
-                Err(errors) => {
-                    for e in errors {
-                        diags.push(
-                            Diagnostic::error(format!(
-                                "provider {pid}: invalid configuration: {}",
-                                e.message
-                            ))
-                            .at(e.path),
-                        );
-                    }
-                }
+                Err(d) => diags.extend(d),
             }
         }
         if diags.has_errors() {

@@ -25,12 +25,8 @@ impl Engine<'_> {
                 .get(pid, decl)
                 .map_err(EngineError::Diagnostics)?;
             let resolved = resolve(&decl.config, &|_| Lookup::Pending);
-            match provider
-                .schema()
-                .provider
-                .block
-                .conform_config(&resolved.value)
-            {
+            let block = &provider.schema().provider.block;
+            match node::conform_config(block, &resolved.value, &format!("provider {pid}: ")) {
                 Ok(config) => match provider.validate_provider_config(&config) {
                     Ok(d) => all.extend(Diagnostics(
                         d.0.into_iter()
@@ -42,17 +38,7 @@ impl Engine<'_> {
                     )),
                     Err(d) => all.extend(d),
                 },
-                Err(errors) => {
-                    for e in errors {
-                        all.push(
-                            Diagnostic::error(format!(
-                                "provider {pid}: invalid configuration: {}",
-                                e.message
-                            ))
-                            .at(e.path),
-                        );
-                    }
-                }
+                Err(d) => all.extend(d),
             }
         }
         for node in ir.resources.iter().chain(ir.data.iter()) {
@@ -98,7 +84,7 @@ impl Engine<'_> {
                 );
                 continue;
             };
-            match block.conform_config(&resolved.value) {
+            match node::conform_config(block, &resolved.value, "") {
                 Ok(config) => {
                     let d = match node.kind {
                         NodeKind::Managed => {
@@ -110,15 +96,7 @@ impl Engine<'_> {
                         Ok(d) | Err(d) => all.extend(d.for_resource(&node.id)),
                     }
                 }
-                Err(errors) => {
-                    for e in errors {
-                        all.push(
-                            Diagnostic::error(format!("invalid configuration: {}", e.message))
-                                .at(e.path)
-                                .for_resource(&node.id),
-                        );
-                    }
-                }
+                Err(d) => all.extend(d.for_resource(&node.id)),
             }
         }
         Ok(all)

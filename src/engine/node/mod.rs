@@ -159,17 +159,28 @@ fn err(summary: impl Into<String>) -> Diagnostics {
     Diagnostic::error(summary).into()
 }
 
-fn conform(block: &Block, config: &Value) -> Result<Value, Diagnostics> {
+/// `config` conformed to `block`, or one diagnostic per problem at its path; `whose` starts
+/// each summary (e.g. `provider aws: `), the one place configurations are conformed.
+pub(super) fn conform_config(
+    block: &Block,
+    config: &Value,
+    whose: &str,
+) -> Result<Value, Diagnostics> {
     block.conform_config(config).map_err(|errors| {
         Diagnostics(
             errors
                 .into_iter()
                 .map(|e| {
-                    Diagnostic::error(format!("invalid configuration: {}", e.message)).at(e.path)
+                    Diagnostic::error(format!("{whose}invalid configuration: {}", e.message))
+                        .at(e.path)
                 })
                 .collect(),
         )
     })
+}
+
+fn conform(block: &Block, config: &Value) -> Result<Value, Diagnostics> {
+    conform_config(block, config, "")
 }
 
 pub(super) fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
