@@ -78,7 +78,8 @@ enum Message<P, R> {
 }
 
 /// Runs jobs `0..deps.len()`, where `deps[i]` lists the jobs `i` must wait for.
-// Long because it is the scheduler's one event loop; its arms share the ready set and in-flight counters.
+// Long because it is the scheduler's one event loop; its arms share the ready set and in-flight
+// counters.
 pub fn run<O, W>(
     owner: &mut O,
     worker: &W,

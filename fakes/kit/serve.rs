@@ -336,7 +336,8 @@ macro_rules! protocol_server {
         }
 
         /// Registers every method of the protocol, each calling `provider`.
-        // Long because it registers one handler per RPC, each a few lines of decode-call-encode; the list is the protocol's.
+        // Long because it registers one handler per RPC, each a few lines of decode-call-encode;
+        // the list is the protocol's.
         pub fn register_all(
             builder: ServiceBuilder,
             provider: Arc<dyn Provider>,

@@ -8,6 +8,8 @@ use super::*;
 
 impl Engine<'_> {
     /// Works out, for one evaluation, what runs now and what waits.
+    // Long because it is one pass whose steps feed each other in order (graph, cycles, targets,
+    // providers not yet configurable, readiness), each a few lines.
     pub(super) fn analyse<'ir>(
         &self,
         ir: &'ir Ir,

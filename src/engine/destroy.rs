@@ -135,6 +135,8 @@ impl Engine<'_> {
         self.mutating(|engine, store, mutation| engine.destroy_inner(store, confirm, mutation))
     }
 
+    // Long because it is the destroy command top to bottom: the set (targets), the preventDestroy
+    // guard, the plan events, confirmation, the deletes, the data sources.
     pub(super) fn destroy_inner(
         &mut self,
         holder: &mut dyn LockedStore,

@@ -20,6 +20,8 @@ impl Engine<'_> {
     }
 
     /// Plans and (in apply mode) applies the nodes of `analysis.run`.
+    // Long because it builds the phase's owner (index, dependencies, providers), runs the scheduler
+    // and folds the statuses back; split, a dozen locals would travel between the parts.
     pub(super) fn run_nodes(
         &mut self,
         ir: &Ir,
@@ -170,6 +172,8 @@ impl Engine<'_> {
         self.mutating(|engine, store, mutation| engine.apply_phases(store, confirm, mutation))
     }
 
+    // Long because it is the phase loop itself: its exits (phase limit, fixpoint, unresolved waits,
+    // failures, interruption) read best in one place.
     pub(super) fn apply_phases(
         &mut self,
         holder: &mut dyn LockedStore,
@@ -429,6 +433,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
     }
 
+    // Long because it has one branch per outcome of a turn (stale, failed, planned, applied), each
+    // sending its events.
     fn finish(&mut self, i: usize, out: NodeOutput) -> bool {
         let id = self.analysis.run[i].clone();
         let type_name = self.analysis.nodes[&id].node.type_name.clone();

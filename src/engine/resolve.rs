@@ -214,6 +214,7 @@ mod tests {
     use crate::ir::{DerivedInput, Ref};
 
     #[test]
+    // Long because it is one table of cases, each a few lines.
     fn refs_resolve_wait_or_fail() {
         let attrs =
             json!({"id": "a-1", "net": [{"ip": "10.0.0.1"}], "tags": {"env": "prod"}, "opt": null});

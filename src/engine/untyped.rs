@@ -45,6 +45,8 @@ fn remember_prior_secrets(input: &NodeInput) {
     }
 }
 
+// Long because it is the NixOps4 turn in sequence (inputs, the plan by comparison, create or
+// update, record), each step returning on failure.
 fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     // A tainted object is never left by this sequence (a failed create records nothing), but
     // a state written otherwise is honoured: it is re-created.

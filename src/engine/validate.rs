@@ -19,6 +19,14 @@ impl Engine<'_> {
             .collect();
         self.prepare_providers(&ir, holder.state(), &ids, false)?;
         all.extend(self.reference_problems(&ir));
+        all.extend(self.validate_provider_configs(&ir)?);
+        all.extend(self.validate_node_configs(&ir)?);
+        Ok(all)
+    }
+
+    /// Every provider's own check of its configuration (not configured).
+    fn validate_provider_configs(&mut self, ir: &Ir) -> Result<Diagnostics, EngineError> {
+        let mut all = Diagnostics::new();
         for (pid, decl) in &ir.providers {
             let provider = self
                 .providers
@@ -41,6 +49,13 @@ impl Engine<'_> {
                 Err(d) => all.extend(d),
             }
         }
+        Ok(all)
+    }
+
+    /// Every resource's and data source's configuration, conformed to its schema and checked
+    /// by its provider; resources of providers without schemas are checked on create instead.
+    fn validate_node_configs(&mut self, ir: &Ir) -> Result<Diagnostics, EngineError> {
+        let mut all = Diagnostics::new();
         for node in ir.resources.iter().chain(ir.data.iter()) {
             let decl = &ir.providers[&node.provider];
             if !Capabilities::of(&decl.kind).schemas {

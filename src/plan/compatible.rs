@@ -131,7 +131,8 @@ fn block_compatible(
     }
 }
 
-// Long because it has one case per type kind, in the order of OpenTofu's assertValueCompatible, so the two can be compared line by line.
+// Long because it has one case per type kind, in the order of OpenTofu's assertValueCompatible, so
+// the two can be compared line by line.
 fn value_compatible(
     planned: &Value,
     actual: &Value,

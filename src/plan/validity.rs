@@ -56,7 +56,8 @@ fn plan_valid_block(
     }
 }
 
-// Long because it has one case per nesting mode, in the order of OpenTofu's assertPlannedObjectValid, so the two can be compared line by line.
+// Long because it has one case per nesting mode, in the order of OpenTofu's
+// assertPlannedObjectValid, so the two can be compared line by line.
 fn plan_valid_nested_block(
     nb: &NestedBlock,
     prior: &Value,
@@ -248,7 +249,8 @@ fn plan_valid_value(
     };
     errs.push(at(path, msg));
 }
-// Long because it has one case per nesting mode, in the order of OpenTofu's assertPlannedObjectValid, so the two can be compared line by line.
+// Long because it has one case per nesting mode, in the order of OpenTofu's
+// assertPlannedObjectValid, so the two can be compared line by line.
 fn plan_valid_nested_object(
     obj: &NestedObject,
     prior: &Value,

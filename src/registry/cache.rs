@@ -115,7 +115,8 @@ impl Cache {
 
     /// Installs the verified zip at `zip` (whose unpacked `h1:` is `h1`) and returns the cached
     /// package. Safe to call concurrently for the same entry from threads and processes.
-    // Long because it is one sequence of checks on an untrusted archive, each guarding the next step.
+    // Long because it is one sequence of checks on an untrusted archive, each guarding the next
+    // step.
     pub(crate) fn install_zip(
         &self,
         subject: &Subject,

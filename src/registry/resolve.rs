@@ -327,7 +327,8 @@ fn not_found(
     }
 }
 
-// Long because it is the install sequence (lock, cache, fetch, verify, record) read top to bottom; each step's errors are handled where they happen.
+// Long because it is the install sequence (lock, cache, fetch, verify, record) read top to bottom;
+// each step's errors are handled where they happen.
 pub(crate) fn install(
     source: &str,
     constraint: Option<&str>,

@@ -3,6 +3,8 @@
 #[allow(unused_imports)]
 use super::*;
 
+// Long because it is the data-source sequence (conform, validate, plan or read, check, record);
+// each step returns on failure.
 pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let schema = input.provider.schema();
     let Some(s) = schema.data_sources.get(&input.type_name) else {

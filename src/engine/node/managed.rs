@@ -87,6 +87,9 @@ fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Box<NodeOutput> {
 
 /// The plan half of a managed resource's turn: conform, validate, the current object, the
 /// provider's plan, the checks on it and the action. Fails with the output to report.
+// Long because it is OpenTofu's plan sequence for a managed resource (conform, validate, upgrade
+// and refresh, ignoreChanges, ProposedNew, plan, checks, action) in OpenTofu's order, each step
+// returning on failure.
 fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     let schema = input.provider.schema();
     let Some(s) = schema.resources.get(&input.type_name) else {
@@ -227,23 +230,17 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
 
 /// The apply half of a managed resource's turn: deposed objects first, then the planned
 /// action carried out and its result checked and recorded.
+// Long because it has one arm per planned action, after the deposed objects and the builds.
 fn apply_managed(
     input: &NodeInput,
     planned: Planned<'_>,
     report: &dyn Fn(NodeProgress),
 ) -> NodeOutput {
-    let Planned {
-        schema: s,
-        ty,
-        config,
-        prior,
-        prior_private,
-        plan_prior,
-        plan,
-        action,
-        mut diags,
-        mut out,
-    } = planned;
+    let (s, ty, action) = (planned.schema, planned.ty, planned.action);
+    let (config, plan) = (planned.config, planned.plan);
+    let (prior, prior_private) = (planned.prior, planned.prior_private);
+    let plan_prior = planned.plan_prior;
+    let (mut diags, mut out) = (planned.diags, planned.out);
     let block = &s.block;
     // Old objects a create-before-destroy replace could not delete go first: the new record
     // written below has room for none of them.
@@ -382,6 +379,7 @@ pub(super) type Applied = Result<Option<ResourceState>, Option<Box<ResourceState
 
 /// Applies a create or update.
 #[allow(clippy::too_many_arguments)]
+// Long because it is the apply call and the checks on its answer, in OpenTofu's order.
 pub(super) fn apply_change(
     input: &NodeInput,
     block: &Block,
