@@ -1,19 +1,22 @@
 //! Nivis: infrastructure as Nix code.
 //!
-//! The pipeline, one module per step:
+//! The pipeline, one module per step (docs/DESIGN.md has the module map):
 //!
-//! 1. [`nixeval`] evaluates the user's Nix plan with the outputs [`ledger`] and returns the IR.
+//! 1. [`nixeval`] evaluates the user's Nix plan with the outputs [`ledger`] and returns the IR
+//!    (behind `engine::Evaluator`).
 //! 2. [`ir`] parses and validates it (the one frozen contract between Nix and the executor).
 //! 3. [`graph`] orders resources by their references and finds cycles.
-//! 4. [`sched`] runs ready resources on worker threads, one owner thread recording results.
+//! 4. [`plan`] holds the rules OpenTofu applies around a provider's answers, as pure functions:
+//!    ProposedNew, plan validity, compatibility, ignoreChanges, the action choice.
 //! 5. [`provider`] is the interface to providers; [`plugin`] implements it for unmodified
-//!    tfplugin5/6 binaries (process, handshake, gRPC) and [`nixops4`] for NixOps4 resource
-//!    providers (JSON lines); [`value`] and [`schema`] encode values the way providers expect;
-//!    [`plan`] holds the plan rules OpenTofu applies.
-//! 6. [`state`] records every completed operation durably; the [`ledger`] hands new outputs to
-//!    the next Nix evaluation.
-//! 7. [`engine`] composes all of it into the phase loop that runs to a fixpoint; [`render`] and
-//!    [`cli`] are the user interface.
+//!    tfplugin5/6 binaries (handshake, gRPC) and [`nixops4`] for NixOps4 resource providers
+//!    (JSON lines), both over [`child`], the one owner of child processes; [`value`] and
+//!    [`schema`] encode values the way providers expect.
+//! 6. [`sched`] runs ready resources on worker threads, one owner thread recording results.
+//! 7. [`state`] records every completed operation durably (behind `engine::StateAccess`); the
+//!    [`ledger`] hands new outputs to the next Nix evaluation.
+//! 8. [`engine`] composes all of it into the phase loop that runs to a fixpoint, one file per
+//!    job; [`render`] and [`cli`] are the user interface.
 //!
 //! Keeping secrets where they belong: [`project`] keeps the state out of every directory Nix
 //! copies into the store, [`rundir`] is the run's private directory (ledger, channel of
@@ -34,10 +37,6 @@ pub mod ir;
 pub mod ledger;
 pub mod nixeval;
 pub mod nixops4;
-/// The plan rules under their former name, until every caller says `plan`.
-pub mod objchange {
-    pub use crate::plan::*;
-}
 pub mod plan;
 pub mod plugin;
 pub mod project;

@@ -15,7 +15,7 @@ use super::events::{Action, AttrChange};
 use super::node::{realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::IgnorePath;
-use crate::objchange;
+use crate::plan;
 use crate::provider::{ApplyRequest, PlanRequest};
 use crate::state::{ResourceKind, ResourceState};
 use crate::value::{self, PathStep, Value};
@@ -72,7 +72,7 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         Action::Create
     } else if prior.is_none() || !plan.requires_replace.is_empty() {
         Action::Recreate
-    } else if objchange::values_equal(&plan.planned_state, &prior_outputs) {
+    } else if plan::values_equal(&plan.planned_state, &prior_outputs) {
         Action::NoOp
     } else {
         Action::Update
@@ -178,7 +178,7 @@ fn ignore_changes(config: &Value, recorded: &[u8], ignore: &[IgnorePath]) -> Val
             IgnorePath::Path(steps) => vec![crate::ir::value_path(steps)],
         })
         .collect();
-    objchange::apply_ignore_changes(config, &recorded, &paths)
+    plan::apply_ignore_changes(config, &recorded, &paths)
 }
 
 /// The inputs that change, one per top-level input property; `sensitive` says which are masked.
@@ -202,7 +202,7 @@ fn input_changes(
     keys.into_iter()
         .filter_map(|k| {
             let (b, a) = (before.get(k), after.get(k));
-            let same = matches!((b, a), (Some(b), Some(a)) if objchange::values_equal(b, a));
+            let same = matches!((b, a), (Some(b), Some(a)) if plan::values_equal(b, a));
             (!same).then(|| AttrChange {
                 path: vec![PathStep::Attr(k.clone())],
                 before: b.cloned(),
@@ -298,14 +298,11 @@ mod tests {
                 crate::ir::PathStep::Key("c".into()),
             ])],
         );
-        assert!(objchange::values_equal(
+        assert!(plan::values_equal(
             &kept,
             &v(json!({"a": 5, "b": {"c": 2}}))
         ));
         let all = ignore_changes(&config, &recorded, &[IgnorePath::All]);
-        assert!(objchange::values_equal(
-            &all,
-            &v(json!({"a": 1, "b": {"c": 2}}))
-        ));
+        assert!(plan::values_equal(&all, &v(json!({"a": 1, "b": {"c": 2}}))));
     }
 }

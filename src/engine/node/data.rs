@@ -32,7 +32,7 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
     }
     if !config.is_known() {
         // Read later, once the configuration is known.
-        let planned = objchange::planned_unknown_for_data(&s.block, &config);
+        let planned = plan::planned_unknown_for_data(&s.block, &config);
         let changes = display_changes(
             &s.block,
             &Value::Null,

@@ -34,7 +34,7 @@ pub(super) fn current_object(
     }
     let drift = if read.new_state.is_null() {
         Some((Vec::new(), true))
-    } else if !objchange::values_equal(&upgraded, &read.new_state) {
+    } else if !plan::values_equal(&upgraded, &read.new_state) {
         Some((
             display_changes(
                 block,
@@ -133,13 +133,13 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
 
     let config = if exists && !input.lifecycle.ignore_changes.is_empty() {
         let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
-        objchange::apply_ignore_changes(&config, &prior, &paths)
+        plan::apply_ignore_changes(&config, &prior, &paths)
     } else {
         config
     };
 
     let plan_prior = if tainted { Value::Null } else { prior.clone() };
-    let proposed = objchange::proposed_new(block, &plan_prior, &config);
+    let proposed = plan::proposed_new(block, &plan_prior, &config);
     let plan = match input.provider.plan_resource_change(PlanRequest {
         type_name: &input.type_name,
         prior_state: &plan_prior,
@@ -169,15 +169,15 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         return Err(failed(diags, None));
     }
     let replace_paths = if exists && !tainted {
-        objchange::filter_requires_replace(&prior, &plan.planned_state, &plan.requires_replace)
+        plan::filter_requires_replace(&prior, &plan.planned_state, &plan.requires_replace)
     } else {
         Vec::new()
     };
-    let chosen = objchange::choose_action(objchange::PlanFacts {
+    let chosen = plan::choose_action(plan::PlanFacts {
         exists,
         tainted,
         replace_paths: &replace_paths,
-        unchanged: objchange::values_equal(&plan.planned_state, &prior),
+        unchanged: plan::values_equal(&plan.planned_state, &prior),
         create_before_destroy: input.lifecycle.create_before_destroy,
         prevent_destroy: input.lifecycle.prevent_destroy,
     });
@@ -350,7 +350,7 @@ pub(super) fn check_plan(
     planned: &Value,
     legacy: bool,
 ) -> Result<(), Diagnostics> {
-    let problems = objchange::assert_plan_valid(block, prior, config, planned);
+    let problems = plan::assert_plan_valid(block, prior, config, planned);
     if problems.is_empty() {
         return Ok(());
     }
@@ -426,7 +426,7 @@ pub(super) fn apply_change(
         new_state = unknowns_to_null(new_state);
     }
     if !failed {
-        let problems = objchange::assert_object_compatible(block, planned, &new_state);
+        let problems = plan::assert_object_compatible(block, planned, &new_state);
         for p in problems {
             if resp.legacy_type_system {
                 log::debug!(
@@ -474,7 +474,7 @@ pub(super) fn create_fresh(
     first_private: &[u8],
     diags: &mut Diagnostics,
 ) -> Applied {
-    let proposed = objchange::proposed_new(block, &Value::Null, config);
+    let proposed = plan::proposed_new(block, &Value::Null, config);
     let plan = match input.provider.plan_resource_change(PlanRequest {
         type_name: &input.type_name,
         prior_state: &Value::Null,

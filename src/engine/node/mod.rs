@@ -21,7 +21,7 @@ use super::events::{Action, AttrChange, Event};
 use super::Mutation;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{IgnorePath, Lifecycle, NodeKind};
-use crate::objchange;
+use crate::plan;
 use crate::provider::{ApplyRequest, Capabilities, PlanRequest, Provider};
 use crate::schema::Block;
 use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};

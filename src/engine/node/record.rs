@@ -151,7 +151,7 @@ pub fn display_changes(
         .filter(|(_, a)| a.sensitive)
         .map(|(n, _)| n.as_str())
         .collect();
-    objchange::diff_typed(before, after, &block.implied_type())
+    plan::diff_typed(before, after, &block.implied_type())
         .into_iter()
         .map(|(path, b, a)| {
             let is_sensitive = sensitive.iter().any(|s| path.starts_with(s))
