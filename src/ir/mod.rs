@@ -1,0 +1,46 @@
+//! The IR: the JSON document the Nix library evaluates to and the executor
+//! consumes, schemaVersion 1 (docs/IR-CONTRACT.md, docs/ir-schema.json).
+//!
+//! This module owns turning those bytes into typed values and deciding whether
+//! they conform to the contract. [`parse`] runs two layers, in the same order
+//! as the reference checker `tests/ir-conformance/check.py`:
+//!
+//! 1. structure: the rules of docs/ir-schema.json (shapes, id patterns, one
+//!    subschema per leaf marker, no `count`/`for_each` in the IR);
+//! 2. references, only once the structure is sound: ids match their parts and
+//!    are unique, providers are declared, every referenced id exists, every
+//!    reference in a node's config has an edge, consumer ids are unique,
+//!    variable defaults match their type.
+//!
+//! Every [`IrError`] names the element (`resources[1] (alpha.alpha_token.B)`)
+//! and the attribute path inside it (`config.label.__ref`), and [`parse`]
+//! reports all of them rather than the first. It never panics, whatever the
+//! input.
+//!
+//! Not here: spawning providers, running Nix, resolving references against
+//! state or ordering the graph. Those consume an [`Ir`]; the helpers on
+//! [`Tree`] ([`Tree::dependencies`], [`Tree::is_known`], [`Tree::to_json`])
+//! are what they need from it.
+
+mod model;
+mod parse;
+mod path;
+mod queries;
+mod references;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
+
+use serde_json::{Map, Number, Value};
+
+pub use self::model::*;
+pub use self::parse::{parse, parse_value};
+pub use self::path::{parse_path, render_path, value_path};
+#[allow(unused_imports)]
+use self::{parse::*, path::*, references::*, rules::*};
+
+/// The IR version this module reads and the Nix library writes.
+pub const SCHEMA_VERSION: u64 = 1;

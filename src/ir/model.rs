@@ -1,0 +1,230 @@
+//! The typed IR: what [`parse`](super::parse) returns and the engine consumes.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// A whole IR document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ir {
+    pub providers: BTreeMap<String, ProviderDecl>,
+    pub resources: Vec<Node>,
+    pub data: Vec<Node>,
+    pub edges: Vec<Edge>,
+    pub consumers: Vec<Consumer>,
+    pub variables: BTreeMap<String, VariableDecl>,
+}
+
+/// `providers.<id>`: which binary to run, the protocol it speaks and how to configure it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderDecl {
+    pub source: String,
+    pub version: Option<String>,
+    /// Always a [`Tree::Object`]; may hold references (always empty for NixOps4 providers).
+    pub config: Tree,
+    pub kind: ProviderKind,
+}
+
+/// `providers.<id>.kind`: the protocol the provider binary speaks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ProviderKind {
+    /// go-plugin + tfplugin5/6 (`"tfplugin"`, the default).
+    #[default]
+    Tfplugin,
+    /// The NixOps4 resource provider protocol v0 (`"nixops4"`).
+    Nixops4 {
+        /// `statelessTypes`: types re-created, never updated, when their inputs change.
+        stateless_types: BTreeSet<String>,
+    },
+}
+
+impl ProviderKind {
+    /// The IR spelling of the kind.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProviderKind::Tfplugin => "tfplugin",
+            ProviderKind::Nixops4 { .. } => "nixops4",
+        }
+    }
+}
+
+/// Whether a node is a managed resource or a data source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    Managed,
+    Data,
+}
+
+/// A managed resource (`resources[]`, id `<provider>.<type>.<name>`) or a data
+/// source (`data[]`, id `data.<provider>.<type>.<name>`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub kind: NodeKind,
+    pub id: String,
+    pub provider: String,
+    pub type_name: String,
+    pub name: String,
+    /// Always a [`Tree::Object`].
+    pub config: Tree,
+    pub depends_on: Vec<String>,
+    /// All defaults for data sources, which cannot have a lifecycle.
+    pub lifecycle: Lifecycle,
+}
+
+/// `meta.lifecycle` of a managed resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lifecycle {
+    pub prevent_destroy: bool,
+    pub create_before_destroy: bool,
+    pub ignore_changes: Vec<IgnorePath>,
+}
+
+/// One `ignoreChanges` entry: `"*"` or an attribute path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IgnorePath {
+    All,
+    Path(Vec<PathStep>),
+}
+
+/// One step of an attribute path: an attribute/map key or a list index.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathStep {
+    Key(String),
+    Index(u64),
+}
+
+/// A config, provider config or consumer value. Objects are either plain
+/// (`Object`) or one of the five leaf markers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tree {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(String),
+    List(Vec<Tree>),
+    Object(BTreeMap<String, Tree>),
+    /// `__ref`: an output the executor can read once the target is applied (TF→TF).
+    Ref(Ref),
+    /// `__sensitiveRef`: a sensitive output; the executor substitutes the secret.
+    SensitiveRef(Ref),
+    /// `__derived`: Nix computes this value once the inputs are in the ledger (→Nix).
+    Derived(Vec<DerivedInput>),
+    /// `__build`: a build output the executor realises before apply.
+    Build(Build),
+    /// `__sensitive`: a value Nix computed from a secret (a sensitive output or variable); it
+    /// and everything resolved from it are secret.
+    Sensitive(Box<Tree>),
+}
+
+/// The body of a `__ref` / `__sensitiveRef` marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ref {
+    pub resource: String,
+    pub path: Vec<PathStep>,
+}
+
+/// One `__derived` input, `<id>.<attr>`, split at the longest declared id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DerivedInput {
+    pub resource: String,
+    pub attr: String,
+}
+
+/// The body of a `__build` marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    pub path: String,
+    pub drv_path: Option<String>,
+}
+
+/// `from` must be applied before `to`; `via` is the config path in `to` (or `dependsOn`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+    pub via: String,
+}
+
+/// A value Nix computes for itself from outputs (`nixConsumers[]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consumer {
+    pub id: String,
+    pub value: Tree,
+}
+
+/// `variables.<name>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariableDecl {
+    pub ty: Option<String>,
+    /// `Some(Value::Null)` is an explicit null default, `None` no default.
+    pub default: Option<Value>,
+    pub description: Option<String>,
+    pub sensitive: bool,
+}
+
+/// What a tree leaf needs from another node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DependencyKind {
+    Ref,
+    SensitiveRef,
+    Derived,
+}
+
+/// One use of another node's output inside a tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependency<'a> {
+    /// Path of the leaf inside the tree.
+    pub at: Vec<PathStep>,
+    /// The node whose output is needed.
+    pub resource: &'a str,
+    pub kind: DependencyKind,
+}
+
+/// A conformance error: where (`resources[1] (alpha.alpha_token.B): config.label.__ref`) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IrError {
+    pub location: String,
+    pub message: String,
+}
+
+impl fmt::Display for IrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+impl std::error::Error for IrError {}
+
+impl fmt::Display for PathStep {
+    /// A step as it renders at the start of a path: `name`, `["a.b"]` or `[0]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&render_path(std::slice::from_ref(self)))
+    }
+}
+
+impl fmt::Display for IgnorePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IgnorePath::All => f.write_str("*"),
+            IgnorePath::Path(steps) => f.write_str(&render_path(steps)),
+        }
+    }
+}
+
+impl fmt::Display for DerivedInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.resource, self.attr)
+    }
+}
+
+impl fmt::Display for Ref {
+    /// `alpha.alpha_token.A.net[0].ip`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.resource)?;
+        if let Some(PathStep::Key(k)) = self.path.first() {
+            if is_ident(k) {
+                f.write_str(".")?;
+            }
+        }
+        f.write_str(&render_path(&self.path))
+    }
+}

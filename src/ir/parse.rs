@@ -1,0 +1,795 @@
+//! The structural layer: the rules of docs/ir-schema.json checked while the typed IR is built.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Parse and validate an IR document. On failure, every structural error, or
+/// (for a structurally sound document) every referential error.
+pub fn parse(bytes: &[u8]) -> Result<Ir, Vec<IrError>> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(value) => parse_value(&value),
+        Err(e) => Err(vec![IrError {
+            location: "ir".into(),
+            message: format!("invalid JSON: {e}"),
+        }]),
+    }
+}
+
+/// [`parse`] for an already decoded JSON value.
+// Long because it checks the document's top-level keys one by one, in the order of docs/ir-
+// schema.json and of check.py, so the two report alike.
+pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
+    let mut p = Parser {
+        errors: Vec::new(),
+        ids: HashSet::new(),
+    };
+    let Some(top) = doc.as_object() else {
+        p.error("ir", &[], not_of_type(doc, "'object'"));
+        return Err(p.errors);
+    };
+    // Derived inputs are split at the longest declared id, so collect ids first.
+    for section in ["resources", "data"] {
+        if let Some(Value::Array(items)) = top.get(section) {
+            for item in items {
+                if let Some(Value::String(id)) = item.get("id") {
+                    p.ids.insert(id.clone());
+                }
+            }
+        }
+    }
+
+    p.object_keys(
+        "ir",
+        &[],
+        top,
+        &[
+            "schemaVersion",
+            "providers",
+            "resources",
+            "edges",
+            "nixConsumers",
+        ],
+        &[
+            "schemaVersion",
+            "providers",
+            "resources",
+            "data",
+            "edges",
+            "nixConsumers",
+            "variables",
+        ],
+    );
+    if let Some(v) = top.get("schemaVersion") {
+        if !matches!(v, Value::Number(n) if n.as_f64() == Some(1.0)) {
+            p.error("schemaVersion", &[], SCHEMA_VERSION_MESSAGE.into());
+        }
+    }
+    let providers = top
+        .get("providers")
+        .map(|v| p.providers(v))
+        .unwrap_or_default();
+    let resources = top
+        .get("resources")
+        .map(|v| p.nodes(v, NodeKind::Managed))
+        .unwrap_or_default();
+    let data = top
+        .get("data")
+        .map(|v| p.nodes(v, NodeKind::Data))
+        .unwrap_or_default();
+    let edges = top.get("edges").map(|v| p.edges(v)).unwrap_or_default();
+    let consumers = top
+        .get("nixConsumers")
+        .map(|v| p.consumers(v))
+        .unwrap_or_default();
+    let variables = top
+        .get("variables")
+        .map(|v| p.variables(v))
+        .unwrap_or_default();
+    if !p.errors.is_empty() {
+        return Err(p.errors);
+    }
+    let ir = Ir {
+        providers,
+        resources,
+        data,
+        edges,
+        consumers,
+        variables,
+    };
+    let errors = check_references(&ir);
+    if errors.is_empty() {
+        Ok(ir)
+    } else {
+        Err(errors)
+    }
+}
+
+pub(super) struct Parser {
+    errors: Vec<IrError>,
+    ids: HashSet<String>,
+}
+
+/// Builds a path by appending one step, without disturbing the parent.
+pub(super) fn child(path: &[PathStep], step: PathStep) -> Vec<PathStep> {
+    let mut p = Vec::with_capacity(path.len() + 1);
+    p.extend_from_slice(path);
+    p.push(step);
+    p
+}
+
+pub(super) fn key(k: &str) -> PathStep {
+    PathStep::Key(k.to_string())
+}
+
+pub(super) fn element_label(section: &str, index: usize, item: &Value) -> String {
+    let label = format!("{section}[{index}]");
+    if section == "edges" {
+        return match (item.get("from"), item.get("to")) {
+            (Some(Value::String(f)), Some(Value::String(t))) => format!("{label} ({f} -> {t})"),
+            _ => label,
+        };
+    }
+    match item.get("id") {
+        Some(Value::String(id)) => format!("{label} ({id})"),
+        _ => label,
+    }
+}
+
+impl Parser {
+    fn error(&mut self, element: &str, path: &[PathStep], message: String) {
+        self.errors.push(located(element, path, message));
+    }
+
+    /// `required` and `additionalProperties: false`.
+    fn object_keys(
+        &mut self,
+        el: &str,
+        path: &[PathStep],
+        obj: &Map<String, Value>,
+        required: &[&str],
+        allowed: &[&str],
+    ) {
+        for k in required {
+            if !obj.contains_key(*k) {
+                self.error(el, path, format!("{} is a required property", py_str(k)));
+            }
+        }
+        let mut extra: Vec<&String> = obj
+            .keys()
+            .filter(|k| !allowed.contains(&k.as_str()))
+            .collect();
+        if !extra.is_empty() {
+            extra.sort();
+            let verb = if extra.len() == 1 { "was" } else { "were" };
+            let list = extra
+                .iter()
+                .map(|k| py_str(k))
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.error(
+                el,
+                path,
+                format!("Additional properties are not allowed ({list} {verb} unexpected)"),
+            );
+        }
+    }
+
+    fn object<'v>(
+        &mut self,
+        el: &str,
+        path: &[PathStep],
+        v: &'v Value,
+    ) -> Option<&'v Map<String, Value>> {
+        let obj = v.as_object();
+        if obj.is_none() {
+            self.error(el, path, not_of_type(v, "'object'"));
+        }
+        obj
+    }
+
+    fn array<'v>(&mut self, el: &str, path: &[PathStep], v: &'v Value) -> Option<&'v Vec<Value>> {
+        let arr = v.as_array();
+        if arr.is_none() {
+            self.error(el, path, not_of_type(v, "'array'"));
+        }
+        arr
+    }
+
+    fn string(&mut self, el: &str, path: &[PathStep], v: &Value) -> Option<String> {
+        match v {
+            Value::String(s) => Some(s.clone()),
+            _ => {
+                self.error(el, path, not_of_type(v, "'string'"));
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, el: &str, path: &[PathStep], v: &Value) -> bool {
+        match v {
+            Value::Bool(b) => *b,
+            _ => {
+                self.error(el, path, not_of_type(v, "'boolean'"));
+                false
+            }
+        }
+    }
+
+    /// A string matching `pattern` (checked by `ok`).
+    fn pattern(
+        &mut self,
+        el: &str,
+        path: &[PathStep],
+        v: &Value,
+        ok: fn(&str) -> bool,
+        pattern: &str,
+    ) -> String {
+        match self.string(el, path, v) {
+            Some(s) if ok(&s) => s,
+            Some(s) => {
+                self.error(el, path, no_match(&s, pattern));
+                s
+            }
+            None => String::new(),
+        }
+    }
+
+    fn providers(&mut self, v: &Value) -> BTreeMap<String, ProviderDecl> {
+        let mut out = BTreeMap::new();
+        let Some(map) = self.object("providers", &[], v) else {
+            return out;
+        };
+        for (id, decl) in map {
+            if !is_provider_id(id) {
+                self.error("providers", &[], no_match(id, PROVIDER_PATTERN));
+            }
+            let el = render_path(&[key("providers"), key(id)]);
+            let Some(obj) = self.object(&el, &[], decl) else {
+                continue;
+            };
+            self.object_keys(
+                &el,
+                &[],
+                obj,
+                &["source", "config"],
+                &["source", "version", "config", "kind", "statelessTypes"],
+            );
+            let source = match obj.get("source") {
+                Some(s) => match self.string(&el, &[key("source")], s) {
+                    Some(s) if s.is_empty() => {
+                        self.error(&el, &[key("source")], "'' should be non-empty".into());
+                        s
+                    }
+                    s => s.unwrap_or_default(),
+                },
+                None => String::new(),
+            };
+            let version = obj
+                .get("version")
+                .and_then(|s| self.string(&el, &[key("version")], s));
+            let config = match obj.get("config") {
+                Some(c) => self.plain_object(&el, &[key("config")], c),
+                None => Tree::Object(BTreeMap::new()),
+            };
+            let kind = self.provider_kind(&el, obj);
+            out.insert(
+                id.clone(),
+                ProviderDecl {
+                    source,
+                    version,
+                    config,
+                    kind,
+                },
+            );
+        }
+        out
+    }
+
+    /// `kind` and `statelessTypes`, with the rules that depend on the kind (the schema's
+    /// `if`/`then`/`else`): a nixops4 provider has no version and no configuration; only a
+    /// nixops4 provider has `statelessTypes`.
+    fn provider_kind(&mut self, el: &str, obj: &Map<String, Value>) -> ProviderKind {
+        let nixops4 = match obj.get("kind") {
+            None => false,
+            Some(Value::String(k)) if k == "tfplugin" => false,
+            Some(Value::String(k)) if k == "nixops4" => true,
+            Some(_) => {
+                self.error(el, &[key("kind")], KIND_MESSAGE.into());
+                false
+            }
+        };
+        let mut stateless_types = BTreeSet::new();
+        if let Some(v) = obj.get("statelessTypes") {
+            let path = [key("statelessTypes")];
+            if !nixops4 {
+                self.error(el, &path, STATELESS_NOT_NIXOPS4.into());
+            }
+            if let Some(items) = self.array(el, &path, v) {
+                for (i, item) in items.iter().enumerate() {
+                    let p = child(&path, PathStep::Index(i as u64));
+                    stateless_types.insert(self.pattern(el, &p, item, is_ident, IDENT_PATTERN));
+                }
+            }
+        }
+        if !nixops4 {
+            return ProviderKind::Tfplugin;
+        }
+        if obj.contains_key("version") {
+            self.error(el, &[key("version")], NIXOPS4_VERSION.into());
+        }
+        if obj
+            .get("config")
+            .and_then(Value::as_object)
+            .is_some_and(|c| !c.is_empty())
+        {
+            self.error(el, &[key("config")], NIXOPS4_CONFIG.into());
+        }
+        ProviderKind::Nixops4 { stateless_types }
+    }
+
+    fn nodes(&mut self, v: &Value, kind: NodeKind) -> Vec<Node> {
+        let section = if kind == NodeKind::Data {
+            "data"
+        } else {
+            "resources"
+        };
+        let Some(items) = self.array(section, &[], v) else {
+            return Vec::new();
+        };
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| self.node(&element_label(section, i, item), item, kind))
+            .collect()
+    }
+
+    // Long because it checks one node's keys one by one, in the order of docs/ir-schema.json and of
+    // check.py.
+    fn node(&mut self, el: &str, v: &Value, kind: NodeKind) -> Option<Node> {
+        let obj = self.object(el, &[], v)?;
+        self.object_keys(
+            el,
+            &[],
+            obj,
+            &["id", "provider", "type", "name", "config"],
+            &["id", "provider", "type", "name", "config", "meta"],
+        );
+        let (id_ok, id_pattern): (fn(&str) -> bool, _) = if kind == NodeKind::Data {
+            (is_data_id, DATA_ID_PATTERN)
+        } else {
+            (is_node_id, NODE_ID_PATTERN)
+        };
+        let id = obj
+            .get("id")
+            .map(|x| self.pattern(el, &[key("id")], x, id_ok, id_pattern))
+            .unwrap_or_default();
+        let provider = obj
+            .get("provider")
+            .map(|x| self.pattern(el, &[key("provider")], x, is_provider_id, PROVIDER_PATTERN))
+            .unwrap_or_default();
+        let type_name = obj
+            .get("type")
+            .map(|x| self.pattern(el, &[key("type")], x, is_ident, IDENT_PATTERN))
+            .unwrap_or_default();
+        let name = obj
+            .get("name")
+            .map(|x| self.pattern(el, &[key("name")], x, is_ident, IDENT_PATTERN))
+            .unwrap_or_default();
+        let config = obj
+            .get("config")
+            .map(|c| self.plain_object(el, &[key("config")], c))
+            .unwrap_or(Tree::Null);
+        let mut depends_on = Vec::new();
+        let mut lifecycle = Lifecycle::default();
+        if let Some(meta) = obj.get("meta") {
+            let mpath = [key("meta")];
+            if let Some(m) = self.object(el, &mpath, meta) {
+                self.object_keys(
+                    el,
+                    &mpath,
+                    m,
+                    &[],
+                    &["dependsOn", "lifecycle", "count", "for_each", "forEach"],
+                );
+                for (k, _) in m.iter() {
+                    if let Some(message) = expansion_message(k) {
+                        self.error(el, &child(&mpath, key(k)), message.into());
+                    }
+                }
+                if let Some(deps) = m.get("dependsOn") {
+                    let dpath = child(&mpath, key("dependsOn"));
+                    if let Some(list) = self.array(el, &dpath, deps) {
+                        for (i, d) in list.iter().enumerate() {
+                            let p = child(&dpath, PathStep::Index(i as u64));
+                            depends_on.push(self.pattern(el, &p, d, is_node_id, NODE_ID_PATTERN));
+                        }
+                    }
+                }
+                if let Some(l) = m.get("lifecycle") {
+                    let lpath = child(&mpath, key("lifecycle"));
+                    if kind == NodeKind::Data {
+                        self.error(el, &lpath, LIFECYCLE_ON_DATA.into());
+                    } else {
+                        lifecycle = self.lifecycle(el, &lpath, l);
+                    }
+                }
+            }
+        }
+        Some(Node {
+            kind,
+            id,
+            provider,
+            type_name,
+            name,
+            config,
+            depends_on,
+            lifecycle,
+        })
+    }
+
+    fn lifecycle(&mut self, el: &str, path: &[PathStep], v: &Value) -> Lifecycle {
+        let mut out = Lifecycle::default();
+        let Some(obj) = self.object(el, path, v) else {
+            return out;
+        };
+        self.object_keys(
+            el,
+            path,
+            obj,
+            &[],
+            &["preventDestroy", "createBeforeDestroy", "ignoreChanges"],
+        );
+        if let Some(b) = obj.get("preventDestroy") {
+            out.prevent_destroy = self.boolean(el, &child(path, key("preventDestroy")), b);
+        }
+        if let Some(b) = obj.get("createBeforeDestroy") {
+            out.create_before_destroy =
+                self.boolean(el, &child(path, key("createBeforeDestroy")), b);
+        }
+        if let Some(list) = obj.get("ignoreChanges") {
+            let ipath = child(path, key("ignoreChanges"));
+            if let Some(items) = self.array(el, &ipath, list) {
+                for (i, item) in items.iter().enumerate() {
+                    let p = child(&ipath, PathStep::Index(i as u64));
+                    let Some(s) = self.string(el, &p, item) else {
+                        continue;
+                    };
+                    if s == "*" {
+                        out.ignore_changes.push(IgnorePath::All);
+                    } else if let Some(steps) = parse_path(&s) {
+                        out.ignore_changes.push(IgnorePath::Path(steps));
+                    } else {
+                        self.error(el, &p, no_match(&s, &format!(r"^(?:\*|{PATH_BODY})$")));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn edges(&mut self, v: &Value) -> Vec<Edge> {
+        let Some(items) = self.array("edges", &[], v) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let el = element_label("edges", i, item);
+            let Some(obj) = self.object(&el, &[], item) else {
+                continue;
+            };
+            self.object_keys(
+                &el,
+                &[],
+                obj,
+                &["from", "to", "via"],
+                &["from", "to", "via"],
+            );
+            let from = obj
+                .get("from")
+                .map(|x| self.pattern(&el, &[key("from")], x, is_node_id, NODE_ID_PATTERN));
+            let to = obj
+                .get("to")
+                .map(|x| self.pattern(&el, &[key("to")], x, is_node_id, NODE_ID_PATTERN));
+            let via = obj
+                .get("via")
+                .and_then(|x| self.string(&el, &[key("via")], x));
+            if let Some(via) = &via {
+                if via != "dependsOn" && parse_path(via).is_none() {
+                    self.error(
+                        &el,
+                        &[key("via")],
+                        no_match(via, &format!("^(?:dependsOn|{PATH_BODY})$")),
+                    );
+                }
+            }
+            out.push(Edge {
+                from: from.unwrap_or_default(),
+                to: to.unwrap_or_default(),
+                via: via.unwrap_or_default(),
+            });
+        }
+        out
+    }
+
+    fn consumers(&mut self, v: &Value) -> Vec<Consumer> {
+        let Some(items) = self.array("nixConsumers", &[], v) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let el = element_label("nixConsumers", i, item);
+            let Some(obj) = self.object(&el, &[], item) else {
+                continue;
+            };
+            self.object_keys(&el, &[], obj, &["id", "value"], &["id", "value"]);
+            let id = obj
+                .get("id")
+                .map(|x| self.pattern(&el, &[key("id")], x, is_consumer_id, CONSUMER_ID_PATTERN));
+            let value = obj
+                .get("value")
+                .map(|x| self.tree(&el, &[key("value")], x))
+                .unwrap_or(Tree::Null);
+            out.push(Consumer {
+                id: id.unwrap_or_default(),
+                value,
+            });
+        }
+        out
+    }
+
+    fn variables(&mut self, v: &Value) -> BTreeMap<String, VariableDecl> {
+        let mut out = BTreeMap::new();
+        let Some(map) = self.object("variables", &[], v) else {
+            return out;
+        };
+        for (name, decl) in map {
+            if !is_ident(name) {
+                self.error("variables", &[], no_match(name, IDENT_PATTERN));
+            }
+            let el = render_path(&[key("variables"), key(name)]);
+            let Some(obj) = self.object(&el, &[], decl) else {
+                continue;
+            };
+            self.object_keys(
+                &el,
+                &[],
+                obj,
+                &[],
+                &["type", "default", "description", "sensitive"],
+            );
+            let ty = match obj.get("type") {
+                Some(Value::String(t)) if VARIABLE_TYPES.contains(&t.as_str()) => Some(t.clone()),
+                Some(other) => {
+                    let options = VARIABLE_TYPES
+                        .iter()
+                        .map(|t| py_str(t))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    self.error(
+                        &el,
+                        &[key("type")],
+                        format!("{} is not one of [{options}]", py_repr(other)),
+                    );
+                    None
+                }
+                None => None,
+            };
+            let description = obj
+                .get("description")
+                .and_then(|d| self.string(&el, &[key("description")], d));
+            let sensitive = obj
+                .get("sensitive")
+                .is_some_and(|s| self.boolean(&el, &[key("sensitive")], s));
+            out.insert(
+                name.clone(),
+                VariableDecl {
+                    ty,
+                    default: obj.get("default").cloned(),
+                    description,
+                    sensitive,
+                },
+            );
+        }
+        out
+    }
+
+    // --- trees ---------------------------------------------------------------------
+
+    fn tree(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
+        match v {
+            Value::Null => Tree::Null,
+            Value::Bool(b) => Tree::Bool(*b),
+            Value::Number(n) => Tree::Number(n.clone()),
+            Value::String(s) => Tree::String(s.clone()),
+            Value::Array(items) => Tree::List(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| self.tree(el, &child(path, PathStep::Index(i as u64)), x))
+                    .collect(),
+            ),
+            Value::Object(obj) => {
+                for marker in [
+                    "__ref",
+                    "__sensitiveRef",
+                    "__derived",
+                    "__build",
+                    "__sensitive",
+                ] {
+                    if let Some(body) = obj.get(marker) {
+                        self.object_keys(el, path, obj, &[], &[marker]);
+                        return self.marker(el, &child(path, key(marker)), marker, body);
+                    }
+                }
+                self.plain_entries(el, path, obj)
+            }
+        }
+    }
+
+    /// A tree that must be a plain object (configs).
+    fn plain_object(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
+        match self.object(el, path, v) {
+            Some(obj) => self.plain_entries(el, path, obj),
+            None => Tree::Object(BTreeMap::new()),
+        }
+    }
+
+    fn plain_entries(&mut self, el: &str, path: &[PathStep], obj: &Map<String, Value>) -> Tree {
+        let mut out = BTreeMap::new();
+        for (k, x) in obj {
+            let p = child(path, key(k));
+            if k.starts_with("__") {
+                self.error(el, &p, UNKNOWN_MARKER.into());
+                continue;
+            }
+            out.insert(k.clone(), self.tree(el, &p, x));
+        }
+        Tree::Object(out)
+    }
+
+    // Long because it has one arm per leaf marker, each checking that marker's subschema.
+    fn marker(&mut self, el: &str, path: &[PathStep], marker: &str, body: &Value) -> Tree {
+        let Some(obj) = self.object(el, path, body) else {
+            return Tree::Null;
+        };
+        match marker {
+            "__ref" | "__sensitiveRef" => {
+                self.object_keys(el, path, obj, &["resource", "path"], &["resource", "path"]);
+                let resource = obj
+                    .get("resource")
+                    .map(|r| {
+                        self.pattern(
+                            el,
+                            &child(path, key("resource")),
+                            r,
+                            is_node_id,
+                            NODE_ID_PATTERN,
+                        )
+                    })
+                    .unwrap_or_default();
+                let steps = obj
+                    .get("path")
+                    .map(|p| self.ref_path(el, &child(path, key("path")), p))
+                    .unwrap_or_default();
+                let r = Ref {
+                    resource,
+                    path: steps,
+                };
+                if marker == "__ref" {
+                    Tree::Ref(r)
+                } else {
+                    Tree::SensitiveRef(r)
+                }
+            }
+            "__derived" => {
+                self.object_keys(el, path, obj, &["inputs"], &["inputs"]);
+                let mut inputs = Vec::new();
+                if let Some(list) = obj.get("inputs") {
+                    let ipath = child(path, key("inputs"));
+                    if let Some(items) = self.array(el, &ipath, list) {
+                        if items.is_empty() {
+                            self.error(el, &ipath, "[] should be non-empty".into());
+                        }
+                        for (i, item) in items.iter().enumerate() {
+                            let p = child(&ipath, PathStep::Index(i as u64));
+                            let text =
+                                self.pattern(el, &p, item, is_derived_input, DERIVED_INPUT_PATTERN);
+                            inputs.push(self.split_input(&text));
+                        }
+                    }
+                }
+                Tree::Derived(inputs)
+            }
+            "__sensitive" => {
+                self.object_keys(el, path, obj, &["value"], &["value"]);
+                let value = obj
+                    .get("value")
+                    .map(|v| self.tree(el, &child(path, key("value")), v))
+                    .unwrap_or(Tree::Null);
+                Tree::Sensitive(Box::new(value))
+            }
+            _ => {
+                self.object_keys(el, path, obj, &["path"], &["path", "drvPath"]);
+                let bpath = obj
+                    .get("path")
+                    .map(|p| {
+                        self.pattern(
+                            el,
+                            &child(path, key("path")),
+                            p,
+                            |s| s.starts_with('/'),
+                            BUILD_PATH_PATTERN,
+                        )
+                    })
+                    .unwrap_or_default();
+                let drv_path = obj.get("drvPath").map(|p| {
+                    self.pattern(
+                        el,
+                        &child(path, key("drvPath")),
+                        p,
+                        is_drv_path,
+                        DRV_PATH_PATTERN,
+                    )
+                });
+                Tree::Build(Build {
+                    path: bpath,
+                    drv_path,
+                })
+            }
+        }
+    }
+
+    fn ref_path(&mut self, el: &str, path: &[PathStep], v: &Value) -> Vec<PathStep> {
+        let Some(items) = self.array(el, path, v) else {
+            return Vec::new();
+        };
+        if items.is_empty() {
+            self.error(el, path, "[] should be non-empty".into());
+        }
+        let mut steps = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let p = child(path, PathStep::Index(i as u64));
+            match item {
+                Value::String(s) => steps.push(PathStep::Key(s.clone())),
+                Value::Number(n) => match integer_value(n) {
+                    Some(i) if i < 0 => {
+                        self.error(el, &p, format!("{n} is less than the minimum of 0"))
+                    }
+                    Some(i) if i > MAX_INDEX as i128 => self.error(
+                        el,
+                        &p,
+                        format!("{n} is greater than the maximum of {MAX_INDEX}"),
+                    ),
+                    Some(i) => steps.push(PathStep::Index(i as u64)),
+                    None => self.error(el, &p, not_of_type(item, "'string', 'integer'")),
+                },
+                _ => self.error(el, &p, not_of_type(item, "'string', 'integer'")),
+            }
+        }
+        steps
+    }
+
+    /// `<id>.<attr>` split at the longest declared id (else at the last dot).
+    fn split_input(&self, text: &str) -> DerivedInput {
+        let mut end = text.len();
+        while let Some(dot) = text[..end].rfind('.') {
+            if dot > 0 && dot + 1 < text.len() && self.ids.contains(&text[..dot]) {
+                return DerivedInput {
+                    resource: text[..dot].into(),
+                    attr: text[dot + 1..].into(),
+                };
+            }
+            end = dot;
+        }
+        match text.rsplit_once('.') {
+            Some((id, attr)) => DerivedInput {
+                resource: id.into(),
+                attr: attr.into(),
+            },
+            None => DerivedInput {
+                resource: text.into(),
+                attr: String::new(),
+            },
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! What the IR's consumers ask of it: nodes, dependencies, whether a value is known, JSON.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Ir {
+    /// Managed resources, then data sources.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.resources.iter().chain(self.data.iter())
+    }
+
+    /// The node with this id.
+    pub fn node(&self, id: &str) -> Option<&Node> {
+        self.nodes().find(|n| n.id == id)
+    }
+
+    /// The IR back as JSON, in its canonical form (every optional field written).
+    pub fn to_json(&self) -> Value {
+        let providers: Map<String, Value> = self
+            .providers
+            .iter()
+            .map(|(id, p)| {
+                let mut m = Map::new();
+                m.insert("source".into(), Value::String(p.source.clone()));
+                if let Some(v) = &p.version {
+                    m.insert("version".into(), Value::String(v.clone()));
+                }
+                m.insert("config".into(), p.config.to_json());
+                m.insert("kind".into(), Value::String(p.kind.name().into()));
+                if let ProviderKind::Nixops4 { stateless_types } = &p.kind {
+                    m.insert("statelessTypes".into(), serde_json::json!(stateless_types));
+                }
+                (id.clone(), Value::Object(m))
+            })
+            .collect();
+        let variables: Map<String, Value> = self
+            .variables
+            .iter()
+            .map(|(name, d)| {
+                let mut m = Map::new();
+                if let Some(t) = &d.ty {
+                    m.insert("type".into(), Value::String(t.clone()));
+                }
+                if let Some(v) = &d.default {
+                    m.insert("default".into(), v.clone());
+                }
+                if let Some(s) = &d.description {
+                    m.insert("description".into(), Value::String(s.clone()));
+                }
+                m.insert("sensitive".into(), Value::Bool(d.sensitive));
+                (name.clone(), Value::Object(m))
+            })
+            .collect();
+        serde_json::json!({
+            "schemaVersion": SCHEMA_VERSION,
+            "providers": providers,
+            "resources": self.resources.iter().map(Node::to_json).collect::<Vec<_>>(),
+            "data": self.data.iter().map(Node::to_json).collect::<Vec<_>>(),
+            "edges": self.edges.iter().map(|e| serde_json::json!({"from": e.from, "to": e.to, "via": e.via})).collect::<Vec<_>>(),
+            "nixConsumers": self.consumers.iter().map(|c| serde_json::json!({"id": c.id, "value": c.value.to_json()})).collect::<Vec<_>>(),
+            "variables": variables,
+        })
+    }
+}
+
+impl Node {
+    fn to_json(&self) -> Value {
+        let mut meta = Map::new();
+        meta.insert("dependsOn".into(), serde_json::json!(self.depends_on));
+        if self.kind == NodeKind::Managed {
+            meta.insert(
+                "lifecycle".into(),
+                serde_json::json!({
+                    "preventDestroy": self.lifecycle.prevent_destroy,
+                    "createBeforeDestroy": self.lifecycle.create_before_destroy,
+                    "ignoreChanges": self.lifecycle.ignore_changes.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                }),
+            );
+        }
+        serde_json::json!({
+            "id": self.id,
+            "provider": self.provider,
+            "type": self.type_name,
+            "name": self.name,
+            "config": self.config.to_json(),
+            "meta": meta,
+        })
+    }
+}
+
+pub(super) fn path_json(path: &[PathStep]) -> Value {
+    Value::Array(
+        path.iter()
+            .map(|s| match s {
+                PathStep::Key(k) => Value::String(k.clone()),
+                PathStep::Index(i) => Value::Number((*i).into()),
+            })
+            .collect(),
+    )
+}
+
+impl Tree {
+    /// Visit every leaf (scalars, empty containers and markers) with its path.
+    pub fn walk_leaves<'a, F: FnMut(&[PathStep], &'a Tree)>(&'a self, mut f: F) {
+        self.visit(&mut Vec::new(), &mut f);
+    }
+
+    fn visit<'a, F: FnMut(&[PathStep], &'a Tree)>(&'a self, path: &mut Vec<PathStep>, f: &mut F) {
+        match self {
+            // A sensitive value sits where the marker is; its inside is walked in place.
+            Tree::Sensitive(inner) => inner.visit(path, f),
+            Tree::List(items) if !items.is_empty() => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(PathStep::Index(i as u64));
+                    item.visit(path, f);
+                    path.pop();
+                }
+            }
+            Tree::Object(map) if !map.is_empty() => {
+                for (k, v) in map {
+                    path.push(PathStep::Key(k.clone()));
+                    v.visit(path, f);
+                    path.pop();
+                }
+            }
+            leaf => f(path, leaf),
+        }
+    }
+
+    /// Every use of another node's output: one per `__ref` / `__sensitiveRef`
+    /// leaf and one per `__derived` input.
+    pub fn dependencies(&self) -> Vec<Dependency<'_>> {
+        let mut out = Vec::new();
+        self.walk_leaves(|at, leaf| {
+            let uses: Vec<(&str, DependencyKind)> = match leaf {
+                Tree::Ref(r) => vec![(&r.resource, DependencyKind::Ref)],
+                Tree::SensitiveRef(r) => vec![(&r.resource, DependencyKind::SensitiveRef)],
+                Tree::Derived(inputs) => inputs
+                    .iter()
+                    .map(|i| (i.resource.as_str(), DependencyKind::Derived))
+                    .collect(),
+                _ => return,
+            };
+            for (resource, kind) in uses {
+                out.push(Dependency {
+                    at: at.to_vec(),
+                    resource,
+                    kind,
+                });
+            }
+        });
+        out
+    }
+
+    /// Calls `f` with the path of every `__build` leaf inside a `__sensitive` value.
+    pub fn walk_sensitive_builds(&self, f: &mut dyn FnMut(&[PathStep])) {
+        fn go(t: &Tree, inside: bool, path: &mut Vec<PathStep>, f: &mut dyn FnMut(&[PathStep])) {
+            match t {
+                Tree::Build(_) if inside => f(path),
+                Tree::Sensitive(inner) => go(inner, true, path, f),
+                Tree::List(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        path.push(PathStep::Index(i as u64));
+                        go(item, inside, path, f);
+                        path.pop();
+                    }
+                }
+                Tree::Object(map) => {
+                    for (k, v) in map {
+                        path.push(PathStep::Key(k.clone()));
+                        go(v, inside, path, f);
+                        path.pop();
+                    }
+                }
+                _ => {}
+            }
+        }
+        go(self, false, &mut Vec::new(), f);
+    }
+
+    /// The `__ref` and `__sensitiveRef` leaves with their paths.
+    pub fn refs(&self) -> Vec<(Vec<PathStep>, &Ref)> {
+        let mut out = Vec::new();
+        self.walk_leaves(|at, leaf| {
+            if let Tree::Ref(r) | Tree::SensitiveRef(r) = leaf {
+                out.push((at.to_vec(), r));
+            }
+        });
+        out
+    }
+
+    /// True when the tree holds no `__ref`, `__sensitiveRef` or `__derived`
+    /// (a `__build` leaf is known: its path is fixed at evaluation).
+    pub fn is_known(&self) -> bool {
+        match self {
+            Tree::Ref(_) | Tree::SensitiveRef(_) | Tree::Derived(_) => false,
+            Tree::Sensitive(inner) => inner.is_known(),
+            Tree::List(items) => items.iter().all(Tree::is_known),
+            Tree::Object(map) => map.values().all(Tree::is_known),
+            _ => true,
+        }
+    }
+
+    /// True when some value here can only be produced by re-evaluating Nix.
+    pub fn needs_nix(&self) -> bool {
+        match self {
+            Tree::Derived(_) => true,
+            Tree::Sensitive(inner) => inner.needs_nix(),
+            Tree::List(items) => items.iter().any(Tree::needs_nix),
+            Tree::Object(map) => map.values().any(Tree::needs_nix),
+            _ => false,
+        }
+    }
+
+    /// The tree as IR JSON, markers included.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Tree::Null => Value::Null,
+            Tree::Bool(b) => Value::Bool(*b),
+            Tree::Number(n) => Value::Number(n.clone()),
+            Tree::String(s) => Value::String(s.clone()),
+            Tree::List(items) => Value::Array(items.iter().map(Tree::to_json).collect()),
+            Tree::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+            }
+            Tree::Ref(r) => {
+                serde_json::json!({"__ref": {"resource": r.resource, "path": path_json(&r.path)}})
+            }
+            Tree::SensitiveRef(r) => {
+                serde_json::json!({"__sensitiveRef": {"resource": r.resource, "path": path_json(&r.path)}})
+            }
+            Tree::Derived(inputs) => {
+                serde_json::json!({"__derived": {"inputs": inputs.iter().map(ToString::to_string).collect::<Vec<_>>()}})
+            }
+            Tree::Build(b) => {
+                let mut body = Map::new();
+                body.insert("path".into(), Value::String(b.path.clone()));
+                if let Some(d) = &b.drv_path {
+                    body.insert("drvPath".into(), Value::String(d.clone()));
+                }
+                serde_json::json!({ "__build": body })
+            }
+            Tree::Sensitive(inner) => {
+                serde_json::json!({"__sensitive": {"value": inner.to_json()}})
+            }
+        }
+    }
+}

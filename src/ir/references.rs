@@ -1,0 +1,236 @@
+//! The referential layer, run once the structure is sound: ids match their parts and are
+//! unique, providers are declared, every referenced id exists, every reference has its edge,
+//! consumer ids are unique, variable defaults match their type.
+
+#[allow(unused_imports)]
+use super::*;
+
+pub(super) fn node_label(node: &Node, index: usize) -> String {
+    let section = if node.kind == NodeKind::Data {
+        "data"
+    } else {
+        "resources"
+    };
+    format!("{section}[{index}] ({})", node.id)
+}
+
+pub(super) fn type_matches(ty: Option<&str>, v: &Value) -> bool {
+    matches!(
+        (ty, v),
+        (_, Value::Null)
+            | (None, _)
+            | (Some("any"), _)
+            | (Some("string"), Value::String(_))
+            | (Some("number"), Value::Number(_))
+            | (Some("bool"), Value::Bool(_))
+            | (Some("list"), Value::Array(_))
+            | (Some("map"), Value::Object(_))
+    )
+}
+
+/// An error at `path` inside `element`: `resources[1] (id): config.label`.
+pub(super) fn located(element: &str, path: &[PathStep], message: String) -> IrError {
+    let location = if path.is_empty() {
+        element.to_string()
+    } else {
+        format!("{element}: {}", render_path(path))
+    };
+    IrError { location, message }
+}
+
+pub(super) fn missing(target: &str) -> String {
+    format!("'{target}' is not a declared resource or data id")
+}
+
+// Long because it is the referential rules of check.py in the same order (ids, providers, targets,
+// edges, consumers, variables), so both report the same errors in the same order; each rule is a
+// few lines over shared indexes.
+pub(super) fn check_references(ir: &Ir) -> Vec<IrError> {
+    let mut errors = Vec::new();
+    let mut first_seen: HashMap<&str, String> = HashMap::new();
+    let labelled: Vec<(String, &Node)> = ir
+        .resources
+        .iter()
+        .enumerate()
+        .chain(ir.data.iter().enumerate())
+        .map(|(i, n)| (node_label(n, i), n))
+        .collect();
+
+    for (label, node) in &labelled {
+        let prefix = if node.kind == NodeKind::Data {
+            "data."
+        } else {
+            ""
+        };
+        let expected = format!("{prefix}{}.{}.{}", node.provider, node.type_name, node.name);
+        if node.id != expected {
+            errors.push(located(
+                label,
+                &[key("id")],
+                format!(
+                    "'{}' does not match its parts (expected '{expected}')",
+                    node.id
+                ),
+            ));
+        }
+        match first_seen.get(node.id.as_str()) {
+            Some(first) => errors.push(located(
+                label,
+                &[key("id")],
+                format!("duplicate id '{}' (first declared at {first})", node.id),
+            )),
+            None => {
+                let short = label.split(' ').next().unwrap_or_default().to_string();
+                first_seen.insert(&node.id, short);
+            }
+        }
+        match ir.providers.get(&node.provider) {
+            None => errors.push(located(
+                label,
+                &[key("provider")],
+                format!("provider '{}' is not declared in providers", node.provider),
+            )),
+            Some(p) if node.kind == NodeKind::Data && p.kind != ProviderKind::Tfplugin => errors
+                .push(located(
+                    label,
+                    &[key("provider")],
+                    format!(
+                        "provider '{}' is of kind {}, which has no data sources",
+                        node.provider,
+                        p.kind.name()
+                    ),
+                )),
+            Some(_) => {}
+        }
+    }
+    let ids: HashSet<&str> = first_seen.keys().copied().collect();
+
+    let mut pairs: HashSet<(&str, &str)> = HashSet::new();
+    for (i, edge) in ir.edges.iter().enumerate() {
+        let label = format!("edges[{i}] ({} -> {})", edge.from, edge.to);
+        for (end, id) in [("from", &edge.from), ("to", &edge.to)] {
+            if !ids.contains(id.as_str()) {
+                errors.push(located(&label, &[key(end)], missing(id)));
+            }
+        }
+        pairs.insert((&edge.from, &edge.to));
+    }
+
+    // Reference targets in a tree; for node configs also the edge each one needs.
+    let check_tree = |errors: &mut Vec<IrError>,
+                      label: &str,
+                      root: &str,
+                      tree: &Tree,
+                      node_id: Option<&str>| {
+        tree.walk_sensitive_builds(&mut |at| {
+            let p: Vec<PathStep> = std::iter::once(key(root))
+                .chain(at.iter().cloned())
+                .collect();
+            errors.push(located(label, &p, BUILD_IN_SENSITIVE.into()));
+        });
+        tree.walk_leaves(|at, leaf| {
+            let (marker, bodies): (&str, Vec<(&str, PathStep)>) = match leaf {
+                Tree::Ref(r) => ("__ref", vec![(r.resource.as_str(), key("resource"))]),
+                Tree::SensitiveRef(r) => ("__sensitiveRef", vec![(r.resource.as_str(), key("resource"))]),
+                Tree::Derived(inputs) => (
+                    "__derived",
+                    inputs.iter().enumerate().map(|(k, input)| (input.resource.as_str(), PathStep::Index(k as u64))).collect(),
+                ),
+                _ => return,
+            };
+            let leaf_path: Vec<PathStep> = std::iter::once(key(root)).chain(at.iter().cloned()).collect();
+            let mut targets: Vec<&str> = Vec::new();
+            for (target, step) in bodies {
+                if ids.contains(target) {
+                    if !targets.contains(&target) {
+                        targets.push(target);
+                    }
+                    continue;
+                }
+                let mut p = leaf_path.clone();
+                p.push(key(marker));
+                let message = match (leaf, &step) {
+                    (Tree::Derived(inputs), PathStep::Index(k)) => {
+                        p.extend([key("inputs"), step.clone()]);
+                        format!(
+                            "'{}' does not name a declared resource or data id followed by '.<attribute>'",
+                            inputs[*k as usize]
+                        )
+                    }
+                    _ => {
+                        p.push(step);
+                        missing(target)
+                    }
+                };
+                errors.push(located(label, &p, message));
+            }
+            if let Some(to) = node_id {
+                for target in targets {
+                    if !pairs.contains(&(target, to)) {
+                        errors.push(located(
+                            label,
+                            &leaf_path,
+                            format!("refers to '{target}' but no edge goes from '{target}' to '{to}'"),
+                        ));
+                    }
+                }
+            }
+        });
+    };
+
+    for (label, node) in &labelled {
+        check_tree(&mut errors, label, "config", &node.config, Some(&node.id));
+        for (k, target) in node.depends_on.iter().enumerate() {
+            let at = [key("meta"), key("dependsOn"), PathStep::Index(k as u64)];
+            if !ids.contains(target.as_str()) {
+                errors.push(located(label, &at, missing(target)));
+            } else if !pairs.contains(&(target.as_str(), node.id.as_str())) {
+                errors.push(located(
+                    label,
+                    &at,
+                    format!(
+                        "depends on '{target}' but no edge goes from '{target}' to '{}'",
+                        node.id
+                    ),
+                ));
+            }
+        }
+    }
+    for (id, provider) in &ir.providers {
+        let label = render_path(&[key("providers"), key(id)]);
+        check_tree(&mut errors, &label, "config", &provider.config, None);
+    }
+    let mut consumer_ids: HashMap<&str, usize> = HashMap::new();
+    for (i, consumer) in ir.consumers.iter().enumerate() {
+        let label = format!("nixConsumers[{i}] ({})", consumer.id);
+        if let Some(first) = consumer_ids.get(consumer.id.as_str()) {
+            errors.push(located(
+                &label,
+                &[key("id")],
+                format!(
+                    "duplicate consumer id '{}' (first declared at nixConsumers[{first}])",
+                    consumer.id
+                ),
+            ));
+        } else {
+            consumer_ids.insert(&consumer.id, i);
+        }
+        check_tree(&mut errors, &label, "value", &consumer.value, None);
+    }
+    for (name, decl) in &ir.variables {
+        if let Some(default) = &decl.default {
+            if !type_matches(decl.ty.as_deref(), default) {
+                let label = render_path(&[key("variables"), key(name)]);
+                errors.push(located(
+                    &label,
+                    &[key("default")],
+                    format!(
+                        "default does not match type '{}'",
+                        decl.ty.as_deref().unwrap_or("any")
+                    ),
+                ));
+            }
+        }
+    }
+    errors
+}
