@@ -82,7 +82,10 @@ pub fn pull(args: &StateArgs, out: &Path) -> i32 {
             );
             exit::OK
         }
-        Err(e) => fail(&format!("cannot write {}: {e}", out.display())),
+        Err(e) => fail(&format!(
+            "cannot write {}: {e} (--out - prints the state instead)",
+            out.display()
+        )),
     }
 }
 
