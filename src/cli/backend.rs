@@ -61,9 +61,18 @@ pub fn env_list(args: &StateArgs) -> i32 {
 }
 
 /// `nivis state pull --out FILE|-`: the whole state as JSON, secrets included (what the user
-/// asked for), to a new private file (mode 0600, never through a link) or to standard output
-/// (terminal-unsafe characters escaped, the JSON unchanged).
+/// asked for), to a new private file (mode 0600, never through a link, never where Nix copies
+/// the plan's tree) or to standard output (terminal-unsafe characters escaped, the JSON
+/// unchanged).
 pub fn pull(args: &StateArgs, out: &Path) -> i32 {
+    if out != Path::new("-") {
+        let checked = args
+            .source(None)
+            .and_then(|source| crate::project::check_private_file(out, &source));
+        if let Err(e) = checked {
+            return fail(&e);
+        }
+    }
     let state = match args.read() {
         Ok((_, state)) => state,
         Err(e) => return fail(&e),

@@ -80,6 +80,12 @@ fn a_remote_state_run_leaks_no_secret_credential_or_key() {
     assert_eq!(mode(&pulled), 0o600);
     let text = std::fs::read_to_string(&pulled).unwrap();
     assert!(text.contains(&s.secret), "the pulled state is the real one");
+    let inside = s.nivis(&["state", "pull", "--out", "pulled.json"]);
+    assert!(
+        !inside.status.success() && stderr(&inside).contains("Nix copies"),
+        "the flake directory is copied into the store: {}",
+        stderr(&inside)
+    );
     let no_out = s.nivis(&["state", "pull"]);
     assert!(
         !no_out.status.success() && stderr(&no_out).contains("--out"),
