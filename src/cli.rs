@@ -314,8 +314,9 @@ pub struct RunArgs {
 /// Where providers given by registry address come from.
 #[derive(Args, Debug, Clone)]
 pub struct InstallArgs {
-    /// Never use the network: only filesystem mirrors and the cache.
-    #[arg(long, env = "NIVIS_OFFLINE")]
+    /// Never use the network: only filesystem mirrors and the cache (NIVIS_OFFLINE=1, true,
+    /// yes or on).
+    #[arg(long, env = "NIVIS_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
     pub offline: bool,
     /// A filesystem mirror (packed or unpacked layout, as `tofu providers mirror` writes);
     /// repeatable, searched in order. Also NIVIS_PROVIDER_MIRRORS (colon-separated).
@@ -403,6 +404,7 @@ pub mod exit {
 pub fn run(cli: Cli) -> i32 {
     init_logging(cli.verbose);
     install_interrupt_handler();
+    crate::state::s3::Credentials::remember_environment();
     let style = Style::detect();
     match cli.command {
         Command::Plan(args) => run_engine(&args, None, style, Verb::Plan),
@@ -468,8 +470,12 @@ fn absolute(p: &Path) -> PathBuf {
 /// Variables: `NIVIS_VAR_name` environment < `--var-file` files (in order) < `--var` flags.
 fn variables(args: &RunArgs) -> Result<BTreeMap<String, Json>, String> {
     let mut vars = BTreeMap::new();
-    for (k, v) in std::env::vars() {
-        if let Some(name) = k.strip_prefix("NIVIS_VAR_") {
+    // vars_os: std::env::vars panics on a variable that is not UTF-8 (anyone's, not just ours).
+    for (k, v) in std::env::vars_os() {
+        if let Some(name) = k.to_str().and_then(|k| k.strip_prefix("NIVIS_VAR_")) {
+            let v = v
+                .into_string()
+                .map_err(|_| format!("NIVIS_VAR_{name}: the value is not UTF-8"))?;
             vars.insert(name.to_string(), parse_var_value(&v));
         }
     }

@@ -146,12 +146,19 @@ pub fn backend_config(
 ) -> Result<Option<serde_json::Value>, EvalError> {
     let mut path: Vec<&str> = plan_attr.split('.').collect();
     path.pop();
-    path.push("backend");
-    let select: String = path.iter().map(|p| format!(".{}", nix_string(p))).collect();
-    let expr = format!("(builtins.getFlake {}){select} or null", nix_string(flake));
-    let what = format!("{flake}#{}", path.join("."));
+    let parent = path.join(".");
+    if parent.is_empty() {
+        // A top-level plan attribute has no attribute set to hold a backend beside it.
+        return Ok(None);
+    }
+    let what = format!("{flake}#{parent}.backend");
+    // The same flake reference as the plan's evaluation (`FLAKE#ATTR`), so that Nix copies the
+    // same tree: `builtins.getFlake "/dir"` copies a git flake's directory whole, ignored files
+    // (a git-ignored state) included.
+    let installable = format!("{flake}#{parent}");
+    let apply = "parent: parent.backend or null";
     let output = nix_command()
-        .args(["eval", "--json", "--impure", "--expr", &expr])
+        .args(["eval", "--json", "--impure", &installable, "--apply", apply])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| EvalError {

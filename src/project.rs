@@ -162,6 +162,29 @@ pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String>
     }
 }
 
+/// Refuses `path`, a file about to receive secrets (`state pull --out`), where Nix would copy
+/// it into the store when it evaluates `source` (see [`check_state_path`]).
+pub fn check_private_file(path: &Path, source: &PlanSource) -> Result<(), String> {
+    let path = normalise(path);
+    match copied_tree(source) {
+        Copied::Whole(dir) if path.starts_with(&dir) => Err(format!(
+            "refusing to write the state to {}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, and the state holds secrets. Write it outside {}.",
+            path.display(),
+            dir.display(),
+            dir.display()
+        )),
+        Copied::GitTracked(root) if path.starts_with(&root) && !git_ignores(&root, &path) => {
+            Err(format!(
+                "refusing to write the state to {}: it is inside the git repository {} and git does not ignore it, so it could be committed and copied by Nix into the world-readable /nix/store. Write it outside the repository, or add it to {}/.gitignore.",
+                path.display(),
+                root.display(),
+                root.display()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state` (never a
 /// shared temporary directory, where another user could prepare it).
 pub fn state_home() -> Result<PathBuf, String> {

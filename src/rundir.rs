@@ -3,7 +3,8 @@
 //!
 //! Owns: choosing where it is created, creating it so that nobody else can own, enter or
 //! prepare it, writing files into it without following links, and removing it when the run
-//! ends. Not: what the files contain (`ledger`).
+//! ends; and [`write_private_file`], the same careful write for a private file elsewhere (`state
+//! pull --out`). Not: what the files contain (`ledger`).
 //!
 //! The directory is new for every run: `nivis-XXXXXXXX` with a random name, created with
 //! `mkdir(2)` mode 0700 (which fails if the name exists, so a directory prepared by someone
@@ -163,6 +164,12 @@ impl RunDir {
 /// Writes `bytes` to `target` (mode 0600, replacing what is there, never writing through a
 /// link) through a new temporary file beside it (see [`write_private`]).
 pub fn write_private_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // Replacing a device (`--out /dev/null` as root) or a directory is never what was meant.
+    if let Ok(meta) = std::fs::symlink_metadata(target) {
+        if !meta.is_file() && !meta.file_type().is_symlink() {
+            return Err(std::io::Error::other("it exists and is not a regular file"));
+        }
+    }
     let name = target
         .file_name()
         .ok_or_else(|| std::io::Error::other("not a file name"))?;

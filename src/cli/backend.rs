@@ -12,7 +12,9 @@ use serde_json::Value as Json;
 use super::{absolute, confirm_prompt, exit, fail, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
 use crate::render::{self, outln};
-use crate::state::{parse_snapshot, Backend, ForceUnlock, LockHolder, StateFile, Store};
+use crate::state::{
+    parse_snapshot, Backend, ForceUnlock, LockHolder, LockedStore, StateFile, Store,
+};
 
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
 /// attribute's sibling `backend`; a plain Nix file or a directory without `flake.nix` has
@@ -59,9 +61,18 @@ pub fn env_list(args: &StateArgs) -> i32 {
 }
 
 /// `nivis state pull --out FILE|-`: the whole state as JSON, secrets included (what the user
-/// asked for), to a new private file (mode 0600, never through a link) or to standard output
-/// (terminal-unsafe characters escaped, the JSON unchanged).
+/// asked for), to a new private file (mode 0600, never through a link, never where Nix copies
+/// the plan's tree) or to standard output (terminal-unsafe characters escaped, the JSON
+/// unchanged).
 pub fn pull(args: &StateArgs, out: &Path) -> i32 {
+    if out != Path::new("-") {
+        let checked = args
+            .source(None)
+            .and_then(|source| crate::project::check_private_file(out, &source));
+        if let Err(e) = checked {
+            return fail(&e);
+        }
+    }
     let state = match args.read() {
         Ok((_, state)) => state,
         Err(e) => return fail(&e),
@@ -82,7 +93,10 @@ pub fn pull(args: &StateArgs, out: &Path) -> i32 {
             );
             exit::OK
         }
-        Err(e) => fail(&format!("cannot write {}: {e}", out.display())),
+        Err(e) => fail(&format!(
+            "cannot write {}: {e} (--out - prints the state instead)",
+            out.display()
+        )),
     }
 }
 
@@ -97,7 +111,7 @@ pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
-    let mut store = match backend.open(LockHolder::current("nivis state push"), None) {
+    let store = match backend.open(LockHolder::current("nivis state push"), None) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
@@ -123,18 +137,21 @@ pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
             backend.describe()
         ));
     }
-    let count = pushed.len();
-    if let Err(e) = store.replace(pushed).and_then(|()| store.close()) {
+    let done = format!(
+        "Pushed {} to {}: {} resource(s).",
+        file.display(),
+        backend.describe(),
+        pushed.len()
+    );
+    replace_and_close(store, pushed, &done)
+}
+
+/// Replaces the whole state in `store` by `next`, closes it, and says `done`.
+fn replace_and_close(mut store: Box<dyn LockedStore>, next: StateFile, done: &str) -> i32 {
+    if let Err(e) = store.replace(next).and_then(|()| store.close()) {
         return fail(&e);
     }
-    outln!(
-        "{}",
-        render::escape(&format!(
-            "Pushed {} to {}: {count} resource(s).",
-            file.display(),
-            backend.describe()
-        ))
-    );
+    outln!("{}", render::escape(done));
     exit::OK
 }
 
@@ -155,11 +172,11 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let mut target =
-        match backend.open_for_migration(LockHolder::current("nivis state migrate"), None) {
-            Ok(t) => t,
-            Err(e) => return fail(&e),
-        };
+    let target = match backend.open_for_migration(LockHolder::current("nivis state migrate"), None)
+    {
+        Ok(t) => t,
+        Err(e) => return fail(&e),
+    };
     let existing = target.state();
     if !existing.is_empty() && !force {
         let same = existing.lineage == state.lineage && existing.ids().eq(state.ids());
@@ -186,20 +203,14 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
             fail(&msg)
         };
     }
-    let count = state.len();
-    let url = backend.describe();
-    if let Err(e) = target.replace(state).and_then(|()| target.close()) {
-        return fail(&e);
-    }
-    outln!(
-        "{}",
-        render::escape(&format!(
-            "Migrated {count} resource(s) from {} to {url}. The local file was left as it was: \
-             move it aside (e.g. `mv {0} {0}.migrated`) so that nothing reads it by mistake.",
-            local.display()
-        ))
+    let done = format!(
+        "Migrated {} resource(s) from {} to {}. The local file was left as it was: move it \
+         aside (e.g. `mv {1} {1}.migrated`) so that nothing reads it by mistake.",
+        state.len(),
+        local.display(),
+        backend.describe()
     );
-    exit::OK
+    replace_and_close(target, state, &done)
 }
 
 /// `nivis force-unlock LOCK_ID`, for whichever backend holds the state: the id must name the

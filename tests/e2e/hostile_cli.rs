@@ -144,7 +144,25 @@ fn no_flag_value_makes_nivis_panic() {
             os("--state"),
             state.clone(),
         ]);
-        cases.push(vec![os("state"), os("pull"), os("--env"), value.clone()]);
+        cases.push(vec![
+            os("state"),
+            os("pull"),
+            os("--out"),
+            os("-"),
+            os("--env"),
+            value.clone(),
+        ]);
+        // Relative paths climbing out of the test's directory would write a real file there.
+        if !value.as_bytes().starts_with(b"../") {
+            cases.push(vec![
+                os("state"),
+                os("pull"),
+                os("--out"),
+                value.clone(),
+                os("--state"),
+                state.clone(),
+            ]);
+        }
         cases.push(vec![
             os("state"),
             os("migrate"),
@@ -231,6 +249,31 @@ fn no_flag_value_makes_nivis_panic() {
                 var,
                 value.clone(),
             ));
+        }
+    }
+    // The S3 backend's environment, with a store nothing listens on (one attempt).
+    let s3 = [
+        "type=s3",
+        "bucket=abc",
+        "key=k",
+        "endpoint=http://127.0.0.1:9",
+        "maxAttempts=1",
+    ];
+    let mut s3_rm = vec![os("state"), os("rm"), os("x"), os("--file"), plan.clone()];
+    s3_rm.extend([os("--state"), state.clone()]);
+    s3_rm.extend(s3.iter().flat_map(|kv| [os("--backend-config"), os(kv)]));
+    for value in &values {
+        for var in [
+            "NIVIS_RESCUE_DIR",
+            "NIVIS_ENV",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_PROFILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "AWS_REGION",
+        ] {
+            with_env.push((s3_rm.clone(), var, value.clone()));
         }
     }
     let run_dir = p.dir.path().join("run");

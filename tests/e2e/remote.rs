@@ -8,118 +8,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nivis::state::s3::{Client, Credentials, Retry, Target};
 use nivis::state::StateFile;
 use serde_json::Value as Json;
 
+use super::weed::{Weed, BUCKET};
 use crate::util::*;
-
-const BUCKET: &str = "nivis-e2e";
-
-/// A SeaweedFS server of its own, stopped on drop.
-struct Weed {
-    dir: tempfile::TempDir,
-    info: Json,
-}
-
-impl Weed {
-    fn start() -> Weed {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let info = Weed::run_harness(&[
-            "start",
-            "--dir",
-            &dir.path().display().to_string(),
-            "--bucket",
-            BUCKET,
-        ]);
-        Weed { dir, info }
-    }
-
-    fn run_harness(args: &[&str]) -> Json {
-        let out = Command::new("python3")
-            .arg(repo().join("tests/seaweedfs.py"))
-            .args(args)
-            .env("NIVIS_REAL_WEED", real_provider("weed"))
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tests/seaweedfs.py");
-        assert_success(&out);
-        serde_json::from_slice(&out.stdout).unwrap_or(Json::Null)
-    }
-
-    fn endpoint(&self) -> String {
-        self.info["endpoint"].as_str().unwrap().to_string()
-    }
-
-    fn stop(&self) {
-        Weed::run_harness(&["stop", "--dir", &self.dir.path().display().to_string()]);
-    }
-
-    fn restart(&self) {
-        let port = self.info["port"].to_string();
-        Weed::run_harness(&[
-            "start",
-            "--dir",
-            &self.dir.path().display().to_string(),
-            "--port",
-            &port,
-        ]);
-    }
-
-    fn credentials(&self) -> [(String, String); 2] {
-        [
-            (
-                "AWS_ACCESS_KEY_ID".into(),
-                self.info["accessKey"].as_str().unwrap().into(),
-            ),
-            (
-                "AWS_SECRET_ACCESS_KEY".into(),
-                self.info["secretKey"].as_str().unwrap().into(),
-            ),
-        ]
-    }
-
-    /// A client of our own, to look at the bucket directly.
-    fn client(&self) -> Client {
-        Client::new(
-            &Target {
-                endpoint: Some(self.endpoint()),
-                bucket: BUCKET.into(),
-                region: "us-east-1".into(),
-                path_style: true,
-                allow_http: false,
-            },
-            Credentials {
-                access_key: self.info["accessKey"].as_str().unwrap().into(),
-                secret_key: self.info["secretKey"].as_str().unwrap().into(),
-                session_token: None,
-                source: "test".into(),
-            },
-            Retry::default(),
-        )
-        .unwrap()
-    }
-
-    /// `--backend-config` flags for state `key`.
-    fn flags(&self, key: &str) -> Vec<String> {
-        [
-            "type=s3".to_string(),
-            format!("bucket={BUCKET}"),
-            format!("key={key}"),
-            format!("endpoint={}", self.endpoint()),
-            "usePathStyle=true".to_string(),
-        ]
-        .into_iter()
-        .flat_map(|f| ["--backend-config".to_string(), f])
-        .collect()
-    }
-}
-
-impl Drop for Weed {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 /// One "machine": a project directory with its own rescue directory, talking to `weed`.
 struct Machine {
@@ -630,9 +523,13 @@ fn the_backend_is_read_from_the_flake_beside_the_plan() {
         weed.endpoint()
     );
     std::fs::write(dir.path().join("flake.nix"), flake).unwrap();
+    let state_home = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         let mut cmd = Command::new(nivis_bin());
-        cmd.args(args).current_dir(dir.path()).env("NO_COLOR", "1");
+        cmd.args(args)
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .env("XDG_STATE_HOME", state_home.path());
         for (k, v) in weed.credentials() {
             cmd.env(k, v);
         }

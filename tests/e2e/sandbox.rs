@@ -100,9 +100,14 @@ impl Sandbox {
 
     /// Writes `dir/flake.nix` whose `nivis.plan` is `plan` (an expression with `lib` in scope).
     pub fn write_flake(dir: &Path, plan: &str) {
+        Sandbox::write_flake_with(dir, plan, "");
+    }
+
+    /// [`write_flake`](Self::write_flake) with more attributes of `nivis` (e.g. `backend = {...};`).
+    pub fn write_flake_with(dir: &Path, plan: &str, more: &str) {
         std::fs::create_dir_all(dir).unwrap();
         let text = format!(
-            "{{\n  outputs = {{ self }}: let lib = import {}/nix; in {{\n    nivis.plan = {plan};\n  }};\n}}\n",
+            "{{\n  outputs = {{ self }}: let lib = import {}/nix; in {{\n    nivis = {{ plan = {plan}; {more} }};\n  }};\n}}\n",
             repo().display()
         );
         std::fs::write(dir.join("flake.nix"), text).unwrap();
@@ -136,7 +141,13 @@ impl Sandbox {
     pub fn run(&self, mut cmd: Command, label: &str) -> Output {
         cmd.env_remove("NIVIS_LOG")
             .env_remove("NIVIS_STATE")
+            .env_remove("NIVIS_RESCUE_DIR")
             .env_remove("XDG_CONFIG_HOME");
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("AWS_") {
+                cmd.env_remove(k);
+            }
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -198,7 +209,13 @@ impl Sandbox {
     /// [`hunt`](Self::hunt) for another value (e.g. a sensitive variable's), in every form
     /// [`leak_forms`] lists.
     pub fn hunt_for(&self, needle: &str, state_files: &[PathBuf]) {
-        let forms = leak_forms(needle);
+        self.hunt_all(&[needle], state_files);
+    }
+
+    /// [`hunt_for`](Self::hunt_for) several values at once (one walk of `/nix/store`).
+    pub fn hunt_all(&self, needles: &[&str], state_files: &[PathBuf]) {
+        let forms: Vec<Vec<u8>> = needles.iter().flat_map(|n| leak_forms(n)).collect();
+        let needle = needles.join(", ");
         let found = |bytes: &[u8]| forms.iter().any(|f| contains(bytes, f));
         let mut problems = Vec::new();
         for (label, out, err) in self.seen.lock().unwrap().iter() {

@@ -199,9 +199,14 @@ fn state_pull_and_push_work_on_the_local_file_as_on_s3() {
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
     let pulled = p.state_cmd(&["state", "pull", "--out", "-"]);
     assert_success(&pulled);
-    let file = p.dir.path().join("pulled.json");
-    std::fs::write(&file, &pulled.stdout).unwrap();
-    let file = file.display().to_string();
+    // To a file: the same state, private whatever the umask.
+    let path = p.dir.path().join("pulled.json");
+    let file = path.display().to_string();
+    assert_success(&p.state_cmd(&["state", "pull", "--out", &file]));
+    assert_eq!(std::fs::read(&path).unwrap(), pulled.stdout);
+    let perms = std::fs::metadata(&path).unwrap().permissions();
+    let mode = std::os::unix::fs::PermissionsExt::mode(&perms) & 0o777;
+    assert_eq!(mode, 0o600);
     let ids = || stdout(&p.state_cmd(&["state", "list"]));
 
     // The state moves on: the pulled copy is older, and pushing it is refused.

@@ -169,7 +169,13 @@ impl S3Backend {
         let dir = match std::env::var_os("NIVIS_RESCUE_DIR").filter(|v| !v.is_empty()) {
             Some(dir) => PathBuf::from(dir),
             None => crate::project::state_home()
-                .map_err(|e| RemoteError::Invalid(format!("{e} (or NIVIS_RESCUE_DIR)")))?
+                .map_err(|_| {
+                    RemoteError::Invalid(
+                        "cannot find a place for the S3 rescue file of this machine: set \
+                         XDG_STATE_HOME, HOME or NIVIS_RESCUE_DIR"
+                            .into(),
+                    )
+                })?
                 .join("nivis/rescue"),
         };
         Ok(dir.join(rescue_file_name(

@@ -135,6 +135,12 @@ fn read_key_file(path: &Path) -> Result<String, String> {
             path.display()
         )
     })?;
+    if !meta.is_file() || meta.len() > 4096 {
+        return Err(format!(
+            "the state encryption key {} is not a small regular file",
+            path.display()
+        ));
+    }
     if meta.permissions().mode() & 0o077 != 0 {
         return Err(format!(
             "the state encryption key {} is readable by other users; chmod 600 it",
