@@ -6,10 +6,21 @@ use super::error::StateError;
 use super::model::{Change, StateFile};
 use super::{LockedStore, StateStore};
 
+/// Where a [`MemoryStore`] copies its state after every commit, so that the state outlives the
+/// store (the engine closes the store it was given; a test reads the mirror afterwards).
+pub type Mirror = std::sync::Arc<std::sync::Mutex<Option<StateFile>>>;
+
 /// A [`StateStore`] that keeps the state in memory only; commits never fail.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct MemoryStore {
     state: StateFile,
+    mirror: Option<Mirror>,
+}
+
+impl PartialEq for MemoryStore {
+    fn eq(&self, other: &MemoryStore) -> bool {
+        self.state == other.state
+    }
 }
 
 impl MemoryStore {
@@ -20,7 +31,18 @@ impl MemoryStore {
 
     /// A store starting from `state` (e.g. one read with [`Store::read_only`](super::Store::read_only)).
     pub fn from_state(state: StateFile) -> MemoryStore {
-        MemoryStore { state }
+        MemoryStore {
+            state,
+            mirror: None,
+        }
+    }
+
+    /// A store starting from `state` whose every commit is copied to `mirror`.
+    pub fn mirrored(state: StateFile, mirror: Mirror) -> MemoryStore {
+        MemoryStore {
+            state,
+            mirror: Some(mirror),
+        }
     }
 
     /// Gives back the state.
@@ -43,6 +65,9 @@ impl StateStore for MemoryStore {
     fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
         for change in changes {
             self.state.apply(change);
+        }
+        if let Some(mirror) = &self.mirror {
+            *mirror.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.state.clone());
         }
         Ok(())
     }
@@ -68,7 +93,7 @@ impl LockedStore for MemoryStore {
         let serial = self.state.serial.max(next.serial) + 1;
         self.state = next;
         self.state.serial = serial;
-        Ok(())
+        self.commit(&[])
     }
 
     fn warnings(&self) -> Vec<String> {

@@ -154,7 +154,7 @@ pub use file::{
     JOURNAL_RESERVE_BYTES,
 };
 pub use holder::{ForceUnlock, Liveness, LockHolder};
-pub use memory::MemoryStore;
+pub use memory::{MemoryStore, Mirror};
 pub use model::{
     Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus, StateFile, SCHEMA_VERSION,
 };

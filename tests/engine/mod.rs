@@ -11,7 +11,7 @@ mod lifecycle;
 mod phases;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nivis::diag::Diagnostics;
@@ -22,7 +22,7 @@ use nivis::engine::{
 use nivis::ir::ProviderDecl;
 use nivis::ledger::Ledger;
 use nivis::provider::Provider;
-use nivis::state::{Change, LockHolder, LockedStore, StateError, StateFile, StateStore};
+use nivis::state::{LockHolder, LockedStore, MemoryStore, Mirror, StateError, StateFile};
 use serde_json::{json, Value as Json};
 
 #[path = "../../fakes/kit/mod.rs"]
@@ -75,7 +75,7 @@ impl Launcher for InProcess {
 
 /// State kept in memory across the runs of one test.
 #[derive(Clone, Default)]
-struct Memory(Arc<Mutex<Option<StateFile>>>);
+struct Memory(Mirror);
 
 impl Memory {
     fn snapshot(&self) -> StateFile {
@@ -100,59 +100,16 @@ impl Memory {
     }
 }
 
-/// The store a run holds: its own copy, written through to [`Memory`] on every commit.
-struct Held {
-    state: StateFile,
-    shared: Memory,
-}
-
-impl StateStore for Held {
-    fn state(&self) -> &StateFile {
-        &self.state
-    }
-
-    fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        for c in changes {
-            self.state.apply(c);
-        }
-        *self.shared.0.lock().unwrap() = Some(self.state.clone());
-        Ok(())
-    }
-}
-
-impl LockedStore for Held {
-    fn close(self: Box<Self>) -> Result<(), StateError> {
-        Ok(())
-    }
-    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        self.commit(changes)
-    }
-    fn rescue(&mut self, changes: &[Change]) -> Result<std::path::PathBuf, StateError> {
-        self.commit(changes)?;
-        Ok("(memory)".into())
-    }
-    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
-        self.state = next;
-        self.commit(&[])
-    }
-    fn warnings(&self) -> Vec<String> {
-        Vec::new()
-    }
-    fn remedy(&self) -> String {
-        String::new()
-    }
-}
-
 impl StateAccess for Memory {
     fn open_locked(
         &self,
         _holder: LockHolder,
         _wait: Option<Duration>,
     ) -> Result<Box<dyn LockedStore>, StateError> {
-        Ok(Box::new(Held {
-            state: self.snapshot(),
-            shared: self.clone(),
-        }))
+        Ok(Box::new(MemoryStore::mirrored(
+            self.snapshot(),
+            self.0.clone(),
+        )))
     }
 
     fn read_only(&self) -> Result<StateFile, StateError> {
