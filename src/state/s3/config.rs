@@ -53,6 +53,8 @@ pub const FIELDS: &[&str] = &[
 
 impl S3Backend {
     /// Reads the fields of an `s3` backend for environment `env`.
+    // Long because it reads one backend field after another, each with its own check and message, a
+    // table in one place.
     pub fn from_fields(fields: &Map<String, Json>, env: &str) -> Result<S3Backend, String> {
         if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(format!(
