@@ -82,3 +82,18 @@ impl Knobs {
 pub fn named(list: &[String], label: &str) -> bool {
     list.iter().any(|l| l == label)
 }
+
+/// Writes `kib` KiB of noise lines tagged `tag` to stdout and stderr, to prove a chatty
+/// provider never blocks its client.
+pub fn write_noise(kib: usize, tag: &str) {
+    use std::io::Write;
+    let line = format!("{tag}: {}\n", "noise ".repeat(20));
+    let mut err = std::io::stderr().lock();
+    let mut out = std::io::stdout().lock();
+    let mut written = 0;
+    while written < kib * 1024 {
+        let _ = err.write_all(line.as_bytes());
+        let _ = out.write_all(line.as_bytes());
+        written += line.len();
+    }
+}

@@ -17,7 +17,7 @@ use nivis::schema::ProviderSchema;
 use nivis::value::{self, PathStep, Value};
 
 use super::build::get_str;
-use super::knobs::Knobs;
+use super::knobs::{write_noise, Knobs};
 
 /// Private bytes the fakes hand out from plan and expect back in apply.
 pub const PLANNED_PRIVATE: &[u8] = b"{\"fake\":\"planned\"}";
@@ -116,20 +116,10 @@ impl<B: Behaviour> FakeProvider<B> {
         )
     }
 
-    /// Writes `NIVIS_FAKE_NOISE` KiB to stdout and stderr, to prove a chatty provider never
-    /// blocks its client.
+    /// Writes the noise the knobs ask for (see [`write_noise`]).
     pub fn noise(&self, tag: &str) {
-        let Some(kib) = self.knobs.noise_kib else {
-            return;
-        };
-        let line = format!("{tag}: {}\n", "noise ".repeat(20));
-        let mut err = std::io::stderr().lock();
-        let mut out = std::io::stdout().lock();
-        let mut written = 0;
-        while written < kib * 1024 {
-            let _ = err.write_all(line.as_bytes());
-            let _ = out.write_all(line.as_bytes());
-            written += line.len();
+        if let Some(kib) = self.knobs.noise_kib {
+            write_noise(kib, tag);
         }
     }
 

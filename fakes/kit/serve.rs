@@ -104,15 +104,7 @@ pub fn serve(provider: Arc<dyn Provider>, protocol: u32) -> ! {
 /// Writes `NIVIS_FAKE_NOISE` KiB to stdout and stderr at startup.
 fn maybe_noise(tag: &str) {
     if let Some(kib) = env("NIVIS_FAKE_NOISE").and_then(|v| v.parse::<usize>().ok()) {
-        let line = format!("{tag}: {}\n", "noise ".repeat(20));
-        let mut err = std::io::stderr().lock();
-        let mut out = std::io::stdout().lock();
-        let mut written = 0;
-        while written < kib * 1024 {
-            let _ = err.write_all(line.as_bytes());
-            let _ = out.write_all(line.as_bytes());
-            written += line.len();
-        }
+        super::knobs::write_noise(kib, tag);
     }
 }
 
