@@ -52,10 +52,9 @@ pub(super) fn expansion_message(key: &str) -> Option<&'static str> {
 
 // --- pattern matchers (docs/ir-schema.json) ---------------------------------------
 
+/// `IDENT_PATTERN`: the one identifier rule (see [`crate::value::is_identifier`]).
 pub(super) fn is_ident(s: &str) -> bool {
-    let mut b = s.bytes();
-    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
-        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+    crate::value::is_identifier(s)
 }
 
 pub(super) fn is_provider_id(s: &str) -> bool {

@@ -420,3 +420,21 @@ fn schema_file_contains_every_pattern() {
     }
     assert!(schema.contains(&MAX_INDEX.to_string()));
 }
+
+/// The value renderer (diagnostics, plan output) and the IR's path grammar agree on every key:
+/// one identifier rule (ASCII, as Nix and docs/ir-schema.json have it), so a rendered path reads
+/// back with `parse_path` to the same keys.
+#[test]
+fn one_identifier_rule_for_both_path_renderers() {
+    use crate::value::{render_path as render_value_path, untyped_step, PathStep as V};
+    for k in ["ok_1", "a-b", "a b", "1x", "ключ", "é", "_"] {
+        let value_text = render_value_path(&[V::Attr("tags".into()), untyped_step(k)]);
+        let ir_text = render_path(&[PathStep::Key("tags".into()), PathStep::Key(k.into())]);
+        assert_eq!(value_text, ir_text, "key {k:?}");
+        assert_eq!(
+            parse_path(&value_text),
+            Some(vec![PathStep::Key("tags".into()), PathStep::Key(k.into())]),
+            "{value_text} reads back"
+        );
+    }
+}

@@ -450,11 +450,14 @@ pub(crate) fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
 }
 
-/// Whether `s` is an HCL identifier (renders without quotes).
-pub(crate) fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_alphabetic() || c == '_')
-        && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+/// Whether `s` is an identifier, rendered without quotes in a path (`a.b`) or an object
+/// (`{b = 1}`): ASCII letters, digits, `_` and `-`, not starting with a digit or `-`. The one
+/// rule for every path Nivis prints or reads: the IR's path grammar (docs/ir-schema.json) and
+/// Nix attribute names have it, so a printed path reads back as the same keys.
+pub fn is_identifier(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
 }
 
 /// The path step for a key of a map or object whose type is not at hand: `Attr` when the key
