@@ -1,16 +1,28 @@
-//! The command line: clap definitions, resolution into engine options, and dispatch.
+//! The command line: dispatch, resolution of flags into engine options, and what commands print.
 //!
-//! Owns: flags and their defaults, reading variables and environment, the confirmation prompt,
-//! the Ctrl-C handler, exit codes, and the text of summaries. Not: provider or state internals
-//! except through `engine` and `state`'s read API.
+//! Owns: running each verb, the confirmation prompt, the Ctrl-C handler, exit codes, logging and
+//! the text of summaries. The flag definitions live in `cli::args`, variable precedence in
+//! `cli::vars`, `nivis output` in `cli::output`, completion in `cli::complete` and generated
+//! documentation in `cli::docs`. Not: provider or state internals except through `engine` and
+//! `state`'s read API.
 
-use std::collections::BTreeMap;
+mod args;
+mod complete;
+mod docs;
+mod output;
+mod suggest;
+mod vars;
+
+pub use self::args::Cli;
+pub use self::complete::answer_if_asked as answer_completion_request;
+pub use self::docs::markdown_reference;
+pub use self::suggest::parse;
+
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
@@ -21,174 +33,7 @@ use crate::nixeval::PlanSource;
 use crate::render::{self, Human, JsonLines, Style, Tally};
 use crate::state::{Change, LockHolder, Store};
 
-/// Nivis: infrastructure as Nix code.
-///
-/// Evaluates a Nix plan to an IR, drives unmodified Terraform/OpenTofu providers to plan and
-/// apply it, and feeds apply-time outputs back into Nix, phase after phase, to a fixpoint.
-#[derive(Parser, Debug)]
-#[command(name = "nivis", version, about, long_about = None, propagate_version = true)]
-pub struct Cli {
-    /// More logging (-v info, -vv debug, -vvv trace); NIVIS_LOG=LEVEL does the same.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Show what apply would do: this phase in full, later phases as what they wait on.
-    Plan(RunArgs),
-    /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint.
-    Apply(ApplyArgs),
-    /// Destroy every resource in state (or the targets and what depends on them).
-    Destroy(ApplyArgs),
-    /// Reconcile state with the real objects (UpgradeResourceState + ReadResource); report drift.
-    Refresh(RunArgs),
-    /// Check the IR and every configuration with its provider's own validation; change nothing.
-    Validate(RunArgs),
-    /// Inspect or edit the state.
-    #[command(subcommand)]
-    State(StateCommand),
-    /// Print the outputs Nix sees (the ledger, secrets as placeholders).
-    Output(StateArgs),
-    /// Remove a stale state lock left by a process that is gone.
-    ForceUnlock(StateArgs),
-    /// Write typed Nix constructors and reference docs from a provider's schema.
-    Gen(GenArgs),
-    /// Provider installation: lock file, mirrors, what is used.
-    #[command(subcommand)]
-    Providers(ProvidersCommand),
-}
-
-#[derive(Subcommand, Debug)]
-pub enum ProvidersCommand {
-    /// Record versions and hashes of the plan's registry providers for these platforms.
-    Lock {
-        /// OS_ARCH, e.g. linux_amd64; repeatable (default: this machine's).
-        #[arg(long = "platform")]
-        platforms: Vec<String>,
-        /// Choose versions afresh within the constraints, replacing locked selections.
-        #[arg(long)]
-        upgrade: bool,
-        #[command(flatten)]
-        run: RunArgs,
-    },
-    /// Write a filesystem mirror (packed zips + network-mirror JSON) of the plan's providers.
-    Mirror {
-        /// The mirror directory.
-        dir: PathBuf,
-        /// OS_ARCH, e.g. linux_amd64; repeatable (default: this machine's).
-        #[arg(long = "platform")]
-        platforms: Vec<String>,
-        #[command(flatten)]
-        run: RunArgs,
-    },
-    /// Each provider of the plan: where it comes from, version, hashes.
-    List(RunArgs),
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct GenArgs {
-    /// The provider, as mkProvider's `source` accepts it (path, store path, or binary name).
-    #[arg(long)]
-    pub provider: String,
-    /// The provider id users give it in `toIR`'s `providers` (default: from the binary name).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Output directory; files go to OUT/NAME/.
-    #[arg(long)]
-    pub out: PathBuf,
-    #[command(flatten)]
-    pub install: InstallArgs,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum StateCommand {
-    /// List resource ids in state.
-    List(StateArgs),
-    /// Show one resource's recorded attributes (sensitive values hidden).
-    Show {
-        /// Resource id.
-        id: String,
-        #[command(flatten)]
-        state: StateArgs,
-    },
-    /// Forget resources without destroying them.
-    Rm {
-        /// Resource ids.
-        #[arg(required = true)]
-        ids: Vec<String>,
-        #[command(flatten)]
-        state: StateArgs,
-    },
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct StateArgs {
-    /// The state file.
-    #[arg(long, default_value = "nivis.state.json", env = "NIVIS_STATE")]
-    pub state: PathBuf,
-    /// Machine-readable output.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct RunArgs {
-    /// The flake (directory or reference) holding the plan.
-    #[arg(long, default_value = ".", conflicts_with = "file")]
-    pub flake: String,
-    /// A plain Nix file evaluating to the plan function (instead of a flake).
-    #[arg(long)]
-    pub file: Option<PathBuf>,
-    /// The attribute holding the plan function (`ledger: IR`).
-    #[arg(long)]
-    pub attr: Option<String>,
-    #[command(flatten)]
-    pub state: StateArgs,
-    /// Set a variable: NAME=VALUE (VALUE is JSON if it parses as JSON, else a string).
-    #[arg(long = "var", value_name = "NAME=VALUE")]
-    pub vars: Vec<String>,
-    /// A JSON file of variable values.
-    #[arg(long = "var-file")]
-    pub var_files: Vec<PathBuf>,
-    /// Limit the run to these resources and what they depend on.
-    #[arg(long = "target", value_name = "ID")]
-    pub targets: Vec<String>,
-    /// Provider operations in flight at once.
-    #[arg(long, default_value_t = 10)]
-    pub parallelism: usize,
-    /// Refresh stored objects before planning.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub refresh: bool,
-    /// Wait this long for the state lock (e.g. 30s, 2m); default: fail at once.
-    #[arg(long, value_parser = parse_duration)]
-    pub lock_timeout: Option<Duration>,
-    #[command(flatten)]
-    pub install: InstallArgs,
-}
-
-/// Where providers given by registry address come from.
-#[derive(Args, Debug, Clone)]
-pub struct InstallArgs {
-    /// Never use the network: only filesystem mirrors and the cache.
-    #[arg(long, env = "NIVIS_OFFLINE")]
-    pub offline: bool,
-    /// A filesystem mirror (packed or unpacked layout, as `tofu providers mirror` writes);
-    /// repeatable, searched in order. Also NIVIS_PROVIDER_MIRRORS (colon-separated).
-    #[arg(long = "mirror", value_name = "DIR")]
-    pub mirrors: Vec<PathBuf>,
-    /// A network mirror base URL (https); repeatable.
-    #[arg(long = "network-mirror", value_name = "URL")]
-    pub network_mirrors: Vec<String>,
-    /// The provider lock file.
-    #[arg(long, default_value = ".terraform.lock.hcl", env = "NIVIS_LOCK_FILE")]
-    pub lock_file: PathBuf,
-    /// The provider cache (default: $XDG_CACHE_HOME/nivis/providers).
-    #[arg(long, env = "NIVIS_PROVIDER_CACHE_DIR")]
-    pub provider_cache: Option<PathBuf>,
-}
+use self::args::{Command, GenArgs, InstallArgs, ManArgs, ProvidersCommand, RunSpec, StateCommand};
 
 impl InstallArgs {
     fn options(&self) -> Result<crate::registry::InstallOptions, String> {
@@ -207,21 +52,6 @@ impl InstallArgs {
         opts.net_mirrors = self.network_mirrors.clone();
         Ok(opts)
     }
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ApplyArgs {
-    #[command(flatten)]
-    pub run: RunArgs,
-    /// Do not ask for confirmation.
-    #[arg(long)]
-    pub auto_approve: bool,
-    /// Stop after N phases that changed something and report what is still pending.
-    #[arg(long)]
-    pub max_phases: Option<u32>,
-    /// Realise `__build` outputs before apply (`--build=false` to skip).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub build: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -258,22 +88,51 @@ pub fn run(cli: Cli) -> i32 {
     install_interrupt_handler();
     let style = Style::detect();
     match cli.command {
-        Command::Plan(args) => run_engine(&args, None, style, Verb::Plan),
-        Command::Apply(args) => run_engine(&args.run, Some(&args), style, Verb::Apply),
-        Command::Destroy(args) => run_engine(&args.run, Some(&args), style, Verb::Destroy),
-        Command::Refresh(args) => run_engine(&args, None, style, Verb::Refresh),
-        Command::Validate(args) => run_engine(&args, None, style, Verb::Validate),
+        Command::Plan(args) => run_engine(&args.spec(), style, Verb::Plan),
+        Command::Apply(args) => run_engine(&args.spec(), style, Verb::Apply),
+        Command::Destroy(args) => run_engine(&args.spec(), style, Verb::Destroy),
+        Command::Refresh(args) => run_engine(&args.spec(), style, Verb::Refresh),
+        Command::Validate(args) => run_engine(&args.spec(), style, Verb::Validate),
         Command::State(cmd) => state_command(cmd),
-        Command::Output(args) => output_command(&args),
+        Command::Output(args) => output::run(&args),
         Command::Gen(args) => gen_command(&args),
         Command::Providers(cmd) => providers_command(cmd),
-        Command::ForceUnlock(args) => match Store::force_unlock(&args.state) {
+        Command::ForceUnlock(args) => match Store::force_unlock(&args.state.state) {
             Ok(result) => {
                 println!("{result:?}");
                 exit::OK
             }
             Err(e) => fail(&e),
         },
+        Command::Completion(args) => {
+            let mut out = std::io::stdout().lock();
+            match complete::write_script(args.shell, &mut out).and_then(|()| out.flush()) {
+                Ok(()) => exit::OK,
+                Err(e) => fail(&format!("cannot write the completion script: {e}")),
+            }
+        }
+        Command::Man(args) => man_command(&args),
+    }
+}
+
+fn man_command(args: &ManArgs) -> i32 {
+    let result = if let Some(dir) = &args.dir {
+        docs::write_man_pages(dir)
+            .map_err(|e| format!("cannot write man pages to {}: {e}", dir.display()))
+    } else {
+        let mut out = std::io::stdout().lock();
+        let written = if args.markdown {
+            out.write_all(docs::markdown_reference().as_bytes())
+        } else {
+            docs::write_man(&mut out)
+        };
+        written
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot write the manual: {e}"))
+    };
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => fail(&e),
     }
 }
 
@@ -291,38 +150,63 @@ fn fail(e: &dyn std::fmt::Display) -> i32 {
     exit::ERROR
 }
 
-fn options(args: &RunArgs, apply: Option<&ApplyArgs>, verb: &str) -> Result<Options, String> {
-    let source = match &args.file {
-        Some(file) => PlanSource::File {
+/// Where the plan is: `--file` (with `--attr`), or `--flake REF[#ATTR]` (or `--attr`).
+fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
+    if let Some(file) = &source.file {
+        return Ok(PlanSource::File {
             path: absolute(file),
-            attr: args.attr.clone(),
-        },
-        None => {
-            let flake = if Path::new(&args.flake).is_dir() {
-                absolute(Path::new(&args.flake)).display().to_string()
-            } else {
-                args.flake.clone()
-            };
-            PlanSource::Flake {
-                flake,
-                attr: args.attr.clone().unwrap_or_else(|| "nivis.plan".into()),
+            attr: source.attr.clone(),
+        });
+    }
+    let (flake, attr) = match source.flake.split_once('#') {
+        Some((flake, attr)) => {
+            if let Some(other) = &source.attr {
+                return Err(format!(
+                    "--flake {} names the attribute {attr:?} and --attr names {other:?}: give it once",
+                    source.flake
+                ));
             }
+            if attr.is_empty() {
+                return Err(format!("--flake {}: nothing after '#'", source.flake));
+            }
+            (
+                if flake.is_empty() { "." } else { flake },
+                Some(attr.to_string()),
+            )
         }
+        None => (source.flake.as_str(), source.attr.clone()),
     };
-    let state_path = absolute(&args.state.state);
+    let flake = if Path::new(flake).is_dir() {
+        absolute(Path::new(flake)).display().to_string()
+    } else {
+        flake.to_string()
+    };
+    Ok(PlanSource::Flake {
+        flake,
+        attr: attr.unwrap_or_else(|| "nivis.plan".into()),
+    })
+}
+
+fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
+    let state_path = absolute(spec.state.unwrap_or(Path::new("nivis.state.json")));
+    let vars = vars::collect(&spec.vars.var_files, &spec.vars.vars, std::env::vars())?;
+    for note in &vars.notes {
+        let _ = writeln!(std::io::stderr(), "Note: {note}");
+    }
     Ok(Options {
-        source,
+        source: plan_source(spec.source)?,
         run_dir: run_dir(&state_path),
         state_path,
-        parallelism: args.parallelism.max(1),
-        max_phases: apply.and_then(|a| a.max_phases),
-        targets: args.targets.clone(),
-        build: apply.map(|a| a.build).unwrap_or(true),
-        refresh: args.refresh,
-        vars: variables(args)?,
-        lock_timeout: args.lock_timeout,
+        parallelism: spec.parallelism.max(1),
+        max_phases: spec.max_phases,
+        targets: spec.targets.to_vec(),
+        build: spec.build,
+        refresh: spec.refresh,
+        vars: vars.values,
+        var_text: vars.text,
+        lock_timeout: spec.lock_timeout,
         command: format!("nivis {verb}"),
-        install: args.install.options()?,
+        install: spec.install.options()?,
     })
 }
 
@@ -356,43 +240,6 @@ fn run_dir(state_path: &Path) -> PathBuf {
     base.join(hex)
 }
 
-/// Variables: `NIVIS_VAR_name` environment < `--var-file` files (in order) < `--var` flags.
-fn variables(args: &RunArgs) -> Result<BTreeMap<String, Json>, String> {
-    let mut vars = BTreeMap::new();
-    for (k, v) in std::env::vars() {
-        if let Some(name) = k.strip_prefix("NIVIS_VAR_") {
-            vars.insert(name.to_string(), parse_var_value(&v));
-        }
-    }
-    for file in &args.var_files {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("--var-file {}: {e}", file.display()))?;
-        let json: Json = serde_json::from_str(&text)
-            .map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;
-        let Json::Object(map) = json else {
-            return Err(format!(
-                "--var-file {}: must hold a JSON object of variable values",
-                file.display()
-            ));
-        };
-        vars.extend(map);
-    }
-    for var in &args.vars {
-        let (name, value) = var
-            .split_once('=')
-            .ok_or_else(|| format!("--var {var:?}: expected NAME=VALUE"))?;
-        if name.is_empty() {
-            return Err(format!("--var {var:?}: the variable name is empty"));
-        }
-        vars.insert(name.to_string(), parse_var_value(value));
-    }
-    Ok(vars)
-}
-
-fn parse_var_value(v: &str) -> Json {
-    serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.to_string()))
-}
-
 fn confirm_prompt(question: &str) -> bool {
     print!("{question} Only 'yes' will be accepted: ");
     let _ = std::io::stdout().flush();
@@ -403,7 +250,7 @@ fn confirm_prompt(question: &str) -> bool {
     answer.trim() == "yes"
 }
 
-fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Verb) -> i32 {
+fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
     let name = match verb {
         Verb::Plan => "plan",
         Verb::Apply => "apply",
@@ -411,12 +258,12 @@ fn run_engine(args: &RunArgs, apply: Option<&ApplyArgs>, style: Style, verb: Ver
         Verb::Refresh => "refresh",
         Verb::Validate => "validate",
     };
-    let opts = match options(args, apply, name) {
+    let opts = match options(spec, name) {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
-    let json = args.state.json;
-    let auto_approve = apply.is_some_and(|a| a.auto_approve);
+    let json = spec.json;
+    let auto_approve = spec.auto_approve;
     let needs_confirm = matches!(verb, Verb::Apply | Verb::Destroy) && !auto_approve;
     if needs_confirm && (json || !std::io::stdin().is_terminal()) {
         return fail(&format!("{name} needs confirmation, but there is no terminal to ask on: run with --auto-approve"));
@@ -615,9 +462,9 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
 
 fn state_command(cmd: StateCommand) -> i32 {
     match cmd {
-        StateCommand::List(args) => match Store::read_only(&args.state) {
+        StateCommand::List { state: args, json } => match Store::read_only(&args.state) {
             Ok(state) => {
-                if args.json {
+                if json {
                     println!(
                         "{}",
                         Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect())
@@ -631,7 +478,11 @@ fn state_command(cmd: StateCommand) -> i32 {
             }
             Err(e) => fail(&e),
         },
-        StateCommand::Show { id, state: args } => match Store::read_only(&args.state) {
+        StateCommand::Show {
+            id,
+            state: args,
+            json,
+        } => match Store::read_only(&args.state) {
             Ok(state) => {
                 let Some(r) = state.get(&id) else {
                     return fail(&format!(
@@ -649,7 +500,7 @@ fn state_command(cmd: StateCommand) -> i32 {
                             .map(str::to_string)
                     })
                     .collect();
-                if args.json {
+                if json {
                     let mut attrs = r.attributes.clone();
                     if let Json::Object(m) = &mut attrs {
                         for k in &sensitive {
@@ -709,16 +560,18 @@ fn state_command(cmd: StateCommand) -> i32 {
 }
 
 fn providers_command(cmd: ProvidersCommand) -> i32 {
-    let (run, platforms, upgrade) = match &cmd {
+    let (plan, platforms, upgrade) = match &cmd {
         ProvidersCommand::Lock {
-            run,
+            plan,
             platforms,
             upgrade,
-        } => (run, platforms.clone(), *upgrade),
-        ProvidersCommand::Mirror { run, platforms, .. } => (run, platforms.clone(), false),
-        ProvidersCommand::List(run) => (run, Vec::new(), false),
+        } => (plan, platforms.clone(), *upgrade),
+        ProvidersCommand::Mirror {
+            plan, platforms, ..
+        } => (plan, platforms.clone(), false),
+        ProvidersCommand::List(plan) => (plan, Vec::new(), false),
     };
-    let mut opts = match options(run, None, "providers") {
+    let mut opts = match options(&plan.spec(), "providers") {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
@@ -865,22 +718,6 @@ fn gen_command(args: &GenArgs) -> i32 {
     exit::OK
 }
 
-fn output_command(args: &StateArgs) -> i32 {
-    match Store::read_only(&args.state) {
-        Ok(state) => {
-            let mut ledger = crate::ledger::Ledger::default();
-            for r in state.iter() {
-                ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
-            }
-            let json = serde_json::to_string_pretty(&ledger.to_json()["outputs"])
-                .expect("ledger serialises");
-            println!("{json}");
-            exit::OK
-        }
-        Err(e) => fail(&e),
-    }
-}
-
 extern "C" fn on_interrupt(_sig: libc::c_int) {
     if interrupt_flag().swap(true, Ordering::SeqCst) {
         // Second Ctrl-C: leave now. Providers die with us (parent-death signal).
@@ -961,13 +798,10 @@ mod tests {
     }
 
     #[test]
-    fn durations_and_vars() {
+    fn durations() {
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("3 weeks").is_err());
-        assert_eq!(parse_var_value("3"), Json::from(3));
-        assert_eq!(parse_var_value("eu-west"), Json::String("eu-west".into()));
-        assert_eq!(parse_var_value("[1,2]"), serde_json::json!([1, 2]));
     }
 }

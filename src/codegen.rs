@@ -161,7 +161,7 @@ pub(crate) fn nix_string(s: &str) -> String {
 }
 
 /// `name` as a Nix attribute name: bare when it is an identifier, else a string literal.
-fn nix_attr(name: &str) -> String {
+pub(crate) fn nix_attr(name: &str) -> String {
     const KEYWORDS: [&str; 9] = [
         "if", "then", "else", "assert", "with", "let", "in", "rec", "inherit",
     ];

@@ -1,6 +1,6 @@
 //! The outputs ledger: what Nix is told about provider outputs at each evaluation.
 //!
-//! Owns: the ledger's shape (`{phase, outputs, vars}`), replacing sensitive outputs by
+//! Owns: the ledger's shape (`{phase, outputs, vars, varsText}`), replacing sensitive outputs by
 //! `__sensitiveRef` placeholders, and writing it as a private (0600) file. Not: where outputs
 //! come from (the engine fills it from state and from applies), nor running Nix.
 //!
@@ -27,6 +27,9 @@ pub struct Ledger {
     pub outputs: BTreeMap<String, Outputs>,
     /// Variable values set on the command line.
     pub vars: BTreeMap<String, Json>,
+    /// The verbatim text of variable values typed as text (`--var`, environment): `lib.vars`
+    /// uses it for a variable declared as a string, so `--var t=2` is "2", not 2.
+    pub vars_text: BTreeMap<String, String>,
 }
 
 impl Ledger {
@@ -63,7 +66,7 @@ impl Ledger {
 
     /// The ledger as JSON.
     pub fn to_json(&self) -> Json {
-        json!({ "phase": self.phase, "outputs": self.outputs, "vars": self.vars })
+        json!({ "phase": self.phase, "outputs": self.outputs, "vars": self.vars, "varsText": self.vars_text })
     }
 
     /// Writes the ledger to `path` with mode 0600, replacing any previous file atomically.

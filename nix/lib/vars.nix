@@ -1,5 +1,7 @@
 # Plan variables: declarations (emitted in the IR) and their values, which the
-# executor passes in ledger.vars.
+# executor passes in ledger.vars. A value typed as text (--var, NIVIS_VAR_*) also
+# comes verbatim in ledger.varsText: a string variable takes that text, so
+# `--var t=2` is "2" and not the number the executor read it as.
 { names }:
 let
   inherit (builtins) attrNames elem filter head isAttrs isBool isFloat isInt isList isString mapAttrs throw;
@@ -37,14 +39,19 @@ let
 
   # lib.vars ledger decls -> { name = value; }: ledger.vars first, then defaults.
   vars = ledger: decls:
-    let given = if isAttrs ledger && isAttrs (ledger.vars or null) then ledger.vars else { }; in
+    let
+      field = k: if isAttrs ledger && isAttrs (ledger.${k} or null) then ledger.${k} else { };
+      given = field "vars";
+      text = field "varsText";
+    in
     if !isAttrs decls then throw "nivis: lib.vars expects an attrset of variable declarations"
     else mapAttrs (name: decl0:
       let
         decl = checkDecl name decl0;
         ty = decl.type or "any";
         value =
-          if given ? ${name} then given.${name}
+          if ty == "string" && text ? ${name} then text.${name}
+          else if given ? ${name} then given.${name}
           else if decl ? default then decl.default
           else throw "nivis: variable '${name}' has no value: set it with --var ${name}=VALUE";
       in
