@@ -176,8 +176,12 @@ fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
         }
         None => (source.flake.as_str(), source.attr.clone()),
     };
+    // Nix resolves a relative directory against its own working directory, and refuses a
+    // relative `path:` in `builtins.getFlake`: hand it absolute paths.
     let flake = if Path::new(flake).is_dir() {
         absolute(Path::new(flake)).display().to_string()
+    } else if let Some(rel) = flake.strip_prefix("path:").filter(|p| !p.starts_with('/')) {
+        format!("path:{}", absolute(Path::new(rel)).display())
     } else {
         flake.to_string()
     };

@@ -7,6 +7,13 @@
 //! arguments: arguments are visible to every user through the process list and are limited to
 //! 128 KiB each. Reading an absolute path needs `--impure`; nothing read that way is copied to
 //! the store.
+//!
+//! A flake's plan is selected with `(builtins.getFlake REF).<attr>`, not the installable
+//! `REF#<attr>`: for an installable, `nix eval` first looks in `packages.<system>.<attr>` and
+//! `legacyPackages.<system>.<attr>`, which evaluates the flake's packages (nixpkgs, for most
+//! flakes; for Nivis's own flake, `packages.<system>.nivis`) before the plan. `getFlake` does
+//! not write a missing or outdated lock file, so when Nix says the lock needs changes, Nivis
+//! runs `nix flake lock REF` (what `nix eval` would have done) and evaluates again.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -95,11 +102,36 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
         "plan: plan (builtins.fromJSON (builtins.readFile {}))",
         nix_string(ledger)
     );
+    let started = Instant::now();
+    let mut output = run_eval(source, &apply)?;
+    if let PlanSource::Flake { flake, .. } = source {
+        if !output.status.success()
+            && String::from_utf8_lossy(&output.stderr).contains("requires lock file changes")
+        {
+            lock_flake(source, flake)?;
+            output = run_eval(source, &apply)?;
+        }
+    }
+    if !output.status.success() {
+        return Err(EvalError {
+            what: source.to_string(),
+            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    Ok((output.stdout, started.elapsed()))
+}
+
+fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, EvalError> {
     let mut cmd = nix_command();
     cmd.args(["eval", "--json", "--impure"]);
     match source {
         PlanSource::Flake { flake, attr } => {
-            cmd.arg(format!("{flake}#{attr}"));
+            let select: String = attr_path(attr)
+                .iter()
+                .map(|a| format!(".{}", nix_string(a)))
+                .collect();
+            cmd.arg("--expr")
+                .arg(format!("(builtins.getFlake {}){select}", nix_string(flake)));
         }
         PlanSource::File { path, attr } => {
             cmd.arg("--file").arg(path);
@@ -115,18 +147,48 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     if std::env::var_os("GC_INITIAL_HEAP_SIZE").is_none() {
         cmd.env("GC_INITIAL_HEAP_SIZE", "8M");
     }
-    let started = Instant::now();
-    let output = cmd.stdin(Stdio::null()).output().map_err(|e| EvalError {
+    cmd.stdin(Stdio::null()).output().map_err(|e| EvalError {
         what: source.to_string(),
         message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
-    })?;
-    if !output.status.success() {
-        return Err(EvalError {
+    })
+}
+
+/// Writes the flake's lock file, as `nix eval REF#attr` would have on first use.
+fn lock_flake(source: &PlanSource, flake: &str) -> Result<(), EvalError> {
+    let output = nix_command()
+        .args(["flake", "lock", flake])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| EvalError {
             what: source.to_string(),
-            message: String::from_utf8_lossy(&output.stderr).into_owned(),
-        });
+            message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
+        })?;
+    if output.status.success() {
+        return Ok(());
     }
-    Ok((output.stdout, started.elapsed()))
+    Err(EvalError {
+        what: source.to_string(),
+        message: format!(
+            "its flake.lock needs updating and `nix flake lock {flake}` failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    })
+}
+
+/// An attribute path as Nix reads one (`nivis.plan`, `nivis."prod.eu"`), split into names.
+fn attr_path(attr: &str) -> Vec<String> {
+    let mut names = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = attr.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' if quoted => names.last_mut().unwrap().extend(chars.next()),
+            '.' if !quoted => names.push(String::new()),
+            c => names.last_mut().unwrap().push(c),
+        }
+    }
+    names
 }
 
 /// Makes sure a build output exists in the store, building its derivation if needed.
@@ -170,6 +232,14 @@ fn store_path_prefix(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attribute_paths_split_like_nix() {
+        assert_eq!(attr_path("nivis.plan"), ["nivis", "plan"]);
+        assert_eq!(attr_path("nivis.\"prod.eu\".x"), ["nivis", "prod.eu", "x"]);
+        assert_eq!(attr_path("a.\"q\\\"x\""), ["a", "q\"x"]);
+        assert_eq!(attr_path("plan"), ["plan"]);
+    }
 
     #[test]
     fn quoting_and_store_paths() {

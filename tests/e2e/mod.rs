@@ -1,6 +1,7 @@
 //! End-to-end tests through the CLI: real Nix, real provider processes, real state files.
 
 mod faults;
+mod flake;
 mod gen;
 mod headline;
 mod lifecycle;
