@@ -273,6 +273,7 @@ fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
         return fail(&format!("{name} needs confirmation, but there is no terminal to ask on: run with --auto-approve"));
     }
     let mut human = Human::new(style);
+    human.phase_headers = verb == Verb::Apply;
     let mut jsonl = JsonLines;
     let inner: &mut dyn Sink = if json { &mut jsonl } else { &mut human };
     let mut tally = Tally::new(inner);

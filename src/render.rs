@@ -3,6 +3,8 @@
 //!
 //! Owns every character Nivis prints about a run. Not: decisions (the engine makes them).
 
+mod ticker;
+
 use std::io::Write;
 
 use serde_json::json;
@@ -65,6 +67,18 @@ impl Style {
 
     fn dim(&self, text: &str) -> String {
         self.paint("2", text)
+    }
+}
+
+/// A present-participle verb for an action in progress.
+fn doing_verb(action: Action) -> &'static str {
+    match action {
+        Action::Create => "creating",
+        Action::Update => "updating",
+        Action::Replace { .. } => "replacing",
+        Action::Delete => "destroying",
+        Action::NoOp => "checking",
+        Action::Read => "reading",
     }
 }
 
@@ -150,6 +164,11 @@ pub struct Human {
     style: Style,
     /// Print per-operation progress lines (apply/destroy).
     pub progress: bool,
+    /// Head each apply phase's operations with "Phase N" (apply, not destroy).
+    pub phase_headers: bool,
+    /// The last phase a header was printed for.
+    headed: u32,
+    ticker: ticker::Ticker,
 }
 
 impl Human {
@@ -158,7 +177,24 @@ impl Human {
         Human {
             style,
             progress: true,
+            phase_headers: false,
+            headed: 0,
+            ticker: ticker::Ticker::new(),
         }
+    }
+
+    /// "Phase N" before the first operation of a phase, once.
+    fn header(&mut self, out: &mut dyn Write, phase: u32) {
+        if !self.phase_headers || phase <= self.headed {
+            return;
+        }
+        self.headed = phase;
+        let why = if phase == 1 {
+            String::new()
+        } else {
+            format!(" (Nix re-evaluated with phase {}'s outputs)", phase - 1)
+        };
+        let _ = writeln!(out, "{}", self.style.ember(&format!("Phase {phase}{why}")));
     }
 }
 
@@ -227,7 +263,18 @@ impl Sink for Human {
                     ))
                 );
             }
-            Event::Started { .. } => {}
+            Event::Started { phase, id, action } => {
+                if self.progress && action != Action::NoOp {
+                    self.header(&mut out, phase);
+                    let head = format!("  {} {}", s.action(action), s.name(&id));
+                    let _ = writeln!(out, "{head}: {}…", doing_verb(action));
+                    let _ = out.flush();
+                    let verb = doing_verb(action);
+                    self.ticker.start(&id, move |elapsed| {
+                        format!("{head}: still {verb}… ({elapsed} elapsed)")
+                    });
+                }
+            }
             Event::Finished {
                 phase,
                 id,
@@ -235,10 +282,12 @@ impl Sink for Human {
                 duration,
                 deposed,
             } => {
+                self.ticker.finish(&id);
                 if self.progress && action != Action::NoOp {
+                    self.header(&mut out, phase);
                     let _ = writeln!(
                         out,
-                        "  phase {phase}: {} {}{} {}",
+                        "  {} {}{}: {}",
                         s.action(action),
                         s.name(&id),
                         deposed_note(&deposed),
@@ -253,6 +302,7 @@ impl Sink for Human {
             Event::Failed {
                 id, diagnostics, ..
             } => {
+                self.ticker.finish(&id);
                 let mut err = std::io::stderr().lock();
                 if diagnostics.is_empty() {
                     write_diagnostic(

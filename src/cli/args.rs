@@ -180,8 +180,8 @@ pub struct JsonArg {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Provider installation")]
 pub struct InstallArgs {
-    /// Never use the network: only filesystem mirrors and the cache.
-    #[arg(long, env = "NIVIS_OFFLINE")]
+    /// Never use the network: only filesystem mirrors and the cache (NIVIS_OFFLINE=1 too).
+    #[arg(long, env = "NIVIS_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
     pub offline: bool,
     /// A filesystem mirror (packed or unpacked layout, as `tofu providers mirror` writes);
     /// repeatable, searched in order. Also NIVIS_PROVIDER_MIRRORS (colon-separated).
