@@ -62,7 +62,7 @@
         '';
       };
 
-      overlays.default = final: _prev: { nivis = final.callPackage ./nix/package.nix { }; };
+      overlays.default = final: prev: { nivis = final.callPackage ./nix/package.nix { }; };
 
       packages = forSystems (
         _system: pkgs:

@@ -118,12 +118,7 @@ fn command_section(out: &mut String, path: &str, cmd: &Command) {
 fn arg_line(out: &mut String, a: &Arg) {
     let mut name = String::new();
     if a.is_positional() {
-        let value = a
-            .get_value_names()
-            .and_then(|v| v.first())
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| a.get_id().to_string().to_uppercase());
-        name.push_str(&format!("<{value}>"));
+        name.push_str(&format!("<{}>", value_name(a)));
     } else {
         if let Some(short) = a.get_short() {
             name.push_str(&format!("-{short}, "));
@@ -132,12 +127,7 @@ fn arg_line(out: &mut String, a: &Arg) {
             name.push_str(&format!("--{long}"));
         }
         if takes_value(a) {
-            let value = a
-                .get_value_names()
-                .and_then(|v| v.first())
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| a.get_id().to_string().to_uppercase());
-            name.push_str(&format!(" <{value}>"));
+            name.push_str(&format!(" <{}>", value_name(a)));
         }
     }
     let help = a
@@ -172,6 +162,14 @@ fn arg_line(out: &mut String, a: &Arg) {
         format!(" ({})", notes.join("; "))
     };
     let _ = writeln!(out, "- `{name}`: {help}{notes}");
+}
+
+/// `NAME=VALUE`, `FILE`, or the argument's id in capitals.
+fn value_name(a: &Arg) -> String {
+    a.get_value_names()
+        .and_then(|v| v.first())
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| a.get_id().to_string().to_uppercase())
 }
 
 fn takes_value(a: &Arg) -> bool {

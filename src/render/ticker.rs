@@ -7,10 +7,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 /// One operation in flight.
 struct Flight {
@@ -23,11 +24,11 @@ struct Flight {
 
 type Flights = Arc<Mutex<BTreeMap<String, Flight>>>;
 
-/// The timer; stops and joins its thread when dropped.
+/// The timer; stops and joins its thread when dropped (at once: dropping `stop` wakes it).
 pub struct Ticker {
     flights: Flights,
     interval: Duration,
-    stop: Arc<AtomicBool>,
+    stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -44,7 +45,7 @@ impl Ticker {
         Ticker {
             flights: Arc::default(),
             interval,
-            stop: Arc::default(),
+            stop: None,
             thread: None,
         }
     }
@@ -62,12 +63,12 @@ impl Ticker {
             );
         }
         if self.thread.is_none() {
-            let (flights, stop, interval) = (
-                Arc::clone(&self.flights),
-                Arc::clone(&self.stop),
-                self.interval,
-            );
-            self.thread = Some(std::thread::spawn(move || tick(&flights, &stop, interval)));
+            let (stop, stopped) = crossbeam_channel::bounded(0);
+            let (flights, interval) = (Arc::clone(&self.flights), self.interval);
+            self.stop = Some(stop);
+            self.thread = Some(std::thread::spawn(move || {
+                tick(&flights, &stopped, interval)
+            }));
         }
     }
 
@@ -81,18 +82,18 @@ impl Ticker {
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn tick(flights: &Mutex<BTreeMap<String, Flight>>, stop: &AtomicBool, interval: Duration) {
-    // Wake often enough to be on time and to stop promptly, rarely enough to cost nothing.
+fn tick(flights: &Mutex<BTreeMap<String, Flight>>, stopped: &Receiver<()>, interval: Duration) {
+    // Wake often enough to be on time, rarely enough to cost nothing; the sender's drop wakes
+    // it at once to stop.
     let nap = (interval / 10).clamp(Duration::from_millis(20), Duration::from_millis(500));
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(nap);
+    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(nap) {
         let Ok(mut flights) = flights.lock() else {
             return;
         };

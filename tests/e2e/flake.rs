@@ -9,14 +9,15 @@ use crate::util::*;
 
 /// A Nix environment in which nothing can be downloaded: an empty flake registry, no binary
 /// cache, and a proxy that refuses every connection (so the test means the same on a machine
-/// with network access).
-fn sealed(cmd: &mut Command, root: &Path) {
+/// with network access). Flakes are enabled, as the book asks users to.
+pub fn sealed(cmd: &mut Command, root: &Path) {
     let registry = root.join("empty-registry.json");
     std::fs::write(&registry, r#"{"flakes": [], "version": 2}"#).unwrap();
     cmd.env(
         "NIX_CONFIG",
         format!(
-            "flake-registry = {}\nsubstituters =\ndownload-attempts = 1\nconnect-timeout = 1",
+            "experimental-features = nix-command flakes\nflake-registry = {}\n\
+             substituters =\ndownload-attempts = 1\nconnect-timeout = 1",
             registry.display()
         ),
     )
@@ -153,4 +154,118 @@ fn the_repository_flake_plans_offline() {
     sealed(&mut cmd, tmp.path());
     let out = cmd.output().unwrap();
     assert_success(&out);
+}
+
+/// Everything `nix flake show` should list, as paths into its `--json` output.
+const OUTPUTS: &[&str] = &[
+    "packages.x86_64-linux.default",
+    "packages.x86_64-linux.nivis",
+    "packages.aarch64-linux.nivis",
+    "apps.x86_64-linux.default",
+    "devShells.x86_64-linux.default",
+    "checks.x86_64-linux.package",
+    "checks.x86_64-linux.nix-library",
+    "checks.x86_64-linux.ir-conformance",
+    "checks.x86_64-linux.cli",
+    "formatter.x86_64-linux",
+    "overlays.default",
+    "templates.default",
+    "lib",
+    "nivis",
+];
+
+/// nixpkgs cannot be fetched here, so the outputs that use it are evaluated against a
+/// stand-in (tests/nix/stub-nixpkgs) whose packages cannot be built: this proves their shape
+/// and the arguments they pass, not that they build.
+#[test]
+fn flake_outputs_evaluate_against_a_nixpkgs_stand_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flake = format!("path:{}", repo().display());
+    let stub = format!("path:{}", repo().join("tests/nix/stub-nixpkgs").display());
+    let with_stub = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--no-write-lock-file", "--override-input", "nixpkgs", &stub]);
+        nix(tmp.path(), &all)
+    };
+
+    let out = with_stub(&["flake", "show", "--json", &flake]);
+    assert_success(&out);
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for path in OUTPUTS {
+        let found = path.split('.').try_fold(&shown, |v, k| v.get(k));
+        assert!(found.is_some(), "nix flake show lacks {path}: {shown}");
+    }
+    assert_success(&with_stub(&["flake", "check", "--no-build", &flake]));
+
+    // The package is written as nixpkgs writes Rust packages.
+    let out = with_stub(&[
+        "eval",
+        "--json",
+        &format!("{flake}#packages.x86_64-linux.nivis.args"),
+        "--apply",
+        "a: { inherit (a) pname cargoBuildFlags cargoTestFlags dontUseCmakeConfigure postInstall; \
+             lock = baseNameOf a.cargoLock.lockFile; tools = map (d: d.name) a.nativeBuildInputs; \
+             program = a.meta.mainProgram; license = a.meta.license.spdxId; }",
+    ]);
+    assert_success(&out);
+    let args: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(args["pname"], "nivis");
+    assert_eq!(
+        args["cargoBuildFlags"],
+        serde_json::json!(["--bin", "nivis"])
+    );
+    assert_eq!(args["lock"], "Cargo.lock");
+    assert_eq!(
+        args["tools"],
+        serde_json::json!(["cmake", "installShellFiles"])
+    );
+    assert_eq!(args["dontUseCmakeConfigure"], true);
+    assert_eq!(
+        (args["program"].as_str(), args["license"].as_str()),
+        (Some("nivis"), Some("Apache-2.0"))
+    );
+    let post = args["postInstall"].as_str().unwrap();
+    for want in [
+        "completion bash",
+        "completion zsh",
+        "completion fish",
+        "man --dir",
+    ] {
+        assert!(post.contains(want), "postInstall lacks {want:?}: {post}");
+    }
+
+    // Its source is what cargo reads, and nothing else.
+    let out = with_stub(&[
+        "eval",
+        "--raw",
+        &format!("{flake}#packages.x86_64-linux.nivis.src"),
+    ]);
+    assert_success(&out);
+    let src = std::path::PathBuf::from(stdout(&out));
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "build.rs",
+        "src/main.rs",
+        "proto/tfplugin6.proto",
+        "fakes/alpha.rs",
+        "tests/tests.rs",
+        "tests/nix/gen/golden/alpha.txt",
+        "docs/ir-schema.json",
+    ] {
+        assert!(src.join(needed).exists(), "package source lacks {needed}");
+    }
+    for left_out in [
+        "docs/book",
+        "scripts",
+        "bench",
+        "nix",
+        "tests/e2e",
+        "README.md",
+    ] {
+        assert!(
+            !src.join(left_out).exists(),
+            "package source has {left_out}"
+        );
+    }
 }
