@@ -9,6 +9,7 @@
 mod args;
 mod complete;
 mod docs;
+mod gen;
 mod output;
 mod suggest;
 mod vars;
@@ -33,7 +34,7 @@ use crate::nixeval::PlanSource;
 use crate::render::{self, Human, JsonLines, Style, Tally};
 use crate::state::{Change, LockHolder, Store};
 
-use self::args::{Command, GenArgs, InstallArgs, ManArgs, ProvidersCommand, RunSpec, StateCommand};
+use self::args::{Command, InstallArgs, ManArgs, ProvidersCommand, RunSpec, StateCommand};
 
 impl InstallArgs {
     fn options(&self) -> Result<crate::registry::InstallOptions, String> {
@@ -95,7 +96,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Validate(args) => run_engine(&args.spec(), style, Verb::Validate),
         Command::State(cmd) => state_command(cmd),
         Command::Output(args) => output::run(&args),
-        Command::Gen(args) => gen_command(&args),
+        Command::Gen(args) => gen::run(&args),
         Command::Providers(cmd) => providers_command(cmd),
         Command::ForceUnlock(args) => match Store::force_unlock(&args.state.state) {
             Ok(result) => {
@@ -661,68 +662,6 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
     }
 }
 
-/// `terraform-provider-null_v2.1.2_x4` -> `null`; `provider-alpha` -> `alpha`.
-fn provider_short_name(path: &Path) -> String {
-    let file = path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let base = file
-        .strip_prefix("terraform-provider-")
-        .or_else(|| file.strip_prefix("provider-"))
-        .unwrap_or(&file);
-    base.split(['_', '.']).next().unwrap_or(base).to_string()
-}
-
-fn gen_command(args: &GenArgs) -> i32 {
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let install = match args.install.options() {
-        Ok(o) => o,
-        Err(e) => return fail(&e),
-    };
-    let path = match engine::locate(&args.provider, None, &cwd, &install) {
-        Ok(p) => p,
-        Err(e) => return fail(&format!("--provider: {e}")),
-    };
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| provider_short_name(&path));
-    let started = std::time::Instant::now();
-    let provider =
-        match crate::plugin::GrpcProvider::start(&crate::plugin::LaunchSpec::new(&name, &path)) {
-            Ok(p) => p,
-            Err(e) => return fail(&e),
-        };
-    let files = crate::codegen::generate(&name, crate::provider::Provider::schema(&provider));
-    drop(provider);
-    let root = args.out.join(&name);
-    if root.exists() {
-        if let Err(e) = std::fs::remove_dir_all(&root) {
-            return fail(&format!("cannot clear {}: {e}", root.display()));
-        }
-    }
-    for file in &files {
-        let target = args.out.join(&file.path);
-        if let Some(parent) = target.parent() {
-            if let Err(e) = std::fs::create_dir_all(parent) {
-                return fail(&format!("cannot create {}: {e}", parent.display()));
-            }
-        }
-        if let Err(e) = std::fs::write(&target, &file.contents) {
-            return fail(&format!("cannot write {}: {e}", target.display()));
-        }
-    }
-    println!(
-        "Wrote {} file(s) for provider {name} to {} in {:.2}s. Use them with `import {}/{name} lib`.",
-        files.len(),
-        root.display(),
-        started.elapsed().as_secs_f64(),
-        args.out.display()
-    );
-    exit::OK
-}
-
 extern "C" fn on_interrupt(_sig: libc::c_int) {
     if interrupt_flag().swap(true, Ordering::SeqCst) {
         // Second Ctrl-C: leave now. Providers die with us (parent-death signal).
@@ -788,19 +727,6 @@ fn init_logging(verbose: u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn provider_names_from_binaries() {
-        assert_eq!(
-            provider_short_name(Path::new("/x/terraform-provider-null_v2.1.2_x4")),
-            "null"
-        );
-        assert_eq!(provider_short_name(Path::new("provider-alpha")), "alpha");
-        assert_eq!(
-            provider_short_name(Path::new("/x/terraform-provider-aws")),
-            "aws"
-        );
-    }
 
     #[test]
     fn durations() {
