@@ -12,8 +12,10 @@
 //! after the object exists, returning it; `NIVIS_FAKE_FAIL_DELETE_ON` makes deletes of those labels
 //! fail); `NIVIS_FAKE_CRASH_ON=L` makes the
 //! process die mid-apply with a Go-style panic; `NIVIS_FAKE_DRIFT_ON=L` makes reads report a
-//! changed `value`, `NIVIS_FAKE_GONE_ON=L` makes them report the object gone; `NIVIS_FAKE_SLOW_MS`, `NIVIS_FAKE_NOISE` (see
-//! common.rs). A label containing `invalid` fails validation.
+//! changed `value`, `NIVIS_FAKE_GONE_ON=L` makes them report the object gone; `NIVIS_FAKE_SLOW_MS`,
+//! `NIVIS_FAKE_NOISE`, `NIVIS_FAKE_OBJECT_LOG`, `NIVIS_FAKE_ENDLESS`, `NIVIS_FAKE_HANDSHAKE_JUNK`
+//! (see common.rs). A label containing `invalid`
+//! fails validation.
 
 #[path = "common.rs"]
 mod common;
@@ -221,6 +223,10 @@ impl common::Fake for Alpha {
         Ok(out)
     }
 
+    fn object_label(&self, object: &Value) -> Option<String> {
+        get_str(object, "label")
+    }
+
     fn import(&self, _type_name: &str, id: &str) -> Result<Value, String> {
         let n = id
             .strip_prefix("alpha-")
@@ -270,8 +276,11 @@ fn main() {
     let schema_version = common::env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    common::serve(Alpha {
-        counter: AtomicU64::new(common::counter_seed()),
-        schema_version,
-    });
+    common::serve(
+        "alpha",
+        Alpha {
+            counter: AtomicU64::new(common::counter_seed()),
+            schema_version,
+        },
+    );
 }

@@ -1,7 +1,8 @@
 //! `provider-beta`: a fake tfplugin6 provider for hermetic tests.
 //!
 //! Resource `beta_record`: input `from` (required, updates in place); computed `endpoint` =
-//! `beta://<from>`. Fault knobs as in provider-alpha, matched against `from`.
+//! `beta://<from>`, which is also the object's identity in the object log. Fault knobs as in
+//! provider-alpha, matched against `from`.
 
 #[path = "common.rs"]
 mod common;
@@ -90,11 +91,19 @@ impl common::Fake for Beta {
         Err(format!("beta has no data source {type_name}"))
     }
 
+    fn object_id(&self, object: &Value) -> Option<String> {
+        get_str(object, "endpoint")
+    }
+
+    fn object_label(&self, object: &Value) -> Option<String> {
+        get_str(object, "from")
+    }
+
     fn import(&self, _type_name: &str, id: &str) -> Result<Value, String> {
         Err(format!("beta_record cannot be imported ({id})"))
     }
 }
 
 fn main() {
-    common::serve(Beta);
+    common::serve("beta", Beta);
 }

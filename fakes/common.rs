@@ -62,6 +62,12 @@ pub trait Fake: Send + Sync + 'static {
     fn read_data(&self, type_name: &str, config: &Value) -> Result<Value, String>;
     /// Imports an object by id.
     fn import(&self, type_name: &str, id: &str) -> Result<Value, String>;
+    /// The remote identity of an object, for the object log (default: its `id` attribute).
+    fn object_id(&self, object: &Value) -> Option<String> {
+        get_str(object, "id")
+    }
+    /// The configuration value that names an object in tests (alpha: `label`, beta: `from`).
+    fn object_label(&self, object: &Value) -> Option<String>;
 }
 
 const MAGIC_COOKIE_VALUE: &str = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
@@ -97,8 +103,100 @@ pub fn maybe_noise(tag: &str) {
     }
 }
 
+/// Appends one line to the object log named by `NIVIS_FAKE_OBJECT_LOG`, if set: a JSON object
+/// `{"op": "create"|"delete", "provider", "type", "id", "label"}`, one per remote object created
+/// or deleted, written before the answer leaves the provider (the object exists, or is gone,
+/// from that moment). Tests compare the objects alive by this log with what state records.
+pub fn log_object(op: &str, provider: &str, type_name: &str, id: &str, label: Option<&str>) {
+    let Some(path) = env("NIVIS_FAKE_OBJECT_LOG") else {
+        return;
+    };
+    let mut line = serde_json::json!({
+        "op": op, "provider": provider, "type": type_name, "id": id, "label": label,
+    })
+    .to_string();
+    line.push('\n');
+    // One write with O_APPEND: lines from concurrent handlers and processes never interleave.
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("fake: cannot append to the object log {path}: {e}");
+        std::process::exit(3);
+    }
+}
+
+/// Logs what an apply did to the remote object: a create (no prior object), a delete (no new
+/// one), or, when the identity changed in an update, both.
+fn log_apply<F: Fake>(fake: &F, provider: &str, type_name: &str, prior: &Value, new: &Value) {
+    let old_id = fake
+        .object_id(prior)
+        .filter(|_| !matches!(prior, Value::Null));
+    let new_id = fake.object_id(new).filter(|_| !matches!(new, Value::Null));
+    if old_id == new_id {
+        return;
+    }
+    if let Some(id) = &old_id {
+        log_object(
+            "delete",
+            provider,
+            type_name,
+            id,
+            fake.object_label(prior).as_deref(),
+        );
+    }
+    if let Some(id) = &new_id {
+        log_object(
+            "create",
+            provider,
+            type_name,
+            id,
+            fake.object_label(new).as_deref(),
+        );
+    }
+}
+
+/// Prints a first stdout line of `NIVIS_FAKE_HANDSHAKE_JUNK` bytes (no `|`) before the real
+/// handshake, as a hostile or broken wrapper would.
+fn maybe_junk_handshake() {
+    if let Some(n) = env("NIVIS_FAKE_HANDSHAKE_JUNK").and_then(|v| v.parse::<usize>().ok()) {
+        let mut out = std::io::stdout().lock();
+        let chunk = [b'x'; 8192];
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(chunk.len());
+            let _ = out.write_all(&chunk[..k]);
+            left -= k;
+        }
+        let _ = out.write_all(b"\n");
+    }
+}
+
+/// With `NIVIS_FAKE_ENDLESS=stdout` (or `stderr`), writes one line that never ends to that
+/// stream for the rest of the process's life, as fast as the reader takes it.
+fn maybe_endless_line() {
+    let Some(stream) = env("NIVIS_FAKE_ENDLESS") else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let chunk = [b'y'; 65536];
+        loop {
+            let written = if stream == "stdout" {
+                std::io::stdout().lock().write_all(&chunk)
+            } else {
+                std::io::stderr().lock().write_all(&chunk)
+            };
+            if written.is_err() {
+                return;
+            }
+        }
+    });
+}
+
 /// Serves `fake` as a go-plugin tfplugin6 provider until the client shuts it down.
-pub fn serve<F: Fake>(fake: F) -> ! {
+pub fn serve<F: Fake>(name: &'static str, fake: F) -> ! {
     if std::env::var("TF_PLUGIN_MAGIC_COOKIE").ok().as_deref() != Some(MAGIC_COOKIE_VALUE) {
         eprintln!("This binary is a plugin. These are not meant to be executed directly.");
         std::process::exit(1);
@@ -315,13 +413,16 @@ pub fn serve<F: Fake>(fake: F) -> ! {
                     }
                     match fake.apply(&req.type_name, &prior, &planned) {
                         Ok(new) => {
+                            log_apply(&*fake, name, &req.type_name, &prior, &new);
                             resp.new_state = encode(&new, &ty);
                             if !is_delete {
                                 resp.private = STATE_PRIVATE.to_vec();
                             }
                         }
                         Err((partial, e)) => {
-                            resp.new_state = encode(partial.as_ref().unwrap_or(&prior), &ty);
+                            let now = partial.as_ref().unwrap_or(&prior);
+                            log_apply(&*fake, name, &req.type_name, &prior, now);
+                            resp.new_state = encode(now, &ty);
                             resp.private = STATE_PRIVATE.to_vec();
                             resp.diagnostics.push(diag(&e, &[]));
                         }
@@ -399,9 +500,11 @@ pub fn serve<F: Fake>(fake: F) -> ! {
         )
         .expect("listen on unix socket");
     server.start();
+    maybe_junk_handshake();
     println!("1|6|unix|{}|grpc|", socket.display());
     let _ = std::io::stdout().flush();
     maybe_noise("startup");
+    maybe_endless_line();
 
     let _ = stop_rx.recv();
     let _ = futures_executor::block_on(server.shutdown());

@@ -1,6 +1,12 @@
 # The Nivis Nix library. Builtins only: importing it pulls in nothing else.
 #
 #   mkProvider { source; version ? null; config ? {}; }
+#     source: a registry address, a binary name, or a path (a Nix path is used as
+#     its string, never copied to the store)
+#   mkProvider { source; kind = "nixops4"; statelessTypes ? []; }
+#                                           a NixOps4 resource provider (protocol v0):
+#                                           no version, no config; statelessTypes are
+#                                           re-created rather than updated
 #   mkResource { provider; type; name; config ? {}; dependsOn ? []; lifecycle ? {}; }
 #   mkData     { provider; type; name; config ? {}; dependsOn ? []; }
 #     r.id                     "alpha.alpha_token.A" ("data." prefix for mkData)

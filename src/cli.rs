@@ -7,6 +7,7 @@
 //! `state`'s read API.
 
 mod args;
+mod backend;
 mod complete;
 mod docs;
 mod gen;
@@ -31,10 +32,13 @@ use crate::engine::{
     self, interrupt_flag, Engine, EngineError, Event, Options, Report, Sink, Timing,
 };
 use crate::nixeval::PlanSource;
-use crate::render::{self, Human, JsonLines, Style, Tally};
-use crate::state::{Change, LockHolder, Store};
+use crate::render::{self, out, outln, Human, JsonLines, Style, Tally};
+use crate::state::{Backend, Change, LockHolder};
 
-use self::args::{Command, InstallArgs, ManArgs, ProvidersCommand, RunSpec, StateCommand};
+use self::args::{
+    Command, EnvCommand, ForceUnlockArgs, InstallArgs, ManArgs, ProvidersCommand, RunSpec,
+    StateArgs, StateCommand,
+};
 
 impl InstallArgs {
     fn options(&self) -> Result<crate::registry::InstallOptions, String> {
@@ -55,7 +59,9 @@ impl InstallArgs {
     }
 }
 
+/// Parses `30s`, `2m`, `250ms`, `1.5h` (a bare number is seconds), up to a year.
 fn parse_duration(s: &str) -> Result<Duration, String> {
+    const MAX_SECS: f64 = 365.0 * 24.0 * 3600.0;
     let (num, unit) = s.split_at(
         s.find(|c: char| !c.is_ascii_digit() && c != '.')
             .unwrap_or(s.len()),
@@ -70,7 +76,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => n * 3600.0,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     };
-    Ok(Duration::from_secs_f64(secs))
+    if !(0.0..=MAX_SECS).contains(&secs) {
+        return Err(format!("{s:?} is longer than a year"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// Exit codes.
@@ -98,15 +107,10 @@ pub fn run(cli: Cli) -> i32 {
         Command::Output(args) => output::run(&args),
         Command::Gen(args) => gen::run(&args),
         Command::Providers(cmd) => providers_command(cmd),
-        Command::ForceUnlock(args) => match Store::force_unlock(&args.state.state) {
-            Ok(result) => {
-                println!("{result:?}");
-                exit::OK
-            }
-            Err(e) => fail(&e),
-        },
+        Command::ForceUnlock(args) => backend::force_unlock(&args),
+        Command::Env(EnvCommand::List { state, json }) => backend::env_list(&state, json),
         Command::Completion(args) => {
-            let mut out = std::io::stdout().lock();
+            let mut out = render::stdout();
             match complete::write_script(args.shell, &mut out).and_then(|()| out.flush()) {
                 Ok(()) => exit::OK,
                 Err(e) => fail(&format!("cannot write the completion script: {e}")),
@@ -121,7 +125,7 @@ fn man_command(args: &ManArgs) -> i32 {
         docs::write_man_pages(dir)
             .map_err(|e| format!("cannot write man pages to {}: {e}", dir.display()))
     } else {
-        let mut out = std::io::stdout().lock();
+        let mut out = render::stdout();
         let written = if args.markdown {
             out.write_all(docs::markdown_reference().as_bytes())
         } else {
@@ -154,6 +158,13 @@ fn fail(e: &dyn std::fmt::Display) -> i32 {
 /// Where the plan is: `--file` (with `--attr`), or `--flake REF[#ATTR]` (or `--attr`).
 fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
     if let Some(file) = &source.file {
+        // Nix would read a device or a pipe without end.
+        if std::fs::metadata(file).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            return Err(format!(
+                "--file {}: not a regular file or a directory",
+                file.display()
+            ));
+        }
         return Ok(PlanSource::File {
             path: absolute(file),
             attr: source.attr.clone(),
@@ -193,15 +204,25 @@ fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
 }
 
 fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
-    let state_path = absolute(spec.state.unwrap_or(Path::new("nivis.state.json")));
     let vars = vars::collect(&spec.vars.var_files, &spec.vars.vars, std::env::vars())?;
     for note in &vars.notes {
         let _ = writeln!(std::io::stderr(), "Note: {note}");
     }
+    let source = plan_source(spec.source)?;
+    let backend = match spec.state {
+        Some(state) => backend::for_plan(state, &source)?,
+        // A verb that reads no state (validate): the default local file, never opened.
+        None => Backend::configure(
+            None,
+            &[],
+            "default",
+            &absolute(Path::new("nivis.state.json")),
+        )?,
+    };
     Ok(Options {
-        source: plan_source(spec.source)?,
-        run_dir: run_dir(&state_path),
-        state_path,
+        source,
+        run_dir: run_dir(&backend::identity(&backend)),
+        backend,
         parallelism: spec.parallelism.max(1),
         max_phases: spec.max_phases,
         targets: spec.targets.to_vec(),
@@ -226,8 +247,8 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 /// A private directory outside the project (so a `path:` flake never copies it into the
-/// store), one per state file.
-fn run_dir(state_path: &Path) -> PathBuf {
+/// store), one per state (a file path, or a remote state's URL).
+fn run_dir(state: &Path) -> PathBuf {
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_dir())
@@ -235,8 +256,8 @@ fn run_dir(state_path: &Path) -> PathBuf {
         .unwrap_or_else(|| {
             std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
         });
-    let digest = Sha256::digest(state_path.display().to_string().as_bytes());
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let digest = Sha256::digest(state.display().to_string().as_bytes());
+    let hex = hex::encode(&digest[..8]);
     let _ = std::fs::create_dir_all(&base);
     {
         use std::os::unix::fs::PermissionsExt;
@@ -246,8 +267,7 @@ fn run_dir(state_path: &Path) -> PathBuf {
 }
 
 fn confirm_prompt(question: &str) -> bool {
-    print!("{question} Only 'yes' will be accepted: ");
-    let _ = std::io::stdout().flush();
+    out!("{question} Only 'yes' will be accepted: ");
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_err() {
         return false;
@@ -304,7 +324,7 @@ fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
             },
             Verb::Apply => {
                 let mut ask = || {
-                    println!();
+                    outln!();
                     confirm_prompt("Apply these changes? Later phases will apply what Nix derives from the new outputs.")
                 };
                 engine
@@ -313,7 +333,7 @@ fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
             }
             Verb::Destroy => {
                 let mut ask = || {
-                    println!();
+                    outln!();
                     confirm_prompt("Destroy all the resources above?")
                 };
                 engine
@@ -378,7 +398,7 @@ fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
                     exit::INTERRUPTED
                 }
                 EngineError::Declined => {
-                    println!("{}", EngineError::Declined);
+                    outln!("{}", EngineError::Declined);
                     exit::ERROR
                 }
                 e => fail(&e),
@@ -404,80 +424,86 @@ fn own_cpu_time() -> Duration {
 fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
     match verb {
         Verb::Plan => {
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "{}",
                 render::plan_summary(&tally.planned, tally.deferred.len())
             );
             if !tally.planned.is_empty() || !tally.deferred.is_empty() {
-                println!("Run `nivis apply` to carry it out.");
+                outln!("Run `nivis apply` to carry it out.");
             }
         }
         Verb::Apply => {
             let Some(r) = report else { return };
-            println!();
+            outln!();
             if !r.pending.is_empty() {
-                println!(
+                outln!(
                     "Applied {} resource change(s) across {} phase(s); still pending:",
                     r.changed.len(),
                     r.apply_phases
                 );
                 for (id, waits) in &r.pending {
                     if waits.is_empty() {
-                        println!("  … {id} (ready for the next phase)");
+                        outln!("  … {id} (ready for the next phase)");
                     } else {
-                        println!("  … {id} waits on {}", engine::describe_waits(waits));
+                        outln!("  … {id} waits on {}", engine::describe_waits(waits));
                     }
                 }
-                println!("Run `nivis apply` again (without --max-phases) to continue.");
+                outln!("Run `nivis apply` again (without --max-phases) to continue.");
                 return;
             }
             if r.changed.is_empty() {
-                println!(
+                outln!(
                     "No changes. Fixpoint reached after {} evaluation(s).",
                     r.evaluations
                 );
                 return;
             }
-            println!(
+            outln!(
                 "Applied {} resource(s) across {} phase(s):",
                 r.changed.len(),
                 r.apply_phases
             );
             for (id, action) in &r.changed {
-                println!("  ✓ {id} ({})", render::done_verb(*action));
+                outln!("  ✓ {id} ({})", render::done_verb(*action));
             }
-            println!("Fixpoint reached after {} evaluation(s).", r.evaluations);
+            outln!("Fixpoint reached after {} evaluation(s).", r.evaluations);
         }
         Verb::Destroy => {
             let Some(r) = report else { return };
-            println!();
+            outln!();
             if r.changed.is_empty() {
-                println!("Nothing to destroy.");
+                outln!("Nothing to destroy.");
                 return;
             }
-            println!("Destroyed {} resource(s):", r.changed.len());
-            for (id, _) in &r.changed {
-                println!("  - {id}");
+            outln!("Destroyed {} resource(s):", r.changed.len());
+            for (id, action) in &r.changed {
+                match action {
+                    engine::Action::Forget => outln!("  . {id} (forgotten: left as it is)"),
+                    _ => outln!("  - {id}"),
+                }
             }
         }
-        Verb::Refresh => println!("Refresh complete."),
-        Verb::Validate => println!("The plan is valid."),
+        Verb::Refresh => outln!("Refresh complete."),
+        Verb::Validate => outln!("The plan is valid."),
     }
 }
 
 fn state_command(cmd: StateCommand) -> i32 {
     match cmd {
-        StateCommand::List { state: args, json } => match Store::read_only(&args.state) {
+        StateCommand::Pull(args) => backend::pull(&args),
+        StateCommand::Push { file, force, state } => backend::push(&state, &file, force),
+        StateCommand::Migrate { force, state } => backend::migrate(&state, force),
+        StateCommand::List { state: args, json } => match backend::read_state(&args) {
             Ok(state) => {
                 if json {
-                    println!(
+                    outln!(
                         "{}",
                         Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect())
                     );
                 } else {
                     for id in state.ids() {
-                        println!("{id}");
+                        outln!("{id}");
                     }
                 }
                 exit::OK
@@ -488,12 +514,11 @@ fn state_command(cmd: StateCommand) -> i32 {
             id,
             state: args,
             json,
-        } => match Store::read_only(&args.state) {
+        } => match backend::read_state(&args) {
             Ok(state) => {
                 let Some(r) = state.get(&id) else {
                     return fail(&format!(
-                        "{id} is not in {}; `nivis state list` shows what is",
-                        args.state.display()
+                        "{id} is not in the state; `nivis state list` shows what is"
                     ));
                 };
                 let sensitive: Vec<String> = r
@@ -515,13 +540,13 @@ fn state_command(cmd: StateCommand) -> i32 {
                             }
                         }
                     }
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs})
                     );
                     return exit::OK;
                 }
-                println!("{} ({})", r.id, r.type_name);
+                outln!("{} ({})", r.id, r.type_name);
                 if let Json::Object(m) = &r.attributes {
                     for (k, v) in m {
                         let shown = if sensitive.contains(k) {
@@ -532,7 +557,7 @@ fn state_command(cmd: StateCommand) -> i32 {
                                 other => other.to_string(),
                             }
                         };
-                        println!("  {k} = {shown}");
+                        outln!("  {k} = {shown}");
                     }
                 }
                 exit::OK
@@ -540,11 +565,14 @@ fn state_command(cmd: StateCommand) -> i32 {
             Err(e) => fail(&e),
         },
         StateCommand::Rm { ids, state: args } => {
-            let mut store =
-                match Store::open(&args.state, LockHolder::current("nivis state rm"), None) {
-                    Ok(s) => s,
-                    Err(e) => return fail(&e),
-                };
+            let opened = backend::for_state_command(&args).and_then(|b| {
+                b.open(LockHolder::current("nivis state rm"), None)
+                    .map_err(|e| e.to_string())
+            });
+            let mut store = match opened {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
             for id in &ids {
                 if !store.state().contains(id) {
                     return fail(&format!("{id} is not in state; nothing was removed"));
@@ -558,7 +586,7 @@ fn state_command(cmd: StateCommand) -> i32 {
                 return fail(&e);
             }
             for id in &ids {
-                println!("Removed {id} from state (the real object was not destroyed).");
+                outln!("Removed {id} from state (the real object was not destroyed).");
             }
             exit::OK
         }
@@ -603,7 +631,9 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         .providers
         .values()
         .filter(|d| {
-            crate::registry::is_registry_address(&d.source)
+            // NixOps4 providers are never installed from a registry.
+            d.kind == crate::ir::ProviderKind::Tfplugin
+                && crate::registry::is_registry_address(&d.source)
                 && !d.source.starts_with('/')
                 && !d.source.starts_with('.')
         })
@@ -612,7 +642,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
     let result = match &cmd {
         ProvidersCommand::Lock { .. } => {
             crate::registry::lock(&registry, &platforms_parsed, &install).map(|()| {
-                println!(
+                outln!(
                     "Locked {} provider(s) for {} platform(s) in {}.",
                     registry.len(),
                     platforms_parsed.len(),
@@ -623,7 +653,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         ProvidersCommand::Mirror { dir, .. } => {
             crate::registry::mirror(&registry, &platforms_parsed, &absolute(dir), &install).map(
                 |()| {
-                    println!(
+                    outln!(
                         "Mirrored {} provider(s) for {} platform(s) into {}.",
                         registry.len(),
                         platforms_parsed.len(),
@@ -638,18 +668,18 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     match crate::registry::install(&decl.source, decl.version.as_deref(), &install)
                     {
                         Ok(i) => {
-                            println!("{id}: {} {} from {:?}", i.address, i.version, i.from);
-                            println!("    {}", i.executable.display());
+                            outln!("{id}: {} {} from {:?}", i.address, i.version, i.from);
+                            outln!("    {}", i.executable.display());
                             for h in &i.hashes {
-                                println!("    {h}");
+                                outln!("    {h}");
                             }
                         }
                         Err(e) => return fail(&format!("provider {id}: {e}")),
                     }
                 } else {
                     match engine::resolve_source(&decl.source, &base) {
-                        Ok(p) => println!("{id}: {} (path)", p.display()),
-                        Err(e) => println!("{id}: not found: {e}"),
+                        Ok(p) => outln!("{id}: {} (path, {})", p.display(), decl.kind.name()),
+                        Err(e) => outln!("{id}: not found: {e}"),
                     }
                 }
             }
@@ -734,5 +764,14 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("3 weeks").is_err());
+        for hostile in [
+            "99999999999999999999s",
+            "5000000000000000h",
+            "1e400s",
+            "NaN",
+            "-1s",
+        ] {
+            assert!(parse_duration(hostile).is_err(), "{hostile}");
+        }
     }
 }

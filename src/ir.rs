@@ -22,7 +22,7 @@
 //! [`Tree`] ([`Tree::dependencies`], [`Tree::is_known`], [`Tree::to_json`])
 //! are what they need from it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use serde_json::{Map, Number, Value};
@@ -51,6 +51,11 @@ const UNKNOWN_MARKER: &str = "unknown marker: keys starting with '__' are reserv
 const SCHEMA_VERSION_MESSAGE: &str =
     "unsupported schemaVersion: this IR reader understands schemaVersion 1";
 const LIFECYCLE_ON_DATA: &str = "lifecycle is not allowed on a data source";
+const KIND_MESSAGE: &str = "kind must be \"tfplugin\" (the default: the Terraform plugin protocol) or \"nixops4\" (the NixOps4 resource provider protocol)";
+const NIXOPS4_VERSION: &str =
+    "a nixops4 provider has no version: its source is a path or a binary name";
+const NIXOPS4_CONFIG: &str = "a nixops4 provider takes no configuration: protocol v0 has none";
+const STATELESS_NOT_NIXOPS4: &str = "statelessTypes is only for providers of kind \"nixops4\"";
 const VARIABLE_TYPES: [&str; 6] = ["string", "number", "bool", "list", "map", "any"];
 
 fn expansion_message(key: &str) -> Option<&'static str> {
@@ -81,13 +86,37 @@ pub struct Ir {
     pub variables: BTreeMap<String, VariableDecl>,
 }
 
-/// `providers.<id>`: which binary to run and how to configure it.
+/// `providers.<id>`: which binary to run, the protocol it speaks and how to configure it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderDecl {
     pub source: String,
     pub version: Option<String>,
-    /// Always a [`Tree::Object`]; may hold references.
+    /// Always a [`Tree::Object`]; may hold references (always empty for NixOps4 providers).
     pub config: Tree,
+    pub kind: ProviderKind,
+}
+
+/// `providers.<id>.kind`: the protocol the provider binary speaks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ProviderKind {
+    /// go-plugin + tfplugin5/6 (`"tfplugin"`, the default).
+    #[default]
+    Tfplugin,
+    /// The NixOps4 resource provider protocol v0 (`"nixops4"`).
+    Nixops4 {
+        /// `statelessTypes`: types re-created, never updated, when their inputs change.
+        stateless_types: BTreeSet<String>,
+    },
+}
+
+impl ProviderKind {
+    /// The IR spelling of the kind.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProviderKind::Tfplugin => "tfplugin",
+            ProviderKind::Nixops4 { .. } => "nixops4",
+        }
+    }
 }
 
 /// Whether a node is a managed resource or a data source.
@@ -797,7 +826,7 @@ impl Parser {
                 &[],
                 obj,
                 &["source", "config"],
-                &["source", "version", "config"],
+                &["source", "version", "config", "kind", "statelessTypes"],
             );
             let source = match obj.get("source") {
                 Some(s) => match self.string(&el, &[key("source")], s) {
@@ -816,16 +845,60 @@ impl Parser {
                 Some(c) => self.plain_object(&el, &[key("config")], c),
                 None => Tree::Object(BTreeMap::new()),
             };
+            let kind = self.provider_kind(&el, obj);
             out.insert(
                 id.clone(),
                 ProviderDecl {
                     source,
                     version,
                     config,
+                    kind,
                 },
             );
         }
         out
+    }
+
+    /// `kind` and `statelessTypes`, with the rules that depend on the kind (the schema's
+    /// `if`/`then`/`else`): a nixops4 provider has no version and no configuration; only a
+    /// nixops4 provider has `statelessTypes`.
+    fn provider_kind(&mut self, el: &str, obj: &Map<String, Value>) -> ProviderKind {
+        let nixops4 = match obj.get("kind") {
+            None => false,
+            Some(Value::String(k)) if k == "tfplugin" => false,
+            Some(Value::String(k)) if k == "nixops4" => true,
+            Some(_) => {
+                self.error(el, &[key("kind")], KIND_MESSAGE.into());
+                false
+            }
+        };
+        let mut stateless_types = BTreeSet::new();
+        if let Some(v) = obj.get("statelessTypes") {
+            let path = [key("statelessTypes")];
+            if !nixops4 {
+                self.error(el, &path, STATELESS_NOT_NIXOPS4.into());
+            }
+            if let Some(items) = self.array(el, &path, v) {
+                for (i, item) in items.iter().enumerate() {
+                    let p = child(&path, PathStep::Index(i as u64));
+                    stateless_types.insert(self.pattern(el, &p, item, is_ident, IDENT_PATTERN));
+                }
+            }
+        }
+        if !nixops4 {
+            return ProviderKind::Tfplugin;
+        }
+        if obj.contains_key("version") {
+            self.error(el, &[key("version")], NIXOPS4_VERSION.into());
+        }
+        if obj
+            .get("config")
+            .and_then(Value::as_object)
+            .is_some_and(|c| !c.is_empty())
+        {
+            self.error(el, &[key("config")], NIXOPS4_CONFIG.into());
+        }
+        ProviderKind::Nixops4 { stateless_types }
     }
 
     fn nodes(&mut self, v: &Value, kind: NodeKind) -> Vec<Node> {
@@ -1356,12 +1429,23 @@ fn check_references(ir: &Ir) -> Vec<IrError> {
                 first_seen.insert(&node.id, short);
             }
         }
-        if !ir.providers.contains_key(&node.provider) {
-            errors.push(located(
+        match ir.providers.get(&node.provider) {
+            None => errors.push(located(
                 label,
                 &[key("provider")],
                 format!("provider '{}' is not declared in providers", node.provider),
-            ));
+            )),
+            Some(p) if node.kind == NodeKind::Data && p.kind != ProviderKind::Tfplugin => errors
+                .push(located(
+                    label,
+                    &[key("provider")],
+                    format!(
+                        "provider '{}' is of kind {}, which has no data sources",
+                        node.provider,
+                        p.kind.name()
+                    ),
+                )),
+            Some(_) => {}
         }
     }
     let ids: HashSet<&str> = first_seen.keys().copied().collect();
@@ -1515,6 +1599,10 @@ impl Ir {
                     m.insert("version".into(), Value::String(v.clone()));
                 }
                 m.insert("config".into(), p.config.to_json());
+                m.insert("kind".into(), Value::String(p.kind.name().into()));
+                if let ProviderKind::Nixops4 { stateless_types } = &p.kind {
+                    m.insert("statelessTypes".into(), serde_json::json!(stateless_types));
+                }
                 (id.clone(), Value::Object(m))
             })
             .collect();

@@ -30,6 +30,8 @@ pub struct Ledger {
     /// The verbatim text of variable values typed as text (`--var`, environment): `lib.vars`
     /// uses it for a variable declared as a string, so `--var t=2` is "2", not 2.
     pub vars_text: BTreeMap<String, String>,
+    /// The selected environment (`--env`), if the caller sets one.
+    pub env: Option<String>,
 }
 
 impl Ledger {
@@ -66,7 +68,16 @@ impl Ledger {
 
     /// The ledger as JSON.
     pub fn to_json(&self) -> Json {
-        json!({ "phase": self.phase, "outputs": self.outputs, "vars": self.vars, "varsText": self.vars_text })
+        let mut json = json!({
+            "phase": self.phase,
+            "outputs": self.outputs,
+            "vars": self.vars,
+            "varsText": self.vars_text,
+        });
+        if let Some(env) = &self.env {
+            json["env"] = Json::String(env.clone());
+        }
+        json
     }
 
     /// Writes the ledger to `path` with mode 0600, replacing any previous file atomically.

@@ -7,8 +7,9 @@
 //! 3. [`graph`] orders resources by their references and finds cycles.
 //! 4. [`sched`] runs ready resources on worker threads, one owner thread recording results.
 //! 5. [`provider`] is the interface to providers; [`plugin`] implements it for unmodified
-//!    tfplugin5/6 binaries (process, handshake, gRPC); [`value`] and [`schema`] encode values
-//!    the way providers expect; [`objchange`] holds the plan rules OpenTofu applies.
+//!    tfplugin5/6 binaries (process, handshake, gRPC) and [`nixops4`] for NixOps4 resource
+//!    providers (JSON lines); [`value`] and [`schema`] encode values the way providers expect;
+//!    [`objchange`] holds the plan rules OpenTofu applies.
 //! 6. [`state`] records every completed operation durably; the [`ledger`] hands new outputs to
 //!    the next Nix evaluation.
 //! 7. [`engine`] composes all of it into the phase loop that runs to a fixpoint; [`render`] and
@@ -27,6 +28,7 @@ pub mod graph;
 pub mod ir;
 pub mod ledger;
 pub mod nixeval;
+pub mod nixops4;
 pub mod objchange;
 pub mod plugin;
 pub mod provider;

@@ -103,15 +103,12 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
         nix_string(ledger)
     );
     let started = Instant::now();
-    let mut output = run_eval(source, &apply)?;
-    if let PlanSource::Flake { flake, .. } = source {
-        if !output.status.success()
-            && String::from_utf8_lossy(&output.stderr).contains("requires lock file changes")
-        {
-            lock_flake(source, flake)?;
-            output = run_eval(source, &apply)?;
+    let output = match source {
+        PlanSource::Flake { flake, .. } => {
+            locking_if_needed(flake, &source.to_string(), || run_eval(source, &apply))?
         }
-    }
+        PlanSource::File { .. } => run_eval(source, &apply)?,
+    };
     if !output.status.success() {
         return Err(EvalError {
             what: source.to_string(),
@@ -121,17 +118,38 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     Ok((output.stdout, started.elapsed()))
 }
 
+/// Runs `eval` (a `nix eval` of something in `flake`); when Nix says the flake's lock file needs
+/// changes, locks it and runs `eval` again.
+fn locking_if_needed(
+    flake: &str,
+    what: &str,
+    eval: impl Fn() -> Result<std::process::Output, EvalError>,
+) -> Result<std::process::Output, EvalError> {
+    let output = eval()?;
+    if !output.status.success()
+        && String::from_utf8_lossy(&output.stderr).contains("requires lock file changes")
+    {
+        lock_flake(what, flake)?;
+        return eval();
+    }
+    Ok(output)
+}
+
+/// `(builtins.getFlake "REF").name1.name2…`, each name quoted.
+fn flake_attr(flake: &str, names: &[String]) -> String {
+    let select: String = names
+        .iter()
+        .map(|a| format!(".{}", nix_string(a)))
+        .collect();
+    format!("(builtins.getFlake {}){select}", nix_string(flake))
+}
+
 fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, EvalError> {
     let mut cmd = nix_command();
     cmd.args(["eval", "--json", "--impure"]);
     match source {
         PlanSource::Flake { flake, attr } => {
-            let select: String = attr_path(attr)
-                .iter()
-                .map(|a| format!(".{}", nix_string(a)))
-                .collect();
-            cmd.arg("--expr")
-                .arg(format!("(builtins.getFlake {}){select}", nix_string(flake)));
+            cmd.arg("--expr").arg(flake_attr(flake, &attr_path(attr)));
         }
         PlanSource::File { path, attr } => {
             cmd.arg("--file").arg(path);
@@ -154,20 +172,20 @@ fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, Ev
 }
 
 /// Writes the flake's lock file, as `nix eval REF#attr` would have on first use.
-fn lock_flake(source: &PlanSource, flake: &str) -> Result<(), EvalError> {
+fn lock_flake(what: &str, flake: &str) -> Result<(), EvalError> {
     let output = nix_command()
         .args(["flake", "lock", flake])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| EvalError {
-            what: source.to_string(),
+            what: what.to_string(),
             message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
         })?;
     if output.status.success() {
         return Ok(());
     }
     Err(EvalError {
-        what: source.to_string(),
+        what: what.to_string(),
         message: format!(
             "its flake.lock needs updating and `nix flake lock {flake}` failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
@@ -189,6 +207,41 @@ fn attr_path(attr: &str) -> Vec<String> {
         }
     }
     names
+}
+
+/// The state backend configured beside the plan: for plan attribute `a.b.plan`, the value of
+/// `a.b.backend` in `flake` (`nivis.backend` by default), or `None` if there is none.
+pub fn backend_config(
+    flake: &str,
+    plan_attr: &str,
+) -> Result<Option<serde_json::Value>, EvalError> {
+    let mut path = attr_path(plan_attr);
+    path.pop();
+    path.push("backend".into());
+    let expr = format!("{} or null", flake_attr(flake, &path));
+    let what = format!("{flake}#{}", path.join("."));
+    let output = locking_if_needed(flake, &what, || {
+        nix_command()
+            .args(["eval", "--json", "--impure", "--expr", &expr])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| EvalError {
+                what: what.clone(),
+                message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
+            })
+    })?;
+    if !output.status.success() {
+        return Err(EvalError {
+            what,
+            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| EvalError {
+            what: what.clone(),
+            message: format!("not JSON: {e}"),
+        })?;
+    Ok((!value.is_null()).then_some(value))
 }
 
 /// Makes sure a build output exists in the store, building its derivation if needed.

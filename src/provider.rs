@@ -1,19 +1,54 @@
 //! The one provider interface the engine talks to, whatever protocol the binary speaks.
 //!
 //! Owns: the [`Provider`] trait and its request/response types, expressed in Nivis's own value
-//! and schema model. Not: gRPC, processes, protobuf messages, msgpack (all in `plugin`), nor any
-//! decision about what to plan (that is `engine`'s and `objchange`'s).
+//! and schema model, and the [`Capabilities`] each kind of provider has. Not: gRPC, processes,
+//! protobuf messages, msgpack (all in `plugin`), JSON lines (`nixops4`), nor any decision about
+//! what to plan (that is `engine`'s and `objchange`'s).
 //!
 //! Every call returns `Err(Diagnostics)` when there is no usable answer (the provider crashed,
 //! the call failed, the answer could not be decoded); an `Ok` response may still carry error
 //! diagnostics, e.g. an apply that failed half-way and returned a partial object.
 
 use crate::diag::Diagnostics;
+use crate::ir::ProviderKind;
 use crate::schema::ProviderSchema;
 use crate::value::{PathStep, Value};
 
 /// Result of a provider call: a response, or the diagnostics explaining why there is none.
 pub type CallResult<T> = Result<T, Diagnostics>;
+
+/// What a kind of provider can do beyond answering the calls of [`Provider`]. The engine adapts
+/// its sequence to these, never to the name of a protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Resource types have schemas: configurations are typed and validated, plans checked,
+    /// stored objects upgraded and refreshed. Without schemas (NixOps4), a configuration is sent
+    /// as a JSON object of inputs, whatever the provider returns is the object's outputs, every
+    /// output is unknown until applied, and an object's private bytes are the JSON object of
+    /// the inputs it was last applied with.
+    pub schemas: bool,
+    /// Objects can be deleted. Without it, an object that leaves the plan (or is destroyed) is
+    /// forgotten: removed from state and left as it is; one that must be replaced is
+    /// re-created and its predecessor forgotten.
+    pub delete: bool,
+}
+
+impl Capabilities {
+    /// The capabilities of a provider of `kind`.
+    pub fn of(kind: &ProviderKind) -> Capabilities {
+        match kind {
+            ProviderKind::Tfplugin => Capabilities {
+                schemas: true,
+                delete: true,
+            },
+            // Protocol v0: create and update only.
+            ProviderKind::Nixops4 { .. } => Capabilities {
+                schemas: false,
+                delete: false,
+            },
+        }
+    }
+}
 
 /// Inputs of PlanResourceChange.
 pub struct PlanRequest<'a> {

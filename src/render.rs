@@ -5,13 +5,68 @@
 
 mod ticker;
 
-use std::io::Write;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::json;
 
 use crate::diag::{Diagnostic, Severity};
 use crate::engine::{describe_waits, Action, AttrChange, Event, Sink, Wait};
 use crate::value::{render_path, Value};
+
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Standard output, for everything Nivis prints there. A write that fails (the reader went
+/// away, as in `nivis apply | head -1`) marks stdout closed: from then on output is dropped
+/// without another attempt, and the work goes on. The exit code still says how the work went.
+pub struct Stdout(io::StdoutLock<'static>);
+
+/// Locks standard output (see [`Stdout`]).
+pub fn stdout() -> Stdout {
+    Stdout(io::stdout().lock())
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if STDOUT_CLOSED.load(Ordering::Relaxed) {
+            return Ok(buf.len());
+        }
+        match self.0.write(buf) {
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                STDOUT_CLOSED.store(true, Ordering::Relaxed);
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !STDOUT_CLOSED.load(Ordering::Relaxed) && self.0.flush().is_err() {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// `println!` through [`Stdout`]: never panics.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!($crate::render::stdout(), $($arg)*);
+    }};
+}
+pub(crate) use outln;
+
+/// `print!` through [`Stdout`], flushed (for prompts).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = $crate::render::stdout();
+        let _ = write!(out, $($arg)*);
+        let _ = out.flush();
+    }};
+}
+pub(crate) use out;
 
 /// Terminal styling.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +104,8 @@ impl Style {
                 create_before_destroy: true,
             } => ("35", "+/-"),
             Action::Delete => ("31", "-"),
+            Action::Forget => ("31", "."),
+            Action::Recreate => ("35", "+/."),
             Action::NoOp => ("2", "="),
             Action::Read => ("36", "<="),
         };
@@ -77,6 +134,8 @@ fn doing_verb(action: Action) -> &'static str {
         Action::Update => "updating",
         Action::Replace { .. } => "replacing",
         Action::Delete => "destroying",
+        Action::Forget => "forgetting",
+        Action::Recreate => "re-creating",
         Action::NoOp => "checking",
         Action::Read => "reading",
     }
@@ -89,6 +148,8 @@ pub fn done_verb(action: Action) -> &'static str {
         Action::Update => "updated",
         Action::Replace { .. } => "replaced",
         Action::Delete => "destroyed",
+        Action::Forget => "forgotten",
+        Action::Recreate => "re-created",
         Action::NoOp => "unchanged",
         Action::Read => "read",
     }
@@ -201,7 +262,7 @@ impl Human {
 impl Sink for Human {
     fn event(&mut self, event: Event) {
         let s = self.style;
-        let mut out = std::io::stdout().lock();
+        let mut out = stdout();
         match event {
             Event::Evaluated {
                 phase,
@@ -228,6 +289,9 @@ impl Sink for Human {
                 );
                 for c in &changes {
                     let _ = writeln!(out, "      {}", show_change(c));
+                }
+                if let Some(note) = forget_note(action) {
+                    let _ = writeln!(out, "      {}", s.dim(note));
                 }
             }
             Event::Deferred {
@@ -275,6 +339,8 @@ impl Sink for Human {
                     });
                 }
             }
+            // The command's error names every unrecorded object; its operation is over.
+            Event::Unrecorded { id, .. } => self.ticker.finish(&id),
             Event::Finished {
                 phase,
                 id,
@@ -362,6 +428,20 @@ impl Sink for Human {
             // The command prints the failure itself, on stderr.
             Event::CommandFailed { .. } => {}
         }
+    }
+}
+
+/// What a plan line for an action that forgets an object must say.
+fn forget_note(action: Action) -> Option<&'static str> {
+    match action {
+        Action::Forget => Some(
+            "forget: removed from state and left as it is (its provider cannot delete objects)",
+        ),
+        Action::Recreate => Some(
+            "re-create: a new object replaces it in state; the old one is forgotten, not deleted \
+             (its provider can neither update nor delete this type)",
+        ),
+        _ => None,
     }
 }
 
@@ -464,6 +544,14 @@ pub fn event_json(event: &Event) -> serde_json::Value {
         } => {
             json!({"type": "failed", "phase": phase, "id": id, "diagnostics": diagnostics.iter().map(diag_json).collect::<Vec<_>>()})
         }
+        Event::Unrecorded {
+            phase,
+            id,
+            object_id,
+            deleted,
+        } => {
+            json!({"type": "unrecorded", "phase": phase, "id": id, "objectId": object_id, "deleted": deleted})
+        }
         Event::Skipped { phase, id, because } => {
             json!({"type": "skipped", "phase": phase, "id": id, "because": because})
         }
@@ -507,7 +595,7 @@ pub struct JsonLines;
 
 impl Sink for JsonLines {
     fn event(&mut self, event: Event) {
-        let mut out = std::io::stdout().lock();
+        let mut out = stdout();
         let _ = writeln!(out, "{}", event_json(&event));
     }
 }
@@ -551,12 +639,20 @@ pub fn plan_summary(planned: &[(String, Action)], deferred: usize) -> String {
     let replace = count(&|a| matches!(a, Action::Replace { .. }));
     let delete = count(&|a| *a == Action::Delete);
     let read = count(&|a| *a == Action::Read);
-    if create + update + replace + delete + read + deferred == 0 {
+    let recreate = count(&|a| *a == Action::Recreate);
+    let forget = count(&|a| *a == Action::Forget);
+    if create + update + replace + delete + read + recreate + forget + deferred == 0 {
         return "No changes. The infrastructure matches the plan.".into();
     }
     let mut s = format!(
         "Plan: {create} to create, {update} to update, {replace} to replace, {delete} to destroy"
     );
+    if recreate > 0 {
+        s.push_str(&format!(", {recreate} to re-create"));
+    }
+    if forget > 0 {
+        s.push_str(&format!(", {forget} to forget"));
+    }
     if read > 0 {
         s.push_str(&format!(", {read} to read"));
     }
@@ -628,6 +724,22 @@ mod tests {
         assert_eq!(
             plan_summary(&[], 0),
             "No changes. The infrastructure matches the plan."
+        );
+        let forgetting = vec![
+            ("f".to_string(), Action::Forget),
+            ("g".to_string(), Action::Recreate),
+        ];
+        assert_eq!(
+            plan_summary(&forgetting, 0),
+            "Plan: 0 to create, 0 to update, 0 to replace, 0 to destroy, 1 to re-create, 1 to forget."
+        );
+        assert_eq!(
+            serde_json::to_value(Action::Recreate).unwrap(),
+            serde_json::json!("recreate")
+        );
+        assert_eq!(
+            serde_json::to_value(Action::Forget).unwrap(),
+            serde_json::json!("forget")
         );
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Owns: the ready set, dispatch to at most `parallelism` workers over crossbeam channels, and
 //! the rule that a failed job's dependents are skipped (once, naming the failure) while
-//! unrelated jobs carry on; an interrupt flag stops new dispatches and lets in-flight jobs end.
+//! unrelated jobs carry on; an interrupt flag, or the owner asking to halt (its results can no
+//! longer be recorded), stops new dispatches and lets in-flight jobs end.
 //! The calling thread is the single owner of everything the jobs produce: it prepares each
 //! job's input when the job becomes ready and receives every result and progress report, so
 //! state needs no locks. Not: what a job does.
@@ -23,6 +24,8 @@ pub enum Status {
     Skipped { because: usize },
     /// Not run because of an interrupt.
     Interrupted,
+    /// Not run because the owner halted the batch ([`Owner::halted`]).
+    Halted,
 }
 
 /// The owner-thread side of a batch.
@@ -42,6 +45,11 @@ pub trait Owner {
     /// Called after a batch of results was handled and before new jobs are dispatched, so an
     /// owner can make the batch durable at once (one fsync for several results).
     fn flush(&mut self) {}
+    /// Whether to dispatch nothing more (e.g. results can no longer be recorded). Checked
+    /// before every dispatch; jobs already running still end and reach [`Owner::finish`].
+    fn halted(&self) -> bool {
+        false
+    }
 }
 
 /// The worker side: runs on several threads at once.
@@ -125,7 +133,7 @@ where
 
         let mut in_flight = 0usize;
         loop {
-            while in_flight < workers && !interrupted.load(Ordering::SeqCst) {
+            while in_flight < workers && !interrupted.load(Ordering::SeqCst) && !owner.halted() {
                 let Some(i) = ready.pop_front() else { break };
                 match owner.prepare(i) {
                     Ok(input) => {
@@ -181,9 +189,14 @@ where
         }
         drop(work_tx);
     });
+    let never_run = if owner.halted() {
+        Status::Halted
+    } else {
+        Status::Interrupted
+    };
     status
         .into_iter()
-        .map(|s| s.unwrap_or(Status::Interrupted))
+        .map(|s| s.unwrap_or_else(|| never_run.clone()))
         .collect()
 }
 
@@ -308,6 +321,56 @@ mod tests {
         let status = run(&mut owner, &runner, &deps, 3, &AtomicBool::new(false));
         assert!(status.iter().all(|s| *s == Status::Done));
         assert_eq!(*runner.max_running.lock().unwrap(), 3);
+    }
+
+    /// Halts once `after` jobs have finished.
+    struct Halting {
+        finished: usize,
+        after: usize,
+    }
+
+    impl Owner for Halting {
+        type Input = ();
+        type Progress = u32;
+        type Output = bool;
+        fn prepare(&mut self, _i: usize) -> Result<(), bool> {
+            Ok(())
+        }
+        fn progress(&mut self, _i: usize, _p: u32) {}
+        fn finish(&mut self, _i: usize, ok: bool) -> bool {
+            self.finished += 1;
+            ok
+        }
+        fn halted(&self) -> bool {
+            self.finished >= self.after
+        }
+    }
+
+    struct Sleeper;
+
+    impl Worker<Halting> for Sleeper {
+        fn run(&self, _i: usize, _input: (), _reporter: &Reporter<u32>) -> bool {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            true
+        }
+    }
+
+    #[test]
+    fn a_halting_owner_stops_dispatch_and_in_flight_jobs_finish() {
+        let deps = vec![vec![]; 20];
+        let mut owner = Halting {
+            finished: 0,
+            after: 1,
+        };
+        let status = run(&mut owner, &Sleeper, &deps, 4, &AtomicBool::new(false));
+        let done = status.iter().filter(|s| **s == Status::Done).count();
+        let halted = status.iter().filter(|s| **s == Status::Halted).count();
+        assert_eq!(done + halted, 20, "{status:?}");
+        assert_eq!(done, owner.finished, "every dispatched job finished");
+        assert_eq!(
+            done, 4,
+            "the first four were running; nothing started after"
+        );
     }
 
     #[test]

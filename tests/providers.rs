@@ -286,10 +286,13 @@ fn launch_errors_are_clear() {
         err.contains("unrecognised plugin handshake") && err.contains("hello world"),
         "{err}"
     );
+    // A provider that exits early may leave up to a pipe's worth of stderr unread when its exit
+    // is seen; its last words come last.
     let early = dir.path().join("early.sh");
     std::fs::write(
         &early,
-        "#!/bin/sh\necho 'This binary is a plugin' >&2\nexit 1\n",
+        "#!/bin/sh\ni=0; while [ $i -lt 3000 ]; do echo \"starting up $i\" >&2; i=$((i+1)); done\n\
+         echo 'This binary is a plugin' >&2\nexit 1\n",
     )
     .unwrap();
     std::fs::set_permissions(&early, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -341,4 +344,119 @@ fn a_chatty_provider_never_blocks() {
             .unwrap();
         assert!(!plan.diagnostics.has_errors(), "{}", plan.diagnostics);
     }
+}
+
+/// The NixOps4 adapter against the real `nixops4-resources-local`: what it sends for each call
+/// of the `Provider` trait and how it reads the answers.
+#[test]
+fn the_nixops4_adapter_translates_against_the_real_provider() {
+    use nivis::nixops4::Nixops4Provider;
+    use std::collections::BTreeSet;
+
+    let stateless: BTreeSet<String> = ["file".to_string()].into();
+    let p = Nixops4Provider::start(
+        "local",
+        &real_provider("nixops4"),
+        &stateless,
+        std::time::Duration::from_secs(30),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let json = |j: serde_json::Value| nivis::value::json::from_plain_json(&j);
+    let plan = |type_name: &str, prior: &Value, private: &[u8], config: &Value| {
+        p.plan_resource_change(PlanRequest {
+            type_name,
+            prior_state: prior,
+            proposed_new_state: config,
+            config,
+            prior_private: private,
+        })
+        .unwrap()
+    };
+    let apply =
+        |type_name: &str, prior: &Value, planned: &Value, private: &[u8], config: &Value| {
+            p.apply_resource_change(ApplyRequest {
+                type_name,
+                prior_state: prior,
+                planned_state: planned,
+                config,
+                planned_private: private,
+            })
+            .unwrap()
+        };
+
+    // Create: nothing is known before; the answer's outputs and the inputs sent come back.
+    let config = json(serde_json::json!({"initialize_with": {"a": [1, 2.5]}}));
+    let planned = plan("memo", &Value::Null, &[], &config);
+    assert!(planned.planned_state.is_unknown() && planned.requires_replace.is_empty());
+    let created = apply("memo", &Value::Null, &Value::Unknown, &[], &config);
+    assert!(!created.diagnostics.has_errors(), "{}", created.diagnostics);
+    assert!(objchange::values_equal(
+        &created.new_state,
+        &json(serde_json::json!({"value": {"a": [1, 2.5]}}))
+    ));
+    let inputs: serde_json::Value = serde_json::from_slice(&created.private).unwrap();
+    assert_eq!(
+        inputs,
+        serde_json::json!({"initialize_with": {"a": [1, 2.5]}})
+    );
+
+    // The same inputs plan a no-op; new ones an update of a wholly unknown object.
+    let same = plan("memo", &created.new_state, &created.private, &config);
+    assert!(objchange::values_equal(
+        &same.planned_state,
+        &created.new_state
+    ));
+    let changed = json(serde_json::json!({"initialize_with": "b"}));
+    let update = plan("memo", &created.new_state, &created.private, &changed);
+    assert!(update.planned_state.is_unknown() && update.requires_replace.is_empty());
+    let updated = apply(
+        "memo",
+        &created.new_state,
+        &Value::Unknown,
+        &update.planned_private,
+        &changed,
+    );
+    assert!(!updated.diagnostics.has_errors(), "{}", updated.diagnostics);
+    assert!(
+        objchange::values_equal(&updated.new_state, &created.new_state),
+        "memo keeps its first value on update"
+    );
+
+    // A stateless type asks to be replaced when its inputs change.
+    let file = json(serde_json::json!({"name": "/dev/null", "contents": "x"}));
+    let recorded =
+        serde_json::to_vec(&serde_json::json!({"name": "/dev/null", "contents": "y"})).unwrap();
+    let replace = plan("file", &json(serde_json::json!({})), &recorded, &file);
+    assert_eq!(replace.requires_replace, vec![Vec::<PathStep>::new()]);
+
+    // An errorResponse is a diagnostic: its first line, without the backtrace.
+    let failed = apply(
+        "nope",
+        &Value::Null,
+        &Value::Unknown,
+        &[],
+        &json(serde_json::json!({})),
+    );
+    let error = failed.diagnostics.errors().next().expect("an error");
+    assert_eq!(
+        error.summary,
+        "provider local: LocalResourceProvider::create: unknown resource type: nope"
+    );
+    assert!(!error.summary.contains("backtrace"));
+    assert!(failed.new_state.is_null());
+
+    // No configuration, no data sources, no delete.
+    assert!(p
+        .validate_provider_config(&json(serde_json::json!({"x": 1})))
+        .is_err());
+    assert!(p.validate_data_config("memo", &Value::Null).is_err());
+    assert!(p
+        .apply_resource_change(ApplyRequest {
+            type_name: "memo",
+            prior_state: &created.new_state,
+            planned_state: &Value::Null,
+            config: &Value::Null,
+            planned_private: &created.private,
+        })
+        .is_err());
 }

@@ -1360,3 +1360,6 @@ fn registry_private_registry_gets_its_token_and_only_from_credentials() {
     let out = child(name, &from_file).output().unwrap();
     assert_child_ok(name, &out);
 }
+
+#[path = "registry_bombs.rs"]
+mod bombs;

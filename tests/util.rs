@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: temporary projects, running the built binaries,
 //! fetching the real providers.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -85,6 +86,96 @@ impl Project {
         self
     }
 
+    /// Makes the fake providers log every object they create or delete (see
+    /// [`Project::objects`]).
+    pub fn with_object_log(self) -> Project {
+        let log = self.dir.path().join("objects.log");
+        let log = log.to_str().expect("UTF-8 temp path").to_string();
+        self.env("NIVIS_FAKE_OBJECT_LOG", &log)
+    }
+
+    /// The fakes' object log file (needs [`Project::with_object_log`]).
+    pub fn objects_path(&self) -> String {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "NIVIS_FAKE_OBJECT_LOG")
+            .map(|(_, v)| v.clone())
+            .expect("the project was made with_object_log()")
+    }
+
+    /// What exists "remotely": the fakes' object log (needs [`Project::with_object_log`]).
+    pub fn objects(&self) -> ObjectLog {
+        ObjectLog::read(std::path::Path::new(&self.objects_path()))
+    }
+
+    /// The remote identities of every object the local state records (current and deposed),
+    /// read through the store as the next command would (journal and rescue file included).
+    pub fn recorded_objects(&self) -> BTreeMap<String, String> {
+        let state = nivis::state::Store::read_only(&self.state).expect("state readable");
+        recorded_in(&state)
+    }
+
+    /// Compares what exists remotely (the object log) with what the local state records.
+    pub fn remote_vs_state(&self) -> RemoteDiff {
+        self.remote_vs(&self.recorded_objects())
+    }
+
+    /// Compares what exists remotely (the object log) with `recorded` (see [`recorded_in`]).
+    pub fn remote_vs(&self, recorded: &BTreeMap<String, String>) -> RemoteDiff {
+        let live = self.objects().live();
+        let orphans = live
+            .iter()
+            .filter(|(id, _)| !recorded.contains_key(*id))
+            .map(|(id, label)| (id.clone(), label.clone()))
+            .collect();
+        let phantoms = recorded
+            .keys()
+            .filter(|id| !live.contains_key(*id))
+            .cloned()
+            .collect();
+        let mut per_label: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (id, label) in &live {
+            per_label.entry(label.clone()).or_default().push(id.clone());
+        }
+        per_label.retain(|_, ids| ids.len() > 1);
+        RemoteDiff {
+            orphans,
+            phantoms,
+            duplicated: per_label,
+        }
+    }
+
+    /// The fault tests' assertion: every object alive remotely is recorded in state, except
+    /// the ones `unrecorded` names (provider ids an error listed); every recorded object is
+    /// alive; and no resource has two live objects (nothing was created twice).
+    pub fn assert_remote_matches_state(&self, unrecorded: &[String]) {
+        self.assert_remote_matches(&self.recorded_objects(), unrecorded)
+    }
+
+    /// [`Project::assert_remote_matches_state`] against `recorded` (see [`recorded_in`]), for a
+    /// state kept elsewhere.
+    pub fn assert_remote_matches(
+        &self,
+        recorded: &BTreeMap<String, String>,
+        unrecorded: &[String],
+    ) {
+        let diff = self.remote_vs(recorded);
+        let unlisted: Vec<&(String, String)> = diff
+            .orphans
+            .iter()
+            .filter(|(id, _)| !unrecorded.contains(id))
+            .collect();
+        assert!(
+            unlisted.is_empty() && diff.phantoms.is_empty() && diff.duplicated.is_empty(),
+            "remote objects and state disagree:\n  alive but neither recorded nor listed \
+             (id, label): {unlisted:?}\n  recorded but not alive: {:?}\n  resources with \
+             more than one live object: {:?}",
+            diff.phantoms,
+            diff.duplicated
+        );
+    }
+
     /// Runs `nivis VERB --file plan.nix --state STATE EXTRA...` (validate, which reads no
     /// state and refuses --state, without it).
     pub fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
@@ -95,6 +186,35 @@ impl Project {
         }
         cmd.args(extra);
         self.finish(cmd)
+    }
+
+    /// Starts `nivis apply --auto-approve EXTRA...` in the background with this project's
+    /// environment, its output discarded.
+    pub fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
+        Command::new(nivis_bin())
+            .args(["apply", "--auto-approve", "--file"])
+            .arg(&self.plan)
+            .arg("--state")
+            .arg(&self.state)
+            .args(extra)
+            .current_dir(self.dir.path())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn nivis")
+    }
+
+    /// Waits (up to 30 s) until a process holds this project's state lock and has recorded
+    /// itself in it.
+    pub fn wait_for_lock(&self) {
+        let lock = self.state.with_extension("json.lock");
+        let started = std::time::Instant::now();
+        while std::fs::read_to_string(&lock).map_or(true, |s| s.is_empty())
+            && started.elapsed() < std::time::Duration::from_secs(30)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// Runs a state subcommand (`state list`, `output`, ...) against this project's state.
@@ -185,7 +305,16 @@ pub fn events(out: &Output) -> Vec<Json> {
         .collect()
 }
 
-/// The path of a real provider binary (`null`, `workato`, `terraform`), fetched and verified
+/// `(id, action)` of the `--json` events of one type (`planned`, `finished`, ...), in order.
+pub fn actions(out: &Output, event_type: &str) -> Vec<(String, Json)> {
+    events(out)
+        .into_iter()
+        .filter(|e| e["type"] == event_type)
+        .map(|e| (e["id"].as_str().unwrap().to_string(), e["action"].clone()))
+        .collect()
+}
+
+/// The path of a real provider binary (`null`, `workato`, `terraform`, `nixops4`), fetched and verified
 /// by tests/fetch-providers.py if the environment does not name it. Never skips: a missing
 /// binary fails the test.
 pub fn real_provider(name: &str) -> PathBuf {
@@ -238,4 +367,103 @@ pub fn processes_with_marker(marker: &str) -> Vec<u32> {
 /// The directory holding the fake providers (next to nivis).
 pub fn bin_dir() -> PathBuf {
     nivis_bin().parent().unwrap().to_path_buf()
+}
+
+/// The remote identities of every object `state` records (current and deposed): provider id
+/// -> resource id.
+pub fn recorded_in(state: &nivis::state::StateFile) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for r in state.iter().filter(|r| r.is_managed()) {
+        let mut objects = vec![&r.attributes];
+        objects.extend(r.deposed.iter().map(|d| &d.attributes));
+        for attrs in objects {
+            // alpha objects are named by `id`, beta objects by `endpoint` (fakes/*.rs).
+            let id = attrs["id"].as_str().or(attrs["endpoint"].as_str());
+            let id = id.unwrap_or_else(|| panic!("{}: no remote identity", r.id));
+            out.insert(id.to_string(), r.id.clone());
+        }
+    }
+    out
+}
+
+/// How the remote objects differ from state.
+#[derive(Debug)]
+pub struct RemoteDiff {
+    /// Alive but not recorded: (provider id, label).
+    pub orphans: Vec<(String, String)>,
+    /// Recorded but not alive.
+    pub phantoms: Vec<String>,
+    /// Labels (resources) with more than one live object, and their ids.
+    pub duplicated: BTreeMap<String, Vec<String>>,
+}
+
+impl RemoteDiff {
+    /// After Nivis was killed -9 mid-apply: everything recorded is alive and nothing was created
+    /// twice; only creates whose answer was in flight can be alive unrecorded (nobody can record
+    /// them, as in Terraform), at most one per worker.
+    pub fn assert_killed_mid_apply(&self, workers: usize) {
+        assert!(self.phantoms.is_empty(), "{self:?}");
+        assert!(self.duplicated.is_empty(), "{self:?}");
+        assert!(
+            self.orphans.len() <= workers,
+            "more orphans than workers: {self:?}"
+        );
+    }
+
+    /// After the run that followed `killed`: everything recorded is alive, the rerun orphaned
+    /// nothing, and only resources whose object was orphaned by the kill have two objects.
+    pub fn assert_rerun_after(&self, killed: &RemoteDiff) {
+        assert!(self.phantoms.is_empty(), "{self:?}");
+        assert_eq!(self.orphans, killed.orphans, "the rerun orphaned nothing");
+        let orphan_labels: Vec<&String> = killed.orphans.iter().map(|(_, l)| l).collect();
+        assert!(
+            self.duplicated.keys().all(|l| orphan_labels.contains(&l)),
+            "{self:?}"
+        );
+    }
+}
+
+/// The fakes' object log (`NIVIS_FAKE_OBJECT_LOG`): one JSON line per remote object created or
+/// deleted, in order.
+pub struct ObjectLog {
+    pub entries: Vec<Json>,
+}
+
+impl ObjectLog {
+    /// Reads the log at `path` (no file: nothing was ever created).
+    pub fn read(path: &std::path::Path) -> ObjectLog {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let entries = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("object log {l:?}: {e}")))
+            .collect();
+        ObjectLog { entries }
+    }
+
+    /// Objects alive now: provider id -> label.
+    pub fn live(&self) -> BTreeMap<String, String> {
+        let mut live = BTreeMap::new();
+        for e in &self.entries {
+            let id = e["id"].as_str().expect("id").to_string();
+            match e["op"].as_str() {
+                Some("create") => {
+                    let label = e["label"].as_str().unwrap_or("").to_string();
+                    assert!(
+                        live.insert(id.clone(), label).is_none(),
+                        "{id} created while alive"
+                    );
+                }
+                Some("delete") => {
+                    assert!(live.remove(&id).is_some(), "{id} deleted but never created");
+                }
+                other => panic!("unknown object log op {other:?}"),
+            }
+        }
+        live
+    }
+
+    /// How many objects were created in all.
+    pub fn created(&self) -> usize {
+        self.entries.iter().filter(|e| e["op"] == "create").count()
+    }
 }

@@ -110,7 +110,8 @@ let
         in
         if !names.isProviderId id then throw "nivis: provider id '${id}' may only contain letters, digits, '_', '-', '.' and '/'"
         else { inherit (p) source; config = (walk ctx [ ] p.config).v; }
-          // (if p.version == null then { } else { inherit (p) version; })) providers;
+          // (if p.version == null then { } else { inherit (p) version; })
+          // (if p.kind == "nixops4" then { inherit (p) kind statelessTypes; } else { })) providers;
 
       collect = section: kind: xs:
         let items = flatten xs; in
@@ -142,8 +143,11 @@ let
             else throw "nivis: ${owner}: dependsOn entry ${if builtins.isString id then id else names.describe id} is not in toIR's resources or data")
             n.dependsOn;
           provider =
-            if providers ? ${n.provider} then n.provider
-            else throw "nivis: ${owner}: provider '${n.provider}' is not declared in toIR's providers (declared: ${builtins.concatStringsSep ", " (attrNames providers)})";
+            if !(providers ? ${n.provider}) then
+              throw "nivis: ${owner}: provider '${n.provider}' is not declared in toIR's providers (declared: ${builtins.concatStringsSep ", " (attrNames providers)})"
+            else if n.kind == "data" && (providerIR.${n.provider}.kind or "tfplugin") == "nixops4" then
+              throw "nivis: ${owner}: provider '${n.provider}' is of kind nixops4, which has no data sources"
+            else n.provider;
         in
         {
           node = {

@@ -4,7 +4,7 @@
 { names, values }:
 let
   inherit (builtins)
-    attrNames elem filter genList head isAttrs isFunction isInt isList
+    all attrNames elem filter genList head isAttrs isFunction isInt isList isPath
     isString length listToAttrs substring throw unsafeDiscardStringContext;
 
   isNode = x: isAttrs x && (x._type or null) == "nivis:resource";
@@ -12,23 +12,42 @@ let
 
   hasPrefix = p: s: substring 0 (builtins.stringLength p) s == p;
 
+  # kind: the protocol the binary speaks. "tfplugin" (default): go-plugin + tfplugin5/6.
+  # "nixops4": the NixOps4 resource provider protocol v0; no version, no config, and
+  # statelessTypes lists the types that are re-created instead of updated.
   mkProvider = args:
     let
-      unknown = filter (k: !elem k [ "source" "version" "config" ]) (attrNames args);
+      unknown = filter (k: !elem k [ "source" "version" "config" "kind" "statelessTypes" ]) (attrNames args);
+      source = if isPath (args.source or null) then toString args.source else args.source or null;
+      kind = args.kind or "tfplugin";
+      nixops4 = kind == "nixops4";
+      stateless = args.statelessTypes or [ ];
+      label = "mkProvider ${if isString source then source else "?"}";
     in
-    if !isAttrs args then throw "nivis: mkProvider expects an attrset { source; version ? null; config ? {}; }"
-    else if unknown != [ ] then throw "nivis: mkProvider: unknown argument '${head unknown}' (expected source, version, config)"
-    else if !(isString (args.source or null)) || args.source == "" then
-      throw "nivis: mkProvider: 'source' must be a non-empty string (a registry address or a binary name)"
+    if !isAttrs args then throw "nivis: mkProvider expects an attrset { source; version ? null; config ? {}; kind ? \"tfplugin\"; }"
+    else if unknown != [ ] then throw "nivis: mkProvider: unknown argument '${head unknown}' (expected source, version, config, kind, statelessTypes)"
+    else if !(isString source) || source == "" then
+      throw "nivis: mkProvider: 'source' must be a non-empty string or a path (a registry address, a binary name or a path)"
+    else if !elem kind [ "tfplugin" "nixops4" ] then
+      throw "nivis: ${label}: 'kind' must be \"tfplugin\" (the default) or \"nixops4\", got ${names.describe kind}"
     else if (args.version or null) != null && !isString args.version then
-      throw "nivis: mkProvider ${args.source}: 'version' must be a string"
+      throw "nivis: ${label}: 'version' must be a string"
+    else if nixops4 && (args.version or null) != null then
+      throw "nivis: ${label}: a nixops4 provider has no version; give its binary as 'source'"
     else if !isAttrs (args.config or { }) then
-      throw "nivis: mkProvider ${args.source}: 'config' must be an attrset"
+      throw "nivis: ${label}: 'config' must be an attrset"
+    else if nixops4 && (args.config or { }) != { } then
+      throw "nivis: ${label}: a nixops4 provider takes no configuration (protocol v0 has none)"
+    else if args ? statelessTypes && !nixops4 then
+      throw "nivis: ${label}: 'statelessTypes' is only for kind = \"nixops4\""
+    else if !isList stateless || !all names.isIdent stateless then
+      throw "nivis: ${label}: 'statelessTypes' must be a list of resource type names such as [ \"file\" ]"
     else {
       _type = "nivis:provider";
-      source = args.source;
+      inherit source kind;
       version = args.version or null;
       config = args.config or { };
+      statelessTypes = stateless;
     };
 
   checkPath = id: path:

@@ -5,7 +5,7 @@
 //! (clap rejects the rest) and a new verb or flag is one struct or one field. Not: what the
 //! flags do (see `cli`), reading files or the environment.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum, ValueHint};
@@ -24,7 +24,7 @@ Examples:
   source <(nivis completion bash)    completion for this shell session
 
 Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.
-Environment: NIVIS_STATE, NIVIS_VAR_<name>, NIVIS_OFFLINE, NIVIS_PROVIDER_MIRRORS,
+Environment: NIVIS_STATE, NIVIS_ENV, NIVIS_VAR_<name>, NIVIS_OFFLINE, NIVIS_PROVIDER_MIRRORS,
 NIVIS_LOG, NO_COLOR (see the book's CLI reference).";
 
 /// Nivis: infrastructure as Nix code.
@@ -77,8 +77,13 @@ pub enum Command {
     /// Inspect or edit the state.
     #[command(subcommand)]
     State(StateCommand),
-    /// Remove a stale state lock left by a process that is gone.
+    /// Remove the state lock of a process that is gone (its lock id is in every "locked"
+    /// message), locally or in the remote backend.
+    #[command(after_help = "Example:\n  nivis force-unlock 2f0c61a4-4a1e-4c39-9d7e-1f0f9c1e8b11")]
     ForceUnlock(ForceUnlockArgs),
+    /// Environments (`--env`): each has its own state under the backend's environment prefix.
+    #[command(subcommand)]
+    Env(EnvCommand),
     /// Write typed Nix constructors and reference docs from a provider's schema.
     #[command(after_help = "Example:\n  nivis gen --provider hashicorp/null --out nix/providers")]
     Gen(GenArgs),
@@ -121,13 +126,27 @@ pub struct VarArgs {
     pub var_files: Vec<PathBuf>,
 }
 
-/// The state file.
+/// Where the state is: the state backend (the flake's `nivis.backend`, else the local file),
+/// field overrides, and the environment.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "State")]
-pub struct StateArg {
-    /// The state file.
+pub struct StateArgs {
+    /// The state file (the local backend; `state migrate` copies it to the remote one).
     #[arg(long, value_name = "FILE", default_value = "nivis.state.json", env = "NIVIS_STATE", value_hint = ValueHint::FilePath)]
     pub state: PathBuf,
+    /// The environment: its state is the backend's key under the environment prefix (the
+    /// plan sees the name as `ledger.env`).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "NIVIS_ENV",
+        default_value = "default"
+    )]
+    pub env: String,
+    /// Set a field of the state backend (overriding the flake's `nivis.backend`), repeatable:
+    /// `--backend-config type=s3 --backend-config bucket=b`.
+    #[arg(long = "backend-config", value_name = "KEY=VALUE")]
+    pub backend_config: Vec<String>,
 }
 
 /// Waiting for the state lock (verbs that write state).
@@ -218,7 +237,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
-    pub state: StateArg,
+    pub state: StateArgs,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -247,7 +266,7 @@ pub struct ApplyArgs {
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
-    pub state: StateArg,
+    pub state: StateArgs,
     #[command(flatten)]
     pub lock: LockWaitArg,
     #[command(flatten)]
@@ -272,7 +291,7 @@ pub struct DestroyArgs {
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
-    pub state: StateArg,
+    pub state: StateArgs,
     #[command(flatten)]
     pub lock: LockWaitArg,
     #[command(flatten)]
@@ -292,7 +311,7 @@ pub struct RefreshArgs {
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
-    pub state: StateArg,
+    pub state: StateArgs,
     #[command(flatten)]
     pub lock: LockWaitArg,
     #[command(flatten)]
@@ -322,7 +341,7 @@ pub struct RunSpec<'a> {
     pub source: &'a SourceArgs,
     pub vars: &'a VarArgs,
     /// None: the verb does not read state (validate).
-    pub state: Option<&'a Path>,
+    pub state: Option<&'a StateArgs>,
     pub lock_timeout: Option<Duration>,
     pub targets: &'a [String],
     pub parallelism: usize,
@@ -357,7 +376,7 @@ impl<'a> RunSpec<'a> {
 impl PlanArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state.state),
+            state: Some(&self.state),
             targets: &self.targets.targets,
             parallelism: self.parallelism.parallelism,
             refresh: self.refresh.refresh,
@@ -370,7 +389,7 @@ impl PlanArgs {
 impl ApplyArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state.state),
+            state: Some(&self.state),
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
             parallelism: self.parallelism.parallelism,
@@ -387,7 +406,7 @@ impl ApplyArgs {
 impl DestroyArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state.state),
+            state: Some(&self.state),
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
             parallelism: self.parallelism.parallelism,
@@ -401,7 +420,7 @@ impl DestroyArgs {
 impl RefreshArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state.state),
+            state: Some(&self.state),
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
             json: self.output.json,
@@ -436,15 +455,41 @@ pub struct OutputArgs {
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
-    pub state: StateArg,
+    pub state: StateArgs,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum StateCommand {
+    /// Print the whole state as JSON.
+    #[command(after_help = "Example:\n  nivis state pull > backup.json")]
+    Pull(StateArgs),
+    /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or
+    /// an older serial unless --force.
+    #[command(
+        after_help = "Example:\n  nivis state pull > s.json && $EDITOR s.json && nivis state push s.json"
+    )]
+    Push {
+        /// The state file to push.
+        #[arg(value_hint = ValueHint::FilePath)]
+        file: PathBuf,
+        /// Push even if the lineage differs or the serial is older.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Copy the local state file (--state) into the configured remote backend.
+    Migrate {
+        /// Replace what the backend already holds.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// List resource ids in state.
     List {
         #[command(flatten)]
-        state: StateArg,
+        state: StateArgs,
         /// A JSON array of ids.
         #[arg(long, help_heading = "Output")]
         json: bool,
@@ -455,7 +500,7 @@ pub enum StateCommand {
         #[arg(add = ArgValueCandidates::new(state_ids))]
         id: String,
         #[command(flatten)]
-        state: StateArg,
+        state: StateArgs,
         /// The resource as one JSON object.
         #[arg(long, help_heading = "Output")]
         json: bool,
@@ -466,14 +511,31 @@ pub enum StateCommand {
         #[arg(required = true, add = ArgValueCandidates::new(state_ids))]
         ids: Vec<String>,
         #[command(flatten)]
-        state: StateArg,
+        state: StateArgs,
     },
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct ForceUnlockArgs {
+    /// The lock's id, as a "the state is locked" message shows it.
+    pub lock_id: String,
+    /// Remove the lock even if its holder still runs on this host, without asking.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
-    pub state: StateArg,
+    pub state: StateArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EnvCommand {
+    /// List the environments that have a state (`*` marks the selected one).
+    List {
+        #[command(flatten)]
+        state: StateArgs,
+        /// A JSON array of names.
+        #[arg(long, help_heading = "Output")]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -500,7 +562,7 @@ pub struct ProvidersPlanArgs {
     #[command(flatten)]
     pub vars: VarArgs,
     #[command(flatten)]
-    pub state: StateArg,
+    pub state: StateArgs,
     #[command(flatten)]
     pub install: InstallArgs,
 }
@@ -508,7 +570,7 @@ pub struct ProvidersPlanArgs {
 impl ProvidersPlanArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state.state),
+            state: Some(&self.state),
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
     }

@@ -14,10 +14,10 @@ use std::path::Path;
 use serde_json::{json, Map, Value as Json};
 
 use super::args::{InstallArgs, OutputArgs, RunSpec};
-use super::{fail, options};
+use super::{backend, fail, options};
 use crate::codegen::{nix_attr, nix_string};
 use crate::engine::{Collect, Engine};
-use crate::state::Store;
+use crate::state::StateFile;
 
 /// What `nivis output` shows.
 struct Outputs {
@@ -33,7 +33,7 @@ pub fn run(args: &OutputArgs) -> i32 {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::render::stdout();
     let result = match &args.name {
         None if args.json => {
             let all = json!({ "resources": outputs.resources, "consumers": outputs.consumers });
@@ -57,16 +57,6 @@ pub fn run(args: &OutputArgs) -> i32 {
 }
 
 fn collect(args: &OutputArgs) -> Result<Outputs, String> {
-    let state = Store::read_only(&args.state.state).map_err(|e| e.to_string())?;
-    let mut ledger = crate::ledger::Ledger::default();
-    for r in state.iter() {
-        ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
-    }
-    let resources: Map<String, Json> = ledger
-        .outputs
-        .into_iter()
-        .map(|(id, o)| (id, Json::Object(o)))
-        .collect();
     // `nivis output` in a directory without a flake (only a state file) shows what state
     // holds; any source given explicitly must evaluate.
     let implicit = args.source.file.is_none() && args.source.flake == ".";
@@ -77,16 +67,17 @@ fn collect(args: &OutputArgs) -> Result<Outputs, String> {
             );
         }
         return Ok(Outputs {
-            resources,
+            resources: resource_outputs(&backend::read_state(&args.state)?),
             consumers: None,
         });
     }
     let install = InstallArgs::none();
     let spec = RunSpec {
-        state: Some(&args.state.state),
+        state: Some(&args.state),
         ..RunSpec::new(&args.source, &args.vars, &install)
     };
     let opts = options(&spec, "output")?;
+    let state = opts.backend.read_only().map_err(|e| e.to_string())?;
     let mut sink = Collect::default();
     let ir = Engine::new(opts, &mut sink)
         .declarations()
@@ -97,9 +88,22 @@ fn collect(args: &OutputArgs) -> Result<Outputs, String> {
         .map(|c| (c.id.clone(), c.value.to_json()))
         .collect();
     Ok(Outputs {
-        resources,
+        resources: resource_outputs(&state),
         consumers: Some(consumers),
     })
+}
+
+/// Every resource's outputs as the ledger shows them to Nix (secrets as placeholders).
+fn resource_outputs(state: &StateFile) -> Map<String, Json> {
+    let mut ledger = crate::ledger::Ledger::default();
+    for r in state.iter() {
+        ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
+    }
+    ledger
+        .outputs
+        .into_iter()
+        .map(|(id, o)| (id, Json::Object(o)))
+        .collect()
 }
 
 /// NAME is a consumer id, a node id, or a node id followed by `.`-separated attribute keys

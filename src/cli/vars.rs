@@ -12,7 +12,7 @@
 //! and verbatim in `varsText`, which `lib.vars` prefers for a string variable.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
@@ -42,6 +42,23 @@ impl VarValues {
     }
 }
 
+/// Largest `--var-file` read.
+const VAR_FILE_LIMIT: u64 = 64 << 20;
+
+/// Reads a text file of at most `limit` bytes (a device such as /dev/zero never ends).
+fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("larger than {} MiB", limit >> 20));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
 /// Collects values from `--var-file` files, `--var NAME=VALUE` flags and `env` (the process
 /// environment, as pairs), lowest precedence first.
 pub fn collect(
@@ -51,7 +68,7 @@ pub fn collect(
 ) -> Result<VarValues, String> {
     let mut out = VarValues::default();
     for file in files {
-        let text = std::fs::read_to_string(file)
+        let text = read_bounded(file, VAR_FILE_LIMIT)
             .map_err(|e| format!("--var-file {}: {e}", file.display()))?;
         let json: Json = serde_json::from_str(&text)
             .map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;

@@ -23,6 +23,11 @@ pub enum Action {
     },
     /// The object goes away.
     Delete,
+    /// The object leaves state but stays where it is: its provider cannot delete it.
+    Forget,
+    /// A new object is created and the old one forgotten: the provider can neither update nor
+    /// delete it.
+    Recreate,
     /// Nothing changes.
     NoOp,
     /// A data source is read.
@@ -98,6 +103,15 @@ pub enum Event {
         action: Action,
         duration: Duration,
         deposed: Option<String>,
+    },
+    /// An operation was carried out but its result could not be recorded (the state could
+    /// not be written): the object exists (or, `deleted`, is gone) unlike what state says.
+    Unrecorded {
+        phase: u32,
+        id: String,
+        /// The provider's id of the object, when it has one.
+        object_id: Option<String>,
+        deleted: bool,
     },
     /// An operation failed.
     Failed {

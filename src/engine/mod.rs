@@ -12,8 +12,11 @@
 pub mod events;
 mod node;
 mod providers;
+mod record;
 mod refcheck;
 mod resolve;
+mod stale;
+mod untyped;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -28,23 +31,26 @@ pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::node::{Mode, NodeInput, NodeOutput, NodeProgress};
 use self::providers::ProviderSet;
 pub use self::providers::{locate, resolve_source};
+use self::record::Recorder;
+pub use self::record::{Outcome, Unrecorded, WriteFailure};
 use self::resolve::{resolve, Lookup};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::graph::Graph;
 use crate::ir::{self, Ir, Node, NodeKind, Tree};
 use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
-use crate::provider::Provider;
+use crate::provider::{Capabilities, Provider};
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockHolder, StateError, StateFile, Store};
+use crate::state::{Backend, Change, LockHolder, LockedStore, StateError, StateFile};
 
 /// How a run is set up.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Where the plan function lives.
     pub source: PlanSource,
-    /// The state file.
-    pub state_path: PathBuf,
+    /// Where the state lives (the local file at `--state`, or a remote store), with the
+    /// environment the plan sees as `ledger.env`.
+    pub backend: Backend,
     /// Worker threads for provider calls.
     pub parallelism: usize,
     /// Stop after this many phases that changed something.
@@ -79,6 +85,9 @@ pub enum EngineError {
     Ir(Vec<ir::IrError>),
     /// State could not be read, locked or written.
     State(StateError),
+    /// A state write failed (or the state's filesystem filled up) while operations ran: nothing
+    /// new was started; what ran is recorded, rescued, or listed.
+    StateWrite(Box<WriteFailure>),
     /// A dependency cycle, each as the ids on it.
     Cycle(Vec<Vec<String>>),
     /// At the fixpoint some resources or consumers still wait.
@@ -113,6 +122,7 @@ impl fmt::Display for EngineError {
                 Ok(())
             }
             EngineError::State(e) => write!(f, "{e}"),
+            EngineError::StateWrite(w) => write!(f, "{w}"),
             EngineError::Cycle(cycles) => {
                 writeln!(f, "dependency cycle: these resources wait on each other (directly or through Nix-derived values) and can never resolve:")?;
                 for c in cycles {
@@ -186,7 +196,7 @@ pub fn interrupt_flag() -> &'static AtomicBool {
 
 /// State held for a run: locked for writing, or a read-only snapshot.
 enum StateHolder {
-    Locked(Box<Store>),
+    Locked(Box<dyn LockedStore>),
     ReadOnly(StateFile),
 }
 
@@ -212,8 +222,57 @@ impl StateHolder {
 
     fn close(self) -> Result<(), StateError> {
         match self {
-            StateHolder::Locked(s) => (*s).close(),
+            StateHolder::Locked(s) => s.close(),
             StateHolder::ReadOnly(_) => Ok(()),
+        }
+    }
+
+    /// Why the state's filesystem has no room to spare, if so.
+    fn space_error(&self) -> Option<&StateError> {
+        match self {
+            StateHolder::Locked(s) => s.space_error(),
+            StateHolder::ReadOnly(_) => None,
+        }
+    }
+
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        match self {
+            StateHolder::Locked(s) => s.recommit(changes),
+            StateHolder::ReadOnly(_) => self.commit(changes),
+        }
+    }
+
+    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        match self {
+            StateHolder::Locked(s) => s.rescue(changes),
+            StateHolder::ReadOnly(_) => unreachable!("in-memory commits cannot fail"),
+        }
+    }
+
+    /// What the user should do after a failed write.
+    fn remedy(&self) -> String {
+        match self {
+            StateHolder::Locked(s) => s.remedy(),
+            StateHolder::ReadOnly(_) => String::new(),
+        }
+    }
+
+    /// Closes the state after a run: a run that failed keeps its own error (the close error
+    /// is logged); a run that succeeded fails if the close does.
+    fn close_after<T>(self, result: Result<T, EngineError>) -> Result<T, EngineError> {
+        match (result, self.close()) {
+            (Ok(v), Ok(())) => Ok(v),
+            (Ok(_), Err(e)) => Err(EngineError::State(e)),
+            (Err(e), closed) => {
+                match closed {
+                    // The store refuses writes because of the failure the error already reports.
+                    Err(StateError::Poisoned { .. }) if matches!(e, EngineError::StateWrite(_)) => {
+                    }
+                    Err(c) => log::warn!("closing the state: {c}"),
+                    Ok(()) => {}
+                }
+                Err(e)
+            }
         }
     }
 }
@@ -263,19 +322,16 @@ impl<'s> Engine<'s> {
 
     fn open_state(&self, write: bool) -> Result<StateHolder, EngineError> {
         if write {
-            let store = Store::open(
-                &self.opts.state_path,
+            let store = self.opts.backend.open(
                 LockHolder::current(&self.opts.command),
                 self.opts.lock_timeout,
             )?;
-            if let Some(e) = store.compaction_error() {
-                log::warn!("state compaction failed (the journal keeps everything): {e}");
+            for warning in store.warnings() {
+                log::warn!("{warning}");
             }
-            Ok(StateHolder::Locked(Box::new(store)))
+            Ok(StateHolder::Locked(store))
         } else {
-            Ok(StateHolder::ReadOnly(Store::read_only(
-                &self.opts.state_path,
-            )?))
+            Ok(StateHolder::ReadOnly(self.opts.backend.read_only()?))
         }
     }
 
@@ -304,6 +360,7 @@ impl<'s> Engine<'s> {
             phase,
             vars: self.opts.vars.clone(),
             vars_text: self.opts.var_text.clone(),
+            env: Some(self.opts.backend.env().to_string()),
             ..Ledger::default()
         };
         for r in state.iter() {
@@ -556,19 +613,25 @@ impl<'s> Engine<'s> {
             .enumerate()
             .map(|(i, id)| (id.as_str(), i))
             .collect();
-        let deps: Vec<Vec<usize>> = if mode == Mode::Apply {
-            ids.iter()
-                .map(|id| {
-                    analysis.nodes[id]
-                        .deps
-                        .iter()
-                        .filter_map(|d| index.get(d.as_str()).copied())
-                        .collect()
-                })
-                .collect()
-        } else {
-            vec![Vec::new(); ids.len()]
+        // Apply follows every dependency. A plan runs in parallel, except after resources whose
+        // provider has no plan: what they will do decides whether dependents must wait.
+        let no_plan = |id: &str| {
+            let provider = &analysis.nodes[id].node.provider;
+            !Capabilities::of(&ir.providers[provider].kind).schemas
         };
+        let deps: Vec<Vec<usize>> = ids
+            .iter()
+            .map(|id| {
+                analysis.nodes[id]
+                    .deps
+                    .iter()
+                    .filter(|d| {
+                        mode == Mode::Apply || (index.contains_key(d.as_str()) && no_plan(d))
+                    })
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect();
         let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
         for id in ids {
             let node = analysis.nodes[id].node;
@@ -591,9 +654,10 @@ impl<'s> Engine<'s> {
             mode,
             opts: &self.opts,
             result: PhaseResult::default(),
-            pending_commits: Vec::new(),
-            commit_error: None,
+            recorder: Recorder::default(),
             running: ids.iter().cloned().collect(),
+            staleness: stale::Staleness::new(ir),
+            stale: HashMap::new(),
         };
         let statuses = sched::run(
             &mut owner,
@@ -602,9 +666,10 @@ impl<'s> Engine<'s> {
             self.opts.parallelism,
             interrupt_flag(),
         );
-        owner.flush_commits()?;
-        if let Some(e) = owner.commit_error.take() {
-            return Err(EngineError::State(e));
+        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        let recorder = std::mem::take(&mut owner.recorder);
+        if let Some(failure) = recorder.settle(owner.holder, owner.sink, phase, not_started) {
+            return Err(EngineError::StateWrite(Box::new(failure)));
         }
         let mut result = std::mem::take(&mut owner.result);
         for (i, s) in statuses.iter().enumerate() {
@@ -662,23 +727,8 @@ impl<'s> Engine<'s> {
         self.check_references(&ir)?;
         let result = self.run_nodes(&ir, &analysis, &mut holder, 1, Mode::Plan)?;
         self.emit_deferred(&analysis, holder.state(), 1);
-        let orphans = if self.opts.targets.is_empty() {
-            orphans(&ir, holder.state())
-        } else {
-            Vec::new()
-        };
-        for id in &orphans {
-            let r = holder.state().get(id).expect("orphan in state");
-            if r.is_managed() {
-                self.sink.event(Event::Planned {
-                    phase: 1,
-                    id: id.clone(),
-                    type_name: r.type_name.clone(),
-                    action: Action::Delete,
-                    changes: Vec::new(),
-                    deposed: None,
-                });
-            }
+        if self.opts.targets.is_empty() {
+            self.emit_orphans(&ir, holder.state(), 1);
         }
         for c in &ir.consumers {
             let mut waits = Vec::new();
@@ -711,8 +761,7 @@ impl<'s> Engine<'s> {
         let done = self.watch_interrupts();
         let result = self.apply_phases(&mut holder, confirm);
         done.store(true, Ordering::SeqCst);
-        holder.close()?;
-        result
+        holder.close_after(result)
     }
 
     fn apply_phases(
@@ -749,9 +798,7 @@ impl<'s> Engine<'s> {
                 });
                 if self.opts.targets.is_empty() {
                     let removed = self.destroy_orphans(&ir, holder, phase + 1)?;
-                    report
-                        .changed
-                        .extend(removed.into_iter().map(|id| (id, Action::Delete)));
+                    report.changed.extend(removed);
                 }
                 report.nix_time = self.nix_time;
                 return Ok(report);
@@ -763,18 +810,7 @@ impl<'s> Engine<'s> {
                 // Show the first phase's plan and ask once.
                 let preview = self.run_nodes(&ir, &analysis, holder, phase, Mode::Plan)?;
                 self.emit_deferred(&analysis, holder.state(), phase);
-                for id in orphans(&ir, holder.state()) {
-                    if let Some(r) = holder.state().get(&id).filter(|r| r.is_managed()) {
-                        self.sink.event(Event::Planned {
-                            phase,
-                            id: id.clone(),
-                            type_name: r.type_name.clone(),
-                            action: Action::Delete,
-                            changes: Vec::new(),
-                            deposed: None,
-                        });
-                    }
-                }
+                self.emit_orphans(&ir, holder.state(), phase);
                 if preview.failed > 0 {
                     return Err(EngineError::PlanFailed(preview.failed));
                 }
@@ -819,9 +855,7 @@ impl<'s> Engine<'s> {
                 });
                 if self.opts.targets.is_empty() {
                     let removed = self.destroy_orphans(&ir, holder, phase)?;
-                    report
-                        .changed
-                        .extend(removed.into_iter().map(|id| (id, Action::Delete)));
+                    report.changed.extend(removed);
                 }
                 report.nix_time = self.nix_time;
                 return Ok(report);
@@ -832,13 +866,29 @@ impl<'s> Engine<'s> {
         }
     }
 
-    /// Destroys resources in state that the plan no longer declares.
+    /// The planned removal of every managed resource in state that the plan no longer declares.
+    fn emit_orphans(&mut self, ir: &Ir, state: &StateFile, phase: u32) {
+        for id in orphans(ir, state) {
+            if let Some(r) = state.get(&id).filter(|r| r.is_managed()) {
+                self.sink.event(Event::Planned {
+                    phase,
+                    id: id.clone(),
+                    type_name: r.type_name.clone(),
+                    action: removal(ir, r),
+                    changes: Vec::new(),
+                    deposed: None,
+                });
+            }
+        }
+    }
+
+    /// Destroys (or forgets) resources in state that the plan no longer declares.
     fn destroy_orphans(
         &mut self,
         ir: &Ir,
         holder: &mut StateHolder,
         phase: u32,
-    ) -> Result<Vec<String>, EngineError> {
+    ) -> Result<Vec<(String, Action)>, EngineError> {
         let ids = orphans(ir, holder.state());
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -854,18 +904,20 @@ impl<'s> Engine<'s> {
                     .collect::<Vec<_>>(),
             )?;
         }
-        self.prepare_providers(ir, holder.state(), &managed, true)?;
+        let deleting = needing_delete(ir, holder.state(), &managed);
+        self.prepare_providers(ir, holder.state(), &deleting, true)?;
         self.destroy_set(ir, holder, &managed, phase)
     }
 
-    /// Destroys `ids` (all in state) in reverse dependency order.
+    /// Destroys `ids` (all in state) in reverse dependency order; objects whose provider cannot
+    /// delete are forgotten in the same order, without a provider call. Returns what was done.
     fn destroy_set(
         &mut self,
         ir: &Ir,
         holder: &mut StateHolder,
         ids: &[String],
         phase: u32,
-    ) -> Result<Vec<String>, EngineError> {
+    ) -> Result<Vec<(String, Action)>, EngineError> {
         let index: HashMap<&str, usize> = ids
             .iter()
             .enumerate()
@@ -882,8 +934,8 @@ impl<'s> Engine<'s> {
             }
         }
         let mut providers = HashMap::new();
-        for id in ids {
-            let pid = holder.state().get(id).expect("in state").provider.clone();
+        for id in needing_delete(ir, holder.state(), ids) {
+            let pid = holder.state().get(&id).expect("in state").provider.clone();
             if let std::collections::hash_map::Entry::Vacant(e) = providers.entry(pid.clone()) {
                 let decl = ir.providers.get(&pid).ok_or_else(|| {
                     EngineError::Diagnostics(Diagnostic::error(format!("cannot destroy {id}: its provider {pid} is not declared any more; declare it again, or forget the resource with `nivis state rm {id}`")).into())
@@ -903,8 +955,7 @@ impl<'s> Engine<'s> {
             phase,
             destroyed: Vec::new(),
             failed: 0,
-            commit_error: None,
-            pending: Vec::new(),
+            recorder: Recorder::default(),
         };
         let statuses = sched::run(
             &mut owner,
@@ -913,9 +964,10 @@ impl<'s> Engine<'s> {
             self.opts.parallelism,
             interrupt_flag(),
         );
-        sched::Owner::flush(&mut owner);
-        if let Some(e) = owner.commit_error.take() {
-            return Err(EngineError::State(e));
+        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        let recorder = std::mem::take(&mut owner.recorder);
+        if let Some(failure) = recorder.settle(owner.holder, owner.sink, phase, not_started) {
+            return Err(EngineError::StateWrite(Box::new(failure)));
         }
         let destroyed = std::mem::take(&mut owner.destroyed);
         let mut failed = owner.failed;
@@ -948,8 +1000,7 @@ impl<'s> Engine<'s> {
         let done = self.watch_interrupts();
         let result = self.destroy_inner(&mut holder, confirm);
         done.store(true, Ordering::SeqCst);
-        holder.close()?;
-        result
+        holder.close_after(result)
     }
 
     fn destroy_inner(
@@ -1009,7 +1060,7 @@ impl<'s> Engine<'s> {
                 phase: 1,
                 id: id.clone(),
                 type_name: r.type_name.clone(),
-                action: Action::Delete,
+                action: removal(&ir, r),
                 changes: Vec::new(),
                 deposed: None,
             });
@@ -1022,7 +1073,8 @@ impl<'s> Engine<'s> {
                 return Err(EngineError::Declined);
             }
         }
-        self.prepare_providers(&ir, holder.state(), &ids, true)?;
+        let deleting = needing_delete(&ir, holder.state(), &ids);
+        self.prepare_providers(&ir, holder.state(), &deleting, true)?;
         let destroyed = self.destroy_set(&ir, holder, &ids, 1)?;
         // Data sources go with the rest when everything is destroyed.
         if self.opts.targets.is_empty() {
@@ -1036,10 +1088,7 @@ impl<'s> Engine<'s> {
         }
         Ok(Report {
             evaluations: 1,
-            changed: destroyed
-                .into_iter()
-                .map(|id| (id, Action::Delete))
-                .collect(),
+            changed: destroyed,
             nix_time: self.nix_time,
             ..Report::default()
         })
@@ -1049,8 +1098,7 @@ impl<'s> Engine<'s> {
     pub fn refresh(&mut self) -> Result<Report, EngineError> {
         let mut holder = self.open_state(true)?;
         let result = self.refresh_inner(&mut holder);
-        holder.close()?;
-        result
+        holder.close_after(result)
     }
 
     fn refresh_inner(&mut self, holder: &mut StateHolder) -> Result<Report, EngineError> {
@@ -1061,6 +1109,11 @@ impl<'s> Engine<'s> {
             .filter(|r| {
                 r.is_managed()
                     && (self.opts.targets.is_empty() || self.opts.targets.contains(&r.id))
+                    // Without schemas there is no read either: nothing to refresh from.
+                    && ir
+                        .providers
+                        .get(&r.provider)
+                        .is_none_or(|d| Capabilities::of(&d.kind).schemas)
             })
             .map(|r| r.id.clone())
             .collect();
@@ -1074,15 +1127,15 @@ impl<'s> Engine<'s> {
                 .get(&r.provider, &ir.providers[&r.provider])
                 .map_err(EngineError::Diagnostics)?;
             match node::refresh(provider.as_ref(), &r) {
-                Ok((change, attrs, gone)) => {
-                    if let Some(c) = change {
+                Ok((change, drift)) => {
+                    if let Some((attrs, gone)) = drift {
                         self.sink.event(Event::Drift {
                             id: id.clone(),
                             changes: attrs,
                             gone,
                         });
-                        changes.push(c);
                     }
+                    changes.extend(change);
                 }
                 Err(d) => {
                     failed += 1;
@@ -1156,9 +1209,14 @@ impl<'s> Engine<'s> {
             }
         }
         for node in ir.resources.iter().chain(ir.data.iter()) {
+            let decl = &ir.providers[&node.provider];
+            if !Capabilities::of(&decl.kind).schemas {
+                // No schema and no validation request: the provider checks inputs on create.
+                continue;
+            }
             let provider = self
                 .providers
-                .get(&node.provider, &ir.providers[&node.provider])
+                .get(&node.provider, decl)
                 .map_err(EngineError::Diagnostics)?;
             let resolved = resolve(&node.config, &|_| Lookup::Pending);
             let schema = provider.schema();
@@ -1240,22 +1298,19 @@ struct PhaseOwner<'a, 'ir> {
     mode: Mode,
     opts: &'a Options,
     result: PhaseResult,
-    pending_commits: Vec<Change>,
-    commit_error: Option<StateError>,
+    /// Commits results before `finished` is announced.
+    recorder: Recorder,
     /// The ids of `analysis.run`, for lookups.
     running: BTreeSet<String>,
+    /// Outputs changed this phase by providers without a plan, and who waits on them.
+    staleness: stale::Staleness<'ir>,
+    /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
+    stale: HashMap<String, String>,
 }
 
 impl PhaseOwner<'_, '_> {
-    fn flush_commits(&mut self) -> Result<(), EngineError> {
-        if self.pending_commits.is_empty() {
-            return Ok(());
-        }
-        let changes = std::mem::take(&mut self.pending_commits);
-        if let Err(e) = self.holder.commit(&changes) {
-            self.commit_error.get_or_insert(e);
-        }
-        Ok(())
+    fn flush_commits(&mut self) {
+        self.recorder.flush(self.holder, self.sink);
     }
 
     fn record(&mut self, change: Change) {
@@ -1270,10 +1325,19 @@ impl PhaseOwner<'_, '_> {
         };
         if before != after {
             self.result.outputs_changed = true;
+            let no_plan = self
+                .analysis
+                .nodes
+                .get(change.id())
+                .and_then(|n| self.ir.providers.get(&n.node.provider))
+                .is_some_and(|p| !Capabilities::of(&p.kind).schemas);
+            if no_plan {
+                self.staleness.outputs_changed(change.id());
+            }
         }
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
-        self.pending_commits.push(change);
+        self.recorder.record(change);
     }
 }
 
@@ -1285,6 +1349,12 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     fn prepare(&mut self, i: usize) -> Result<NodeInput, NodeOutput> {
         let id = &self.analysis.run[i];
         let node = self.analysis.nodes[id].node;
+        if let Some(source) = self.staleness.stale_source(node) {
+            // `finish` reports it as deferred. In apply, the changed outputs guarantee another
+            // phase; in a plan, that phase is the apply's.
+            self.stale.insert(id.clone(), source);
+            return Err(NodeOutput::failed(Diagnostics::new(), None));
+        }
         let state = self.holder.state();
         let running = &self.running;
         let mode = self.mode;
@@ -1321,6 +1391,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             provider_id: node.provider.clone(),
             provider_source: decl.source.clone(),
             provider: Arc::clone(&self.providers[&node.provider]),
+            capabilities: Capabilities::of(&decl.kind),
             config: resolved.value,
             builds: resolved.builds,
             sensitive_inputs: resolved.sensitive,
@@ -1346,13 +1417,13 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             }),
             NodeProgress::DeposedGone(gone) => {
                 let (event, change) = gone.into_event_and_change(self.phase);
-                self.sink.event(event);
                 self.record(change);
-                let _ = self.flush_commits();
+                self.recorder.announce(event);
+                self.flush_commits();
             }
             NodeProgress::Commit(change) => {
                 self.record(*change);
-                let _ = self.flush_commits();
+                self.flush_commits();
             }
         }
     }
@@ -1360,6 +1431,18 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     fn finish(&mut self, i: usize, out: NodeOutput) -> bool {
         let id = self.analysis.run[i].clone();
         let type_name = self.analysis.nodes[&id].node.type_name.clone();
+        if let Some(source) = self.stale.get(&id) {
+            // Not settled: the next evaluation runs it with fresh values. What depends on it
+            // reads its current record meanwhile.
+            self.sink.event(Event::Deferred {
+                phase: self.phase,
+                id: id.clone(),
+                type_name,
+                in_state: self.holder.state().contains(&id),
+                waits: vec![Wait::Resource(source.clone())],
+            });
+            return true;
+        }
         for w in out.diagnostics.warnings() {
             self.sink.event(Event::Warning(w.clone()));
         }
@@ -1386,6 +1469,13 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         let action = out.action.unwrap_or(Action::NoOp);
         if self.mode == Mode::Plan {
+            let provider = &self.analysis.nodes[&id].node.provider;
+            if action != Action::NoOp
+                && !Capabilities::of(&self.ir.providers[provider].kind).schemas
+            {
+                // Its outputs are unknown until applied: what Nix computed from them is stale.
+                self.staleness.outputs_changed(&id);
+            }
             for key in &out.deposed {
                 self.sink.event(Event::Planned {
                     phase: self.phase,
@@ -1417,7 +1507,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 {
                     self.result.changed.push((id.clone(), action));
                 }
-                self.sink.event(Event::Finished {
+                // "finished" means recorded: sent once the commit of this batch returns.
+                self.recorder.announce(Event::Finished {
                     phase: self.phase,
                     id: id.clone(),
                     action,
@@ -1431,7 +1522,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     }
 
     fn flush(&mut self) {
-        let _ = self.flush_commits();
+        self.flush_commits();
+    }
+
+    fn halted(&self) -> bool {
+        self.recorder.halted(self.holder)
     }
 }
 
@@ -1446,21 +1541,24 @@ impl<'a, 'ir> sched::Worker<PhaseOwner<'a, 'ir>> for NodeWorker {
 struct DestroyOwner<'a> {
     ids: &'a [String],
     holder: &'a mut StateHolder,
+    /// The providers that delete; a resource whose provider is not here is forgotten.
     providers: HashMap<String, Arc<dyn Provider>>,
     sink: &'a mut dyn Sink,
     phase: u32,
-    destroyed: Vec<String>,
+    destroyed: Vec<(String, Action)>,
     failed: usize,
-    commit_error: Option<StateError>,
     /// Removals not yet committed; [`sched::Owner::flush`] commits them as one batch before
-    /// anything that waited on them is dispatched.
-    pending: Vec<Change>,
+    /// anything that waited on them is dispatched, then announces them.
+    recorder: Recorder,
 }
 
+/// A removal to carry out: delete with this provider, or (`None`) forget.
+type Removal = (Option<Arc<dyn Provider>>, crate::state::ResourceState);
+
 impl sched::Owner for DestroyOwner<'_> {
-    type Input = (Arc<dyn Provider>, crate::state::ResourceState);
+    type Input = Removal;
     type Progress = node::DeposedGone;
-    type Output = (String, Result<Diagnostics, Diagnostics>, Duration);
+    type Output = (String, Action, Result<Diagnostics, Diagnostics>, Duration);
 
     fn prepare(&mut self, i: usize) -> Result<Self::Input, Self::Output> {
         let r = self
@@ -1469,37 +1567,42 @@ impl sched::Owner for DestroyOwner<'_> {
             .get(&self.ids[i])
             .expect("in state")
             .clone();
+        let provider = self.providers.get(&r.provider).cloned();
         self.sink.event(Event::Started {
             phase: self.phase,
             id: r.id.clone(),
-            action: Action::Delete,
+            action: if provider.is_some() {
+                Action::Delete
+            } else {
+                Action::Forget
+            },
         });
-        Ok((Arc::clone(&self.providers[&r.provider]), r))
+        Ok((provider, r))
     }
 
     fn progress(&mut self, _i: usize, gone: node::DeposedGone) {
         let (event, change) = gone.into_event_and_change(self.phase);
-        self.sink.event(event);
         // A deleted object must be recorded as gone before anything else happens.
-        self.pending.push(change);
+        self.recorder.record(change);
+        self.recorder.announce(event);
         sched::Owner::flush(self);
     }
 
-    fn finish(&mut self, _i: usize, (id, result, took): Self::Output) -> bool {
+    fn finish(&mut self, _i: usize, (id, action, result, took): Self::Output) -> bool {
         match result {
             Ok(warnings) => {
                 for w in warnings.warnings() {
                     self.sink.event(Event::Warning(w.clone().for_resource(&id)));
                 }
-                self.pending.push(Change::Remove(id.clone()));
-                self.sink.event(Event::Finished {
+                self.recorder.record(Change::Remove(id.clone()));
+                self.recorder.announce(Event::Finished {
                     phase: self.phase,
                     id: id.clone(),
-                    action: Action::Delete,
+                    action,
                     duration: took,
                     deposed: None,
                 });
-                self.destroyed.push(id);
+                self.destroyed.push((id, action));
                 true
             }
             Err(d) => {
@@ -1515,13 +1618,11 @@ impl sched::Owner for DestroyOwner<'_> {
     }
 
     fn flush(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.pending);
-        if let Err(e) = self.holder.commit(&batch) {
-            self.commit_error.get_or_insert(e);
-        }
+        self.recorder.flush(self.holder, self.sink);
+    }
+
+    fn halted(&self) -> bool {
+        self.recorder.halted(self.holder)
     }
 }
 
@@ -1531,13 +1632,40 @@ impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
     fn run(
         &self,
         _i: usize,
-        (provider, state): (Arc<dyn Provider>, crate::state::ResourceState),
+        (provider, state): Removal,
         reporter: &Reporter<node::DeposedGone>,
-    ) -> (String, Result<Diagnostics, Diagnostics>, Duration) {
+    ) -> (String, Action, Result<Diagnostics, Diagnostics>, Duration) {
         let started = std::time::Instant::now();
+        let Some(provider) = provider else {
+            // Forgetting needs no provider: the record goes, the object stays.
+            return (
+                state.id,
+                Action::Forget,
+                Ok(Diagnostics::new()),
+                started.elapsed(),
+            );
+        };
         let result = node::destroy(provider.as_ref(), &state, &|g| reporter.report(g));
-        (state.id, result, started.elapsed())
+        (state.id, Action::Delete, result, started.elapsed())
     }
+}
+
+/// What removing a recorded object does: delete it, or forget it when its provider's kind
+/// cannot delete. An undeclared provider counts as deleting: removing its objects then fails,
+/// saying it is undeclared.
+fn removal(ir: &Ir, r: &crate::state::ResourceState) -> Action {
+    match ir.providers.get(&r.provider) {
+        Some(decl) if !Capabilities::of(&decl.kind).delete => Action::Forget,
+        _ => Action::Delete,
+    }
+}
+
+/// Those of `ids` (all in state) whose removal is a delete, which needs their provider.
+fn needing_delete(ir: &Ir, state: &StateFile, ids: &[String]) -> Vec<String> {
+    ids.iter()
+        .filter(|id| removal(ir, state.get(id).expect("in state")) == Action::Delete)
+        .cloned()
+        .collect()
 }
 
 /// Resources in state that the IR does not declare.

@@ -4,7 +4,8 @@
 //! schema, validate, upgrade and refresh stored state, ProposedNew, plan, filter
 //! requires_replace, pick the action, apply, check the result) and turns results into state
 //! changes. Every state change is handed back to the owner thread (progress reports for the
-//! intermediate steps of a replace), which records it; nothing here touches the store.
+//! intermediate steps of a replace), which records it; nothing here touches the store. The turn
+//! of a resource whose provider has no schemas is `untyped`'s.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +16,7 @@ use super::events::{Action, AttrChange, Event};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{IgnorePath, Lifecycle, NodeKind};
 use crate::objchange;
-use crate::provider::{ApplyRequest, PlanRequest, Provider};
+use crate::provider::{ApplyRequest, Capabilities, PlanRequest, Provider};
 use crate::schema::Block;
 use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
 use crate::value::{self, PathStep, Type, Value};
@@ -37,6 +38,8 @@ pub struct NodeInput {
     pub provider_id: String,
     pub provider_source: String,
     pub provider: Arc<dyn Provider>,
+    /// What the provider's kind can do: without schemas the turn is `untyped`'s.
+    pub capabilities: Capabilities,
     /// The configuration with references resolved; unknown where not yet known (plan only).
     pub config: Value,
     /// Build outputs to realise before apply: (path, drv path).
@@ -103,7 +106,7 @@ pub struct NodeOutput {
 }
 
 impl NodeOutput {
-    fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Self {
+    pub(super) fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Self {
         NodeOutput {
             action,
             changes: Vec::new(),
@@ -123,7 +126,8 @@ pub fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let id = input.id.clone();
     let mut out = match input.kind {
         NodeKind::Data => run_data(&input, report),
-        NodeKind::Managed => run_managed(&input, report),
+        NodeKind::Managed if input.capabilities.schemas => run_managed(&input, report),
+        NodeKind::Managed => super::untyped::run_managed(&input, report),
     };
     out.diagnostics = std::mem::take(&mut out.diagnostics).for_resource(&id);
     out.elapsed = started.elapsed();
@@ -147,7 +151,7 @@ fn conform(block: &Block, config: &Value) -> Result<Value, Diagnostics> {
     })
 }
 
-fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
+pub(super) fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
     if input.mode != Mode::Apply || !input.build {
         return Ok(());
     }
@@ -292,6 +296,10 @@ fn record(
         }
     }
     r.create_before_destroy = input.lifecycle.create_before_destroy;
+    // Fields a newer Nivis recorded for this resource are kept across the rewrite.
+    if let Some(prior) = &input.prior {
+        r.extra = prior.extra.clone();
+    }
     Ok(r)
 }
 
@@ -307,7 +315,8 @@ fn path_json(path: &[PathStep]) -> Json {
 }
 
 /// Attribute changes found by refresh, and whether the object is gone.
-type Drift = (Vec<AttrChange>, bool);
+/// What changed outside Nivis: the attribute changes, and whether the object is gone.
+pub type Drift = (Vec<AttrChange>, bool);
 
 /// Upgrades (and optionally refreshes) the stored object: returns (object, private, drift).
 fn current_object(
@@ -591,12 +600,12 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
                 Ok(Some(mut new_record)) => {
                     // The old object is deposed until it is destroyed.
                     let old_attrs = value::json::to_state_json(&prior, &ty).unwrap_or(Json::Null);
-                    new_record.deposed.push(DeposedObject {
-                        key: "deposed-0".into(),
-                        attributes: old_attrs,
-                        private: (!prior_private.is_empty()).then(|| prior_private.clone()),
-                        schema_version: s.version,
-                    });
+                    new_record.deposed.push(DeposedObject::new(
+                        "deposed-0",
+                        old_attrs,
+                        (!prior_private.is_empty()).then(|| prior_private.clone()),
+                        s.version,
+                    ));
                     report(NodeProgress::Commit(Box::new(Change::Put(
                         new_record.clone(),
                     ))));
@@ -616,7 +625,9 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
                 other => other,
             }
         }
-        Action::Delete | Action::Read => unreachable!("not planned for a configured resource"),
+        Action::Delete | Action::Read | Action::Forget | Action::Recreate => {
+            unreachable!("not planned for a configured resource of a provider with schemas")
+        }
     };
     match result {
         Ok(commit) => out.commit = commit.map(Change::Put),
@@ -927,10 +938,13 @@ pub fn destroy(
 }
 
 /// Refreshes the stored object: `Ok(None)` if unchanged, `Ok(Some(change))` otherwise.
+/// Reads a stored object back (`nivis refresh`): the change to record, if the provider's answer
+/// differs in any way (attributes, private data, schema version), and the drift to report, if
+/// the object itself differs (private data and a schema upgrade are no drift).
 pub fn refresh(
     provider: &dyn Provider,
     state: &ResourceState,
-) -> Result<(Option<Change>, Vec<AttrChange>, bool), Diagnostics> {
+) -> Result<(Option<Change>, Option<Drift>), Diagnostics> {
     let schema = provider.schema();
     let s = schema.resources.get(&state.type_name).ok_or_else(|| {
         err(format!(
@@ -948,17 +962,25 @@ pub fn refresh(
         return Err(read.diagnostics);
     }
     if read.new_state.is_null() {
-        return Ok((Some(Change::Remove(state.id.clone())), Vec::new(), true));
+        return Ok((
+            Some(Change::Remove(state.id.clone())),
+            Some((Vec::new(), true)),
+        ));
     }
     let attributes =
         value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
     let new_private = (!read.private.is_empty()).then_some(read.private.clone());
-    let changes = display_changes(&s.block, &current, &read.new_state, &[]);
+    let drift = (!objchange::values_equal(&current, &read.new_state)).then(|| {
+        (
+            display_changes(&s.block, &current, &read.new_state, &[]),
+            false,
+        )
+    });
     if attributes == state.attributes
         && new_private == state.private
         && state.schema_version == s.version
     {
-        return Ok((None, Vec::new(), false));
+        return Ok((None, None));
     }
     let mut rec = state.clone();
     rec.attributes = attributes;
@@ -970,7 +992,7 @@ pub fn refresh(
         .iter()
         .map(|p| path_json(p))
         .collect();
-    Ok((Some(Change::Put(rec)), changes, false))
+    Ok((Some(Change::Put(rec)), drift))
 }
 
 fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {

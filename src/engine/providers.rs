@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir::ProviderDecl;
+use crate::ir::{ProviderDecl, ProviderKind};
+use crate::nixops4::Nixops4Provider;
 use crate::plugin::{GrpcProvider, LaunchSpec};
 use crate::provider::Provider;
 use crate::value::Value;
 
 struct Running {
-    provider: Arc<GrpcProvider>,
+    provider: Arc<dyn Provider>,
     configured: Option<Value>,
 }
 
@@ -32,8 +33,8 @@ pub struct ProviderSet {
 pub struct StartInfo {
     /// The binary.
     pub path: PathBuf,
-    /// Negotiated protocol major.
-    pub protocol: u32,
+    /// The protocol it speaks: `tfplugin5`, `tfplugin6` or `nixops4 v0`.
+    pub protocol: String,
     /// Start + handshake + schema time.
     pub startup: std::time::Duration,
 }
@@ -61,21 +62,36 @@ impl ProviderSet {
         decl: &ProviderDecl,
     ) -> Result<(Arc<dyn Provider>, Option<StartInfo>), Diagnostics> {
         if let Some(r) = self.running.get(id) {
-            return Ok((r.provider.clone() as Arc<dyn Provider>, None));
+            return Ok((Arc::clone(&r.provider), None));
         }
-        let path = locate(
-            &decl.source,
-            decl.version.as_deref(),
-            &self.base_dir,
-            &self.install,
-        )
-        .map_err(|e| Diagnostics::from(Diagnostic::error(format!("provider {id}: {e}"))))?;
+        let failed = |e: String| Diagnostics::from(Diagnostic::error(e));
         let started = Instant::now();
-        let provider = GrpcProvider::start(&LaunchSpec::new(id, &path))
-            .map_err(|e| Diagnostics::from(Diagnostic::error(e.to_string())))?;
+        let (provider, path, protocol): (Arc<dyn Provider>, _, _) = match &decl.kind {
+            ProviderKind::Tfplugin => {
+                let path = locate(
+                    &decl.source,
+                    decl.version.as_deref(),
+                    &self.base_dir,
+                    &self.install,
+                )
+                .map_err(|e| failed(format!("provider {id}: {e}")))?;
+                let provider = GrpcProvider::start(&LaunchSpec::new(id, &path))
+                    .map_err(|e| failed(e.to_string()))?;
+                let protocol = format!("tfplugin{}", provider.protocol());
+                (Arc::new(provider), path, protocol)
+            }
+            ProviderKind::Nixops4 { stateless_types } => {
+                let path = locate_nixops4(&decl.source, &self.base_dir)
+                    .map_err(|e| failed(format!("provider {id}: {e}")))?;
+                let timeout = crate::nixops4::request_timeout();
+                let provider =
+                    Nixops4Provider::start(id, &path, stateless_types, timeout).map_err(failed)?;
+                (Arc::new(provider), path, "nixops4 v0".to_string())
+            }
+        };
         let info = StartInfo {
             path,
-            protocol: provider.protocol(),
+            protocol,
             startup: started.elapsed(),
         };
         log::info!(
@@ -84,7 +100,6 @@ impl ProviderSet {
             info.protocol,
             info.startup
         );
-        let provider = Arc::new(provider);
         self.running.insert(
             id.to_string(),
             Running {
@@ -92,7 +107,7 @@ impl ProviderSet {
                 configured: None,
             },
         );
-        Ok((provider as Arc<dyn Provider>, Some(info)))
+        Ok((provider, Some(info)))
     }
 
     /// Validates and configures provider `id` with `config` (conforming to its schema), once.
@@ -161,6 +176,32 @@ pub fn locate(
         return Ok(installed.executable);
     }
     resolve_source(source, base_dir)
+}
+
+/// Finds a NixOps4 provider binary: a path or a bare binary name as for [`resolve_source`], but
+/// never a registry address (NixOps4 providers are not published there) nor a package
+/// directory (there is no naming convention to find the binary in it).
+fn locate_nixops4(source: &str, base_dir: &Path) -> Result<PathBuf, String> {
+    let dir = if source.starts_with('/') {
+        Some(PathBuf::from(source))
+    } else if source.starts_with("./") || source.starts_with("../") {
+        Some(base_dir.join(source))
+    } else {
+        None
+    };
+    if dir.is_some_and(|d| d.is_dir()) {
+        return Err(format!(
+            "source {source:?} is a directory; give the NixOps4 provider binary itself \
+             (for a Nix package, its bin/<name>)"
+        ));
+    }
+    resolve_source(source, base_dir).map_err(|e| {
+        if source.contains('/') && !source.starts_with(['/', '.']) {
+            format!("source {source:?}: a NixOps4 provider is a path or a binary name, never a registry address")
+        } else {
+            e
+        }
+    })
 }
 
 /// Finds the provider binary named by an IR `source`.

@@ -71,7 +71,9 @@ pub fn check_references<'s>(
                         NodeKind::Managed => &schema.resources,
                         NodeKind::Data => &schema.data_sources,
                     };
-                    // An unknown type is reported by the node's own turn.
+                    // An unknown type is reported by the node's own turn. A provider without
+                    // schemas (NixOps4) lists no types: its outputs are dynamic, and a missing
+                    // one is reported when the reference is resolved.
                     types.get(&node.type_name).map(|s| s.block.implied_type())
                 });
                 let Some(ty) = ty else {

@@ -112,19 +112,19 @@ pub fn call_times() -> CallTimes {
 }
 
 /// One provider interaction in flight on the process clock, until dropped.
-pub(super) struct InFlight {
+pub(crate) struct InFlight {
     kind: Kind,
     started: Instant,
 }
 
 impl InFlight {
     /// An RPC.
-    pub(super) fn rpc() -> InFlight {
+    pub(crate) fn rpc() -> InFlight {
         InFlight::enter(Kind::Rpc)
     }
 
     /// Starting or stopping a provider process.
-    pub(super) fn lifecycle() -> InFlight {
+    pub(crate) fn lifecycle() -> InFlight {
         InFlight::enter(Kind::Lifecycle)
     }
 

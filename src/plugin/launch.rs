@@ -1,21 +1,23 @@
 //! Starting a provider plugin process and owning it until it is gone.
 //!
 //! Owns: the go-plugin environment (magic cookie, offered protocol versions, no client cert so
-//! the plugin serves plaintext gRPC on its unix socket), the handshake line, draining the child's
-//! stdout and stderr for its whole life, re-logging provider log lines, keeping the tail of stderr
-//! (a panic trace included) for error messages, and killing and reaping the child on every exit
-//! path. Not: gRPC calls (see `client`), message conversion, schemas.
+//! the plugin serves plaintext gRPC on its unix socket), the handshake line (at most 64 KiB, as
+//! go-plugin reads it), telling a provider that exited apart from one that never answers,
+//! draining the child's stdout and stderr for its whole life, re-logging provider log lines, and
+//! keeping the tail of stderr (a panic trace included) for error messages. The process itself
+//! (its group, bounded reads, killing and reaping) is `child`'s. Not: gRPC calls (see `client`),
+//! message conversion, schemas.
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, RecvTimeoutError};
+
+use super::child::{self, Child, Line, Lines, MAX_LINE};
 
 /// The cookie go-plugin servers expect; without it a provider refuses to start.
 const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
@@ -26,6 +28,9 @@ pub const OFFERED_PROTOCOLS: [u32; 2] = [5, 6];
 
 /// How many stderr lines to keep for error messages.
 const STDERR_TAIL_LINES: usize = 60;
+
+/// How much of each kept stderr line (and of a bad handshake line) error messages show.
+const SHOWN_LINE_BYTES: usize = 2048;
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -222,12 +227,24 @@ impl StderrTail {
     }
 }
 
-/// A running provider process. Dropping it kills and reaps the child.
+/// A running provider process. Dropping it kills its process group and reaps it.
 pub struct PluginProcess {
     name: String,
-    child: Option<Child>,
+    child: Child,
     handshake: Handshake,
     tail: Arc<Mutex<StderrTail>>,
+    /// Disconnects once the stderr drain has read everything (see [`PluginProcess::wait_exit`]).
+    stderr_drained: crossbeam_channel::Receiver<()>,
+}
+
+/// What the stdout reader found first.
+enum First {
+    /// A whole line (the handshake, if all is well).
+    Line(String),
+    /// A first line longer than [`MAX_LINE`]: its beginning.
+    TooLong(String),
+    /// The stream ended before any line.
+    Closed,
 }
 
 impl PluginProcess {
@@ -246,20 +263,8 @@ impl PluginProcess {
             .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")
             .env_remove("PLUGIN_CLIENT_CERT")
             .env_remove("PLUGIN_MULTIPLEX_GRPC")
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // SAFETY: prctl is async-signal-safe; the closure allocates nothing. It makes the kernel
-        // kill the provider if the thread that started it dies (even by SIGKILL), so a crashed
-        // Nivis never leaves orphaned providers behind.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let mut child = command.spawn().map_err(|source| match source.kind() {
+            .envs(spec.env.iter().map(|(k, v)| (k, v)));
+        let (child, pipes) = Child::spawn(command).map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => LaunchError::NotFound {
                 name: name.clone(),
                 path: spec.path.clone(),
@@ -272,73 +277,27 @@ impl PluginProcess {
         })?;
 
         let tail = Arc::new(Mutex::new(StderrTail::default()));
-        let stderr = child.stderr.take().expect("stderr is piped");
-        spawn_stderr_drain(&name, stderr, Arc::clone(&tail));
-
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let (tx, rx) = bounded::<Option<String>>(1);
-        let drain_name = name.clone();
-        std::thread::Builder::new()
-            .name(format!("{name}-stdout"))
-            .spawn(move || {
-                let mut reader = BufReader::new(stdout);
-                let mut first = String::new();
-                match reader.read_line(&mut first) {
-                    Ok(n) if n > 0 => {
-                        let _ = tx.send(Some(first));
-                    }
-                    _ => {
-                        let _ = tx.send(None);
-                        return;
-                    }
-                }
-                // go-plugin discards whatever follows; we must keep reading so the child never
-                // blocks on a full pipe.
-                for line in reader.lines() {
-                    match line {
-                        Ok(line) => log::debug!(target: "provider", "{drain_name} stdout: {line}"),
-                        Err(_) => break,
-                    }
-                }
-            })
-            .expect("spawn stdout thread");
+        let stderr_drained = spawn_stderr_drain(&name, pipes.stderr, Arc::clone(&tail));
+        let first = spawn_stdout_drain(&name, pipes.stdout);
 
         let mut process = PluginProcess {
             name: name.clone(),
-            child: Some(child),
+            child,
             handshake: Handshake {
                 protocol: 0,
                 target: String::new(),
             },
             tail,
+            stderr_drained,
         };
-        let started = Instant::now();
-        let line = match rx.recv_timeout(spec.start_timeout) {
-            Ok(Some(line)) => line,
-            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
-                let status = process.wait_exit(Duration::from_secs(2));
-                return Err(LaunchError::ExitedEarly {
-                    name,
-                    status,
-                    stderr: process.stderr_tail(),
-                });
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                process.kill();
-                return Err(LaunchError::Timeout {
-                    name,
-                    after: started.elapsed(),
-                    stderr: process.stderr_tail(),
-                });
-            }
-        };
+        let line = process.await_first_line(first, spec.start_timeout)?;
         let handshake = match parse_handshake(&line) {
             Ok(h) => h,
             Err(reason) => {
                 process.kill();
                 return Err(LaunchError::BadHandshake {
                     name,
-                    line: line.trim_end().to_string(),
+                    line: shorten(line.trim_end()),
                     reason,
                     stderr: process.stderr_tail(),
                 });
@@ -360,14 +319,65 @@ impl PluginProcess {
         Ok(process)
     }
 
+    /// Waits for the first stdout line. The direct child exiting ends the wait at once, even
+    /// if something it started still holds stdout open (a wrapper script's background child).
+    fn await_first_line(
+        &mut self,
+        first: crossbeam_channel::Receiver<First>,
+        timeout: Duration,
+    ) -> Result<String, LaunchError> {
+        let started = Instant::now();
+        let exited = |process: &mut PluginProcess| LaunchError::ExitedEarly {
+            name: process.name.clone(),
+            status: process.wait_exit(Duration::from_secs(2)),
+            stderr: process.stderr_tail(),
+        };
+        loop {
+            match first.recv_timeout(Duration::from_millis(50)) {
+                Ok(First::Line(line)) => return Ok(line),
+                Ok(First::TooLong(start)) => {
+                    self.kill();
+                    return Err(LaunchError::BadHandshake {
+                        name: self.name.clone(),
+                        line: shorten(&start),
+                        reason: format!(
+                            "the first line on stdout is longer than {} KiB, go-plugin's limit",
+                            MAX_LINE / 1024
+                        ),
+                        stderr: self.stderr_tail(),
+                    });
+                }
+                Ok(First::Closed) | Err(RecvTimeoutError::Disconnected) => {
+                    return Err(exited(self))
+                }
+                Err(RecvTimeoutError::Timeout) if self.child.has_exited() => {
+                    // A line printed just before exiting may still be in the pipe.
+                    return match first.recv_timeout(Duration::from_millis(200)) {
+                        Ok(First::Line(line)) => Ok(line),
+                        _ => Err(exited(self)),
+                    };
+                }
+                Err(RecvTimeoutError::Timeout) if started.elapsed() >= timeout => {
+                    self.kill();
+                    return Err(LaunchError::Timeout {
+                        name: self.name.clone(),
+                        after: started.elapsed(),
+                        stderr: self.stderr_tail(),
+                    });
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
     /// The handshake the provider printed.
     pub fn handshake(&self) -> &Handshake {
         &self.handshake
     }
 
-    /// The child's process id (0 once reaped).
+    /// The child's process id.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(Child::id).unwrap_or(0)
+        self.child.pid()
     }
 
     /// The last lines of the provider's stderr, or its panic trace if it panicked.
@@ -383,83 +393,95 @@ impl PluginProcess {
             .unwrap_or(false)
     }
 
-    /// Whether the child has exited (reaping it if so).
-    pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten())
-    }
-
-    /// Waits up to `grace` for the child to exit on its own; returns its status if it did.
+    /// Waits up to `grace` for the child to exit on its own; if it did, kills what is left of
+    /// its process group, waits (up to a second) until its last stderr lines are in the tail,
+    /// and returns its status.
     pub fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + grace;
-        loop {
-            let child = self.child.as_mut()?;
-            if let Ok(Some(status)) = child.try_wait() {
-                self.child = None;
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let status = self.child.wait_exit(grace)?;
+        // The drain thread may not have read the lines written just before the exit yet (a
+        // loaded machine delays it); the group is dead, so stderr closes at once.
+        let _ = self.stderr_drained.recv_timeout(Duration::from_secs(1));
+        Some(status)
     }
 
-    /// Kills (SIGKILL) and reaps the child. Idempotent.
+    /// Kills (SIGKILL) the provider's process group and reaps the child. Idempotent.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.child.kill();
     }
 }
 
-impl Drop for PluginProcess {
-    fn drop(&mut self) {
-        self.kill();
+/// At most [`SHOWN_LINE_BYTES`] of `line`, marked when cut.
+fn shorten(line: &str) -> String {
+    if line.len() <= SHOWN_LINE_BYTES {
+        return line.to_string();
     }
+    let mut end = SHOWN_LINE_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &line[..end], line.len())
 }
 
-fn spawn_stderr_drain(
+/// Reads stdout for the child's whole life: the first line goes to the returned channel; the
+/// rest is logged (go-plugin discards it), so the child never blocks on a full pipe.
+fn spawn_stdout_drain(
     name: &str,
-    stderr: impl Read + Send + 'static,
-    tail: Arc<Mutex<StderrTail>>,
-) {
+    stdout: std::process::ChildStdout,
+) -> crossbeam_channel::Receiver<First> {
+    let (tx, rx) = bounded::<First>(1);
     let name = name.to_string();
     std::thread::Builder::new()
-        .name(format!("{name}-stderr"))
+        .name(format!("{name}-stdout"))
         .spawn(move || {
-            let mut reader = BufReader::new(stderr);
-            let mut buf = Vec::new();
-            let mut panicking = false;
-            loop {
-                buf.clear();
-                match reader.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let line = String::from_utf8_lossy(&buf).trim_end().to_string();
-                if line.is_empty() {
-                    continue;
-                }
-                panicking |= line.starts_with("panic: ") || line.starts_with("fatal error: ");
-                relog(&name, &line, panicking);
-                if let Ok(mut t) = tail.lock() {
-                    if panicking {
-                        if t.panic.len() < 400 {
-                            t.panic.push(line);
-                        }
-                    } else {
-                        if t.lines.len() == STDERR_TAIL_LINES {
-                            t.lines.pop_front();
-                        }
-                        t.lines.push_back(line);
-                    }
-                }
+            let mut lines = Lines::new(stdout);
+            let first = match lines.next_line() {
+                Ok(Some(line)) if line.complete => First::Line(line.text()),
+                Ok(Some(line)) => First::TooLong(line.text()),
+                _ => First::Closed,
+            };
+            let closed = matches!(first, First::Closed);
+            let _ = tx.send(first);
+            if closed {
+                return;
+            }
+            while let Ok(Some(line)) = lines.next_line() {
+                log::debug!(target: "provider", "{name} stdout: {}", shorten(&line.text()));
             }
         })
-        .expect("spawn stderr thread");
+        .expect("spawn stdout thread");
+    rx
+}
+
+/// Drains stderr for the child's whole life into `tail`; the receiver disconnects at its end.
+fn spawn_stderr_drain(
+    name: &str,
+    stderr: std::process::ChildStderr,
+    tail: Arc<Mutex<StderrTail>>,
+) -> crossbeam_channel::Receiver<()> {
+    let name = name.to_string();
+    let mut panicking = false;
+    child::drain_lines(format!("{name}-stderr"), stderr, move |line: Line| {
+        let line = line.text();
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        panicking |= line.starts_with("panic: ") || line.starts_with("fatal error: ");
+        relog(&name, line, panicking);
+        let kept = shorten(line);
+        if let Ok(mut t) = tail.lock() {
+            if panicking {
+                if t.panic.len() < 400 {
+                    t.panic.push(kept);
+                }
+            } else {
+                if t.lines.len() == STDERR_TAIL_LINES {
+                    t.lines.pop_front();
+                }
+                t.lines.push_back(kept);
+            }
+        }
+    })
 }
 
 /// Re-logs one provider stderr line at its own level: JSON lines from hclog carry `@level`,

@@ -1,16 +1,20 @@
 //! Talking to unmodified provider plugin binaries (go-plugin + tfplugin5/6 over gRPC).
 //!
-//! `launch` owns the child process, `client` the gRPC channel and the call sequence, `protocol`
+//! `child` owns a child process (its own process group, bounded line reads, killing the group;
+//! reusable by any provider protocol), `launch` the go-plugin start-up and handshake, `client` the
+//! gRPC channel and the call sequence, `protocol`
 //! the few differences between protocol 5 and 6, `wire` the generated messages. The rest of
 //! Nivis sees only [`crate::provider::Provider`], implemented here by [`GrpcProvider`].
 
 mod call_clock;
+pub mod child;
 mod client;
 mod launch;
 mod protocol;
 mod schema_cache;
 pub mod wire;
 
+pub(crate) use call_clock::InFlight;
 pub use call_clock::{call_times, CallTimes};
 pub use client::{GrpcProvider, StartError};
 pub use launch::{parse_handshake, Handshake, LaunchError, LaunchSpec, PluginProcess};

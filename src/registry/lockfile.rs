@@ -74,7 +74,7 @@ impl LockFile {
 
     /// Reads the file at `path`; a missing file is an empty lock file.
     pub fn read(path: &Path) -> Result<LockFile, InstallError> {
-        match std::fs::read_to_string(path) {
+        match read_text(path) {
             Ok(text) => LockFile::parse(&text, path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LockFile::default()),
             Err(e) => Err(InstallError::io(path, "read lock file", e)),
@@ -132,7 +132,7 @@ pub(crate) fn update<T>(
     };
     let guard = File::open(&dir).map_err(|e| InstallError::io(&dir, "open directory of", e))?;
     fs2::FileExt::lock_exclusive(&guard).map_err(|e| InstallError::io(&dir, "lock", e))?;
-    let old_text = match std::fs::read_to_string(path) {
+    let old_text = match read_text(path) {
         Ok(t) => Some(t),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(InstallError::io(path, "read lock file", e)),
@@ -168,4 +168,24 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InstallError
         return Err(InstallError::io(path, "write", e));
     }
     Ok(())
+}
+
+/// Largest lock file read (they hold a few hashes per provider).
+const LOCK_FILE_LIMIT: u64 = 16 << 20;
+
+/// Reads a lock file, refusing one larger than [`LOCK_FILE_LIMIT`] (or a device that never
+/// ends) instead of reading without bound.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(LOCK_FILE_LIMIT + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > LOCK_FILE_LIMIT {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB: not a lock file",
+            LOCK_FILE_LIMIT >> 20
+        )));
+    }
+    Ok(text)
 }

@@ -20,7 +20,7 @@ use super::package::{self, Location, Package, TempPath, Trust};
 use super::{Origin, Source};
 
 /// Largest archive fetched from a mirror.
-const ARCHIVE_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
+use super::package::ARCHIVE_LIMIT;
 
 /// A network mirror at a base URL.
 pub(crate) struct NetMirror {

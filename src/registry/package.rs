@@ -1,7 +1,8 @@
 //! A provider package on local disk, and what can be said about it.
 //!
 //! Owns [`Package`] (a zip or an unpacked directory, with the source's word on it: which
-//! hashes it vouches for and how), measuring a package's `h1:`/`zh:` hashes, safe unzipping,
+//! hashes it vouches for and how), the cheap checks a zip passes before any entry is
+//! decompressed ([`check_shape`]), measuring a package's `h1:`/`zh:` hashes, safe unzipping,
 //! finding the provider executable in an unpacked package, and temporary files and
 //! directories that clean up after themselves. Does not fetch anything and does not decide
 //! where packages are kept.
@@ -81,18 +82,93 @@ impl Measured {
     }
 }
 
+/// Largest zip accepted from any source (a registry may declare less).
+pub(crate) const ARCHIVE_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Most entries a package may have: provider releases hold a binary and a few text files.
+const MAX_ENTRIES: usize = 1024;
+
+/// How much larger than its zip a package may unpack to, and the floor of that limit. Provider
+/// binaries compress three to five times; a zip declaring far more is a decompression bomb.
+const MAX_EXPANSION: u64 = 40;
+const MIN_EXPANDED_LIMIT: u64 = 256 * 1024 * 1024;
+
+/// Checks a zip from its size and central directory alone, before anything is decompressed:
+/// its size, its number of entries, the unpacked size its entries declare (against what its
+/// size makes plausible), and that no two entries share data (the overlapping-entry bomb: many
+/// names for one highly compressed stream). Decompression later stops at each entry's declared
+/// size (the zip reader enforces it), so the declared total bounds the work.
+pub(crate) fn check_shape(zip_path: &Path) -> Result<(), String> {
+    let file = fs::File::open(zip_path).map_err(|e| format!("{}: {e}", zip_path.display()))?;
+    let archive_len = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", zip_path.display()))?
+        .len();
+    if archive_len > ARCHIVE_LIMIT {
+        return Err(format!(
+            "the archive has {archive_len} bytes, more than the {ARCHIVE_LIMIT} accepted"
+        ));
+    }
+    let mut zip = zip::ZipArchive::new(io::BufReader::new(file))
+        .map_err(|e| format!("not a valid zip: {e}"))?;
+    if zip.len() > MAX_ENTRIES {
+        return Err(format!(
+            "the archive has {} entries; a provider package has a few (at most {MAX_ENTRIES} \
+             are accepted)",
+            zip.len()
+        ));
+    }
+    let limit = archive_len
+        .saturating_mul(MAX_EXPANSION)
+        .clamp(MIN_EXPANDED_LIMIT, UNZIP_LIMIT);
+    let mut declared = 0u64;
+    let mut spans = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let entry = zip.by_index_raw(i).map_err(|e| format!("entry {i}: {e}"))?;
+        declared = declared.saturating_add(entry.size());
+        let start = entry.header_start();
+        let data_start = entry.data_start().unwrap_or(start);
+        let end = data_start.saturating_add(entry.compressed_size());
+        spans.push((start, end, i));
+    }
+    spans.sort();
+    for pair in spans.windows(2) {
+        let ((_, end, a), (start, _, b)) = (pair[0], pair[1]);
+        if start < end {
+            return Err(format!(
+                "entries {a} and {b} overlap: they share compressed data (a zip bomb)"
+            ));
+        }
+    }
+    if declared > limit {
+        return Err(format!(
+            "its entries declare {declared} bytes unpacked, more than the {limit} a \
+             {archive_len}-byte archive may expand to (a decompression bomb?)"
+        ));
+    }
+    Ok(())
+}
+
+/// The hashes of a zip: `zh:` (given, when the source already computed it), then the shape
+/// checks, then `h1:` (which decompresses every entry).
+pub(crate) fn measure_zip(p: &Path, zh: Option<Hash>) -> Result<Measured, String> {
+    let zh = match zh {
+        Some(zh) => zh,
+        None => hash::zh_of_file(p).map_err(|e| format!("{}: {e}", p.display()))?,
+    };
+    check_shape(p)?;
+    let (h1, all) = hash::zip_h1s(p)?;
+    Ok(Measured {
+        h1_with_dirs: (all != h1).then_some(all),
+        h1,
+        zh: Some(zh),
+    })
+}
+
 /// Computes the hashes of a package.
 pub(crate) fn measure(location: &Location) -> Result<Measured, String> {
     match location {
-        Location::Zip(p) => {
-            let (h1, all) = hash::zip_h1s(p)?;
-            let zh = hash::zh_of_file(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            Ok(Measured {
-                h1_with_dirs: (all != h1).then_some(all),
-                h1,
-                zh: Some(zh),
-            })
-        }
+        Location::Zip(p) => measure_zip(p, None),
         Location::Dir(d) => Ok(Measured {
             h1: hash::h1_of_dir(d).map_err(|e| format!("{}: {e}", d.display()))?,
             zh: None,
@@ -129,10 +205,11 @@ pub(crate) fn find_executable(dir: &Path, type_: &str) -> Option<PathBuf> {
 const UNZIP_LIMIT: u64 = 8 * 1024 * 1024 * 1024;
 
 /// Unpacks `zip` into the existing empty directory `dest`, refusing absolute or escaping
-/// paths, symlinks and encrypted entries. Files keep their unix permission bits; the provider
+/// paths, symlinks and encrypted entries (and anything [`check_shape`] refuses). Files keep their unix permission bits; the provider
 /// executable is made executable even if the zip records no modes. Returns the `h1:` of what
 /// was written, hashed as it was written (equal to [`hash::h1_of_dir`] of `dest`).
 pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<Hash, String> {
+    check_shape(zip_path)?;
     let file = fs::File::open(zip_path).map_err(|e| format!("{}: {e}", zip_path.display()))?;
     let mut zip = zip::ZipArchive::new(io::BufReader::new(file))
         .map_err(|e| format!("not a valid zip: {e}"))?;

@@ -28,11 +28,8 @@ use super::address::{Platform, ProviderAddr, Version};
 use super::error::{Check, InstallError, Subject};
 use super::hash::{self, Hash};
 use super::http::{self, Http, SMALL_LIMIT};
-use super::package::{self, Location, Measured, Package, TempPath, Trust};
+use super::package::{self, Location, Package, TempPath, Trust};
 use super::{Origin, Source};
-
-/// Largest zip accepted when the registry does not declare a size.
-const ZIP_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
 
 /// The client for one registry host.
 pub(crate) struct Registry {
@@ -367,7 +364,7 @@ impl Source for Registry {
         let zip_url = resolve(&meta.download_url)?;
         let dest = scratch.join(package::unique_name(&format!("dl-{}", meta.filename)));
         let guard = TempPath(dest.clone());
-        let limit = declared_size.unwrap_or(ZIP_LIMIT);
+        let limit = declared_size.unwrap_or(package::ARCHIVE_LIMIT);
         let (size, sha) = self
             .http
             .download(&zip_url, &dest, limit)?
@@ -399,18 +396,15 @@ impl Source for Registry {
         }
         vouched.sort();
         vouched.dedup();
-        let (h1, all) = hash::zip_h1s(&dest).map_err(|e| refuse(Check::Contents, e))?;
+        let measured =
+            package::measure_zip(&dest, Some(got)).map_err(|e| refuse(Check::Contents, e))?;
         Ok(Package {
             location: Location::Zip(dest),
             origin,
             trust: Trust::Signed(signer),
             vouched,
             warnings,
-            measured: Some(Measured {
-                h1_with_dirs: (all != h1).then_some(all),
-                h1,
-                zh: Some(got),
-            }),
+            measured: Some(measured),
             _download: Some(guard),
         })
     }

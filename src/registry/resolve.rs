@@ -14,7 +14,7 @@ use super::address::{newest_allowed, Constraint, Platform, ProviderAddr, Version
 use super::cache::Cache;
 use super::error::{Check, InstallError, Subject};
 use super::fsmirror::FsMirror;
-use super::hash::Hash;
+use super::hash::{self, Hash};
 use super::http::Http;
 use super::lockfile::{self, LockFile, LockedProvider};
 use super::mirror_write;
@@ -157,26 +157,44 @@ fn strings(hashes: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<String> {
 }
 
 /// Checks a fetched package against the lock entry (or, without one, requires that its source
-/// vouched for it) and returns its hashes.
+/// vouched for it) and returns its hashes. Cheapest first: a zip's `zh:` (one pass over the
+/// archive) settles a lock entry that records no `h1:`; then the zip's shape (its directory
+/// alone); only then is anything decompressed.
 fn accept(
     subject: &Subject,
     pkg: &mut Package,
     prior: Option<&LockedProvider>,
     lock_file: &Path,
 ) -> Result<Measured, InstallError> {
-    let measured = match pkg.measured.take() {
-        Some(m) => m,
-        None => package::measure(&pkg.location)
+    let entry = entry_for(prior, &subject.version);
+    let mismatch = |got: &[Hash]| InstallError::LockMismatch {
+        package: subject.package(&pkg.origin),
+        locked: strings(
+            entry
+                .into_iter()
+                .flat_map(|e| e.preferred_hashes().map(Hash::as_str)),
+        ),
+        got: strings(got.iter().map(Hash::as_str)),
+        lock_file: lock_file.to_path_buf(),
+    };
+    let measured = match (pkg.measured.take(), &pkg.location) {
+        (Some(m), _) => m,
+        (None, Location::Zip(zip)) => {
+            let zh = hash::zh_of_file(zip)
+                .map_err(|e| subject.refuse(&pkg.origin, Check::Contents, e.to_string()))?;
+            let h1_could_match = entry.is_some_and(|e| e.hashes.iter().any(|h| h.scheme() == "h1"));
+            if entry.is_some_and(|e| !e.accepts(std::slice::from_ref(&zh))) && !h1_could_match {
+                return Err(mismatch(&[zh]));
+            }
+            package::measure_zip(zip, Some(zh))
+                .map_err(|e| subject.refuse(&pkg.origin, Check::Contents, e))?
+        }
+        (None, location) => package::measure(location)
             .map_err(|e| subject.refuse(&pkg.origin, Check::Contents, e))?,
     };
-    if let Some(entry) = entry_for(prior, &subject.version) {
+    if let Some(entry) = entry {
         if !entry.accepts(&measured.all()) {
-            return Err(InstallError::LockMismatch {
-                package: subject.package(&pkg.origin),
-                locked: strings(entry.preferred_hashes().map(Hash::as_str)),
-                got: strings(measured.all().iter().map(Hash::as_str)),
-                lock_file: lock_file.to_path_buf(),
-            });
+            return Err(mismatch(&measured.all()));
         }
     } else if pkg.trust == Trust::Unverified {
         return Err(subject.refuse(

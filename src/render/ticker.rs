@@ -108,7 +108,8 @@ fn tick(flights: &Mutex<BTreeMap<String, Flight>>, stopped: &Receiver<()>, inter
         }
         drop(flights);
         if !due.is_empty() {
-            let mut out = std::io::stdout().lock();
+            // Through render's stdout: a closed pipe stops output, not the run.
+            let mut out = super::stdout();
             for line in due {
                 let _ = writeln!(out, "{line}");
             }

@@ -183,19 +183,26 @@ fn a_foreign_or_newer_journal_is_refused() {
 #[test]
 fn a_newer_format_is_refused_by_version() {
     let (_dir, path) = temp_state();
-    fs::write(&path, r#"{"schema_version": 2, "whatever": true}"#).unwrap();
-    let err = Store::open(&path, holder("test"), None).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StateError::UnsupportedVersion {
-                found: 2,
-                supported: 1,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    for newer in [
+        r#"{"schemaVersion": 3, "whatever": true}"#,
+        r#"{"schema_version": 3, "whatever": true}"#,
+    ] {
+        fs::write(&path, newer).unwrap();
+        let err = Store::open(&path, holder("test"), None).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StateError::UnsupportedVersion {
+                    found: 3,
+                    supported: 2,
+                    line: None,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), newer, "left untouched");
+    }
     fs::write(&path, "{ not json").unwrap();
     let err = Store::read_only(&path).unwrap_err();
     assert!(

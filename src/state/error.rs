@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::lock::LockHolder;
+use super::holder::LockHolder;
 
 /// Why a state operation failed.
 #[derive(Debug)]
@@ -41,15 +41,36 @@ pub enum StateError {
         /// How long this opener waited before giving up.
         waited: Duration,
     },
-    /// The state file was written by a newer (or unknown) format version.
+    /// The state file (or a journal line) was written by a newer (or unknown) format version.
     UnsupportedVersion {
-        /// The state file.
+        /// The state or journal file.
         path: PathBuf,
+        /// 1-based journal line, for a journal record.
+        line: Option<usize>,
         /// The version found in the file.
         found: u64,
         /// The version this build reads and writes.
         supported: u32,
     },
+    /// `force-unlock` named a lock id that is not the one held (or the lock file records no
+    /// id to check).
+    LockIdMismatch {
+        /// The lock file.
+        path: PathBuf,
+        /// The id given.
+        given: String,
+        /// The holder the lock file records, if readable.
+        holder: Option<Box<LockHolder>>,
+    },
+    /// `force-unlock` without `--force` while the holder still runs on this host.
+    LockHolderAlive {
+        /// The lock file.
+        path: PathBuf,
+        /// The live holder.
+        holder: Box<LockHolder>,
+    },
+    /// The remote (S3) store failed or refused; the error names what and what to do.
+    Remote(Box<super::s3::RemoteError>),
     /// An earlier write to this store failed in a way that leaves the file contents uncertain
     /// (a failed fsync, say), so the store refuses further writes until it is reopened.
     Poisoned {
@@ -110,7 +131,7 @@ impl fmt::Display for StateError {
             } => {
                 write!(f, "the state is locked ({})", path.display())?;
                 match holder {
-                    Some(holder) => write!(f, " by {holder}")?,
+                    Some(holder) => write!(f, " by {holder}; lock id {}", holder.id)?,
                     None => write!(f, " by a process that has not recorded who it is yet")?,
                 }
                 if !waited.is_zero() {
@@ -118,20 +139,64 @@ impl fmt::Display for StateError {
                 }
                 write!(
                     f,
-                    ". Wait for it to finish and retry (or allow a longer lock wait); if that \
-                     process is gone, run `nivis force-unlock`"
-                )
+                    ". Wait for it to finish and retry (or allow a longer wait with \
+                     --lock-timeout); if that process is gone, run "
+                )?;
+                match holder.as_ref().filter(|h| !h.id.is_empty()) {
+                    Some(holder) => write!(f, "`nivis force-unlock {}`", holder.id),
+                    None => write!(f, "`nivis force-unlock --force unknown`"),
+                }
             }
             StateError::UnsupportedVersion {
                 path,
+                line,
                 found,
                 supported,
-            } => write!(
+            } => {
+                write!(f, "{}", path.display())?;
+                if let Some(line) = line {
+                    write!(f, " line {line}")?;
+                }
+                write!(
+                    f,
+                    " has state format version {found}, but this nivis understands versions 1 \
+                     to {supported}; nothing was changed. Use a nivis release that supports \
+                     version {found}"
+                )
+            }
+            StateError::LockIdMismatch {
+                path,
+                given,
+                holder,
+            } => {
+                write!(f, "lock id {given:?} is not the lock on {}", path.display())?;
+                match holder.as_deref() {
+                    Some(h) if !h.id.is_empty() => write!(
+                        f,
+                        ", which is held by {h} with lock id {}; nothing was changed. Copy the \
+                         id from the \"state is locked\" message",
+                        h.id
+                    ),
+                    Some(h) => write!(
+                        f,
+                        ": its holder ({h}) recorded no lock id, so none can be checked; \
+                         nothing was changed. If it is gone, `--force` removes the lock"
+                    ),
+                    None => write!(
+                        f,
+                        ": the lock file names no holder, so the id cannot be checked; nothing \
+                         was changed. If no nivis runs on this state, `--force` removes the lock"
+                    ),
+                }
+            }
+            StateError::LockHolderAlive { path, holder } => write!(
                 f,
-                "{} has state format version {found}, but this nivis only understands version \
-                 {supported}; use a nivis release that supports version {found}",
+                "the state lock {} is held by {holder}, which is still running on this host; \
+                 nothing was changed. Let it finish or stop it first (`--force` removes the \
+                 lock anyway, and then two commands can write the state at once)",
                 path.display()
             ),
+            StateError::Remote(e) => write!(f, "{e}"),
             StateError::Poisoned { path, cause } => write!(
                 f,
                 "an earlier write to the state {} failed ({cause}); this store refuses further \
@@ -171,9 +236,10 @@ mod tests {
         );
         let e = StateError::UnsupportedVersion {
             path: "s.json".into(),
-            found: 2,
-            supported: 1,
+            line: None,
+            found: 3,
+            supported: 2,
         };
-        assert!(e.to_string().contains("version 2"));
+        assert!(e.to_string().contains("version 3"));
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! The format, the durability promise and the compaction rule are described in the module doc of
 //! [`crate::state`]; this file implements them, with the journal's record format and replay rules
-//! in `journal.rs` and the lock in `lock.rs`.
+//! in `journal.rs`, the rescue file in `rescue.rs` and the lock in `lock.rs`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -10,12 +10,15 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde_json::{Map, Value};
 
 use super::error::StateError;
+use super::holder::ForceUnlock;
+use super::holder::LockHolder;
 use super::journal::{self, ReplayError};
-use super::lock::{self, FileLock, ForceUnlock, LockHolder};
-use super::model::{Change, StateFile, SCHEMA_VERSION};
+use super::lock::{self, FileLock};
+use super::model::{declared_version, Change, StateFile, SCHEMA_VERSION};
+use super::rescue;
 use super::StateStore;
 
 /// The state path used when none is given.
@@ -24,6 +27,28 @@ pub const DEFAULT_PATH: &str = "nivis.state.json";
 /// The journal is compacted after a commit once it reaches this size or the snapshot's size,
 /// whichever is larger.
 pub const COMPACT_MIN_JOURNAL_BYTES: u64 = 4 << 20;
+
+/// Space kept allocated past the end of the journal, so that when the filesystem fills up, the
+/// results of operations already running still fit (see [`Store::space_error`]).
+pub const JOURNAL_RESERVE_BYTES: u64 = 256 << 10;
+
+/// Why the store refuses writes.
+#[derive(Debug)]
+enum Poison {
+    /// A journal append failed and the journal was cut back to its last whole record: the
+    /// files are as they were before it, so [`Store::recommit`] may try again.
+    Append(String),
+    /// Anything else (a failed cut-back, a compaction that stopped after its rename).
+    Other(String),
+}
+
+impl Poison {
+    fn cause(&self) -> &str {
+        match self {
+            Poison::Append(c) | Poison::Other(c) => c,
+        }
+    }
+}
 
 /// A state kept on disk: snapshot plus journal, locked for this value's whole life.
 ///
@@ -41,8 +66,12 @@ pub struct Store {
     compact_at: u64,
     /// Why the last automatic compaction failed, if it did.
     compaction_error: Option<StateError>,
-    /// Set when a write failed in a way that leaves the files uncertain; refuses further writes.
-    poisoned: Option<String>,
+    /// Why [`JOURNAL_RESERVE_BYTES`] could not be kept free past the journal, if so.
+    space_error: Option<StateError>,
+    /// Set when a write failed; refuses further writes.
+    poisoned: Option<Poison>,
+    /// Ids whose changes an earlier run left in the rescue file and this open recorded.
+    recovered: Vec<String>,
     _lock: FileLock,
 }
 
@@ -52,16 +81,19 @@ impl Store {
     /// If the lock is busy, retries until `wait` has passed (`None`: fail at once) and then fails
     /// with [`StateError::Locked`]. A missing state file is an empty state with a new lineage.
     /// The journal is replayed over the snapshot (a torn final line is dropped and truncated
-    /// away) and, if it held anything, compacted; a failed compaction here is not fatal (see
-    /// [`compaction_error`](Store::compaction_error)).
+    /// away), a rescue file left by a failed run is folded in, and if the journal then holds
+    /// anything it is compacted; a failed compaction here is not fatal (see
+    /// [`compaction_error`](Store::compaction_error)). A state path that is a symlink is
+    /// followed: every file lives beside its target.
     pub fn open(
         path: impl AsRef<Path>,
         holder: LockHolder,
         wait: Option<Duration>,
     ) -> Result<Store, StateError> {
-        let paths = Paths::new(path.as_ref());
+        let paths = Paths::resolve(path.as_ref())?;
         let lock = FileLock::acquire(&paths.lock, holder, wait)?;
         let (snapshot, snapshot_len) = read_snapshot(&paths.snapshot)?;
+        let fresh = snapshot.is_none();
         let mut journal = OpenOptions::new()
             .read(true)
             .append(true)
@@ -91,13 +123,36 @@ impl Store {
             journal_len: replayed.valid_len,
             compact_at: compaction_threshold(snapshot_len),
             compaction_error: None,
+            space_error: None,
             poisoned: None,
+            recovered: Vec::new(),
             _lock: lock,
         };
+        store.fold_rescue(fresh && store.journal_len == 0)?;
         if store.journal_len > 0 {
             store.compact_or_record();
         }
+        store.keep_reserve();
         Ok(store)
+    }
+
+    /// Commits the changes of a rescue file, then removes it.
+    fn fold_rescue(&mut self, fresh: bool) -> Result<(), StateError> {
+        let Some(rescued) = rescue::read(&self.paths.rescue)? else {
+            return Ok(());
+        };
+        let ids = rescued.ids();
+        let changes = rescued.changes_for(&self.paths.rescue, &mut self.state, fresh)?;
+        self.commit(&changes)?;
+        rescue::remove(&self.paths.rescue)?;
+        self.recovered = ids;
+        Ok(())
+    }
+
+    /// The ids whose changes an earlier run left in the rescue file and that opening this store
+    /// recorded (empty if there was none).
+    pub fn recovered(&self) -> &[String] {
+        &self.recovered
     }
 
     /// Reads the state at `path` without locking and without writing anything, for commands
@@ -107,17 +162,28 @@ impl Store {
     /// a commit) is ignored. While another process writes, the result may miss its latest
     /// commits, but it is always a state that existed.
     pub fn read_only(path: impl AsRef<Path>) -> Result<StateFile, StateError> {
-        let paths = Paths::new(path.as_ref());
+        let paths = Paths::resolve(path.as_ref())?;
         let mut attempts = 0;
         loop {
             let (snapshot, _) = read_snapshot(&paths.snapshot)?;
+            let fresh = snapshot.is_none();
             let bytes = match fs::read(&paths.journal) {
                 Ok(bytes) => bytes,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
                 Err(e) => return Err(StateError::io(&paths.journal, "read", e)),
             };
             match journal::replay(&paths.journal, snapshot, &bytes) {
-                Ok(replayed) => return Ok(replayed.state),
+                Ok(mut replayed) => {
+                    let fresh = fresh && replayed.valid_len == 0;
+                    if let Some(rescued) = rescue::read(&paths.rescue)? {
+                        let changes =
+                            rescued.changes_for(&paths.rescue, &mut replayed.state, fresh)?;
+                        for change in &changes {
+                            replayed.state.apply(change);
+                        }
+                    }
+                    return Ok(replayed.state);
+                }
                 // A writer compacted between our two reads: read both again.
                 Err(ReplayError::Ahead(_)) if attempts < 3 => attempts += 1,
                 Err(e) => return Err(e.into()),
@@ -125,20 +191,33 @@ impl Store {
         }
     }
 
-    /// Breaks the lock of the state at `path`, for a holder that is gone.
+    /// Breaks the lock of the state at `path`, held under lock id `id`, for a holder that is
+    /// gone.
     ///
     /// `flock` locks die with their process, so on a local filesystem a stale lock cannot exist
     /// and this only reports [`ForceUnlock::NotLocked`]. On a network filesystem a lock can
     /// outlive a crashed client; then, if the lock cannot be taken, the lock file is removed so
-    /// the next opener creates (and locks) a new one. If the holder is in fact alive, two writers
-    /// can then run at once: callers must make sure it is gone.
-    pub fn force_unlock(path: impl AsRef<Path>) -> Result<ForceUnlock, StateError> {
-        lock::force_unlock(&Paths::new(path.as_ref()).lock)
+    /// the next opener creates (and locks) a new one. Refused when `id` is not the lock's id
+    /// ([`StateError::LockIdMismatch`]), and, unless `force`, when the holder runs on this host
+    /// ([`StateError::LockHolderAlive`]) or recorded no id. `confirm` is asked last and may
+    /// decline. If the holder is in fact alive, two writers can then run at once.
+    pub fn force_unlock(
+        path: impl AsRef<Path>,
+        id: &str,
+        force: bool,
+        confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
+    ) -> Result<ForceUnlock, StateError> {
+        lock::force_unlock(&Paths::resolve(path.as_ref())?.lock, id, force, confirm)
     }
 
     /// The state path `P`.
     pub fn path(&self) -> &Path {
         &self.paths.snapshot
+    }
+
+    /// Where [`rescue`](Store::rescue) writes: `P.rescue`.
+    pub fn rescue_path(&self) -> &Path {
+        &self.paths.rescue
     }
 
     /// The current state, including every committed change.
@@ -150,9 +229,14 @@ impl Store {
     ///
     /// Writes one journal line and calls `fdatasync` once, whatever the batch size: batch the
     /// results that are ready together. After `Ok`, the changes survive kill -9 and power loss.
-    /// After `Err`, they may or may not have been recorded, and the store refuses further writes
-    /// ([`StateError::Poisoned`]); reopen it to learn the outcome. May compact afterwards (see the
-    /// module doc); a failed compaction does not fail the commit.
+    /// After `Err`, they are not recorded (the journal is cut back to its last whole record) and
+    /// the store refuses further writes ([`StateError::Poisoned`]) except [`recommit`]; if even
+    /// the cut-back failed, reopen the store to learn the outcome. May compact afterwards (see
+    /// the module doc); a failed compaction does not fail the commit. Afterwards it tries to keep
+    /// [`JOURNAL_RESERVE_BYTES`] allocated past the journal; see [`space_error`].
+    ///
+    /// [`recommit`]: Store::recommit
+    /// [`space_error`]: Store::space_error
     pub fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
         self.check_poisoned()?;
         if changes.is_empty() {
@@ -171,11 +255,13 @@ impl Store {
             .and_then(|()| self.journal.sync_data());
         if let Err(e) = written {
             // Take back any part of the record that reached the file, so that no torn record
-            // ends up in the middle of the journal. After a failed write or sync the kernel's view
-            // of the file cannot be trusted, so stop writing.
-            let _ = self.journal.set_len(self.journal_len);
+            // ends up in the middle of the journal. Stop writing until `recommit`, which checks
+            // that the journal is whole again before it writes.
             let err = StateError::io(&self.paths.journal, "append to", e);
-            self.poisoned = Some(err.to_string());
+            self.poisoned = Some(match self.cut_back() {
+                Ok(()) => Poison::Append(err.to_string()),
+                Err(_) => Poison::Other(err.to_string()),
+            });
             return Err(err);
         }
         self.journal_len += line.len() as u64;
@@ -185,7 +271,56 @@ impl Store {
         if self.journal_len >= self.compact_at {
             self.compact_or_record();
         }
+        self.keep_reserve();
         Ok(())
+    }
+
+    /// Retries a batch after [`commit`](Store::commit) failed: checks that the journal is cut
+    /// back to its last whole record, then commits `changes`. On a store that is not poisoned
+    /// this is `commit`.
+    pub fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        match &self.poisoned {
+            None => {}
+            Some(Poison::Append(_)) => {
+                self.cut_back()?;
+                self.poisoned = None;
+            }
+            Some(Poison::Other(_)) => self.check_poisoned()?,
+        }
+        self.commit(changes)
+    }
+
+    /// Writes `changes`, which the journal could not take, to the rescue file `P.rescue` (see
+    /// the module doc of [`crate::state`]) and returns its path. The next [`open`](Store::open)
+    /// commits them first. Fails if a rescue file already exists.
+    pub fn rescue(&self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        rescue::write(&self.paths.rescue, &self.state, changes)?;
+        Ok(self.paths.rescue.clone())
+    }
+
+    /// Why the store could not keep [`JOURNAL_RESERVE_BYTES`] free past the journal (the
+    /// filesystem is full), if so. Commits still succeed while the kept space lasts: a caller
+    /// should start no new operation and record those already running.
+    pub fn space_error(&self) -> Option<&StateError> {
+        self.space_error.as_ref()
+    }
+
+    /// Cuts the journal back to its last whole record (if anything reached it) and syncs it.
+    fn cut_back(&mut self) -> Result<(), StateError> {
+        let file = &self.journal;
+        file.metadata()
+            .and_then(|m| match m.len() == self.journal_len {
+                true => Ok(()),
+                false => file.set_len(self.journal_len),
+            })
+            .and_then(|()| file.sync_data())
+            .map_err(|e| StateError::io(&self.paths.journal, "cut back", e))
+    }
+
+    fn keep_reserve(&mut self) {
+        self.space_error = reserve(&self.journal, self.journal_len)
+            .err()
+            .map(|e| StateError::io(&self.paths.journal, "keep room for the next records in", e));
     }
 
     /// Writes the whole state as a new snapshot and empties the journal; `serial` goes up by one.
@@ -211,20 +346,38 @@ impl Store {
                 .map_err(|e| StateError::io(&self.paths.journal, "empty", e))
         });
         if let Err(e) = finished {
-            self.poisoned = Some(e.to_string());
+            self.poisoned = Some(Poison::Other(e.to_string()));
             return Err(e);
         }
         self.journal_len = 0;
         self.compact_at = compaction_threshold(snapshot_len);
+        self.keep_reserve();
         Ok(())
     }
 
-    /// Compacts (if the journal holds anything) and releases the lock.
-    pub fn close(mut self) -> Result<(), StateError> {
-        if self.journal_len > 0 || self.poisoned.is_some() {
-            self.compact()?;
+    /// Replaces the whole state by `next` (`state push`): writes it as the new snapshot, with a
+    /// serial above both, and empties the journal. On error nothing changed, unless the store is
+    /// poisoned (the new snapshot may be in place: reopen to learn).
+    pub fn replace(&mut self, mut next: StateFile) -> Result<(), StateError> {
+        self.check_poisoned()?;
+        // `compact` adds one.
+        next.serial = next.serial.max(self.state.serial);
+        let old = std::mem::replace(&mut self.state, next);
+        let compacted = self.compact();
+        if compacted.is_err() && self.poisoned.is_none() {
+            self.state = old;
         }
-        Ok(())
+        compacted
+    }
+
+    /// Compacts (if the journal holds anything) and releases the lock. A compaction that fails
+    /// loses nothing (the journal keeps every commit; the next open compacts) and is not an
+    /// error; a store poisoned by a failed write is.
+    pub fn close(mut self) -> Result<(), StateError> {
+        if self.journal_len > 0 && self.poisoned.is_none() {
+            self.compact_or_record();
+        }
+        self.check_poisoned()
     }
 
     /// Why the last automatic compaction (on open or after a commit) failed, if it did. Nothing
@@ -246,9 +399,9 @@ impl Store {
 
     fn check_poisoned(&self) -> Result<(), StateError> {
         match &self.poisoned {
-            Some(cause) => Err(StateError::Poisoned {
+            Some(poison) => Err(StateError::Poisoned {
                 path: self.paths.snapshot.clone(),
-                cause: cause.clone(),
+                cause: poison.cause().to_string(),
             }),
             None => Ok(()),
         }
@@ -269,6 +422,34 @@ fn compaction_threshold(snapshot_len: u64) -> u64 {
     snapshot_len.max(COMPACT_MIN_JOURNAL_BYTES)
 }
 
+/// Allocates [`JOURNAL_RESERVE_BYTES`] past `end` without changing the file's size, so the next
+/// appends land in blocks already held. A filesystem that cannot do this is not an error.
+fn reserve(file: &File, end: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (
+            libc::off_t::try_from(end),
+            libc::off_t::try_from(JOURNAL_RESERVE_BYTES),
+        ) else {
+            return Ok(());
+        };
+        // SAFETY: fallocate on a descriptor we own, with a valid mode and range.
+        let rc =
+            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP | libc::ENOSYS) => Ok(()),
+                _ => Err(e),
+            };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, end);
+    Ok(())
+}
+
 /// The files of one state.
 #[derive(Debug)]
 pub(super) struct Paths {
@@ -276,9 +457,52 @@ pub(super) struct Paths {
     pub(super) journal: PathBuf,
     pub(super) lock: PathBuf,
     pub(super) tmp: PathBuf,
+    pub(super) rescue: PathBuf,
 }
 
 impl Paths {
+    /// The files of the state at `path`, following symlinks: a snapshot is replaced by renaming
+    /// a new file over it, which would replace a link instead of the file it points to. A
+    /// dangling link names where the state will be created. A directory, device or pipe is
+    /// refused (it could be read forever, and files would be created beside it).
+    pub(super) fn resolve(path: &Path) -> Result<Paths, StateError> {
+        let mut real = path.to_path_buf();
+        for _ in 0..40 {
+            match fs::symlink_metadata(&real) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target =
+                        fs::read_link(&real).map_err(|e| StateError::io(&real, "read link", e))?;
+                    // A relative target is relative to the link's directory (an absolute one
+                    // replaces it in `join`).
+                    real = match real.parent() {
+                        Some(dir) => dir.join(target),
+                        None => target,
+                    };
+                }
+                Ok(m) if m.is_dir() => {
+                    return Err(StateError::io(
+                        path,
+                        "use as the state file",
+                        io::Error::other("it is a directory; name a file"),
+                    ))
+                }
+                Ok(m) if !m.is_file() => {
+                    return Err(StateError::io(
+                        path,
+                        "use as the state file",
+                        io::Error::other("it is not a regular file (a device or a pipe?)"),
+                    ))
+                }
+                _ => return Ok(Paths::new(&real)),
+            }
+        }
+        Err(StateError::io(
+            path,
+            "follow",
+            io::Error::other("more than 40 levels of symbolic links"),
+        ))
+    }
+
     pub(super) fn new(path: &Path) -> Paths {
         let with_suffix = |suffix: &str| {
             let mut name = path.as_os_str().to_owned();
@@ -290,6 +514,7 @@ impl Paths {
             journal: with_suffix(".journal"),
             lock: with_suffix(".lock"),
             tmp: with_suffix(".tmp"),
+            rescue: with_suffix(".rescue"),
         }
     }
 }
@@ -301,21 +526,26 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((None, 0)),
         Err(e) => return Err(StateError::io(path, "read", e)),
     };
+    Ok((Some(parse_snapshot(path, &bytes)?), bytes.len() as u64))
+}
+
+/// Parses snapshot bytes read from `path` (a state file, a remote object's URL, or a file
+/// `state push` was given): the format version first, then the shape.
+pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     // Check the version before the shape, so a newer format says so instead of failing to parse.
-    #[derive(Deserialize)]
-    struct VersionProbe {
-        schema_version: u64,
-    }
-    let corrupt = |e: serde_json::Error| StateError::corrupt(path, None, e.to_string());
-    let probe: VersionProbe = serde_json::from_slice(&bytes).map_err(corrupt)?;
-    if probe.schema_version != u64::from(SCHEMA_VERSION) {
+    let corrupt = |e: String| StateError::corrupt(path, None, e);
+    let object: Map<String, Value> =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let found = declared_version(&object).map_err(corrupt)?;
+    if found == 0 || found > u64::from(SCHEMA_VERSION) {
         return Err(StateError::UnsupportedVersion {
             path: path.to_path_buf(),
-            found: probe.schema_version,
+            line: None,
+            found,
             supported: SCHEMA_VERSION,
         });
     }
-    let state: StateFile = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    let state = StateFile::try_from(object).map_err(corrupt)?;
     if let Some((key, resource)) = state.resources.iter().find(|(k, r)| **k != r.id) {
         return Err(StateError::corrupt(
             path,
@@ -323,7 +553,7 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
             format!("the resource under key {key:?} has id {:?}", resource.id),
         ));
     }
-    Ok((Some(state), bytes.len() as u64))
+    Ok(state)
 }
 
 /// Writes `state` to `P.tmp`, syncs it and renames it over `P`; returns its size. On error `P`
@@ -366,7 +596,7 @@ fn write_json_synced(file: &File, state: &StateFile) -> io::Result<u64> {
 }
 
 /// Fsyncs the directory holding `path`, making renames and new entries in it durable.
-fn sync_parent(path: &Path) -> Result<(), StateError> {
+pub(super) fn sync_parent(path: &Path) -> Result<(), StateError> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -377,248 +607,5 @@ fn sync_parent(path: &Path) -> Result<(), StateError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::conformance;
-    use crate::state::testutil::{file_len, holder, journal_path, open, put, res, temp_state};
-    use serde_json::json;
-    use std::os::unix::fs::PermissionsExt;
-    use std::time::Instant;
-
-    #[test]
-    fn file_store_conforms_and_persists() {
-        let (_dir, path) = temp_state();
-        let mut store = open(&path);
-        conformance(&mut store);
-        let expected = store.state().clone();
-        drop(store);
-        assert_eq!(open(&path).state().resources, expected.resources);
-    }
-
-    #[test]
-    fn put_and_remove_replay_across_reopen() {
-        let (_dir, path) = temp_state();
-        let mut store = open(&path);
-        store.commit(&[put("a", 1), put("b", 2)]).unwrap();
-        store.commit(&[put("c", 3)]).unwrap();
-        store
-            .commit(&[Change::Remove("a".into()), put("b", 20)])
-            .unwrap();
-        let expected = store.state().clone();
-        assert!(!path.exists(), "no snapshot before the first compaction");
-        drop(store);
-        assert!(file_len(&journal_path(&path)) > 0, "drop does not compact");
-
-        let read = Store::read_only(&path).unwrap();
-        assert_eq!(read, expected, "read_only replays the journal in memory");
-        let store = open(&path);
-        assert_eq!(store.state().resources, expected.resources);
-        assert_eq!(store.state().lineage, expected.lineage);
-        assert_eq!(store.state().ids().collect::<Vec<_>>(), ["b", "c"]);
-        assert_eq!(store.state().get("b"), Some(&res("b", 20)));
-    }
-
-    #[test]
-    fn serial_and_lineage_survive_reopen() {
-        let (_dir, path) = temp_state();
-        let mut store = open(&path);
-        let lineage = store.state().lineage.clone();
-        assert_eq!(store.state().serial, 0);
-        store.commit(&[put("a", 1)]).unwrap();
-        store.close().unwrap();
-
-        let mut store = open(&path);
-        assert_eq!(
-            (store.state().serial, &store.state().lineage),
-            (1, &lineage)
-        );
-        store.commit(&[put("b", 2)]).unwrap();
-        drop(store);
-
-        // The journal was not empty, so opening compacts: serial 2.
-        let store = open(&path);
-        assert_eq!(
-            (store.state().serial, &store.state().lineage),
-            (2, &lineage)
-        );
-        assert_eq!(store.state().len(), 2);
-        store.close().unwrap();
-        let store = open(&path);
-        assert_eq!(
-            store.state().serial,
-            2,
-            "closing with an empty journal writes nothing"
-        );
-        drop(store);
-        assert_eq!(Store::read_only(&path).unwrap().lineage, lineage);
-    }
-
-    #[test]
-    fn compaction_empties_the_journal_and_keeps_content() {
-        let (_dir, path) = temp_state();
-        let mut store = open(&path);
-        for i in 0..50 {
-            store.commit(&[put(&format!("r{i}"), i)]).unwrap();
-        }
-        store.commit(&[Change::Remove("r7".into())]).unwrap();
-        let journal = journal_path(&path);
-        assert!(file_len(&journal) > 0);
-        let before = store.state().clone();
-        store.compact().unwrap();
-        assert_eq!(file_len(&journal), 0);
-        assert_eq!(store.state().serial, before.serial + 1);
-        assert_eq!(store.state().resources, before.resources);
-        assert!(!Paths::new(&path).tmp.exists());
-        drop(store);
-        let on_disk: StateFile = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
-        assert_eq!(on_disk.resources, before.resources);
-        assert_eq!(open(&path).state().resources, before.resources);
-    }
-
-    #[test]
-    fn journal_threshold_triggers_compaction() {
-        let (_dir, path) = temp_state();
-        let journal = journal_path(&path);
-        let mut store = open(&path);
-        store.commit(&[put("small", 1)]).unwrap();
-        assert!(file_len(&journal) > 0 && !path.exists());
-
-        let mut big = res("big", 2);
-        big.attributes["blob"] = json!("x".repeat(COMPACT_MIN_JOURNAL_BYTES as usize));
-        store.commit(&[Change::Put(big.clone())]).unwrap();
-        assert!(store.compaction_error().is_none());
-        assert_eq!(file_len(&journal), 0, "crossing the threshold compacts");
-        assert_eq!(store.state().serial, 1);
-        let snapshot_len = file_len(&path);
-        assert!(snapshot_len > COMPACT_MIN_JOURNAL_BYTES);
-        assert_eq!(
-            store.compact_at, snapshot_len,
-            "a big snapshot raises the threshold"
-        );
-
-        // A journal smaller than the snapshot does not compact again.
-        let mut half = res("half", 3);
-        half.attributes["blob"] = json!("y".repeat(COMPACT_MIN_JOURNAL_BYTES as usize / 2));
-        store.commit(&[Change::Put(half.clone())]).unwrap();
-        assert!(file_len(&journal) > COMPACT_MIN_JOURNAL_BYTES / 2);
-        assert_eq!(store.state().serial, 1);
-        drop(store);
-        let store = open(&path);
-        assert_eq!(store.state().get("big"), Some(&big));
-        assert_eq!(store.state().get("half"), Some(&half));
-    }
-
-    #[test]
-    fn files_are_private_to_the_owner() {
-        let (_dir, path) = temp_state();
-        let mut store = open(&path);
-        store.commit(&[put("secret", 1)]).unwrap();
-        let paths = Paths::new(&path);
-        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&paths.journal), 0o600);
-        assert_eq!(mode(&paths.lock), 0o600);
-        store.compact().unwrap();
-        assert_eq!(mode(&paths.snapshot), 0o600);
-        drop(store);
-
-        // Files made readable by someone else are narrowed again on open.
-        for p in [&paths.journal, &paths.lock] {
-            fs::set_permissions(p, fs::Permissions::from_mode(0o644)).unwrap();
-        }
-        let mut store = open(&path);
-        store.commit(&[put("secret", 2)]).unwrap();
-        store.close().unwrap();
-        for p in [&paths.snapshot, &paths.journal, &paths.lock] {
-            assert_eq!(mode(p), 0o600, "{}", p.display());
-        }
-    }
-
-    #[test]
-    fn a_second_opener_is_refused_and_told_who_holds_the_lock() {
-        let (_dir, path) = temp_state();
-        let first = Store::open(&path, holder("nivis apply (first)"), None).unwrap();
-
-        let start = Instant::now();
-        let err = Store::open(&path, holder("second"), None).unwrap_err();
-        assert!(
-            start.elapsed() < Duration::from_millis(500),
-            "no wait: fails at once"
-        );
-        let StateError::Locked {
-            holder: Some(h), ..
-        } = &err
-        else {
-            panic!("expected Locked with a holder, got {err:?}")
-        };
-        assert_eq!(h.pid, std::process::id());
-        assert_eq!(h.command, "nivis apply (first)");
-        let text = err.to_string();
-        for needle in [
-            format!("pid {}", std::process::id()),
-            "`nivis apply (first)`".to_string(),
-            format!("host {}", h.host),
-            format!("user {}", h.user),
-            "since ".to_string(),
-            "nivis force-unlock".to_string(),
-        ] {
-            assert!(text.contains(&needle), "{needle:?} missing from {text}");
-        }
-
-        let start = Instant::now();
-        let wait = Duration::from_millis(300);
-        let err = Store::open(&path, holder("second"), Some(wait)).unwrap_err();
-        let waited = start.elapsed();
-        assert!(matches!(err, StateError::Locked { .. }), "{err:?}");
-        assert!(waited >= wait && waited < wait * 4, "waited {waited:?}");
-
-        // Read-only access needs no lock.
-        assert!(Store::read_only(&path).is_ok());
-
-        drop(first);
-        let second = Store::open(&path, holder("second"), None).unwrap();
-        drop(second);
-    }
-
-    #[test]
-    fn a_waiting_opener_gets_the_lock_when_it_is_released() {
-        let (_dir, path) = temp_state();
-        let first = Store::open(&path, holder("first"), None).unwrap();
-        let start = Instant::now();
-        let releaser = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(150));
-            drop(first);
-        });
-        let store = Store::open(&path, holder("second"), Some(Duration::from_secs(10))).unwrap();
-        assert!(start.elapsed() >= Duration::from_millis(150));
-        releaser.join().unwrap();
-        drop(store);
-    }
-
-    #[test]
-    fn force_unlock_reports_free_locks_and_removes_held_ones() {
-        let (_dir, path) = temp_state();
-        let lock_path = Paths::new(&path).lock;
-        assert_eq!(Store::force_unlock(&path).unwrap(), ForceUnlock::NotLocked);
-
-        let first = Store::open(&path, holder("stuck"), None).unwrap();
-        let outcome = Store::force_unlock(&path).unwrap();
-        let ForceUnlock::Removed { holder: Some(h) } = &outcome else {
-            panic!("expected Removed with a holder, got {outcome:?}")
-        };
-        assert_eq!((h.pid, h.command.as_str()), (std::process::id(), "stuck"));
-        assert!(outcome.to_string().contains("removed the lock file"));
-        assert!(!lock_path.exists());
-
-        // The next opener creates a fresh lock file, even though `first` still holds the old one.
-        let second = Store::open(&path, holder("after"), None).unwrap();
-        assert!(lock_path.exists());
-        drop(first);
-        drop(second);
-        assert_eq!(
-            Store::force_unlock(&path).unwrap(),
-            ForceUnlock::NotLocked,
-            "an existing but free lock file is left alone"
-        );
-        assert!(lock_path.exists());
-    }
-}
+#[path = "file_tests.rs"]
+mod tests;

@@ -3,14 +3,19 @@
 //! The rules, stated in the module doc of [`crate::state`]: a record is valid only whole and
 //! newline-terminated; only the final line may be damaged (by a crash during the commit that wrote
 //! it) and is then dropped; any other damage is an error naming the line; records extending an
-//! older snapshot serial are skipped, a newer one is an error.
+//! older snapshot serial are skipped, a newer one is an error. A line that is whole JSON was
+//! written completely, so it is never taken for crash damage: if it cannot be used (a newer format
+//! version, a change this build does not know) opening fails naming it, and nothing is truncated.
+//! Fields of a record this build does not know are ignored (they describe the commit, which
+//! compaction folds away); unknown fields inside a resource are kept by the model.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::error::StateError;
-use super::model::{Change, StateFile};
+use super::model::{declared_version, Change, StateFile, SCHEMA_VERSION};
 
 /// Encodes one commit as a journal line, trailing newline included.
 pub(super) fn encode(
@@ -19,6 +24,7 @@ pub(super) fn encode(
     changes: &[Change],
 ) -> serde_json::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(&RecordOut {
+        schema_version: SCHEMA_VERSION,
         lineage,
         serial,
         changes,
@@ -30,18 +36,39 @@ pub(super) fn encode(
 /// One journal line, as written.
 #[derive(Serialize)]
 struct RecordOut<'a> {
+    #[serde(rename = "schemaVersion")]
+    schema_version: u32,
     lineage: &'a str,
     serial: u64,
     changes: &'a [Change],
 }
 
-/// One journal line, as read.
+/// One journal line, as read (other fields ignored).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RecordIn {
-    lineage: String,
-    serial: u64,
-    changes: Vec<Change>,
+pub(super) struct RecordIn {
+    pub(super) lineage: String,
+    pub(super) serial: u64,
+    pub(super) changes: Vec<Change>,
+}
+
+/// Why a whole line is not a record this build can apply.
+pub(super) enum BadLine {
+    /// Not JSON at all: the damage a crash mid-write leaves.
+    Garbled(serde_json::Error),
+    /// Written by a newer format version.
+    Newer(u64),
+    /// JSON, but not a record.
+    Invalid(String),
+}
+
+/// Parses one line (without its newline).
+pub(super) fn parse_line(line: &[u8]) -> Result<RecordIn, BadLine> {
+    let object: Map<String, Value> = serde_json::from_slice(line).map_err(BadLine::Garbled)?;
+    let version = declared_version(&object).map_err(BadLine::Invalid)?;
+    if version > u64::from(SCHEMA_VERSION) {
+        return Err(BadLine::Newer(version));
+    }
+    serde_json::from_value(Value::Object(object)).map_err(|e| BadLine::Invalid(e.to_string()))
 }
 
 pub(super) struct Replayed {
@@ -84,16 +111,31 @@ pub(super) fn replay(
         };
         line_no += 1;
         let end = valid_len + newline + 1;
-        match serde_json::from_slice::<RecordIn>(&rest[..newline]) {
+        match parse_line(&rest[..newline]) {
             Ok(record) => apply_record(path, line_no, &mut state, record)?,
             // A crash mid-commit can also leave the final line whole in length but garbled
             // (blocks written out of order); that commit never returned either.
-            Err(_) if end == bytes.len() => break,
-            Err(e) => {
+            Err(BadLine::Garbled(_)) if end == bytes.len() => break,
+            Err(BadLine::Garbled(e)) => {
                 return Err(ReplayError::Other(StateError::corrupt(
                     path,
                     Some(line_no),
                     format!("{e} (only the last line can be damaged by a crash)"),
+                )))
+            }
+            Err(BadLine::Newer(found)) => {
+                return Err(ReplayError::Other(StateError::UnsupportedVersion {
+                    path: path.to_path_buf(),
+                    line: Some(line_no),
+                    found,
+                    supported: SCHEMA_VERSION,
+                }))
+            }
+            Err(BadLine::Invalid(e)) => {
+                return Err(ReplayError::Other(StateError::corrupt(
+                    path,
+                    Some(line_no),
+                    format!("{e} (the line is complete, so it is not crash damage)"),
                 )))
             }
         }

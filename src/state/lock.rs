@@ -1,7 +1,7 @@
 //! The state lock: an exclusive `flock` (through `fs2`) on `P.lock`, held for a store's lifetime.
 //!
 //! After taking the lock the holder writes a [`LockHolder`] record (JSON) into the lock file, so a
-//! refused opener can say who holds it. The lock belongs to the open file description: a second
+//! refused opener can say who holds it (and its lock id, which `force-unlock` must name). The lock belongs to the open file description: a second
 //! `open` of the same file, even in the same process, conflicts; the kernel drops the lock when
 //! the holder closes the file or dies (kill -9 included), so on a local filesystem a lock never
 //! outlives its process. A stale lock can persist only on network filesystems whose lock server
@@ -9,94 +9,14 @@
 //!
 //! This is the only place in Nivis that takes file locks.
 
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 use super::error::StateError;
-
-/// Who holds (or asks for) a state lock; written into the lock file while held.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockHolder {
-    /// Process id.
-    pub pid: u32,
-    /// Host name of the machine the process runs on.
-    pub host: String,
-    /// User name (or `uid N` when the environment names none).
-    pub user: String,
-    /// What the process is doing, e.g. `nivis apply`.
-    pub command: String,
-    /// When the lock was taken, in seconds since the Unix epoch (UTC); set on acquisition.
-    pub since: u64,
-}
-
-impl LockHolder {
-    /// A holder record for this process running `command`.
-    pub fn current(command: impl Into<String>) -> LockHolder {
-        LockHolder {
-            pid: std::process::id(),
-            host: host_name(),
-            user: user_name(),
-            command: command.into(),
-            since: unix_now(),
-        }
-    }
-}
-
-impl fmt::Display for LockHolder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "pid {} on host {} (user {}), running `{}`, since {}",
-            self.pid,
-            self.host,
-            self.user,
-            self.command,
-            format_utc(self.since)
-        )?;
-        let now = unix_now();
-        if now >= self.since {
-            write!(f, " ({} s ago)", now - self.since)?;
-        }
-        Ok(())
-    }
-}
-
-/// What [`force_unlock`](super::Store::force_unlock) did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ForceUnlock {
-    /// Nobody held the lock (or there was no lock file); nothing was changed.
-    NotLocked,
-    /// The lock was held, so its file was removed; the next opener creates a fresh one.
-    Removed {
-        /// The holder recorded in the removed file, if readable.
-        holder: Option<LockHolder>,
-    },
-}
-
-impl fmt::Display for ForceUnlock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ForceUnlock::NotLocked => write!(f, "the state is not locked; nothing to do"),
-            ForceUnlock::Removed { holder } => {
-                write!(f, "removed the lock file")?;
-                if let Some(holder) = holder {
-                    write!(f, " held by {holder}")?;
-                }
-                write!(
-                    f,
-                    "; the next command creates a new one. If that holder is in fact still \
-                     running, two commands can now write the state at once: stop it"
-                )
-            }
-        }
-    }
-}
+use super::holder::{check_force_unlock, unix_now, ForceUnlock, LockHolder, LockWait};
 
 /// A held lock; released (and its holder record cleared) on drop.
 #[derive(Debug)]
@@ -111,9 +31,7 @@ impl FileLock {
         mut holder: LockHolder,
         wait: Option<Duration>,
     ) -> Result<FileLock, StateError> {
-        let start = Instant::now();
-        let deadline = wait.map(|w| start + w);
-        let mut pause = Duration::from_millis(5);
+        let mut waiting = LockWait::new(wait, Duration::from_millis(5), Duration::from_millis(100));
         loop {
             let file = open_lock_file(path)?;
             match fs2::FileExt::try_lock_exclusive(&file) {
@@ -132,19 +50,12 @@ impl FileLock {
                 Err(e) => return Err(StateError::io(path, "lock", e)),
             }
             drop(file);
-            let now = Instant::now();
-            match deadline {
-                Some(deadline) if now < deadline => {
-                    std::thread::sleep(pause.min(deadline - now));
-                    pause = (pause * 2).min(Duration::from_millis(100));
-                }
-                _ => {
-                    return Err(StateError::Locked {
-                        path: path.to_path_buf(),
-                        holder: read_holder(path).map(Box::new),
-                        waited: now - start,
-                    })
-                }
+            if !waiting.pause() {
+                return Err(StateError::Locked {
+                    path: path.to_path_buf(),
+                    holder: read_holder(path).map(Box::new),
+                    waited: waiting.waited(),
+                });
             }
         }
     }
@@ -159,7 +70,12 @@ impl Drop for FileLock {
 }
 
 /// Implements [`Store::force_unlock`](super::Store::force_unlock) for the lock file `path`.
-pub(crate) fn force_unlock(path: &Path) -> Result<ForceUnlock, StateError> {
+pub(crate) fn force_unlock(
+    path: &Path,
+    id: &str,
+    force: bool,
+    confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
+) -> Result<ForceUnlock, StateError> {
     let file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ForceUnlock::NotLocked),
@@ -168,17 +84,29 @@ pub(crate) fn force_unlock(path: &Path) -> Result<ForceUnlock, StateError> {
     match fs2::FileExt::try_lock_exclusive(&file) {
         Ok(()) => {
             let _ = fs2::FileExt::unlock(&file);
-            Ok(ForceUnlock::NotLocked)
+            return Ok(ForceUnlock::NotLocked);
         }
-        Err(e) if is_contended(&e) => {
-            let holder = read_holder(path);
-            match fs::remove_file(path) {
-                Ok(()) => Ok(ForceUnlock::Removed { holder }),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ForceUnlock::NotLocked),
-                Err(e) => Err(StateError::io(path, "remove", e)),
-            }
-        }
-        Err(e) => Err(StateError::io(path, "lock", e)),
+        Err(e) if is_contended(&e) => {}
+        Err(e) => return Err(StateError::io(path, "lock", e)),
+    }
+    let holder = read_holder(path);
+    check_force_unlock(path, id, force, holder.as_ref())?;
+    if !confirm(holder.as_ref()) {
+        return Ok(ForceUnlock::Declined);
+    }
+    // The lock may have changed hands while the user read the question.
+    let now = read_holder(path);
+    if now.as_ref().map(|h| &h.id) != holder.as_ref().map(|h| &h.id) {
+        return Err(StateError::LockIdMismatch {
+            path: path.to_path_buf(),
+            given: id.to_string(),
+            holder: now.map(Box::new),
+        });
+    }
+    match fs::remove_file(path) {
+        Ok(()) => Ok(ForceUnlock::Removed { holder }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ForceUnlock::NotLocked),
+        Err(e) => Err(StateError::io(path, "remove", e)),
     }
 }
 
@@ -231,76 +159,54 @@ fn read_holder(path: &Path) -> Option<LockHolder> {
     serde_json::from_slice(&fs::read(path).ok()?).ok()
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the pointer and length describe `buf`, which outlives the call; gethostname writes
-    // at most `len` bytes into it.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    match rc {
-        0 if end > 0 => String::from_utf8_lossy(&buf[..end]).into_owned(),
-        _ => "unknown".to_string(),
-    }
-}
-
-fn user_name() -> String {
-    for var in ["USER", "LOGNAME"] {
-        if let Ok(name) = std::env::var(var) {
-            if !name.is_empty() {
-                return name;
-            }
-        }
-    }
-    // SAFETY: getuid has no preconditions and cannot fail.
-    format!("uid {}", unsafe { libc::getuid() })
-}
-
-/// Formats seconds since the Unix epoch as RFC 3339 UTC, e.g. `2023-11-14T22:13:20Z`.
-fn format_utc(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from a day count (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3_600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn formats_utc_dates() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_utc(1_700_000_000), "2023-11-14T22:13:20Z");
-        assert_eq!(format_utc(4_107_542_399), "2100-02-28T23:59:59Z");
+    fn locked_by(path: &Path, holder: LockHolder) -> FileLock {
+        FileLock::acquire(path, holder, None).unwrap()
     }
 
     #[test]
-    fn current_holder_names_this_process() {
-        let holder = LockHolder::current("nivis apply");
-        assert_eq!(holder.pid, std::process::id());
-        assert!(!holder.host.is_empty() && !holder.user.is_empty());
-        let text = holder.to_string();
-        assert!(text.contains(&format!("pid {}", holder.pid)), "{text}");
-        assert!(text.contains("`nivis apply`"), "{text}");
+    fn force_unlock_checks_the_id_and_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lock");
+        let yes = &mut |_: Option<&LockHolder>| true;
+        assert_eq!(
+            force_unlock(&path, "x", false, yes).unwrap(),
+            ForceUnlock::NotLocked
+        );
+
+        // Held by this (live) process.
+        let me = LockHolder::current("nivis apply");
+        let held = locked_by(&path, me.clone());
+        let err = force_unlock(&path, &me.id, false, yes).unwrap_err();
+        assert!(matches!(err, StateError::LockHolderAlive { .. }), "{err}");
+        let err = force_unlock(&path, "wrong", true, yes).unwrap_err();
+        assert!(err.to_string().contains(&me.id), "{err}");
+        let no = &mut |_: Option<&LockHolder>| false;
+        assert_eq!(
+            force_unlock(&path, &me.id, true, no).unwrap(),
+            ForceUnlock::Declined
+        );
+        assert!(path.exists());
+        drop(held);
+
+        // Held, but the record names a process that has exited (a stale lock on a network
+        // filesystem looks like this): the right id is enough.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = LockHolder {
+            pid: child.id(),
+            ..LockHolder::current("nivis apply")
+        };
+        child.wait().unwrap();
+        let held = locked_by(&path, dead.clone());
+        let removed = force_unlock(&path, &dead.id, false, yes).unwrap();
+        assert!(matches!(removed, ForceUnlock::Removed { holder: Some(ref h) } if h.id == dead.id));
+        assert!(removed
+            .to_string()
+            .contains(&format!("removed the lock {}", dead.id)));
+        assert!(!path.exists());
+        drop(held);
     }
 }

@@ -1,5 +1,5 @@
-//! State: the durable record of what Nivis has applied — the state model, its file store and the
-//! state lock.
+//! State: the durable record of what Nivis has applied — the state model, its stores (the local
+//! file, or S3) and the state lock.
 //!
 //! # In scope
 //!
@@ -7,9 +7,13 @@
 //! - **Persistence**: [`Store`] keeps a snapshot plus an append-only journal, commits batches of
 //!   changes with one `fdatasync` each, recovers from crashes at any instant, and compacts.
 //! - **Locking**: one writer per state at a time; a refused opener learns who holds the lock
-//!   ([`LockHolder`]). This is the only module that takes file locks.
+//!   ([`LockHolder`], with the lock id `force-unlock` must name, and whether it still runs:
+//!   [`Liveness`]). This is the only module that takes file locks.
 //! - **Contract**: the [`StateStore`] trait, an in-memory [`MemoryStore`], and [`conformance`],
 //!   one test every store must pass.
+//! - **Backends**: [`Backend`] chooses the local file store or the S3 store ([`s3`]) and the
+//!   environment; a writer holds either as a [`LockedStore`]. Both share the formats below, the
+//!   lock record ([`LockHolder`]), `force-unlock`'s checks and the rescue file (`rescue.rs`).
 //!
 //! # Out of scope
 //!
@@ -30,12 +34,18 @@
 //! | `P.journal`   | changes since the snapshot: one JSON object per line, one per commit |
 //! | `P.lock`      | the lock; while held, a [`LockHolder`] record as JSON               |
 //! | `P.tmp`       | exists only during compaction                                       |
+//! | `P.rescue`    | exists only after a run could not write its journal (see below; its  |
+//! |               | format, shared with the S3 store, is described in `rescue.rs`)       |
 //!
-//! All field names are snake_case. A snapshot (format version [`SCHEMA_VERSION`] = 1):
+//! If `P` is a symlink it is followed (through any chain of links, a dangling last one naming
+//! where the state is created): every file lives beside the link's target, and the link is
+//! never replaced.
+//!
+//! A snapshot (format version [`SCHEMA_VERSION`] = 2):
 //!
 //! ```json
 //! {
-//!   "schema_version": 1,
+//!   "schemaVersion": 2,
 //!   "serial": 4,
 //!   "lineage": "6f1c0e2a-93b4-4c1d-8e5f-0a7b3c2d1e9f",
 //!   "resources": {
@@ -60,13 +70,21 @@
 //!
 //! `kind` is `managed` or `data`; `status` is `ready` or `tainted`; `private` is standard padded
 //! base64 or `null`; each `sensitive_paths` entry is a JSON array of keys and indices; `deposed`
-//! holds objects `{"key", "attributes", "private", "schema_version"}`. Unknown fields are an error,
-//! so a newer format is never half-read and then rewritten without its new fields.
+//! holds objects `{"key", "attributes", "private", "schema_version"}` (the resource's own
+//! `schema_version` is its provider schema's version, not the format's).
+//!
+//! Versioning, by the rule for versioned artifacts: `schemaVersion` is the format's major
+//! version. Within it fields may be added: a field this build does not know, at the top, in a
+//! resource or in a deposed object, is kept and written back unchanged by every rewrite. A file
+//! (or journal line) of a newer major version is refused with [`StateError::UnsupportedVersion`]
+//! naming it, and left untouched. Version 1, written by the first release, spelled the key
+//! `schema_version` and had no journal-line version; both are read as version 1 and rewritten
+//! as version 2 at the next compaction.
 //!
 //! A journal line (shown wrapped) records one commit against the snapshot `serial` it extends:
 //!
 //! ```json
-//! {"lineage": "6f1c0e2a-…", "serial": 4,
+//! {"schemaVersion": 2, "lineage": "6f1c0e2a-…", "serial": 4,
 //!  "changes": [{"put": { …a resource as above… }}, {"remove": "old-web"}]}
 //! ```
 //!
@@ -80,10 +98,23 @@
 //! several resources at once should commit them in one batch (group commit).
 //!
 //! Opening replays the journal over the snapshot. A crash during a commit can leave only the last
-//! line damaged (a prefix of it, or blocks written out of order); that commit never returned, so
-//! the line is dropped and truncated away. Damage anywhere else is reported as
-//! [`StateError::Corrupt`] naming the line. Records whose `serial` is older than the snapshot's were
+//! line damaged (a prefix of it, or blocks written out of order, which is never valid JSON); that
+//! commit never returned, so the line is dropped and truncated away. Damage anywhere else, or a
+//! whole JSON line that is not a usable record, is reported as [`StateError::Corrupt`] naming the
+//! line, and nothing is truncated. Records whose `serial` is older than the snapshot's were
 //! already folded in by a compaction that stopped before emptying the journal, and are skipped.
+//!
+//! # A full disk, a failed write
+//!
+//! After every commit the store keeps [`JOURNAL_RESERVE_BYTES`] allocated past the end of the
+//! journal (`fallocate` with `KEEP_SIZE`; skipped where unsupported). When that fails, the
+//! filesystem is full: [`Store::space_error`] says so while commits still land in the space kept,
+//! so the engine starts nothing new and records what is running. A commit that fails anyway
+//! cuts the journal back to its last whole record and poisons the store; [`Store::recommit`]
+//! retries the batch, and [`Store::rescue`] writes it to `P.rescue` (created new, 0600, never
+//! through a symlink, synced), which the next [`Store::open`] commits before anything else and
+//! then removes ([`Store::read_only`] applies it in memory). A state that recorded nothing yet
+//! adopts the rescue file's lineage; otherwise the lineages must match.
 //!
 //! Compaction writes the whole state to `P.tmp`, fsyncs it, renames it over `P`, fsyncs the
 //! directory, then empties the journal; the snapshot `serial` goes up by one. It runs on open
@@ -101,21 +132,28 @@
 //! the lock when its holder exits, however it exits; see [`Store::force_unlock`] for the
 //! network-filesystem case. [`Store::read_only`] takes no lock and writes nothing.
 
+mod backend;
 mod base64;
 #[cfg(test)]
 mod crash_tests;
 mod error;
 mod file;
+mod holder;
 mod journal;
 mod lock;
 mod memory;
 mod model;
+mod rescue;
+pub mod s3;
 #[cfg(test)]
 mod testutil;
 
+pub use backend::{Backend, LockedStore, DEFAULT_ENV};
 pub use error::StateError;
-pub use file::{Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH};
-pub use lock::{ForceUnlock, LockHolder};
+pub use file::{
+    parse_snapshot, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH, JOURNAL_RESERVE_BYTES,
+};
+pub use holder::{ForceUnlock, Liveness, LockHolder};
 pub use memory::MemoryStore;
 pub use model::{
     Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus, StateFile, SCHEMA_VERSION,
@@ -173,12 +211,12 @@ pub fn conformance(store: &mut dyn StateStore) {
     a2.private = Some(vec![0, 159, 255]);
     a2.status = ResourceStatus::Tainted;
     a2.sensitive_paths = vec![json!(["n"])];
-    a2.deposed = vec![DeposedObject {
-        key: "d1".into(),
-        attributes: json!({"id": "a-old"}),
-        private: Some(b"old".to_vec()),
-        schema_version: 2,
-    }];
+    a2.deposed = vec![DeposedObject::new(
+        "d1",
+        json!({"id": "a-old"}),
+        Some(b"old".to_vec()),
+        2,
+    )];
     store
         .commit(&[Change::Put(a2.clone())])
         .expect("commit a replacement");

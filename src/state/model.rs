@@ -1,9 +1,11 @@
 //! The state model: what Nivis remembers about each resource, as plain serde types.
 //!
 //! These types are the on-disk format (see the module doc of [`crate::state`] for the JSON shape),
-//! so fields are public data and every change to them is a format change. Unknown fields are
-//! rejected on read: a field this build does not know would otherwise be dropped silently by the
-//! next rewrite.
+//! so fields are public data and every change to them is a format change. The format follows the
+//! versioning rule of versioned artifacts: `schemaVersion` names the format's major version;
+//! within it, fields may be added, and a field this build does not know is kept (in `extra`) and
+//! written back unchanged, never dropped; a newer major version is refused. Reading takes each
+//! object apart by hand ([`Fields`]) because serde's `flatten` loses exact numbers.
 
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
@@ -12,16 +14,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// Version of the state format this build reads and writes (`schema_version` in the file).
-pub const SCHEMA_VERSION: u32 = 1;
+/// Major version of the state format this build writes (`schemaVersion` in the file). It also
+/// reads version 1, written by the first release as `schema_version`, which differs only in
+/// that key (and in rejecting unknown fields).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything recorded about one state: the resources, plus the identity of the state itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "Map<String, Value>")]
 pub struct StateFile {
-    /// Format version; always [`SCHEMA_VERSION`] for a state this build produced.
+    /// Format version; always [`SCHEMA_VERSION`] in memory (older files are migrated on read).
+    #[serde(rename = "schemaVersion")]
     pub schema_version: u32,
     /// Incremented each time a full snapshot is written (compaction), never decreased.
     pub serial: u64,
@@ -30,6 +35,75 @@ pub struct StateFile {
     pub lineage: String,
     /// Resources by id (the IR resource id); each value's `id` equals its key.
     pub resources: BTreeMap<String, ResourceState>,
+    /// Fields added by a newer release of this format version, kept as they were.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// The format version a snapshot or journal record declares: `schemaVersion`, or version 1 for
+/// the first release's `schema_version` (and for journal lines, which carried none).
+pub(crate) fn declared_version(object: &Map<String, Value>) -> Result<u64, String> {
+    match (object.get("schemaVersion"), object.get("schema_version")) {
+        (Some(v), _) => v
+            .as_u64()
+            .ok_or_else(|| format!("schemaVersion {v} is not a version number")),
+        (None, Some(v)) => v
+            .as_u64()
+            .ok_or_else(|| format!("schema_version {v} is not a version number")),
+        (None, None) => Ok(1),
+    }
+}
+
+impl TryFrom<Map<String, Value>> for StateFile {
+    type Error = String;
+
+    fn try_from(map: Map<String, Value>) -> Result<StateFile, String> {
+        let version = declared_version(&map)?;
+        if version > u64::from(SCHEMA_VERSION) || version == 0 {
+            return Err(format!(
+                "state format version {version} is not one this nivis reads (1 to \
+                 {SCHEMA_VERSION})"
+            ));
+        }
+        let mut f = Fields(map);
+        f.0.remove("schemaVersion");
+        let legacy = f.0.remove("schema_version").is_some();
+        let state = StateFile {
+            schema_version: SCHEMA_VERSION,
+            serial: f.take("serial")?,
+            lineage: f.take("lineage")?,
+            resources: f.take("resources")?,
+            extra: f.rest(),
+        };
+        if legacy && !state.extra.is_empty() {
+            // Version 1 had no room for additions: an unknown key there is damage.
+            let keys: Vec<&String> = state.extra.keys().collect();
+            return Err(format!("unknown field(s) {keys:?} in a version 1 state"));
+        }
+        Ok(state)
+    }
+}
+
+/// A JSON object taken apart field by field; what is left over is kept as `extra`.
+struct Fields(Map<String, Value>);
+
+impl Fields {
+    fn take<T: serde::de::DeserializeOwned>(&mut self, name: &str) -> Result<T, String> {
+        let value = self
+            .0
+            .remove(name)
+            .ok_or_else(|| format!("missing field `{name}`"))?;
+        serde_json::from_value(value).map_err(|e| format!("field `{name}`: {e}"))
+    }
+
+    fn take_private(&mut self) -> Result<Option<Vec<u8>>, String> {
+        let value = self.0.remove("private").ok_or("missing field `private`")?;
+        private_bytes::deserialize(value).map_err(|e| format!("field `private`: {e}"))
+    }
+
+    fn rest(self) -> BTreeMap<String, Value> {
+        self.0.into_iter().collect()
+    }
 }
 
 impl StateFile {
@@ -45,6 +119,7 @@ impl StateFile {
             serial: 0,
             lineage: lineage.into(),
             resources: BTreeMap::new(),
+            extra: BTreeMap::new(),
         }
     }
 
@@ -114,7 +189,7 @@ pub enum ResourceStatus {
 
 /// The recorded object of one resource, as the provider last returned it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "Map<String, Value>")]
 pub struct ResourceState {
     /// Resource id in the IR; also the key in [`StateFile::resources`].
     pub id: String,
@@ -143,6 +218,33 @@ pub struct ResourceState {
     pub create_before_destroy: bool,
     /// Old objects kept by a create-before-destroy replacement until they are destroyed.
     pub deposed: Vec<DeposedObject>,
+    /// Fields added by a newer release of this format version, kept as they were.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl TryFrom<Map<String, Value>> for ResourceState {
+    type Error = String;
+
+    fn try_from(map: Map<String, Value>) -> Result<ResourceState, String> {
+        let mut f = Fields(map);
+        Ok(ResourceState {
+            id: f.take("id")?,
+            kind: f.take("kind")?,
+            provider: f.take("provider")?,
+            provider_source: f.take("provider_source")?,
+            type_name: f.take("type_name")?,
+            schema_version: f.take("schema_version")?,
+            attributes: f.take("attributes")?,
+            private: f.take_private()?,
+            dependencies: f.take("dependencies")?,
+            sensitive_paths: f.take("sensitive_paths")?,
+            status: f.take("status")?,
+            create_before_destroy: f.take("create_before_destroy")?,
+            deposed: f.take("deposed")?,
+            extra: f.rest(),
+        })
+    }
 }
 
 impl ResourceState {
@@ -170,6 +272,7 @@ impl ResourceState {
             status: ResourceStatus::Ready,
             create_before_destroy: false,
             deposed: Vec::new(),
+            extra: BTreeMap::new(),
         }
     }
 
@@ -191,7 +294,7 @@ impl ResourceState {
 
 /// An old object of a resource, kept after a create-before-destroy replacement until destroyed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "Map<String, Value>")]
 pub struct DeposedObject {
     /// Key distinguishing deposed objects of the same resource.
     pub key: String,
@@ -202,6 +305,42 @@ pub struct DeposedObject {
     pub private: Option<Vec<u8>>,
     /// Version of the resource schema these attributes follow.
     pub schema_version: i64,
+    /// Fields added by a newer release of this format version, kept as they were.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl DeposedObject {
+    /// A deposed object with nothing but what this build knows.
+    pub fn new(
+        key: impl Into<String>,
+        attributes: Value,
+        private: Option<Vec<u8>>,
+        schema_version: i64,
+    ) -> DeposedObject {
+        DeposedObject {
+            key: key.into(),
+            attributes,
+            private,
+            schema_version,
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+impl TryFrom<Map<String, Value>> for DeposedObject {
+    type Error = String;
+
+    fn try_from(map: Map<String, Value>) -> Result<DeposedObject, String> {
+        let mut f = Fields(map);
+        Ok(DeposedObject {
+            key: f.take("key")?,
+            attributes: f.take("attributes")?,
+            private: f.take_private()?,
+            schema_version: f.take("schema_version")?,
+            extra: f.rest(),
+        })
+    }
 }
 
 /// One change to a state; a store commits a batch of them at once.
@@ -292,12 +431,12 @@ mod tests {
         r.private = Some(vec![0, 1, 2, 0xff]);
         r.sensitive_paths = vec![json!(["triggers", "a"])];
         r.status = ResourceStatus::Tainted;
-        r.deposed = vec![DeposedObject {
-            key: "00000001".into(),
-            attributes: json!({"id": "old"}),
-            private: None,
-            schema_version: 1,
-        }];
+        r.deposed = vec![DeposedObject::new(
+            "00000001",
+            json!({"id": "old"}),
+            None,
+            1,
+        )];
         r
     }
 
@@ -327,14 +466,57 @@ mod tests {
     }
 
     #[test]
-    fn rejects_unknown_fields_and_bad_base64() {
+    fn keeps_unknown_fields_and_rejects_bad_base64() {
         let mut v = serde_json::to_value(sample()).unwrap();
         v["private"] = json!("not base64!");
         assert!(serde_json::from_value::<ResourceState>(v.clone()).is_err());
         v["private"] = Value::Null;
         assert!(serde_json::from_value::<ResourceState>(v.clone()).is_ok());
-        v["surprise"] = json!(1);
-        assert!(serde_json::from_value::<ResourceState>(v).is_err());
+        // Added by a newer release of the same format version: kept, and written back.
+        v["surprise"] = json!({"n": 12345678901234567890123u128});
+        v["deposed"][0]["later"] = json!(true);
+        let r: ResourceState = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(r.extra["surprise"], v["surprise"]);
+        assert_eq!(r.deposed[0].extra["later"], json!(true));
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            v,
+            "round trip, exact numbers"
+        );
+        v.as_object_mut().unwrap().remove("status");
+        let err = serde_json::from_value::<ResourceState>(v).unwrap_err();
+        assert!(err.to_string().contains("missing field `status`"), "{err}");
+    }
+
+    #[test]
+    fn state_versions_legacy_current_and_newer() {
+        let mut state = StateFile::with_lineage("l");
+        state.apply(&Change::Put(sample()));
+        let mut v = serde_json::to_value(&state).unwrap();
+        assert_eq!(v["schemaVersion"], json!(SCHEMA_VERSION));
+        v["addedLater"] = json!([1, 2]);
+        let back: StateFile = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back.extra["addedLater"], json!([1, 2]));
+        assert_eq!(serde_json::to_value(&back).unwrap(), v);
+
+        // The first release's file: `schema_version: 1`, read as the current version.
+        let mut legacy = serde_json::to_value(&state).unwrap();
+        let m = legacy.as_object_mut().unwrap();
+        m.remove("schemaVersion");
+        m.insert("schema_version".into(), json!(1));
+        let back: StateFile = serde_json::from_value(legacy.clone()).unwrap();
+        assert_eq!(back, state);
+        legacy["extra"] = json!(1);
+        assert!(serde_json::from_value::<StateFile>(legacy).is_err());
+
+        v["schemaVersion"] = json!(SCHEMA_VERSION + 1);
+        let err = serde_json::from_value::<StateFile>(v)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("version {}", SCHEMA_VERSION + 1)),
+            "{err}"
+        );
     }
 
     #[test]

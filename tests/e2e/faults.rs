@@ -103,18 +103,10 @@ fn a_provider_crash_is_reported_with_its_trace_and_nothing_is_left_running() {
 
 #[test]
 fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
-    let p = Project::new(&many(200, "k")).env("NIVIS_FAKE_SLOW_MS", "20");
-    let mut child = Command::new(nivis_bin())
-        .args(["apply", "--auto-approve", "--file"])
-        .arg(&p.plan)
-        .arg("--state")
-        .arg(&p.state)
-        .env("NIVIS_TEST_MARKER", p.marker())
+    let p = Project::new(&many(200, "k"))
         .env("NIVIS_FAKE_SLOW_MS", "20")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .with_object_log();
+    let mut child = p.spawn_apply(&[]);
     // Wait until some resources are recorded, then kill -9.
     let started = Instant::now();
     loop {
@@ -136,6 +128,10 @@ fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
         before > 0 && before < 200,
         "killed mid-way: {before} recorded"
     );
+    // Everything recorded exists. A create whose answer was in flight when Nivis died cannot
+    // be recorded by anyone (Terraform has the same window): at most one per worker.
+    let killed = p.remote_vs_state();
+    killed.assert_killed_mid_apply(10);
 
     let p = p.env("NIVIS_FAKE_COUNTER", "100000");
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
@@ -156,31 +152,16 @@ fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 200, "every resource exists once with its own id");
+    // Remotely: every recorded object exists, and nothing but the in-flight orphans of the
+    // killed run is alive without a record.
+    p.remote_vs_state().assert_rerun_after(&killed);
 }
 
 #[test]
 fn a_second_concurrent_apply_is_refused_naming_the_holder() {
     let p = Project::new(&many(3, "s")).env("NIVIS_FAKE_SLOW_MS", "1500");
-    let mut first = Command::new(nivis_bin())
-        .args(["apply", "--auto-approve", "--file"])
-        .arg(&p.plan)
-        .arg("--state")
-        .arg(&p.state)
-        .env("NIVIS_FAKE_SLOW_MS", "1500")
-        .env("NIVIS_TEST_MARKER", p.marker())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lock = p.state.with_extension("json.lock");
-    let started = Instant::now();
-    while std::fs::read_to_string(&lock)
-        .map(|s| s.is_empty())
-        .unwrap_or(true)
-        && started.elapsed() < Duration::from_secs(30)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut first = p.spawn_apply(&[]);
+    p.wait_for_lock();
     let out = p.run(&["apply"], &["--auto-approve"]);
     assert!(!out.status.success());
     let err = stderr(&out);

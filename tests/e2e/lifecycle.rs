@@ -18,14 +18,6 @@ fn plan_of(resources: &[String], data: &str) -> String {
     )
 }
 
-fn actions(out: &std::process::Output) -> Vec<(String, Json)> {
-    events(out)
-        .into_iter()
-        .filter(|e| e["type"] == "finished")
-        .map(|e| (e["id"].as_str().unwrap().to_string(), e["action"].clone()))
-        .collect()
-}
-
 #[test]
 fn update_replace_and_create_before_destroy() {
     let p = Project::new(&plan_of(&[token("t", "label = \"one\"; keeper = \"k1\"; rules = [ { port = 80; } { port = 443; proto = \"tcp\"; } ];", "")], ""));
@@ -55,7 +47,7 @@ fn update_replace_and_create_before_destroy() {
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     assert_eq!(
-        actions(&out),
+        actions(&out, "finished"),
         vec![(
             "alpha.alpha_token.t".to_string(),
             serde_json::json!("update")
@@ -85,10 +77,10 @@ fn update_replace_and_create_before_destroy() {
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     assert_eq!(
-        actions(&out)[0].1["replace"]["createBeforeDestroy"],
+        actions(&out, "finished")[0].1["replace"]["createBeforeDestroy"],
         false,
         "{:?}",
-        actions(&out)
+        actions(&out, "finished")
     );
     let replaced = p.outputs()["alpha.alpha_token.t"].clone();
     assert_ne!(replaced["id"], first["id"]);
@@ -106,10 +98,10 @@ fn update_replace_and_create_before_destroy() {
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     assert_eq!(
-        actions(&out)[0].1["replace"]["createBeforeDestroy"],
+        actions(&out, "finished")[0].1["replace"]["createBeforeDestroy"],
         true,
         "{:?}",
-        actions(&out)
+        actions(&out, "finished")
     );
     let state = p.state_json();
     let rec = &state["resources"]["alpha.alpha_token.t"];
@@ -175,7 +167,7 @@ fn ignore_changes_keeps_the_recorded_value() {
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     assert_eq!(
-        actions(&out),
+        actions(&out, "finished"),
         vec![(
             "alpha.alpha_token.t".to_string(),
             serde_json::json!("no-op")
@@ -201,7 +193,7 @@ fn orphans_are_destroyed_in_reverse_dependency_order() {
     p.set_plan(&plan_of(&[token("keep", "", "")], ""));
     let out = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
-    let a = actions(&out);
+    let a = actions(&out, "finished");
     let order: Vec<&str> = a
         .iter()
         .filter(|(_, act)| act == "delete")

@@ -2,9 +2,15 @@
 
 mod book;
 mod cli;
+mod disk_full;
 mod faults;
 mod flake;
 mod gen;
 mod headline;
+mod hostile_cli;
+mod hostile_providers;
 mod lifecycle;
+mod nixops4;
 mod real_null;
+mod remote;
+mod state_files;

@@ -9,9 +9,10 @@ Validation has two layers, run in order:
   1. structure: docs/ir-schema.json (JSON Schema 2020-12), which dispatches every
      leaf marker (__ref, __sensitiveRef, __derived, __build) to its own subschema;
   2. references: the rules a schema cannot express (ids match their parts and are
-     unique, providers are declared, every referenced id exists, every reference in a
-     node's config has an edge, consumer ids are unique, variable defaults match their
-     type). They run only on a structurally valid document.
+     unique, providers are declared, no data source uses a nixops4 provider, every
+     referenced id exists, every reference in a node's config has an edge, consumer
+     ids are unique, variable defaults match their type). They run only on a
+     structurally valid document.
 
 Each error line names the element and the attribute path inside it, for example
     resources[1] (alpha.alpha_token.B): config.label.__ref: 'path' is a required property
@@ -207,6 +208,9 @@ def reference_errors(doc):
             ids[node["id"]] = f"{section}[{i}]"
         if node["provider"] not in providers:
             errors.append(f"{where}: provider: provider '{node['provider']}' is not declared in providers")
+        elif section == "data" and providers[node["provider"]].get("kind") == "nixops4":
+            errors.append(f"{where}: provider: provider '{node['provider']}' is of kind nixops4, "
+                          "which has no data sources")
 
     def missing(target):
         return f"'{target}' is not a declared resource or data id"

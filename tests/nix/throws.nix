@@ -15,6 +15,33 @@ let
   plan = resources: toIR { inherit providers resources ledger; };
 in
 {
+  providerKindUnknown = {
+    expr = mkProvider { source = "x"; kind = "terraform"; };
+    expect = "mkProvider x: 'kind' must be \"tfplugin\" (the default) or \"nixops4\", got the string \"terraform\"";
+  };
+  nixops4ProviderVersion = {
+    expr = mkProvider { source = "x"; kind = "nixops4"; version = "1.0"; };
+    expect = "mkProvider x: a nixops4 provider has no version";
+  };
+  nixops4ProviderConfig = {
+    expr = mkProvider { source = "x"; kind = "nixops4"; config.region = "eu"; };
+    expect = "mkProvider x: a nixops4 provider takes no configuration (protocol v0 has none)";
+  };
+  statelessTypesOnTfplugin = {
+    expr = mkProvider { source = "x"; statelessTypes = [ "file" ]; };
+    expect = "mkProvider x: 'statelessTypes' is only for kind = \"nixops4\"";
+  };
+  statelessTypesMalformed = {
+    expr = mkProvider { source = "x"; kind = "nixops4"; statelessTypes = "file"; };
+    expect = "mkProvider x: 'statelessTypes' must be a list of resource type names";
+  };
+  dataOnNixops4Provider = {
+    expr = toIR {
+      providers.local = mkProvider { source = "x"; kind = "nixops4"; };
+      data = [ (mkData { provider = "local"; type = "memo"; name = "m"; }) ];
+    };
+    expect = "data source data.local.memo.m: provider 'local' is of kind nixops4, which has no data sources";
+  };
   duplicateResource = {
     expr = plan [ A (res "B" { }) A ];
     expect = "duplicate resource id alpha.alpha_token.A";

@@ -231,6 +231,24 @@ in
     expr = (withC { } { src = { outPath = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-src"; }; _type = "not-nivis"; }).config;
     expected = { src = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-src"; _type = "not-nivis"; }; }
 
+  # --- provider kinds --------------------------------------------------------------------------
+  { name = "a nixops4 provider carries its kind and stateless types; tfplugin stays as before";
+    expr = let
+      local = mkProvider { source = "/opt/nixops4-resources-local"; kind = "nixops4"; statelessTypes = [ "file" ]; };
+      m = mkResource { provider = "local"; type = "memo"; name = "m"; config.initialize_with = A.refAttr "value"; };
+      f = mkResource { provider = "local"; type = "file"; name = "f"; config = { name = "/tmp/x"; contents = str [ "v=" (m.refAttr "value") ]; }; };
+      ir = toIR { providers = providers // { inherit local; tf = mkProvider { source = "t"; kind = "tfplugin"; }; }; resources = [ A m f ]; ledger = ledgerA; };
+    in { inherit (ir.providers) local tf alpha; configs = map (r: r.config) ir.resources; };
+    expected = {
+      local = { source = "/opt/nixops4-resources-local"; kind = "nixops4"; statelessTypes = [ "file" ]; config = { }; };
+      tf = { source = "t"; config = { }; };
+      alpha = { source = "provider-alpha"; config = { }; };
+      configs = [ { } { initialize_with = "alpha::0"; } { name = "/tmp/x"; contents = derivedMarker [ "local.memo.m.value" ]; } ];
+    }; }
+  { name = "a provider source may be a path";
+    expr = (mkProvider { source = /opt/bin/provider; kind = "nixops4"; }).source;
+    expected = "/opt/bin/provider"; }
+
   # --- variables -------------------------------------------------------------------------------
   { name = "vars applies defaults";
     expr = vars { } decls;

@@ -1,0 +1,293 @@
+//! Recording results durably before announcing them, and what happens when the state cannot
+//! take them.
+//!
+//! Owns: the changes waiting for the next commit, the events that may only be sent once those
+//! changes are durable (`finished` means "done and recorded"), the call to halt dispatch when a
+//! state write failed or the state's filesystem is full, and the recovery once the operations
+//! already running have ended: retry the write, else write the rescue file, else name every
+//! object that exists but is not recorded. Not: what the changes are (`node`), scheduling
+//! (`sched`), the files (`state`).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::events::{Event, Sink};
+use super::StateHolder;
+use crate::state::{Change, StateError};
+
+/// Results on their way into the state for one batch of operations.
+#[derive(Default)]
+pub(super) struct Recorder {
+    /// Changes for the next commit.
+    pending: Vec<Change>,
+    /// Events to send once `pending` (and everything before it) is durable.
+    announce: Vec<Event>,
+    /// The first failed write; from then on nothing is committed until [`Recorder::settle`].
+    failure: Option<StateError>,
+    /// Changes not recorded since the failure, in order.
+    unrecorded: Vec<Change>,
+    /// Events held back with them.
+    held: Vec<Event>,
+}
+
+impl Recorder {
+    /// Queues `change` for the next commit.
+    pub(super) fn record(&mut self, change: Change) {
+        self.pending.push(change);
+    }
+
+    /// Sends `event` once every change queued so far is durable.
+    pub(super) fn announce(&mut self, event: Event) {
+        self.announce.push(event);
+    }
+
+    /// Commits the queued changes as one batch (one fsync), then sends the events that waited
+    /// for them. After a failed write, only collects.
+    pub(super) fn flush(&mut self, holder: &mut StateHolder, sink: &mut dyn Sink) {
+        if self.failure.is_none() && !self.pending.is_empty() {
+            if let Err(e) = holder.commit(&self.pending) {
+                self.failure = Some(e);
+            }
+        }
+        if self.failure.is_some() {
+            self.unrecorded.append(&mut self.pending);
+            self.held.append(&mut self.announce);
+            return;
+        }
+        self.pending.clear();
+        for event in self.announce.drain(..) {
+            sink.event(event);
+        }
+    }
+
+    /// Whether to start nothing new: a write failed, or the state's filesystem is full (what
+    /// is running still fits in the space the store keeps free).
+    pub(super) fn halted(&self, holder: &StateHolder) -> bool {
+        self.failure.is_some() || holder.space_error().is_some()
+    }
+
+    /// Ends the batch once nothing runs any more; `not_started` jobs were never dispatched.
+    /// Returns what went wrong, if anything did: after a failed write the results are retried,
+    /// then rescued, and only if both fail reported as unrecorded (events and error).
+    pub(super) fn settle(
+        mut self,
+        holder: &mut StateHolder,
+        sink: &mut dyn Sink,
+        phase: u32,
+        not_started: usize,
+    ) -> Option<WriteFailure> {
+        self.flush(holder, sink);
+        let Some(failure) = self.failure.take() else {
+            let cause = holder.space_error().filter(|_| not_started > 0)?;
+            return Some(WriteFailure {
+                cause: cause.to_string(),
+                outcome: Outcome::AllRecorded,
+                not_started,
+                remedy: holder.remedy(),
+            });
+        };
+        let outcome = recover(holder, &self.unrecorded);
+        let objects = || self.unrecorded.iter().map(Unrecorded::from).collect();
+        let lost: Vec<Unrecorded> = match &outcome {
+            Outcome::Lost { .. } => objects(),
+            _ => Vec::new(),
+        };
+        for event in self.held {
+            // A `finished` for a change that is not recorded would be a lie.
+            let about_lost =
+                matches!(&event, Event::Finished { id, .. } if lost.iter().any(|u| &u.id == id));
+            if !about_lost {
+                sink.event(event);
+            }
+        }
+        for u in &lost {
+            sink.event(Event::Unrecorded {
+                phase,
+                id: u.id.clone(),
+                object_id: u.object_id.clone(),
+                deleted: u.deleted,
+            });
+        }
+        let outcome = match outcome {
+            Outcome::Lost { reason, .. } => Outcome::Lost {
+                reason,
+                objects: lost,
+            },
+            Outcome::Rescued { path, .. } => Outcome::Rescued {
+                path,
+                objects: objects(),
+            },
+            other => other,
+        };
+        Some(WriteFailure {
+            cause: failure.to_string(),
+            outcome,
+            not_started,
+            remedy: holder.remedy(),
+        })
+    }
+}
+
+/// Retries the write (the failure may have been passing), then writes the rescue file.
+fn recover(holder: &mut StateHolder, changes: &[Change]) -> Outcome {
+    if changes.is_empty() {
+        return Outcome::AllRecorded;
+    }
+    let mut last = None;
+    for pause in [0, 200, 1000] {
+        std::thread::sleep(Duration::from_millis(pause));
+        match holder.recommit(changes) {
+            Ok(()) => return Outcome::Retried,
+            Err(e) => last = Some(e),
+        }
+    }
+    match holder.rescue(changes) {
+        Ok(path) => Outcome::Rescued {
+            path,
+            objects: Vec::new(),
+        },
+        Err(e) => Outcome::Lost {
+            reason: format!(
+                "{}; then {e}",
+                last.map(|e| e.to_string()).unwrap_or_default()
+            ),
+            objects: Vec::new(),
+        },
+    }
+}
+
+/// An object a change was about, for the report when the change could not be recorded.
+#[derive(Debug, Clone)]
+pub struct Unrecorded {
+    /// The resource id (address).
+    pub id: String,
+    /// The provider's id for the object (its `id` attribute), when it has one.
+    pub object_id: Option<String>,
+    /// The object was deleted (the state still records it) rather than created or changed.
+    pub deleted: bool,
+}
+
+impl From<&Change> for Unrecorded {
+    fn from(change: &Change) -> Unrecorded {
+        match change {
+            Change::Put(r) => Unrecorded {
+                id: r.id.clone(),
+                object_id: r.attributes["id"].as_str().map(str::to_string),
+                deleted: false,
+            },
+            Change::Remove(id) => Unrecorded {
+                id: id.clone(),
+                object_id: None,
+                deleted: true,
+            },
+        }
+    }
+}
+
+/// How the results of the operations that were running ended up.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Every result is in the state (nothing failed to write, or the retry worked).
+    AllRecorded,
+    /// The write failed, then succeeded when retried.
+    Retried,
+    /// Saved to the rescue file at `path`, which the next run records first; until then the
+    /// state lacks `objects`.
+    Rescued {
+        path: PathBuf,
+        objects: Vec<Unrecorded>,
+    },
+    /// Not recorded anywhere.
+    Lost {
+        /// Why the retry and the rescue file failed.
+        reason: String,
+        /// What is not recorded.
+        objects: Vec<Unrecorded>,
+    },
+}
+
+/// A run stopped because the state could not be written (or its disk is full).
+#[derive(Debug)]
+pub struct WriteFailure {
+    /// The failed write, or why no space could be kept free.
+    pub cause: String,
+    /// What became of the results of the operations that were running.
+    pub outcome: Outcome,
+    /// Operations never started.
+    pub not_started: usize,
+    /// What to do about it, from the store (it knows where the state lives).
+    pub remedy: String,
+}
+
+impl fmt::Display for WriteFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stopped: the state could not be written: {}. Nothing new was started after that \
+             ({} operation(s) not started); the operations already running finished. ",
+            self.cause, self.not_started
+        )?;
+        match &self.outcome {
+            Outcome::AllRecorded => write!(f, "Every operation that ran is recorded in state.")?,
+            Outcome::Retried => write!(
+                f,
+                "Their results were recorded when the write was retried; everything that ran \
+                 is in state."
+            )?,
+            Outcome::Rescued { path, objects } => {
+                write!(
+                    f,
+                    "The state could not take their results, so they were saved to the rescue \
+                     file {} (mode 0600), which the next run records before anything else.",
+                    path.display()
+                )?;
+                write_objects(
+                    f,
+                    objects,
+                    "are kept in the rescue file but not in the state yet",
+                )?;
+            }
+            Outcome::Lost { reason, objects } => {
+                write!(
+                    f,
+                    "Their results could not be recorded anywhere ({reason})."
+                )?;
+                write_objects(
+                    f,
+                    objects,
+                    "exist but the state does not record them; import or delete them before \
+                     the next apply, or it will create them again",
+                )?;
+            }
+        }
+        write!(f, "\n{}", self.remedy)
+    }
+}
+
+/// Lists `objects`: those that exist (`exist` says what became of them), then the deleted ones.
+fn write_objects(f: &mut fmt::Formatter<'_>, objects: &[Unrecorded], exist: &str) -> fmt::Result {
+    let id = |u: &Unrecorded| match &u.object_id {
+        Some(o) => format!("{} (id {o})", u.id),
+        None => format!("{} (no id attribute)", u.id),
+    };
+    let (deleted, existing): (Vec<&Unrecorded>, Vec<&Unrecorded>) =
+        objects.iter().partition(|u| u.deleted);
+    if !existing.is_empty() {
+        write!(f, "\nThese objects {exist}:")?;
+        for u in existing {
+            write!(f, "\n  {}", id(u))?;
+        }
+    }
+    if !deleted.is_empty() {
+        write!(
+            f,
+            "\nThese objects were deleted but the state still records them (the next run \
+             finds them gone):"
+        )?;
+        for u in deleted {
+            write!(f, "\n  {}", u.id)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,337 @@
+//! One managed resource's turn when its provider has no schemas and cannot delete (a NixOps4
+//! provider, see [`crate::provider::Capabilities`]).
+//!
+//! Owns the short sequence such a resource needs: ask the provider for a plan (it answers from
+//! the inputs recorded last time: same inputs, nothing to do; otherwise every output is unknown
+//! until apply, and a type that cannot be updated asks to be replaced), decide the action, and
+//! in apply mode create, update or re-create. A re-created object's predecessor is forgotten,
+//! never deleted, and its record is replaced only once the new object exists, so a failed
+//! re-create leaves state as it was. Not: typed values, refresh or upgrade (there is nothing to
+//! refresh from), deposed objects (nothing is ever deposed), the store (the owner records).
+
+use serde_json::Value as Json;
+
+use super::events::{Action, AttrChange};
+use super::node::{realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::IgnorePath;
+use crate::objchange;
+use crate::provider::{ApplyRequest, PlanRequest};
+use crate::state::{ResourceKind, ResourceState};
+use crate::value::{self, PathStep, Value};
+
+/// Runs one resource's turn.
+pub fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
+    let mut out = turn(input, report);
+    if !input.sensitive_inputs.is_empty() {
+        // A provider's error message or log may quote its inputs (the real one prints the whole
+        // request when it cannot read it); the secrets among them stay out of what is shown.
+        let secrets = secret_strings(&input.config, &input.sensitive_inputs);
+        for d in &mut out.diagnostics.0 {
+            d.summary = redact(&d.summary, &secrets);
+            d.detail = redact(&d.detail, &secrets);
+        }
+    }
+    out
+}
+
+fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
+    // A tainted object is never left by this sequence (a failed create records nothing), but
+    // a state written otherwise is honoured: it is re-created.
+    let prior = input.prior.as_ref().filter(|p| !p.is_tainted());
+    let prior_outputs = prior
+        .map(|p| value::json::from_plain_json(&p.attributes))
+        .unwrap_or(Value::Null);
+    let prior_inputs: &[u8] = prior.and_then(|p| p.private.as_deref()).unwrap_or_default();
+    let config = ignore_changes(&input.config, prior_inputs, &input.lifecycle.ignore_changes);
+
+    let plan = match input.provider.plan_resource_change(PlanRequest {
+        type_name: &input.type_name,
+        prior_state: &prior_outputs,
+        proposed_new_state: &config,
+        config: &config,
+        prior_private: prior_inputs,
+    }) {
+        Ok(p) if !p.diagnostics.has_errors() => p,
+        Ok(p) => return NodeOutput::failed(p.diagnostics, None),
+        Err(d) => return NodeOutput::failed(d, None),
+    };
+    let action = if input.prior.is_none() {
+        Action::Create
+    } else if prior.is_none() || !plan.requires_replace.is_empty() {
+        Action::Recreate
+    } else if objchange::values_equal(&plan.planned_state, &prior_outputs) {
+        Action::NoOp
+    } else {
+        Action::Update
+    };
+    let sensitive = !input.sensitive_inputs.is_empty()
+        || input
+            .prior
+            .as_ref()
+            .is_some_and(|p| !p.sensitive_paths.is_empty());
+    let mut out = NodeOutput {
+        action: Some(action),
+        changes: input_changes(prior_inputs, &config, sensitive, action == Action::Recreate),
+        commit: None,
+        drift: None,
+        diagnostics: plan.diagnostics,
+        ok: true,
+        elapsed: Default::default(),
+        deposed: Vec::new(),
+    };
+    if action == Action::Recreate && input.lifecycle.prevent_destroy {
+        out.ok = false;
+        out.diagnostics.push(
+            Diagnostic::error(
+                "this change would re-create the resource and forget the old object, but \
+                 lifecycle.preventDestroy is set",
+            )
+            .with_detail(
+                "Its provider can neither update nor delete this type. Change the \
+                 configuration back, or remove preventDestroy if that is intended.",
+            ),
+        );
+        return out;
+    }
+    if input.mode == Mode::Plan || action == Action::NoOp {
+        return out;
+    }
+    report(NodeProgress::Applying(action));
+    if let Err(d) = realise_builds(input) {
+        out.diagnostics.extend(d);
+        out.ok = false;
+        return out;
+    }
+    // A re-create is a create: the old object stays where it is.
+    let (prior_state, prior_private) = match action {
+        Action::Update => (&prior_outputs, plan.planned_private.as_slice()),
+        _ => (&Value::Null, &[][..]),
+    };
+    let applied = match input.provider.apply_resource_change(ApplyRequest {
+        type_name: &input.type_name,
+        prior_state,
+        planned_state: &plan.planned_state,
+        config: &config,
+        planned_private: prior_private,
+    }) {
+        Ok(r) => r,
+        Err(d) => {
+            out.diagnostics.extend(d);
+            out.ok = false;
+            return out;
+        }
+    };
+    let failed = applied.diagnostics.has_errors();
+    out.diagnostics.extend(applied.diagnostics);
+    if failed {
+        // Protocol v0 returns no partial object: nothing new exists to record.
+        out.ok = false;
+        return out;
+    }
+    match record(input, &applied.new_state, applied.private) {
+        Ok(r) => out.commit = Some(crate::state::Change::Put(r)),
+        Err(d) => {
+            out.diagnostics.extend(d);
+            out.ok = false;
+        }
+    }
+    out
+}
+
+/// The text forms of the scalar values under the sensitive top-level inputs: raw and as JSON
+/// escapes them. Very short values are left out: hiding every "1" would hide nothing useful.
+fn secret_strings(config: &Value, sensitive: &[String]) -> Vec<String> {
+    fn leaves(j: &Json, out: &mut Vec<String>) {
+        match j {
+            Json::String(s) => {
+                out.push(s.clone());
+                let escaped = Json::String(s.clone()).to_string();
+                out.push(escaped[1..escaped.len() - 1].to_string());
+            }
+            Json::Number(n) => out.push(n.to_string()),
+            Json::Array(items) => items.iter().for_each(|i| leaves(i, out)),
+            Json::Object(map) => map.values().for_each(|v| leaves(v, out)),
+            Json::Bool(_) | Json::Null => {}
+        }
+    }
+    let mut out = Vec::new();
+    for attr in sensitive {
+        if let Some(Ok(j)) = config.get_attr(attr).map(value::json::to_plain_json) {
+            leaves(&j, &mut out);
+        }
+    }
+    out.retain(|s| s.len() >= 4);
+    // Longest first, so a secret that contains another is hidden whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+fn redact(text: &str, secrets: &[String]) -> String {
+    secrets.iter().fold(text.to_string(), |t, s| {
+        t.replace(s.as_str(), "(sensitive)")
+    })
+}
+
+/// The configuration with ignored inputs taken from the recorded ones.
+fn ignore_changes(config: &Value, recorded: &[u8], ignore: &[IgnorePath]) -> Value {
+    if ignore.is_empty() || recorded.is_empty() {
+        return config.clone();
+    }
+    let Ok(recorded) = serde_json::from_slice::<Json>(recorded) else {
+        return config.clone();
+    };
+    let recorded = value::json::from_plain_json(&recorded);
+    let paths: Vec<Vec<PathStep>> = ignore
+        .iter()
+        .flat_map(|p| match p {
+            IgnorePath::All => config
+                .as_map()
+                .map(|m| m.keys().map(|k| vec![PathStep::Attr(k.clone())]).collect())
+                .unwrap_or_default(),
+            IgnorePath::Path(steps) => vec![crate::ir::value_path(steps)],
+        })
+        .collect();
+    objchange::apply_ignore_changes(config, &recorded, &paths)
+}
+
+/// The inputs that change, one per top-level input property. `sensitive` hides every value
+/// (a provider may copy any input into any output, so one sensitive input taints them all).
+fn input_changes(
+    recorded: &[u8],
+    config: &Value,
+    sensitive: bool,
+    forces_replacement: bool,
+) -> Vec<AttrChange> {
+    let before = serde_json::from_slice::<Json>(recorded)
+        .map(|j| value::json::from_plain_json(&j))
+        .unwrap_or(Value::Null);
+    let empty = Default::default();
+    let (before, after) = (
+        before.as_map().unwrap_or(&empty),
+        config.as_map().unwrap_or(&empty),
+    );
+    let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (b, a) = (before.get(k), after.get(k));
+            let same = matches!((b, a), (Some(b), Some(a)) if objchange::values_equal(b, a));
+            (!same).then(|| AttrChange {
+                path: vec![PathStep::Attr(k.clone())],
+                before: b.cloned(),
+                after: a.cloned(),
+                sensitive,
+                forces_replacement,
+            })
+        })
+        .collect()
+}
+
+/// The state record of an applied object: its outputs as attributes, the inputs it was
+/// applied with as private bytes. Every output is sensitive when any input was.
+fn record(
+    input: &NodeInput,
+    outputs: &Value,
+    inputs: Vec<u8>,
+) -> Result<ResourceState, Diagnostics> {
+    let attributes = match value::json::to_plain_json(outputs) {
+        Ok(Json::Object(map)) => Json::Object(map),
+        _ => {
+            return Err(Diagnostic::error(format!(
+                "provider {} returned outputs that are not a JSON object",
+                input.provider_id
+            ))
+            .into())
+        }
+    };
+    let mut r = ResourceState::new(
+        &input.id,
+        ResourceKind::Managed,
+        &input.provider_id,
+        &input.provider_source,
+        &input.type_name,
+        attributes,
+    );
+    r.private = Some(inputs);
+    r.dependencies = input.dependencies.clone();
+    if !input.sensitive_inputs.is_empty() {
+        r.sensitive_paths = r
+            .attributes
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .map(|k| Json::Array(vec![Json::String(k.clone())]))
+            .collect();
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn v(j: Json) -> Value {
+        value::json::from_plain_json(&j)
+    }
+
+    #[test]
+    fn input_changes_list_what_differs_with_unknowns_and_removals() {
+        let recorded =
+            serde_json::to_vec(&json!({"name": "/tmp/a", "contents": "x", "gone": 1})).unwrap();
+        let mut config = v(json!({"name": "/tmp/a", "contents": "y", "new": [1]}));
+        if let Value::Map(m) = &mut config {
+            m.insert("later".into(), Value::Unknown);
+        }
+        let changes = input_changes(&recorded, &config, false, true);
+        let paths: Vec<String> = changes
+            .iter()
+            .map(|c| value::render_path(&c.path))
+            .collect();
+        assert_eq!(paths, ["contents", "gone", "later", "new"]);
+        assert!(changes.iter().all(|c| c.forces_replacement && !c.sensitive));
+        assert_eq!(changes[1].after, None);
+        assert!(changes[2].after.as_ref().is_some_and(Value::is_unknown));
+        // A create shows every input.
+        assert_eq!(input_changes(&[], &config, true, false).len(), 4);
+        assert!(input_changes(&[], &config, true, false)[0].sensitive);
+    }
+
+    #[test]
+    fn secrets_are_redacted_raw_and_json_escaped() {
+        let config = v(json!({"token": {"a": "s3cr\"et", "n": 123456}, "name": "visible"}));
+        let secrets = secret_strings(&config, &["token".to_string()]);
+        let text = r#"bad request { token: "s3cr\"et", n: 123456, raw s3cr"et, name: "visible" }"#;
+        assert_eq!(
+            redact(text, &secrets),
+            r#"bad request { token: "(sensitive)", n: (sensitive), raw (sensitive), name: "visible" }"#
+        );
+        assert!(secret_strings(&config, &[]).is_empty());
+    }
+
+    #[test]
+    fn ignored_inputs_keep_their_recorded_values() {
+        let recorded = serde_json::to_vec(&json!({"a": 1, "b": {"c": 2}})).unwrap();
+        let config = v(json!({"a": 5, "b": {"c": 6}}));
+        let kept = ignore_changes(
+            &config,
+            &recorded,
+            &[IgnorePath::Path(vec![
+                crate::ir::PathStep::Key("b".into()),
+                crate::ir::PathStep::Key("c".into()),
+            ])],
+        );
+        assert!(objchange::values_equal(
+            &kept,
+            &v(json!({"a": 5, "b": {"c": 2}}))
+        ));
+        let all = ignore_changes(&config, &recorded, &[IgnorePath::All]);
+        assert!(objchange::values_equal(
+            &all,
+            &v(json!({"a": 1, "b": {"c": 2}}))
+        ));
+    }
+}

@@ -1,0 +1,374 @@
+//! Which store holds the state — the local file (no backend configured) or S3 — and the one
+//! interface the engine and the CLI use to open it, whatever it is.
+//!
+//! Owns: the backend configuration (`nivis.backend` from the flake, then `--backend-config
+//! KEY=VALUE` overrides), environments (`--env`: the local file's or the object key's variant),
+//! and dispatching open / read / force-unlock / environment listing to the right store. Not:
+//! evaluating Nix (the CLI hands in the flake's value) nor any store's internals.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value as Json};
+
+use super::s3::{S3Backend, S3Store};
+use super::{Change, ForceUnlock, LockHolder, StateError, StateFile, StateStore, Store};
+
+pub use super::s3::config::DEFAULT_ENV;
+
+/// A state store opened for writing and locked until `close` (or drop): what the engine and the
+/// CLI hold, whichever backend it is.
+///
+/// When a commit fails, the store refuses writes until [`recommit`](LockedStore::recommit)
+/// succeeds; the caller retries, then hands the changes to [`rescue`](LockedStore::rescue),
+/// which the store's next open records before anything else.
+pub trait LockedStore: StateStore {
+    /// Finishes (compacts, releases the lock); reports what could not be finished.
+    fn close(self: Box<Self>) -> Result<(), StateError>;
+    /// Retries a batch after a failed commit (a passing failure); on a store that is not
+    /// refusing writes this is `commit`.
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError>;
+    /// Keeps `changes`, which the state could not take, in the store's rescue file, and returns
+    /// its path.
+    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError>;
+    /// Replaces the whole state by `next` (`state push`, `state migrate`): a new snapshot with
+    /// a serial above both.
+    fn replace(&mut self, next: StateFile) -> Result<(), StateError>;
+    /// Why the store cannot promise room for the results of operations already running (the
+    /// local filesystem is full), if so: start nothing new.
+    fn space_error(&self) -> Option<&StateError> {
+        None
+    }
+    /// Things worth telling the user about the open store: a failed compaction, results an
+    /// earlier run left in the rescue file and that opening recorded.
+    fn warnings(&self) -> Vec<String>;
+    /// What the user should do after a write failed, once the results are recorded, rescued or
+    /// listed.
+    fn remedy(&self) -> String;
+}
+
+/// The warning for results recorded from a rescue file at open.
+fn recovered_warning(ids: &[String], rescue: &Path, state: &str) -> Option<String> {
+    (!ids.is_empty()).then(|| {
+        format!(
+            "recorded first in {state}: {} result(s) an earlier run could not record and kept \
+             in the rescue file {}: {}",
+            ids.len(),
+            rescue.display(),
+            ids.join(", ")
+        )
+    })
+}
+
+impl LockedStore for Store {
+    fn close(self: Box<Self>) -> Result<(), StateError> {
+        Store::close(*self)
+    }
+
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        Store::recommit(self, changes)
+    }
+
+    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        Store::rescue(self, changes)
+    }
+
+    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
+        Store::replace(self, next)
+    }
+
+    fn space_error(&self) -> Option<&StateError> {
+        Store::space_error(self)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let state = self.path().display().to_string();
+        let compaction = self
+            .compaction_error()
+            .map(|e| format!("state compaction failed (the journal keeps everything): {e}"));
+        recovered_warning(self.recovered(), self.rescue_path(), &state)
+            .into_iter()
+            .chain(compaction)
+            .collect()
+    }
+
+    fn remedy(&self) -> String {
+        format!(
+            "Free space on (or repair) the filesystem holding {}, then run again.",
+            self.path().display()
+        )
+    }
+}
+
+impl LockedStore for S3Store {
+    fn close(self: Box<Self>) -> Result<(), StateError> {
+        S3Store::close(*self)
+    }
+
+    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        S3Store::recommit(self, changes)
+    }
+
+    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        S3Store::rescue(self, changes)
+    }
+
+    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
+        S3Store::replace(self, next)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        recovered_warning(self.recovered(), self.rescue_path(), self.url())
+            .into_iter()
+            .collect()
+    }
+
+    fn remedy(&self) -> String {
+        S3Store::remedy(self)
+    }
+}
+
+/// Where the state of one environment lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// The local file store at `path` (the environment already applied).
+    Local { path: PathBuf, env: String },
+    /// An S3 bucket; `local` is the local state path a project moving to S3 would still have.
+    S3 {
+        backend: Box<S3Backend>,
+        local: PathBuf,
+    },
+}
+
+impl Backend {
+    /// The backend from the flake's `nivis.backend` (`None`: not set) with `overrides`
+    /// (`KEY=VALUE`; VALUE is JSON when it parses as JSON) for environment `env`; `local` is
+    /// the `--state` path.
+    pub fn configure(
+        flake: Option<&Json>,
+        overrides: &[String],
+        env: &str,
+        local: &Path,
+    ) -> Result<Backend, String> {
+        let mut fields = match flake {
+            None | Some(Json::Null) => Map::new(),
+            Some(Json::Object(m)) => m.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "nivis.backend must be an attribute set, not {other}"
+                ))
+            }
+        };
+        for item in overrides {
+            let (k, v) = item
+                .split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| format!("--backend-config {item:?}: expected KEY=VALUE"))?;
+            let value = serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.to_string()));
+            fields.insert(k.to_string(), value);
+        }
+        super::s3::config::check_env_name(env)?;
+        match fields.get("type").map(|t| t.as_str()) {
+            None if fields.is_empty() => Ok(Backend::local(local, env)),
+            Some(Some("local")) if fields.len() == 1 => Ok(Backend::local(local, env)),
+            Some(Some("local")) => Err(format!(
+                "the local backend takes no fields but `type` (the path is --state), got {}",
+                fields.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+            Some(Some("s3")) => Ok(Backend::S3 {
+                backend: Box::new(S3Backend::from_fields(&fields, env)?),
+                local: local.to_path_buf(),
+            }),
+            None => Err("the backend configuration needs `type` (\"s3\" or \"local\")".into()),
+            Some(other) => Err(format!(
+                "backend type {}: known types are \"s3\" and \"local\"",
+                other.map_or_else(|| fields["type"].to_string(), |t| format!("{t:?}"))
+            )),
+        }
+    }
+
+    fn local(path: &Path, env: &str) -> Backend {
+        let path = if env == DEFAULT_ENV {
+            path.to_path_buf()
+        } else {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let name = path.file_name().unwrap_or_default();
+            dir.join("nivis.env.d").join(env).join(name)
+        };
+        Backend::Local {
+            path,
+            env: env.to_string(),
+        }
+    }
+
+    /// The selected environment.
+    pub fn env(&self) -> &str {
+        match self {
+            Backend::Local { env, .. } => env,
+            Backend::S3 { backend, .. } => &backend.env,
+        }
+    }
+
+    /// Where the state is, for messages: a path or `s3://bucket/key`.
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::Local { path, .. } => path.display().to_string(),
+            Backend::S3 { backend, .. } => backend.url(),
+        }
+    }
+
+    /// Opens the state for writing, locked for `holder`, waiting up to `wait` for the lock.
+    pub fn open(
+        &self,
+        holder: LockHolder,
+        wait: Option<Duration>,
+    ) -> Result<Box<dyn LockedStore>, StateError> {
+        match self {
+            Backend::Local { path, .. } => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| StateError::io(dir, "create the directory", e))?;
+                }
+                Ok(Box::new(Store::open(path, holder, wait)?))
+            }
+            Backend::S3 { backend, local } => {
+                Ok(Box::new(S3Store::open(backend, holder, wait, Some(local))?))
+            }
+        }
+    }
+
+    /// Opens the (S3) state as the target of a migration: no refusal because a local state
+    /// exists. The local backend cannot be a migration target.
+    pub fn open_for_migration(
+        &self,
+        holder: LockHolder,
+        wait: Option<Duration>,
+    ) -> Result<Box<dyn LockedStore>, String> {
+        match self {
+            Backend::Local { .. } => Err(
+                "no remote backend is configured: set nivis.backend (or --backend-config \
+                 type=s3 ...) to the backend to migrate to"
+                    .into(),
+            ),
+            Backend::S3 { backend, .. } => S3Store::open(backend, holder, wait, None)
+                .map(|s| Box::new(s) as Box<dyn LockedStore>)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Reads the state without locking.
+    pub fn read_only(&self) -> Result<StateFile, StateError> {
+        match self {
+            Backend::Local { path, .. } => Store::read_only(path),
+            Backend::S3 { backend, .. } => S3Store::read_only(backend),
+        }
+    }
+
+    /// Breaks the lock of a holder that is gone, if its id is `id`: the same checks for every
+    /// backend (see [`Store::force_unlock`]); `confirm` is asked last and may decline.
+    pub fn force_unlock(
+        &self,
+        id: &str,
+        force: bool,
+        confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
+    ) -> Result<ForceUnlock, StateError> {
+        match self {
+            Backend::Local { path, .. } => Store::force_unlock(path, id, force, confirm),
+            Backend::S3 { backend, .. } => S3Store::force_unlock(backend, id, force, confirm),
+        }
+    }
+
+    /// The environments that have a state.
+    pub fn envs(&self) -> Result<Vec<String>, StateError> {
+        match self {
+            Backend::S3 { backend, .. } => backend.envs(),
+            Backend::Local { path, env } => {
+                // Undo the environment to find the default state path.
+                let base = if env == DEFAULT_ENV {
+                    path.clone()
+                } else {
+                    let name = path.file_name().unwrap_or_default();
+                    let root = path.ancestors().nth(3).unwrap_or(Path::new("."));
+                    root.join(name)
+                };
+                let mut envs = Vec::new();
+                if base.exists() {
+                    envs.push(DEFAULT_ENV.to_string());
+                }
+                let dir = base.parent().unwrap_or(Path::new(".")).join("nivis.env.d");
+                let name = base.file_name().unwrap_or_default();
+                if let Ok(entries) = std::fs::read_dir(&dir) {
+                    let mut found: Vec<String> = entries
+                        .flatten()
+                        .filter(|e| e.path().join(name).exists())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect();
+                    found.sort();
+                    envs.extend(found);
+                }
+                Ok(envs)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn no_backend_is_the_local_file_and_environments_get_their_own() {
+        let local = Path::new("/p/nivis.state.json");
+        assert_eq!(
+            Backend::configure(None, &[], "default", local).unwrap(),
+            Backend::Local {
+                path: local.into(),
+                env: "default".into()
+            }
+        );
+        let dev = Backend::configure(Some(&json!({"type": "local"})), &[], "dev", local).unwrap();
+        assert_eq!(dev.describe(), "/p/nivis.env.d/dev/nivis.state.json");
+        assert_eq!(dev.env(), "dev");
+    }
+
+    #[test]
+    fn flags_override_flake_fields() {
+        let flake =
+            json!({"type": "s3", "bucket": "from-flake", "key": "k", "usePathStyle": false});
+        let b = Backend::configure(
+            Some(&flake),
+            &["bucket=from-flag".into(), "usePathStyle=true".into()],
+            "ci",
+            Path::new("s.json"),
+        )
+        .unwrap();
+        let Backend::S3 { backend, .. } = &b else {
+            panic!("{b:?}")
+        };
+        assert_eq!(backend.target.bucket, "from-flag");
+        assert!(backend.target.path_style);
+        assert_eq!(b.describe(), "s3://from-flag/env:/ci/k");
+        let only_flags = Backend::configure(
+            None,
+            &["type=s3".into(), "bucket=abc".into(), "key=x/y".into()],
+            "default",
+            Path::new("s.json"),
+        )
+        .unwrap();
+        assert_eq!(only_flags.describe(), "s3://abc/x/y");
+    }
+
+    #[test]
+    fn bad_configurations_say_what_is_wrong() {
+        let err = |flake: Json, flags: &[&str]| {
+            let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+            Backend::configure(Some(&flake), &flags, "default", Path::new("s")).unwrap_err()
+        };
+        assert!(err(json!({"type": "gcs"}), &[]).contains("known types"));
+        assert!(err(json!({"bucket": "abc"}), &[]).contains("needs `type`"));
+        assert!(err(json!("s3"), &[]).contains("attribute set"));
+        assert!(err(json!({}), &["nonsense"]).contains("KEY=VALUE"));
+        assert!(err(json!({"type": "local", "path": "x"}), &[]).contains("no fields"));
+    }
+}

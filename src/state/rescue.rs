@@ -1,0 +1,204 @@
+//! The rescue file: where results go when the state cannot take them, for every store.
+//!
+//! After a state write fails and a retry fails too, the changes that record operations already
+//! carried out are written to a rescue file, so that no object that exists is forgotten. Each
+//! store decides where it lives (the local file store: `P.rescue` beside the state; the S3
+//! store: a private directory of this machine, outside any Nix-copied project), and each folds
+//! it in before anything else the next time it is opened for writing, then removes it; a
+//! read-only reader applies it in memory.
+//!
+//! The format is the journal's: one line per rescue, a journal record (`schemaVersion`,
+//! `lineage`, `serial`, `changes`) read by the journal's own line parser. The file is created new
+//! (never over an existing file, never through a symlink), mode 0600 like every state file, and
+//! synced with its directory. Not: deciding when to rescue (the engine), where the file lives
+//! (each store), the journal itself (`journal.rs`).
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use super::error::StateError;
+use super::journal::{self, BadLine};
+use super::model::{Change, StateFile, SCHEMA_VERSION};
+
+/// What a rescue file holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Rescued {
+    /// The lineage of the state the changes extend.
+    pub(crate) lineage: String,
+    /// The rescued changes, in order.
+    pub(crate) changes: Vec<Change>,
+}
+
+impl Rescued {
+    /// The changes to apply to `state`, whose lineage they must extend; a state that has
+    /// recorded nothing yet (`fresh`) adopts theirs. `path` names the file in errors.
+    pub(crate) fn changes_for(
+        self,
+        path: &Path,
+        state: &mut StateFile,
+        fresh: bool,
+    ) -> Result<Vec<Change>, StateError> {
+        if fresh {
+            state.lineage = self.lineage;
+        } else if self.lineage != state.lineage {
+            return Err(StateError::corrupt(
+                path,
+                None,
+                format!(
+                    "the rescued changes belong to state lineage {} but the state has lineage \
+                     {}; it was written for another state: move it aside",
+                    self.lineage, state.lineage
+                ),
+            ));
+        }
+        Ok(self.changes)
+    }
+
+    /// The resource ids the changes touch, in order, each once.
+    pub(crate) fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = Vec::new();
+        for change in &self.changes {
+            if !ids.iter().any(|id| id == change.id()) {
+                ids.push(change.id().to_string());
+            }
+        }
+        ids
+    }
+}
+
+/// Writes `changes` (extending `state`) to the new file `path`. Fails if it exists.
+pub(crate) fn write(path: &Path, state: &StateFile, changes: &[Change]) -> Result<(), StateError> {
+    let line = journal::encode(&state.lineage, state.serial, changes)
+        .map_err(|e| StateError::io(path, "encode", io::Error::other(e)))?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| StateError::io(path, "create", e))?;
+    let written = file.write_all(&line).and_then(|()| file.sync_all());
+    if let Err(e) = written {
+        let _ = fs::remove_file(path);
+        return Err(StateError::io(path, "write", e));
+    }
+    super::file::sync_parent(path)
+}
+
+/// What the rescue file at `path` holds, if there is one.
+pub(crate) fn read(path: &Path) -> Result<Option<Rescued>, StateError> {
+    let mut file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StateError::io(path, "open", e)),
+    };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| StateError::io(path, "read", e))?;
+    let mut rescued: Option<Rescued> = None;
+    let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let corrupt = |e: String| StateError::corrupt(path, Some(i + 1), e);
+        let record = match journal::parse_line(line) {
+            Ok(r) => r,
+            // Written with one write then synced: only a crash during that write can leave a
+            // broken last line, and then the rescue never completed.
+            Err(BadLine::Garbled(_)) if i + 1 == lines.len() => break,
+            Err(BadLine::Newer(found)) => {
+                return Err(StateError::UnsupportedVersion {
+                    path: path.to_path_buf(),
+                    line: Some(i + 1),
+                    found,
+                    supported: SCHEMA_VERSION,
+                })
+            }
+            Err(BadLine::Garbled(e)) => return Err(corrupt(e.to_string())),
+            Err(BadLine::Invalid(e)) => return Err(corrupt(e)),
+        };
+        match &mut rescued {
+            None => {
+                rescued = Some(Rescued {
+                    lineage: record.lineage,
+                    changes: record.changes,
+                })
+            }
+            Some(r) if r.lineage == record.lineage => r.changes.extend(record.changes),
+            Some(r) => {
+                return Err(corrupt(format!(
+                    "the line extends state lineage {}, the lines before it lineage {}",
+                    record.lineage, r.lineage
+                )))
+            }
+        }
+    }
+    Ok(rescued)
+}
+
+/// Removes the rescue file once its changes are durable in the state.
+pub(crate) fn remove(path: &Path) -> Result<(), StateError> {
+    fs::remove_file(path).map_err(|e| StateError::io(path, "remove", e))?;
+    super::file::sync_parent(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::testutil::put;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_rescue_file_is_a_private_journal_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.rescue");
+        assert_eq!(read(&path).unwrap(), None);
+        let state = StateFile::with_lineage("lin");
+        let changes = [put("a", 1), Change::Remove("b".into()), put("a", 2)];
+        write(&path, &state, &changes).unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(
+            write(&path, &state, &changes).is_err(),
+            "never over an existing rescue file"
+        );
+        let back = read(&path).unwrap().unwrap();
+        assert_eq!(back.ids(), ["a", "b"]);
+
+        // The journal's parser reads the line as a journal record.
+        let bytes = fs::read(&path).unwrap();
+        let replayed = journal::replay(&path, Some(state.clone()), &bytes)
+            .ok()
+            .unwrap();
+        assert!(replayed.state.contains("a"));
+
+        // Another state's lineage is refused; a fresh state adopts it.
+        let mut other = StateFile::with_lineage("other");
+        other.apply(&put("x", 1));
+        let err = back.clone().changes_for(&path, &mut other, false);
+        assert!(err.unwrap_err().to_string().contains("lineage lin"));
+        let mut fresh = StateFile::empty();
+        assert_eq!(back.changes_for(&path, &mut fresh, true).unwrap().len(), 3);
+        assert_eq!(fresh.lineage, "lin");
+
+        // A torn last line (a crash during the write) is dropped.
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"schemaVersion\":2,\"lin")
+            .unwrap();
+        assert_eq!(read(&path).unwrap().unwrap().changes.len(), 3);
+        remove(&path).unwrap();
+        assert!(!path.exists());
+    }
+}

@@ -1,0 +1,762 @@
+//! A small S3 object client on `ureq`: GET, conditional PUT, conditional DELETE and list, with
+//! bounded retries, signed with SigV4.
+//!
+//! Owns: URLs (path-style or virtual-hosted, https by default, plain http only to a loopback
+//! host unless allowed), which failures are retried (connection errors, timeouts, 5xx, 429;
+//! never a 4xx answer), and turning S3's answers into [`S3Error`]s that say in one line what is
+//! wrong and what to do. Not: what the objects mean (see `store`), nor credentials discovery
+//! (see `sigv4`).
+//!
+//! A retried conditional write can be ambiguous: if the first attempt reached the server but
+//! its answer was lost, the retry meets its own write and fails the precondition. Replies say
+//! how many attempts a request took so the caller can check the object before calling it a
+//! conflict.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ureq::http::{Request, Uri};
+
+use super::sigv4::{self, Credentials};
+use super::xml;
+
+/// Largest object body read (a state of millions of resources still fits).
+const BODY_LIMIT: u64 = 1 << 30;
+
+/// Where the bucket is and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `http(s)://host[:port]`; `None`: AWS (`https://s3.REGION.amazonaws.com`).
+    pub endpoint: Option<String>,
+    /// The bucket.
+    pub bucket: String,
+    /// The signing region.
+    pub region: String,
+    /// `https://host/bucket/key` instead of `https://bucket.host/key`.
+    pub path_style: bool,
+    /// Allow plain http to a host that is not loopback (state and credentials' signatures would
+    /// cross the network unencrypted).
+    pub allow_http: bool,
+}
+
+/// How often and how patiently a failing request is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Attempts in all (at least 1).
+    pub attempts: u32,
+    /// Pause after the first failure; doubles each time up to `max_pause`.
+    pub first_pause: Duration,
+    /// Longest pause between attempts.
+    pub max_pause: Duration,
+    /// Longest a single attempt may take, connection included.
+    pub timeout: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Retry {
+        Retry {
+            attempts: 5,
+            first_pause: Duration::from_millis(200),
+            max_pause: Duration::from_secs(2),
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why an S3 request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum S3Error {
+    /// No answer: connection refused, DNS, TLS, timeouts; after every retry.
+    Unreachable {
+        endpoint: String,
+        detail: String,
+        attempts: u32,
+    },
+    /// The server kept failing (5xx, 429) through every retry.
+    Server {
+        endpoint: String,
+        status: u16,
+        code: String,
+        attempts: u32,
+    },
+    /// The server refused the credentials (unknown key, wrong secret, expired token).
+    Credentials {
+        endpoint: String,
+        code: String,
+        source: String,
+    },
+    /// The credentials are valid but not allowed to do this.
+    AccessDenied {
+        bucket: String,
+        key: String,
+        source: String,
+    },
+    /// The bucket does not exist.
+    NoSuchBucket { endpoint: String, bucket: String },
+    /// The answer is not S3's: no S3 error document, or a success without the headers S3 sends.
+    NotS3 {
+        endpoint: String,
+        status: u16,
+        detail: String,
+    },
+    /// A conditional request's condition did not hold (412, or 409 for a concurrent
+    /// conditional write).
+    PreconditionFailed { key: String, attempts: u32 },
+    /// Any other refusal.
+    Refused {
+        endpoint: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The configuration cannot work (bad endpoint URL, plain http to a remote host).
+    Config(String),
+}
+
+impl S3Error {
+    /// Whether retrying later could help: the store is down or failing, not refusing.
+    pub fn is_outage(&self) -> bool {
+        matches!(self, S3Error::Unreachable { .. } | S3Error::Server { .. })
+    }
+}
+
+impl fmt::Display for S3Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            S3Error::Unreachable {
+                endpoint,
+                detail,
+                attempts,
+            } => write!(
+                f,
+                "cannot reach the S3 endpoint {endpoint} ({detail}; {attempts} attempt(s)); \
+                 check the endpoint and that the server is up"
+            ),
+            S3Error::Server {
+                endpoint,
+                status,
+                code,
+                attempts,
+            } => write!(
+                f,
+                "the S3 endpoint {endpoint} keeps failing (HTTP {status}{}; {attempts} \
+                 attempt(s)); retry later",
+                if code.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {code}")
+                }
+            ),
+            S3Error::Credentials {
+                endpoint,
+                code,
+                source,
+            } => write!(
+                f,
+                "the S3 endpoint {endpoint} refused the credentials from {source} ({code}); \
+                 check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the profile)"
+            ),
+            S3Error::AccessDenied {
+                bucket,
+                key,
+                source,
+            } => write!(
+                f,
+                "access denied to s3://{bucket}/{key} for the credentials from {source}; grant \
+                 them read, write and list on the bucket"
+            ),
+            S3Error::NoSuchBucket { endpoint, bucket } => write!(
+                f,
+                "the bucket {bucket:?} does not exist at {endpoint}; create it (Nivis never \
+                 creates buckets) or fix `bucket` in the backend configuration"
+            ),
+            S3Error::NotS3 {
+                endpoint,
+                status,
+                detail,
+            } => write!(
+                f,
+                "{endpoint} does not answer like S3 (HTTP {status}: {detail}); check `endpoint` \
+                 in the backend configuration"
+            ),
+            S3Error::PreconditionFailed { key, .. } => write!(
+                f,
+                "{key} was changed by someone else meanwhile (conditional write refused)"
+            ),
+            S3Error::Refused {
+                endpoint,
+                status,
+                code,
+                message,
+            } => write!(
+                f,
+                "the S3 endpoint {endpoint} refused the request (HTTP {status} {code}: {message})"
+            ),
+            S3Error::Config(msg) => write!(f, "{msg}"),
+        }
+    }
+}
+
+impl std::error::Error for S3Error {}
+
+/// What a PUT or DELETE must find for it to happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition<'a> {
+    /// Unconditionally.
+    Always,
+    /// Only if no object exists under the key (`If-None-Match: *`).
+    Absent,
+    /// Only if the object's ETag is this one (`If-Match`).
+    Matches(&'a str),
+}
+
+/// An object as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    pub body: Vec<u8>,
+    pub etag: String,
+}
+
+/// A successful write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub etag: String,
+    /// Attempts it took; above 1, an earlier attempt may have been applied too.
+    pub attempts: u32,
+}
+
+/// One bucket on one endpoint, with credentials.
+pub struct Client {
+    agent: ureq::Agent,
+    /// `scheme://authority`, bucket included for virtual-hosted style.
+    origin: String,
+    /// The Host header value (what ureq sends for `origin`).
+    host: String,
+    /// `/bucket` in path style, empty otherwise.
+    base_path: String,
+    /// The endpoint as users wrote it, for messages.
+    shown: String,
+    bucket: String,
+    region: String,
+    creds: Credentials,
+    retry: Retry,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("endpoint", &self.shown)
+            .field("bucket", &self.bucket)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Reply {
+    status: u16,
+    etag: Option<String>,
+    body: Vec<u8>,
+    attempts: u32,
+}
+
+impl Client {
+    /// A client for `target`; checks the endpoint URL, sends nothing.
+    pub fn new(target: &Target, creds: Credentials, retry: Retry) -> Result<Client, S3Error> {
+        let shown = target
+            .endpoint
+            .clone()
+            .unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", target.region));
+        let uri: Uri = shown
+            .parse()
+            .map_err(|e| S3Error::Config(format!("backend endpoint {shown:?}: {e}")))?;
+        let scheme = uri.scheme_str().unwrap_or("");
+        let host = uri
+            .host()
+            .ok_or_else(|| S3Error::Config(format!("backend endpoint {shown:?} has no host")))?;
+        let loopback = is_loopback(host);
+        match scheme {
+            "https" => {}
+            "http" if loopback || target.allow_http => {}
+            "http" => {
+                return Err(S3Error::Config(format!(
+                    "backend endpoint {shown}: plain http to a host that is not loopback would \
+                     send the state unencrypted; use https (or set allowHttp = true)"
+                )))
+            }
+            _ => {
+                return Err(S3Error::Config(format!(
+                    "backend endpoint {shown:?}: use an http(s):// URL"
+                )))
+            }
+        }
+        if !uri.path().trim_matches('/').is_empty() {
+            return Err(S3Error::Config(format!(
+                "backend endpoint {shown}: give the server only (scheme, host, port), no path"
+            )));
+        }
+        let default_port = if scheme == "https" { 443 } else { 80 };
+        let mut authority = host.to_string();
+        if let Some(port) = uri.port_u16().filter(|p| *p != default_port) {
+            authority = format!("{authority}:{port}");
+        }
+        let (host_header, base_path) = if target.path_style {
+            (
+                authority,
+                format!("/{}", sigv4::uri_encode(&target.bucket, true)),
+            )
+        } else {
+            (format!("{}.{authority}", target.bucket), String::new())
+        };
+        let mut config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .user_agent(concat!("nivis/", env!("CARGO_PKG_VERSION")))
+            .timeout_connect(Some(retry.timeout.min(Duration::from_secs(10))))
+            .timeout_global(Some(retry.timeout))
+            .max_redirects(0)
+            .tls_config(
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+                    .build(),
+            );
+        if loopback {
+            config = config.proxy(None);
+        }
+        Ok(Client {
+            agent: ureq::Agent::new_with_config(config.build()),
+            origin: format!("{scheme}://{host_header}"),
+            host: host_header,
+            base_path,
+            shown,
+            bucket: target.bucket.clone(),
+            region: target.region.clone(),
+            creds,
+            retry,
+        })
+    }
+
+    /// The endpoint as configured, for messages.
+    pub fn endpoint(&self) -> &str {
+        &self.shown
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// Reads `key`; `Ok(None)` if there is no such object.
+    pub fn get(&self, key: &str) -> Result<Option<Object>, S3Error> {
+        let reply = self.send("GET", Some(key), &[], &[], &[])?;
+        match reply.status {
+            200 => Ok(Some(Object {
+                etag: self.etag_of(&reply)?,
+                body: reply.body,
+            })),
+            404 if error_code(&reply.body).as_deref() == Some("NoSuchKey") => Ok(None),
+            _ => Err(self.failure(key, &reply)),
+        }
+    }
+
+    /// Writes `body` to `key` if `condition` holds.
+    pub fn put(
+        &self,
+        key: &str,
+        body: &[u8],
+        condition: Condition<'_>,
+    ) -> Result<Written, S3Error> {
+        let headers = condition_header(condition);
+        let reply = self.send("PUT", Some(key), &[], &headers, body)?;
+        match reply.status {
+            200 => Ok(Written {
+                etag: self.etag_of(&reply)?,
+                attempts: reply.attempts,
+            }),
+            _ => Err(self.failure(key, &reply)),
+        }
+    }
+
+    /// Deletes `key` if `condition` holds; deleting a missing object succeeds.
+    pub fn delete(&self, key: &str, condition: Condition<'_>) -> Result<(), S3Error> {
+        let headers = condition_header(condition);
+        let reply = self.send("DELETE", Some(key), &[], &headers, &[])?;
+        match reply.status {
+            200 | 204 => Ok(()),
+            404 if error_code(&reply.body).as_deref() == Some("NoSuchKey") => Ok(()),
+            _ => Err(self.failure(key, &reply)),
+        }
+    }
+
+    /// Every key starting with `prefix`, in S3's (lexicographic) order.
+    pub fn list(&self, prefix: &str) -> Result<Vec<String>, S3Error> {
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut query = vec![
+                ("list-type", "2".to_string()),
+                ("prefix", prefix.to_string()),
+            ];
+            if let Some(t) = &token {
+                query.push(("continuation-token", t.clone()));
+            }
+            let reply = self.send("GET", None, &query, &[], &[])?;
+            if reply.status != 200 {
+                return Err(self.failure(prefix, &reply));
+            }
+            let page = xml::list_page(&reply.body).ok_or_else(|| S3Error::NotS3 {
+                endpoint: self.shown.clone(),
+                status: reply.status,
+                detail: "a listing that is not a ListBucketResult".into(),
+            })?;
+            keys.extend(page.keys);
+            match page.next {
+                Some(next) if page.truncated => token = Some(next),
+                _ => return Ok(keys),
+            }
+        }
+    }
+
+    /// Checks that the bucket exists and the credentials may list it, with one small request.
+    /// (Some servers create a missing bucket on the first write instead of refusing it.)
+    pub fn probe(&self, prefix: &str) -> Result<(), S3Error> {
+        let query = [
+            ("list-type", "2".to_string()),
+            ("max-keys", "1".to_string()),
+            ("prefix", prefix.to_string()),
+        ];
+        let reply = self.send("GET", None, &query, &[], &[])?;
+        match reply.status {
+            200 if xml::list_page(&reply.body).is_some() => Ok(()),
+            200 => Err(S3Error::NotS3 {
+                endpoint: self.shown.clone(),
+                status: 200,
+                detail: "a listing that is not a ListBucketResult".into(),
+            }),
+            _ => Err(self.failure(prefix, &reply)),
+        }
+    }
+
+    fn etag_of(&self, reply: &Reply) -> Result<String, S3Error> {
+        reply.etag.clone().ok_or_else(|| S3Error::NotS3 {
+            endpoint: self.shown.clone(),
+            status: reply.status,
+            detail: "a success without an ETag header".into(),
+        })
+    }
+
+    /// Sends one request, retrying outages; returns the first answer that is not one.
+    fn send(
+        &self,
+        method: &str,
+        key: Option<&str>,
+        query: &[(&str, String)],
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Result<Reply, S3Error> {
+        let path = match key {
+            Some(key) => format!("{}/{}", self.base_path, sigv4::uri_encode(key, false)),
+            None if self.base_path.is_empty() => "/".to_string(),
+            None => self.base_path.clone(),
+        };
+        let query_string = sigv4::canonical_query(query);
+        let url = if query_string.is_empty() {
+            format!("{}{path}", self.origin)
+        } else {
+            format!("{}{path}?{query_string}", self.origin)
+        };
+        let payload = sigv4::payload_hash(body);
+        let mut pause = self.retry.first_pause;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let outcome = self.attempt(method, &url, &path, query, headers, body, &payload);
+            let last = attempt >= self.retry.attempts.max(1);
+            match outcome {
+                Ok(reply) if !is_retried_status(reply.status) || last => {
+                    return match reply.status {
+                        s if is_retried_status(s) => Err(S3Error::Server {
+                            endpoint: self.shown.clone(),
+                            status: s,
+                            code: error_code(&reply.body).unwrap_or_default(),
+                            attempts: attempt,
+                        }),
+                        _ => Ok(Reply {
+                            attempts: attempt,
+                            ..reply
+                        }),
+                    };
+                }
+                Err(detail) if last => {
+                    return Err(S3Error::Unreachable {
+                        endpoint: self.shown.clone(),
+                        detail,
+                        attempts: attempt,
+                    })
+                }
+                Ok(_) | Err(_) => {
+                    log::debug!("S3 {method} {url}: attempt {attempt} failed; retrying");
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(self.retry.max_pause);
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attempt(
+        &self,
+        method: &str,
+        url: &str,
+        path: &str,
+        query: &[(&str, String)],
+        headers: &[(&str, String)],
+        body: &[u8],
+        payload: &str,
+    ) -> Result<Reply, String> {
+        let signed = sigv4::sign(
+            &self.creds,
+            &self.region,
+            &amz_date(SystemTime::now()),
+            &sigv4::Request {
+                method,
+                host: &self.host,
+                path,
+                query,
+                headers,
+                payload_sha256: payload,
+            },
+        );
+        let mut request = Request::builder().method(method).uri(url);
+        for (k, v) in headers.iter().chain(signed.iter()) {
+            request = request.header(*k, v);
+        }
+        let sent = if body.is_empty() && method != "PUT" {
+            self.agent.run(request.body(()).map_err(|e| e.to_string())?)
+        } else {
+            self.agent
+                .run(request.body(body).map_err(|e| e.to_string())?)
+        };
+        let mut response = sent.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let etag = response
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(BODY_LIMIT)
+            .read_to_vec()
+            .map_err(|e| e.to_string())?;
+        Ok(Reply {
+            status,
+            etag,
+            body,
+            attempts: 1,
+        })
+    }
+
+    /// The error for an answer that is not the success expected.
+    fn failure(&self, key: &str, reply: &Reply) -> S3Error {
+        let endpoint = self.shown.clone();
+        let Some(err) = xml::error_document(&reply.body) else {
+            let snippet: String = String::from_utf8_lossy(&reply.body)
+                .chars()
+                .take(80)
+                .collect::<String>()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let detail = if snippet.is_empty() {
+                "no S3 error document".to_string()
+            } else {
+                format!("no S3 error document but {snippet:?}")
+            };
+            return match reply.status {
+                412 => S3Error::PreconditionFailed {
+                    key: key.to_string(),
+                    attempts: reply.attempts,
+                },
+                status => S3Error::NotS3 {
+                    endpoint,
+                    status,
+                    detail,
+                },
+            };
+        };
+        match (reply.status, err.code.as_str()) {
+            (412, _) | (409, "ConditionalRequestConflict") => S3Error::PreconditionFailed {
+                key: key.to_string(),
+                attempts: reply.attempts,
+            },
+            (_, "NoSuchBucket") => S3Error::NoSuchBucket {
+                endpoint,
+                bucket: self.bucket.clone(),
+            },
+            (
+                _,
+                "InvalidAccessKeyId"
+                | "SignatureDoesNotMatch"
+                | "ExpiredToken"
+                | "InvalidToken"
+                | "TokenRefreshRequired"
+                | "AuthorizationHeaderMalformed",
+            ) => S3Error::Credentials {
+                endpoint,
+                code: err.code,
+                source: self.creds.source.clone(),
+            },
+            (_, "AccessDenied") => S3Error::AccessDenied {
+                bucket: self.bucket.clone(),
+                key: key.to_string(),
+                source: self.creds.source.clone(),
+            },
+            (status, _) => S3Error::Refused {
+                endpoint,
+                status,
+                code: err.code,
+                message: err.message,
+            },
+        }
+    }
+}
+
+fn condition_header(condition: Condition<'_>) -> Vec<(&'static str, String)> {
+    match condition {
+        Condition::Always => Vec::new(),
+        Condition::Absent => vec![("if-none-match", "*".to_string())],
+        Condition::Matches(etag) => vec![("if-match", etag.to_string())],
+    }
+}
+
+fn is_retried_status(status: u16) -> bool {
+    status == 429 || (500..600).contains(&status)
+}
+
+fn error_code(body: &[u8]) -> Option<String> {
+    xml::error_document(body).map(|e| e.code)
+}
+
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_matches(['[', ']']);
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `YYYYMMDDTHHMMSSZ` for `t`.
+fn amz_date(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    crate::state::holder::format_utc(secs).replace(['-', ':'], "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn creds() -> Credentials {
+        Credentials {
+            access_key: "AK".into(),
+            secret_key: "SK".into(),
+            session_token: None,
+            source: "test".into(),
+        }
+    }
+
+    fn target(endpoint: Option<&str>, path_style: bool) -> Target {
+        Target {
+            endpoint: endpoint.map(str::to_string),
+            bucket: "my-bucket".into(),
+            region: "eu-west-1".into(),
+            path_style,
+            allow_http: false,
+        }
+    }
+
+    #[test]
+    fn builds_urls_for_both_styles() {
+        let c = Client::new(&target(None, false), creds(), Retry::default()).unwrap();
+        assert_eq!(c.origin, "https://my-bucket.s3.eu-west-1.amazonaws.com");
+        assert_eq!(c.base_path, "");
+        let c = Client::new(
+            &target(Some("http://127.0.0.1:9000"), true),
+            creds(),
+            Retry::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.origin.as_str(), c.host.as_str()),
+            ("http://127.0.0.1:9000", "127.0.0.1:9000")
+        );
+        assert_eq!(c.base_path, "/my-bucket");
+        let c = Client::new(
+            &target(Some("https://minio.example:443"), true),
+            creds(),
+            Retry::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            c.host, "minio.example",
+            "the default port is not part of Host"
+        );
+    }
+
+    #[test]
+    fn refuses_plain_http_to_remote_hosts_and_paths() {
+        let err = Client::new(
+            &target(Some("http://minio.example:9000"), true),
+            creds(),
+            Retry::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("use https"), "{err}");
+        let mut allowed = target(Some("http://minio.example:9000"), true);
+        allowed.allow_http = true;
+        assert!(Client::new(&allowed, creds(), Retry::default()).is_ok());
+        let err = Client::new(
+            &target(Some("https://h/base"), true),
+            creds(),
+            Retry::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("no path"), "{err}");
+    }
+
+    #[test]
+    fn formats_amz_dates() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_369_353_600);
+        assert_eq!(amz_date(t), "20130524T000000Z");
+    }
+
+    #[test]
+    fn unreachable_endpoints_fail_after_the_bounded_retries() {
+        // A port nobody listens on: bind, note the port, close.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let retry = Retry {
+            attempts: 3,
+            first_pause: Duration::from_millis(10),
+            max_pause: Duration::from_millis(20),
+            timeout: Duration::from_secs(5),
+        };
+        let c = Client::new(
+            &target(Some(&format!("http://127.0.0.1:{port}")), true),
+            creds(),
+            retry,
+        )
+        .unwrap();
+        let err = c.get("k").unwrap_err();
+        let S3Error::Unreachable { attempts, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(*attempts, 3);
+        assert!(err.is_outage());
+        assert!(
+            err.to_string().contains("cannot reach the S3 endpoint"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! The S3 backend's configuration: the fields of `nivis.backend` (after CLI overrides), checked,
+//! with the environment applied to the key.
+//!
+//! Owns: field names, defaults and their validation; the environment's key; making a client and
+//! a cipher. Not: reading the flake or the flags (see `state::backend`).
+
+use std::path::PathBuf;
+
+use serde_json::{Map, Value as Json};
+use sha2::{Digest, Sha256};
+
+use super::client::{Client, Retry, Target};
+use super::crypt::{Cipher, KeySource};
+use super::sigv4::Credentials;
+use super::RemoteError;
+use crate::state::StateError;
+
+/// The environment whose state is the backend's `key` itself.
+pub const DEFAULT_ENV: &str = "default";
+
+/// A configured S3 backend for one environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Backend {
+    pub target: Target,
+    /// `key` as configured (the default environment's state).
+    pub base_key: String,
+    /// `envKeyPrefix` (default `env:`, as OpenTofu's `workspace_key_prefix`).
+    pub env_prefix: String,
+    /// The selected environment.
+    pub env: String,
+    /// `profile`: a profile of the shared credentials file (else the environment's keys).
+    pub profile: Option<String>,
+    /// `encryptionKeyEnv` / `encryptionKeyFile`.
+    pub encryption: Option<KeySource>,
+    pub retry: Retry,
+}
+
+/// The fields `type = "s3"` accepts.
+pub const FIELDS: &[&str] = &[
+    "type",
+    "bucket",
+    "key",
+    "region",
+    "endpoint",
+    "usePathStyle",
+    "envKeyPrefix",
+    "profile",
+    "encryptionKeyEnv",
+    "encryptionKeyFile",
+    "allowHttp",
+    "maxAttempts",
+];
+
+impl S3Backend {
+    /// Reads the fields of an `s3` backend for environment `env`.
+    pub fn from_fields(fields: &Map<String, Json>, env: &str) -> Result<S3Backend, String> {
+        if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(format!(
+                "backend field {unknown:?} is not known for type \"s3\" (known: {})",
+                FIELDS[1..].join(", ")
+            ));
+        }
+        let text = |name: &str| -> Result<Option<String>, String> {
+            match fields.get(name) {
+                None | Some(Json::Null) => Ok(None),
+                Some(Json::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+                Some(other) => Err(format!(
+                    "backend field {name} must be a non-empty string, not {other}"
+                )),
+            }
+        };
+        let flag = |name: &str| -> Result<bool, String> {
+            match fields.get(name) {
+                None | Some(Json::Null) => Ok(false),
+                Some(Json::Bool(b)) => Ok(*b),
+                Some(other) => Err(format!(
+                    "backend field {name} must be true or false, not {other}"
+                )),
+            }
+        };
+        let required =
+            |name: &str| text(name)?.ok_or_else(|| format!("the s3 backend needs `{name}`"));
+        let bucket = required("bucket")?;
+        if !(3..=63).contains(&bucket.len()) {
+            return Err(format!(
+                "backend bucket {bucket:?}: S3 bucket names have 3 to 63 characters"
+            ));
+        }
+        let key = required("key")?;
+        if key.starts_with('/') || key.ends_with('/') || key.contains("//") {
+            return Err(format!(
+                "backend key {key:?}: use a relative object key like prod/nivis.state"
+            ));
+        }
+        let region = text("region")?
+            .or_else(|| std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()))
+            .or_else(|| {
+                std::env::var("AWS_DEFAULT_REGION")
+                    .ok()
+                    .filter(|r| !r.is_empty())
+            })
+            .unwrap_or_else(|| "us-east-1".into());
+        let encryption = match (text("encryptionKeyEnv")?, text("encryptionKeyFile")?) {
+            (Some(_), Some(_)) => {
+                return Err("give encryptionKeyEnv or encryptionKeyFile, not both".into())
+            }
+            (Some(var), None) => Some(KeySource::Env(var)),
+            (None, Some(file)) => Some(KeySource::File(file.into())),
+            (None, None) => None,
+        };
+        let mut retry = Retry::default();
+        match fields.get("maxAttempts") {
+            None | Some(Json::Null) => {}
+            Some(n) => match n.as_u64() {
+                Some(n @ 1..=20) => retry.attempts = n as u32,
+                _ => {
+                    return Err(format!(
+                        "backend field maxAttempts must be 1 to 20, not {n}"
+                    ))
+                }
+            },
+        }
+        let env_prefix = text("envKeyPrefix")?.unwrap_or_else(|| "env:".into());
+        if env_prefix.contains('/') {
+            return Err(format!(
+                "backend envKeyPrefix {env_prefix:?} must not contain '/'"
+            ));
+        }
+        check_env_name(env)?;
+        Ok(S3Backend {
+            target: Target {
+                endpoint: text("endpoint")?,
+                bucket,
+                region,
+                path_style: flag("usePathStyle")?,
+                allow_http: flag("allowHttp")?,
+            },
+            base_key: key,
+            env_prefix,
+            env: env.to_string(),
+            profile: text("profile")?,
+            encryption,
+            retry,
+        })
+    }
+
+    /// The object key of the selected environment's state.
+    pub fn key(&self) -> String {
+        if self.env == DEFAULT_ENV {
+            self.base_key.clone()
+        } else {
+            format!("{}/{}/{}", self.env_prefix, self.env, self.base_key)
+        }
+    }
+
+    /// `s3://bucket/key` of the selected environment's state.
+    pub fn url(&self) -> String {
+        format!("s3://{}/{}", self.target.bucket, self.key())
+    }
+
+    /// Where this machine keeps the results a run could not record in this state (the rescue
+    /// file, see `state::rescue`): `$NIVIS_RESCUE_DIR`, else `$XDG_STATE_HOME/nivis/rescue`
+    /// (default `~/.local/state/nivis/rescue`), outside any project directory so that a `path:`
+    /// flake never copies it into the Nix store. One file per state (endpoint, bucket and key),
+    /// named readably after the key.
+    pub fn rescue_path(&self) -> PathBuf {
+        rescue_dir().join(rescue_file_name(
+            self.target.endpoint.as_deref().unwrap_or(""),
+            &self.url(),
+        ))
+    }
+
+    /// A client with credentials from the environment or the profile.
+    pub fn client(&self) -> Result<Client, StateError> {
+        let creds = Credentials::discover(self.profile.as_deref()).map_err(RemoteError::Invalid)?;
+        Client::new(&self.target, creds, self.retry)
+            .map_err(|e| RemoteError::s3(format!("use {}", self.url()), e).into())
+    }
+
+    /// The cipher, if the state is encrypted.
+    pub fn cipher(&self) -> Result<Option<Cipher>, StateError> {
+        match &self.encryption {
+            None => Ok(None),
+            Some(source) => Cipher::load(source)
+                .map(Some)
+                .map_err(|e| RemoteError::Invalid(e).into()),
+        }
+    }
+
+    /// The environments with a state in the bucket: `default` if the base key exists, and each
+    /// `ENV` with an object `ENVPREFIX/ENV/key`.
+    pub fn envs(&self) -> Result<Vec<String>, StateError> {
+        let client = self.client()?;
+        let prefix = format!("{}/", self.env_prefix);
+        let listed = |p: &str| {
+            client
+                .list(p)
+                .map_err(|e| StateError::from(RemoteError::s3(format!("list {p}"), e)))
+        };
+        let mut envs = Vec::new();
+        if listed(&self.base_key)?.contains(&self.base_key) {
+            envs.push(DEFAULT_ENV.to_string());
+        }
+        let suffix = format!("/{}", self.base_key);
+        for key in listed(&prefix)? {
+            if let Some(env) = key
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.strip_suffix(&suffix))
+                .filter(|env| !env.contains('/'))
+            {
+                envs.push(env.to_string());
+            }
+        }
+        Ok(envs)
+    }
+}
+
+fn rescue_dir() -> PathBuf {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = var("NIVIS_RESCUE_DIR") {
+        return dir;
+    }
+    let state_home = var("XDG_STATE_HOME")
+        .filter(|p| p.is_absolute())
+        .or_else(|| var("HOME").map(|h| h.join(".local/state")))
+        .unwrap_or_else(|| {
+            // SAFETY: getuid has no preconditions and cannot fail.
+            std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
+        });
+    state_home.join("nivis/rescue")
+}
+
+/// A readable file name for the state `url` at `endpoint`, unique by a digest of both.
+fn rescue_file_name(endpoint: &str, url: &str) -> String {
+    let readable: String = url
+        .trim_start_matches("s3://")
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '.' => c,
+            _ => '_',
+        })
+        .take(80)
+        .collect();
+    let digest = Sha256::digest(format!("{endpoint}\n{url}").as_bytes());
+    format!("{readable}-{}.rescue", hex::encode(&digest[..6]))
+}
+
+/// Environment names: letters, digits, `-`, `_`, `.`; not empty, not `.`/`..`.
+pub fn check_env_name(env: &str) -> Result<(), String> {
+    let ok = !env.is_empty()
+        && env != "."
+        && env != ".."
+        && env.len() <= 64
+        && env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "environment {env:?}: use up to 64 letters, digits, '-', '_' or '.'"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(v: Json) -> Map<String, Json> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn reads_fields_with_defaults_and_environments() {
+        let f = fields(
+            json!({"type": "s3", "bucket": "team-state", "key": "prod/nivis.state",
+            "region": "eu-west-1", "endpoint": "http://127.0.0.1:9000", "usePathStyle": true}),
+        );
+        let b = S3Backend::from_fields(&f, "default").unwrap();
+        assert_eq!(b.key(), "prod/nivis.state");
+        assert_eq!(b.url(), "s3://team-state/prod/nivis.state");
+        assert!(b.target.path_style);
+        assert_eq!(b.target.region, "eu-west-1");
+        let dev = S3Backend::from_fields(&f, "dev").unwrap();
+        assert_eq!(dev.key(), "env:/dev/prod/nivis.state");
+    }
+
+    #[test]
+    fn refuses_what_cannot_work() {
+        let bad = |v: Json, env: &str| S3Backend::from_fields(&fields(v), env).unwrap_err();
+        assert!(bad(json!({"key": "k"}), "default").contains("needs `bucket`"));
+        assert!(bad(json!({"bucket": "ab", "key": "k"}), "default").contains("3 to 63"));
+        assert!(bad(json!({"bucket": "abc", "key": "/k"}), "default").contains("relative"));
+        assert!(
+            bad(json!({"bucket": "abc", "key": "k", "bukcet": 1}), "default")
+                .contains("\"bukcet\" is not known")
+        );
+        assert!(bad(
+            json!({"bucket": "abc", "key": "k", "usePathStyle": "yes"}),
+            "default"
+        )
+        .contains("true or false"));
+        assert!(bad(json!({"bucket": "abc", "key": "k"}), "../x").contains("environment"));
+        assert!(bad(
+            json!({"bucket": "abc", "key": "k", "encryptionKeyEnv": "A",
+            "encryptionKeyFile": "/f"}),
+            "default"
+        )
+        .contains("not both"));
+    }
+
+    #[test]
+    fn rescue_file_names_are_readable_and_distinct() {
+        let a = rescue_file_name("", "s3://bucket/env:/dev/k");
+        assert!(
+            a.starts_with("bucket_env__dev_k-") && a.ends_with(".rescue"),
+            "{a}"
+        );
+        assert_ne!(a, rescue_file_name("", "s3://bucket/env:/dev/k2"));
+        assert_ne!(
+            a,
+            rescue_file_name("http://127.0.0.1:9000", "s3://bucket/env:/dev/k"),
+            "the same bucket and key on another server"
+        );
+    }
+}

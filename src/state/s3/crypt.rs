@@ -1,0 +1,196 @@
+//! Optional client-side encryption of every state object (AES-256-GCM, RustCrypto `aes-gcm`).
+//!
+//! Owns: the key (32 bytes, standard base64, from an environment variable or a file), the
+//! sealed format, and binding each object to its key name. Not: where objects go.
+//!
+//! A sealed object is `nivis-aes256gcm-v1\n` + a random 96-bit nonce + ciphertext with its
+//! 16-byte tag. The object's key name is the associated data, so a sealed journal segment or
+//! snapshot cannot be moved to another name (an older segment replayed in a newer slot, say)
+//! without failing authentication. Whoever can read the bucket learns object sizes and names,
+//! never attributes.
+
+use std::path::Path;
+
+use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use aes_gcm::{Aes256Gcm, Key, Nonce};
+
+const MAGIC: &[u8] = b"nivis-aes256gcm-v1\n";
+const NONCE_LEN: usize = 12;
+
+/// Where the key comes from (backend `encryptionKeyEnv` / `encryptionKeyFile`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// An environment variable holding the base64 key.
+    Env(String),
+    /// A file holding the base64 key (must not be readable by group or others).
+    File(std::path::PathBuf),
+}
+
+/// An encryption key, ready to seal and open objects. `Debug` never shows it.
+pub struct Cipher {
+    aead: Aes256Gcm,
+}
+
+impl std::fmt::Debug for Cipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cipher(AES-256-GCM, key hidden)")
+    }
+}
+
+impl Cipher {
+    /// Loads the key from `source`; the error names the source and what is wrong.
+    pub fn load(source: &KeySource) -> Result<Cipher, String> {
+        let (text, what) = match source {
+            KeySource::Env(var) => (
+                std::env::var(var).map_err(|_| {
+                    format!(
+                        "the state is configured to be encrypted with the key in ${var}, but \
+                         {var} is not set; set it to the base64 of 32 random bytes (e.g. \
+                         `head -c 32 /dev/urandom | base64`)"
+                    )
+                })?,
+                format!("${var}"),
+            ),
+            KeySource::File(path) => (read_key_file(path)?, path.display().to_string()),
+        };
+        let key = crate::state::base64::decode(text.trim())
+            .map_err(|e| format!("the state encryption key in {what} is not base64: {e}"))?;
+        if key.len() != 32 {
+            return Err(format!(
+                "the state encryption key in {what} has {} bytes; AES-256 needs 32",
+                key.len()
+            ));
+        }
+        Ok(Cipher {
+            aead: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key)),
+        })
+    }
+
+    /// Encrypts `plain` for the object named `name`.
+    pub fn seal(&self, name: &str, plain: &[u8]) -> Vec<u8> {
+        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+        let sealed = self
+            .aead
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plain,
+                    aad: name.as_bytes(),
+                },
+            )
+            .expect("AES-GCM encryption of an in-memory buffer cannot fail");
+        let mut out = Vec::with_capacity(MAGIC.len() + NONCE_LEN + sealed.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&sealed);
+        out
+    }
+
+    /// Decrypts the object named `name`; fails if it is not sealed, was sealed with another
+    /// key, or was altered or renamed.
+    pub fn open(&self, name: &str, data: &[u8]) -> Result<Vec<u8>, String> {
+        let Some(rest) = data.strip_prefix(MAGIC) else {
+            return Err(format!(
+                "{name} is not encrypted, but this backend requires encrypted state; to \
+                 encrypt an existing state, `nivis state pull` it without the key and \
+                 `nivis state push` it with the key"
+            ));
+        };
+        if rest.len() < NONCE_LEN {
+            return Err(format!("{name}: the encrypted object is truncated"));
+        }
+        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        self.aead
+            .decrypt(
+                Nonce::from_slice(nonce),
+                Payload {
+                    msg: sealed,
+                    aad: name.as_bytes(),
+                },
+            )
+            .map_err(|_| {
+                format!(
+                    "{name} cannot be decrypted: another key was used, or the object was \
+                     altered or moved"
+                )
+            })
+    }
+}
+
+/// Whether `data` is a sealed object.
+pub fn is_sealed(data: &[u8]) -> bool {
+    data.starts_with(MAGIC)
+}
+
+fn read_key_file(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        format!(
+            "cannot read the state encryption key {}: {e}",
+            path.display()
+        )
+    })?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "the state encryption key {} is readable by other users; chmod 600 it",
+            path.display()
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read the state encryption key {}: {e}",
+            path.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cipher(byte: u8) -> Cipher {
+        Cipher {
+            aead: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&[byte; 32])),
+        }
+    }
+
+    #[test]
+    fn round_trips_and_binds_the_name() {
+        let c = cipher(7);
+        let sealed = c.seal("k/a", b"{\"secret\":1}");
+        assert!(is_sealed(&sealed));
+        assert!(!sealed.windows(6).any(|w| w == b"secret"));
+        assert_eq!(c.open("k/a", &sealed).unwrap(), b"{\"secret\":1}");
+        assert_ne!(
+            c.seal("k/a", b"x"),
+            c.seal("k/a", b"x"),
+            "fresh nonce each time"
+        );
+        assert!(c.open("k/b", &sealed).unwrap_err().contains("moved"));
+        assert!(cipher(8).open("k/a", &sealed).is_err());
+        let mut flipped = sealed.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert!(c.open("k/a", &flipped).is_err());
+        assert!(c.open("k/a", b"{}").unwrap_err().contains("not encrypted"));
+    }
+
+    #[test]
+    fn loads_keys_and_explains_bad_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let key = crate::state::base64::encode(&[1u8; 32]);
+        std::fs::write(&path, format!("{key}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = Cipher::load(&KeySource::File(path.clone())).unwrap_err();
+        assert!(err.contains("chmod 600"), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let c = Cipher::load(&KeySource::File(path.clone())).unwrap();
+        assert_eq!(c.open("n", &cipher(1).seal("n", b"hi")).unwrap(), b"hi");
+        std::fs::write(&path, crate::state::base64::encode(&[1u8; 16])).unwrap();
+        let err = Cipher::load(&KeySource::File(path)).unwrap_err();
+        assert!(err.contains("16 bytes"), "{err}");
+        let err = Cipher::load(&KeySource::Env("NIVIS_TEST_UNSET_KEY_VAR".into())).unwrap_err();
+        assert!(err.contains("NIVIS_TEST_UNSET_KEY_VAR is not set"), "{err}");
+    }
+}

@@ -1,0 +1,106 @@
+//! Remote state on S3-compatible object storage (AWS S3, MinIO, Ceph RGW, SeaweedFS).
+//!
+//! # Objects
+//!
+//! For a state key `K` (the backend's `key`, or `ENVPREFIX/ENV/key` for an environment):
+//!
+//! | object                         | content                                                    |
+//! |--------------------------------|------------------------------------------------------------|
+//! | `K`                            | snapshot: one state, as the local snapshot file            |
+//! | `K.journal/SSSSSSSSSSSS/NNNNNNNNNNNN` | journal segment `N` extending snapshot serial `S`: one record of the local journal's format (one group commit) |
+//! | `K.lock`                       | the lock while held: a [`LockHolder`](crate::state::LockHolder), as in the local lock file |
+//!
+//! Snapshot and segments use the local store's versioned formats (`schemaVersion`) and are read
+//! by the same code (`file::parse_snapshot`, `journal::replay`).
+//!
+//! Every write is conditional. A segment is created with `If-None-Match: *`, so two writers can
+//! never both write segment `N`: the one that loses stops. Compaction first *seals* the
+//! namespace (creates segment `N+1` as a seal), then replaces the snapshot with `If-Match` on
+//! the ETag it read, so a writer whose lock was broken can neither append after the seal nor
+//! replace a snapshot it has not seen. Namespaces two serials old are deleted.
+//!
+//! Commits are O(change): one PUT per group of finished results, never the whole state. The
+//! snapshot is rewritten on open and close (when the journal holds anything) and when the
+//! journal outgrows it, as for the local file store.
+//!
+//! # Faults
+//!
+//! Requests are retried with backoff (see [`client::Retry`]). When a commit still fails, the
+//! store refuses writes and the engine halts dispatch, retries, then hands the unrecorded
+//! changes to [`S3Store::rescue`]: the same rescue file as the local store's (`state::rescue`),
+//! kept in a private directory of this machine (see [`S3Backend::rescue_path`]). The lock stays
+//! held until the next run from this machine has taken it over and recorded the rescue file,
+//! before anything else.
+//!
+//! # Module map
+//!
+//! `sigv4` signs, `client` talks HTTP, `xml` reads S3's answers, `lock` is the lock object,
+//! `crypt` the optional AES-GCM sealing, `store` the [`S3Store`] itself, `config` the backend
+//! configuration (and where the rescue file lives).
+
+mod client;
+pub(crate) mod config;
+mod crypt;
+mod lock;
+mod sigv4;
+mod store;
+mod xml;
+
+use std::fmt;
+
+pub use client::{Client, Condition, Retry, S3Error, Target};
+pub use config::S3Backend;
+pub use crypt::KeySource;
+pub use sigv4::Credentials;
+pub use store::S3Store;
+
+use super::StateError;
+
+/// Why the remote store failed, with what to do.
+#[derive(Debug)]
+pub enum RemoteError {
+    /// A request failed.
+    S3 { what: String, error: S3Error },
+    /// The remote state changed under this writer (its lock was broken?).
+    Conflict { state: String, detail: String },
+    /// Bad configuration or keys, or a rescue file that cannot be recorded.
+    Invalid(String),
+}
+
+impl RemoteError {
+    pub(crate) fn s3(what: impl Into<String>, error: S3Error) -> RemoteError {
+        RemoteError::S3 {
+            what: what.into(),
+            error,
+        }
+    }
+
+    /// The S3 error behind this one, if any.
+    pub fn s3_error(&self) -> Option<&S3Error> {
+        match self {
+            RemoteError::S3 { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<RemoteError> for StateError {
+    fn from(e: RemoteError) -> StateError {
+        StateError::Remote(Box::new(e))
+    }
+}
+
+impl fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RemoteError::S3 { what, error } => write!(f, "cannot {what}: {error}"),
+            RemoteError::Conflict { state, detail } => write!(
+                f,
+                "{state} was changed by another writer while this run held the lock ({detail}); \
+                 was the lock forced open? Nothing more is written; rerun to start from the \
+                 current state"
+            ),
+            RemoteError::Invalid(msg) => write!(f, "{msg}"),
+        }
+    }
+}

@@ -1,0 +1,722 @@
+//! [`S3Store`]: the state kept as snapshot + journal segments in a bucket, locked by an object.
+//!
+//! The layout, the fencing rules and the fault handling are described in the module doc of
+//! [`crate::state::s3`]; this file implements them. Reading (`load`) needs no lock; every write
+//! happens under the lock and is conditional.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::client::{Client, Condition, S3Error};
+use super::config::S3Backend;
+use super::crypt::Cipher;
+use super::lock::{self, HeldLock};
+use super::RemoteError;
+use crate::state::file::parse_snapshot;
+use crate::state::journal;
+use crate::state::rescue::{self, Rescued};
+// A compaction is due once the journal reaches this size or the snapshot's, whichever is larger:
+// the local store's rule, so commits stay amortised O(batch).
+use crate::state::COMPACT_MIN_JOURNAL_BYTES;
+use crate::state::{Change, ForceUnlock, LockHolder, StateError, StateFile, StateStore};
+
+/// The body of a seal segment: the namespace it ends takes no more records.
+const SEAL: &[u8] = b"nivis-sealed\n";
+
+/// The objects of one remote state and how to read and write them.
+struct Remote {
+    client: Client,
+    cipher: Option<Cipher>,
+    key: String,
+    url: String,
+}
+
+impl Remote {
+    fn new(backend: &S3Backend) -> Result<Remote, StateError> {
+        Ok(Remote {
+            client: backend.client()?,
+            cipher: backend.cipher()?,
+            key: backend.key(),
+            url: backend.url(),
+        })
+    }
+
+    fn lock_key(&self) -> String {
+        format!("{}.lock", self.key)
+    }
+
+    fn namespace(&self, serial: u64) -> String {
+        format!("{}.journal/{serial:012}/", self.key)
+    }
+
+    fn segment(&self, serial: u64, seq: u64) -> String {
+        format!("{}{seq:012}", self.namespace(serial))
+    }
+
+    fn seal_body(&self, name: &str, plain: &[u8]) -> Vec<u8> {
+        match &self.cipher {
+            Some(c) => c.seal(name, plain),
+            None => plain.to_vec(),
+        }
+    }
+
+    fn open_body(&self, name: &str, body: Vec<u8>) -> Result<Vec<u8>, StateError> {
+        match &self.cipher {
+            Some(c) => c
+                .open(name, &body)
+                .map_err(|e| RemoteError::Invalid(e).into()),
+            None if super::crypt::is_sealed(&body) => Err(RemoteError::Invalid(format!(
+                "{name} is encrypted; configure its key (encryptionKeyEnv or encryptionKeyFile)"
+            ))
+            .into()),
+            None => Ok(body),
+        }
+    }
+
+    fn fail(&self, what: &str, e: S3Error) -> StateError {
+        RemoteError::s3(format!("{what} {}", self.url), e).into()
+    }
+
+    /// Reads snapshot and journal, retrying when a writer's clean-up removed a segment between
+    /// our listing and our read.
+    fn load(&self) -> Result<Loaded, StateError> {
+        let mut attempt = 0;
+        loop {
+            match self.load_once() {
+                Err(LoadError::Vanished(_)) if attempt < 3 => attempt += 1,
+                Err(LoadError::Vanished(name)) => {
+                    return Err(StateError::corrupt(
+                        &self.url,
+                        None,
+                        format!("journal segment {name} keeps disappearing while being read"),
+                    ))
+                }
+                Err(LoadError::State(e)) => return Err(e),
+                Ok(loaded) => return Ok(loaded),
+            }
+        }
+    }
+
+    fn load_once(&self) -> Result<Loaded, LoadError> {
+        let snapshot = match self.client.get(&self.key) {
+            Ok(Some(obj)) => {
+                let plain = self.open_body(&self.key, obj.body)?;
+                let state = parse_snapshot(Path::new(&self.url), &plain)?;
+                Some((state, obj.etag, plain.len() as u64))
+            }
+            Ok(None) => None,
+            Err(e) => return Err(self.fail("read the state", e).into()),
+        };
+        let serial = snapshot.as_ref().map_or(0, |(s, _, _)| s.serial);
+        let prefix = self.namespace(serial);
+        let names = self
+            .client
+            .list(&prefix)
+            .map_err(|e| self.fail("list the journal of", e))?;
+        let mut bytes = Vec::new();
+        let mut sealed = false;
+        for (seq, name) in names.iter().enumerate() {
+            let expected = self.segment(serial, seq as u64);
+            if *name != expected || sealed {
+                let what = if sealed {
+                    "after the seal"
+                } else {
+                    "out of sequence"
+                };
+                return Err(StateError::corrupt(
+                    &self.url,
+                    None,
+                    format!("journal segment {name} is {what} (expected {expected}); a segment is missing or foreign"),
+                )
+                .into());
+            }
+            let Some(obj) = self
+                .client
+                .get(name)
+                .map_err(|e| self.fail("read the journal of", e))?
+            else {
+                return Err(LoadError::Vanished(name.clone()));
+            };
+            if obj.body == SEAL {
+                sealed = true;
+                continue;
+            }
+            bytes.extend(self.open_body(name, obj.body)?);
+        }
+        let exists = snapshot.is_some() || !names.is_empty();
+        let (state, etag, snapshot_len) = match snapshot {
+            Some((s, etag, len)) => (Some(s), Some(etag), len),
+            None => (None, None, 0),
+        };
+        let replayed = journal::replay(Path::new(&format!("{}.journal", self.url)), state, &bytes)
+            .map_err(StateError::from)?;
+        Ok(Loaded {
+            state: replayed.state,
+            pos: Position {
+                etag,
+                snapshot_len,
+                next_seq: names.len() as u64,
+                journal_bytes: bytes.len() as u64,
+                sealed,
+            },
+            exists,
+        })
+    }
+
+    /// Whether segment `name` holds exactly `line` (to settle a retried create).
+    fn holds(&self, name: &str, line: &[u8]) -> bool {
+        match self.client.get(name) {
+            Ok(Some(obj)) if obj.body == SEAL => line == SEAL,
+            Ok(Some(obj)) => self.open_body(name, obj.body).is_ok_and(|b| b == line),
+            _ => false,
+        }
+    }
+
+    /// Creates segment `name` holding `line`; a conflict means someone else wrote it.
+    fn create(&self, name: &str, line: &[u8]) -> Result<(), StateError> {
+        let body = if line == SEAL {
+            SEAL.to_vec()
+        } else {
+            self.seal_body(name, line)
+        };
+        match self.client.put(name, &body, Condition::Absent) {
+            Ok(_) => Ok(()),
+            Err(S3Error::PreconditionFailed { attempts, .. })
+                if attempts > 1 && self.holds(name, line) =>
+            {
+                Ok(())
+            }
+            Err(S3Error::PreconditionFailed { .. }) => Err(RemoteError::Conflict {
+                state: self.url.clone(),
+                detail: format!("journal segment {name} was written by someone else"),
+            }
+            .into()),
+            Err(e) => Err(self.fail("record results in", e)),
+        }
+    }
+
+    /// Seals namespace `serial` at `seq`, then replaces the snapshot (ETag `etag`) with
+    /// `state`. Returns the new ETag and the snapshot's size.
+    fn replace_snapshot(
+        &self,
+        serial: u64,
+        seq: u64,
+        etag: Option<&str>,
+        state: &StateFile,
+    ) -> Result<(String, u64), StateError> {
+        self.create(&self.segment(serial, seq), SEAL)?;
+        let mut plain = serde_json::to_vec(state).expect("state serialises");
+        plain.push(b'\n');
+        let body = self.seal_body(&self.key, &plain);
+        let condition = etag.map_or(Condition::Absent, Condition::Matches);
+        match self.client.put(&self.key, &body, condition) {
+            Ok(w) => Ok((w.etag, plain.len() as u64)),
+            Err(S3Error::PreconditionFailed { attempts, .. }) if attempts > 1 => {
+                match self.client.get(&self.key) {
+                    Ok(Some(obj))
+                        if self
+                            .open_body(&self.key, obj.body.clone())
+                            .is_ok_and(|b| b == plain) =>
+                    {
+                        Ok((obj.etag, plain.len() as u64))
+                    }
+                    _ => Err(self.snapshot_conflict()),
+                }
+            }
+            Err(S3Error::PreconditionFailed { .. }) => Err(self.snapshot_conflict()),
+            Err(e) => Err(self.fail("write the snapshot of", e)),
+        }
+    }
+
+    fn snapshot_conflict(&self) -> StateError {
+        RemoteError::Conflict {
+            state: self.url.clone(),
+            detail: "the snapshot is not the one this run read".into(),
+        }
+        .into()
+    }
+
+    /// Deletes namespace `serial` (best effort: leftovers are only garbage).
+    fn delete_namespace(&self, serial: u64) {
+        let prefix = self.namespace(serial);
+        match self.client.list(&prefix) {
+            Ok(names) => {
+                for name in names {
+                    if let Err(e) = self.client.delete(&name, Condition::Always) {
+                        log::info!("could not delete the old journal segment {name}: {e}");
+                        return;
+                    }
+                }
+            }
+            Err(e) => log::info!("could not list the old journal {prefix}: {e}"),
+        }
+    }
+}
+
+enum LoadError {
+    Vanished(String),
+    State(StateError),
+}
+
+impl From<StateError> for LoadError {
+    fn from(e: StateError) -> LoadError {
+        LoadError::State(e)
+    }
+}
+
+struct Loaded {
+    state: StateFile,
+    pos: Position,
+    /// Whether any object of the state exists.
+    exists: bool,
+}
+
+/// Where the remote state stands: the snapshot read or written last, and the journal after it.
+#[derive(Debug, Default)]
+struct Position {
+    /// The snapshot's ETag (`None`: no snapshot object yet).
+    etag: Option<String>,
+    snapshot_len: u64,
+    /// The next journal segment's number.
+    next_seq: u64,
+    journal_bytes: u64,
+    /// The journal ends with a seal (a compaction stopped after sealing).
+    sealed: bool,
+}
+
+impl Position {
+    /// Right after a snapshot was written.
+    fn after_snapshot(etag: String, snapshot_len: u64) -> Position {
+        Position {
+            etag: Some(etag),
+            snapshot_len,
+            ..Position::default()
+        }
+    }
+
+    /// Whether the journal holds anything to fold into a new snapshot.
+    fn journal_pending(&self) -> bool {
+        self.journal_bytes > 0 || self.sealed
+    }
+}
+
+/// Why this store refuses writes.
+#[derive(Debug, Clone)]
+enum Poison {
+    /// A journal segment could not be written (an outage, a refusal): nothing of it is
+    /// recorded unless it landed unseen, so [`S3Store::recommit`] may try again.
+    Retryable {
+        cause: String,
+        /// The segment that failed, to recognise it if it landed after all.
+        line: Vec<u8>,
+    },
+    /// Someone else wrote, or a compaction stopped after sealing the journal: never write
+    /// again in this run.
+    Final(String),
+}
+
+impl Poison {
+    fn cause(&self) -> &str {
+        match self {
+            Poison::Retryable { cause, .. } | Poison::Final(cause) => cause,
+        }
+    }
+}
+
+/// A remote state opened for writing: loaded, locked, and appended to by [`commit`].
+///
+/// [`commit`]: StateStore::commit
+pub struct S3Store {
+    remote: Remote,
+    state: StateFile,
+    pos: Position,
+    /// The lock, until released.
+    lock: Option<HeldLock>,
+    rescue_path: PathBuf,
+    /// A rescue file of this state is waiting on this machine: the lock must outlive this
+    /// store, so that no other machine works from a state that lacks its results.
+    rescue_pending: bool,
+    /// Ids recorded at open from an earlier run's rescue file.
+    recovered: Vec<String>,
+    poisoned: Option<Poison>,
+}
+
+impl std::fmt::Debug for S3Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Store")
+            .field("url", &self.remote.url)
+            .field("serial", &self.state.serial)
+            .field("next_seq", &self.pos.next_seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl S3Store {
+    /// Locks and loads the state of `backend`, first recording what an earlier run from this
+    /// machine left in the rescue file (taking over the lock it kept, once it is gone). `local`
+    /// is the local state file that a project moving to this backend would still have: if the
+    /// remote state does not exist yet and `local` holds resources, opening is refused (migrate
+    /// explicitly, never silently).
+    pub fn open(
+        backend: &S3Backend,
+        holder: LockHolder,
+        wait: Option<Duration>,
+        local: Option<&Path>,
+    ) -> Result<S3Store, StateError> {
+        let remote = Remote::new(backend)?;
+        let rescue_path = backend.rescue_path();
+        let pending = rescue::read(&rescue_path)?;
+        remote
+            .client
+            .probe(&remote.key)
+            .map_err(|e| remote.fail("open", e))?;
+        let lock_key = remote.lock_key();
+        if pending.is_some() {
+            // The run that rescued them kept the lock (or a later open that could not record
+            // them did); once it is gone, the lock is this machine's to take.
+            if let Some(gone) = lock::take_over(&remote.client, &lock_key)? {
+                log::warn!(
+                    "took over the lock {} of an earlier run from this machine ({gone}; gone), \
+                     kept for the results in the rescue file {}",
+                    gone.id,
+                    rescue_path.display()
+                );
+            }
+        }
+        let started = std::time::Instant::now();
+        let held = lock::acquire(&remote.client, &lock_key, holder, wait)?;
+        log::info!(
+            "took the lock {} of {} in {:.1} ms",
+            held.holder.id,
+            remote.url,
+            started.elapsed().as_secs_f64() * 1000.0
+        );
+        let mut store = S3Store {
+            remote,
+            state: StateFile::empty(),
+            pos: Position::default(),
+            lock: Some(held),
+            rescue_path,
+            rescue_pending: pending.is_some(),
+            recovered: Vec::new(),
+            poisoned: None,
+        };
+        let loaded = store.remote.load()?;
+        if let (false, Some(local), None) = (loaded.exists, local, &pending) {
+            refuse_silent_migration(&store.remote.url, local)?;
+        }
+        store.state = loaded.state;
+        store.pos = loaded.pos;
+        if let Some(rescued) = pending {
+            store.record_rescued(rescued, !loaded.exists)?;
+        }
+        if store.pos.journal_pending() {
+            store.compact()?;
+        }
+        Ok(store)
+    }
+
+    /// Reads the state of `backend` without locking, with the results this machine keeps in
+    /// the rescue file applied in memory (as the next writer will record them first).
+    pub fn read_only(backend: &S3Backend) -> Result<StateFile, StateError> {
+        let remote = Remote::new(backend)?;
+        let loaded = remote.load()?;
+        let mut state = loaded.state;
+        let path = backend.rescue_path();
+        if let Some(rescued) = rescue::read(&path)? {
+            log::warn!(
+                "{} result(s) of an earlier run from this machine are kept in the rescue file {} \
+                 and not yet in {}: {}; the next apply from this machine records them first",
+                rescued.changes.len(),
+                path.display(),
+                remote.url,
+                rescued.ids().join(", ")
+            );
+            for change in rescued.changes_for(&path, &mut state, !loaded.exists)? {
+                state.apply(&change);
+            }
+        }
+        Ok(state)
+    }
+
+    /// `force-unlock ID` for the lock of `backend` (see `lock::force_unlock`).
+    pub fn force_unlock(
+        backend: &S3Backend,
+        id: &str,
+        force: bool,
+        confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
+    ) -> Result<ForceUnlock, StateError> {
+        let remote = Remote::new(backend)?;
+        lock::force_unlock(&remote.client, &remote.lock_key(), id, force, confirm)
+    }
+
+    /// The state URL, `s3://bucket/key`.
+    pub fn url(&self) -> &str {
+        &self.remote.url
+    }
+
+    /// The current state.
+    pub fn state(&self) -> &StateFile {
+        &self.state
+    }
+
+    /// Where [`rescue`](S3Store::rescue) writes, on this machine.
+    pub fn rescue_path(&self) -> &Path {
+        &self.rescue_path
+    }
+
+    /// The ids recorded at open from an earlier run's rescue file.
+    pub fn recovered(&self) -> &[String] {
+        &self.recovered
+    }
+
+    /// Writes `changes` as the next journal segment and applies them: one PUT, whatever the
+    /// batch size. After `Err` nothing is applied and the store refuses writes
+    /// ([`StateError::Poisoned`]) except [`recommit`](S3Store::recommit).
+    pub fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        self.check_poisoned()?;
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let line = journal::encode(&self.state.lineage, self.state.serial, changes)
+            .map_err(|e| RemoteError::Invalid(format!("cannot encode a record: {e}")))?;
+        let name = self.remote.segment(self.state.serial, self.pos.next_seq);
+        if let Err(e) = self.remote.create(&name, &line) {
+            let conflict =
+                matches!(&e, StateError::Remote(r) if matches!(**r, RemoteError::Conflict { .. }));
+            self.poisoned = Some(match conflict {
+                true => Poison::Final(e.to_string()),
+                false => Poison::Retryable {
+                    cause: e.to_string(),
+                    line,
+                },
+            });
+            return Err(e);
+        }
+        self.pos.next_seq += 1;
+        self.pos.journal_bytes += line.len() as u64;
+        for change in changes {
+            self.state.apply(change);
+        }
+        if self.pos.journal_bytes >= self.pos.snapshot_len.max(COMPACT_MIN_JOURNAL_BYTES) {
+            if let Err(e) = self.compact() {
+                log::warn!(
+                    "could not compact {} (the journal keeps everything): {e}",
+                    self.remote.url
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Retries a batch after [`commit`](S3Store::commit) failed. If the failed segment landed
+    /// after all (its answer was lost), it is counted and `changes` follow it (replaying a put
+    /// or a removal twice is harmless). Refused after a conflict.
+    pub fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        if let Some(Poison::Retryable { line, .. }) = &self.poisoned {
+            let name = self.remote.segment(self.state.serial, self.pos.next_seq);
+            if self.remote.holds(&name, line) {
+                self.pos.next_seq += 1;
+                self.pos.journal_bytes += line.len() as u64;
+            }
+            self.poisoned = None;
+        }
+        self.commit(changes)
+    }
+
+    /// Keeps `changes`, which the store could not take, in this machine's rescue file (see
+    /// `state::rescue`; created with a private directory) and returns its path. The lock then
+    /// stays held after this store is gone; the next open from this machine records them first.
+    pub fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
+        if let Some(dir) = self.rescue_path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| StateError::io(dir, "create the directory", e))?;
+        }
+        rescue::write(&self.rescue_path, &self.state, changes)?;
+        self.rescue_pending = true;
+        Ok(self.rescue_path.clone())
+    }
+
+    /// What to do after a write failed (see [`LockedStore::remedy`]).
+    ///
+    /// [`LockedStore::remedy`]: crate::state::LockedStore::remedy
+    pub fn remedy(&self) -> String {
+        let url = &self.remote.url;
+        if !self.rescue_pending {
+            return format!("Once {url} can be written again, run again.");
+        }
+        let id = self.lock.as_ref().map_or("", |l| l.holder.id.as_str());
+        format!(
+            "Once {url} can be written again, run again from this machine: it records the \
+             rescued results before anything else. Until then the lock {id} stays held, so that \
+             no other machine works from a state that lacks them (to give them up, move the \
+             rescue file aside and run `nivis force-unlock {id}`)."
+        )
+    }
+
+    /// Replaces the whole state by `next` (state push, migration): seals the journal and
+    /// writes `next` as the snapshot, with a serial above both.
+    pub fn replace(&mut self, mut next: StateFile) -> Result<(), StateError> {
+        self.check_poisoned()?;
+        next.serial = next.serial.max(self.state.serial) + 1;
+        let (etag, len) = self
+            .remote
+            .replace_snapshot(
+                self.state.serial,
+                self.pos.next_seq,
+                self.pos.etag.as_deref(),
+                &next,
+            )
+            .inspect_err(|e| self.poison_after_seal("replace the state", e))?;
+        let old = self.state.serial;
+        self.after_snapshot(next, etag, len);
+        self.remote.delete_namespace(old);
+        Ok(())
+    }
+
+    /// Folds the journal into a new snapshot; `serial` goes up by one.
+    pub fn compact(&mut self) -> Result<(), StateError> {
+        self.check_poisoned()?;
+        let old = self.state.serial;
+        self.state.serial += 1;
+        let written = self.remote.replace_snapshot(
+            old,
+            self.pos.next_seq,
+            self.pos.etag.as_deref(),
+            &self.state,
+        );
+        self.state.serial = old;
+        let (etag, len) = written.inspect_err(|e| self.poison_after_seal("compact", e))?;
+        let next = std::mem::replace(&mut self.state, StateFile::empty());
+        self.after_snapshot(
+            StateFile {
+                serial: old + 1,
+                ..next
+            },
+            etag,
+            len,
+        );
+        if old > 0 {
+            self.remote.delete_namespace(old - 1);
+        }
+        Ok(())
+    }
+
+    /// Compacts (if the journal holds anything) and releases the lock. A store refusing writes
+    /// is an error, and keeps the lock if its results wait in the rescue file.
+    pub fn close(mut self) -> Result<(), StateError> {
+        self.check_poisoned()?;
+        if self.pos.journal_pending() {
+            if let Err(e) = self.compact() {
+                log::warn!(
+                    "could not compact {} (the journal keeps everything): {e}",
+                    self.remote.url
+                );
+            }
+        }
+        self.release();
+        Ok(())
+    }
+
+    fn after_snapshot(&mut self, state: StateFile, etag: String, len: u64) {
+        self.state = state;
+        self.pos = Position::after_snapshot(etag, len);
+    }
+
+    fn check_poisoned(&self) -> Result<(), StateError> {
+        match &self.poisoned {
+            None => Ok(()),
+            Some(poison) => Err(StateError::Poisoned {
+                path: PathBuf::from(&self.remote.url),
+                cause: poison.cause().to_string(),
+            }),
+        }
+    }
+
+    /// After a failed snapshot replacement the namespace may be sealed: write nothing more.
+    fn poison_after_seal(&mut self, what: &str, e: &StateError) {
+        self.poisoned
+            .get_or_insert_with(|| Poison::Final(format!("could not {what}: {e}")));
+    }
+
+    /// Records the results an earlier run kept in the rescue file, before anything else.
+    fn record_rescued(&mut self, rescued: Rescued, fresh: bool) -> Result<(), StateError> {
+        let ids = rescued.ids();
+        let path = self.rescue_path.clone();
+        let changes = rescued.changes_for(&path, &mut self.state, fresh)?;
+        self.commit(&changes).map_err(|e| {
+            StateError::from(RemoteError::Invalid(format!(
+                "cannot record the rescue file {} in {}: {e}; its results ({}) stay in it and \
+                 the next run from this machine tries again",
+                path.display(),
+                self.remote.url,
+                ids.join(", ")
+            )))
+        })?;
+        rescue::remove(&path)?;
+        self.rescue_pending = false;
+        self.recovered = ids;
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        if let Some(held) = self.lock.take() {
+            let started = std::time::Instant::now();
+            match lock::release(&self.remote.client, &held) {
+                Ok(None) => log::info!(
+                    "released the lock {} in {:.1} ms",
+                    held.holder.id,
+                    started.elapsed().as_secs_f64() * 1000.0
+                ),
+                Ok(Some(warning)) => log::warn!("{warning}"),
+                Err(e) => log::warn!(
+                    "could not release the lock of {}: {e}; once this run is over, `nivis \
+                     force-unlock {}` removes it",
+                    self.remote.url,
+                    held.holder.id
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for S3Store {
+    fn drop(&mut self) {
+        // With results only in the rescue file, the lock stays so that nobody else works from a
+        // state that lacks them; the next run from this machine takes it over.
+        if !self.rescue_pending {
+            self.release();
+        }
+    }
+}
+
+impl StateStore for S3Store {
+    fn state(&self) -> &StateFile {
+        &self.state
+    }
+
+    fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        S3Store::commit(self, changes)
+    }
+}
+
+fn refuse_silent_migration(url: &str, local: &Path) -> Result<(), StateError> {
+    let Ok(state) = crate::state::Store::read_only(local) else {
+        return Ok(());
+    };
+    if state.is_empty() {
+        return Ok(());
+    }
+    Err(RemoteError::Invalid(format!(
+        "the backend {url} holds no state yet, but the local state {} has {} resource(s); run \
+         `nivis state migrate` to move it to the backend, or move {} aside to start empty",
+        local.display(),
+        state.len(),
+        local.display()
+    ))
+    .into())
+}

