@@ -165,22 +165,20 @@ fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, Ev
     if std::env::var_os("GC_INITIAL_HEAP_SIZE").is_none() {
         cmd.env("GC_INITIAL_HEAP_SIZE", "8M");
     }
+    run_nix(&mut cmd, &source.to_string())
+}
+
+/// Runs a `nix` command to completion, stdin closed; `what` names it in the error.
+fn run_nix(cmd: &mut Command, what: &str) -> Result<std::process::Output, EvalError> {
     cmd.stdin(Stdio::null()).output().map_err(|e| EvalError {
-        what: source.to_string(),
+        what: what.to_string(),
         message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
     })
 }
 
 /// Writes the flake's lock file, as `nix eval REF#attr` would have on first use.
 fn lock_flake(what: &str, flake: &str) -> Result<(), EvalError> {
-    let output = nix_command()
-        .args(["flake", "lock", flake])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| EvalError {
-            what: what.to_string(),
-            message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
-        })?;
+    let output = run_nix(nix_command().args(["flake", "lock", flake]), what)?;
     if output.status.success() {
         return Ok(());
     }
@@ -221,14 +219,10 @@ pub fn backend_config(
     let expr = format!("{} or null", flake_attr(flake, &path));
     let what = format!("{flake}#{}", path.join("."));
     let output = locking_if_needed(flake, &what, || {
-        nix_command()
-            .args(["eval", "--json", "--impure", "--expr", &expr])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| EvalError {
-                what: what.clone(),
-                message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
-            })
+        run_nix(
+            nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
+            &what,
+        )
     })?;
     if !output.status.success() {
         return Err(EvalError {
