@@ -3,7 +3,9 @@
 //! Resource `alpha_token`: inputs `label` (optional, updates in place) and `keeper` (optional,
 //! forces replacement); computed `id` = `alpha-N`, `value` = `alpha:<label>:N`, and the sensitive
 //! `secret` = `secret-N`, where N is a per-process counter seeded by `NIVIS_FAKE_COUNTER`
-//! (or `TERRAE_NIVIS_FAKE_COUNTER`), incremented by every create or update.
+//! (or `TERRAE_NIVIS_FAKE_COUNTER`), incremented by every create or update. With
+//! `NIVIS_FAKE_SECRET=S` the secret is `S-N` instead, so a test can hunt for a value unique to
+//! its run.
 //! Data source `alpha_lookup`: `key` (required) → `result` = `lookup:<key>`.
 //!
 //! Knobs (environment): `NIVIS_FAKE_ALPHA_SCHEMA_VERSION=1` bumps the schema to version 1, adding
@@ -169,7 +171,7 @@ impl common::Fake for Alpha {
         let mut new = planned.clone();
         if matches!(prior, Value::Null) {
             set(&mut new, "id", Value::String(format!("alpha-{n}")));
-            set(&mut new, "secret", Value::String(format!("secret-{n}")));
+            set(&mut new, "secret", Value::String(secret(n)));
             if self.schema_version >= 1 {
                 set(&mut new, "revision", Value::Number(1.into()));
             }
@@ -236,13 +238,19 @@ impl common::Fake for Alpha {
         m.insert("label".into(), Value::Null);
         m.insert("keeper".into(), Value::Null);
         m.insert("value".into(), Value::String(format!("alpha::{n}")));
-        m.insert("secret".into(), Value::String(format!("secret-{n}")));
+        m.insert("secret".into(), Value::String(secret(n)));
         m.insert("rules".into(), Value::Null);
         if self.schema_version >= 1 {
             m.insert("revision".into(), Value::Number(1.into()));
         }
         Ok(Value::Map(m))
     }
+}
+
+/// The generated secret for counter value `n` (see the module doc).
+fn secret(n: impl std::fmt::Display) -> String {
+    let prefix = common::env("NIVIS_FAKE_SECRET").unwrap_or_else(|| "secret".into());
+    format!("{prefix}-{n}")
 }
 
 /// A list of nested objects (tfplugin6 nested attribute type): `[{ port; proto? }]`.

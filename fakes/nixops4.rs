@@ -7,6 +7,7 @@
 //! - `"unknown"`: answers with a response type the protocol does not have;
 //! - `"error"`: answers `errorResponse` with a four-line message;
 //! - `"echo"`: answers `errorResponse` quoting the whole request, as real providers may;
+//! - `"log"`: logs the whole request on stderr, then answers normally;
 //! - `"exit"`: exits (status 3) without answering;
 //! - `"slow"`: answers after `NIVIS_FAKE_N4_SLOW_MS` milliseconds (default 60000).
 //!
@@ -70,6 +71,7 @@ fn answer(line: &str) -> String {
         Some("garbage") => return "this is not JSON".into(),
         Some("unknown") => return json!({"surpriseResponse": {}}).to_string(),
         Some("echo") => return error(&format!("cannot handle {line}\nthe request was: {line}")),
+        Some("log") => eprintln!("fake: request {line}"),
         Some("error") => {
             return error(&format!(
                 "injected failure on {kind}\nCaused by: the fake was asked to fail\nStack backtrace:\n   0: fake::answer"

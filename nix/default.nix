@@ -29,7 +29,9 @@
 #     strings. byKey turns such a list into an attrset keyed by key:
 #     (byKey webs).a.refAttr "id".
 #
-#   vars ledger declarations                variable values (ledger.vars, defaults)
+#   vars ledger declarations                variable values (from Nivis, defaults); a
+#                                           sensitive one can be passed on or used in
+#                                           str / compute (the result stays sensitive)
 #   typecheck                               checks used by `nivis gen` constructors
 #   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; ledger ? {}; }
 #
@@ -40,7 +42,7 @@ let
   names = import ./lib/names.nix;
   values = import ./lib/values.nix { inherit names; };
   nodes = import ./lib/nodes.nix { inherit names values; };
-  vars = import ./lib/vars.nix { inherit names; };
+  vars = import ./lib/vars.nix { inherit names values; };
   ir = import ./lib/ir.nix { inherit names values nodes vars; };
   typecheck = import ./lib/typecheck.nix { inherit names values; };
 in

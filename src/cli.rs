@@ -2,8 +2,10 @@
 //!
 //! Owns: running each verb, the confirmation prompt, the Ctrl-C handler, exit codes, logging and
 //! the text of summaries. The flag definitions live in `cli::args`, variable precedence in
-//! `cli::vars`, `nivis output` in `cli::output`, completion in `cli::complete` and generated
-//! documentation in `cli::docs`. Not: provider or state internals except through `engine` and
+//! `cli::vars`, `nivis output` in `cli::output`, `state list|show|rm` in `cli::state`, the
+//! state backend and its own verbs in `cli::backend`, completion in `cli::complete` and
+//! generated documentation in `cli::docs`. Everything printed goes through `render`'s escaping
+//! and redaction. Not: provider or state internals except through `engine` and
 //! `state`'s read API.
 
 mod args;
@@ -12,6 +14,7 @@ mod complete;
 mod docs;
 mod gen;
 mod output;
+mod state;
 mod suggest;
 mod vars;
 
@@ -25,19 +28,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
-
 use crate::engine::{
     self, interrupt_flag, Engine, EngineError, Event, Options, Report, Sink, Timing,
 };
 use crate::nixeval::PlanSource;
 use crate::render::{self, out, outln, Human, JsonLines, Style, Tally};
-use crate::state::{Backend, Change, LockHolder};
+use crate::state::{Backend, DEFAULT_ENV};
 
 use self::args::{
     Command, EnvCommand, ForceUnlockArgs, InstallArgs, ManArgs, ProvidersCommand, RunSpec,
-    StateArgs, StateCommand,
+    StateArgs,
 };
 
 impl InstallArgs {
@@ -103,7 +103,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Destroy(args) => run_engine(&args.spec(), style, Verb::Destroy),
         Command::Refresh(args) => run_engine(&args.spec(), style, Verb::Refresh),
         Command::Validate(args) => run_engine(&args.spec(), style, Verb::Validate),
-        Command::State(cmd) => state_command(cmd),
+        Command::State(cmd) => state::run(cmd),
         Command::Output(args) => output::run(&args),
         Command::Gen(args) => gen::run(&args),
         Command::Providers(cmd) => providers_command(cmd),
@@ -151,7 +151,11 @@ enum Verb {
 }
 
 fn fail(e: &dyn std::fmt::Display) -> i32 {
-    let _ = writeln!(std::io::stderr(), "Error: {e}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "Error: {}",
+        render::escape_text(&e.to_string())
+    );
     exit::ERROR
 }
 
@@ -204,24 +208,18 @@ fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
 }
 
 fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
-    let vars = vars::collect(&spec.vars.var_files, &spec.vars.vars, std::env::vars())?;
+    let vars = vars::collect(&spec.vars.var_files, &spec.vars.vars, vars::from_env()?)?;
     for note in &vars.notes {
-        let _ = writeln!(std::io::stderr(), "Note: {note}");
+        let _ = writeln!(std::io::stderr(), "Note: {}", render::escape_text(note));
     }
     let source = plan_source(spec.source)?;
     let backend = match spec.state {
-        Some(state) => backend::for_plan(state, &source)?,
-        // A verb that reads no state (validate): the default local file, never opened.
-        None => Backend::configure(
-            None,
-            &[],
-            "default",
-            &absolute(Path::new("nivis.state.json")),
-        )?,
+        Some(state) => backend::resolve(state, &source)?,
+        // A verb that reads no state (validate): a local backend that is never opened.
+        None => Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"))?,
     };
     Ok(Options {
         source,
-        run_dir: run_dir(&backend::identity(&backend)),
         backend,
         parallelism: spec.parallelism.max(1),
         max_phases: spec.max_phases,
@@ -236,34 +234,20 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
     })
 }
 
+/// `p` made absolute against the working directory, without `.` components (`nivis plan
+/// --flake .` names the directory itself, in messages and to Nix).
 fn absolute(p: &Path) -> PathBuf {
-    if p.is_absolute() {
+    let joined = if p.is_absolute() {
         p.to_path_buf()
     } else {
         std::env::current_dir()
             .map(|d| d.join(p))
             .unwrap_or_else(|_| p.to_path_buf())
-    }
-}
-
-/// A private directory outside the project (so a `path:` flake never copies it into the
-/// store), one per state (a file path, or a remote state's URL).
-fn run_dir(state: &Path) -> PathBuf {
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_dir())
-        .map(|p| p.join("nivis"))
-        .unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
-        });
-    let digest = Sha256::digest(state.display().to_string().as_bytes());
-    let hex = hex::encode(&digest[..8]);
-    let _ = std::fs::create_dir_all(&base);
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700));
-    }
-    base.join(hex)
+    };
+    joined
+        .components()
+        .filter(|c| *c != std::path::Component::CurDir)
+        .collect()
 }
 
 fn confirm_prompt(question: &str) -> bool {
@@ -444,9 +428,13 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
                 );
                 for (id, waits) in &r.pending {
                     if waits.is_empty() {
-                        outln!("  … {id} (ready for the next phase)");
+                        outln!("  … {} (ready for the next phase)", render::escape(id));
                     } else {
-                        outln!("  … {id} waits on {}", engine::describe_waits(waits));
+                        outln!(
+                            "  … {} waits on {}",
+                            render::escape(id),
+                            render::escape(&engine::describe_waits(waits))
+                        );
                     }
                 }
                 outln!("Run `nivis apply` again (without --max-phases) to continue.");
@@ -465,7 +453,11 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
                 r.apply_phases
             );
             for (id, action) in &r.changed {
-                outln!("  ✓ {id} ({})", render::done_verb(*action));
+                outln!(
+                    "  ✓ {} ({})",
+                    render::escape(id),
+                    render::done_verb(*action)
+                );
             }
             outln!("Fixpoint reached after {} evaluation(s).", r.evaluations);
         }
@@ -479,117 +471,15 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
             outln!("Destroyed {} resource(s):", r.changed.len());
             for (id, action) in &r.changed {
                 match action {
-                    engine::Action::Forget => outln!("  . {id} (forgotten: left as it is)"),
-                    _ => outln!("  - {id}"),
+                    engine::Action::Forget => {
+                        outln!("  . {} (forgotten: left as it is)", render::escape(id))
+                    }
+                    _ => outln!("  - {}", render::escape(id)),
                 }
             }
         }
         Verb::Refresh => outln!("Refresh complete."),
         Verb::Validate => outln!("The plan is valid."),
-    }
-}
-
-fn state_command(cmd: StateCommand) -> i32 {
-    match cmd {
-        StateCommand::Pull(args) => backend::pull(&args),
-        StateCommand::Push { file, force, state } => backend::push(&state, &file, force),
-        StateCommand::Migrate { force, state } => backend::migrate(&state, force),
-        StateCommand::List { state: args, json } => match backend::read_state(&args) {
-            Ok(state) => {
-                if json {
-                    outln!(
-                        "{}",
-                        Json::Array(state.ids().map(|id| Json::String(id.to_string())).collect())
-                    );
-                } else {
-                    for id in state.ids() {
-                        outln!("{id}");
-                    }
-                }
-                exit::OK
-            }
-            Err(e) => fail(&e),
-        },
-        StateCommand::Show {
-            id,
-            state: args,
-            json,
-        } => match backend::read_state(&args) {
-            Ok(state) => {
-                let Some(r) = state.get(&id) else {
-                    return fail(&format!(
-                        "{id} is not in the state; `nivis state list` shows what is"
-                    ));
-                };
-                let sensitive: Vec<String> = r
-                    .sensitive_paths
-                    .iter()
-                    .filter_map(|p| {
-                        p.as_array()
-                            .and_then(|a| a.first())
-                            .and_then(|s| s.as_str())
-                            .map(str::to_string)
-                    })
-                    .collect();
-                if json {
-                    let mut attrs = r.attributes.clone();
-                    if let Json::Object(m) = &mut attrs {
-                        for k in &sensitive {
-                            if m.contains_key(k) {
-                                m.insert(k.clone(), Json::String("(sensitive)".into()));
-                            }
-                        }
-                    }
-                    outln!(
-                        "{}",
-                        serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs})
-                    );
-                    return exit::OK;
-                }
-                outln!("{} ({})", r.id, r.type_name);
-                if let Json::Object(m) = &r.attributes {
-                    for (k, v) in m {
-                        let shown = if sensitive.contains(k) {
-                            "(sensitive value)".to_string()
-                        } else {
-                            match v {
-                                Json::String(s) => s.clone(),
-                                other => other.to_string(),
-                            }
-                        };
-                        outln!("  {k} = {shown}");
-                    }
-                }
-                exit::OK
-            }
-            Err(e) => fail(&e),
-        },
-        StateCommand::Rm { ids, state: args } => {
-            let opened = backend::for_state_command(&args).and_then(|b| {
-                b.open(LockHolder::current("nivis state rm"), None)
-                    .map_err(|e| e.to_string())
-            });
-            let mut store = match opened {
-                Ok(s) => s,
-                Err(e) => return fail(&e),
-            };
-            for id in &ids {
-                if !store.state().contains(id) {
-                    return fail(&format!("{id} is not in state; nothing was removed"));
-                }
-            }
-            let changes: Vec<Change> = ids.iter().map(|id| Change::Remove(id.clone())).collect();
-            if let Err(e) = store.commit(&changes) {
-                return fail(&e);
-            }
-            if let Err(e) = store.close() {
-                return fail(&e);
-            }
-            for id in &ids {
-                outln!("Removed {id} from state (the real object was not destroyed).");
-            }
-            exit::OK
-        }
     }
 }
 
@@ -646,7 +536,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     "Locked {} provider(s) for {} platform(s) in {}.",
                     registry.len(),
                     platforms_parsed.len(),
-                    install.lock_file.display()
+                    render::escape(&install.lock_file.display().to_string())
                 );
             })
         }
@@ -657,7 +547,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                         "Mirrored {} provider(s) for {} platform(s) into {}.",
                         registry.len(),
                         platforms_parsed.len(),
-                        dir.display()
+                        render::escape(&dir.display().to_string())
                     );
                 },
             )
@@ -668,19 +558,26 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     match crate::registry::install(&decl.source, decl.version.as_deref(), &install)
                     {
                         Ok(i) => {
-                            outln!("{id}: {} {} from {:?}", i.address, i.version, i.from);
-                            outln!("    {}", i.executable.display());
+                            let mut text = format!(
+                                "{id}: {} {} from {:?}\n    {}",
+                                i.address,
+                                i.version,
+                                i.from,
+                                i.executable.display()
+                            );
                             for h in &i.hashes {
-                                outln!("    {h}");
+                                text.push_str(&format!("\n    {h}"));
                             }
+                            outln!("{}", render::escape_text(&text));
                         }
                         Err(e) => return fail(&format!("provider {id}: {e}")),
                     }
                 } else {
-                    match engine::resolve_source(&decl.source, &base) {
-                        Ok(p) => outln!("{id}: {} (path, {})", p.display(), decl.kind.name()),
-                        Err(e) => outln!("{id}: not found: {e}"),
-                    }
+                    let line = match engine::resolve_source(&decl.source, &base) {
+                        Ok(p) => format!("{id}: {} (path, {})", p.display(), decl.kind.name()),
+                        Err(e) => format!("{id}: not found: {e}"),
+                    };
+                    outln!("{}", render::escape(&line));
                 }
             }
             Ok(())
@@ -726,11 +623,12 @@ impl log::Log for StderrLogger {
 
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
+            // Provider log lines and Nix output pass through here: escaped and redacted.
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "[{}] {}",
                 record.level(),
-                record.args()
+                render::escape_text(&record.args().to_string())
             );
         }
     }

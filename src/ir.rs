@@ -47,7 +47,8 @@ const PATH_BODY: &str = r#"(?:[A-Za-z_][A-Za-z0-9_-]*|\["(?:[^"\\\x00-\x1f]|\\["
 /// Largest list index a path may hold (2^53 - 1, exact in every JSON reader).
 pub const MAX_INDEX: u64 = 9_007_199_254_740_991;
 
-const UNKNOWN_MARKER: &str = "unknown marker: keys starting with '__' are reserved for __ref, __sensitiveRef, __derived and __build";
+const UNKNOWN_MARKER: &str = "unknown marker: keys starting with '__' are reserved for __ref, __sensitiveRef, __derived, __build and __sensitive";
+const BUILD_IN_SENSITIVE: &str = "__build inside __sensitive: a build output computed from a secret would put the secret in the world-readable Nix store";
 const SCHEMA_VERSION_MESSAGE: &str =
     "unsupported schemaVersion: this IR reader understands schemaVersion 1";
 const LIFECYCLE_ON_DATA: &str = "lifecycle is not allowed on a data source";
@@ -165,7 +166,7 @@ pub enum PathStep {
 }
 
 /// A config, provider config or consumer value. Objects are either plain
-/// (`Object`) or one of the four leaf markers.
+/// (`Object`) or one of the five leaf markers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tree {
     Null,
@@ -182,6 +183,9 @@ pub enum Tree {
     Derived(Vec<DerivedInput>),
     /// `__build`: a build output the executor realises before apply.
     Build(Build),
+    /// `__sensitive`: a value Nix computed from a secret (a sensitive output or variable); it
+    /// and everything resolved from it are secret.
+    Sensitive(Box<Tree>),
 }
 
 /// The body of a `__ref` / `__sensitiveRef` marker.
@@ -1181,7 +1185,13 @@ impl Parser {
                     .collect(),
             ),
             Value::Object(obj) => {
-                for marker in ["__ref", "__sensitiveRef", "__derived", "__build"] {
+                for marker in [
+                    "__ref",
+                    "__sensitiveRef",
+                    "__derived",
+                    "__build",
+                    "__sensitive",
+                ] {
                     if let Some(body) = obj.get(marker) {
                         self.object_keys(el, path, obj, &[], &[marker]);
                         return self.marker(el, &child(path, key(marker)), marker, body);
@@ -1264,6 +1274,14 @@ impl Parser {
                     }
                 }
                 Tree::Derived(inputs)
+            }
+            "__sensitive" => {
+                self.object_keys(el, path, obj, &["value"], &["value"]);
+                let value = obj
+                    .get("value")
+                    .map(|v| self.tree(el, &child(path, key("value")), v))
+                    .unwrap_or(Tree::Null);
+                Tree::Sensitive(Box::new(value))
             }
             _ => {
                 self.object_keys(el, path, obj, &["path"], &["path", "drvPath"]);
@@ -1467,6 +1485,12 @@ fn check_references(ir: &Ir) -> Vec<IrError> {
                       root: &str,
                       tree: &Tree,
                       node_id: Option<&str>| {
+        tree.walk_sensitive_builds(&mut |at| {
+            let p: Vec<PathStep> = std::iter::once(key(root))
+                .chain(at.iter().cloned())
+                .collect();
+            errors.push(located(label, &p, BUILD_IN_SENSITIVE.into()));
+        });
         tree.walk_leaves(|at, leaf| {
             let (marker, bodies): (&str, Vec<(&str, PathStep)>) = match leaf {
                 Tree::Ref(r) => ("__ref", vec![(r.resource.as_str(), key("resource"))]),
@@ -1680,6 +1704,8 @@ impl Tree {
 
     fn visit<'a, F: FnMut(&[PathStep], &'a Tree)>(&'a self, path: &mut Vec<PathStep>, f: &mut F) {
         match self {
+            // A sensitive value sits where the marker is; its inside is walked in place.
+            Tree::Sensitive(inner) => inner.visit(path, f),
             Tree::List(items) if !items.is_empty() => {
                 for (i, item) in items.iter().enumerate() {
                     path.push(PathStep::Index(i as u64));
@@ -1723,6 +1749,32 @@ impl Tree {
         out
     }
 
+    /// Calls `f` with the path of every `__build` leaf inside a `__sensitive` value.
+    pub fn walk_sensitive_builds(&self, f: &mut dyn FnMut(&[PathStep])) {
+        fn go(t: &Tree, inside: bool, path: &mut Vec<PathStep>, f: &mut dyn FnMut(&[PathStep])) {
+            match t {
+                Tree::Build(_) if inside => f(path),
+                Tree::Sensitive(inner) => go(inner, true, path, f),
+                Tree::List(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        path.push(PathStep::Index(i as u64));
+                        go(item, inside, path, f);
+                        path.pop();
+                    }
+                }
+                Tree::Object(map) => {
+                    for (k, v) in map {
+                        path.push(PathStep::Key(k.clone()));
+                        go(v, inside, path, f);
+                        path.pop();
+                    }
+                }
+                _ => {}
+            }
+        }
+        go(self, false, &mut Vec::new(), f);
+    }
+
     /// The `__ref` and `__sensitiveRef` leaves with their paths.
     pub fn refs(&self) -> Vec<(Vec<PathStep>, &Ref)> {
         let mut out = Vec::new();
@@ -1739,6 +1791,7 @@ impl Tree {
     pub fn is_known(&self) -> bool {
         match self {
             Tree::Ref(_) | Tree::SensitiveRef(_) | Tree::Derived(_) => false,
+            Tree::Sensitive(inner) => inner.is_known(),
             Tree::List(items) => items.iter().all(Tree::is_known),
             Tree::Object(map) => map.values().all(Tree::is_known),
             _ => true,
@@ -1749,6 +1802,7 @@ impl Tree {
     pub fn needs_nix(&self) -> bool {
         match self {
             Tree::Derived(_) => true,
+            Tree::Sensitive(inner) => inner.needs_nix(),
             Tree::List(items) => items.iter().any(Tree::needs_nix),
             Tree::Object(map) => map.values().any(Tree::needs_nix),
             _ => false,
@@ -1782,6 +1836,9 @@ impl Tree {
                     body.insert("drvPath".into(), Value::String(d.clone()));
                 }
                 serde_json::json!({ "__build": body })
+            }
+            Tree::Sensitive(inner) => {
+                serde_json::json!({"__sensitive": {"value": inner.to_json()}})
             }
         }
     }
@@ -1958,6 +2015,46 @@ mod tests {
             })
         );
         assert!(map["img"].is_known());
+    }
+
+    #[test]
+    fn sensitive_values_keep_their_inside_and_its_edges() {
+        let mut doc = two_nodes();
+        doc["resources"][1]["config"] = json!({
+            "conn": {"__sensitive": {"value": {"url": "postgres://x", "pw": {"__ref": {"resource": "alpha.alpha_token.A", "path": ["value"]}}}}}
+        });
+        doc["edges"][0]["via"] = json!("conn");
+        let ir = parse_value(&doc).unwrap();
+        let config = &ir.resources[1].config;
+        let Tree::Object(map) = config else { panic!() };
+        assert!(
+            matches!(&map["conn"], Tree::Sensitive(inner) if matches!(**inner, Tree::Object(_)))
+        );
+        let deps = config.dependencies();
+        assert_eq!(deps.len(), 1);
+        assert_eq!(
+            render_path(&deps[0].at),
+            "conn.pw",
+            "inside, walked in place"
+        );
+        assert!(!config.is_known());
+        assert_eq!(
+            Tree::Sensitive(Box::new(config.clone())).to_json()["__sensitive"]["value"],
+            config.to_json()
+        );
+
+        // A build output inside is refused; so is a marker with another key.
+        doc["resources"][1]["config"] =
+            json!({"conn": {"__sensitive": {"value": [{"__build": {"path": "/nix/store/x"}}]}}});
+        let errors = parse_value(&doc).unwrap_err();
+        assert!(
+            errors.iter().any(|e| e
+                .to_string()
+                .contains("config.conn[0]: __build inside __sensitive")),
+            "{errors:?}"
+        );
+        doc["resources"][1]["config"] = json!({"conn": {"__sensitive": {"value": 1, "why": 2}}});
+        assert!(parse_value(&doc).is_err());
     }
 
     #[test]

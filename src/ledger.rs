@@ -1,22 +1,33 @@
-//! The outputs ledger: what Nix is told about provider outputs at each evaluation.
+//! The outputs ledger: what Nix is told about provider outputs at each evaluation, and the
+//! private channel that carries the secrets Nix may compute with.
 //!
-//! Owns: the ledger's shape (`{phase, outputs, vars, varsText}`), replacing sensitive outputs by
-//! `__sensitiveRef` placeholders, and writing it as a private (0600) file. Not: where outputs
-//! come from (the engine fills it from state and from applies), nor running Nix.
+//! Owns: the ledger's shape (`{phase, outputs, env, secretsFile}`), replacing sensitive outputs by
+//! `__sensitiveRef` placeholders, the channel's shape (`{outputs, vars, varsText}`: the values
+//! behind the placeholders and every variable value, also as typed text), and writing both as
+//! private files. Not: where outputs come from (the engine fills it from state and from
+//! applies), the directory they are written to (`rundir`), nor running Nix.
 //!
-//! Secret values never enter the ledger: a Nix reference to a sensitive output stays a
-//! `__sensitiveRef` leaf in the IR and the executor substitutes the value from state when it
-//! calls the provider.
+//! Secret values never enter the ledger. The channel holds them for the length of one
+//! evaluation: the engine deletes it as soon as Nix returns. The Nix library reads it (the
+//! ledger names it in `secretsFile`) only when a value derived from a secret is computed, and
+//! marks every such value `__sensitive` in the IR. Variables travel only in the channel: which
+//! of them are sensitive is known only once the plan has been evaluated.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::PathBuf;
 
 use serde_json::{json, Map, Value as Json};
 
+use crate::rundir::RunDir;
+
 /// One resource's outputs: plain attributes with sensitive ones replaced by placeholders.
 pub type Outputs = Map<String, Json>;
+
+/// The file name of the ledger inside the run directory.
+pub const LEDGER_FILE: &str = "ledger.json";
+
+/// The file name of the channel of secrets inside the run directory.
+pub const CHANNEL_FILE: &str = "secrets.json";
 
 /// The ledger handed to Nix.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -25,24 +36,28 @@ pub struct Ledger {
     pub phase: u32,
     /// Outputs per resource or data id.
     pub outputs: BTreeMap<String, Outputs>,
-    /// Variable values set on the command line.
+    /// Variable values set on the command line (they go to the channel).
     pub vars: BTreeMap<String, Json>,
     /// The verbatim text of variable values typed as text (`--var`, environment): `lib.vars`
-    /// uses it for a variable declared as a string, so `--var t=2` is "2", not 2.
+    /// uses it for a variable declared as a string, so `--var t=2` is "2", not 2 (the channel).
     pub vars_text: BTreeMap<String, String>,
+    /// The values the placeholders stand for, per id and top-level attribute (the channel).
+    secrets: BTreeMap<String, Outputs>,
     /// The selected environment (`--env`), if the caller sets one.
     pub env: Option<String>,
 }
 
 impl Ledger {
     /// Records a resource's outputs. `attributes` is the plain JSON object of its state; each
-    /// path in `sensitive` (JSON arrays of keys/indices) is replaced by a placeholder pointing at
-    /// the resource and the top-level attribute.
+    /// path in `sensitive` (JSON arrays of keys/indices) makes its top-level attribute a
+    /// placeholder pointing at the resource and that attribute, and its value a secret of the
+    /// channel.
     pub fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
         let mut outputs = match attributes {
             Json::Object(map) => map.clone(),
             _ => Map::new(),
         };
+        let mut secrets = Map::new();
         for path in sensitive {
             let Some(first) = path
                 .as_array()
@@ -51,50 +66,61 @@ impl Ledger {
             else {
                 continue;
             };
-            if outputs.contains_key(first) {
-                outputs.insert(
-                    first.to_string(),
-                    json!({ "__sensitiveRef": { "resource": id, "path": [first] } }),
-                );
+            if secrets.contains_key(first) {
+                continue;
+            }
+            if let Some(value) = outputs.get_mut(first) {
+                let placeholder = json!({ "__sensitiveRef": { "resource": id, "path": [first] } });
+                secrets.insert(first.to_string(), std::mem::replace(value, placeholder));
             }
         }
         self.outputs.insert(id.to_string(), outputs);
+        if secrets.is_empty() {
+            self.secrets.remove(id);
+        } else {
+            self.secrets.insert(id.to_string(), secrets);
+        }
     }
 
     /// Forgets a resource (destroyed).
     pub fn remove(&mut self, id: &str) {
         self.outputs.remove(id);
+        self.secrets.remove(id);
     }
 
-    /// The ledger as JSON.
+    /// The ledger as JSON (without the channel's path).
     pub fn to_json(&self) -> Json {
-        let mut json = json!({
-            "phase": self.phase,
-            "outputs": self.outputs,
-            "vars": self.vars,
-            "varsText": self.vars_text,
-        });
+        let mut json = json!({ "phase": self.phase, "outputs": self.outputs });
         if let Some(env) = &self.env {
             json["env"] = Json::String(env.clone());
         }
         json
     }
 
-    /// Writes the ledger to `path` with mode 0600, replacing any previous file atomically.
-    pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let tmp = path.with_extension("tmp");
-        {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            serde_json::to_writer(&mut file, &self.to_json())?;
-            file.write_all(b"\n")?;
-        }
-        std::fs::rename(&tmp, path)
+    /// The channel as JSON: secrets behind the placeholders, and the variables.
+    pub fn channel_json(&self) -> Json {
+        json!({ "outputs": self.secrets, "vars": self.vars, "varsText": self.vars_text })
     }
+
+    /// Writes the channel and the ledger (naming the channel in `secretsFile`) into `dir`, both
+    /// mode 0600; returns the ledger's path. Delete [`CHANNEL_FILE`] once Nix has read it.
+    pub fn write(&self, dir: &RunDir) -> std::io::Result<PathBuf> {
+        let channel = dir.write(CHANNEL_FILE, &line(&self.channel_json()))?;
+        let mut ledger = self.to_json();
+        ledger["secretsFile"] = Json::String(
+            channel
+                .to_str()
+                .ok_or_else(|| std::io::Error::other("the run directory's path is not UTF-8"))?
+                .to_string(),
+        );
+        dir.write(LEDGER_FILE, &line(&ledger))
+    }
+}
+
+fn line(json: &Json) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(json).expect("JSON values serialise");
+    bytes.push(b'\n');
+    bytes
 }
 
 #[cfg(test)]
@@ -104,24 +130,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sensitive_outputs_become_placeholders_and_file_is_private() {
+    fn secrets_go_to_the_channel_and_placeholders_to_the_ledger() {
         let mut ledger = Ledger::default();
+        ledger.vars.insert("token".into(), json!("var-s3cret"));
         ledger.set(
             "alpha.alpha_token.A",
-            &json!({"id": "alpha-0", "secret": "s3cret"}),
-            &[json!(["secret"])],
+            &json!({"id": "alpha-0", "secret": "s3cret", "creds": {"pw": "p4ss", "user": "u"}}),
+            &[json!(["secret"]), json!(["creds", "pw"]), json!(["absent"])],
         );
         let text = ledger.to_json().to_string();
-        assert!(!text.contains("s3cret"));
-        assert!(text.contains("__sensitiveRef"));
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ledger.json");
-        ledger.write(&path).unwrap();
+        assert!(!text.contains("s3cret") && !text.contains("p4ss"), "{text}");
+        assert!(!text.contains("absent"), "{text}");
         assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
+            ledger.to_json()["outputs"]["alpha.alpha_token.A"]["creds"]["__sensitiveRef"]["path"],
+            json!(["creds"])
         );
+        assert_eq!(
+            ledger.channel_json(),
+            json!({"outputs": {"alpha.alpha_token.A": {"secret": "s3cret", "creds": {"pw": "p4ss", "user": "u"}}},
+                   "vars": {"token": "var-s3cret"}, "varsText": {}})
+        );
+
+        let parent = tempfile::tempdir().unwrap();
+        let dir = RunDir::create_in(parent.path()).unwrap();
+        let path = ledger.write(&dir).unwrap();
+        for p in [path.clone(), dir.path().join(CHANNEL_FILE)] {
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+        }
         let back: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(back["outputs"]["alpha.alpha_token.A"]["id"], "alpha-0");
+        assert_eq!(
+            back["secretsFile"],
+            dir.path().join(CHANNEL_FILE).to_str().unwrap()
+        );
+        assert!(
+            back.get("vars").is_none(),
+            "variables never enter the ledger"
+        );
     }
 }

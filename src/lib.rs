@@ -15,6 +15,10 @@
 //! 7. [`engine`] composes all of it into the phase loop that runs to a fixpoint; [`render`] and
 //!    [`cli`] are the user interface.
 //!
+//! Keeping secrets where they belong: [`project`] keeps the state out of every directory Nix
+//! copies into the store, [`rundir`] is the run's private directory (ledger, channel of
+//! secrets), [`secrets`] redacts every known secret from what is printed.
+//!
 //! Providers given by registry address are found, verified and cached by [`registry`].
 //!
 //! Beside the pipeline, [`codegen`] turns a provider schema into typed Nix constructors and
@@ -31,10 +35,13 @@ pub mod nixeval;
 pub mod nixops4;
 pub mod objchange;
 pub mod plugin;
+pub mod project;
 pub mod provider;
 pub mod registry;
 pub mod render;
+pub mod rundir;
 pub mod sched;
 pub mod schema;
+pub mod secrets;
 pub mod state;
 pub mod value;

@@ -6,7 +6,11 @@
 //! The ledger is handed to Nix as a file path read with `builtins.readFile`, never inlined into
 //! arguments: arguments are visible to every user through the process list and are limited to
 //! 128 KiB each. Reading an absolute path needs `--impure`; nothing read that way is copied to
-//! the store.
+//! the store. `--impure` also keeps Nix's evaluation cache off (it stores flake attribute values
+//! under `~/.cache/nix/eval-cache-*` for pure evaluations only), so no evaluation result is kept.
+//! The IR comes back through a pipe and is never written anywhere. Variables reach Nix through
+//! the ledger's channel, never through the environment: `NIVIS_VAR_*` is removed from the
+//! environment of every `nix` Nivis runs.
 //!
 //! A flake's plan is selected with `(builtins.getFlake REF).<attr>`, not the installable
 //! `REF#<attr>`: for an installable, `nix eval` first looks in `packages.<system>.<attr>` and
@@ -88,6 +92,13 @@ impl std::error::Error for EvalError {}
 fn nix_command() -> Command {
     let mut cmd = Command::new(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()));
     cmd.args(["--extra-experimental-features", "nix-command flakes"]);
+    // A plan (or a backend configuration) reading a secret with builtins.getEnv would get it
+    // unmarked.
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("NIVIS_VAR_") {
+            cmd.env_remove(k);
+        }
+    }
     cmd
 }
 
@@ -141,7 +152,34 @@ fn flake_attr(flake: &str, names: &[String]) -> String {
         .iter()
         .map(|a| format!(".{}", nix_string(a)))
         .collect();
-    format!("(builtins.getFlake {}){select}", nix_string(flake))
+    format!(
+        "(builtins.getFlake {}){select}",
+        nix_string(&flake_ref_for_nix(flake))
+    )
+}
+
+/// The reference to give Nix for `flake`. A local directory inside a git work tree becomes
+/// `git+file://ROOT?dir=SUB`, which is what the command line (`nix eval DIR#attr`) makes of it:
+/// `builtins.getFlake "/abs/dir"` takes any directory as a `path:` flake and copies all of it
+/// into the store, `.git` and git-ignored files (a state file beside the flake) included.
+fn flake_ref_for_nix(flake: &str) -> String {
+    let dir = Path::new(flake);
+    if !dir.is_absolute() || !dir.is_dir() {
+        return flake.to_string();
+    }
+    let Some(root) = crate::project::git_root(dir) else {
+        return flake.to_string();
+    };
+    let encode = |p: &Path| crate::state::s3::uri_encode(&p.to_string_lossy(), false);
+    let mut reference = format!("git+file://{}", encode(&root));
+    match dir.strip_prefix(&root) {
+        Ok(sub) if !sub.as_os_str().is_empty() => {
+            reference.push_str("?dir=");
+            reference.push_str(&encode(sub));
+        }
+        _ => {}
+    }
+    reference
 }
 
 fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, EvalError> {
@@ -178,7 +216,8 @@ fn run_nix(cmd: &mut Command, what: &str) -> Result<std::process::Output, EvalEr
 
 /// Writes the flake's lock file, as `nix eval REF#attr` would have on first use.
 fn lock_flake(what: &str, flake: &str) -> Result<(), EvalError> {
-    let output = run_nix(nix_command().args(["flake", "lock", flake]), what)?;
+    let reference = flake_ref_for_nix(flake);
+    let output = run_nix(nix_command().args(["flake", "lock", &reference]), what)?;
     if output.status.success() {
         return Ok(());
     }
@@ -215,7 +254,14 @@ pub fn backend_config(
 ) -> Result<Option<serde_json::Value>, EvalError> {
     let mut path = attr_path(plan_attr);
     path.pop();
+    if path.is_empty() {
+        // A top-level plan attribute has no attribute set to hold a backend beside it.
+        return Ok(None);
+    }
     path.push("backend".into());
+    // `getFlake` with the reference the plan's own evaluation uses (`flake_ref_for_nix`: a git
+    // flake's tracked files, never its whole directory), not the installable `FLAKE#nivis`,
+    // which Nix looks up in `packages.<system>.nivis` first.
     let expr = format!("{} or null", flake_attr(flake, &path));
     let what = format!("{flake}#{}", path.join("."));
     let output = locking_if_needed(flake, &what, || {
@@ -279,6 +325,33 @@ fn store_path_prefix(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_in_a_git_work_tree_is_a_git_flake() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo with space");
+        let sub = root.join("infra/prod");
+        std::fs::create_dir_all(&sub).unwrap();
+        let plain = tmp.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        let plain = plain.to_str().unwrap();
+        // Not in a work tree: unchanged (a path: flake, as on the command line).
+        assert_eq!(flake_ref_for_nix(plain), plain);
+        std::fs::create_dir(root.join(".git")).unwrap();
+        let encoded = root.to_str().unwrap().replace(' ', "%20");
+        assert_eq!(
+            flake_ref_for_nix(root.to_str().unwrap()),
+            format!("git+file://{encoded}")
+        );
+        assert_eq!(
+            flake_ref_for_nix(sub.to_str().unwrap()),
+            format!("git+file://{encoded}?dir=infra/prod")
+        );
+        // Asked for as path:, or remote: as given.
+        let path_ref = format!("path:{}", root.display());
+        assert_eq!(flake_ref_for_nix(&path_ref), path_ref);
+        assert_eq!(flake_ref_for_nix("github:o/r"), "github:o/r");
+    }
 
     #[test]
     fn attribute_paths_split_like_nix() {

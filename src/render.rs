@@ -1,10 +1,16 @@
 //! How engine events look: a human printer (colours on a TTY, none for NO_COLOR or a pipe) and
 //! a JSON-lines printer for CI.
 //!
-//! Owns every character Nivis prints about a run. Not: decisions (the engine makes them).
+//! Owns every character Nivis prints about a run, and the one escaping function everything
+//! printed goes through ([`escape`], with [`escape_text`] for multi-line messages and
+//! [`json_text`] for JSON): provider output, user values and Nix errors may hold terminal
+//! control sequences, newlines that fake a line of ours, or bidirectional overrides that make
+//! text read differently from what it is. Known secrets are redacted on the way
+//! ([`crate::secrets`]). Not: decisions (the engine makes them).
 
 mod ticker;
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -112,9 +118,9 @@ impl Style {
         self.paint(code, sym)
     }
 
-    /// Ice blue, for resource names.
+    /// Ice blue, for resource names (escaped: ids also come from the state file).
     fn name(&self, text: &str) -> String {
-        self.paint("38;2;174;207;230", text)
+        self.paint("38;2;174;207;230", &escape(text))
     }
 
     /// Ember, for milestones.
@@ -141,6 +147,99 @@ fn doing_verb(action: Action) -> &'static str {
     }
 }
 
+/// Whether `c` must not reach a terminal as itself: C0 and C1 controls and DEL (escape
+/// sequences, bells, carriage returns, line breaks) and the invisible format characters that
+/// change how text around them is displayed (bidirectional overrides and isolates, zero-width
+/// characters, line and paragraph separators).
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
+}
+
+/// The one escaping function: `text` with every character [`needs_escape`] names written as
+/// an escape (`\n`, `\r`, `\t`, else `\u{…}`). `keep_layout` leaves `\n` and `\t` alone, for
+/// multi-line messages whose line structure is ours.
+fn escape_with(text: &str, keep_layout: bool) -> Cow<'_, str> {
+    let keep = |c: char| keep_layout && (c == '\n' || c == '\t');
+    if !text.chars().any(|c| needs_escape(c) && !keep(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !needs_escape(c) || keep(c) => out.push(c),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A single value or name for a terminal: known secrets redacted, every control, line break
+/// and bidirectional character escaped.
+pub fn escape(text: &str) -> String {
+    escape_with(&crate::secrets::redact(text), false).into_owned()
+}
+
+/// [`escape`] without the redaction, only for a value the user asked to see as it is
+/// (`output --raw NAME` on a terminal).
+pub fn escape_unredacted(text: &str) -> String {
+    escape_with(text, false).into_owned()
+}
+
+/// A message of several lines (an error, a provider's diagnostic, a log line) for a terminal:
+/// like [`escape`], but line breaks and tabs are kept.
+pub fn escape_text(text: &str) -> String {
+    escape_with(&crate::secrets::redact(text), true).into_owned()
+}
+
+/// A string value in double quotes, as a plan shows it: `\` and `"` escaped too, so the value's
+/// end is unambiguous.
+pub fn quote(text: &str) -> String {
+    let inner = text.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("\"{}\"", escape(&inner))
+}
+
+/// JSON for a terminal or a pipe (`pretty`: indented): known secrets redacted inside strings,
+/// and the characters serde_json leaves raw escaped (see [`json_text_unredacted`]).
+pub fn json_text(value: &serde_json::Value, pretty: bool) -> String {
+    let mut value = value.clone();
+    crate::secrets::redact_json(&mut value);
+    json_text_unredacted(&value, pretty)
+}
+
+/// JSON with secrets left in (only for what the user asked to see raw: `state pull --out -`),
+/// and the characters serde_json leaves raw (DEL, C1 controls, bidirectional and invisible
+/// format characters) written as `\uXXXX`, so the text stays the same JSON. serde_json already
+/// escapes C0 controls inside strings; the only raw ones left are the layout's own newlines.
+pub fn json_text_unredacted(value: &serde_json::Value, pretty: bool) -> String {
+    let text = if pretty {
+        serde_json::to_string_pretty(value).expect("JSON values serialise")
+    } else {
+        value.to_string()
+    };
+    let raw = |c: char| needs_escape(c) && c > '\u{1f}';
+    if !text.chars().any(raw) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if raw(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A past-tense verb for an action.
 pub fn done_verb(action: Action) -> &'static str {
     match action {
@@ -162,7 +261,7 @@ pub fn show(value: &Value) -> String {
         Value::Unknown => "(known after apply)".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("{s:?}"),
+        Value::String(s) => quote(s),
         Value::List(items) => format!(
             "[{}]",
             items.iter().map(show).collect::<Vec<_>>().join(", ")
@@ -170,7 +269,7 @@ pub fn show(value: &Value) -> String {
         Value::Map(m) => format!(
             "{{{}}}",
             m.iter()
-                .map(|(k, v)| format!("{k} = {}", show(v)))
+                .map(|(k, v)| format!("{} = {}", escape(k), show(v)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -186,11 +285,11 @@ fn show_change(c: &AttrChange) -> String {
     };
     let mut line = match (&c.before, &c.after) {
         (None, Some(_)) | (Some(Value::Null), Some(_)) => {
-            format!("{} = {}", render_path(&c.path), side(&c.after))
+            format!("{} = {}", escape(&render_path(&c.path)), side(&c.after))
         }
         _ => format!(
             "{}: {} -> {}",
-            render_path(&c.path),
+            escape(&render_path(&c.path)),
             side(&c.before),
             side(&c.after)
         ),
@@ -209,13 +308,13 @@ pub fn write_diagnostic(out: &mut dyn Write, style: Style, d: &Diagnostic) {
     };
     let mut head = label;
     if let Some(r) = &d.resource {
-        head.push_str(&format!(" [{}]", style.name(r)));
+        head.push_str(&format!(" [{}]", style.name(&escape(r))));
     }
     if let Some(p) = d.path.as_deref().filter(|p| !p.is_empty()) {
-        head.push_str(&format!(" at {}", render_path(p)));
+        head.push_str(&format!(" at {}", escape(&render_path(p))));
     }
-    let _ = writeln!(out, "{head}: {}", d.summary);
-    for line in d.detail.lines() {
+    let _ = writeln!(out, "{head}: {}", escape_text(&d.summary));
+    for line in escape_text(&d.detail).lines() {
         let _ = writeln!(out, "    {line}");
     }
 }
@@ -282,10 +381,11 @@ impl Sink for Human {
             } => {
                 let _ = writeln!(
                     out,
-                    "{} {}{} ({type_name})",
+                    "{} {}{} ({})",
                     s.action(action),
                     s.name(&id),
-                    deposed_note(&deposed)
+                    deposed_note(&deposed),
+                    escape(&type_name)
                 );
                 for c in &changes {
                     let _ = writeln!(out, "      {}", show_change(c));
@@ -306,13 +406,13 @@ impl Sink for Human {
                 } else {
                     s.paint("32", "+?")
                 };
-                let _ = writeln!(out, "{sym} {} ({type_name})", s.name(&id));
+                let _ = writeln!(out, "{sym} {} ({})", s.name(&id), escape(&type_name));
                 let _ = writeln!(
                     out,
                     "      {}",
                     s.dim(&format!(
                         "decided in a later phase: waits on {}",
-                        describe_waits(&waits)
+                        escape(&describe_waits(&waits))
                     ))
                 );
             }
@@ -322,8 +422,9 @@ impl Sink for Human {
                     "{} {}",
                     s.dim("…"),
                     s.dim(&format!(
-                        "Nix value {id} resolves in a later phase (waits on {})",
-                        describe_waits(&waits)
+                        "Nix value {} resolves in a later phase (waits on {})",
+                        escape(&id),
+                        escape(&describe_waits(&waits))
                     ))
                 );
             }
@@ -449,7 +550,7 @@ fn forget_note(action: Action) -> Option<&'static str> {
 fn deposed_note(deposed: &Option<String>) -> String {
     deposed
         .as_ref()
-        .map(|key| format!(" (deposed object {key})"))
+        .map(|key| format!(" (deposed object {})", escape(key)))
         .unwrap_or_default()
 }
 
@@ -596,7 +697,7 @@ pub struct JsonLines;
 impl Sink for JsonLines {
     fn event(&mut self, event: Event) {
         let mut out = stdout();
-        let _ = writeln!(out, "{}", event_json(&event));
+        let _ = writeln!(out, "{}", json_text(&event_json(&event), false));
     }
 }
 
@@ -707,6 +808,43 @@ mod tests {
             forces_replacement: false,
         });
         assert!(!j.to_string().contains("\"x\""));
+    }
+
+    #[test]
+    fn one_escaping_for_values_messages_and_json() {
+        let nasty = "a\u{1b}[31mred\nline\u{202e}evil\u{7}\tend\u{85}\u{200b}";
+        assert_eq!(
+            escape(nasty),
+            "a\\u{1b}[31mred\\nline\\u{202e}evil\\u{7}\\tend\\u{85}\\u{200b}"
+        );
+        assert_eq!(
+            escape_text(nasty),
+            "a\\u{1b}[31mred\nline\\u{202e}evil\\u{7}\tend\\u{85}\\u{200b}"
+        );
+        assert_eq!(quote("say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
+        assert_eq!(escape("plain ünïcode ✓"), "plain ünïcode ✓");
+        let j = serde_json::json!({"k\u{202e}": nasty, "n": [1, "\u{7f}"]});
+        let text = json_text(&j, false);
+        assert!(!text.chars().any(needs_escape), "{text:?}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), j);
+        let pretty = json_text(&j, true);
+        assert!(pretty.contains('\n'));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&pretty).unwrap(),
+            j
+        );
+    }
+
+    #[test]
+    fn known_secrets_are_redacted_in_every_form() {
+        crate::secrets::remember("render-test-secret");
+        assert_eq!(escape("x render-test-secret y"), "x (sensitive value) y");
+        assert_eq!(escape_text("a\nrender-test-secret"), "a\n(sensitive value)");
+        let text = json_text(
+            &serde_json::json!({"e": "beta://render-test-secret"}),
+            false,
+        );
+        assert_eq!(text, r#"{"e":"beta://(sensitive)"}"#);
     }
 
     #[test]

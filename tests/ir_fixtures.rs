@@ -238,6 +238,7 @@ const WORDS: &[&str] = &[
     "__sensitiveRef",
     "__derived",
     "__build",
+    "__sensitive",
     "__x",
     "resource",
     "path",

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -35,7 +36,9 @@ import urllib.request
 from pathlib import Path
 
 ACCESS_KEY = "nivis-test-access"
-SECRET_KEY = "nivis-test-secret-0123456789"
+# Each server gets a secret key of its own (kept across restarts in its s3.json), so that a leak
+# test hunting for it cannot be fooled by an older run's leak.
+SECRET_KEY_PREFIX = "nvs3secret"
 REGION = "us-east-1"
 # The S3 gateway, master, volume and filer each take one port from BASE upwards; master,
 # volume, filer and gateway also listen on port + 10000 for gRPC. The gateway's extra listeners
@@ -102,16 +105,22 @@ def answers_http(port: int) -> bool:
         return False
 
 
-def write_identities(root: Path) -> Path:
+def write_identities(root: Path) -> tuple[Path, str]:
+    """Writes the identities file (once per server directory); returns it and the secret key."""
+    path = root / "s3.json"
+    if path.exists():
+        config = json.loads(path.read_text())
+        return path, config["identities"][0]["credentials"][0]["secretKey"]
+    secret_key = SECRET_KEY_PREFIX + secrets.token_hex(12)
     config = {"identities": [{
         "name": "nivis",
-        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": secret_key}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"],
     }]}
-    path = root / "s3.json"
-    path.write_text(json.dumps(config))
-    os.chmod(path, 0o600)
-    return path
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(config))
+    return path, secret_key
 
 
 def create_bucket(weed: Path, base: int, name: str) -> None:
@@ -150,15 +159,18 @@ def start_once(root: Path, port: int | None, buckets: tuple[str, ...]) -> dict:
     busy = [p for p in all_ports(base) if not port_free(p)]
     if busy:
         raise HarnessError(f"ports {busy} are in use (is a server still running for {root}?)")
-    config = write_identities(root)
+    config, secret_key = write_identities(root)
     cmd = [str(weed), "server", f"-dir={root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
            "-s3", f"-s3.port={base}", f"-s3.config={config}", f"-master.port={base + 1}",
            f"-volume.port={base + 2}", f"-filer.port={base + 3}",
            "-master.volumeSizeLimitMB=64", "-master.telemetry=false",
            "-s3.port.iceberg=0", "-s3.port.lance=0"]
     logf = open(root / "weed.log", "ab")
+    # weed adds an admin identity from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY when they are set:
+    # only the identities file may define who gets in.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     (root / "weed.pid").write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not answers_http(base):
@@ -172,7 +184,7 @@ def start_once(root: Path, port: int | None, buckets: tuple[str, ...]) -> dict:
     for name in buckets:
         create_bucket(weed, base, name)
     return {"endpoint": f"http://127.0.0.1:{base}", "port": base, "pid": proc.pid,
-            "accessKey": ACCESS_KEY, "secretKey": SECRET_KEY, "region": REGION,
+            "accessKey": ACCESS_KEY, "secretKey": secret_key, "region": REGION,
             "dir": str(root)}
 
 

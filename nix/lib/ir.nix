@@ -14,7 +14,8 @@ let
 
   # Walk a config tree. Returns { v = IR value; e = [ { from; via; } ]; } where e
   # lists the nodes this tree depends on and the attribute path of each use.
-  # ctx = { outputs; declared; owner; root; }
+  # ctx = { outputs; channel; declared; owner; root; secret ? false; } where secret is
+  # set inside a value computed from a secret.
   walk = ctx: path: x:
     let t = typeOf x; in
     if t == "set" then walkSet ctx path x
@@ -22,7 +23,15 @@ let
       let rs = genList (i: walk ctx (path ++ [ i ]) (elemAt x i)) (length x); in
       { v = map (r: r.v) rs; e = concatMap (r: r.e) rs; }
     else if t == "lambda" then fail ctx path "is a function; config values must be data"
+    else if t == "string" && (ctx.secret or false) && builtins.hasContext x then
+      fail ctx path "was computed from a secret but refers to store paths (${builtins.concatStringsSep ", " (attrNames (builtins.getContext x))}): a secret must not go into a derivation, whose files are world-readable in the Nix store. If a derivation was built from it, its .drv is in the store now: delete it and rotate the secret"
     else { v = x; e = [ ]; };
+
+  # A value computed from a secret: { __sensitive = { value; }; }. Derivations are
+  # refused before anything forces them (forcing one writes its .drv into the store).
+  sensitiveValue = ctx: path: value:
+    let w = walk (ctx // { secret = true; }) path value; in
+    { v = { __sensitive = { value = w.v; }; }; e = w.e; };
 
   fail = ctx: path: msg: throw "nivis: ${ctx.owner}: ${names.showAt ctx.root path} ${msg}";
 
@@ -45,18 +54,22 @@ let
           else { __ref = marker; };
         e = [ { from = ref.resource; via = names.renderPath path; } ];
       }
+    else if kind == "nivis:secret" then sensitiveValue ctx path x.value
     else if kind == "nivis:derived" then
       let
-        r = resolveItem { inherit (ctx) outputs; checkRef = checkRef ctx path; at = "${ctx.owner}: ${names.showAt ctx.root path}"; } x;
+        r = resolveItem { inherit (ctx) outputs channel; checkRef = checkRef ctx path; at = "${ctx.owner}: ${names.showAt ctx.root path}"; } x;
         froms = attrNames (listToAttrs (map (ref: { name = ref.resource; value = null; }) r.refs));
         edges = map (from: { inherit from; via = names.renderPath path; }) froms;
         inputs = attrNames (listToAttrs (map (ref: { name = values.refInput ref; value = null; }) r.refs));
       in
-      if r.known then let w = walk ctx path r.value; in { v = w.v; e = edges ++ w.e; }
+      if r.known && r.sensitive then let w = sensitiveValue ctx path r.value; in { v = w.v; e = edges ++ w.e; }
+      else if r.known then let w = walk ctx path r.value; in { v = w.v; e = edges ++ w.e; }
       else { v = { __derived = { inherit inputs; }; }; e = edges; }
     else if kind == "nivis:resource" then
       fail ctx path "is the whole resource ${x.id}; use one of its outputs, e.g. (${x.name}.refAttr \"id\")"
     else if kind == "nivis:provider" then fail ctx path "is a provider; providers belong in toIR's providers"
+    else if (ctx.secret or false) && ((x.type or null) == "derivation" || x ? __build || x ? outPath) then
+      fail ctx path "is a derivation (or a build output) computed from a secret: the secret would be written into the world-readable Nix store. Pass the secret to a resource instead, and build without it"
     else if x ? __build && attrNames x == [ "__build" ] then { v = x; e = [ ]; }
     else if (x.type or null) == "derivation" then { v = nodes.drv x; e = [ ]; }
     else if x ? outPath || x ? __toString then { v = toString x; e = [ ]; }
@@ -102,11 +115,12 @@ let
     }:
     let
       outputs = if isAttrs ledger && isAttrs (ledger.outputs or null) then ledger.outputs else { };
+      channel = values.channel ledger;
 
       providerIR = mapAttrs (id: p0:
         let
           p = if nodes.isProvider p0 then p0 else nodes.mkProvider p0;
-          ctx = { inherit outputs declared; owner = "provider ${id}"; root = "config"; };
+          ctx = { inherit outputs channel declared; owner = "provider ${id}"; root = "config"; };
         in
         if !names.isProviderId id then throw "nivis: provider id '${id}' may only contain letters, digits, '_', '-', '.' and '/'"
         else { inherit (p) source; config = (walk ctx [ ] p.config).v; }
@@ -135,7 +149,7 @@ let
       nodeIR = n:
         let
           owner = if n.kind == "managed" then "resource ${n.id}" else "data source ${n.id}";
-          ctx = { inherit outputs declared owner; root = "config"; };
+          ctx = { inherit outputs channel declared owner; root = "config"; };
           w = walk ctx [ ] n.config;
           deps = map (d:
             let id = if nodes.isNode d then d.id else d; in
@@ -168,7 +182,7 @@ let
         if !names.isConsumerId id then throw "nivis: toIR: consumer id '${id}' may only contain letters, digits, '_', '-' and '.'"
         else {
           inherit id;
-          value = (walk { inherit outputs declared; owner = "consumer ${id}"; root = "value"; } [ ] consumers.${id}).v;
+          value = (walk { inherit outputs channel declared; owner = "consumer ${id}"; root = "value"; } [ ] consumers.${id}).v;
         }) (attrNames consumers);
 
       variablesIR = vars.toIR variables;

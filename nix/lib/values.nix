@@ -6,6 +6,13 @@
 # output it needs is known, otherwise an IR marker (__ref, __sensitiveRef,
 # __derived). Using one as a plain string in Nix (interpolation, ++) fails with a
 # message pointing at lib.str / lib.compute.
+#
+# Secrets: a sensitive output appears in the ledger only as a __sensitiveRef
+# placeholder; its value is in the private channel (a 0600 file the executor names in
+# ledger.secretsFile and deletes after the evaluation). A reference to it stays a
+# __sensitiveRef. A value derived from it (or from a sensitive variable, see vars.nix)
+# is computed with the secret read from the channel and emitted as
+# { __sensitive = { value = ...; }; }, so the executor keeps it secret.
 { names }:
 let
   inherit (builtins)
@@ -14,7 +21,17 @@ let
 
   isRef = x: isAttrs x && (x._type or null) == "nivis:ref";
   isDerived = x: isAttrs x && (x._type or null) == "nivis:derived";
-  isDeferred = x: isRef x || isDerived x;
+  isSecret = x: isAttrs x && (x._type or null) == "nivis:secret";
+  isDeferred = x: isRef x || isDerived x || isSecret x;
+
+  # A sensitive variable's value: usable where a reference is (passed on directly, or
+  # through lib.str / lib.compute), never as a plain Nix value.
+  mkSecret = name: value: {
+    _type = "nivis:secret";
+    inherit name value;
+    __toString = self: throw
+      "nivis: variable '${name}' is sensitive: pass it on as it is, or build values from it with lib.str [ ... ] or lib.compute, which keep the result sensitive";
+  };
 
   # "alpha.alpha_token.A.value" (the ledger entry a reference needs)
   refInput = ref: "${ref.resource}.${head ref.path}";
@@ -91,6 +108,29 @@ let
 
   isPlaceholder = v: isAttrs v && v ? __sensitiveRef;
 
+  # The private channel: { outputs.<id>.<attr> = secret; vars.<name> = value; }, or
+  # null when the ledger names none (an evaluation not run by Nivis).
+  channel = ledger:
+    if isAttrs ledger && builtins.isString (ledger.secretsFile or null)
+    then builtins.fromJSON (builtins.readFile ledger.secretsFile)
+    else null;
+
+  # The secret a sensitive reference stands for, read from the channel; `at` says
+  # where it is used, for errors.
+  secretOf = at: chan: ref:
+    let
+      go = v: i:
+        if i == length ref.path then v
+        else
+          let s = elemAt ref.path i; in
+          if isString s && isAttrs v && v ? ${s} then go v.${s} (i + 1)
+          else if isInt s && isList v && s < length v then go (elemAt v s) (i + 1)
+          else throw "nivis: ${at}: the private channel has no value for ${showRef ref}; evaluate the plan through nivis";
+    in
+    if chan == null then
+      throw "nivis: ${at}: ${showRef ref} is sensitive and only Nivis can give Nix its value (through its private channel): run nivis, or pass the reference on without computing with it"
+    else go ((chan.outputs or { }).${ref.resource} or { }) 0;
+
   # Follow a reference into ledger.outputs.
   # { state = "known"; value } | { state = "sensitive"; } | { state = "absent"; }
   lookup = outputs: ref:
@@ -114,8 +154,10 @@ let
     else false;
 
   # Resolve the inputs of a derived value.
-  # ctx = { outputs; checkRef = ref -> ref (throws if undeclared); at = string; }
-  # -> { known = bool; value (when known); refs = [ref] }
+  # ctx = { outputs; channel; checkRef = ref -> ref (throws if undeclared); at = string; }
+  # -> { known = bool; sensitive = bool; value (when known); refs = [ref] }
+  # A sensitive input is known: its value comes from the channel (read only if the
+  # computation uses it), and it makes the result sensitive.
   resolveItem = ctx: x:
     if isRef x then
       let
@@ -123,14 +165,20 @@ let
         r = lookup ctx.outputs ref;
         secret = r.state == "sensitive" || (r.state == "known" && containsPlaceholder r.value);
       in
-      if secret then throw
-        "nivis: ${ctx.at}: deriving a Nix value from sensitive output ${showRef ref} is not supported: pass the reference directly"
-      else { known = r.state == "known"; value = r.value or null; refs = [ ref ]; }
+      if secret then { known = true; sensitive = true; value = secretOf ctx.at ctx.channel ref; refs = [ ref ]; }
+      else { known = r.state == "known"; sensitive = false; value = r.value or null; refs = [ ref ]; }
+    else if isSecret x then { known = true; sensitive = true; value = x.value; refs = [ ]; }
     else if isDerived x then
       let rs = map (resolveItem ctx) x.items; known = all (r: r.known) rs; in
-      { inherit known; refs = concatMap (r: r.refs) rs; value = if known then x.fn (map (r: r.value) rs) else null; }
-    else { known = true; value = x; refs = [ ]; };
+      {
+        inherit known;
+        sensitive = any (r: r.sensitive) rs;
+        refs = concatMap (r: r.refs) rs;
+        value = if known then x.fn (map (r: r.value) rs) else null;
+      }
+    else { known = true; sensitive = false; value = x; refs = [ ]; };
 in
 {
-  inherit isRef isDerived isDeferred isPlaceholder mkRef str compute lookup resolveItem refInput showRef;
+  inherit isRef isDerived isSecret isDeferred isPlaceholder mkRef mkSecret str compute lookup
+    resolveItem refInput showRef channel;
 }

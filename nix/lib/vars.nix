@@ -1,8 +1,12 @@
 # Plan variables: declarations (emitted in the IR) and their values, which the
-# executor passes in ledger.vars. A value typed as text (--var, NIVIS_VAR_*) also
-# comes verbatim in ledger.varsText: a string variable takes that text, so
-# `--var t=2` is "2" and not the number the executor read it as.
-{ names }:
+# executor passes in its private channel (ledger.secretsFile; ledger.vars is read too,
+# for evaluations by hand). A value typed as text (--var, NIVIS_VAR_*) also comes
+# verbatim in the channel's varsText: a string variable takes that text, so
+# `--var t=2` is "2" and not the number the executor read it as. A variable declared
+# sensitive = true is wrapped (values.mkSecret): it can be passed on or computed with
+# through lib.str / lib.compute, and everything made from it is marked __sensitive in
+# the IR.
+{ names, values }:
 let
   inherit (builtins) attrNames elem filter head isAttrs isBool isFloat isInt isList isString mapAttrs throw;
 
@@ -37,10 +41,15 @@ let
     in
     if problem == null then decl else throw "nivis: variable '${name}': ${problem}";
 
-  # lib.vars ledger decls -> { name = value; }: ledger.vars first, then defaults.
+  # lib.vars ledger decls -> { name = value; }: the channel's values (or ledger.vars),
+  # then defaults; sensitive ones wrapped.
   vars = ledger: decls:
     let
-      field = k: if isAttrs ledger && isAttrs (ledger.${k} or null) then ledger.${k} else { };
+      chan = values.channel ledger;
+      # The channel's values over the ledger's (an evaluation by hand may give either).
+      field = k:
+        (if isAttrs ledger && isAttrs (ledger.${k} or null) then ledger.${k} else { })
+        // (if chan == null then { } else chan.${k} or { });
       given = field "vars";
       text = field "varsText";
     in
@@ -49,20 +58,30 @@ let
       let
         decl = checkDecl name decl0;
         ty = decl.type or "any";
+        secret = decl.sensitive or false;
         value =
           if ty == "string" && text ? ${name} then text.${name}
           else if given ? ${name} then given.${name}
           else if decl ? default then decl.default
-          else throw "nivis: variable '${name}' has no value: set it with --var ${name}=VALUE";
+          else throw "nivis: variable '${name}' has no value: set it with --var ${name}=VALUE${
+            if secret then " (for a secret, NIVIS_VAR_${name}=VALUE or --var-file: arguments are visible to other users)" else ""}";
+        # Never quote a sensitive value in an error.
+        got = if secret then "a ${builtins.typeOf value} (value hidden: the variable is sensitive)" else names.describe value;
       in
-      if fits ty value then value
-      else throw "nivis: variable '${name}' must be ${nouns.${ty}}, got ${names.describe value}") decls;
+      if !fits ty value then throw "nivis: variable '${name}' must be ${nouns.${ty}}, got ${got}"
+      else if secret && value != null then values.mkSecret name value
+      else value) decls;
 
-  # The IR form of the declarations (fields left out when not given).
+  # The IR form of the declarations (fields left out when not given). A sensitive
+  # variable's default is not repeated: the IR never holds a secret in plain text.
   toIR = decls:
     mapAttrs (name: decl0:
-      let decl = checkDecl name decl0; in
-      builtins.intersectAttrs { type = null; default = null; description = null; sensitive = null; } decl) decls;
+      let
+        decl = checkDecl name decl0;
+        fields = { type = null; description = null; sensitive = null; }
+          // (if decl.sensitive or false then { } else { default = null; });
+      in
+      builtins.intersectAttrs fields decl) decls;
 in
 {
   inherit vars toIR;

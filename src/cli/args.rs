@@ -131,9 +131,11 @@ pub struct VarArgs {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "State")]
 pub struct StateArgs {
-    /// The state file (the local backend; `state migrate` copies it to the remote one).
-    #[arg(long, value_name = "FILE", default_value = "nivis.state.json", env = "NIVIS_STATE", value_hint = ValueHint::FilePath)]
-    pub state: PathBuf,
+    /// The state file of the local backend (`state migrate` copies it to the remote one)
+    /// [default: one per project, under $XDG_STATE_HOME/nivis/projects; never inside a
+    /// directory Nix copies into the store].
+    #[arg(long, value_name = "FILE", env = "NIVIS_STATE", value_hint = ValueHint::FilePath)]
+    pub state: Option<PathBuf>,
     /// The environment: its state is the backend's key under the environment prefix (the
     /// plan sees the name as `ledger.env`).
     #[arg(
@@ -147,6 +149,16 @@ pub struct StateArgs {
     /// `--backend-config type=s3 --backend-config bucket=b`.
     #[arg(long = "backend-config", value_name = "KEY=VALUE")]
     pub backend_config: Vec<String>,
+}
+
+/// What a command about the state alone needs: the plan's location (for the flake's
+/// `nivis.backend` and the project's default state file) and the state flags.
+#[derive(Args, Debug, Clone)]
+pub struct StateTarget {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 /// Waiting for the state lock (verbs that write state).
@@ -460,13 +472,21 @@ pub struct OutputArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum StateCommand {
-    /// Print the whole state as JSON.
-    #[command(after_help = "Example:\n  nivis state pull > backup.json")]
-    Pull(StateArgs),
+    /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
+    /// with `--out -`, to standard output.
+    #[command(after_help = "Example:\n  nivis state pull --out backup.json")]
+    Pull {
+        /// Where to write the state: a file (created mode 0600, replaced if it exists) or `-`
+        /// for standard output. Required: the state holds secrets in plain text.
+        #[arg(long, short = 'o', value_name = "FILE", value_hint = ValueHint::FilePath)]
+        out: PathBuf,
+        #[command(flatten)]
+        state: StateTarget,
+    },
     /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or
     /// an older serial unless --force.
     #[command(
-        after_help = "Example:\n  nivis state pull > s.json && $EDITOR s.json && nivis state push s.json"
+        after_help = "Example:\n  nivis state pull --out s.json && $EDITOR s.json && nivis state push s.json"
     )]
     Push {
         /// The state file to push.
@@ -476,7 +496,7 @@ pub enum StateCommand {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
-        state: StateArgs,
+        state: StateTarget,
     },
     /// Copy the local state file (--state) into the configured remote backend.
     Migrate {
@@ -484,12 +504,12 @@ pub enum StateCommand {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
-        state: StateArgs,
+        state: StateTarget,
     },
     /// List resource ids in state.
     List {
         #[command(flatten)]
-        state: StateArgs,
+        state: StateTarget,
         /// A JSON array of ids.
         #[arg(long, help_heading = "Output")]
         json: bool,
@@ -500,7 +520,7 @@ pub enum StateCommand {
         #[arg(add = ArgValueCandidates::new(state_ids))]
         id: String,
         #[command(flatten)]
-        state: StateArgs,
+        state: StateTarget,
         /// The resource as one JSON object.
         #[arg(long, help_heading = "Output")]
         json: bool,
@@ -511,7 +531,7 @@ pub enum StateCommand {
         #[arg(required = true, add = ArgValueCandidates::new(state_ids))]
         ids: Vec<String>,
         #[command(flatten)]
-        state: StateArgs,
+        state: StateTarget,
     },
 }
 
@@ -523,7 +543,7 @@ pub struct ForceUnlockArgs {
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]
-    pub state: StateArgs,
+    pub state: StateTarget,
 }
 
 #[derive(Subcommand, Debug)]
@@ -531,7 +551,7 @@ pub enum EnvCommand {
     /// List the environments that have a state (`*` marks the selected one).
     List {
         #[command(flatten)]
-        state: StateArgs,
+        state: StateTarget,
         /// A JSON array of names.
         #[arg(long, help_heading = "Output")]
         json: bool,

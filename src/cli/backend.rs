@@ -2,6 +2,10 @@
 //! `nivis.backend`, then `--backend-config` overrides, for `--env`), and the commands that
 //! concern only the backend: `env list`, `state pull|push|migrate`, `force-unlock`.
 //!
+//! Also where the local state file is: `--state`, else the project's own file under
+//! `$XDG_STATE_HOME` (`project`), after moving a state older versions kept in the working or
+//! flake directory.
+//!
 //! Not: what a backend does (see `state::Backend`), nor running plans.
 
 use std::io::IsTerminal;
@@ -9,65 +13,100 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use super::{confirm_prompt, exit, fail, ForceUnlockArgs, StateArgs};
+use super::args::{SourceArgs, StateTarget};
+use super::{absolute, confirm_prompt, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
-use crate::render::outln;
-use crate::state::{parse_snapshot, Backend, ForceUnlock, LockHolder, StateFile, Store};
+use crate::render::{self, outln};
+use crate::state::{
+    env_state_path, parse_snapshot, Backend, ForceUnlock, LockHolder, LockedStore, StateFile,
+    Store, DEFAULT_ENV,
+};
 
-/// The backend for `args`, reading `nivis.backend` (the plan attribute's sibling `backend`)
-/// from `flake` when it is a flake (a directory without `flake.nix` is not).
-pub fn resolve(args: &StateArgs, flake: Option<&str>, plan_attr: &str) -> Result<Backend, String> {
-    let from_flake = match flake {
-        Some(dir) if Path::new(dir).is_dir() && !Path::new(dir).join("flake.nix").exists() => None,
-        Some(flake) => {
-            let flake = if Path::new(flake).is_dir() {
-                super::absolute(Path::new(flake)).display().to_string()
+/// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
+/// attribute's sibling `backend`; a plain Nix file or a directory without `flake.nix` has
+/// none), then `--backend-config` overrides, for `--env`. The local state path is settled
+/// first (a legacy state moved out of the flake directory) because reading the backend
+/// evaluates the flake, which copies its directory into the store.
+pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
+    let local = state_path(args, source)?;
+    let from_flake = match source {
+        PlanSource::Flake { flake, attr } => {
+            let dir = Path::new(flake);
+            if dir.is_dir() && !dir.join("flake.nix").exists() {
+                None
             } else {
-                flake.to_string()
-            };
-            nixeval::backend_config(&flake, plan_attr).map_err(|e| e.to_string())?
+                nixeval::backend_config(flake, attr).map_err(|e| e.to_string())?
+            }
         }
-        None => None,
+        PlanSource::File { .. } => None,
     };
-    let local = super::absolute(&args.state);
     Backend::configure(from_flake.as_ref(), &args.backend_config, &args.env, &local)
         .map_err(|e| format!("state backend: {e}"))
 }
 
-/// The backend for a run verb: the plan's flake's `nivis.backend` (none for `--file`).
-pub fn for_plan(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
-    match source {
-        PlanSource::Flake { flake, attr } => resolve(args, Some(flake), attr),
-        PlanSource::File { .. } => resolve(args, None, "nivis.plan"),
+/// The local state path of the default environment: `--state` (refused inside a tree Nix
+/// copies into the store, the selected environment's file too), else the project's default,
+/// after moving a state older versions left in the working directory or in a flake directory
+/// Nix copies (the selected environment's too).
+fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> {
+    use crate::project;
+    if let Some(p) = &args.state {
+        project::check_state_path(p, source)?;
+        project::check_state_path(&env_state_path(p, &args.env)?, source)?;
+        return Ok(absolute(p));
     }
+    let target = project::default_state_path(source)?;
+    project::create_state_dir(&target)?;
+    let mut legacy = vec![absolute(Path::new(crate::state::DEFAULT_PATH))];
+    if let project::Copied::Whole(dir) = project::copied_tree(source) {
+        legacy.push(dir.join(crate::state::DEFAULT_PATH));
+    }
+    for old in legacy {
+        let mut moves = vec![(old.clone(), target.clone())];
+        if args.env != DEFAULT_ENV {
+            moves.push((
+                env_state_path(&old, &args.env)?,
+                env_state_path(&target, &args.env)?,
+            ));
+        }
+        for (from, to) in moves {
+            if let Some(message) = project::move_legacy_state(&from, &to)? {
+                eprintln!("{}", render::escape_text(&message));
+            }
+        }
+    }
+    log::info!("state: {}", target.display());
+    Ok(target)
 }
 
-/// The backend for a state command: the flake in the current directory, if there is one.
-pub fn for_state_command(args: &StateArgs) -> Result<Backend, String> {
-    resolve(args, Some("."), "nivis.plan")
+/// The backend of a command that evaluates no plan, for the plan `source` names.
+pub fn of(source: &SourceArgs, state: &StateArgs) -> Result<Backend, String> {
+    resolve(state, &plan_source(source)?)
 }
 
-/// Reads the state of a state command's backend.
-pub fn read_state(args: &StateArgs) -> Result<StateFile, String> {
-    for_state_command(args)?
-        .read_only()
-        .map_err(|e| e.to_string())
+/// Reads the state without locking it; its secrets are remembered for redaction. Returns the
+/// backend too (for messages).
+pub fn read(source: &SourceArgs, state: &StateArgs) -> Result<(Backend, StateFile), String> {
+    let backend = of(source, state)?;
+    let read = backend.read_only().map_err(|e| e.to_string())?;
+    crate::secrets::remember_state(&read);
+    Ok((backend, read))
 }
 
 /// `nivis env list`.
-pub fn env_list(args: &StateArgs, json: bool) -> i32 {
-    let backend = match for_state_command(args) {
+pub fn env_list(t: &StateTarget, json: bool) -> i32 {
+    let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
     match backend.envs() {
         Ok(envs) => {
             if json {
-                outln!("{}", Json::from(envs));
+                outln!("{}", render::json_text(&Json::from(envs), false));
             } else {
                 for env in envs {
                     let mark = if env == backend.env() { "*" } else { " " };
-                    outln!("{mark} {env}");
+                    outln!("{mark} {}", render::escape(&env));
                 }
             }
             exit::OK
@@ -76,32 +115,57 @@ pub fn env_list(args: &StateArgs, json: bool) -> i32 {
     }
 }
 
-/// `nivis state pull`: the whole state as JSON on stdout.
-pub fn pull(args: &StateArgs) -> i32 {
-    match read_state(args) {
-        Ok(state) => {
+/// `nivis state pull --out FILE|-`: the whole state as JSON, secrets included (what the user
+/// asked for), to a new private file (mode 0600, never through a link, never where Nix copies
+/// the plan's tree) or to standard output (terminal-unsafe characters escaped, the JSON
+/// unchanged).
+pub fn pull(t: &StateTarget, out: &Path) -> i32 {
+    if out != Path::new("-") {
+        let checked = plan_source(&t.source)
+            .and_then(|source| crate::project::check_private_file(out, &source));
+        if let Err(e) = checked {
+            return fail(&e);
+        }
+    }
+    let state = match read(&t.source, &t.state) {
+        Ok((_, state)) => state,
+        Err(e) => return fail(&e),
+    };
+    let value = serde_json::to_value(&state).expect("state serialises");
+    if out == Path::new("-") {
+        outln!("{}", render::json_text_unredacted(&value, true));
+        return exit::OK;
+    }
+    let mut text = serde_json::to_string_pretty(&value).expect("JSON values serialise");
+    text.push('\n');
+    match crate::rundir::write_private_file(out, text.as_bytes()) {
+        Ok(()) => {
             outln!(
-                "{}",
-                serde_json::to_string_pretty(&state).expect("state serialises")
+                "Wrote the state ({} resource(s), secrets included) to {} (mode 0600).",
+                state.len(),
+                render::escape(&out.display().to_string())
             );
             exit::OK
         }
-        Err(e) => fail(&e),
+        Err(e) => fail(&format!(
+            "cannot write {}: {e} (--out - prints the state instead)",
+            out.display()
+        )),
     }
 }
 
 /// `nivis state push FILE`: replaces the state by FILE's, refusing another lineage or an older
 /// serial unless `force`.
-pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
+pub fn push(t: &StateTarget, file: &Path, force: bool) -> i32 {
     let pushed = match read_state_file(file) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let backend = match for_state_command(args) {
+    let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
-    let mut store = match backend.open(LockHolder::current("nivis state push"), None) {
+    let store = match backend.open(LockHolder::current("nivis state push"), None) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
@@ -127,29 +191,31 @@ pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
             backend.describe()
         ));
     }
-    let count = pushed.len();
-    if let Err(e) = store.replace(pushed).and_then(|()| store.close()) {
+    let done = format!(
+        "Pushed {} to {}: {} resource(s).",
+        file.display(),
+        backend.describe(),
+        pushed.len()
+    );
+    replace_and_close(store, pushed, &done)
+}
+
+/// Replaces the whole state in `store` by `next`, closes it, and says `done`.
+fn replace_and_close(mut store: Box<dyn LockedStore>, next: StateFile, done: &str) -> i32 {
+    if let Err(e) = store.replace(next).and_then(|()| store.close()) {
         return fail(&e);
     }
-    outln!(
-        "Pushed {} to {}: {count} resource(s).",
-        file.display(),
-        backend.describe()
-    );
+    outln!("{}", render::escape(done));
     exit::OK
 }
 
 /// `nivis state migrate`: copies the local state file into the configured (remote) backend.
-pub fn migrate(args: &StateArgs, force: bool) -> i32 {
-    let backend = match for_state_command(args) {
+pub fn migrate(t: &StateTarget, force: bool) -> i32 {
+    let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
-    let local = match Backend::configure(None, &[], &args.env, &super::absolute(&args.state)) {
-        Ok(Backend::Local { path, .. }) => path,
-        Ok(other) => return fail(&format!("unexpected local backend {other:?}")),
-        Err(e) => return fail(&e),
-    };
+    let local = backend.local_path().to_path_buf();
     if !local.exists() {
         return fail(&format!(
             "there is no local state at {} to migrate (use --state to name it)",
@@ -160,11 +226,11 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let mut target =
-        match backend.open_for_migration(LockHolder::current("nivis state migrate"), None) {
-            Ok(t) => t,
-            Err(e) => return fail(&e),
-        };
+    let target = match backend.open_for_migration(LockHolder::current("nivis state migrate"), None)
+    {
+        Ok(t) => t,
+        Err(e) => return fail(&e),
+    };
     let existing = target.state();
     if !existing.is_empty() && !force {
         let same = existing.lineage == state.lineage && existing.ids().eq(state.ids());
@@ -185,30 +251,27 @@ pub fn migrate(args: &StateArgs, force: bool) -> i32 {
         };
         drop(target);
         return if same {
-            outln!("{msg}");
+            outln!("{}", render::escape(&msg));
             exit::OK
         } else {
             fail(&msg)
         };
     }
-    let count = state.len();
-    let url = backend.describe();
-    if let Err(e) = target.replace(state).and_then(|()| target.close()) {
-        return fail(&e);
-    }
-    outln!(
-        "Migrated {count} resource(s) from {} to {url}. The local file was left as it was: move \
-         it aside (e.g. `mv {0} {0}.migrated`) so that nothing reads it by mistake.",
-        local.display()
+    let done = format!(
+        "Migrated {} resource(s) from {} to {}. The local file was left as it was: move it \
+         aside (e.g. `mv {1} {1}.migrated`) so that nothing reads it by mistake.",
+        state.len(),
+        local.display(),
+        backend.describe()
     );
-    exit::OK
+    replace_and_close(target, state, &done)
 }
 
 /// `nivis force-unlock LOCK_ID`, for whichever backend holds the state: the id must name the
 /// lock; a holder alive on this host keeps it unless `--force`; on a terminal the user confirms
 /// (unless `--force`).
 pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
-    let backend = match for_state_command(&args.state) {
+    let backend = match force_unlock_backend(&args.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
@@ -217,24 +280,38 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
         if !ask {
             return true;
         }
-        match holder {
-            Some(h) => outln!("The state lock of {} is held by {h}.", backend.describe()),
-            None => outln!("The state lock of {} names no holder.", backend.describe()),
-        }
+        let text = match holder {
+            Some(h) => format!("The state lock of {} is held by {h}.", backend.describe()),
+            None => format!("The state lock of {} names no holder.", backend.describe()),
+        };
+        outln!("{}", render::escape(&text));
         confirm_prompt(
             "Remove it? If that process still runs, two commands can then write the state at once.",
         )
     };
     match backend.force_unlock(&args.lock_id, args.force, &mut confirm) {
-        Ok(result @ ForceUnlock::Declined) => {
-            outln!("{result}");
-            exit::ERROR
-        }
         Ok(result) => {
-            outln!("{result}");
-            exit::OK
+            outln!("{}", render::escape(&result.to_string()));
+            match result {
+                ForceUnlock::Declined => exit::ERROR,
+                _ => exit::OK,
+            }
         }
         Err(e) => fail(&e),
+    }
+}
+
+/// The backend whose lock `force-unlock` breaks. A `--state` the other commands refuse (inside
+/// a tree Nix copies) is taken as given, without evaluating the flake (which would copy it into
+/// the store): a state must stay unlockable so that it can be moved.
+fn force_unlock_backend(t: &StateTarget) -> Result<Backend, String> {
+    let (source, args) = (plan_source(&t.source)?, &t.state);
+    match &args.state {
+        Some(p) if crate::project::check_state_path(p, &source).is_err() => {
+            Backend::configure(None, &args.backend_config, &args.env, &absolute(p))
+                .map_err(|e| format!("state backend: {e}"))
+        }
+        _ => resolve(args, &source),
     }
 }
 
@@ -249,9 +326,4 @@ fn read_state_file(file: &Path) -> Result<StateFile, String> {
     }
     let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     parse_snapshot(file, &bytes).map_err(|e| e.to_string())
-}
-
-/// Where the run directory of `backend` is keyed: its description.
-pub fn identity(backend: &Backend) -> PathBuf {
-    PathBuf::from(backend.describe())
 }

@@ -18,7 +18,7 @@ use clap_complete::engine::CompletionCandidate;
 use clap_complete::env::{Bash, EnvCompleter, Fish, Zsh};
 use clap_complete::CompleteEnv;
 
-use super::args::{Cli, Shell};
+use super::args::{Cli, Shell, SourceArgs};
 
 /// The variable that switches nivis into answering completion requests.
 const COMPLETE_VAR: &str = "NIVIS_COMPLETE";
@@ -41,14 +41,17 @@ pub fn write_script(shell: Shell, out: &mut dyn Write) -> std::io::Result<()> {
     completer.write_registration(COMPLETE_VAR, "nivis", "nivis", "nivis", out)
 }
 
-/// Resource ids in the state file named on the command line being completed (`--state`, then
-/// NIVIS_STATE, then the default). Nothing when there is no readable state: completion must
-/// never print errors into the user's prompt.
+/// Resource ids in the state file of the command line being completed (`--state`, then
+/// NIVIS_STATE, then the default state of the project `--flake`/`--file` name). The local
+/// file only: a remote state is not fetched at every TAB. Nothing when there is no readable
+/// state: completion must never print errors into the user's prompt.
 pub fn state_ids() -> Vec<CompletionCandidate> {
-    let path = state_path(
+    let Some(path) = state_path(
         std::env::args_os().collect(),
         std::env::var_os("NIVIS_STATE"),
-    );
+    ) else {
+        return Vec::new();
+    };
     match crate::state::Store::read_only(&path) {
         Ok(state) => state
             .ids()
@@ -60,20 +63,35 @@ pub fn state_ids() -> Vec<CompletionCandidate> {
 
 /// The state path the words being completed name. While completing, nivis runs as
 /// `nivis -- nivis WORDS...`, so the words are its own arguments.
-fn state_path(args: Vec<OsString>, from_env: Option<OsString>) -> PathBuf {
-    let mut found = None;
-    let mut words = args.iter().skip(1);
-    while let Some(word) = words.next() {
-        let word = word.to_string_lossy();
-        if word == "--state" {
-            found = words.next().map(PathBuf::from);
-        } else if let Some(value) = word.strip_prefix("--state=") {
-            found = Some(PathBuf::from(value));
+fn state_path(args: Vec<OsString>, from_env: Option<OsString>) -> Option<PathBuf> {
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    // The last value given to `--flag VALUE` or `--flag=VALUE`.
+    let value_of = |flag: &str| -> Option<String> {
+        let mut found = None;
+        let mut it = words.iter();
+        while let Some(word) = it.next() {
+            if word == flag {
+                found = it.next().cloned();
+            } else if let Some(v) = word.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
+                found = Some(v.to_string());
+            }
         }
+        found
+    };
+    if let Some(p) = value_of("--state").or_else(|| from_env.map(|e| e.to_string_lossy().into())) {
+        return Some(PathBuf::from(p));
     }
-    found
-        .or_else(|| from_env.map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("nivis.state.json"))
+    let source = SourceArgs {
+        flake: value_of("--flake").unwrap_or_else(|| ".".into()),
+        file: value_of("--file").map(PathBuf::from),
+        attr: value_of("--attr"),
+    };
+    let source = super::plan_source(&source).ok()?;
+    crate::project::default_state_path(&source).ok()
 }
 
 #[cfg(test)]
@@ -90,7 +108,8 @@ mod tests {
         let line = [
             "nivis", "--", "nivis", "state", "show", "--state", "a.json", "",
         ];
-        assert_eq!(state_path(os(&line), env.clone()), PathBuf::from("a.json"));
+        let path = |line: &[&str], env: Option<OsString>| state_path(os(line), env).unwrap();
+        assert_eq!(path(&line, env.clone()), PathBuf::from("a.json"));
         let line = [
             "nivis",
             "--",
@@ -100,14 +119,26 @@ mod tests {
             "--target",
             "",
         ];
-        assert_eq!(state_path(os(&line), env.clone()), PathBuf::from("b.json"));
+        assert_eq!(path(&line, env.clone()), PathBuf::from("b.json"));
         // A trailing `--state` without a value yet names nothing.
         let line = ["nivis", "--", "nivis", "state", "show", "--state"];
-        assert_eq!(state_path(os(&line), env), PathBuf::from("env.json"));
-        let line = ["nivis", "--", "nivis", "state", "show", ""];
-        assert_eq!(
-            state_path(os(&line), None),
-            PathBuf::from("nivis.state.json")
-        );
+        assert_eq!(path(&line, env), PathBuf::from("env.json"));
+        // Otherwise the project's own state, of the flake or file the line names.
+        let dir = tempfile::tempdir().unwrap();
+        let flake = dir.path().join("infra");
+        std::fs::create_dir(&flake).unwrap();
+        let flake = flake.display().to_string();
+        let expected = crate::project::default_state_path(&crate::nixeval::PlanSource::Flake {
+            flake: flake.clone(),
+            attr: "nivis.plan".into(),
+        })
+        .unwrap();
+        let line = [
+            "nivis", "--", "nivis", "state", "show", "--flake", &flake, "",
+        ];
+        assert_eq!(path(&line, None), expected);
+        let with_attr = format!("{flake}#nivis.prod");
+        let line = ["nivis", "--", "nivis", "output", "--flake", &with_attr, ""];
+        assert_eq!(path(&line, None), expected);
     }
 }

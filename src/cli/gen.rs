@@ -8,6 +8,7 @@ use std::path::Path;
 use super::args::GenArgs;
 use super::{exit, fail};
 use crate::engine;
+use crate::render::{self, outln};
 
 /// `terraform-provider-null_v2.1.2_x4` -> `null`; `provider-alpha` -> `alpha`.
 fn provider_short_name(path: &Path) -> String {
@@ -61,13 +62,14 @@ pub fn run(args: &GenArgs) -> i32 {
             return fail(&format!("cannot write {}: {e}", target.display()));
         }
     }
-    println!(
+    let done = format!(
         "Wrote {} file(s) for provider {name} to {} in {:.2}s. Use them with `import {}/{name} lib`.",
         files.len(),
         root.display(),
         started.elapsed().as_secs_f64(),
         args.out.display()
     );
+    outln!("{}", render::escape(&done));
     exit::OK
 }
 

@@ -4,11 +4,15 @@
 //! to Nix, and the plan's Nix consumer values evaluated against that ledger), looking one up by
 //! name, and printing it as Nix, JSON or a bare value. Not: evaluation or state internals.
 //!
-//! Secrets stay out: sensitive attributes are `__sensitiveRef` placeholders here as in the
-//! ledger, and `--raw` refuses them rather than reading the state.
+//! Secrets stay out of everything but an explicit `--raw NAME`: sensitive attributes are
+//! `__sensitiveRef` placeholders here as in the ledger, values Nix computed from secrets are
+//! `{"__sensitive": {}}` (their value left out), and all text goes through `render`'s escaping
+//! and redaction. `--raw NAME` prints the one value asked for even when it is sensitive, as
+//! Terraform's `output -raw` does: it is how a script gets a generated password; on a terminal
+//! its control characters are escaped.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use serde_json::{json, Map, Value as Json};
@@ -17,37 +21,49 @@ use super::args::{InstallArgs, OutputArgs, RunSpec};
 use super::{backend, fail, options};
 use crate::codegen::{nix_attr, nix_string};
 use crate::engine::{Collect, Engine};
+use crate::render;
 use crate::state::StateFile;
 
 /// What `nivis output` shows.
 struct Outputs {
     /// Node id -> outputs, sensitive attributes as placeholders (the ledger's view).
     resources: Map<String, Json>,
-    /// Consumer id -> value (IR JSON: pending parts keep their markers); None when the plan
-    /// was not evaluated (no flake here and no source given).
+    /// Consumer id -> value (IR JSON: pending parts keep their markers, sensitive ones are
+    /// `{"__sensitive": {}}`); None when the plan was not evaluated (no flake here and no
+    /// source given).
     consumers: Option<Map<String, Json>>,
 }
 
+/// The outputs twice: as shown, and with every secret in place (for `--raw` only).
+struct Collected {
+    shown: Outputs,
+    revealed: Outputs,
+}
+
 pub fn run(args: &OutputArgs) -> i32 {
-    let outputs = match collect(args) {
+    let Collected { shown, revealed } = match collect(args) {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
-    let mut out = crate::render::stdout();
+    let mut out = render::stdout();
     let result = match &args.name {
         None if args.json => {
-            let all = json!({ "resources": outputs.resources, "consumers": outputs.consumers });
-            writeln!(out, "{}", pretty(&all))
+            let all = json!({ "resources": shown.resources, "consumers": shown.consumers });
+            writeln!(out, "{}", render::json_text(&all, true))
         }
-        None => write_all(&mut out, &outputs),
-        Some(name) => match lookup(&outputs, name) {
+        None => write!(out, "{}", render::escape_text(&nix_all(&shown))),
+        Some(name) if args.raw => match lookup(&revealed, name).and_then(|v| raw(&v)) {
+            Err(e) => return fail(&format!("--raw {name}: {e}")),
+            // Exactly the value for a pipe; escaped (not redacted) for a terminal.
+            Ok(text) if std::io::stdout().is_terminal() => {
+                write!(out, "{}", render::escape_unredacted(&text))
+            }
+            Ok(text) => out.write_all(text.as_bytes()),
+        },
+        Some(name) => match lookup(&shown, name) {
             Err(e) => return fail(&e),
-            Ok(value) if args.raw => match raw(&value) {
-                Ok(text) => write!(out, "{text}"),
-                Err(why) => return fail(&format!("--raw {name}: {why}")),
-            },
-            Ok(value) if args.json => writeln!(out, "{}", pretty(&value)),
-            Ok(value) => writeln!(out, "{}", nix_value(&value, 0)),
+            Ok(value) if args.json => writeln!(out, "{}", render::json_text(&value, true)),
+            Ok(value) => writeln!(out, "{}", render::escape_text(&nix_value(&value, 0))),
         },
     };
     match result.and_then(|()| out.flush()) {
@@ -56,7 +72,7 @@ pub fn run(args: &OutputArgs) -> i32 {
     }
 }
 
-fn collect(args: &OutputArgs) -> Result<Outputs, String> {
+fn collect(args: &OutputArgs) -> Result<Collected, String> {
     // `nivis output` in a directory without a flake (only a state file) shows what state
     // holds; any source given explicitly must evaluate.
     let implicit = args.source.file.is_none() && args.source.flake == ".";
@@ -66,10 +82,8 @@ fn collect(args: &OutputArgs) -> Result<Outputs, String> {
                 "(no flake.nix here: Nix consumer values are not shown; use --flake or --file)"
             );
         }
-        return Ok(Outputs {
-            resources: resource_outputs(&backend::read_state(&args.state)?),
-            consumers: None,
-        });
+        let (_, state) = backend::read(&args.source, &args.state)?;
+        return Ok(Collected::new(&state, None));
     }
     let install = InstallArgs::none();
     let spec = RunSpec {
@@ -78,6 +92,7 @@ fn collect(args: &OutputArgs) -> Result<Outputs, String> {
     };
     let opts = options(&spec, "output")?;
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
+    crate::secrets::remember_state(&state);
     let mut sink = Collect::default();
     let ir = Engine::new(opts, &mut sink)
         .declarations()
@@ -87,23 +102,81 @@ fn collect(args: &OutputArgs) -> Result<Outputs, String> {
         .iter()
         .map(|c| (c.id.clone(), c.value.to_json()))
         .collect();
-    Ok(Outputs {
-        resources: resource_outputs(&state),
-        consumers: Some(consumers),
-    })
+    Ok(Collected::new(&state, Some(consumers)))
 }
 
-/// Every resource's outputs as the ledger shows them to Nix (secrets as placeholders).
-fn resource_outputs(state: &StateFile) -> Map<String, Json> {
-    let mut ledger = crate::ledger::Ledger::default();
-    for r in state.iter() {
-        ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
+impl Collected {
+    /// From the state and the consumers' IR values.
+    fn new(state: &StateFile, consumers: Option<Map<String, Json>>) -> Collected {
+        let mut ledger = crate::ledger::Ledger::default();
+        for r in state.iter() {
+            ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
+        }
+        let shown = Outputs {
+            resources: ledger
+                .outputs
+                .into_iter()
+                .map(|(id, o)| (id, Json::Object(o)))
+                .collect(),
+            consumers: consumers
+                .as_ref()
+                .map(|c| c.iter().map(|(k, v)| (k.clone(), hide(v))).collect()),
+        };
+        let revealed = Outputs {
+            resources: state
+                .iter()
+                .map(|r| (r.id.clone(), r.attributes.clone()))
+                .collect(),
+            consumers: consumers.map(|c| {
+                c.iter()
+                    .map(|(k, v)| (k.clone(), reveal(v, state)))
+                    .collect()
+            }),
+        };
+        Collected { shown, revealed }
     }
-    ledger
-        .outputs
-        .into_iter()
-        .map(|(id, o)| (id, Json::Object(o)))
-        .collect()
+}
+
+/// An IR value with the value of every `__sensitive` marker left out.
+fn hide(v: &Json) -> Json {
+    match v {
+        Json::Object(m) if m.len() == 1 && m.contains_key("__sensitive") => {
+            json!({ "__sensitive": {} })
+        }
+        Json::Object(m) => Json::Object(m.iter().map(|(k, v)| (k.clone(), hide(v))).collect()),
+        Json::Array(items) => Json::Array(items.iter().map(hide).collect()),
+        other => other.clone(),
+    }
+}
+
+/// An IR value with every secret in place: `__sensitive` unwrapped, `__sensitiveRef` read from
+/// the state.
+fn reveal(v: &Json, state: &StateFile) -> Json {
+    let Json::Object(m) = v else {
+        return match v {
+            Json::Array(items) => Json::Array(items.iter().map(|i| reveal(i, state)).collect()),
+            other => other.clone(),
+        };
+    };
+    if m.len() == 1 {
+        if let Some(inner) = m.get("__sensitive") {
+            return reveal(&inner["value"], state);
+        }
+        if let Some(r) = m.get("__sensitiveRef") {
+            let found = r["resource"]
+                .as_str()
+                .and_then(|id| state.get(id))
+                .and_then(|rec| crate::secrets::at_path(&rec.attributes, &r["path"]));
+            if let Some(value) = found {
+                return value.clone();
+            }
+        }
+    }
+    Json::Object(
+        m.iter()
+            .map(|(k, v)| (k.clone(), reveal(v, state)))
+            .collect(),
+    )
 }
 
 /// NAME is a consumer id, a node id, or a node id followed by `.`-separated attribute keys
@@ -153,7 +226,7 @@ fn placeholder(v: &Json) -> Option<&'static str> {
     if m.len() != 1 {
         return None;
     }
-    if m.contains_key("__sensitiveRef") {
+    if m.contains_key("__sensitiveRef") || m.contains_key("__sensitive") {
         Some("sensitive")
     } else if m.contains_key("__ref") || m.contains_key("__derived") {
         Some("known after apply")
@@ -168,7 +241,6 @@ fn raw(value: &Json) -> Result<String, String> {
         Json::Number(n) => Ok(n.to_string()),
         Json::Bool(b) => Ok(b.to_string()),
         v => match placeholder(v) {
-            Some("sensitive") => Err("the value is sensitive; Nivis does not print secrets".into()),
             Some(_) => Err("the value is not known yet: run `nivis apply`".into()),
             None => Err(format!(
                 "only a string, number or bool prints raw; this is {} (use --json)",
@@ -184,28 +256,24 @@ fn raw(value: &Json) -> Result<String, String> {
     }
 }
 
-fn pretty(v: &Json) -> String {
-    serde_json::to_string_pretty(v).expect("JSON values serialise")
-}
-
-fn write_all(out: &mut dyn Write, outputs: &Outputs) -> std::io::Result<()> {
+/// Every output as Nix text (not yet escaped for the terminal).
+fn nix_all(outputs: &Outputs) -> String {
+    let mut text = String::new();
     if outputs.resources.is_empty() {
-        writeln!(out, "# No resources in state.")?;
+        text.push_str("# No resources in state.\n");
     } else {
-        writeln!(out, "# Resource outputs")?;
+        text.push_str("# Resource outputs\n");
         for (id, v) in &outputs.resources {
-            writeln!(out, "{} = {};", nix_attr(id), nix_value(v, 0))?;
+            text.push_str(&format!("{} = {};\n", nix_attr(id), nix_value(v, 0)));
         }
     }
-    if let Some(consumers) = &outputs.consumers {
-        if !consumers.is_empty() {
-            writeln!(out, "\n# Nix consumer values")?;
-            for (id, v) in consumers {
-                writeln!(out, "{} = {};", nix_attr(id), nix_value(v, 0))?;
-            }
+    if let Some(consumers) = outputs.consumers.as_ref().filter(|c| !c.is_empty()) {
+        text.push_str("\n# Nix consumer values\n");
+        for (id, v) in consumers {
+            text.push_str(&format!("{} = {};\n", nix_attr(id), nix_value(v, 0)));
         }
     }
-    Ok(())
+    text
 }
 
 /// `v` as a Nix expression; placeholders as `<sensitive>` / `<known after apply>`. Small
@@ -292,18 +360,53 @@ mod tests {
     }
 
     #[test]
-    fn raw_prints_scalars_and_refuses_secrets_and_pending_values() {
+    fn raw_prints_scalars_and_refuses_pending_values() {
         let o = sample();
         assert_eq!(
             raw(&lookup(&o, "null.null_resource.a.id").unwrap()).unwrap(),
             "42"
         );
         assert_eq!(raw(&json!(1.5)).unwrap(), "1.5");
-        let e = raw(&lookup(&o, "null.null_resource.a.secret").unwrap()).unwrap_err();
-        assert!(e.contains("sensitive"), "{e}");
         let e = raw(&lookup(&o, "later").unwrap()).unwrap_err();
         assert!(e.contains("not known yet"), "{e}");
         assert!(raw(&json!({"a": 1})).unwrap_err().contains("an attrset"));
+    }
+
+    #[test]
+    fn secrets_are_hidden_when_shown_and_in_place_when_revealed() {
+        let state: StateFile = serde_json::from_value(json!({
+            "schemaVersion": 2, "serial": 1, "lineage": "l",
+            "resources": {"t.t.a": {"id": "t.t.a", "kind": "managed", "provider": "t",
+                "provider_source": "t", "type_name": "t", "schema_version": 0,
+                "attributes": {"pw": "hunter22", "id": "1"}, "private": null,
+                "dependencies": [], "sensitive_paths": [["pw"]], "status": "ready",
+                "create_before_destroy": false, "deposed": []}}
+        }))
+        .unwrap();
+        let consumers = json!({
+            "dsn": {"__sensitive": {"value": "db://u:hunter22@h"}},
+            "nested": {"a": {"__sensitiveRef": {"resource": "t.t.a", "path": ["pw"]}}}
+        });
+        let c = Collected::new(&state, Some(consumers.as_object().unwrap().clone()));
+        let shown = serde_json::to_string(&(&c.shown.resources, &c.shown.consumers)).unwrap();
+        assert!(!shown.contains("hunter22"), "{shown}");
+        assert_eq!(lookup(&c.shown, "dsn").unwrap(), json!({"__sensitive": {}}));
+        assert_eq!(
+            nix_value(&lookup(&c.shown, "dsn").unwrap(), 0),
+            "<sensitive>"
+        );
+        assert_eq!(
+            raw(&lookup(&c.revealed, "dsn").unwrap()).unwrap(),
+            "db://u:hunter22@h"
+        );
+        assert_eq!(
+            raw(&lookup(&c.revealed, "t.t.a.pw").unwrap()).unwrap(),
+            "hunter22"
+        );
+        assert_eq!(
+            lookup(&c.revealed, "nested").unwrap(),
+            json!({"a": "hunter22"})
+        );
     }
 
     #[test]

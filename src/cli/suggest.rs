@@ -19,7 +19,10 @@ pub fn parse() -> Cli {
         Err(e) => {
             if e.use_stderr() {
                 if let Some(hint) = single_dash_hint(&args) {
-                    eprintln!("error: {hint}\n\nFor more information, try '--help'.");
+                    eprintln!(
+                        "error: {}\n\nFor more information, try '--help'.",
+                        crate::render::escape(&hint)
+                    );
                     std::process::exit(2);
                 }
             }
@@ -54,8 +57,9 @@ pub fn single_dash_hint(args: &[OsString]) -> Option<String> {
         let name = rest.split_once('=').map_or(rest, |(n, _)| n);
         let known = |c: &clap::Command| c.get_arguments().any(|a| a.get_long() == Some(name));
         if known(cmd) || known(&root) {
+            // The option's name only: a value typed with it may be a secret (`-var=pw=…`).
             return Some(format!(
-                "'{arg}' is not an option; did you mean '--{rest}'? (Nivis spells long options with two dashes)"
+                "'-{name}' is not an option; did you mean '--{name}'? (Nivis spells long options with two dashes)"
             ));
         }
     }
@@ -82,9 +86,12 @@ mod tests {
         assert!(hint(&["plan", "-var", "x=1"])
             .unwrap()
             .contains("did you mean '--var'?"));
-        assert!(hint(&["plan", "-var=x=1"])
-            .unwrap()
-            .contains("did you mean '--var=x=1'?"));
+        let typed = hint(&["plan", "-var=pw=hunter22"]).unwrap();
+        assert!(typed.contains("did you mean '--var'?"), "{typed}");
+        assert!(
+            !typed.contains("hunter22"),
+            "the value is not repeated: {typed}"
+        );
         assert!(hint(&["state", "show", "-state", "s.json", "x"])
             .unwrap()
             .contains("'--state'"));

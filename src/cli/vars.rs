@@ -114,6 +114,23 @@ pub fn collect(
     Ok(out)
 }
 
+/// The `NIVIS_VAR_*` pairs of this process's environment. Other variables may hold anything
+/// (`std::env::vars` would panic on one that is not UTF-8); a `NIVIS_VAR_*` value that is not
+/// UTF-8 is an error naming it, never its value.
+pub fn from_env() -> Result<Vec<(String, String)>, String> {
+    let mut pairs = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let Some(key) = k.to_str().filter(|k| k.starts_with(ENV_PREFIX)) else {
+            continue;
+        };
+        let value = v
+            .into_string()
+            .map_err(|_| format!("{key}: the value is not UTF-8"))?;
+        pairs.push((key.to_string(), value));
+    }
+    Ok(pairs)
+}
+
 /// Text read as JSON when it is JSON (`3`, `true`, `[1,2]`, `{"a":1}`), else the string.
 fn guess(text: &str) -> Json {
     serde_json::from_str(text).unwrap_or_else(|_| Json::String(text.to_string()))

@@ -70,8 +70,6 @@ pub struct Options {
     pub lock_timeout: Option<Duration>,
     /// The command line, recorded in the lock.
     pub command: String,
-    /// A private directory (0700) for the ledger.
-    pub run_dir: PathBuf,
     /// How providers given by registry address are installed (mirrors, cache, lock file).
     pub install: crate::registry::InstallOptions,
 }
@@ -304,6 +302,11 @@ pub struct Engine<'s> {
     /// id -> fingerprint of resources settled in this run.
     settled: HashMap<String, String>,
     nix_time: Duration,
+    /// The run's private directory (ledger, channel of secrets), created at the first
+    /// evaluation and removed with the engine.
+    run_dir: Option<crate::rundir::RunDir>,
+    /// Until the first IR says which variables are sensitive, all their values are masked.
+    vars_settled: bool,
 }
 
 impl<'s> Engine<'s> {
@@ -317,6 +320,8 @@ impl<'s> Engine<'s> {
             live: Arc::new(Mutex::new(Vec::new())),
             settled: HashMap::new(),
             nix_time: Duration::ZERO,
+            run_dir: None,
+            vars_settled: false,
         }
     }
 
@@ -329,9 +334,12 @@ impl<'s> Engine<'s> {
             for warning in store.warnings() {
                 log::warn!("{warning}");
             }
+            crate::secrets::remember_state(store.state());
             Ok(StateHolder::Locked(store))
         } else {
-            Ok(StateHolder::ReadOnly(self.opts.backend.read_only()?))
+            let state = self.opts.backend.read_only()?;
+            crate::secrets::remember_state(&state);
+            Ok(StateHolder::ReadOnly(state))
         }
     }
 
@@ -354,33 +362,53 @@ impl<'s> Engine<'s> {
         done
     }
 
+    /// Every variable value as given: read as JSON, and as typed text (the two can differ:
+    /// `--var pw=1.50` is the number 1.5 and the text "1.50"), for redaction.
+    fn variable_values(&self) -> [BTreeMap<String, Json>; 2] {
+        let text = self.opts.var_text.iter();
+        let text = text.map(|(k, v)| (k.clone(), Json::String(v.clone())));
+        [self.opts.vars.clone(), text.collect()]
+    }
+
     /// Evaluates the plan with a ledger built from `state`.
     fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
-        let mut ledger = Ledger {
-            phase,
-            vars: self.opts.vars.clone(),
-            vars_text: self.opts.var_text.clone(),
-            env: Some(self.opts.backend.env().to_string()),
-            ..Ledger::default()
-        };
+        let mut ledger = Ledger::default();
+        ledger.phase = phase;
+        ledger.vars = self.opts.vars.clone();
+        ledger.vars_text = self.opts.var_text.clone();
+        ledger.env = Some(self.opts.backend.env().to_string());
         for r in state.iter() {
             ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
         }
-        std::fs::create_dir_all(&self.opts.run_dir).map_err(|e| {
+        if !self.vars_settled {
+            for values in self.variable_values() {
+                crate::secrets::remember_variables_provisionally(&values);
+            }
+        }
+        if self.run_dir.is_none() {
+            self.run_dir = Some(crate::rundir::RunDir::create().map_err(EngineError::Io)?);
+        }
+        let dir = self.run_dir.as_ref().expect("created above");
+        let path = ledger.write(dir).map_err(|e| {
             EngineError::Io(format!(
-                "cannot create {}: {e}",
-                self.opts.run_dir.display()
+                "cannot write the ledger in {}: {e}",
+                dir.path().display()
             ))
         })?;
-        set_private_dir(&self.opts.run_dir);
-        let path = self.opts.run_dir.join("ledger.json");
-        ledger.write(&path).map_err(|e| {
-            EngineError::Io(format!("cannot write the ledger {}: {e}", path.display()))
-        })?;
-        let (bytes, took) =
-            nixeval::evaluate(&self.opts.source, &path).map_err(EngineError::Eval)?;
+        let evaluated = nixeval::evaluate(&self.opts.source, &path);
+        // The channel of secrets lives only while Nix reads it.
+        dir.remove(crate::ledger::CHANNEL_FILE);
+        let (bytes, took) = evaluated.map_err(EngineError::Eval)?;
         self.nix_time += took;
         let ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
+        if !self.vars_settled {
+            self.vars_settled = true;
+            for values in self.variable_values() {
+                crate::secrets::settle_variables(&values, &|name| {
+                    ir.variables.get(name).is_some_and(|d| d.sensitive)
+                });
+            }
+        }
         for name in self.opts.vars.keys() {
             if !ir.variables.is_empty() && !ir.variables.contains_key(name) {
                 self.sink.event(Event::Warning(Diagnostic::warning(format!(
@@ -613,21 +641,16 @@ impl<'s> Engine<'s> {
             .enumerate()
             .map(|(i, id)| (id.as_str(), i))
             .collect();
-        // Apply follows every dependency. A plan runs in parallel, except after resources whose
-        // provider has no plan: what they will do decides whether dependents must wait.
-        let no_plan = |id: &str| {
-            let provider = &analysis.nodes[id].node.provider;
-            !Capabilities::of(&ir.providers[provider].kind).schemas
-        };
+        // Plans follow dependency order too: a reference to a resource whose plan is a no-op
+        // resolves to its recorded value instead of "known after apply" (see `unchanged`), and
+        // what a resource without a provider plan will do decides whether dependents must wait
+        // (see `staleness`).
         let deps: Vec<Vec<usize>> = ids
             .iter()
             .map(|id| {
                 analysis.nodes[id]
                     .deps
                     .iter()
-                    .filter(|d| {
-                        mode == Mode::Apply || (index.contains_key(d.as_str()) && no_plan(d))
-                    })
                     .filter_map(|d| index.get(d.as_str()).copied())
                     .collect()
             })
@@ -656,6 +679,7 @@ impl<'s> Engine<'s> {
             result: PhaseResult::default(),
             recorder: Recorder::default(),
             running: ids.iter().cloned().collect(),
+            unchanged: BTreeSet::new(),
             staleness: stale::Staleness::new(ir),
             stale: HashMap::new(),
         };
@@ -1302,6 +1326,9 @@ struct PhaseOwner<'a, 'ir> {
     recorder: Recorder,
     /// The ids of `analysis.run`, for lookups.
     running: BTreeSet<String>,
+    /// Plan mode: managed resources of `running` whose plan is a no-op, so their recorded
+    /// values are what dependents will see.
+    unchanged: BTreeSet<String>,
     /// Outputs changed this phase by providers without a plan, and who waits on them.
     staleness: stale::Staleness<'ir>,
     /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
@@ -1356,11 +1383,13 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             return Err(NodeOutput::failed(Diagnostics::new(), None));
         }
         let state = self.holder.state();
-        let running = &self.running;
+        let (running, unchanged) = (&self.running, &self.unchanged);
         let mode = self.mode;
         let resolved = resolve(&node.config, &|rid| match state.get(rid) {
-            // In plan mode, anything that will run this phase is not settled yet.
-            Some(_) if mode == Mode::Plan && running.contains(rid) => Lookup::Pending,
+            // In plan mode, anything that will change this phase is not settled yet.
+            Some(_) if mode == Mode::Plan && running.contains(rid) && !unchanged.contains(rid) => {
+                Lookup::Pending
+            }
             Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
             None => Lookup::Pending,
         });
@@ -1489,6 +1518,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         match self.mode {
             Mode::Plan => {
+                if action == Action::NoOp && self.analysis.nodes[&id].node.kind == NodeKind::Managed
+                {
+                    self.unchanged.insert(id.clone());
+                }
                 if action != Action::NoOp {
                     self.sink.event(Event::Planned {
                         phase: self.phase,
@@ -1728,6 +1761,7 @@ fn collect_deps(tree: &Tree, out: &mut BTreeSet<String>) {
         Tree::Ref(r) | Tree::SensitiveRef(r) => {
             out.insert(r.resource.clone());
         }
+        Tree::Sensitive(inner) => collect_deps(inner, out),
         Tree::Derived(inputs) => out.extend(inputs.iter().map(|i| i.resource.clone())),
         Tree::List(items) => items.iter().for_each(|t| collect_deps(t, out)),
         Tree::Object(map) => map.values().for_each(|t| collect_deps(t, out)),
@@ -1741,6 +1775,7 @@ fn collect_derived(tree: &Tree, out: &mut Vec<Wait>) {
             resource: i.resource.clone(),
             attribute: i.attr.clone(),
         })),
+        Tree::Sensitive(inner) => collect_derived(inner, out),
         Tree::List(items) => items.iter().for_each(|t| collect_derived(t, out)),
         Tree::Object(map) => map.values().for_each(|t| collect_derived(t, out)),
         _ => {}
@@ -1750,6 +1785,7 @@ fn collect_derived(tree: &Tree, out: &mut Vec<Wait>) {
 fn collect_refs_as_waits(tree: &Tree, out: &mut Vec<Wait>) {
     match tree {
         Tree::Ref(r) => out.push(Wait::Resource(r.resource.clone())),
+        Tree::Sensitive(inner) => collect_refs_as_waits(inner, out),
         Tree::List(items) => items.iter().for_each(|t| collect_refs_as_waits(t, out)),
         Tree::Object(map) => map.values().for_each(|t| collect_refs_as_waits(t, out)),
         _ => {}
@@ -1771,9 +1807,4 @@ fn resolved_fingerprint(node: &Node, state: &StateFile) -> Option<String> {
         "{:?}|{:?}|{:?}|{}",
         resolved.value, node.depends_on, node.lifecycle, node.provider
     ))
-}
-
-fn set_private_dir(dir: &std::path::Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
 }

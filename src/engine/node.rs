@@ -190,7 +190,13 @@ fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     if !config.is_known() {
         // Read later, once the configuration is known.
         let planned = objchange::planned_unknown_for_data(&s.block, &config);
-        let changes = display_changes(&s.block, &Value::Null, &planned, &[]);
+        let changes = display_changes(
+            &s.block,
+            &Value::Null,
+            &planned,
+            &[],
+            &marked_sensitive(input),
+        );
         return NodeOutput {
             action: Some(Action::Read),
             changes,
@@ -289,7 +295,11 @@ fn record(
         .iter()
         .map(|p| path_json(p))
         .collect();
-    for attr in &input.sensitive_inputs {
+    for attr in input
+        .sensitive_inputs
+        .iter()
+        .chain(&echoes_of_sensitive_inputs(input, value))
+    {
         let path = Json::Array(vec![Json::String(attr.clone())]);
         if !r.sensitive_paths.contains(&path) {
             r.sensitive_paths.push(path);
@@ -300,7 +310,73 @@ fn record(
     if let Some(prior) = &input.prior {
         r.extra = prior.extra.clone();
     }
+    crate::secrets::remember_state_record(&r);
     Ok(r)
+}
+
+/// Top-level attributes of `value` holding a copy of a sensitive input (a provider that
+/// computes `endpoint = "https://" + password + "@host"` does not mark it sensitive, but the
+/// secret is in it all the same). Inputs shorter than [`crate::secrets::MIN_LEN`] are not
+/// looked for: short values turn up by chance.
+fn echoes_of_sensitive_inputs(input: &NodeInput, value: &Value) -> Vec<String> {
+    let (Some(config), Some(attrs)) = (input.config.as_map(), value.as_map()) else {
+        return Vec::new();
+    };
+    let mut secrets = Vec::new();
+    for a in &input.sensitive_inputs {
+        if let Some(v) = config.get(a) {
+            crate::secrets::each_scalar_value(v, &mut |s| {
+                if s.len() >= crate::secrets::MIN_LEN {
+                    secrets.push(s.to_string());
+                }
+            });
+        }
+    }
+    if secrets.is_empty() {
+        return Vec::new();
+    }
+    attrs
+        .iter()
+        .filter(|(_, v)| {
+            let mut found = false;
+            crate::secrets::each_scalar_value(v, &mut |s| {
+                found |= secrets.iter().any(|x| s.contains(x.as_str()))
+            });
+            found
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// Paths known to be sensitive for this resource besides what its schema says: what its record
+/// marks (a prior value set from a secret stays masked in a diff) and the top-level attributes
+/// set from sensitive inputs now.
+fn marked_sensitive(input: &NodeInput) -> Vec<Json> {
+    let mut out: Vec<Json> = input
+        .prior
+        .iter()
+        .flat_map(|p| p.sensitive_paths.iter().cloned())
+        .collect();
+    out.extend(
+        input
+            .sensitive_inputs
+            .iter()
+            .map(|a| Json::Array(vec![Json::String(a.clone())])),
+    );
+    out
+}
+
+/// Whether one of two paths lies within the other: a state path (JSON keys and indices) and a
+/// value path.
+fn overlaps(marked: &Json, path: &[PathStep]) -> bool {
+    let Some(steps) = marked.as_array() else {
+        return false;
+    };
+    steps.iter().zip(path).all(|(m, p)| match (m, p) {
+        (Json::String(a), PathStep::Attr(b) | PathStep::Key(b)) => a == b,
+        (Json::Number(n), PathStep::Index(i)) => n.as_u64() == Some(*i),
+        _ => false,
+    })
 }
 
 fn path_json(path: &[PathStep]) -> Json {
@@ -347,7 +423,13 @@ fn current_object(
         Some((Vec::new(), true))
     } else if !objchange::values_equal(&upgraded, &read.new_state) {
         Some((
-            display_changes(block, &upgraded, &read.new_state, &[]),
+            display_changes(
+                block,
+                &upgraded,
+                &read.new_state,
+                &[],
+                &prior.sensitive_paths,
+            ),
             false,
         ))
     } else {
@@ -460,6 +542,7 @@ fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         },
         &plan.planned_state,
         &replace_paths,
+        &marked_sensitive(input),
     );
 
     if let Action::Replace { .. } = action {
@@ -971,10 +1054,14 @@ pub fn refresh(
         value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
     let new_private = (!read.private.is_empty()).then_some(read.private.clone());
     let drift = (!objchange::values_equal(&current, &read.new_state)).then(|| {
-        (
-            display_changes(&s.block, &current, &read.new_state, &[]),
-            false,
-        )
+        let changes = display_changes(
+            &s.block,
+            &current,
+            &read.new_state,
+            &[],
+            &state.sensitive_paths,
+        );
+        (changes, false)
     });
     if attributes == state.attributes
         && new_private == state.private
@@ -986,12 +1073,21 @@ pub fn refresh(
     rec.attributes = attributes;
     rec.private = new_private;
     rec.schema_version = s.version;
-    rec.sensitive_paths = s
+    // What the schema marks now, plus what the record marked before (values set from secrets
+    // stay secret when the object is read again).
+    let mut paths: Vec<Json> = s
         .block
         .sensitive_paths(&read.new_state)
         .iter()
         .map(|p| path_json(p))
         .collect();
+    for p in &state.sensitive_paths {
+        if !paths.contains(p) {
+            paths.push(p.clone());
+        }
+    }
+    rec.sensitive_paths = paths;
+    crate::secrets::remember_state_record(&rec);
     Ok((Some(Change::Put(rec)), drift))
 }
 
@@ -1016,11 +1112,13 @@ fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {
 }
 
 /// The changed attributes between two objects, with sensitivity and replacement marks.
+/// `marked` adds paths known to be sensitive beyond the schema (JSON arrays, as in state).
 pub fn display_changes(
     block: &Block,
     before: &Value,
     after: &Value,
     replace: &[Vec<PathStep>],
+    marked: &[Json],
 ) -> Vec<AttrChange> {
     let sensitive: Vec<Vec<PathStep>> = block
         .sensitive_paths(before)
@@ -1037,7 +1135,8 @@ pub fn display_changes(
         .into_iter()
         .map(|(path, b, a)| {
             let is_sensitive = sensitive.iter().any(|s| path.starts_with(s))
-                || matches!(path.first(), Some(PathStep::Attr(n)) if sensitive_top.contains(&n.as_str()));
+                || matches!(path.first(), Some(PathStep::Attr(n)) if sensitive_top.contains(&n.as_str()))
+                || marked.iter().any(|m| overlaps(m, &path));
             let forces = replace.iter().any(|r| path.starts_with(r) || r.starts_with(&path));
             AttrChange { path, before: b, after: a, sensitive: is_sensitive, forces_replacement: forces }
         })
@@ -1059,5 +1158,78 @@ fn unknowns_to_null(value: Value) -> Value {
             value: Box::new(unknowns_to_null(*value)),
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::Attribute;
+
+    fn block() -> Block {
+        Block {
+            attributes: [
+                ("from".to_string(), Attribute::required(Type::String)),
+                ("endpoint".to_string(), Attribute::computed(Type::String)),
+                ("note".to_string(), Attribute::optional(Type::String)),
+            ]
+            .into(),
+            ..Block::default()
+        }
+    }
+
+    fn obj(from: &str, endpoint: Value) -> Value {
+        Value::Map(
+            [
+                ("from".to_string(), Value::String(from.into())),
+                ("endpoint".to_string(), endpoint),
+                ("note".to_string(), Value::Null),
+            ]
+            .into(),
+        )
+    }
+
+    #[test]
+    fn marked_paths_mask_both_sides_of_a_change() {
+        let before = obj("old-secret", Value::String("beta://old-secret".into()));
+        let after = obj("new-value", Value::Unknown);
+        let plain = display_changes(&block(), &before, &after, &[], &[]);
+        assert!(plain.iter().all(|c| !c.sensitive));
+        let marked = display_changes(&block(), &before, &after, &[], &[json!(["from"])]);
+        let from = marked
+            .iter()
+            .find(|c| render_path(&c.path) == "from")
+            .unwrap();
+        assert!(
+            from.sensitive,
+            "a prior value set from a secret stays masked"
+        );
+        let endpoint = marked
+            .iter()
+            .find(|c| render_path(&c.path) == "endpoint")
+            .unwrap();
+        assert!(!endpoint.sensitive);
+        assert!(overlaps(
+            &json!(["tags", "k"]),
+            &[PathStep::Attr("tags".into())]
+        ));
+        assert!(overlaps(
+            &json!(["net", 0]),
+            &[
+                PathStep::Attr("net".into()),
+                PathStep::Index(0),
+                PathStep::Attr("ip".into())
+            ]
+        ));
+        assert!(!overlaps(
+            &json!(["net", 1]),
+            &[PathStep::Attr("net".into()), PathStep::Index(0)]
+        ));
+    }
+
+    fn render_path(p: &[PathStep]) -> String {
+        value::render_path(p)
     }
 }

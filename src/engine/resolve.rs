@@ -3,7 +3,12 @@
 //! A `__ref`/`__sensitiveRef` to an object that is recorded and settled resolves to its
 //! attribute (TF→TF, no Nix needed); to an object that is still pending it becomes unknown and
 //! the resource waits for it. A `__derived` leaf is unknown until Nix re-evaluates with its
-//! inputs (*→Nix). A `__build` leaf is its store path, realised before apply.
+//! inputs (*→Nix). A `__build` leaf is its store path, realised before apply. A `__sensitive`
+//! value (computed by Nix from a secret) is its inside, resolved the same way.
+//!
+//! Every value taken from a sensitive output or a `__sensitive` leaf makes the top-level
+//! attribute holding it sensitive (recorded so in state, masked in every printout) and is
+//! remembered by [`crate::secrets`] so that no copy of it is printed either.
 
 use serde_json::Value as Json;
 
@@ -85,6 +90,7 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
                 Ok(json) => {
                     if matches!(tree, Tree::SensitiveRef(_)) || is_sensitive(&r.path, sensitive) {
                         out.touched_sensitive = true;
+                        crate::secrets::remember_json(json);
                     }
                     value::json::from_plain_json(json)
                 }
@@ -114,6 +120,12 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
         Tree::Build(b) => {
             out.builds.push((b.path.clone(), b.drv_path.clone()));
             Value::String(b.path.clone())
+        }
+        Tree::Sensitive(inner) => {
+            out.touched_sensitive = true;
+            let v = walk(inner, lookup, out);
+            crate::secrets::remember_value(&v);
+            v
         }
     }
 }
@@ -295,6 +307,43 @@ mod tests {
             r.sensitive,
             ["env"],
             "a value read from a sensitive attribute stays sensitive"
+        );
+    }
+
+    #[test]
+    fn a_sensitive_value_is_its_inside_and_marks_its_attribute() {
+        let attrs = json!({"id": "a-1"});
+        let tree = Tree::Object(
+            [
+                (
+                    "conn".to_string(),
+                    Tree::Sensitive(Box::new(Tree::List(vec![
+                        Tree::String("resolve-test-secret".into()),
+                        Tree::Ref(Ref {
+                            resource: "x".into(),
+                            path: vec![PathStep::Key("id".into())],
+                        }),
+                    ]))),
+                ),
+                ("plain".to_string(), Tree::String("p".into())),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let r = resolve(&tree, &|_| Lookup::Settled(&attrs, &[]));
+        let m = r.value.as_map().unwrap();
+        assert_eq!(
+            m["conn"],
+            Value::List(vec![
+                Value::String("resolve-test-secret".into()),
+                Value::String("a-1".into())
+            ])
+        );
+        assert_eq!(r.sensitive, ["conn"]);
+        assert_eq!(
+            crate::secrets::redact("x resolve-test-secret"),
+            "x (sensitive value)",
+            "remembered for redaction"
         );
     }
 }

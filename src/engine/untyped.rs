@@ -22,17 +22,27 @@ use crate::value::{self, PathStep, Value};
 
 /// Runs one resource's turn.
 pub fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
-    let mut out = turn(input, report);
-    if !input.sensitive_inputs.is_empty() {
-        // A provider's error message or log may quote its inputs (the real one prints the whole
-        // request when it cannot read it); the secrets among them stay out of what is shown.
-        let secrets = secret_strings(&input.config, &input.sensitive_inputs);
-        for d in &mut out.diagnostics.0 {
-            d.summary = redact(&d.summary, &secrets);
-            d.detail = redact(&d.detail, &secrets);
+    remember_prior_secrets(input);
+    turn(input, report)
+}
+
+/// A provider's error may quote its whole request (the real one does when it cannot read it),
+/// and an update request carries the inputs recorded last time too. The current values of
+/// sensitive inputs are already known secrets (resolving them remembered them); the recorded
+/// values of the same inputs (a rotated password) become known here, so that every printout
+/// redacts them ([`crate::secrets`]).
+fn remember_prior_secrets(input: &NodeInput) {
+    let Some(private) = input.prior.as_ref().and_then(|p| p.private.as_deref()) else {
+        return;
+    };
+    let Ok(Json::Object(recorded)) = serde_json::from_slice::<Json>(private) else {
+        return;
+    };
+    for attr in &input.sensitive_inputs {
+        if let Some(v) = recorded.get(attr) {
+            crate::secrets::remember_json(v);
         }
     }
-    out
 }
 
 fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
@@ -65,14 +75,22 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     } else {
         Action::Update
     };
-    let sensitive = !input.sensitive_inputs.is_empty()
-        || input
-            .prior
-            .as_ref()
-            .is_some_and(|p| !p.sensitive_paths.is_empty());
+    // Which inputs a record's secrets came from is not recorded: once any was, every recorded
+    // input is masked.
+    let prior_sensitive = input
+        .prior
+        .as_ref()
+        .is_some_and(|p| !p.sensitive_paths.is_empty());
+    let sensitive =
+        |attr: &str| prior_sensitive || input.sensitive_inputs.iter().any(|s| s == attr);
     let mut out = NodeOutput {
         action: Some(action),
-        changes: input_changes(prior_inputs, &config, sensitive, action == Action::Recreate),
+        changes: input_changes(
+            prior_inputs,
+            &config,
+            &sensitive,
+            action == Action::Recreate,
+        ),
         commit: None,
         drift: None,
         diagnostics: plan.diagnostics,
@@ -139,41 +157,6 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     out
 }
 
-/// The text forms of the scalar values under the sensitive top-level inputs: raw and as JSON
-/// escapes them. Very short values are left out: hiding every "1" would hide nothing useful.
-fn secret_strings(config: &Value, sensitive: &[String]) -> Vec<String> {
-    fn leaves(j: &Json, out: &mut Vec<String>) {
-        match j {
-            Json::String(s) => {
-                out.push(s.clone());
-                let escaped = Json::String(s.clone()).to_string();
-                out.push(escaped[1..escaped.len() - 1].to_string());
-            }
-            Json::Number(n) => out.push(n.to_string()),
-            Json::Array(items) => items.iter().for_each(|i| leaves(i, out)),
-            Json::Object(map) => map.values().for_each(|v| leaves(v, out)),
-            Json::Bool(_) | Json::Null => {}
-        }
-    }
-    let mut out = Vec::new();
-    for attr in sensitive {
-        if let Some(Ok(j)) = config.get_attr(attr).map(value::json::to_plain_json) {
-            leaves(&j, &mut out);
-        }
-    }
-    out.retain(|s| s.len() >= 4);
-    // Longest first, so a secret that contains another is hidden whole.
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out.dedup();
-    out
-}
-
-fn redact(text: &str, secrets: &[String]) -> String {
-    secrets.iter().fold(text.to_string(), |t, s| {
-        t.replace(s.as_str(), "(sensitive)")
-    })
-}
-
 /// The configuration with ignored inputs taken from the recorded ones.
 fn ignore_changes(config: &Value, recorded: &[u8], ignore: &[IgnorePath]) -> Value {
     if ignore.is_empty() || recorded.is_empty() {
@@ -196,12 +179,11 @@ fn ignore_changes(config: &Value, recorded: &[u8], ignore: &[IgnorePath]) -> Val
     objchange::apply_ignore_changes(config, &recorded, &paths)
 }
 
-/// The inputs that change, one per top-level input property. `sensitive` hides every value
-/// (a provider may copy any input into any output, so one sensitive input taints them all).
+/// The inputs that change, one per top-level input property; `sensitive` says which are masked.
 fn input_changes(
     recorded: &[u8],
     config: &Value,
-    sensitive: bool,
+    sensitive: &dyn Fn(&str) -> bool,
     forces_replacement: bool,
 ) -> Vec<AttrChange> {
     let before = serde_json::from_slice::<Json>(recorded)
@@ -223,7 +205,7 @@ fn input_changes(
                 path: vec![PathStep::Attr(k.clone())],
                 before: b.cloned(),
                 after: a.cloned(),
-                sensitive,
+                sensitive: sensitive(k),
                 forces_replacement,
             })
         })
@@ -286,7 +268,7 @@ mod tests {
         if let Value::Map(m) = &mut config {
             m.insert("later".into(), Value::Unknown);
         }
-        let changes = input_changes(&recorded, &config, false, true);
+        let changes = input_changes(&recorded, &config, &|_| false, true);
         let paths: Vec<String> = changes
             .iter()
             .map(|c| value::render_path(&c.path))
@@ -295,21 +277,11 @@ mod tests {
         assert!(changes.iter().all(|c| c.forces_replacement && !c.sensitive));
         assert_eq!(changes[1].after, None);
         assert!(changes[2].after.as_ref().is_some_and(Value::is_unknown));
-        // A create shows every input.
-        assert_eq!(input_changes(&[], &config, true, false).len(), 4);
-        assert!(input_changes(&[], &config, true, false)[0].sensitive);
-    }
-
-    #[test]
-    fn secrets_are_redacted_raw_and_json_escaped() {
-        let config = v(json!({"token": {"a": "s3cr\"et", "n": 123456}, "name": "visible"}));
-        let secrets = secret_strings(&config, &["token".to_string()]);
-        let text = r#"bad request { token: "s3cr\"et", n: 123456, raw s3cr"et, name: "visible" }"#;
-        assert_eq!(
-            redact(text, &secrets),
-            r#"bad request { token: "(sensitive)", n: (sensitive), raw (sensitive), name: "visible" }"#
-        );
-        assert!(secret_strings(&config, &[]).is_empty());
+        // A create shows every input, masking the sensitive ones only.
+        let created = input_changes(&[], &config, &|k| k == "contents", false);
+        assert_eq!(created.len(), 4);
+        let masked: Vec<bool> = created.iter().map(|c| c.sensitive).collect();
+        assert_eq!(masked, [true, false, false, false]);
     }
 
     #[test]

@@ -27,15 +27,11 @@ pub fn cache_dir() -> Option<PathBuf> {
     Some(base.join("nivis").join("schemas"))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The sha256 of the binary at `path`, memoised by path, size and modification time.
 pub fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
     let meta = std::fs::metadata(path).ok()?;
     let canonical = std::fs::canonicalize(path).ok()?;
-    let memo_key = hex(&Sha256::digest(
+    let memo_key = hex::encode(Sha256::digest(
         format!(
             "{}|{}|{}.{}",
             canonical.display(),
@@ -61,7 +57,7 @@ pub fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
         }
         hasher.update(&buf[..n]);
     }
-    let hash = hex(&hasher.finalize());
+    let hash = hex::encode(hasher.finalize());
     let _ = write_private(&memo, hash.as_bytes());
     Some(hash)
 }
@@ -78,7 +74,7 @@ pub struct Entry {
 
 /// The digest recorded for a raw schema answer.
 pub fn response_digest(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// The cache file for a binary. The name carries the entry format's version: a Nivis that

@@ -23,7 +23,10 @@ impl Credentials {
     pub(crate) fn from_environment() -> Credentials {
         let file = std::env::var_os("HOME")
             .map(|home| PathBuf::from(home).join(".terraform.d/credentials.tfrc.json"));
-        Credentials::from_sources(std::env::vars(), file.as_deref())
+        // vars_os: std::env::vars panics on a variable that is not UTF-8.
+        let vars = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        Credentials::from_sources(vars, file.as_deref())
     }
 
     fn from_sources(vars: impl Iterator<Item = (String, String)>, file: Option<&Path>) -> Self {

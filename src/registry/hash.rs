@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 /// A scheme-tagged package hash, `SCHEME:VALUE` (`h1:…`, `zh:…`; other schemes are kept but
@@ -79,13 +80,13 @@ impl fmt::Display for Hash {
 
 /// `zh:` of some bytes.
 pub fn zh_of_bytes(bytes: &[u8]) -> Hash {
-    Hash(format!("zh:{}", hex(&Sha256::digest(bytes))))
+    Hash(format!("zh:{}", hex::encode(Sha256::digest(bytes))))
 }
 
 /// `zh:` of a zip file's bytes.
 pub fn zh_of_file(path: &Path) -> io::Result<Hash> {
     let (digest, _) = sha256_file(path)?;
-    Ok(Hash(format!("zh:{}", hex(&digest))))
+    Ok(Hash(format!("zh:{}", hex::encode(digest))))
 }
 
 /// sha256 and length of a file's bytes.
@@ -203,59 +204,20 @@ pub(crate) fn h1_of_entries(mut files: Vec<(Vec<u8>, [u8; 32])>) -> Result<Hash,
                 String::from_utf8_lossy(name)
             ));
         }
-        summary.update(hex(digest).as_bytes());
+        summary.update(hex::encode(digest).as_bytes());
         summary.update(b"  ");
         summary.update(name);
         summary.update(b"\n");
     }
-    Ok(Hash(format!("h1:{}", base64(&summary.finalize()))))
-}
-
-/// Lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
-}
-
-/// Standard base64 with padding (RFC 4648 §4).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                s.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                s.push('=');
-            }
-        }
-    }
-    s
+    Ok(Hash(format!(
+        "h1:{}",
+        base64::engine::general_purpose::STANDARD.encode(summary.finalize())
+    )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-    }
 
     #[test]
     fn test_vectors() {

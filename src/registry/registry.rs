@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use super::address::{Platform, ProviderAddr, Version};
 use super::error::{Check, InstallError, Subject};
-use super::hash::{self, Hash};
+use super::hash::Hash;
 use super::http::{self, Http, SMALL_LIMIT};
 use super::package::{self, Location, Package, TempPath, Trust};
 use super::{Origin, Source};
@@ -387,7 +387,7 @@ impl Source for Registry {
                 format!("the download is larger than {limit} bytes"),
             ));
         }
-        let got = Hash::zh_from_hex(&hash::hex(&sha)).expect("64 hex digits");
+        let got = Hash::zh_from_hex(&hex::encode(sha)).expect("64 hex digits");
         if got != shasum {
             return Err(refuse(
                 Check::Sha256,

@@ -6,6 +6,7 @@
 //! and dispatching open / read / force-unlock / environment listing to the right store. Not:
 //! evaluating Nix (the CLI hands in the flake's value) nor any store's internals.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -120,6 +121,7 @@ impl LockedStore for S3Store {
     fn warnings(&self) -> Vec<String> {
         recovered_warning(self.recovered(), self.rescue_path(), self.url())
             .into_iter()
+            .chain(self.plaintext_warning())
             .collect()
     }
 
@@ -128,12 +130,26 @@ impl LockedStore for S3Store {
     }
 }
 
+/// The local state file of environment `env` for the default environment's `path`: `path`
+/// itself, or `nivis.env.d/ENV/` beside it (an environment name is checked first, so it never
+/// leaves that directory).
+pub fn env_state_path(path: &Path, env: &str) -> Result<PathBuf, String> {
+    super::s3::config::check_env_name(env)?;
+    if env == DEFAULT_ENV {
+        return Ok(path.to_path_buf());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().unwrap_or_default();
+    Ok(dir.join("nivis.env.d").join(env).join(name))
+}
+
 /// Where the state of one environment lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     /// The local file store at `path` (the environment already applied).
     Local { path: PathBuf, env: String },
-    /// An S3 bucket; `local` is the local state path a project moving to S3 would still have.
+    /// An S3 bucket; `local` is the local state path (of the environment) a project moving to
+    /// S3 would still have.
     S3 {
         backend: Box<S3Backend>,
         local: PathBuf,
@@ -169,15 +185,15 @@ impl Backend {
         }
         super::s3::config::check_env_name(env)?;
         match fields.get("type").map(|t| t.as_str()) {
-            None if fields.is_empty() => Ok(Backend::local(local, env)),
-            Some(Some("local")) if fields.len() == 1 => Ok(Backend::local(local, env)),
+            None if fields.is_empty() => Backend::local(local, env),
+            Some(Some("local")) if fields.len() == 1 => Backend::local(local, env),
             Some(Some("local")) => Err(format!(
                 "the local backend takes no fields but `type` (the path is --state), got {}",
                 fields.keys().cloned().collect::<Vec<_>>().join(", ")
             )),
             Some(Some("s3")) => Ok(Backend::S3 {
                 backend: Box::new(S3Backend::from_fields(&fields, env)?),
-                local: local.to_path_buf(),
+                local: env_state_path(local, env)?,
             }),
             None => Err("the backend configuration needs `type` (\"s3\" or \"local\")".into()),
             Some(other) => Err(format!(
@@ -187,18 +203,11 @@ impl Backend {
         }
     }
 
-    fn local(path: &Path, env: &str) -> Backend {
-        let path = if env == DEFAULT_ENV {
-            path.to_path_buf()
-        } else {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            let name = path.file_name().unwrap_or_default();
-            dir.join("nivis.env.d").join(env).join(name)
-        };
-        Backend::Local {
-            path,
+    fn local(path: &Path, env: &str) -> Result<Backend, String> {
+        Ok(Backend::Local {
+            path: env_state_path(path, env)?,
             env: env.to_string(),
-        }
+        })
     }
 
     /// The selected environment.
@@ -206,6 +215,15 @@ impl Backend {
         match self {
             Backend::Local { env, .. } => env,
             Backend::S3 { backend, .. } => &backend.env,
+        }
+    }
+
+    /// The local state file of the selected environment: the state itself, or the one a
+    /// project moving to the remote backend would still have (`state migrate` copies it).
+    pub fn local_path(&self) -> &Path {
+        match self {
+            Backend::Local { path, .. } => path,
+            Backend::S3 { local, .. } => local,
         }
     }
 
@@ -226,7 +244,11 @@ impl Backend {
         match self {
             Backend::Local { path, .. } => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir)
+                    // Private: an environment's directory holds its state (secrets).
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(dir)
                         .map_err(|e| StateError::io(dir, "create the directory", e))?;
                 }
                 Ok(Box::new(Store::open(path, holder, wait)?))

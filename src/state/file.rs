@@ -55,7 +55,7 @@ impl Poison {
 /// Dropping it releases the lock without compacting; [`close`](Store::close) compacts first.
 #[derive(Debug)]
 pub struct Store {
-    paths: Paths,
+    paths: StatePaths,
     state: StateFile,
     /// Opened for append: every write lands at the end.
     journal: File,
@@ -90,7 +90,7 @@ impl Store {
         holder: LockHolder,
         wait: Option<Duration>,
     ) -> Result<Store, StateError> {
-        let paths = Paths::resolve(path.as_ref())?;
+        let paths = StatePaths::resolve(path.as_ref())?;
         let lock = FileLock::acquire(&paths.lock, holder, wait)?;
         let (snapshot, snapshot_len) = read_snapshot(&paths.snapshot)?;
         let fresh = snapshot.is_none();
@@ -162,7 +162,7 @@ impl Store {
     /// a commit) is ignored. While another process writes, the result may miss its latest
     /// commits, but it is always a state that existed.
     pub fn read_only(path: impl AsRef<Path>) -> Result<StateFile, StateError> {
-        let paths = Paths::resolve(path.as_ref())?;
+        let paths = StatePaths::resolve(path.as_ref())?;
         let mut attempts = 0;
         loop {
             let (snapshot, _) = read_snapshot(&paths.snapshot)?;
@@ -207,7 +207,12 @@ impl Store {
         force: bool,
         confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
     ) -> Result<ForceUnlock, StateError> {
-        lock::force_unlock(&Paths::resolve(path.as_ref())?.lock, id, force, confirm)
+        lock::force_unlock(
+            &StatePaths::resolve(path.as_ref())?.lock,
+            id,
+            force,
+            confirm,
+        )
     }
 
     /// The state path `P`.
@@ -450,22 +455,27 @@ fn reserve(file: &File, end: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// The files of one state.
-#[derive(Debug)]
-pub(super) struct Paths {
-    pub(super) snapshot: PathBuf,
-    pub(super) journal: PathBuf,
-    pub(super) lock: PathBuf,
-    pub(super) tmp: PathBuf,
-    pub(super) rescue: PathBuf,
+/// The files of one state (see the module doc of [`crate::state`]), all in one directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatePaths {
+    /// `P`, the snapshot.
+    pub snapshot: PathBuf,
+    /// `P.journal`.
+    pub journal: PathBuf,
+    /// `P.lock`.
+    pub lock: PathBuf,
+    /// `P.tmp`, during compaction.
+    pub tmp: PathBuf,
+    /// `P.rescue`, after a failed journal write.
+    pub rescue: PathBuf,
 }
 
-impl Paths {
+impl StatePaths {
     /// The files of the state at `path`, following symlinks: a snapshot is replaced by renaming
     /// a new file over it, which would replace a link instead of the file it points to. A
     /// dangling link names where the state will be created. A directory, device or pipe is
     /// refused (it could be read forever, and files would be created beside it).
-    pub(super) fn resolve(path: &Path) -> Result<Paths, StateError> {
+    pub fn resolve(path: &Path) -> Result<StatePaths, StateError> {
         let mut real = path.to_path_buf();
         for _ in 0..40 {
             match fs::symlink_metadata(&real) {
@@ -493,7 +503,7 @@ impl Paths {
                         io::Error::other("it is not a regular file (a device or a pipe?)"),
                     ))
                 }
-                _ => return Ok(Paths::new(&real)),
+                _ => return Ok(StatePaths::new(&real)),
             }
         }
         Err(StateError::io(
@@ -503,13 +513,14 @@ impl Paths {
         ))
     }
 
-    pub(super) fn new(path: &Path) -> Paths {
+    /// The files of the state at `path`, taken literally (no link followed).
+    pub fn new(path: &Path) -> StatePaths {
         let with_suffix = |suffix: &str| {
             let mut name = path.as_os_str().to_owned();
             name.push(suffix);
             PathBuf::from(name)
         };
-        Paths {
+        StatePaths {
             snapshot: path.to_path_buf(),
             journal: with_suffix(".journal"),
             lock: with_suffix(".lock"),
@@ -558,7 +569,7 @@ pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError
 
 /// Writes `state` to `P.tmp`, syncs it and renames it over `P`; returns its size. On error `P`
 /// is unchanged.
-fn write_snapshot(paths: &Paths, state: &StateFile) -> Result<u64, StateError> {
+fn write_snapshot(paths: &StatePaths, state: &StateFile) -> Result<u64, StateError> {
     let tmp = &paths.tmp;
     match fs::remove_file(tmp) {
         Ok(()) => {}

@@ -90,7 +90,7 @@ fn compaction_empties_the_journal_and_keeps_content() {
     assert_eq!(file_len(&journal), 0);
     assert_eq!(store.state().serial, before.serial + 1);
     assert_eq!(store.state().resources, before.resources);
-    assert!(!Paths::new(&path).tmp.exists());
+    assert!(!StatePaths::new(&path).tmp.exists());
     drop(store);
     let on_disk: StateFile = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
     assert_eq!(on_disk.resources, before.resources);
@@ -135,7 +135,7 @@ fn files_are_private_to_the_owner() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
     store.commit(&[put("secret", 1)]).unwrap();
-    let paths = Paths::new(&path);
+    let paths = StatePaths::new(&path);
     let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&paths.journal), 0o600);
     assert_eq!(mode(&paths.lock), 0o600);
@@ -219,7 +219,7 @@ fn a_waiting_opener_gets_the_lock_when_it_is_released() {
 #[test]
 fn force_unlock_reports_free_locks_and_removes_held_ones() {
     let (_dir, path) = temp_state();
-    let lock_path = Paths::new(&path).lock;
+    let lock_path = StatePaths::new(&path).lock;
     let yes = &mut |_: Option<&LockHolder>| true;
     assert_eq!(
         Store::force_unlock(&path, "any", false, yes).unwrap(),
@@ -310,7 +310,7 @@ fn what_the_journal_cannot_take_is_rescued_and_folded_in_first() {
     let rescued = store
         .rescue(&[put("b", 2), Change::Remove("a".into())])
         .unwrap();
-    assert_eq!(rescued, Paths::new(&path).rescue);
+    assert_eq!(rescued, StatePaths::new(&path).rescue);
     assert_eq!(
         fs::metadata(&rescued).unwrap().permissions().mode() & 0o777,
         0o600
@@ -367,7 +367,10 @@ fn replace_writes_a_new_snapshot_above_both_serials() {
     assert_eq!(state.ids().collect::<Vec<_>>(), ["c"]);
     assert_eq!(state.lineage, "pushed-lineage");
     assert_eq!(state.serial, serial + 1);
-    assert_eq!(fs::metadata(&Paths::new(&path).journal).unwrap().len(), 0);
+    assert_eq!(
+        fs::metadata(&StatePaths::new(&path).journal).unwrap().len(),
+        0
+    );
     drop(store);
     let again = open(&path);
     assert_eq!(again.state().ids().collect::<Vec<_>>(), ["c"]);

@@ -133,7 +133,6 @@
 //! network-filesystem case. [`Store::read_only`] takes no lock and writes nothing.
 
 mod backend;
-mod base64;
 #[cfg(test)]
 mod crash_tests;
 mod error;
@@ -148,10 +147,11 @@ pub mod s3;
 #[cfg(test)]
 mod testutil;
 
-pub use backend::{Backend, LockedStore, DEFAULT_ENV};
+pub use backend::{env_state_path, Backend, LockedStore, DEFAULT_ENV};
 pub use error::StateError;
 pub use file::{
-    parse_snapshot, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH, JOURNAL_RESERVE_BYTES,
+    parse_snapshot, StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH,
+    JOURNAL_RESERVE_BYTES,
 };
 pub use holder::{ForceUnlock, Liveness, LockHolder};
 pub use memory::MemoryStore;

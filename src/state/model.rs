@@ -390,6 +390,8 @@ pub(crate) fn new_lineage() -> String {
 
 /// Serde adapter: `Option<Vec<u8>>` as a base64 string or `null`.
 mod private_bytes {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub(super) fn serialize<S: Serializer>(
@@ -397,7 +399,7 @@ mod private_bytes {
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
         match bytes {
-            Some(bytes) => serializer.serialize_some(&super::super::base64::encode(bytes)),
+            Some(bytes) => serializer.serialize_some(&STANDARD.encode(bytes)),
             None => serializer.serialize_none(),
         }
     }
@@ -406,9 +408,11 @@ mod private_bytes {
         deserializer: D,
     ) -> Result<Option<Vec<u8>>, D::Error> {
         match Option::<String>::deserialize(deserializer)? {
-            Some(text) => super::super::base64::decode(&text)
+            // Strict: padding required, no whitespace, no stray bits: one spelling per value.
+            Some(text) => STANDARD
+                .decode(&text)
                 .map(Some)
-                .map_err(serde::de::Error::custom),
+                .map_err(|e| serde::de::Error::custom(format!("private: bad base64: {e}"))),
             None => Ok(None),
         }
     }
@@ -468,8 +472,17 @@ mod tests {
     #[test]
     fn keeps_unknown_fields_and_rejects_bad_base64() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["private"] = json!("not base64!");
-        assert!(serde_json::from_value::<ResourceState>(v.clone()).is_err());
+        // One accepted spelling per value: no missing padding, whitespace or stray bits.
+        for bad in ["not base64!", "Zg=", "Zm9v\n", "Zh==", "Zm-v", "Zg==Zg=="] {
+            v["private"] = json!(bad);
+            assert!(
+                serde_json::from_value::<ResourceState>(v.clone()).is_err(),
+                "{bad:?}"
+            );
+        }
+        v["private"] = json!("Zm9vYg==");
+        let r: ResourceState = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(r.private.as_deref(), Some(&b"foob"[..]));
         v["private"] = Value::Null;
         assert!(serde_json::from_value::<ResourceState>(v.clone()).is_ok());
         // Added by a newer release of the same format version: kept, and written back.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::file::Paths;
+use super::file::StatePaths;
 use super::{Change, LockHolder, ResourceKind, ResourceState, Store, DEFAULT_PATH};
 
 pub(super) fn res(id: &str, n: u64) -> ResourceState {
@@ -39,7 +39,7 @@ pub(super) fn temp_state() -> (tempfile::TempDir, PathBuf) {
 }
 
 pub(super) fn journal_path(path: &Path) -> PathBuf {
-    Paths::new(path).journal
+    StatePaths::new(path).journal
 }
 
 pub(super) fn file_len(path: &Path) -> u64 {

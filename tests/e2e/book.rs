@@ -115,6 +115,7 @@ fn run_chapter_with(chapter: &str, setup: impl FnOnce(&str, &Path) -> Setup) -> 
         .env("NIVIS_OFFLINE", "1")
         .env_remove("XDG_CACHE_HOME")
         .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_STATE_HOME")
         .env_remove("NIVIS_STATE")
         .env_remove("NIVIS_LOG")
         .envs(setup.env.iter().map(|(k, v)| (k, v)));
@@ -162,7 +163,7 @@ fn the_null_tutorial_runs_as_written() {
 
 #[test]
 fn the_remote_state_chapter_runs_as_written() {
-    let weed = crate::e2e::remote::Weed::start();
+    let weed = crate::e2e::weed::Weed::start();
     let out = run_chapter_with("remote-state.md", |text, tmp| {
         let mut replace = vec![
             (
@@ -171,7 +172,7 @@ fn the_remote_state_chapter_runs_as_written() {
             ),
             (
                 "bucket = \"team-state\"".to_string(),
-                format!("bucket = \"{}\"", crate::e2e::remote::BUCKET),
+                format!("bucket = \"{}\"", crate::e2e::weed::BUCKET),
             ),
         ];
         let [(_, access), (_, secret)] = weed.credentials();
@@ -231,7 +232,7 @@ fn the_remote_state_chapter_runs_as_written() {
 }
 
 /// Every object key in the test bucket.
-fn weed_keys(weed: &crate::e2e::remote::Weed) -> Vec<String> {
+fn weed_keys(weed: &crate::e2e::weed::Weed) -> Vec<String> {
     weed.client().list("").expect("list the bucket")
 }
 

@@ -114,8 +114,10 @@ fn no_flag_value_makes_nivis_panic() {
             if matches!(verb, "apply" | "destroy") {
                 args.push(os("--auto-approve"));
             }
-            let takes_plan = !verb.starts_with("state") && !verb.starts_with("env");
-            if takes_plan && flag != "--file" && flag != "--flake" {
+            if verb == "state pull" {
+                args.extend([os("--out"), os("-")]);
+            }
+            if flag != "--file" && flag != "--flake" {
                 args.extend([os("--file"), plan.clone()]);
             }
             if verb != "validate" && flag != "--state" {
@@ -160,7 +162,25 @@ fn no_flag_value_makes_nivis_panic() {
             os("--state"),
             state.clone(),
         ]);
-        cases.push(vec![os("state"), os("pull"), os("--env"), value.clone()]);
+        cases.push(vec![
+            os("state"),
+            os("pull"),
+            os("--out"),
+            os("-"),
+            os("--env"),
+            value.clone(),
+        ]);
+        // Relative paths climbing out of the test's directory would write a real file there.
+        if !value.as_bytes().starts_with(b"../") {
+            cases.push(vec![
+                os("state"),
+                os("pull"),
+                os("--out"),
+                value.clone(),
+                os("--state"),
+                state.clone(),
+            ]);
+        }
         cases.push(vec![
             os("state"),
             os("migrate"),
@@ -209,7 +229,83 @@ fn no_flag_value_makes_nivis_panic() {
             plan.clone(),
         ]);
     }
-    for args in &cases {
+    // Without --state, the state path comes from the plan's place (every command takes
+    // --flake/--file) and from the environment.
+    for value in &values {
+        for flag in ["--flake", "--file"] {
+            for verb in [
+                &["plan"][..],
+                &["state", "list"],
+                &["output"],
+                &["state", "rm", "x"],
+            ] {
+                let mut args: Vec<OsString> = verb.iter().map(|v| os(v)).collect();
+                args.extend([os(flag), value.clone()]);
+                cases.push(args);
+            }
+            cases.push(vec![
+                os("state"),
+                os("show"),
+                os("x"),
+                os(flag),
+                value.clone(),
+            ]);
+            cases.push(vec![os("force-unlock"), os("x"), os(flag), value.clone()]);
+        }
+    }
+    let mut with_env: Vec<(Vec<OsString>, &str, OsString)> = Vec::new();
+    for value in &values {
+        for var in [
+            "XDG_STATE_HOME",
+            "XDG_RUNTIME_DIR",
+            "TMPDIR",
+            "HOME",
+            "NIVIS_VAR_x",
+        ] {
+            with_env.push((
+                vec![os("plan"), os("--file"), plan.clone()],
+                var,
+                value.clone(),
+            ));
+        }
+    }
+    // The S3 backend's environment, with a store nothing listens on (one attempt).
+    let s3 = [
+        "type=s3",
+        "bucket=abc",
+        "key=k",
+        "endpoint=http://127.0.0.1:9",
+        "maxAttempts=1",
+    ];
+    let mut s3_rm = vec![os("state"), os("rm"), os("x"), os("--file"), plan.clone()];
+    s3_rm.extend([os("--state"), state.clone()]);
+    s3_rm.extend(s3.iter().flat_map(|kv| [os("--backend-config"), os(kv)]));
+    for value in &values {
+        for var in [
+            "NIVIS_RESCUE_DIR",
+            "NIVIS_ENV",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_PROFILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "AWS_REGION",
+        ] {
+            with_env.push((s3_rm.clone(), var, value.clone()));
+        }
+    }
+    let run_dir = p.dir.path().join("run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::set_permissions(
+        &run_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let baseline = vec![os("plan"), os("--file"), plan.clone()];
+    let runs = std::iter::once((&baseline, None))
+        .chain(cases.iter().map(|args| (args, None)))
+        .chain(with_env.iter().map(|(args, k, v)| (args, Some((*k, v)))));
+    for (args, env) in runs {
         let mut cmd = Command::new(nivis_bin());
         // Completion requests too: the same words, answered as a shell would ask.
         let mut asked = Command::new(nivis_bin());
@@ -219,6 +315,9 @@ fn no_flag_value_makes_nivis_panic() {
             .args(args)
             .env("NIVIS_COMPLETE", "bash")
             .env("_CLAP_COMPLETE_INDEX", args.len().to_string())
+            .env("HOME", p.dir.path().join("home"))
+            .env("XDG_STATE_HOME", p.dir.path().join("xdg-state"))
+            .env_remove("NIVIS_STATE")
             .current_dir(p.dir.path())
             .stdin(Stdio::null());
         assert_no_panic(args, &asked.output().expect("run nivis"));
@@ -227,9 +326,26 @@ fn no_flag_value_makes_nivis_panic() {
             .env("NO_COLOR", "1")
             .env("NIVIS_OFFLINE", "1")
             .env("NIVIS_PROVIDER_CACHE_DIR", p.dir.path().join("cache"))
+            // Default state paths and run directories stay inside the test's directory.
+            .env("HOME", p.dir.path().join("home"))
+            .env("XDG_STATE_HOME", p.dir.path().join("xdg-state"))
+            .env("XDG_RUNTIME_DIR", &run_dir)
+            .env("TMPDIR", p.dir.path())
+            .env_remove("NIVIS_STATE")
             .stdin(Stdio::null());
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
         let out = cmd.output().expect("run nivis");
-        assert_no_panic(args, &out);
+        let mut shown = args.clone();
+        if let Some((k, v)) = env {
+            shown.insert(0, format!("{k}={}", v.to_string_lossy()).into());
+        }
+        assert_no_panic(&shown, &out);
+        if std::ptr::eq(args, &baseline) {
+            // The environment above is a working one: the hostile values are what fails.
+            assert_success(&out);
+        }
     }
 }
 

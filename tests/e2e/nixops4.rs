@@ -419,8 +419,8 @@ fn a_registry_address_or_a_directory_is_not_a_nixops4_source() {
 }
 
 /// A secret passed to a NixOps4 resource: hidden in errors that quote the request (the real
-/// provider does), in plans, and in the ledger, since a provider may copy any input into any
-/// output.
+/// provider does), in its log lines at -v, in plans, and in the ledger, since a provider may
+/// copy any input into any output. One redaction ([`nivis::secrets`]) covers all of them.
 #[test]
 fn secrets_given_to_a_nixops4_resource_stay_hidden() {
     let body = |fault: &str| {
@@ -446,16 +446,18 @@ fn secrets_given_to_a_nixops4_resource_stay_hidden() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("provider fake: cannot handle") && err.contains("(sensitive)"),
+        err.contains("provider fake: cannot handle") && err.contains("(sensitive value)"),
         "{err}"
     );
     assert!(
         !err.contains(&secret) && !stdout(&out).contains(&secret),
         "{err}"
     );
-    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    let out = p.run(&["apply"], &["--auto-approve", "--json", "-v"]);
     assert!(!out.status.success());
+    assert!(stdout(&out).contains("(sensitive)"), "{}", stdout(&out));
     assert!(!stdout(&out).contains(&secret), "{}", stdout(&out));
+    assert!(!stderr(&out).contains(&secret), "{}", stderr(&out));
     let out = p.run(&["plan"], &[]);
     assert!(
         stdout(&out).contains("fault = \"echo\""),
@@ -464,6 +466,12 @@ fn secrets_given_to_a_nixops4_resource_stay_hidden() {
     );
     assert!(!stdout(&out).contains(&secret), "{}", stdout(&out));
 
+    // The provider logs the request it is given (stderr, shown at -v).
+    p.set_plan(&body("log"));
+    let out = p.run(&["apply"], &["--auto-approve", "-v"]);
+    assert_success(&out);
+    assert!(stderr(&out).contains("fake: request"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains(&secret), "{}", stderr(&out));
     p.set_plan(&body("none"));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
     assert!(

@@ -8,118 +8,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nivis::state::s3::{Client, Credentials, Retry, Target};
 use nivis::state::StateFile;
 use serde_json::Value as Json;
 
+use super::weed::{Weed, BUCKET};
 use crate::util::*;
-
-pub(crate) const BUCKET: &str = "nivis-e2e";
-
-/// A SeaweedFS server of its own, stopped on drop.
-pub(crate) struct Weed {
-    dir: tempfile::TempDir,
-    info: Json,
-}
-
-impl Weed {
-    pub(crate) fn start() -> Weed {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let info = Weed::run_harness(&[
-            "start",
-            "--dir",
-            &dir.path().display().to_string(),
-            "--bucket",
-            BUCKET,
-        ]);
-        Weed { dir, info }
-    }
-
-    fn run_harness(args: &[&str]) -> Json {
-        let out = Command::new("python3")
-            .arg(repo().join("tests/seaweedfs.py"))
-            .args(args)
-            .env("NIVIS_REAL_WEED", real_provider("weed"))
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tests/seaweedfs.py");
-        assert_success(&out);
-        serde_json::from_slice(&out.stdout).unwrap_or(Json::Null)
-    }
-
-    pub(crate) fn endpoint(&self) -> String {
-        self.info["endpoint"].as_str().unwrap().to_string()
-    }
-
-    fn stop(&self) {
-        Weed::run_harness(&["stop", "--dir", &self.dir.path().display().to_string()]);
-    }
-
-    fn restart(&self) {
-        let port = self.info["port"].to_string();
-        Weed::run_harness(&[
-            "start",
-            "--dir",
-            &self.dir.path().display().to_string(),
-            "--port",
-            &port,
-        ]);
-    }
-
-    pub(crate) fn credentials(&self) -> [(String, String); 2] {
-        [
-            (
-                "AWS_ACCESS_KEY_ID".into(),
-                self.info["accessKey"].as_str().unwrap().into(),
-            ),
-            (
-                "AWS_SECRET_ACCESS_KEY".into(),
-                self.info["secretKey"].as_str().unwrap().into(),
-            ),
-        ]
-    }
-
-    /// A client of our own, to look at the bucket directly.
-    pub(crate) fn client(&self) -> Client {
-        Client::new(
-            &Target {
-                endpoint: Some(self.endpoint()),
-                bucket: BUCKET.into(),
-                region: "us-east-1".into(),
-                path_style: true,
-                allow_http: false,
-            },
-            Credentials {
-                access_key: self.info["accessKey"].as_str().unwrap().into(),
-                secret_key: self.info["secretKey"].as_str().unwrap().into(),
-                session_token: None,
-                source: "test".into(),
-            },
-            Retry::default(),
-        )
-        .unwrap()
-    }
-
-    /// `--backend-config` flags for state `key`.
-    fn flags(&self, key: &str) -> Vec<String> {
-        [
-            "type=s3".to_string(),
-            format!("bucket={BUCKET}"),
-            format!("key={key}"),
-            format!("endpoint={}", self.endpoint()),
-            "usePathStyle=true".to_string(),
-        ]
-        .into_iter()
-        .flat_map(|f| ["--backend-config".to_string(), f])
-        .collect()
-    }
-}
-
-impl Drop for Weed {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 /// One "machine": a project directory with its own rescue directory, talking to `weed`.
 struct Machine {
@@ -186,7 +79,7 @@ impl Machine {
 
     /// The state as `nivis state pull` prints it (this machine's rescue file applied).
     fn pulled(&self) -> StateFile {
-        let out = self.cmd(&["state", "pull"]);
+        let out = self.cmd(&["state", "pull", "--out", "-"]);
         assert_success(&out);
         serde_json::from_slice(&out.stdout).expect("state pull prints a state")
     }
@@ -195,7 +88,7 @@ impl Machine {
     fn pulled_from_bucket(&self) -> StateFile {
         let nowhere = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(nivis_bin());
-        cmd.args(["state", "pull", "--state"])
+        cmd.args(["state", "pull", "--out", "-", "--state"])
             .arg(&self.project.state)
             .args(&self.flags)
             .current_dir(self.project.dir.path());
@@ -220,9 +113,10 @@ impl Machine {
 /// `n` independent fake resources labelled `PREFIX0..`, `n` from `--var n=N` (default `n`).
 fn tokens(n: usize, prefix: &str) -> String {
     format!(
-        "ledger: let n = ledger.vars.n or {n}; in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
+        "ledger: let decls = {{ n = {{ type = \"number\"; default = {n}; }}; }}; n = (lib.vars ledger decls).n; in \
+         lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
          resources = lib.count n (i: lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"t\"; config.label = \"{prefix}${{toString i}}\"; }}); \
-         inherit ledger; }}"
+         variables = decls; inherit ledger; }}"
     )
 }
 
@@ -490,7 +384,7 @@ fn environments_have_their_own_keys_and_the_plan_sees_ledger_env() {
         assert!(client.get(key).unwrap().is_some(), "{key}");
     }
     let label = |env: &str| {
-        let out = prod.cmd(&["state", "pull", "--env", env]);
+        let out = prod.cmd(&["state", "pull", "--out", "-", "--env", env]);
         assert_success(&out);
         let pulled: Json = serde_json::from_slice(&out.stdout).unwrap();
         pulled["resources"]["alpha.alpha_token.t"]["attributes"]["label"].clone()
@@ -536,7 +430,7 @@ fn push_checks_lineage_and_serial_and_migration_is_explicit() {
             .any(|e| e["type"] == "finished" && e["action"] == "create"),
         "nothing is created again after migration"
     );
-    let pulled_out = m.cmd(&["state", "pull"]);
+    let pulled_out = m.cmd(&["state", "pull", "--out", "-"]);
     let pulled: Json = serde_json::from_slice(&pulled_out.stdout).unwrap();
     assert_eq!(
         pulled["lineage"], local_state["lineage"],
@@ -629,9 +523,13 @@ fn the_backend_is_read_from_the_flake_beside_the_plan() {
         weed.endpoint()
     );
     std::fs::write(dir.path().join("flake.nix"), flake).unwrap();
+    let state_home = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         let mut cmd = Command::new(nivis_bin());
-        cmd.args(args).current_dir(dir.path()).env("NO_COLOR", "1");
+        cmd.args(args)
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .env("XDG_STATE_HOME", state_home.path());
         for (k, v) in weed.credentials() {
             cmd.env(k, v);
         }
@@ -664,8 +562,15 @@ mod store {
         conformance, Change, ForceUnlock, LockHolder, ResourceKind, ResourceState, StateError,
     };
 
+    /// The store reads its credentials (and rescue directory) from this process's
+    /// environment, and every harness server has a secret key of its own: the tests of this
+    /// module take turns.
+    fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        TURN.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn backend(weed: &Weed, key: &str) -> S3Backend {
-        // Every harness server has the same identity; the store reads it from the environment.
         for (k, v) in weed.credentials() {
             std::env::set_var(k, v);
         }
@@ -687,6 +592,7 @@ mod store {
 
     #[test]
     fn the_s3_store_meets_the_state_store_contract_and_keeps_it_across_opens() {
+        let _turn = one_at_a_time();
         let weed = Weed::start();
         let b = backend(&weed, "contract/nivis.state");
         let mut store = S3Store::open(&b, LockHolder::current("conformance"), None, None).unwrap();
@@ -704,6 +610,7 @@ mod store {
 
     #[test]
     fn a_busy_lock_is_waited_for_up_to_the_lock_timeout() {
+        let _turn = one_at_a_time();
         let weed = Weed::start();
         let b = backend(&weed, "wait/nivis.state");
         let first = S3Store::open(&b, LockHolder::current("first"), None, None).unwrap();
@@ -748,6 +655,7 @@ mod store {
 
     #[test]
     fn a_writer_whose_lock_was_broken_cannot_interleave_with_the_next() {
+        let _turn = one_at_a_time();
         let weed = Weed::start();
         let b = backend(&weed, "fence/nivis.state");
         let rescue = tempfile::tempdir().unwrap();

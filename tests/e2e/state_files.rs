@@ -197,11 +197,16 @@ fn force_unlock_needs_the_lock_id_and_refuses_a_live_holder() {
 fn state_pull_and_push_work_on_the_local_file_as_on_s3() {
     let p = Project::new(&tokens(&["a"]));
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
-    let pulled = p.state_cmd(&["state", "pull"]);
+    let pulled = p.state_cmd(&["state", "pull", "--out", "-"]);
     assert_success(&pulled);
-    let file = p.dir.path().join("pulled.json");
-    std::fs::write(&file, &pulled.stdout).unwrap();
-    let file = file.display().to_string();
+    // To a file: the same state, private whatever the umask.
+    let path = p.dir.path().join("pulled.json");
+    let file = path.display().to_string();
+    assert_success(&p.state_cmd(&["state", "pull", "--out", &file]));
+    assert_eq!(std::fs::read(&path).unwrap(), pulled.stdout);
+    let perms = std::fs::metadata(&path).unwrap().permissions();
+    let mode = std::os::unix::fs::PermissionsExt::mode(&perms) & 0o777;
+    assert_eq!(mode, 0o600);
     let ids = || stdout(&p.state_cmd(&["state", "list"]));
 
     // The state moves on: the pulled copy is older, and pushing it is refused.
@@ -215,7 +220,8 @@ fn state_pull_and_push_work_on_the_local_file_as_on_s3() {
     // Forced, it replaces the state, and the next plan sees `b` as missing.
     assert_success(&p.state_cmd(&["state", "push", &file, "--force"]));
     assert_eq!(ids(), "alpha.alpha_token.a\n");
-    let after: Json = serde_json::from_slice(&p.state_cmd(&["state", "pull"]).stdout).unwrap();
+    let after: Json =
+        serde_json::from_slice(&p.state_cmd(&["state", "pull", "--out", "-"]).stdout).unwrap();
     let before: Json = serde_json::from_slice(&pulled.stdout).unwrap();
     assert_eq!(after["lineage"], before["lineage"]);
     assert!(

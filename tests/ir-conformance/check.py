@@ -7,12 +7,13 @@ Usage:
 
 Validation has two layers, run in order:
   1. structure: docs/ir-schema.json (JSON Schema 2020-12), which dispatches every
-     leaf marker (__ref, __sensitiveRef, __derived, __build) to its own subschema;
+     leaf marker (__ref, __sensitiveRef, __derived, __build, __sensitive) to its own
+     subschema;
   2. references: the rules a schema cannot express (ids match their parts and are
      unique, providers are declared, no data source uses a nixops4 provider, every
      referenced id exists, every reference in a node's config has an edge, consumer
-     ids are unique, variable defaults match their type). They run only on a
-     structurally valid document.
+     ids are unique, variable defaults match their type, no __build inside a
+     __sensitive value). They run only on a structurally valid document.
 
 Each error line names the element and the attribute path inside it, for example
     resources[1] (alpha.alpha_token.B): config.label.__ref: 'path' is a required property
@@ -145,20 +146,29 @@ def schema_errors(doc, schema):
 
 # --- layer 2: references ------------------------------------------------------
 
-MARKERS = ("__ref", "__sensitiveRef", "__derived", "__build")
+MARKERS = ("__ref", "__sensitiveRef", "__derived", "__build", "__sensitive")
+BUILD_IN_SENSITIVE = ("__build inside __sensitive: a build output computed from a secret would put "
+                      "the secret in the world-readable Nix store")
 
 
-def walk_references(tree, path, out):
-    """Collect (path, marker, payload) for every reference leaf in a tree."""
+def walk_references(tree, path, out, inside_sensitive=False):
+    """Collect (path, marker, payload) for every reference leaf in a tree, and
+    (path, "__build", None) for every build output inside a __sensitive value (whose
+    inside is walked in place: it has the path of the marker)."""
     if isinstance(tree, list):
         for i, item in enumerate(tree):
-            walk_references(item, path + [i], out)
+            walk_references(item, path + [i], out, inside_sensitive)
     elif isinstance(tree, dict):
         marker = next((m for m in MARKERS if m in tree), None)
         if marker is None:
             for key, value in tree.items():
-                walk_references(value, path + [key], out)
-        elif marker != "__build":
+                walk_references(value, path + [key], out, inside_sensitive)
+        elif marker == "__sensitive":
+            walk_references(tree[marker]["value"], path, out, True)
+        elif marker == "__build":
+            if inside_sensitive:
+                out.append((path, marker, None))
+        else:
             out.append((path, marker, tree[marker]))
 
 
@@ -229,6 +239,9 @@ def reference_errors(doc):
         walk_references(tree, list(root), found)
         for path, marker, body in found:
             at = render_path(path)
+            if marker == "__build":
+                errors.append(f"{where}: {at}: {BUILD_IN_SENSITIVE}")
+                continue
             if marker == "__derived":
                 targets = []
                 for k, text in enumerate(body["inputs"]):

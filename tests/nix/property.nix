@@ -6,6 +6,9 @@
 # Each graph is evaluated twice: with a partial ledger (a random subset of nodes
 # applied) and with a full ledger (every node applied). run.py writes every IR to
 # a file, validates them all with check.py and checks the resolution properties.
+# Every ledger names a private channel holding each node's `secret` (SECRET-<id>):
+# derived values may compute with secrets, and run.py checks that a secret appears in
+# an IR only inside a __sensitive value.
 { lib, graphs ? 200, seed ? "nivis" }:
 let
   inherit (builtins)
@@ -39,7 +42,14 @@ let
     secret = { __sensitiveRef = { resource = id; path = [ "secret" ]; }; };
   };
 
-  # A reference that may be used inside a derived value (never a sensitive output).
+  # The private channel: every node's secret, as Nivis would pass it.
+  channelFor = ids: builtins.toFile "channel.json" (builtins.toJSON {
+    outputs = listToAttrs (map (id: { name = id; value.secret = "SECRET-${id}"; }) ids);
+    vars = { };
+  });
+
+  # A reference that may be used inside a derived value (a sensitive output now and then).
+  secretRef = key: earlier: (pick "${key}/secret" earlier).refAttr "secret";
   plainRef = key: earlier:
     let t = pick "${key}/target" earlier; in
     pick "${key}/ref" [ (t.refAttr "value") (t.refAttr "id") (t.ref [ "net" 1 "ip" ]) (t.ref [ "tags" "a.b" ]) (t.refAttr "port") ];
@@ -50,17 +60,19 @@ let
     else plainRef key earlier;
 
   derived = key: earlier:
-    let r = rand "${key}/how" 4; in
+    let r = rand "${key}/how" 5; in
     if r == 0 then lib.str [ "x-" (plainRef "${key}/a" earlier) "-" (rand "${key}/n" 9) ]
     else if r == 1 then lib.str [ (lib.str [ (plainRef "${key}/b" earlier) ]) "/" (plainRef "${key}/c" earlier) ]
     else if r == 2 then
       lib.compute { a = plainRef "${key}/d" earlier; b = plainRef "${key}/e" earlier; }
         ({ a, b }: { joined = "${toString a}+${toString b}"; parts = [ a b ]; })
-    else lib.compute [ (plainRef "${key}/f" earlier) ] (xs: {
+    else if r == 3 then lib.compute [ (plainRef "${key}/f" earlier) ] (xs: {
       count = length xs;
       # a derived value may hold further references, resolved on their own
       again = directRef "${key}/g" earlier;
-    });
+    })
+    # computed from a secret: __sensitive once known
+    else lib.str [ "conn:" (secretRef "${key}/h" earlier) "@" (plainRef "${key}/i" earlier) ];
 
   value = key: depth: earlier:
     let
@@ -133,6 +145,7 @@ let
       applied = builtins.filter (n: chance "${gk}/applied/${n.id}" 50) nodes;
       ledgerOf = ns: {
         phase = 1;
+        secretsFile = channelFor (map (n: n.id) ns);
         outputs = listToAttrs (map (n: { name = n.id; value = outputsFor n.id; }) ns);
         vars = if chance "${gk}/vars" 50 then { region = "us"; replicas = 3; } else { };
       };

@@ -173,12 +173,30 @@ def find_markers(tree, out):
         for item in tree:
             find_markers(item, out)
     elif isinstance(tree, dict):
+        if "__sensitive" in tree:
+            out.append(("__sensitive", tree["__sensitive"]))
+            find_markers(tree["__sensitive"]["value"], out)
+            return
         for marker in ("__ref", "__sensitiveRef", "__derived", "__build"):
             if marker in tree:
                 out.append((marker, tree[marker]))
                 return
         for value in tree.values():
             find_markers(value, out)
+
+
+def secrets_outside_sensitive(tree, path="", inside=False):
+    """Paths of strings holding a channel secret (SECRET-...) that are not inside a
+    __sensitive value."""
+    if isinstance(tree, list):
+        return [p for i, item in enumerate(tree) for p in secrets_outside_sensitive(item, f"{path}[{i}]", inside)]
+    if isinstance(tree, dict):
+        if "__sensitive" in tree:
+            return secrets_outside_sensitive(tree["__sensitive"]["value"], path, True)
+        return [p for k, v in tree.items() for p in secrets_outside_sensitive(v, f"{path}.{k}", inside)]
+    if isinstance(tree, str) and "SECRET-" in tree and not inside:
+        return [path or "."]
+    return []
 
 
 def ir_markers(ir):
@@ -194,7 +212,7 @@ def ir_markers(ir):
 
 def resolution_problems(ir, applied):
     """What must hold for an IR evaluated against a ledger holding `applied` nodes."""
-    problems = []
+    problems = [f"a secret outside __sensitive at {p}" for p in secrets_outside_sensitive(ir)]
     for marker, body in ir_markers(ir):
         if marker == "__ref" and body["resource"] in applied:
             problems.append(f"__ref to applied node {body['resource']} {body['path']}")

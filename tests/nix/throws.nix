@@ -13,6 +13,14 @@ let
     nested = { inner = { __sensitiveRef = { resource = "alpha.alpha_token.A"; path = [ "nested" ]; }; }; };
   };
   plan = resources: toIR { inherit providers resources ledger; };
+  # The same ledger with Nivis's private channel holding A's secrets.
+  channelLedger = ledger // {
+    secretsFile = builtins.toFile "channel.json" (builtins.toJSON {
+      outputs."alpha.alpha_token.A" = { password = "pw"; nested.inner = "in"; };
+      vars.token = "tok";
+    });
+  };
+  secretDecls = { token = { type = "string"; sensitive = true; }; count = { type = "number"; sensitive = true; }; };
 in
 {
   providerKindUnknown = {
@@ -59,17 +67,41 @@ in
     expr = plan [ (forEach [ "a" ] (k: v: res "web" { })) (res "web__a" { }) ];
     expect = "duplicate resource id alpha.alpha_token.web__a";
   };
-  deriveFromSensitive = {
+  deriveFromSensitiveWithoutChannel = {
     expr = plan [ A (res "C" { label = str [ "pw:" (A.refAttr "password") ]; }) ];
-    expect = "resource alpha.alpha_token.C: config.label: deriving a Nix value from sensitive output alpha.alpha_token.A.password is not supported: pass the reference directly";
+    expect = "resource alpha.alpha_token.C: config.label: alpha.alpha_token.A.password is sensitive and only Nivis can give Nix its value";
   };
-  computeFromNestedSensitive = {
+  computeFromNestedSensitiveWithoutChannel = {
     expr = plan [ A (res "C" { x = compute (A.refAttr "nested") (n: n); }) ];
-    expect = "deriving a Nix value from sensitive output alpha.alpha_token.A.nested is not supported";
+    expect = "config.x: alpha.alpha_token.A.nested is sensitive and only Nivis can give Nix its value";
   };
-  deriveFromSensitiveInConsumer = {
+  deriveFromSensitiveInConsumerWithoutChannel = {
     expr = toIR { inherit providers ledger; resources = [ A ]; consumers.c = str [ (A.refAttr "password") ]; };
-    expect = "consumer c: value: deriving a Nix value from sensitive output alpha.alpha_token.A.password";
+    expect = "consumer c: value: alpha.alpha_token.A.password is sensitive";
+  };
+  secretIntoDerivation = {
+    expr = toIR {
+      inherit providers; ledger = channelLedger; resources = [ A (res "C" {
+        label = compute (A.refAttr "password") (pw: derivation { name = "leak"; system = "x"; builder = "/bin/sh"; PW = pw; });
+      }) ];
+    };
+    expect = "resource alpha.alpha_token.C: config.label is a derivation (or a build output) computed from a secret";
+  };
+  secretStringWithStoreContext = {
+    expr = toIR {
+      inherit providers; ledger = channelLedger; resources = [ A (res "C" {
+        label = str [ (A.refAttr "password") (builtins.toFile "x" "y") ];
+      }) ];
+    };
+    expect = "config.label was computed from a secret but refers to store paths";
+  };
+  sensitiveVariableAsPlainString = {
+    expr = "x-${(vars channelLedger secretDecls).token}";
+    expect = "variable 'token' is sensitive: pass it on as it is, or build values from it with lib.str";
+  };
+  sensitiveVariableOfTheWrongTypeHidesItsValue = {
+    expr = vars { vars.count = "s3cr3t-value"; } secretDecls;
+    expect = "variable 'count' must be a number, got a string (value hidden: the variable is sensitive)";
   };
   refToUndeclared = {
     expr = plan [ (res "C" { label = A.refAttr "value"; }) ];

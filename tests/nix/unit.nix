@@ -59,6 +59,17 @@ let
     ledger.outputs."data.alpha.alpha_zone.main".zone_id = "Z1";
   };
 
+  # ledgerA with Nivis's private channel: A's password and the variables' values.
+  channelA = ledgerA // {
+    secretsFile = builtins.toFile "channel.json" (builtins.toJSON {
+      outputs."alpha.alpha_token.A".password = "pw-123";
+      vars = { token = "tok-456"; region = "us-east-1"; };
+    });
+  };
+  sensitiveMarker = value: { __sensitive = { inherit value; }; };
+  secretDecls = { token = { type = "string"; sensitive = true; default = "dflt"; }; region = { type = "string"; }; };
+  secretVars = vars channelA secretDecls;
+
   decls = {
     region = { type = "string"; default = "eu-west-1"; description = "where to deploy"; };
     replicas = { type = "number"; default = 2; };
@@ -272,5 +283,53 @@ in
       tags = { type = "map"; default = { team = "infra"; }; };
       zones = { type = "list"; default = [ "a" ]; };
       extra = { default = null; };
+    }; }
+
+  # --- secrets through the private channel --------------------------------------------------
+  { name = "a value derived from a sensitive output is computed from the channel and marked";
+    expr = withC channelA { label = str [ "postgres://app:" (A.refAttr "password") "@db" ]; url = compute { pw = A.refAttr "password"; v = A.refAttr "value"; } ({ pw, v }: { inherit pw v; }); };
+    expected = {
+      config = { label = sensitiveMarker "postgres://app:pw-123@db"; url = sensitiveMarker { pw = "pw-123"; v = "alpha::0"; }; };
+      edges = [ (edge "alpha.alpha_token.A" "label") (edge "alpha.alpha_token.A" "url") ];
+    }; }
+  { name = "a direct reference to a sensitive output stays a __sensitiveRef with the channel";
+    expr = (withC channelA { pw = A.refAttr "password"; }).config;
+    expected = { pw = sensMarker "alpha.alpha_token.A" [ "password" ]; }; }
+  { name = "a derived value waiting on another input stays __derived";
+    expr = (withC channelA { label = str [ (A.refAttr "password") (B.refAttr "endpoint") ]; }).config;
+    expected = { label = derivedMarker [ "alpha.alpha_token.A.password" "beta.beta_record.B.endpoint" ]; }; }
+  { name = "variables come from the channel; a sensitive one is marked wherever it goes";
+    expr = {
+      region = secretVars.region;
+      inherit ((withC channelA { direct = secretVars.token; built = str [ "u:" secretVars.token ]; plain = secretVars.region; }).config) direct built plain;
+      consumer = (toIR { inherit providers; ledger = channelA; consumers.c = [ secretVars.token ]; }).nixConsumers;
+    };
+    expected = {
+      region = "us-east-1";
+      direct = sensitiveMarker "tok-456";
+      built = sensitiveMarker "u:tok-456";
+      plain = "us-east-1";
+      consumer = [ { id = "c"; value = [ (sensitiveMarker "tok-456") ]; } ];
+    }; }
+  { name = "a sensitive variable's default is not repeated in the IR";
+    expr = (toIR { inherit providers; ledger = channelA; variables = secretDecls; }).variables;
+    expected = { token = { type = "string"; sensitive = true; }; region = { type = "string"; }; }; }
+  { name = "secrets reach a nixops4 resource like any other: referenced, derived, from a variable";
+    expr = let
+      local = mkProvider { source = "/opt/nixops4-resources-local"; kind = "nixops4"; };
+      m = mkResource { provider = "local"; type = "memo"; name = "m"; config = {
+        direct = A.refAttr "password";
+        initialize_with = str [ "pw=" (A.refAttr "password") ];
+        token = secretVars.token;
+      }; };
+      ir = toIR { providers = providers // { inherit local; }; resources = [ A m ]; ledger = channelA; };
+    in { inherit (ir.providers) local; config = (builtins.elemAt ir.resources 1).config; };
+    expected = {
+      local = { source = "/opt/nixops4-resources-local"; kind = "nixops4"; statelessTypes = [ ]; config = { }; };
+      config = {
+        direct = sensMarker "alpha.alpha_token.A" [ "password" ];
+        initialize_with = sensitiveMarker "pw=pw-123";
+        token = sensitiveMarker "tok-456";
+      };
     }; }
 ]

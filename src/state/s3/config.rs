@@ -162,17 +162,36 @@ impl S3Backend {
     /// file, see `state::rescue`): `$NIVIS_RESCUE_DIR`, else `$XDG_STATE_HOME/nivis/rescue`
     /// (default `~/.local/state/nivis/rescue`), outside any project directory so that a `path:`
     /// flake never copies it into the Nix store. One file per state (endpoint, bucket and key),
-    /// named readably after the key.
-    pub fn rescue_path(&self) -> PathBuf {
-        rescue_dir().join(rescue_file_name(
+    /// named readably after the key. Per remote state rather than per project directory: any
+    /// run of this machine against the state (another checkout, another directory) must find
+    /// and record it first.
+    pub fn rescue_path(&self) -> Result<PathBuf, StateError> {
+        let dir = match std::env::var_os("NIVIS_RESCUE_DIR").filter(|v| !v.is_empty()) {
+            Some(dir) => PathBuf::from(dir),
+            None => crate::project::state_home()
+                .map_err(|_| {
+                    RemoteError::Invalid(
+                        "cannot find a place for the S3 rescue file of this machine: set \
+                         XDG_STATE_HOME, HOME or NIVIS_RESCUE_DIR"
+                            .into(),
+                    )
+                })?
+                .join("nivis/rescue"),
+        };
+        Ok(dir.join(rescue_file_name(
             self.target.endpoint.as_deref().unwrap_or(""),
             &self.url(),
-        ))
+        )))
     }
 
     /// A client with credentials from the environment or the profile.
     pub fn client(&self) -> Result<Client, StateError> {
         let creds = Credentials::discover(self.profile.as_deref()).map_err(RemoteError::Invalid)?;
+        // Redacted from every printout from now on, like any secret.
+        crate::secrets::remember(&creds.secret_key);
+        if let Some(token) = &creds.session_token {
+            crate::secrets::remember(token);
+        }
         Client::new(&self.target, creds, self.retry)
             .map_err(|e| RemoteError::s3(format!("use {}", self.url()), e).into())
     }
@@ -213,25 +232,6 @@ impl S3Backend {
         }
         Ok(envs)
     }
-}
-
-fn rescue_dir() -> PathBuf {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(dir) = var("NIVIS_RESCUE_DIR") {
-        return dir;
-    }
-    let state_home = var("XDG_STATE_HOME")
-        .filter(|p| p.is_absolute())
-        .or_else(|| var("HOME").map(|h| h.join(".local/state")))
-        .unwrap_or_else(|| {
-            // SAFETY: getuid has no preconditions and cannot fail.
-            std::env::temp_dir().join(format!("nivis-{}", unsafe { libc::getuid() }))
-        });
-    state_home.join("nivis/rescue")
 }
 
 /// A readable file name for the state `url` at `endpoint`, unique by a digest of both.

@@ -13,6 +13,8 @@ use std::path::Path;
 
 use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 
 const MAGIC: &[u8] = b"nivis-aes256gcm-v1\n";
 const NONCE_LEN: usize = 12;
@@ -53,7 +55,10 @@ impl Cipher {
             ),
             KeySource::File(path) => (read_key_file(path)?, path.display().to_string()),
         };
-        let key = crate::state::base64::decode(text.trim())
+        // Redacted from every printout from now on, like any secret.
+        crate::secrets::remember(text.trim());
+        let key = STANDARD
+            .decode(text.trim())
             .map_err(|e| format!("the state encryption key in {what} is not base64: {e}"))?;
         if key.len() != 32 {
             return Err(format!(
@@ -130,6 +135,12 @@ fn read_key_file(path: &Path) -> Result<String, String> {
             path.display()
         )
     })?;
+    if !meta.is_file() || meta.len() > 4096 {
+        return Err(format!(
+            "the state encryption key {} is not a small regular file",
+            path.display()
+        ));
+    }
     if meta.permissions().mode() & 0o077 != 0 {
         return Err(format!(
             "the state encryption key {} is readable by other users; chmod 600 it",
@@ -178,7 +189,7 @@ mod tests {
     fn loads_keys_and_explains_bad_ones() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("key");
-        let key = crate::state::base64::encode(&[1u8; 32]);
+        let key = STANDARD.encode([1u8; 32]);
         std::fs::write(&path, format!("{key}\n")).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -187,7 +198,7 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let c = Cipher::load(&KeySource::File(path.clone())).unwrap();
         assert_eq!(c.open("n", &cipher(1).seal("n", b"hi")).unwrap(), b"hi");
-        std::fs::write(&path, crate::state::base64::encode(&[1u8; 16])).unwrap();
+        std::fs::write(&path, STANDARD.encode([1u8; 16])).unwrap();
         let err = Cipher::load(&KeySource::File(path)).unwrap_err();
         assert!(err.contains("16 bytes"), "{err}");
         let err = Cipher::load(&KeySource::Env("NIVIS_TEST_UNSET_KEY_VAR".into())).unwrap_err();

@@ -41,7 +41,21 @@ impl fmt::Debug for Credentials {
     }
 }
 
+/// The largest shared credentials file read (it holds a few keys).
+const CREDENTIALS_FILE_LIMIT: u64 = 1 << 20;
+
 impl Credentials {
+    /// Remembers the secret parts of the standard credential variables as secrets, so that no
+    /// printout shows them, whichever backend this run uses (a Nix error or a provider's log
+    /// may quote its environment).
+    pub fn remember_environment() {
+        for name in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] {
+            if let Ok(value) = std::env::var(name) {
+                crate::secrets::remember(&value);
+            }
+        }
+    }
+
     /// Credentials the way AWS tools find them: `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY`
     /// (+ `AWS_SESSION_TOKEN`) if set; else the profile `profile` (or `AWS_PROFILE`, else
     /// `default`) of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
@@ -78,11 +92,18 @@ impl Credentials {
         let Some(path) = &file else {
             return Err(missing());
         };
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
+        // A device or a pipe (/dev/zero) would be read forever.
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && m.len() <= CREDENTIALS_FILE_LIMIT => {}
+            Ok(m) if m.is_file() => {
+                return Err(format!("{}: larger than 1 MiB", path.display()));
+            }
+            Ok(_) => return Err(format!("{}: not a regular file", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        };
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let found = profile_entries(&text, &profile);
         let get = |key: &str| found.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         match (get("aws_access_key_id"), get("aws_secret_access_key")) {

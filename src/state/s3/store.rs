@@ -365,7 +365,7 @@ impl S3Store {
         local: Option<&Path>,
     ) -> Result<S3Store, StateError> {
         let remote = Remote::new(backend)?;
-        let rescue_path = backend.rescue_path();
+        let rescue_path = backend.rescue_path()?;
         let pending = rescue::read(&rescue_path)?;
         remote
             .client
@@ -423,7 +423,7 @@ impl S3Store {
         let remote = Remote::new(backend)?;
         let loaded = remote.load()?;
         let mut state = loaded.state;
-        let path = backend.rescue_path();
+        let path = backend.rescue_path()?;
         if let Some(rescued) = rescue::read(&path)? {
             log::warn!(
                 "{} result(s) of an earlier run from this machine are kept in the rescue file {} \
@@ -469,6 +469,20 @@ impl S3Store {
     /// The ids recorded at open from an earlier run's rescue file.
     pub fn recovered(&self) -> &[String] {
         &self.recovered
+    }
+
+    /// A warning when the state holds sensitive values and is stored unencrypted: whoever can
+    /// read the bucket can read them.
+    pub fn plaintext_warning(&self) -> Option<String> {
+        let sensitive = self.state.iter().any(|r| !r.sensitive_paths.is_empty());
+        (sensitive && self.remote.cipher.is_none()).then(|| {
+            format!(
+                "{} holds sensitive values unencrypted: whoever can read the bucket can read \
+                 them. Set encryptionKeyEnv or encryptionKeyFile in nivis.backend to encrypt \
+                 the state on S3 (see README, Secrets)",
+                self.remote.url
+            )
+        })
     }
 
     /// Writes `changes` as the next journal segment and applies them: one PUT, whatever the

@@ -1,0 +1,548 @@
+//! Where a project's state lives, so that Nix never copies it into the world-readable store.
+//!
+//! Owns: the default state location (one directory per project under `$XDG_STATE_HOME`), the
+//! refusal of a state path inside a directory Nix copies when it evaluates the plan, and moving
+//! a state that older versions kept in the working directory. Not: the state's format, journal
+//! or lock (`state`, used only through its public API), nor evaluating the plan (`nixeval`).
+//!
+//! What Nix copies into `/nix/store` when it evaluates a plan (checked with Nix 2.8):
+//!
+//! | plan given as                       | copied                                        |
+//! |-------------------------------------|-----------------------------------------------|
+//! | a directory outside any git work tree | the whole directory (a `path:` flake)       |
+//! | `path:DIR`                          | the whole directory, git or not               |
+//! | a directory in a git work tree, or `git+file:` | the repository's tracked files (a flake in a subdirectory: the whole repository's) |
+//! | `--file plan.nix`                   | nothing (only what the plan itself copies, e.g. `${./.}`) |
+//! | `github:…` and other remote refs    | the remote source, never local files          |
+//!
+//! So the state defaults to `$XDG_STATE_HOME/nivis/projects/<name>-<hash>/nivis.state.json`
+//! (`~/.local/state/…` without XDG_STATE_HOME), keyed by the project's canonical path, outside
+//! every copied tree. A `--state` inside a tree Nix copies whole is refused; inside a git work
+//! tree it is accepted only when git ignores it (an ignored file is never tracked, so never
+//! copied nor committed).
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use sha2::{Digest, Sha256};
+
+use crate::nixeval::PlanSource;
+use crate::state::{LockHolder, StatePaths, Store, DEFAULT_PATH};
+
+/// The tree Nix copies into the store for a plan source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Copied {
+    /// Everything under this directory.
+    Whole(PathBuf),
+    /// The tracked files of the git work tree rooted here.
+    GitTracked(PathBuf),
+    /// No local files (a plan file, a remote flake).
+    Nothing,
+}
+
+/// The work tree root of the git repository holding `dir`, if any (as Nix finds it: the nearest
+/// ancestor with a `.git` directory or file).
+pub(crate) fn git_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+/// A local directory named by a flake reference (`DIR`, `path:DIR`, `git+file://DIR`), and
+/// whether it was asked for as `path:`.
+fn flake_dir(flake: &str) -> Option<(PathBuf, bool)> {
+    let strip_query = |s: &str| s.split(['?', '#']).next().unwrap_or_default().to_string();
+    let (text, is_path) = if let Some(rest) = flake.strip_prefix("path:") {
+        (strip_query(rest), true)
+    } else if let Some(rest) = flake.strip_prefix("git+file://") {
+        (strip_query(rest), false)
+    } else if flake.starts_with('/') || flake.starts_with('.') {
+        (flake.to_string(), false)
+    } else {
+        return None;
+    };
+    let dir = std::fs::canonicalize(&text).ok()?;
+    dir.is_dir().then_some((dir, is_path))
+}
+
+/// What Nix copies for `source`.
+pub fn copied_tree(source: &PlanSource) -> Copied {
+    match source {
+        PlanSource::File { .. } => Copied::Nothing,
+        // A directory without flake.nix is not a flake (yet): nothing is copied, and a state
+        // command may run there.
+        PlanSource::Flake { flake, .. } => {
+            match flake_dir(flake).filter(|(dir, _)| dir.join("flake.nix").is_file()) {
+                None => Copied::Nothing,
+                Some((dir, true)) => Copied::Whole(dir),
+                Some((dir, false)) => match git_root(&dir) {
+                    Some(root) => Copied::GitTracked(root),
+                    None => Copied::Whole(dir),
+                },
+            }
+        }
+    }
+}
+
+/// `path` made absolute with `.`/`..` resolved through the parts that exist.
+fn normalise(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    for ancestor in abs.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(ancestor) {
+            let rest = abs.strip_prefix(ancestor).unwrap_or(Path::new(""));
+            return if rest.as_os_str().is_empty() {
+                real
+            } else {
+                real.join(rest)
+            };
+        }
+    }
+    abs
+}
+
+/// Whether git ignores `path` in the work tree at `root` (a tracked file is not ignored).
+fn git_ignores(root: &Path, path: &Path) -> bool {
+    Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["check-ignore", "-q", "--"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The files of the state at `path`, where they really are: a state path that is a symlink
+/// keeps every file beside its target (as [`Store`] does).
+fn resolved_files(path: &Path) -> Result<StatePaths, String> {
+    let files = StatePaths::resolve(path).map_err(|e| e.to_string())?;
+    Ok(StatePaths::new(&normalise(&files.snapshot)))
+}
+
+/// Refuses a state path that Nix would copy into the store when it evaluates `source`:
+/// checked where its files really are (a symlink is followed), the rescue file included.
+pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String> {
+    let files = resolved_files(state)?;
+    let state = files.snapshot.clone();
+    match copied_tree(source) {
+        Copied::Whole(dir) if state.starts_with(&dir) => Err(format!(
+            "refusing --state {}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, so the state and the secrets in it would land there. Omit --state (the state then lives in {}), or give a path outside {}.",
+            state.display(),
+            dir.display(),
+            default_state_path(source)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|e| e),
+            dir.display()
+        )),
+        Copied::GitTracked(root) if state.starts_with(&root) => {
+            // Every file that may hold secrets (the lock holds none).
+            let secret_files = [&files.snapshot, &files.journal, &files.tmp, &files.rescue];
+            if secret_files.iter().all(|f| git_ignores(&root, f)) {
+                return Ok(());
+            }
+            let name = state
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Err(format!(
+                "refusing --state {}: it is inside the git repository {} and git does not ignore it, so it could be tracked, committed, and copied by Nix into the world-readable /nix/store with the flake. Add `{name}*` to {}/.gitignore, or omit --state (the state then lives outside the repository).",
+                state.display(),
+                root.display(),
+                root.display()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Refuses `path`, a file about to receive secrets (`state pull --out`), where Nix would copy
+/// it into the store when it evaluates `source` (see [`check_state_path`]).
+pub fn check_private_file(path: &Path, source: &PlanSource) -> Result<(), String> {
+    let path = normalise(path);
+    match copied_tree(source) {
+        Copied::Whole(dir) if path.starts_with(&dir) => Err(format!(
+            "refusing to write the state to {}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, and the state holds secrets. Write it outside {}.",
+            path.display(),
+            dir.display(),
+            dir.display()
+        )),
+        Copied::GitTracked(root) if path.starts_with(&root) && !git_ignores(&root, &path) => {
+            Err(format!(
+                "refusing to write the state to {}: it is inside the git repository {} and git does not ignore it, so it could be committed and copied by Nix into the world-readable /nix/store. Write it outside the repository, or add it to {}/.gitignore.",
+                path.display(),
+                root.display(),
+                root.display()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state` (never a
+/// shared temporary directory, where another user could prepare it).
+pub fn state_home() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
+        if dir.is_absolute() {
+            return Ok(dir);
+        }
+    }
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .map(|h| h.join(".local/state"))
+        .ok_or_else(|| {
+            "cannot find a place for the state: set XDG_STATE_HOME or HOME, or pass --state"
+                .to_string()
+        })
+}
+
+/// What identifies a project: its canonical flake directory or plan file, or the flake
+/// reference as written when it is remote.
+fn project_key(source: &PlanSource) -> (String, String) {
+    let (key, name) = match source {
+        PlanSource::File { path, .. } => {
+            let p = normalise(path);
+            let name = p
+                .file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (p.display().to_string(), name)
+        }
+        PlanSource::Flake { flake, .. } => match flake_dir(flake) {
+            Some((dir, _)) => {
+                let name = dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (dir.display().to_string(), name)
+            }
+            None => (flake.clone(), flake.clone()),
+        },
+    };
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    (key, name.trim_start_matches('.').to_string())
+}
+
+/// The default state path of the project `source` names (see the module doc).
+pub fn default_state_path(source: &PlanSource) -> Result<PathBuf, String> {
+    let (key, name) = project_key(source);
+    let digest = hex::encode(&Sha256::digest(key.as_bytes())[..8]);
+    let dir = state_home()?
+        .join("nivis/projects")
+        .join(format!("{name}-{digest}"));
+    Ok(dir.join(DEFAULT_PATH))
+}
+
+/// Creates the directory of a default state path (mode 0700 for what is created).
+pub fn create_state_dir(state: &Path) -> Result<(), String> {
+    let Some(dir) = state.parent() else {
+        return Ok(());
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))
+}
+
+/// Moves a state that an older Nivis kept at `legacy` (the working directory) to `target`:
+/// locked, compacted, copied (temp file, fsync, rename, fsync), checked, and only then removed
+/// from the old place. Returns the message to show, or `None` if there was nothing to move.
+/// A crash at any point leaves a complete state in at least one place; if both exist and hold
+/// the same state, the old copy is removed; if they differ, the user decides.
+///
+/// A `legacy` path that is a symlink is followed: the files beside its target are moved, and
+/// the link removed. A rescue file left by a failed run counts as a state (opening folds it in).
+pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>, String> {
+    let old = resolved_files(legacy)?;
+    if ![&old.snapshot, &old.journal, &old.rescue]
+        .iter()
+        .any(|f| f.exists())
+    {
+        return Ok(None);
+    }
+    if old.snapshot == normalise(target) {
+        return Ok(None);
+    }
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        format!(
+            "moving the state {} to {} failed ({what}: {e}); nothing was lost: the old state is still there. Fix the cause, or pass --state {} to keep using it where it is.",
+            legacy.display(),
+            target.display(),
+            legacy.display()
+        )
+    };
+    let mut store = Store::open(
+        legacy,
+        LockHolder::current("nivis (moving the state)"),
+        None,
+    )
+    .map_err(|e| fail("opening it", &e))?;
+    store.compact().map_err(|e| fail("compacting it", &e))?;
+    let new = StatePaths::new(target);
+    if new.snapshot.exists() || new.journal.exists() || new.rescue.exists() {
+        let there = Store::read_only(target).map_err(|e| fail("reading the new place", &e))?;
+        if !same_state(&there, store.state()) {
+            return Err(format!(
+                "two different states: {} (where older Nivis versions kept it) and {} (where it lives now). Keep the right one: remove the other (its .journal too), or pass --state to choose.",
+                legacy.display(),
+                target.display()
+            ));
+        }
+    } else {
+        create_state_dir(target)?;
+        let bytes = std::fs::read(&old.snapshot).map_err(|e| fail("reading it", &e))?;
+        copy_durably(&bytes, target).map_err(|e| fail("writing the copy", &e))?;
+        let copied = Store::read_only(target).map_err(|e| fail("reading the copy", &e))?;
+        if !same_state(&copied, store.state()) {
+            let _ = std::fs::remove_file(target);
+            return Err(fail("checking the copy", &"it differs from the original"));
+        }
+    }
+    let link = std::fs::symlink_metadata(legacy).is_ok_and(|m| m.file_type().is_symlink());
+    let link = link.then_some(legacy);
+    for f in [&old.snapshot, &old.journal, &old.tmp, &old.rescue]
+        .into_iter()
+        .map(PathBuf::as_path)
+        .chain(link)
+    {
+        if let Err(e) = std::fs::remove_file(f) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(fail("removing the old files", &e));
+            }
+        }
+    }
+    drop(store);
+    let _ = std::fs::remove_file(&old.lock);
+    Ok(Some(format!(
+        "Moved the state from {} to {}: Nix copies a plain-directory or path: flake into the world-readable /nix/store, state included. Pass --state to keep it elsewhere.",
+        legacy.display(),
+        target.display()
+    )))
+}
+
+/// The same resources in the same state (serials differ after compactions).
+fn same_state(a: &crate::state::StateFile, b: &crate::state::StateFile) -> bool {
+    a.lineage == b.lineage && a.resources == b.resources
+}
+
+/// Writes `bytes` to `target` through the state's temporary file (private, never a link),
+/// renamed into place, and the directory synced.
+fn copy_durably(bytes: &[u8], target: &Path) -> std::io::Result<()> {
+    let tmp = StatePaths::new(target).tmp;
+    let _ = std::fs::remove_file(&tmp);
+    crate::rundir::write_private(&tmp, target, bytes)?;
+    if let Some(dir) = target.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flake(dir: &Path) -> PlanSource {
+        PlanSource::Flake {
+            flake: dir.display().to_string(),
+            attr: "nivis.plan".into(),
+        }
+    }
+
+    #[test]
+    fn what_nix_copies() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = root.path().join("plain");
+        let repo = root.path().join("repo");
+        std::fs::create_dir_all(&plain).unwrap();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("infra")).unwrap();
+        assert_eq!(
+            copied_tree(&flake(&plain)),
+            Copied::Nothing,
+            "not a flake yet"
+        );
+        for d in [&plain, &repo, &repo.join("infra")] {
+            std::fs::write(d.join("flake.nix"), "{ outputs = _: { }; }").unwrap();
+        }
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap();
+        assert_eq!(copied_tree(&flake(&plain)), Copied::Whole(canon(&plain)));
+        assert_eq!(
+            copied_tree(&flake(&repo.join("infra"))),
+            Copied::GitTracked(canon(&repo))
+        );
+        let path_ref = PlanSource::Flake {
+            flake: format!("path:{}?dir=x", repo.display()),
+            attr: "a".into(),
+        };
+        assert_eq!(copied_tree(&path_ref), Copied::Whole(canon(&repo)));
+        let remote = PlanSource::Flake {
+            flake: "github:o/r".into(),
+            attr: "a".into(),
+        };
+        assert_eq!(copied_tree(&remote), Copied::Nothing);
+        let file = PlanSource::File {
+            path: plain.join("plan.nix"),
+            attr: None,
+        };
+        assert_eq!(copied_tree(&file), Copied::Nothing);
+
+        let err =
+            check_state_path(&plain.join("sub/../nivis.state.json"), &flake(&plain)).unwrap_err();
+        assert!(
+            err.contains("copies") && err.contains("Omit --state"),
+            "{err}"
+        );
+        assert!(check_state_path(&root.path().join("s.json"), &flake(&plain)).is_ok());
+        assert!(check_state_path(&plain.join("s.json"), &file).is_ok());
+    }
+
+    fn state_with(path: &Path, ids: &[&str]) {
+        let mut store = Store::open(path, LockHolder::current("test"), None).unwrap();
+        let changes: Vec<crate::state::Change> = ids
+            .iter()
+            .map(|id| {
+                crate::state::Change::Put(crate::state::ResourceState::new(
+                    *id,
+                    crate::state::ResourceKind::Managed,
+                    "p",
+                    "p",
+                    "t",
+                    serde_json::json!({"id": id}),
+                ))
+            })
+            .collect();
+        store.commit(&changes).unwrap();
+        // No close: the change is only in the journal, as after a crash.
+    }
+
+    #[test]
+    fn a_legacy_state_is_moved_whole_and_never_lost() {
+        let root = tempfile::tempdir().unwrap();
+        let legacy = root.path().join("proj/nivis.state.json");
+        std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+        let target = root.path().join("home/state/p-1/nivis.state.json");
+        assert_eq!(move_legacy_state(&legacy, &target).unwrap(), None);
+
+        state_with(&legacy, &["a", "b"]);
+        let before = Store::read_only(&legacy).unwrap();
+        let message = move_legacy_state(&legacy, &target).unwrap().unwrap();
+        assert!(message.starts_with("Moved the state"), "{message}");
+        assert!(
+            same_state(&Store::read_only(&target).unwrap(), &before),
+            "journal included"
+        );
+        let old = StatePaths::new(&legacy);
+        for f in [old.snapshot, old.journal, old.lock, old.tmp, old.rescue] {
+            assert!(!f.exists(), "{} left behind", f.display());
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        // Interrupted after the copy: both hold the same state; the old one goes.
+        std::fs::copy(&target, &legacy).unwrap();
+        assert!(move_legacy_state(&legacy, &target).unwrap().is_some());
+        assert!(!legacy.exists());
+
+        // Two different states: the user decides, nothing is removed.
+        state_with(&legacy, &["c"]);
+        let err = move_legacy_state(&legacy, &target).unwrap_err();
+        assert!(err.contains("two different states"), "{err}");
+        assert!(legacy.exists() && target.exists());
+        assert!(same_state(&Store::read_only(&target).unwrap(), &before));
+    }
+
+    #[test]
+    fn a_legacy_rescue_file_and_a_symlinked_legacy_state_are_moved_too() {
+        let root = tempfile::tempdir().unwrap();
+        // Only a rescue file: a run whose journal failed before anything else was written.
+        let legacy = root.path().join("proj/nivis.state.json");
+        std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+        let store = Store::open(&legacy, LockHolder::current("test"), None).unwrap();
+        let rescued = crate::state::ResourceState::new(
+            "r",
+            crate::state::ResourceKind::Managed,
+            "p",
+            "p",
+            "t",
+            serde_json::json!({"id": "r"}),
+        );
+        store
+            .rescue(&[crate::state::Change::Put(rescued.clone())])
+            .unwrap();
+        drop(store);
+        std::fs::remove_file(StatePaths::new(&legacy).journal).unwrap();
+        assert!(!legacy.exists());
+        let target = root.path().join("home/a/nivis.state.json");
+        assert!(move_legacy_state(&legacy, &target).unwrap().is_some());
+        assert_eq!(Store::read_only(&target).unwrap().get("r"), Some(&rescued));
+        assert!(!StatePaths::new(&legacy).rescue.exists());
+
+        // A link in the project to a state kept elsewhere: its target's files move, the link goes.
+        let elsewhere = root.path().join("elsewhere/s.json");
+        std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+        state_with(&elsewhere, &["x"]);
+        std::os::unix::fs::symlink(&elsewhere, &legacy).unwrap();
+        let target = root.path().join("home/b/nivis.state.json");
+        assert!(move_legacy_state(&legacy, &target).unwrap().is_some());
+        assert!(Store::read_only(&target).unwrap().contains("x"));
+        assert!(std::fs::symlink_metadata(&legacy).is_err(), "link removed");
+        let there = StatePaths::new(&elsewhere);
+        for f in [there.snapshot, there.journal, there.lock] {
+            assert!(!f.exists(), "{} left behind", f.display());
+        }
+    }
+
+    #[test]
+    fn a_state_path_is_checked_where_its_files_really_are() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = root.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        std::fs::write(plain.join("flake.nix"), "{ outputs = _: { }; }").unwrap();
+        // A link outside the flake to a state inside it: the files would be copied.
+        let inside = root.path().join("in-flake");
+        std::os::unix::fs::symlink(plain.join("nivis.state.json"), &inside).unwrap();
+        let err = check_state_path(&inside, &flake(&plain)).unwrap_err();
+        assert!(err.contains("copies"), "{err}");
+        // A link inside the flake to a state elsewhere: only the link is copied.
+        let outside = root.path().join("kept/s.json");
+        std::os::unix::fs::symlink(&outside, plain.join("link.json")).unwrap();
+        assert!(check_state_path(&plain.join("link.json"), &flake(&plain)).is_ok());
+    }
+
+    #[test]
+    fn default_paths_are_per_project_and_stable() {
+        let root = tempfile::tempdir().unwrap();
+        let a = root.path().join("a b");
+        std::fs::create_dir_all(&a).unwrap();
+        let p1 = default_state_path(&flake(&a)).unwrap();
+        let p2 = default_state_path(&flake(&a.join("."))).unwrap();
+        assert_eq!(p1, p2, "keyed by the canonical path");
+        let name = p1.parent().unwrap().file_name().unwrap().to_string_lossy();
+        assert!(name.starts_with("a_b-"), "{name}");
+        let other = default_state_path(&PlanSource::File {
+            path: a.join("plan.nix"),
+            attr: None,
+        })
+        .unwrap();
+        assert_ne!(p1, other);
+    }
+}

@@ -1,0 +1,366 @@
+//! What this process knows to be secret, and keeping it out of everything it prints.
+//!
+//! Owns: the process-wide set of secret values seen so far — values at the state's sensitive
+//! paths, sensitive variables, values Nix marked sensitive, sensitive inputs of a resource — and
+//! redacting them from text and JSON; masking the sensitive paths of an attribute tree.
+//! Not: deciding what is sensitive (provider schemas, the IR and the engine do), escaping for
+//! terminals (`render`), or storing secrets (`state`, `ledger`).
+//!
+//! Redaction is the second line of defence. The first is structural: a value known to be
+//! sensitive is never rendered at all (plan changes, `state show`, the ledger carry a mask or a
+//! placeholder). Redaction catches the copies nobody marked: a provider that echoes a password
+//! in an error or a log line (raw or JSON-escaped), Nix quoting a value in an evaluation error,
+//! a computed attribute that embeds its sensitive input, a NixOps4 provider quoting the request
+//! that carried a secret input. Values shorter than [`MIN_LEN`] bytes are not redacted by
+//! content (masking every `"1"` or `"true"` would make output unreadable); structural masking
+//! still covers them.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::RwLock;
+
+use serde_json::Value as Json;
+
+use crate::state::{ResourceState, StateFile};
+use crate::value::Value;
+
+/// The shortest value redacted wherever it appears.
+pub const MIN_LEN: usize = 6;
+
+/// What replaces a secret in human output.
+pub const MASK: &str = "(sensitive value)";
+
+/// What replaces a secret in JSON output.
+pub const JSON_MASK: &str = "(sensitive)";
+
+/// A set of secrets indexed by their first [`MIN_LEN`] bytes, so that finding every secret in a
+/// text costs one hash lookup per byte of the text, however many secrets there are (a plan of
+/// 10000 resources may know 10000 of them).
+struct SecretSet {
+    /// First bytes -> the secrets starting with them, longest first.
+    by_prefix: Option<HashMap<[u8; MIN_LEN], Vec<String>>>,
+}
+
+impl SecretSet {
+    const fn new() -> Self {
+        SecretSet { by_prefix: None }
+    }
+
+    /// Adds `s`, and the form it takes inside a JSON string when that differs (a provider's
+    /// error that quotes its request as JSON shows `pa\"ss` for `pa"ss`).
+    fn insert(&mut self, s: &str) {
+        self.insert_one(s);
+        let quoted = Json::String(s.to_string()).to_string();
+        let inner = &quoted[1..quoted.len() - 1];
+        if inner != s {
+            self.insert_one(inner);
+        }
+    }
+
+    fn insert_one(&mut self, s: &str) {
+        let Some(key) = prefix(s.as_bytes()) else {
+            return;
+        };
+        let bucket = self
+            .by_prefix
+            .get_or_insert_with(HashMap::new)
+            .entry(key)
+            .or_default();
+        if !bucket.iter().any(|k| k == s) {
+            let at = bucket.partition_point(|k| k.len() >= s.len());
+            bucket.insert(at, s.to_string());
+        }
+    }
+
+    /// The longest secret starting at the beginning of `rest`.
+    fn longest_at(&self, rest: &[u8]) -> Option<usize> {
+        let bucket = self.by_prefix.as_ref()?.get(&prefix(rest)?)?;
+        bucket
+            .iter()
+            .find(|k| rest.starts_with(k.as_bytes()))
+            .map(String::len)
+    }
+
+    fn clear(&mut self) {
+        self.by_prefix = None;
+    }
+}
+
+fn prefix(bytes: &[u8]) -> Option<[u8; MIN_LEN]> {
+    bytes.get(..MIN_LEN)?.try_into().ok()
+}
+
+struct Known {
+    values: SecretSet,
+    /// Values that may be secret until the plan says (variables before the first evaluation).
+    provisional: SecretSet,
+}
+
+static KNOWN: RwLock<Known> = RwLock::new(Known {
+    values: SecretSet::new(),
+    provisional: SecretSet::new(),
+});
+
+fn known() -> std::sync::RwLockWriteGuard<'static, Known> {
+    KNOWN.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Remembers a secret value.
+pub fn remember(s: &str) {
+    if s.len() >= MIN_LEN {
+        known().values.insert(s);
+    }
+}
+
+/// Calls `f` with every string and number (as written) inside a JSON tree.
+pub fn each_scalar_json(json: &Json, f: &mut dyn FnMut(&str)) {
+    match json {
+        Json::String(s) => f(s),
+        Json::Number(n) => f(&n.to_string()),
+        Json::Array(items) => items.iter().for_each(|j| each_scalar_json(j, f)),
+        Json::Object(m) => m.values().for_each(|j| each_scalar_json(j, f)),
+        Json::Bool(_) | Json::Null => {}
+    }
+}
+
+/// Calls `f` with every string and number inside a provider value.
+pub fn each_scalar_value(value: &Value, f: &mut dyn FnMut(&str)) {
+    match value {
+        Value::String(s) => f(s),
+        Value::Number(n) => f(&n.to_string()),
+        Value::List(items) => items.iter().for_each(|v| each_scalar_value(v, f)),
+        Value::Map(m) => m.values().for_each(|v| each_scalar_value(v, f)),
+        Value::Dynamic { value, .. } => each_scalar_value(value, f),
+        Value::Null | Value::Bool(_) | Value::Unknown => {}
+    }
+}
+
+/// Remembers every string and number inside a JSON tree.
+pub fn remember_json(json: &Json) {
+    each_scalar_json(json, &mut remember);
+}
+
+/// Remembers every string and number inside a provider value.
+pub fn remember_value(value: &Value) {
+    each_scalar_value(value, &mut remember);
+}
+
+/// Remembers the values at every sensitive path of every resource (and deposed object).
+pub fn remember_state(state: &StateFile) {
+    state.iter().for_each(remember_state_record);
+}
+
+/// Remembers the values at every sensitive path of one resource (and its deposed objects).
+pub fn remember_state_record(r: &ResourceState) {
+    let trees = std::iter::once(&r.attributes).chain(r.deposed.iter().map(|d| &d.attributes));
+    for attrs in trees {
+        for path in &r.sensitive_paths {
+            if let Some(v) = at_path(attrs, path) {
+                remember_json(v);
+            }
+        }
+    }
+}
+
+/// Masks every variable value until [`settle_variables`] knows which variables are sensitive
+/// (the plan says so; its first evaluation already sees the values, and may fail quoting one).
+pub fn remember_variables_provisionally(vars: &BTreeMap<String, Json>) {
+    let mut known = known();
+    for v in vars.values() {
+        each_scalar_json(v, &mut |s| known.provisional.insert(s));
+    }
+}
+
+/// Ends the provisional period: the values of the variables `sensitive` names stay secrets,
+/// the others are forgotten.
+pub fn settle_variables(vars: &BTreeMap<String, Json>, sensitive: &dyn Fn(&str) -> bool) {
+    let mut known = known();
+    known.provisional.clear();
+    for (_, v) in vars.iter().filter(|(name, _)| sensitive(name)) {
+        each_scalar_json(v, &mut |s| known.values.insert(s));
+    }
+}
+
+/// `text` with every known secret replaced by [`MASK`].
+pub fn redact(text: &str) -> Cow<'_, str> {
+    redact_with(text, MASK)
+}
+
+fn redact_with<'t>(text: &'t str, mask: &str) -> Cow<'t, str> {
+    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+    if known.values.by_prefix.is_none() && known.provisional.by_prefix.is_none() {
+        return Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    let (mut copied, mut i) = (0, 0);
+    while i + MIN_LEN <= bytes.len() {
+        let rest = &bytes[i..];
+        let found = known
+            .values
+            .longest_at(rest)
+            .max(known.provisional.longest_at(rest));
+        match found {
+            // A secret starts on a character boundary (its first byte is not a UTF-8
+            // continuation byte), so `i` is one too.
+            Some(len) => {
+                out.push_str(&text[copied..i]);
+                out.push_str(mask);
+                i += len;
+                copied = i;
+            }
+            None => i += 1,
+        }
+    }
+    if copied == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
+}
+
+/// Replaces every known secret inside the strings (and keys) of a JSON tree.
+pub fn redact_json(json: &mut Json) {
+    match json {
+        Json::String(s) => {
+            if let Cow::Owned(r) = redact_with(s, JSON_MASK) {
+                *s = r;
+            }
+        }
+        Json::Array(items) => items.iter_mut().for_each(redact_json),
+        Json::Object(m) => {
+            let entries = std::mem::take(m);
+            for (k, mut v) in entries {
+                redact_json(&mut v);
+                m.insert(redact_with(&k, JSON_MASK).into_owned(), v);
+            }
+        }
+        Json::Number(_) | Json::Bool(_) | Json::Null => {}
+    }
+}
+
+/// `attributes` with the value at each sensitive path (JSON arrays of keys and indices, as in
+/// state) replaced by `mask`.
+pub fn mask_paths(attributes: &Json, sensitive_paths: &[Json], mask: &str) -> Json {
+    let mut out = attributes.clone();
+    for path in sensitive_paths.iter().filter_map(Json::as_array) {
+        if let Some(at) = at_path_mut(&mut out, path) {
+            if !at.is_null() {
+                *at = Json::String(mask.to_string());
+            }
+        }
+    }
+    out
+}
+
+fn at_path_mut<'j>(json: &'j mut Json, path: &[Json]) -> Option<&'j mut Json> {
+    let mut at = json;
+    for step in path {
+        at = match (step, at) {
+            (Json::String(k), Json::Object(m)) => m.get_mut(k)?,
+            (Json::Number(n), Json::Array(items)) => items.get_mut(n.as_u64()? as usize)?,
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+/// The value at a state path (JSON array of keys and indices), if there is one.
+pub fn at_path<'j>(json: &'j Json, path: &Json) -> Option<&'j Json> {
+    let mut at = json;
+    for step in path.as_array()? {
+        at = match (step, at) {
+            (Json::String(k), Json::Object(m)) => m.get(k)?,
+            (Json::Number(n), Json::Array(items)) => items.get(n.as_u64()? as usize)?,
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    // The registry is process-wide: each test uses values no other test uses.
+
+    #[test]
+    fn redaction_replaces_known_values_longest_first_and_ignores_short_ones() {
+        remember("red-secret-one");
+        remember("red-secret-one-and-more");
+        remember("short");
+        assert_eq!(
+            redact("a red-secret-one-and-more b red-secret-one c short"),
+            "a (sensitive value) b (sensitive value) c short"
+        );
+        assert!(matches!(redact("nothing here"), Cow::Borrowed(_)));
+        // At the edges, next to multi-byte characters, back to back.
+        assert_eq!(
+            redact("red-secret-oneé→red-secret-onered-secret-one"),
+            "(sensitive value)é→(sensitive value)(sensitive value)"
+        );
+        // Many secrets sharing their first bytes.
+        for i in 0..500 {
+            remember(&format!("many-secret-{i:04}"));
+        }
+        assert_eq!(
+            redact("a many-secret-0042 b many-secret-04990 c many-secret-"),
+            "a (sensitive value) b (sensitive value)0 c many-secret-"
+        );
+        // The form a secret takes inside a JSON string (a provider quoting its request).
+        remember("json\"quoted\\secret\n");
+        assert_eq!(
+            redact(r#"bad request {"token": "json\"quoted\\secret\n", "name": "visible"}"#),
+            r#"bad request {"token": "(sensitive value)", "name": "visible"}"#
+        );
+        assert_eq!(
+            redact("raw json\"quoted\\secret\n."),
+            "raw (sensitive value)."
+        );
+        let mut j = json!({"k": ["x red-secret-one y"], "red-secret-one": 1});
+        redact_json(&mut j);
+        assert_eq!(j, json!({"k": ["x (sensitive) y"], "(sensitive)": 1}));
+    }
+
+    #[test]
+    fn variable_values_are_redacted_until_the_plan_says_which_are_sensitive() {
+        let vars: BTreeMap<String, Json> = [
+            ("keep".to_string(), json!("prov-keep-me")),
+            ("drop".to_string(), json!(["prov-drop-me"])),
+        ]
+        .into();
+        remember_variables_provisionally(&vars);
+        assert_eq!(redact("prov-drop-me"), MASK);
+        settle_variables(&vars, &|name| name == "keep");
+        assert_eq!(
+            redact("prov-drop-me prov-keep-me"),
+            "prov-drop-me (sensitive value)"
+        );
+    }
+
+    #[test]
+    fn state_secrets_are_remembered_and_masked_by_path() {
+        let mut state = StateFile::empty();
+        let mut r = crate::state::ResourceState::new(
+            "a.b.c",
+            crate::state::ResourceKind::Managed,
+            "a",
+            "a",
+            "b",
+            json!({"id": "x", "creds": {"password": "state-pass-123"}, "list": ["l0", "state-list-secret"]}),
+        );
+        r.sensitive_paths = vec![json!(["creds", "password"]), json!(["list", 1])];
+        state.apply(&crate::state::Change::Put(r.clone()));
+        remember_state(&state);
+        assert_eq!(
+            redact("state-pass-123 state-list-secret"),
+            "(sensitive value) (sensitive value)"
+        );
+        assert_eq!(
+            mask_paths(&r.attributes, &r.sensitive_paths, "M"),
+            json!({"id": "x", "creds": {"password": "M"}, "list": ["l0", "M"]})
+        );
+    }
+}
