@@ -474,7 +474,7 @@ pub struct OutputArgs {
 pub enum StateCommand {
     /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
     /// with `--out -`, to standard output.
-    #[command(after_help = "Example:\n  nivis state pull --out backup.json")]
+    #[command(after_help = "Example:\n  nivis state pull --out ~/nivis-backup.json")]
     Pull {
         /// Where to write the state: a file (created mode 0600, replaced if it exists) or `-`
         /// for standard output. Required: the state holds secrets in plain text.
