@@ -213,7 +213,7 @@ fn the_remote_state_chapter_runs_as_written() {
         "Migrated 2 resource(s)",
         "No changes. The infrastructure matches the plan.",
         "* default\n  staging\n",
-        "Pushed ../backup.json",
+        "Pushed ../team-infra-backup.json",
         "Destroyed 2 resource(s)",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
