@@ -161,7 +161,7 @@ pub(crate) fn nix_string(s: &str) -> String {
 }
 
 /// `name` as a Nix attribute name: bare when it is an identifier, else a string literal.
-fn nix_attr(name: &str) -> String {
+pub(crate) fn nix_attr(name: &str) -> String {
     const KEYWORDS: [&str; 9] = [
         "if", "then", "else", "assert", "with", "let", "in", "rec", "inherit",
     ];
@@ -438,7 +438,7 @@ impl<'a> Shared<'a> {
             children.push(self.intern(child_addr, child, refs));
         }
         let mut key = String::new();
-        body_spec(&mut key, 0, body, None, Emit::Key(self));
+        body_spec(&mut key, 0, body, None, false, Emit::Key(self));
         let id = match self.by_key.get(&key) {
             Some(&id) => id,
             None => {
@@ -480,7 +480,7 @@ fn child_spec(out: &mut String, ind: usize, addr: usize, body: Body, emit: Emit)
             Some(n) => {
                 let _ = write!(out, "body{n}");
             }
-            None => body_spec(out, ind, body, None, emit),
+            None => body_spec(out, ind, body, None, false, emit),
         },
     }
 }
@@ -527,8 +527,17 @@ fn type_spec(t: &Type, out: &mut String) {
 }
 
 /// Writes a body spec (see nix/lib/typecheck.nix) opened on the current line and closed at
-/// `ind` spaces, without a trailing `;`.
-fn body_spec(out: &mut String, ind: usize, body: Body, dep: Option<&str>, emit: Emit) {
+/// `ind` spaces, without a trailing `;`. With `env_required`, required attributes are not
+/// enforced: a provider's own configuration, where SDKv2 providers call an argument required
+/// only because the environment variable that supplies it was unset when `nivis gen` ran.
+fn body_spec(
+    out: &mut String,
+    ind: usize,
+    body: Body,
+    dep: Option<&str>,
+    env_required: bool,
+    emit: Emit,
+) {
     let i1 = ind + 2;
     let i2 = ind + 4;
     let i3 = ind + 6;
@@ -638,7 +647,14 @@ fn body_spec(out: &mut String, ind: usize, body: Body, dep: Option<&str>, emit: 
         .filter(|(_, a)| a.required)
         .map(|(k, _)| k.as_str())
         .collect();
-    if !required.is_empty() {
+    if !required.is_empty() && env_required {
+        let _ = writeln!(
+            out,
+            "{:i1$}# Required by the schema, but the provider may read them from its environment: {}.",
+            "",
+            required.join(", ")
+        );
+    } else if !required.is_empty() {
         let _ = writeln!(out, "{:i1$}required = {};", "", nix_list(&required));
     }
     let needed: Vec<&str> = blocks
@@ -725,7 +741,7 @@ fn constructor_file(
                 first = false;
             }
             let _ = write!(out, "  body{n} = ");
-            body_spec(&mut out, 2, *body, None, emit);
+            body_spec(&mut out, 2, *body, None, false, emit);
             out.push_str(";\n");
         }
     }
@@ -735,6 +751,7 @@ fn constructor_file(
         2,
         Body::of_block(&s.block),
         s.block.deprecated.then_some(""),
+        kind == Kind::Provider,
         emit,
     );
     out.push_str(";\nin\n");
@@ -1045,8 +1062,9 @@ fn readme_head(provider: &str, schema: &ProviderSchema) -> String {
          `provider` (default `{}`), `dependsOn`, `lifecycle` (resources only) and `overrides` \
          (a function from the `mkResource`/`mkData` argument set to the one used). The config \
          is checked when Nix evaluates it: missing required arguments, outputs given as inputs, \
-         unknown names and mistyped values throw an error naming the type and the argument. \
-         References (`refAttr`, `ref`), `lib.str`, `lib.compute` and `lib.drv` values are \
+         unknown names and mistyped values throw an error naming the type and the argument \
+         (the provider's own required arguments excepted: providers often read them from \
+         environment variables, so the provider itself reports them missing). References (`refAttr`, `ref`), `lib.str`, `lib.compute` and `lib.drv` values are \
          accepted wherever a value goes; `null` leaves an argument unset.\n",
         provider.replace('`', "")
     );

@@ -2,10 +2,10 @@
 //! private channel that carries the secrets Nix may compute with.
 //!
 //! Owns: the ledger's shape (`{phase, outputs, env, secretsFile}`), replacing sensitive outputs by
-//! `__sensitiveRef` placeholders, the channel's shape (`{outputs, vars}`: the values behind the
-//! placeholders and every variable value), and writing both as private files. Not: where
-//! outputs come from (the engine fills it from state and from applies), the directory they are
-//! written to (`rundir`), nor running Nix.
+//! `__sensitiveRef` placeholders, the channel's shape (`{outputs, vars, varsText}`: the values
+//! behind the placeholders and every variable value, also as typed text), and writing both as
+//! private files. Not: where outputs come from (the engine fills it from state and from
+//! applies), the directory they are written to (`rundir`), nor running Nix.
 //!
 //! Secret values never enter the ledger. The channel holds them for the length of one
 //! evaluation: the engine deletes it as soon as Nix returns. The Nix library reads it (the
@@ -38,6 +38,9 @@ pub struct Ledger {
     pub outputs: BTreeMap<String, Outputs>,
     /// Variable values set on the command line (they go to the channel).
     pub vars: BTreeMap<String, Json>,
+    /// The verbatim text of variable values typed as text (`--var`, environment): `lib.vars`
+    /// uses it for a variable declared as a string, so `--var t=2` is "2", not 2 (the channel).
+    pub vars_text: BTreeMap<String, String>,
     /// The values the placeholders stand for, per id and top-level attribute (the channel).
     secrets: BTreeMap<String, Outputs>,
     /// The selected environment (`--env`), if the caller sets one.
@@ -96,7 +99,7 @@ impl Ledger {
 
     /// The channel as JSON: secrets behind the placeholders, and the variables.
     pub fn channel_json(&self) -> Json {
-        json!({ "outputs": self.secrets, "vars": self.vars })
+        json!({ "outputs": self.secrets, "vars": self.vars, "varsText": self.vars_text })
     }
 
     /// Writes the channel and the ledger (naming the channel in `secretsFile`) into `dir`, both
@@ -145,7 +148,7 @@ mod tests {
         assert_eq!(
             ledger.channel_json(),
             json!({"outputs": {"alpha.alpha_token.A": {"secret": "s3cret", "creds": {"pw": "p4ss", "user": "u"}}},
-                   "vars": {"token": "var-s3cret"}})
+                   "vars": {"token": "var-s3cret"}, "varsText": {}})
         );
 
         let parent = tempfile::tempdir().unwrap();

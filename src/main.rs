@@ -1,8 +1,8 @@
-//! The `nivis` binary: parse the command line, run it, exit with its code.
-
-use clap::Parser;
+//! The `nivis` binary: answer a shell's completion request, or parse the command line, run it,
+//! and exit with its code.
 
 fn main() {
-    let cli = nivis::cli::Cli::parse();
+    nivis::cli::answer_completion_request();
+    let cli = nivis::cli::parse();
     std::process::exit(nivis::cli::run(cli));
 }

@@ -9,7 +9,15 @@
 //! the store. `--impure` also keeps Nix's evaluation cache off (it stores flake attribute values
 //! under `~/.cache/nix/eval-cache-*` for pure evaluations only), so no evaluation result is kept.
 //! The IR comes back through a pipe and is never written anywhere. Variables reach Nix through
-//! the ledger's channel, never through the environment: `NIVIS_VAR_*` is removed from Nix's.
+//! the ledger's channel, never through the environment: `NIVIS_VAR_*` is removed from the
+//! environment of every `nix` Nivis runs.
+//!
+//! A flake's plan is selected with `(builtins.getFlake REF).<attr>`, not the installable
+//! `REF#<attr>`: for an installable, `nix eval` first looks in `packages.<system>.<attr>` and
+//! `legacyPackages.<system>.<attr>`, which evaluates the flake's packages (nixpkgs, for most
+//! flakes; for Nivis's own flake, `packages.<system>.nivis`) before the plan. `getFlake` does
+//! not write a missing or outdated lock file, so when Nix says the lock needs changes, Nivis
+//! runs `nix flake lock REF` (what `nix eval` would have done) and evaluates again.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -84,6 +92,13 @@ impl std::error::Error for EvalError {}
 fn nix_command() -> Command {
     let mut cmd = Command::new(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()));
     cmd.args(["--extra-experimental-features", "nix-command flakes"]);
+    // A plan (or a backend configuration) reading a secret with builtins.getEnv would get it
+    // unmarked.
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("NIVIS_VAR_") {
+            cmd.env_remove(k);
+        }
+    }
     cmd
 }
 
@@ -98,11 +113,81 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
         "plan: plan (builtins.fromJSON (builtins.readFile {}))",
         nix_string(ledger)
     );
+    let started = Instant::now();
+    let output = match source {
+        PlanSource::Flake { flake, .. } => {
+            locking_if_needed(flake, &source.to_string(), || run_eval(source, &apply))?
+        }
+        PlanSource::File { .. } => run_eval(source, &apply)?,
+    };
+    if !output.status.success() {
+        return Err(EvalError {
+            what: source.to_string(),
+            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    Ok((output.stdout, started.elapsed()))
+}
+
+/// Runs `eval` (a `nix eval` of something in `flake`); when Nix says the flake's lock file needs
+/// changes, locks it and runs `eval` again.
+fn locking_if_needed(
+    flake: &str,
+    what: &str,
+    eval: impl Fn() -> Result<std::process::Output, EvalError>,
+) -> Result<std::process::Output, EvalError> {
+    let output = eval()?;
+    if !output.status.success()
+        && String::from_utf8_lossy(&output.stderr).contains("requires lock file changes")
+    {
+        lock_flake(what, flake)?;
+        return eval();
+    }
+    Ok(output)
+}
+
+/// `(builtins.getFlake "REF").name1.name2…`, each name quoted.
+fn flake_attr(flake: &str, names: &[String]) -> String {
+    let select: String = names
+        .iter()
+        .map(|a| format!(".{}", nix_string(a)))
+        .collect();
+    format!(
+        "(builtins.getFlake {}){select}",
+        nix_string(&flake_ref_for_nix(flake))
+    )
+}
+
+/// The reference to give Nix for `flake`. A local directory inside a git work tree becomes
+/// `git+file://ROOT?dir=SUB`, which is what the command line (`nix eval DIR#attr`) makes of it:
+/// `builtins.getFlake "/abs/dir"` takes any directory as a `path:` flake and copies all of it
+/// into the store, `.git` and git-ignored files (a state file beside the flake) included.
+fn flake_ref_for_nix(flake: &str) -> String {
+    let dir = Path::new(flake);
+    if !dir.is_absolute() || !dir.is_dir() {
+        return flake.to_string();
+    }
+    let Some(root) = crate::project::git_root(dir) else {
+        return flake.to_string();
+    };
+    let encode = |p: &Path| crate::state::s3::uri_encode(&p.to_string_lossy(), false);
+    let mut reference = format!("git+file://{}", encode(&root));
+    match dir.strip_prefix(&root) {
+        Ok(sub) if !sub.as_os_str().is_empty() => {
+            reference.push_str("?dir=");
+            reference.push_str(&encode(sub));
+        }
+        _ => {}
+    }
+    reference
+}
+
+fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, EvalError> {
     let mut cmd = nix_command();
     cmd.args(["eval", "--json", "--impure"]);
     match source {
         PlanSource::Flake { flake, attr } => {
-            cmd.arg(format!("{flake}#{attr}"));
+            cmd.arg("--expr").arg(flake_attr(flake, &attr_path(attr)));
         }
         PlanSource::File { path, attr } => {
             cmd.arg("--file").arg(path);
@@ -118,24 +203,47 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     if std::env::var_os("GC_INITIAL_HEAP_SIZE").is_none() {
         cmd.env("GC_INITIAL_HEAP_SIZE", "8M");
     }
-    // A plan reading a secret with builtins.getEnv would get it unmarked.
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("NIVIS_VAR_") {
-            cmd.env_remove(k);
+    run_nix(&mut cmd, &source.to_string())
+}
+
+/// Runs a `nix` command to completion, stdin closed; `what` names it in the error.
+fn run_nix(cmd: &mut Command, what: &str) -> Result<std::process::Output, EvalError> {
+    cmd.stdin(Stdio::null()).output().map_err(|e| EvalError {
+        what: what.to_string(),
+        message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
+    })
+}
+
+/// Writes the flake's lock file, as `nix eval REF#attr` would have on first use.
+fn lock_flake(what: &str, flake: &str) -> Result<(), EvalError> {
+    let reference = flake_ref_for_nix(flake);
+    let output = run_nix(nix_command().args(["flake", "lock", &reference]), what)?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(EvalError {
+        what: what.to_string(),
+        message: format!(
+            "its flake.lock needs updating and `nix flake lock {flake}` failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    })
+}
+
+/// An attribute path as Nix reads one (`nivis.plan`, `nivis."prod.eu"`), split into names.
+fn attr_path(attr: &str) -> Vec<String> {
+    let mut names = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = attr.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' if quoted => names.last_mut().unwrap().extend(chars.next()),
+            '.' if !quoted => names.push(String::new()),
+            c => names.last_mut().unwrap().push(c),
         }
     }
-    let started = Instant::now();
-    let output = cmd.stdin(Stdio::null()).output().map_err(|e| EvalError {
-        what: source.to_string(),
-        message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
-    })?;
-    if !output.status.success() {
-        return Err(EvalError {
-            what: source.to_string(),
-            message: String::from_utf8_lossy(&output.stderr).into_owned(),
-        });
-    }
-    Ok((output.stdout, started.elapsed()))
+    names
 }
 
 /// The state backend configured beside the plan: for plan attribute `a.b.plan`, the value of
@@ -144,27 +252,24 @@ pub fn backend_config(
     flake: &str,
     plan_attr: &str,
 ) -> Result<Option<serde_json::Value>, EvalError> {
-    let mut path: Vec<&str> = plan_attr.split('.').collect();
+    let mut path = attr_path(plan_attr);
     path.pop();
-    let parent = path.join(".");
-    if parent.is_empty() {
+    if path.is_empty() {
         // A top-level plan attribute has no attribute set to hold a backend beside it.
         return Ok(None);
     }
-    let what = format!("{flake}#{parent}.backend");
-    // The same flake reference as the plan's evaluation (`FLAKE#ATTR`), so that Nix copies the
-    // same tree: `builtins.getFlake "/dir"` copies a git flake's directory whole, ignored files
-    // (a git-ignored state) included.
-    let installable = format!("{flake}#{parent}");
-    let apply = "parent: parent.backend or null";
-    let output = nix_command()
-        .args(["eval", "--json", "--impure", &installable, "--apply", apply])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| EvalError {
-            what: what.clone(),
-            message: format!("cannot run nix: {e}; is Nix installed and on PATH?"),
-        })?;
+    path.push("backend".into());
+    // `getFlake` with the reference the plan's own evaluation uses (`flake_ref_for_nix`: a git
+    // flake's tracked files, never its whole directory), not the installable `FLAKE#nivis`,
+    // which Nix looks up in `packages.<system>.nivis` first.
+    let expr = format!("{} or null", flake_attr(flake, &path));
+    let what = format!("{flake}#{}", path.join("."));
+    let output = locking_if_needed(flake, &what, || {
+        run_nix(
+            nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
+            &what,
+        )
+    })?;
     if !output.status.success() {
         return Err(EvalError {
             what,
@@ -220,6 +325,41 @@ fn store_path_prefix(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_in_a_git_work_tree_is_a_git_flake() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo with space");
+        let sub = root.join("infra/prod");
+        std::fs::create_dir_all(&sub).unwrap();
+        let plain = tmp.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        let plain = plain.to_str().unwrap();
+        // Not in a work tree: unchanged (a path: flake, as on the command line).
+        assert_eq!(flake_ref_for_nix(plain), plain);
+        std::fs::create_dir(root.join(".git")).unwrap();
+        let encoded = root.to_str().unwrap().replace(' ', "%20");
+        assert_eq!(
+            flake_ref_for_nix(root.to_str().unwrap()),
+            format!("git+file://{encoded}")
+        );
+        assert_eq!(
+            flake_ref_for_nix(sub.to_str().unwrap()),
+            format!("git+file://{encoded}?dir=infra/prod")
+        );
+        // Asked for as path:, or remote: as given.
+        let path_ref = format!("path:{}", root.display());
+        assert_eq!(flake_ref_for_nix(&path_ref), path_ref);
+        assert_eq!(flake_ref_for_nix("github:o/r"), "github:o/r");
+    }
+
+    #[test]
+    fn attribute_paths_split_like_nix() {
+        assert_eq!(attr_path("nivis.plan"), ["nivis", "plan"]);
+        assert_eq!(attr_path("nivis.\"prod.eu\".x"), ["nivis", "prod.eu", "x"]);
+        assert_eq!(attr_path("a.\"q\\\"x\""), ["a", "q\"x"]);
+        assert_eq!(attr_path("plan"), ["plan"]);
+    }
 
     #[test]
     fn quoting_and_store_paths() {

@@ -43,7 +43,7 @@ pub enum Copied {
 
 /// The work tree root of the git repository holding `dir`, if any (as Nix finds it: the nearest
 /// ancestor with a `.git` directory or file).
-fn git_root(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn git_root(dir: &Path) -> Option<PathBuf> {
     dir.ancestors()
         .find(|d| d.join(".git").exists())
         .map(Path::to_path_buf)

@@ -1,14 +1,18 @@
 //! How engine events look: a human printer (colours on a TTY, none for NO_COLOR or a pipe) and
 //! a JSON-lines printer for CI.
 //!
-//! Owns every character Nivis prints about a run, and the one escaping function everything
-//! printed goes through ([`escape`], with [`escape_text`] for multi-line messages and
-//! [`json_text`] for JSON): provider output, user values and Nix errors may hold terminal
-//! control sequences, newlines that fake a line of ours, or bidirectional overrides that make
-//! text read differently from what it is. Known secrets are redacted on the way
-//! ([`crate::secrets`]). Not: decisions (the engine makes them).
+//! Owns every character Nivis prints about a run, through the one escaping function everything
+//! printed goes through (`render::escape`: [`escape`], with [`escape_text`] for multi-line
+//! messages and [`json_text`] for JSON; known secrets redacted on the way), and the progress
+//! ticker (`render::ticker`). Not: decisions (the engine makes them).
 
-use std::borrow::Cow;
+mod escape;
+mod ticker;
+
+pub use self::escape::{
+    escape, escape_text, escape_unredacted, json_text, json_text_unredacted, quote,
+};
+
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -131,91 +135,18 @@ impl Style {
     }
 }
 
-/// Whether `c` must not reach a terminal as itself: C0 and C1 controls and DEL (escape
-/// sequences, bells, carriage returns, line breaks) and the invisible format characters that
-/// change how text around them is displayed (bidirectional overrides and isolates, zero-width
-/// characters, line and paragraph separators).
-fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-            | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
-}
-
-/// The one escaping function: `text` with every character [`needs_escape`] names written as
-/// an escape (`\n`, `\r`, `\t`, else `\u{…}`). `keep_layout` leaves `\n` and `\t` alone, for
-/// multi-line messages whose line structure is ours.
-fn escape_with(text: &str, keep_layout: bool) -> Cow<'_, str> {
-    let keep = |c: char| keep_layout && (c == '\n' || c == '\t');
-    if !text.chars().any(|c| needs_escape(c) && !keep(c)) {
-        return Cow::Borrowed(text);
+/// A present-participle verb for an action in progress.
+fn doing_verb(action: Action) -> &'static str {
+    match action {
+        Action::Create => "creating",
+        Action::Update => "updating",
+        Action::Replace { .. } => "replacing",
+        Action::Delete => "destroying",
+        Action::Forget => "forgetting",
+        Action::Recreate => "re-creating",
+        Action::NoOp => "checking",
+        Action::Read => "reading",
     }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            c if !needs_escape(c) || keep(c) => out.push(c),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// A single value or name for a terminal: known secrets redacted, every control, line break
-/// and bidirectional character escaped.
-pub fn escape(text: &str) -> String {
-    escape_with(&crate::secrets::redact(text), false).into_owned()
-}
-
-/// A message of several lines (an error, a provider's diagnostic, a log line) for a terminal:
-/// like [`escape`], but line breaks and tabs are kept.
-pub fn escape_text(text: &str) -> String {
-    escape_with(&crate::secrets::redact(text), true).into_owned()
-}
-
-/// A string value in double quotes, as a plan shows it: `\` and `"` escaped too, so the value's
-/// end is unambiguous.
-pub fn quote(text: &str) -> String {
-    let inner = text.replace('\\', "\\\\").replace('"', "\\\"");
-    format!("\"{}\"", escape(&inner))
-}
-
-/// JSON for a terminal or a pipe (`pretty`: indented): known secrets redacted inside strings,
-/// and the characters serde_json leaves raw escaped (see [`json_text_unredacted`]).
-pub fn json_text(value: &serde_json::Value, pretty: bool) -> String {
-    let mut value = value.clone();
-    crate::secrets::redact_json(&mut value);
-    json_text_unredacted(&value, pretty)
-}
-
-/// JSON with secrets left in (only for what the user asked to see raw: `state pull --out -`),
-/// and the characters serde_json leaves raw (DEL, C1 controls, bidirectional and invisible
-/// format characters) written as `\uXXXX`, so the text stays the same JSON. serde_json already
-/// escapes C0 controls inside strings; the only raw ones left are the layout's own newlines.
-pub fn json_text_unredacted(value: &serde_json::Value, pretty: bool) -> String {
-    let text = if pretty {
-        serde_json::to_string_pretty(value).expect("JSON values serialise")
-    } else {
-        value.to_string()
-    };
-    let raw = |c: char| needs_escape(c) && c > '\u{1f}';
-    if !text.chars().any(raw) {
-        return text;
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if raw(c) {
-            let mut units = [0u16; 2];
-            for u in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A past-tense verb for an action.
@@ -302,6 +233,11 @@ pub struct Human {
     style: Style,
     /// Print per-operation progress lines (apply/destroy).
     pub progress: bool,
+    /// Head each apply phase's operations with "Phase N" (apply, not destroy).
+    pub phase_headers: bool,
+    /// The last phase a header was printed for.
+    headed: u32,
+    ticker: ticker::Ticker,
 }
 
 impl Human {
@@ -310,7 +246,24 @@ impl Human {
         Human {
             style,
             progress: true,
+            phase_headers: false,
+            headed: 0,
+            ticker: ticker::Ticker::new(),
         }
+    }
+
+    /// "Phase N" before the first operation of a phase, once.
+    fn header(&mut self, out: &mut dyn Write, phase: u32) {
+        if !self.phase_headers || phase <= self.headed {
+            return;
+        }
+        self.headed = phase;
+        let why = if phase == 1 {
+            String::new()
+        } else {
+            format!(" (Nix re-evaluated with phase {}'s outputs)", phase - 1)
+        };
+        let _ = writeln!(out, "{}", self.style.ember(&format!("Phase {phase}{why}")));
     }
 }
 
@@ -384,9 +337,20 @@ impl Sink for Human {
                     ))
                 );
             }
-            Event::Started { .. } => {}
-            // The command's error names every unrecorded object.
-            Event::Unrecorded { .. } => {}
+            Event::Started { phase, id, action } => {
+                if self.progress && action != Action::NoOp {
+                    self.header(&mut out, phase);
+                    let head = format!("  {} {}", s.action(action), s.name(&id));
+                    let _ = writeln!(out, "{head}: {}…", doing_verb(action));
+                    let _ = out.flush();
+                    let verb = doing_verb(action);
+                    self.ticker.start(&id, move |elapsed| {
+                        format!("{head}: still {verb}… ({elapsed} elapsed)")
+                    });
+                }
+            }
+            // The command's error names every unrecorded object; its operation is over.
+            Event::Unrecorded { id, .. } => self.ticker.finish(&id),
             Event::Finished {
                 phase,
                 id,
@@ -394,10 +358,12 @@ impl Sink for Human {
                 duration,
                 deposed,
             } => {
+                self.ticker.finish(&id);
                 if self.progress && action != Action::NoOp {
+                    self.header(&mut out, phase);
                     let _ = writeln!(
                         out,
-                        "  phase {phase}: {} {}{} {}",
+                        "  {} {}{}: {}",
                         s.action(action),
                         s.name(&id),
                         deposed_note(&deposed),
@@ -412,6 +378,7 @@ impl Sink for Human {
             Event::Failed {
                 id, diagnostics, ..
             } => {
+                self.ticker.finish(&id);
                 let mut err = std::io::stderr().lock();
                 if diagnostics.is_empty() {
                     write_diagnostic(
@@ -767,7 +734,7 @@ mod tests {
         assert_eq!(escape("plain ünïcode ✓"), "plain ünïcode ✓");
         let j = serde_json::json!({"k\u{202e}": nasty, "n": [1, "\u{7f}"]});
         let text = json_text(&j, false);
-        assert!(!text.chars().any(needs_escape), "{text:?}");
+        assert!(!text.chars().any(escape::needs_escape), "{text:?}");
         assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), j);
         let pretty = json_text(&j, true);
         assert!(pretty.contains('\n'));

@@ -101,7 +101,7 @@ fn real_null() -> PathBuf {
     PathBuf::from(line)
 }
 
-fn make_zip(entries: &[(&str, &[u8], u32)]) -> Vec<u8> {
+pub(crate) fn make_zip(entries: &[(&str, &[u8], u32)]) -> Vec<u8> {
     let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
     for (name, content, mode) in entries {
         let opts = zip::write::SimpleFileOptions::default()

@@ -176,15 +176,15 @@ impl Project {
         );
     }
 
-    /// Runs `nivis VERB --file plan.nix --state STATE EXTRA...`.
+    /// Runs `nivis VERB --file plan.nix --state STATE EXTRA...` (validate, which reads no
+    /// state and refuses --state, without it).
     pub fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
         let mut cmd = Command::new(nivis_bin());
-        cmd.args(verb)
-            .arg("--file")
-            .arg(&self.plan)
-            .arg("--state")
-            .arg(&self.state)
-            .args(extra);
+        cmd.args(verb).arg("--file").arg(&self.plan);
+        if verb != ["validate"] {
+            cmd.arg("--state").arg(&self.state);
+        }
+        cmd.args(extra);
         self.finish(cmd)
     }
 
@@ -240,11 +240,12 @@ impl Project {
             .expect("state JSON")
     }
 
-    /// The ledger's outputs, as `nivis output` prints them.
+    /// The ledger's outputs per resource, as `nivis output --json` prints them.
     pub fn outputs(&self) -> Json {
-        let out = self.state_cmd(&["output"]);
+        let out = self.state_cmd(&["output", "--json"]);
         assert_success(&out);
-        serde_json::from_slice(&out.stdout).expect("output is JSON")
+        let all: Json = serde_json::from_slice(&out.stdout).expect("output is JSON");
+        all["resources"].clone()
     }
 
     /// Evaluates the plan with the ledger built from current state; returns the IR.

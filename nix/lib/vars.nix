@@ -1,8 +1,11 @@
 # Plan variables: declarations (emitted in the IR) and their values, which the
 # executor passes in its private channel (ledger.secretsFile; ledger.vars is read too,
-# for evaluations by hand). A variable declared sensitive = true is wrapped
-# (values.mkSecret): it can be passed on or computed with through lib.str /
-# lib.compute, and everything made from it is marked __sensitive in the IR.
+# for evaluations by hand). A value typed as text (--var, NIVIS_VAR_*) also comes
+# verbatim in the channel's varsText: a string variable takes that text, so
+# `--var t=2` is "2" and not the number the executor read it as. A variable declared
+# sensitive = true is wrapped (values.mkSecret): it can be passed on or computed with
+# through lib.str / lib.compute, and everything made from it is marked __sensitive in
+# the IR.
 { names, values }:
 let
   inherit (builtins) attrNames elem filter head isAttrs isBool isFloat isInt isList isString mapAttrs throw;
@@ -43,8 +46,12 @@ let
   vars = ledger: decls:
     let
       chan = values.channel ledger;
-      fromLedger = if isAttrs ledger && isAttrs (ledger.vars or null) then ledger.vars else { };
-      given = fromLedger // (if chan == null then { } else chan.vars or { });
+      # The channel's values over the ledger's (an evaluation by hand may give either).
+      field = k:
+        (if isAttrs ledger && isAttrs (ledger.${k} or null) then ledger.${k} else { })
+        // (if chan == null then { } else chan.${k} or { });
+      given = field "vars";
+      text = field "varsText";
     in
     if !isAttrs decls then throw "nivis: lib.vars expects an attrset of variable declarations"
     else mapAttrs (name: decl0:
@@ -53,7 +60,8 @@ let
         ty = decl.type or "any";
         secret = decl.sensitive or false;
         value =
-          if given ? ${name} then given.${name}
+          if ty == "string" && text ? ${name} then text.${name}
+          else if given ? ${name} then given.${name}
           else if decl ? default then decl.default
           else throw "nivis: variable '${name}' has no value: set it with --var ${name}=VALUE${
             if secret then " (for a secret, NIVIS_VAR_${name}=VALUE or --var-file: arguments are visible to other users)" else ""}";

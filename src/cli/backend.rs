@@ -2,18 +2,24 @@
 //! `nivis.backend`, then `--backend-config` overrides, for `--env`), and the commands that
 //! concern only the backend: `env list`, `state pull|push|migrate`, `force-unlock`.
 //!
+//! Also where the local state file is: `--state`, else the project's own file under
+//! `$XDG_STATE_HOME` (`project`), after moving a state older versions kept in the working or
+//! flake directory.
+//!
 //! Not: what a backend does (see `state::Backend`), nor running plans.
 
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use super::{absolute, confirm_prompt, exit, fail, ForceUnlockArgs, StateArgs};
+use super::args::{SourceArgs, StateTarget};
+use super::{absolute, confirm_prompt, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
 use crate::render::{self, outln};
 use crate::state::{
-    parse_snapshot, Backend, ForceUnlock, LockHolder, LockedStore, StateFile, Store,
+    env_state_path, parse_snapshot, Backend, ForceUnlock, LockHolder, LockedStore, StateFile,
+    Store, DEFAULT_ENV,
 };
 
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
@@ -22,7 +28,7 @@ use crate::state::{
 /// first (a legacy state moved out of the flake directory) because reading the backend
 /// evaluates the flake, which copies its directory into the store.
 pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
-    let local = args.state_path(source)?;
+    let local = state_path(args, source)?;
     let from_flake = match source {
         PlanSource::Flake { flake, attr } => {
             let dir = Path::new(flake);
@@ -38,15 +44,64 @@ pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String>
         .map_err(|e| format!("state backend: {e}"))
 }
 
+/// The local state path of the default environment: `--state` (refused inside a tree Nix
+/// copies into the store, the selected environment's file too), else the project's default,
+/// after moving a state older versions left in the working directory or in a flake directory
+/// Nix copies (the selected environment's too).
+fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> {
+    use crate::project;
+    if let Some(p) = &args.state {
+        project::check_state_path(p, source)?;
+        project::check_state_path(&env_state_path(p, &args.env)?, source)?;
+        return Ok(absolute(p));
+    }
+    let target = project::default_state_path(source)?;
+    project::create_state_dir(&target)?;
+    let mut legacy = vec![absolute(Path::new(crate::state::DEFAULT_PATH))];
+    if let project::Copied::Whole(dir) = project::copied_tree(source) {
+        legacy.push(dir.join(crate::state::DEFAULT_PATH));
+    }
+    for old in legacy {
+        let mut moves = vec![(old.clone(), target.clone())];
+        if args.env != DEFAULT_ENV {
+            moves.push((
+                env_state_path(&old, &args.env)?,
+                env_state_path(&target, &args.env)?,
+            ));
+        }
+        for (from, to) in moves {
+            if let Some(message) = project::move_legacy_state(&from, &to)? {
+                eprintln!("{}", render::escape_text(&message));
+            }
+        }
+    }
+    log::info!("state: {}", target.display());
+    Ok(target)
+}
+
+/// The backend of a command that evaluates no plan, for the plan `source` names.
+pub fn of(source: &SourceArgs, state: &StateArgs) -> Result<Backend, String> {
+    resolve(state, &plan_source(source)?)
+}
+
+/// Reads the state without locking it; its secrets are remembered for redaction. Returns the
+/// backend too (for messages).
+pub fn read(source: &SourceArgs, state: &StateArgs) -> Result<(Backend, StateFile), String> {
+    let backend = of(source, state)?;
+    let read = backend.read_only().map_err(|e| e.to_string())?;
+    crate::secrets::remember_state(&read);
+    Ok((backend, read))
+}
+
 /// `nivis env list`.
-pub fn env_list(args: &StateArgs) -> i32 {
-    let backend = match args.backend() {
+pub fn env_list(t: &StateTarget, json: bool) -> i32 {
+    let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
     match backend.envs() {
         Ok(envs) => {
-            if args.json {
+            if json {
                 outln!("{}", render::json_text(&Json::from(envs), false));
             } else {
                 for env in envs {
@@ -64,16 +119,15 @@ pub fn env_list(args: &StateArgs) -> i32 {
 /// asked for), to a new private file (mode 0600, never through a link, never where Nix copies
 /// the plan's tree) or to standard output (terminal-unsafe characters escaped, the JSON
 /// unchanged).
-pub fn pull(args: &StateArgs, out: &Path) -> i32 {
+pub fn pull(t: &StateTarget, out: &Path) -> i32 {
     if out != Path::new("-") {
-        let checked = args
-            .source(None)
+        let checked = plan_source(&t.source)
             .and_then(|source| crate::project::check_private_file(out, &source));
         if let Err(e) = checked {
             return fail(&e);
         }
     }
-    let state = match args.read() {
+    let state = match read(&t.source, &t.state) {
         Ok((_, state)) => state,
         Err(e) => return fail(&e),
     };
@@ -102,12 +156,12 @@ pub fn pull(args: &StateArgs, out: &Path) -> i32 {
 
 /// `nivis state push FILE`: replaces the state by FILE's, refusing another lineage or an older
 /// serial unless `force`.
-pub fn push(args: &StateArgs, file: &Path, force: bool) -> i32 {
+pub fn push(t: &StateTarget, file: &Path, force: bool) -> i32 {
     let pushed = match read_state_file(file) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let backend = match args.backend() {
+    let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
@@ -156,8 +210,8 @@ fn replace_and_close(mut store: Box<dyn LockedStore>, next: StateFile, done: &st
 }
 
 /// `nivis state migrate`: copies the local state file into the configured (remote) backend.
-pub fn migrate(args: &StateArgs, force: bool) -> i32 {
-    let backend = match args.backend() {
+pub fn migrate(t: &StateTarget, force: bool) -> i32 {
+    let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
@@ -250,8 +304,8 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
 /// The backend whose lock `force-unlock` breaks. A `--state` the other commands refuse (inside
 /// a tree Nix copies) is taken as given, without evaluating the flake (which would copy it into
 /// the store): a state must stay unlockable so that it can be moved.
-fn force_unlock_backend(args: &StateArgs) -> Result<Backend, String> {
-    let source = args.source(None)?;
+fn force_unlock_backend(t: &StateTarget) -> Result<Backend, String> {
+    let (source, args) = (plan_source(&t.source)?, &t.state);
     match &args.state {
         Some(p) if crate::project::check_state_path(p, &source).is_err() => {
             Backend::configure(None, &args.backend_config, &args.env, &absolute(p))

@@ -48,26 +48,39 @@ impl Evaluator for NixEvaluator {
 }
 
 impl Engine<'_> {
+    /// Every variable value as given: read as JSON, and as typed text (the two can differ:
+    /// `--var pw=1.50` is the number 1.5 and the text "1.50"), for redaction.
+    fn variable_values(&self) -> [BTreeMap<String, Json>; 2] {
+        let text = self.opts.var_text.iter();
+        let text = text.map(|(k, v)| (k.clone(), Json::String(v.clone())));
+        [self.opts.vars.clone(), text.collect()]
+    }
+
     /// Evaluates the plan with a ledger built from `state`.
     pub(super) fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
         let mut ledger = Ledger::default();
         ledger.phase = phase;
         ledger.vars = self.opts.vars.clone();
+        ledger.vars_text = self.opts.var_text.clone();
         ledger.env = Some(self.state_access.env().to_string());
         for r in state.iter() {
             ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
         }
         if !self.vars_settled {
-            crate::secrets::remember_variables_provisionally(&self.opts.vars);
+            for values in self.variable_values() {
+                crate::secrets::remember_variables_provisionally(&values);
+            }
         }
         let (bytes, took) = self.evaluator.evaluate(&ledger)?;
         self.nix_time += took;
         let ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
         if !self.vars_settled {
             self.vars_settled = true;
-            crate::secrets::settle_variables(&self.opts.vars, &|name| {
-                ir.variables.get(name).is_some_and(|d| d.sensitive)
-            });
+            for values in self.variable_values() {
+                crate::secrets::settle_variables(&values, &|name| {
+                    ir.variables.get(name).is_some_and(|d| d.sensitive)
+                });
+            }
         }
         for name in self.opts.vars.keys() {
             if !ir.variables.is_empty() && !ir.variables.contains_key(name) {

@@ -78,6 +78,9 @@ pub struct Options {
     pub refresh: bool,
     /// Variable values from the command line.
     pub vars: BTreeMap<String, Json>,
+    /// The text of values given as text (`--var`, environment), for `lib.vars` to read by the
+    /// declared type (see `ledger`).
+    pub var_text: BTreeMap<String, String>,
     /// How long to wait for the state lock.
     pub lock_timeout: Option<Duration>,
     /// The command line, recorded in the lock.

@@ -41,15 +41,15 @@ impl Engine<'_> {
                 .get(&r.provider, &ir.providers[&r.provider])
                 .map_err(EngineError::Diagnostics)?;
             match node::refresh(provider.as_ref(), &r) {
-                Ok((change, attrs, gone)) => {
-                    if let Some(c) = change {
+                Ok((change, drift)) => {
+                    if let Some((attrs, gone)) = drift {
                         self.sink.event(Event::Drift {
                             id: id.clone(),
                             changes: attrs,
                             gone,
                         });
-                        changes.push(c);
                     }
+                    changes.extend(change);
                 }
                 Err(d) => {
                     failed += 1;

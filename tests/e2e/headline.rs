@@ -172,7 +172,12 @@ fn human_output_shows_phases() {
     ] {
         assert!(text.contains(&format!("✓ {id}")), "{text}");
     }
-    assert!(text.contains("phase 3: + alpha.alpha_token.C"), "{text}");
+    assert!(
+        text.contains(
+            "Phase 3 (Nix re-evaluated with phase 2's outputs)\n  + alpha.alpha_token.C: creating…"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

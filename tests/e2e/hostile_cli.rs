@@ -71,57 +71,75 @@ fn no_flag_value_makes_nivis_panic() {
     let plan = p.plan.clone().into_os_string();
     let state = p.state.clone().into_os_string();
     let values = hostile_values(&p);
+    // (verb, flag): each verb takes only its own flags, so every flag is fed to one that takes it.
     let run_flags = [
-        "--flake",
-        "--file",
-        "--attr",
-        "--state",
-        "--var",
-        "--var-file",
-        "--target",
-        "--parallelism",
-        "--refresh",
-        "--lock-timeout",
-        "--mirror",
-        "--network-mirror",
-        "--lock-file",
-        "--provider-cache",
-        "--env",
-        "--backend-config",
+        ("plan", "--flake"),
+        ("plan", "--file"),
+        ("plan", "--attr"),
+        ("plan", "--state"),
+        ("plan", "--var"),
+        ("plan", "--var-file"),
+        ("plan", "--target"),
+        ("plan", "--parallelism"),
+        ("plan", "--refresh"),
+        ("refresh", "--lock-timeout"),
+        ("plan", "--mirror"),
+        ("plan", "--network-mirror"),
+        ("plan", "--lock-file"),
+        ("plan", "--provider-cache"),
+        ("plan", "--env"),
+        ("plan", "--backend-config"),
+        ("apply", "--max-phases"),
+        ("apply", "--build"),
+        ("destroy", "--target"),
+        ("validate", "--var"),
+        ("output", "--var"),
+        ("output", "--flake"),
+        ("state list", "--env"),
+        ("state show", "--backend-config"),
+        ("state pull", "--state"),
+        ("state migrate", "--env"),
+        ("env list", "--state"),
     ];
+    for (verb, flag) in run_flags {
+        assert_takes(verb, flag);
+    }
     let mut cases: Vec<Vec<OsString>> = Vec::new();
     let os = |s: &str| OsString::from(s);
-    for flag in run_flags {
+    for (verb, flag) in run_flags {
         for value in &values {
-            // Every run also names the plan and state, unless the flag under test replaces it.
-            let mut args = vec![os("plan")];
+            // Every run also names the plan and state, unless the flag under test replaces it
+            // or the verb takes no such flag.
+            let mut args: Vec<OsString> = verb.split(' ').map(os).collect();
+            if matches!(verb, "apply" | "destroy") {
+                args.push(os("--auto-approve"));
+            }
+            if verb == "state pull" {
+                args.extend([os("--out"), os("-")]);
+            }
             if flag != "--file" && flag != "--flake" {
                 args.extend([os("--file"), plan.clone()]);
             }
-            if flag != "--state" {
+            if verb != "validate" && flag != "--state" {
                 args.extend([os("--state"), state.clone()]);
+            }
+            if verb == "state show" {
+                args.push(os("some.id"));
             }
             args.extend([os(flag), value.clone()]);
             cases.push(args);
         }
     }
     for value in &values {
-        for (verb, flag) in [
-            ("apply", "--max-phases"),
-            ("apply", "--build"),
-            ("destroy", "--max-phases"),
-        ] {
-            cases.push(vec![
-                os(verb),
-                os("--auto-approve"),
-                os("--file"),
-                plan.clone(),
-                os("--state"),
-                state.clone(),
-                os(flag),
-                value.clone(),
-            ]);
-        }
+        cases.push(vec![os("output"), value.clone(), os("--raw")]);
+        cases.push(vec![os("output"), value.clone(), os("--json")]);
+        cases.push(vec![os("completion"), value.clone()]);
+        cases.push(vec![os("man"), os("--dir"), value.clone()]);
+        cases.push(vec![os("plan"), os("--flake"), {
+            let mut v = os(".#");
+            v.push(value);
+            v
+        }]);
         cases.push(vec![
             os("state"),
             os("show"),
@@ -289,6 +307,20 @@ fn no_flag_value_makes_nivis_panic() {
         .chain(with_env.iter().map(|(args, k, v)| (args, Some((*k, v)))));
     for (args, env) in runs {
         let mut cmd = Command::new(nivis_bin());
+        // Completion requests too: the same words, answered as a shell would ask.
+        let mut asked = Command::new(nivis_bin());
+        asked
+            .arg("--")
+            .arg("nivis")
+            .args(args)
+            .env("NIVIS_COMPLETE", "bash")
+            .env("_CLAP_COMPLETE_INDEX", args.len().to_string())
+            .env("HOME", p.dir.path().join("home"))
+            .env("XDG_STATE_HOME", p.dir.path().join("xdg-state"))
+            .env_remove("NIVIS_STATE")
+            .current_dir(p.dir.path())
+            .stdin(Stdio::null());
+        assert_no_panic(args, &asked.output().expect("run nivis"));
         cmd.args(args)
             .current_dir(p.dir.path())
             .env("NO_COLOR", "1")
@@ -315,6 +347,21 @@ fn no_flag_value_makes_nivis_panic() {
             assert_success(&out);
         }
     }
+}
+
+/// Fails unless `nivis VERB --help` lists `flag` (a hostile value must reach the flag's own
+/// parser, not a usage error for a flag the verb does not take).
+fn assert_takes(verb: &str, flag: &str) {
+    let out = Command::new(nivis_bin())
+        .args(verb.split(' '))
+        .arg("--help")
+        .output()
+        .expect("run nivis");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}=")),
+        "`nivis {verb}` does not take {flag}:\n{help}"
+    );
 }
 
 fn many(n: usize) -> String {

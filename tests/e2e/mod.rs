@@ -1,7 +1,10 @@
 //! End-to-end tests through the CLI: real Nix, real provider processes, real state files.
 
+mod book;
+mod cli;
 mod disk_full;
 mod faults;
+mod flake;
 mod gen;
 mod headline;
 mod hostile_cli;

@@ -84,6 +84,23 @@ fn round_trip_with_the_real_null_provider() {
     );
     let _ = null_id;
 
+    // Nothing changed outside Nivis: refresh reports no drift, in either output (it used to
+    // report "changed outside Nivis" with no change listed, for private data only).
+    let out = p.run(&["refresh"], &[]);
+    assert_success(&out);
+    assert!(
+        !stdout(&out).contains("changed outside"),
+        "{}",
+        stdout(&out)
+    );
+    let out = p.run(&["refresh"], &["--json"]);
+    assert_success(&out);
+    let drift: Vec<_> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "drift")
+        .collect();
+    assert!(drift.is_empty(), "{drift:?}");
+
     let out = p.run(&["destroy"], &["--auto-approve"]);
     assert_success(&out);
     assert_eq!(stdout(&p.state_cmd(&["state", "list"])).trim(), "");

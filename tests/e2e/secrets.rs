@@ -413,9 +413,30 @@ fn a_connection_string_built_from_a_generated_password_stays_secret() {
         let shown = ok(&s.nivis(&["state", "show", id]));
         assert!(shown.contains("(sensitive value)"), "{shown}");
     }
+    // Every form of `output` but an explicit --raw masks it (the flake is evaluated for the
+    // consumer `conn`, through the channel).
     let outputs = ok(&s.nivis(&["output"]));
-    assert!(outputs.contains("__sensitiveRef"), "{outputs}");
+    assert!(outputs.contains("conn = <sensitive>;"), "{outputs}");
+    let json: Json = serde_json::from_str(&ok(&s.nivis(&["output", "--json"]))).unwrap();
+    assert!(
+        json["resources"]["alpha.alpha_token.A"]["secret"]["__sensitiveRef"].is_object(),
+        "{json}"
+    );
+    let conn = &json["consumers"]["conn"];
+    assert!(
+        conn["__sensitiveRef"].is_object() || *conn == serde_json::json!({"__sensitive": {}}),
+        "{conn}"
+    );
+    ok(&s.nivis(&["output", "conn"]));
+    ok(&s.nivis(&["output", "conn", "--json"]));
+    ok(&s.nivis(&["output", "beta.beta_record.B", "--json"]));
     s.hunt(&[]);
+    // Asked for by name with --raw, the value is printed as it is (Terraform's `output -raw`).
+    let raw = ok(&s.nivis(&["output", "--raw", "conn"]));
+    assert!(
+        raw.starts_with("postgres://app:") && raw.ends_with("@db/app") && raw.len() > 22,
+        "{raw}"
+    );
 }
 
 #[test]

@@ -206,6 +206,7 @@ impl World {
             build: false,
             refresh: false,
             vars: BTreeMap::new(),
+            var_text: BTreeMap::new(),
             lock_timeout: None,
             command: "engine unit test".into(),
             install: nivis::registry::InstallOptions::new("/nonexistent", "/nonexistent"),

@@ -109,19 +109,22 @@ def section_throws(results):
 
 
 def section_phases(results, tmp):
-    # Evaluate the flake the way the CLI does. A copy keeps the check independent of
-    # what git tracks in the working tree.
+    # Evaluate the flake the way the CLI does (builtins.getFlake, see src/nixeval.rs). A copy
+    # keeps the check independent of what git tracks in the working tree; its flake.lock lets
+    # it evaluate offline (nixpkgs is locked there and never fetched for these attributes).
     flake = tmp / "flake"
     flake.mkdir()
     shutil.copy(ROOT / "flake.nix", flake / "flake.nix")
+    shutil.copy(ROOT / "flake.lock", flake / "flake.lock")
     shutil.copytree(ROOT / "nix", flake / "nix")
     golden = HERE / "two-providers"
+    get_flake = f'(builtins.getFlake "path:{flake}")'
 
     def plan(attr, ledger):
-        return nix_json([f"path:{flake}#nivis.{attr}", "--apply",
+        return nix_json(["--expr", f"{get_flake}.nivis.{attr}", "--apply",
                          f"plan: plan (builtins.fromJSON (builtins.readFile {ledger}))"])
 
-    api = nix_json([f"path:{flake}#lib", "--apply", "builtins.attrNames"])
+    api = nix_json(["--expr", f"{get_flake}.lib", "--apply", "builtins.attrNames"])
     want = ["byKey", "compute", "count", "drv", "forEach", "mkData", "mkProvider", "mkResource",
             "schemaVersion", "str", "toIR", "typecheck", "vars"]
     results.record(api == want, "phases: flake lib exposes the documented API", f"got {api}")

@@ -267,6 +267,13 @@ in
   { name = "vars prefers ledger.vars";
     expr = vars { vars = { region = "us-east-1"; replicas = 2.5; extra = [ 1 ]; }; } decls;
     expected = { region = "us-east-1"; replicas = 2.5; debug = false; tags.team = "infra"; zones = [ "a" ]; extra = [ 1 ]; }; }
+  { name = "vars reads command-line text by the declared type";
+    # The executor sends text values twice: guessed as JSON in vars, verbatim in varsText.
+    expr = vars { vars = { region = 2; replicas = 2.5; debug = true; extra = 7; }; varsText = { region = "2"; replicas = "2.50"; debug = "true"; extra = "7"; }; } decls;
+    expected = { region = "2"; replicas = 2.5; debug = true; tags.team = "infra"; zones = [ "a" ]; extra = 7; }; }
+  { name = "vars without varsText (older executors) uses vars";
+    expr = (vars { vars.region = "x"; varsText = null; } decls).region;
+    expected = "x"; }
   { name = "variables are declared in the IR";
     expr = (toIR { inherit providers; variables = decls; ledger.vars.region = "x"; }).variables;
     expected = {

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Attribute changes found by refresh, and whether the object is gone.
-pub(super) type Drift = (Vec<AttrChange>, bool);
+pub type Drift = (Vec<AttrChange>, bool);
 
 /// Upgrades (and optionally refreshes) the stored object: returns (object, private, drift).
 pub(super) fn current_object(
@@ -505,11 +505,13 @@ pub(super) fn create_fresh(
     )
 }
 
-/// Refreshes the stored object: `Ok(None)` if unchanged, `Ok(Some(change))` otherwise.
+/// Reads a stored object back (`nivis refresh`): the change to record, if the provider's answer
+/// differs in any way (attributes, private data, schema version), and the drift to report, if
+/// the object itself differs (private data and a schema upgrade are no drift).
 pub fn refresh(
     provider: &dyn Provider,
     state: &ResourceState,
-) -> Result<(Option<Change>, Vec<AttrChange>, bool), Diagnostics> {
+) -> Result<(Option<Change>, Option<Drift>), Diagnostics> {
     let schema = provider.schema();
     let s = schema.resources.get(&state.type_name).ok_or_else(|| {
         err(format!(
@@ -527,23 +529,29 @@ pub fn refresh(
         return Err(read.diagnostics);
     }
     if read.new_state.is_null() {
-        return Ok((Some(Change::Remove(state.id.clone())), Vec::new(), true));
+        return Ok((
+            Some(Change::Remove(state.id.clone())),
+            Some((Vec::new(), true)),
+        ));
     }
     let attributes =
         value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
     let new_private = (!read.private.is_empty()).then_some(read.private.clone());
-    let changes = display_changes(
-        &s.block,
-        &current,
-        &read.new_state,
-        &[],
-        &state.sensitive_paths,
-    );
+    let drift = (!crate::plan::values_equal(&current, &read.new_state)).then(|| {
+        let changes = display_changes(
+            &s.block,
+            &current,
+            &read.new_state,
+            &[],
+            &state.sensitive_paths,
+        );
+        (changes, false)
+    });
     if attributes == state.attributes
         && new_private == state.private
         && state.schema_version == s.version
     {
-        return Ok((None, Vec::new(), false));
+        return Ok((None, None));
     }
     let mut rec = state.clone();
     rec.attributes = attributes;
@@ -564,7 +572,7 @@ pub fn refresh(
     }
     rec.sensitive_paths = paths;
     crate::secrets::remember_state_record(&rec);
-    Ok((Some(Change::Put(rec)), changes, false))
+    Ok((Some(Change::Put(rec)), drift))
 }
 
 pub(super) fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {

@@ -43,6 +43,9 @@ pub(crate) mod config;
 mod crypt;
 mod lock;
 mod sigv4;
+
+/// RFC 3986 percent-encoding (also used for `git+file:` flake references).
+pub(crate) use sigv4::uri_encode;
 mod store;
 mod xml;
 

@@ -40,7 +40,6 @@ in
   overridesNotFunction = { expr = alpha.resources.alpha_token { name = "T"; overrides = { }; }; expect = "alpha_token: overrides must be a function"; };
   badName = { expr = alpha.resources.alpha_token { name = "a b"; }; expect = "'name' must start with a letter or '_'"; };
   providerUnknown = { expr = alpha.provider { source = "x"; config.foo = 1; }; expect = "provider alpha: unknown argument 'foo'; no arguments are expected here"; };
-  providerMissing = { expr = kinds.provider { source = "x"; }; expect = "provider kinds: missing required argument 'endpoint'"; };
   needsTypecheck = { expr = (import (gen + "/alpha") (builtins.removeAttrs t.base [ "typecheck" ])).resources.alpha_token { name = "T"; }; expect = "need a Nivis lib with lib.typecheck"; };
 
   numberBad = { expr = thing { n = "abc"; }; expect = "kinds_thing: argument 'n' must be a number, got the string \"abc\""; };

@@ -41,6 +41,12 @@ in
       };
     };
 
+  # SDKv2 providers report an argument with an environment default as required when the
+  # variable is unset where `nivis gen` ran: the provider constructor must not insist on it.
+  providerRequiredFromEnvironment =
+    let ir = toIR { providers.kinds = kinds.provider { source = "provider-kinds"; }; resources = [ ]; };
+    in { inherit ir; checks.noEndpoint = ir.providers.kinds.config == { }; };
+
   alphaNullsAreUnset = { ir = plan [ (token "N" { label = null; keeper = null; rules = null; id = null; }) ] [ ]; };
 
   # The executor converts numbers and bools to strings and numeric strings to numbers.

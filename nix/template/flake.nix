@@ -1,0 +1,63 @@
+{
+  description = "Infrastructure as Nix code, applied with Nivis";
+
+  # Nivis's Nix library (nivis.lib). Builtins only: evaluating this flake needs no nixpkgs.
+  # To use a local copy or an offline mirror of Nivis instead, keep this line and run
+  #   nix flake lock --override-input nivis path:/srv/nivis
+  inputs.nivis.url = "github:wearetechnative/nivis";
+
+  outputs =
+    { self, nivis }:
+    let
+      lib = nivis.lib;
+    in
+    {
+      # `nivis plan` and `nivis apply` evaluate this function of the outputs ledger (what the
+      # providers have produced so far), phase after phase.
+      nivis.plan =
+        ledger:
+        let
+          variables = {
+            greeting = {
+              type = "string";
+              default = "hello";
+              description = "A word the first resource keeps as a trigger";
+            };
+          };
+          var = lib.vars ledger variables;
+
+          first = lib.mkResource {
+            provider = "null";
+            type = "null_resource";
+            name = "first";
+            config.triggers.greeting = var.greeting;
+          };
+
+          # A string Nix builds from first's id, which exists only once first is created:
+          # Nivis applies first, evaluates this flake again, then creates second.
+          second = lib.mkResource {
+            provider = "null";
+            type = "null_resource";
+            name = "second";
+            config.triggers.after = lib.str [ "after-" (first.refAttr "id") ];
+          };
+        in
+        lib.toIR {
+          providers.null = lib.mkProvider {
+            source = "hashicorp/null";
+            version = ">= 2.1";
+          };
+          resources = [
+            first
+            second
+          ];
+          # A value for Nix itself (a NixOS option, a file): `nivis output summary`.
+          consumers.summary = lib.str [
+            var.greeting
+            " from "
+            (second.refAttr "id")
+          ];
+          inherit variables ledger;
+        };
+    };
+}

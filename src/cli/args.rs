@@ -1,0 +1,649 @@
+//! The command line's shape: every verb, the flags it takes, help headings and examples.
+//!
+//! Owns: the clap definitions, and turning a run verb's flags into a [`RunSpec`]. Each verb
+//! has its own struct built from small flag groups, so a verb takes exactly the flags it uses
+//! (clap rejects the rest) and a new verb or flag is one struct or one field. Not: what the
+//! flags do (see `cli`), reading files or the environment.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum, ValueHint};
+use clap_complete::engine::ArgValueCandidates;
+
+use super::complete::state_ids;
+use super::parse_duration;
+
+const TOP_EXAMPLES: &str = "\
+Examples:
+  nivis plan                         plan the flake in this directory (attribute nivis.plan)
+  nivis apply --auto-approve --json  apply without asking, one JSON event per line (CI)
+  nivis plan --flake .#nivis.prod    another plan attribute of the same flake
+  nivis output --raw web.id          one value, bare, for scripts
+  nivis state show null.null_resource.first
+  source <(nivis completion bash)    completion for this shell session
+
+Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.
+Environment: NIVIS_STATE, NIVIS_ENV, NIVIS_VAR_<name>, NIVIS_OFFLINE, NIVIS_PROVIDER_MIRRORS,
+NIVIS_LOG, NO_COLOR (see the book's CLI reference).";
+
+/// Nivis: infrastructure as Nix code.
+///
+/// Evaluates a Nix plan to an IR, drives unmodified Terraform/OpenTofu providers to plan and
+/// apply it, and feeds apply-time outputs back into Nix, phase after phase, to a fixpoint.
+#[derive(Parser, Debug)]
+#[command(
+    name = "nivis",
+    version,
+    about,
+    propagate_version = true,
+    after_help = TOP_EXAMPLES,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// More logging (-v info, -vv debug, -vvv trace); NIVIS_LOG=LEVEL does the same.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show what apply would do: this phase in full, later phases as what they wait on.
+    #[command(
+        after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json"
+    )]
+    Plan(PlanArgs),
+    /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint.
+    #[command(
+        after_help = "Examples:\n  nivis apply                       asks before changing anything\n  nivis apply --auto-approve --json\n  nivis apply --max-phases 1        one phase, then report what waits"
+    )]
+    Apply(ApplyArgs),
+    /// Destroy every resource in state (or the targets and what depends on them).
+    #[command(
+        after_help = "Examples:\n  nivis destroy\n  nivis destroy --target null.null_resource.first --auto-approve"
+    )]
+    Destroy(DestroyArgs),
+    /// Reconcile state with the real objects (UpgradeResourceState + ReadResource); report drift.
+    Refresh(RefreshArgs),
+    /// Check the IR and every configuration with its provider's own validation; change nothing.
+    Validate(ValidateArgs),
+    /// Print outputs: every resource's recorded outputs and the plan's Nix consumer values.
+    #[command(
+        after_help = "Examples:\n  nivis output                          everything, as Nix values\n  nivis output summary                  one consumer value (or one resource's outputs)\n  nivis output --raw null.null_resource.first.id\n  nivis output --json"
+    )]
+    Output(OutputArgs),
+    /// Inspect or edit the state.
+    #[command(subcommand)]
+    State(StateCommand),
+    /// Remove the state lock of a process that is gone (its lock id is in every "locked"
+    /// message), locally or in the remote backend.
+    #[command(after_help = "Example:\n  nivis force-unlock 2f0c61a4-4a1e-4c39-9d7e-1f0f9c1e8b11")]
+    ForceUnlock(ForceUnlockArgs),
+    /// Environments (`--env`): each has its own state under the backend's environment prefix.
+    #[command(subcommand)]
+    Env(EnvCommand),
+    /// Write typed Nix constructors and reference docs from a provider's schema.
+    #[command(after_help = "Example:\n  nivis gen --provider hashicorp/null --out nix/providers")]
+    Gen(GenArgs),
+    /// Provider installation: lock file, mirrors, what is used.
+    #[command(subcommand)]
+    Providers(ProvidersCommand),
+    /// Print a shell completion script (state addresses are completed from the state file).
+    #[command(
+        after_help = "Load it for this session, or add the line to your shell's startup file:\n  source <(nivis completion bash)\n  source <(nivis completion zsh)\n  nivis completion fish | source"
+    )]
+    Completion(CompletionArgs),
+    /// Print the manual page, write one per command, or print the Markdown CLI reference.
+    Man(ManArgs),
+}
+
+/// Where the plan comes from.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Plan source")]
+pub struct SourceArgs {
+    /// The flake holding the plan: a directory or flake reference, optionally with #ATTR.
+    #[arg(long, value_name = "REF", default_value = ".", conflicts_with = "file", value_hint = ValueHint::AnyPath)]
+    pub flake: String,
+    /// A plain Nix file evaluating to the plan function (instead of a flake).
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub file: Option<PathBuf>,
+    /// The attribute holding the plan function `ledger: IR` [default: nivis.plan].
+    #[arg(long)]
+    pub attr: Option<String>,
+}
+
+/// Plan variables.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Variables")]
+pub struct VarArgs {
+    /// Set a variable (repeatable); VALUE is read as the variable's declared type.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// A JSON file of variable values (repeatable; later files win).
+    #[arg(long = "var-file", value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub var_files: Vec<PathBuf>,
+}
+
+/// Where the state is: the state backend (the flake's `nivis.backend`, else the local file),
+/// field overrides, and the environment.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "State")]
+pub struct StateArgs {
+    /// The state file of the local backend (`state migrate` copies it to the remote one)
+    /// [default: one per project, under $XDG_STATE_HOME/nivis/projects; never inside a
+    /// directory Nix copies into the store].
+    #[arg(long, value_name = "FILE", env = "NIVIS_STATE", value_hint = ValueHint::FilePath)]
+    pub state: Option<PathBuf>,
+    /// The environment: its state is the backend's key under the environment prefix (the
+    /// plan sees the name as `ledger.env`).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "NIVIS_ENV",
+        default_value = "default"
+    )]
+    pub env: String,
+    /// Set a field of the state backend (overriding the flake's `nivis.backend`), repeatable:
+    /// `--backend-config type=s3 --backend-config bucket=b`.
+    #[arg(long = "backend-config", value_name = "KEY=VALUE")]
+    pub backend_config: Vec<String>,
+}
+
+/// What a command about the state alone needs: the plan's location (for the flake's
+/// `nivis.backend` and the project's default state file) and the state flags.
+#[derive(Args, Debug, Clone)]
+pub struct StateTarget {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+/// Waiting for the state lock (verbs that write state).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "State")]
+pub struct LockWaitArg {
+    /// Wait this long for the state lock (e.g. 30s, 2m); default: fail at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub lock_timeout: Option<Duration>,
+}
+
+/// Which resources a run touches.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Run")]
+pub struct TargetArgs {
+    /// Limit the run to this resource and what it depends on (destroy: what depends on it);
+    /// repeatable.
+    #[arg(long = "target", value_name = "ID", add = ArgValueCandidates::new(state_ids))]
+    pub targets: Vec<String>,
+}
+
+/// How many provider operations run at once.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Run")]
+pub struct ParallelismArg {
+    /// Provider operations in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub parallelism: usize,
+}
+
+/// Whether stored objects are read back before planning.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Run")]
+pub struct RefreshArg {
+    /// Refresh stored objects before planning (--refresh=false to skip).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub refresh: bool,
+}
+
+/// Machine-readable output.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Output")]
+pub struct JsonArg {
+    /// One JSON event per line on stdout (docs/JSON-EVENTS.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where providers given by registry address come from.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Provider installation")]
+pub struct InstallArgs {
+    /// Never use the network: only filesystem mirrors and the cache (NIVIS_OFFLINE=1 too).
+    #[arg(long, env = "NIVIS_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
+    pub offline: bool,
+    /// A filesystem mirror (packed or unpacked layout, as `tofu providers mirror` writes);
+    /// repeatable, searched in order. Also NIVIS_PROVIDER_MIRRORS (colon-separated).
+    #[arg(long = "mirror", value_name = "DIR", value_hint = ValueHint::DirPath)]
+    pub mirrors: Vec<PathBuf>,
+    /// A network mirror base URL (https); repeatable.
+    #[arg(long = "network-mirror", value_name = "URL", value_hint = ValueHint::Url)]
+    pub network_mirrors: Vec<String>,
+    /// The provider lock file.
+    #[arg(long, value_name = "FILE", default_value = ".terraform.lock.hcl", env = "NIVIS_LOCK_FILE", value_hint = ValueHint::FilePath)]
+    pub lock_file: PathBuf,
+    /// The provider cache [default: $XDG_CACHE_HOME/nivis/providers].
+    #[arg(long, value_name = "DIR", env = "NIVIS_PROVIDER_CACHE_DIR", value_hint = ValueHint::DirPath)]
+    pub provider_cache: Option<PathBuf>,
+}
+
+impl InstallArgs {
+    /// The defaults, for commands that evaluate the plan but install nothing.
+    pub fn none() -> Self {
+        InstallArgs {
+            offline: true,
+            mirrors: Vec::new(),
+            network_mirrors: Vec::new(),
+            lock_file: PathBuf::from(".terraform.lock.hcl"),
+            provider_cache: None,
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub parallelism: ParallelismArg,
+    #[command(flatten)]
+    pub refresh: RefreshArg,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ApplyArgs {
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// Stop after N phases that changed something and report what is still pending.
+    #[arg(long, value_name = "N")]
+    pub max_phases: Option<u32>,
+    /// Realise `__build` outputs before apply (--build=false to skip).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub build: bool,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub lock: LockWaitArg,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub parallelism: ParallelismArg,
+    #[command(flatten)]
+    pub refresh: RefreshArg,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DestroyArgs {
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub lock: LockWaitArg,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub parallelism: ParallelismArg,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RefreshArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub lock: LockWaitArg,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+/// The flags of a run verb (plan, apply, destroy, refresh, validate), whichever it took; a
+/// flag the verb does not take has its neutral value.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpec<'a> {
+    pub source: &'a SourceArgs,
+    pub vars: &'a VarArgs,
+    /// None: the verb does not read state (validate).
+    pub state: Option<&'a StateArgs>,
+    pub lock_timeout: Option<Duration>,
+    pub targets: &'a [String],
+    pub parallelism: usize,
+    pub refresh: bool,
+    pub json: bool,
+    pub auto_approve: bool,
+    pub max_phases: Option<u32>,
+    pub build: bool,
+    pub install: &'a InstallArgs,
+}
+
+impl<'a> RunSpec<'a> {
+    /// The spec of a verb that takes only a plan source, variables and install flags.
+    pub fn new(source: &'a SourceArgs, vars: &'a VarArgs, install: &'a InstallArgs) -> Self {
+        RunSpec {
+            source,
+            vars,
+            state: None,
+            lock_timeout: None,
+            targets: &[],
+            parallelism: 10,
+            refresh: true,
+            json: false,
+            auto_approve: false,
+            max_phases: None,
+            build: true,
+            install,
+        }
+    }
+}
+
+impl PlanArgs {
+    pub fn spec(&self) -> RunSpec<'_> {
+        RunSpec {
+            state: Some(&self.state),
+            targets: &self.targets.targets,
+            parallelism: self.parallelism.parallelism,
+            refresh: self.refresh.refresh,
+            json: self.output.json,
+            ..RunSpec::new(&self.source, &self.vars, &self.install)
+        }
+    }
+}
+
+impl ApplyArgs {
+    pub fn spec(&self) -> RunSpec<'_> {
+        RunSpec {
+            state: Some(&self.state),
+            lock_timeout: self.lock.lock_timeout,
+            targets: &self.targets.targets,
+            parallelism: self.parallelism.parallelism,
+            refresh: self.refresh.refresh,
+            json: self.output.json,
+            auto_approve: self.auto_approve,
+            max_phases: self.max_phases,
+            build: self.build,
+            ..RunSpec::new(&self.source, &self.vars, &self.install)
+        }
+    }
+}
+
+impl DestroyArgs {
+    pub fn spec(&self) -> RunSpec<'_> {
+        RunSpec {
+            state: Some(&self.state),
+            lock_timeout: self.lock.lock_timeout,
+            targets: &self.targets.targets,
+            parallelism: self.parallelism.parallelism,
+            json: self.output.json,
+            auto_approve: self.auto_approve,
+            ..RunSpec::new(&self.source, &self.vars, &self.install)
+        }
+    }
+}
+
+impl RefreshArgs {
+    pub fn spec(&self) -> RunSpec<'_> {
+        RunSpec {
+            state: Some(&self.state),
+            lock_timeout: self.lock.lock_timeout,
+            targets: &self.targets.targets,
+            json: self.output.json,
+            ..RunSpec::new(&self.source, &self.vars, &self.install)
+        }
+    }
+}
+
+impl ValidateArgs {
+    pub fn spec(&self) -> RunSpec<'_> {
+        RunSpec {
+            json: self.output.json,
+            ..RunSpec::new(&self.source, &self.vars, &self.install)
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// A consumer id, a resource id, or a resource id followed by an attribute path
+    /// (`null.null_resource.first.triggers.greeting`); default: everything.
+    #[arg(add = ArgValueCandidates::new(state_ids))]
+    pub name: Option<String>,
+    /// The value as JSON (with NAME) or every output as one JSON object.
+    #[arg(long, conflicts_with = "raw", help_heading = "Output")]
+    pub json: bool,
+    /// A string, number or bool printed bare, without quotes or newline (needs NAME).
+    #[arg(long, requires = "name", help_heading = "Output")]
+    pub raw: bool,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StateCommand {
+    /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
+    /// with `--out -`, to standard output.
+    #[command(after_help = "Example:\n  nivis state pull --out ~/nivis-backup.json")]
+    Pull {
+        /// Where to write the state: a file (created mode 0600, replaced if it exists) or `-`
+        /// for standard output. Required: the state holds secrets in plain text.
+        #[arg(long, short = 'o', value_name = "FILE", value_hint = ValueHint::FilePath)]
+        out: PathBuf,
+        #[command(flatten)]
+        state: StateTarget,
+    },
+    /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or
+    /// an older serial unless --force.
+    #[command(
+        after_help = "Example:\n  nivis state pull --out s.json && $EDITOR s.json && nivis state push s.json"
+    )]
+    Push {
+        /// The state file to push.
+        #[arg(value_hint = ValueHint::FilePath)]
+        file: PathBuf,
+        /// Push even if the lineage differs or the serial is older.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateTarget,
+    },
+    /// Copy the local state file (--state) into the configured remote backend.
+    Migrate {
+        /// Replace what the backend already holds.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateTarget,
+    },
+    /// List resource ids in state.
+    List {
+        #[command(flatten)]
+        state: StateTarget,
+        /// A JSON array of ids.
+        #[arg(long, help_heading = "Output")]
+        json: bool,
+    },
+    /// Show one resource's recorded attributes (sensitive values hidden).
+    Show {
+        /// Resource id.
+        #[arg(add = ArgValueCandidates::new(state_ids))]
+        id: String,
+        #[command(flatten)]
+        state: StateTarget,
+        /// The resource as one JSON object.
+        #[arg(long, help_heading = "Output")]
+        json: bool,
+    },
+    /// Forget resources without destroying them.
+    Rm {
+        /// Resource ids.
+        #[arg(required = true, add = ArgValueCandidates::new(state_ids))]
+        ids: Vec<String>,
+        #[command(flatten)]
+        state: StateTarget,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ForceUnlockArgs {
+    /// The lock's id, as a "the state is locked" message shows it.
+    pub lock_id: String,
+    /// Remove the lock even if its holder still runs on this host, without asking.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub state: StateTarget,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EnvCommand {
+    /// List the environments that have a state (`*` marks the selected one).
+    List {
+        #[command(flatten)]
+        state: StateTarget,
+        /// A JSON array of names.
+        #[arg(long, help_heading = "Output")]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GenArgs {
+    /// The provider, as mkProvider's `source` accepts it (path, store path, binary name or
+    /// registry address).
+    #[arg(long)]
+    pub provider: String,
+    /// The provider id users give it in `toIR`'s `providers` (default: from the binary name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Output directory; files go to OUT/NAME/.
+    #[arg(long, value_hint = ValueHint::DirPath)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+/// What `providers` subcommands read: the plan's provider declarations.
+#[derive(Args, Debug, Clone)]
+pub struct ProvidersPlanArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+impl ProvidersPlanArgs {
+    pub fn spec(&self) -> RunSpec<'_> {
+        RunSpec {
+            state: Some(&self.state),
+            ..RunSpec::new(&self.source, &self.vars, &self.install)
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProvidersCommand {
+    /// Record versions and hashes of the plan's registry providers for these platforms.
+    Lock {
+        /// OS_ARCH, e.g. linux_amd64; repeatable (default: this machine's).
+        #[arg(long = "platform")]
+        platforms: Vec<String>,
+        /// Choose versions afresh within the constraints, replacing locked selections.
+        #[arg(long)]
+        upgrade: bool,
+        #[command(flatten)]
+        plan: ProvidersPlanArgs,
+    },
+    /// Write a filesystem mirror (packed zips + network-mirror JSON) of the plan's providers.
+    Mirror {
+        /// The mirror directory.
+        #[arg(value_hint = ValueHint::DirPath)]
+        dir: PathBuf,
+        /// OS_ARCH, e.g. linux_amd64; repeatable (default: this machine's).
+        #[arg(long = "platform")]
+        platforms: Vec<String>,
+        #[command(flatten)]
+        plan: ProvidersPlanArgs,
+    },
+    /// Each provider of the plan: where it comes from, version, hashes.
+    List(ProvidersPlanArgs),
+}
+
+/// Shells `nivis completion` writes scripts for.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompletionArgs {
+    /// The shell.
+    pub shell: Shell,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    /// Write nivis.1 and one page per command (nivis-plan.1, ...) into DIR.
+    #[arg(long, value_hint = ValueHint::DirPath, conflicts_with = "markdown")]
+    pub dir: Option<PathBuf>,
+    /// Print the CLI reference as Markdown (the book's reference chapter).
+    #[arg(long)]
+    pub markdown: bool,
+}

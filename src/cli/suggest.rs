@@ -1,0 +1,108 @@
+//! Parsing the command line, with a better answer for Terraform habits.
+//!
+//! Owns: turning argv into [`Cli`], and the hint for a long option typed with one dash
+//! (`-auto-approve`, `-var x=1`, Terraform's spelling), which clap would otherwise read as a
+//! bundle of short flags. Not: the definitions themselves (`args`).
+
+use std::ffi::OsString;
+
+use clap::{CommandFactory, Parser};
+
+use super::args::Cli;
+
+/// Parses argv; on a usage error prints clap's message, or our hint when a single-dash long
+/// option explains it, and exits with status 2.
+pub fn parse() -> Cli {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            if e.use_stderr() {
+                if let Some(hint) = single_dash_hint(&args) {
+                    eprintln!(
+                        "error: {}\n\nFor more information, try '--help'.",
+                        crate::render::escape(&hint)
+                    );
+                    std::process::exit(2);
+                }
+            }
+            e.exit()
+        }
+    }
+}
+
+/// `'-auto-approve' is not an option; did you mean '--auto-approve'?` when an argument
+/// before `--` is a long option of the chosen command spelled with one dash.
+pub fn single_dash_hint(args: &[OsString]) -> Option<String> {
+    let root = Cli::command();
+    let mut cmd = &root;
+    for arg in args.iter().skip(1) {
+        let arg = arg.to_string_lossy();
+        if arg == "--" {
+            break;
+        }
+        if let Some(sub) = cmd.find_subcommand(arg.as_ref()) {
+            cmd = sub;
+            continue;
+        }
+        let Some(rest) = arg.strip_prefix('-') else {
+            continue;
+        };
+        if rest.starts_with('-')
+            || rest.len() < 2
+            || !rest.starts_with(|c: char| c.is_ascii_alphabetic())
+        {
+            continue;
+        }
+        let name = rest.split_once('=').map_or(rest, |(n, _)| n);
+        let known = |c: &clap::Command| c.get_arguments().any(|a| a.get_long() == Some(name));
+        if known(cmd) || known(&root) {
+            // The option's name only: a value typed with it may be a secret (`-var=pw=…`).
+            return Some(format!(
+                "'-{name}' is not an option; did you mean '--{name}'? (Nivis spells long options with two dashes)"
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(words: &[&str]) -> Option<String> {
+        let args: Vec<OsString> = std::iter::once("nivis")
+            .chain(words.iter().copied())
+            .map(OsString::from)
+            .collect();
+        single_dash_hint(&args)
+    }
+
+    #[test]
+    fn terraform_spellings_get_the_two_dash_form() {
+        assert!(hint(&["apply", "-auto-approve"])
+            .unwrap()
+            .contains("did you mean '--auto-approve'?"));
+        assert!(hint(&["plan", "-var", "x=1"])
+            .unwrap()
+            .contains("did you mean '--var'?"));
+        let typed = hint(&["plan", "-var=pw=hunter22"]).unwrap();
+        assert!(typed.contains("did you mean '--var'?"), "{typed}");
+        assert!(
+            !typed.contains("hunter22"),
+            "the value is not repeated: {typed}"
+        );
+        assert!(hint(&["state", "show", "-state", "s.json", "x"])
+            .unwrap()
+            .contains("'--state'"));
+    }
+
+    #[test]
+    fn no_hint_for_what_is_not_an_option_of_that_command() {
+        // plan takes no --auto-approve: nothing to suggest, clap's own error stands.
+        assert_eq!(hint(&["plan", "-auto-approve"]), None);
+        assert_eq!(hint(&["plan", "-vv"]), None);
+        assert_eq!(hint(&["apply", "--", "-auto-approve"]), None);
+        assert_eq!(hint(&["apply", "-x"]), None);
+    }
+}
