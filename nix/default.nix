@@ -29,11 +29,16 @@
 #     strings. byKey turns such a list into an attrset keyed by key:
 #     (byKey webs).a.refAttr "id".
 #
+#   moved { from = "alpha.alpha_token.old"; to = r; }
+#                                           the object recorded at `from` is now r's (a
+#                                           rename; no provider call); list these in
+#                                           toIR's moved. Either end: a resource or an id
+#
 #   vars ledger declarations                variable values (from Nivis, defaults); a
 #                                           sensitive one can be passed on or used in
 #                                           str / compute (the result stays sensitive)
 #   typecheck                               checks used by `nivis gen` constructors
-#   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; ledger ? {}; }
+#   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
 #
 # References and derived values are inert until toIR resolves them against the
 # ledger. docs/IR-CONTRACT.md describes the IR that toIR returns and the ledger
@@ -48,7 +53,7 @@ let
 in
 {
   schemaVersion = 1;
-  inherit (nodes) mkProvider mkResource mkData count forEach byKey drv;
+  inherit (nodes) mkProvider mkResource mkData count forEach byKey drv moved;
   inherit (values) str compute;
   inherit (vars) vars;
   inherit (ir) toIR;

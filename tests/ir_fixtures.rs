@@ -207,6 +207,8 @@ const WORDS: &[&str] = &[
     "edges",
     "nixConsumers",
     "variables",
+    "moved",
+    "from",
     "id",
     "provider",
     "type",

@@ -111,6 +111,7 @@ let
     , data ? [ ]
     , consumers ? { }
     , variables ? { }
+    , moved ? [ ]
     , ledger ? { }
     }:
     let
@@ -189,6 +190,11 @@ let
       # Every declared variable must have a value of its type, used or not.
       varsChecked = foldl' (acc: v: seq v acc) true (attrValues (vars.vars ledger variables));
 
+      movedIR = map (m:
+        if nodes.isMoved m then { inherit (m) from to; }
+        else throw "nivis: toIR: moved entries must be made with lib.moved, got ${names.describe m}")
+        (flatten moved);
+
       ir = {
         schemaVersion = 1;
         providers = providerIR;
@@ -197,7 +203,7 @@ let
         edges = concatMap (c: c.edges) converted;
         nixConsumers = consumerIR;
         variables = variablesIR;
-      };
+      } // (if movedIR == [ ] then { } else { moved = movedIR; });
     in
     if !isAttrs providers then throw "nivis: toIR: providers must be an attrset of mkProvider values"
     else if !isAttrs consumers || nodes.isNode consumers then throw "nivis: toIR: consumers must be an attrset id -> value"

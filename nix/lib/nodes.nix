@@ -154,6 +154,25 @@ let
       if isNode r && r ? key then { name = toString r.key; value = r; }
       else throw "nivis: lib.byKey expects instances made by lib.count or lib.forEach") instances);
 
+  # lib.moved { from = "alpha.alpha_token.old"; to = newResource; }: the object recorded
+  # at `from` now belongs to `to` (a rename, or into/out of count/forEach). Either end
+  # may be a resource made with mkResource or its id; toIR's `moved` takes a list.
+  isMoved = x: isAttrs x && (x._type or null) == "nivis:moved";
+  moved = args:
+    let
+      unknown = filter (k: !(elem k [ "from" "to" ])) (attrNames args);
+      end = which:
+        let x = args.${which}; in
+        if isNode x && x.kind == "managed" then x.id
+        else if isNode x then throw "nivis: lib.moved: ${which} is the data source ${x.id}; only managed resources move"
+        else if isString x then x
+        else throw "nivis: lib.moved: ${which} must be a resource made with mkResource or its id, got ${names.describe x}";
+    in
+    if !isAttrs args then throw "nivis: lib.moved expects { from; to; }, got ${names.describe args}"
+    else if unknown != [ ] then throw "nivis: lib.moved: unknown field '${head unknown}' (expected from, to)"
+    else if !(args ? from && args ? to) then throw "nivis: lib.moved needs both from and to"
+    else { _type = "nivis:moved"; from = end "from"; to = end "to"; };
+
   # A build output as a __build leaf: the executor realises it before apply.
   drv = d:
     let
@@ -171,5 +190,5 @@ let
     else throw "nivis: lib.drv expects a derivation or an absolute store path, got ${names.describe d}";
 in
 {
-  inherit isNode isProvider mkProvider mkResource mkData count forEach byKey drv;
+  inherit isNode isProvider isMoved moved mkProvider mkResource mkData count forEach byKey drv;
 }

@@ -12,6 +12,17 @@ pub struct Ir {
     pub edges: Vec<Edge>,
     pub consumers: Vec<Consumer>,
     pub variables: BTreeMap<String, VariableDecl>,
+    /// `moved[]`: addresses whose recorded objects now belong to another address.
+    pub moved: Vec<Moved>,
+}
+
+/// `moved[i]`: the object recorded at `from` is now the object of `to` (a rename, or a move
+/// into or out of a `count`/`forEach` expansion). The executor renames the state record; no
+/// provider is called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    pub from: String,
+    pub to: String,
 }
 
 /// `providers.<id>`: which binary to run, the protocol it speaks and how to configure it.

@@ -57,6 +57,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
             "edges",
             "nixConsumers",
             "variables",
+            "moved",
         ],
     );
     if let Some(v) = top.get("schemaVersion") {
@@ -85,6 +86,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         .get("variables")
         .map(|v| p.variables(v))
         .unwrap_or_default();
+    let moved = top.get("moved").map(|v| p.moved(v)).unwrap_or_default();
     if !p.errors.is_empty() {
         return Err(p.errors);
     }
@@ -95,6 +97,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         edges,
         consumers,
         variables,
+        moved,
     };
     let errors = check_references(&ir);
     if errors.is_empty() {
@@ -123,7 +126,7 @@ pub(super) fn key(k: &str) -> PathStep {
 
 pub(super) fn element_label(section: &str, index: usize, item: &Value) -> String {
     let label = format!("{section}[{index}]");
-    if section == "edges" {
+    if section == "edges" || section == "moved" {
         return match (item.get("from"), item.get("to")) {
             (Some(Value::String(f)), Some(Value::String(t))) => format!("{label} ({f} -> {t})"),
             _ => label,
@@ -507,6 +510,29 @@ impl Parser {
                 to: to.unwrap_or_default(),
                 via: via.unwrap_or_default(),
             });
+        }
+        out
+    }
+
+    fn moved(&mut self, v: &Value) -> Vec<Moved> {
+        let Some(items) = self.array("moved", &[], v) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let el = element_label("moved", i, item);
+            let Some(obj) = self.object(&el, &[], item) else {
+                continue;
+            };
+            self.object_keys(&el, &[], obj, &["from", "to"], &["from", "to"]);
+            let mut end = |name: &str| {
+                obj.get(name)
+                    .map(|x| self.pattern(&el, &[key(name)], x, is_node_id, NODE_ID_PATTERN))
+                    .unwrap_or_default()
+            };
+            let from = end("from");
+            let to = end("to");
+            out.push(Moved { from, to });
         }
         out
     }

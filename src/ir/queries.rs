@@ -51,7 +51,7 @@ impl Ir {
                 (name.clone(), Value::Object(m))
             })
             .collect();
-        serde_json::json!({
+        let mut doc = serde_json::json!({
             "schemaVersion": SCHEMA_VERSION,
             "providers": providers,
             "resources": self.resources.iter().map(Node::to_json).collect::<Vec<_>>(),
@@ -59,7 +59,16 @@ impl Ir {
             "edges": self.edges.iter().map(|e| serde_json::json!({"from": e.from, "to": e.to, "via": e.via})).collect::<Vec<_>>(),
             "nixConsumers": self.consumers.iter().map(|c| serde_json::json!({"id": c.id, "value": c.value.to_json()})).collect::<Vec<_>>(),
             "variables": variables,
-        })
+        });
+        if !self.moved.is_empty() {
+            // Absent when empty, as the library emits it.
+            doc["moved"] = self
+                .moved
+                .iter()
+                .map(|m| serde_json::json!({"from": m.from, "to": m.to}))
+                .collect();
+        }
+        doc
     }
 }
 

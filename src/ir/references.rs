@@ -232,5 +232,92 @@ pub(super) fn check_references(ir: &Ir) -> Vec<IrError> {
             }
         }
     }
+    errors.extend(check_moves(ir));
     errors
+}
+
+/// The rules of `moved[]`: `from` is no longer declared, `to` is a declared resource or the
+/// `from` of another move (a chain), both name the same provider and type, each `from` moves
+/// once, and no chain comes back to where it started.
+fn check_moves(ir: &Ir) -> Vec<IrError> {
+    let mut errors = Vec::new();
+    let declared: HashSet<&str> = ir
+        .resources
+        .iter()
+        .chain(&ir.data)
+        .map(|n| n.id.as_str())
+        .collect();
+    let managed: HashSet<&str> = ir.resources.iter().map(|n| n.id.as_str()).collect();
+    let mut first_from: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in ir.moved.iter().enumerate() {
+        first_from.entry(m.from.as_str()).or_insert(i);
+    }
+    for (i, m) in ir.moved.iter().enumerate() {
+        let label = format!("moved[{i}] ({} -> {})", m.from, m.to);
+        if declared.contains(m.from.as_str()) {
+            errors.push(located(&label, &[key("from")], format!("'{}' is still declared; a move's from must be an address that is no longer in the configuration", m.from)));
+        }
+        if !managed.contains(m.to.as_str()) && !first_from.contains_key(m.to.as_str()) {
+            errors.push(located(
+                &label,
+                &[key("to")],
+                format!(
+                    "'{}' is not a declared resource nor the from of another move",
+                    m.to
+                ),
+            ));
+        }
+        let kind = |id: &str| {
+            id.rsplit_once('.')
+                .map(|(k, _)| k.to_string())
+                .unwrap_or_default()
+        };
+        if kind(&m.from) != kind(&m.to) {
+            errors.push(located(
+                &label,
+                &[key("to")],
+                format!(
+                    "a move keeps the provider and the type: '{}' is a {}, '{}' a {}",
+                    m.from,
+                    kind(&m.from),
+                    m.to,
+                    kind(&m.to)
+                ),
+            ));
+        }
+        if let Some(&first) = first_from.get(m.from.as_str()).filter(|&&f| f != i) {
+            errors.push(located(
+                &label,
+                &[key("from")],
+                format!("'{}' is moved twice (first at moved[{first}])", m.from),
+            ));
+        }
+        if let Some(cycle) = cycle_from(ir, &first_from, i) {
+            errors.push(located(
+                &label,
+                &[],
+                format!("the moves form a cycle: {cycle}"),
+            ));
+        }
+    }
+    errors
+}
+
+/// The cycle through `moved[i]` as `a -> b -> a`, when `i` is its lowest index (so a cycle is
+/// reported once).
+fn cycle_from(ir: &Ir, first_from: &HashMap<&str, usize>, i: usize) -> Option<String> {
+    let mut path = vec![ir.moved[i].from.as_str()];
+    let mut at = i;
+    for _ in 0..ir.moved.len() {
+        let next = ir.moved[at].to.as_str();
+        path.push(next);
+        at = *first_from.get(next)?;
+        if at < i {
+            return None;
+        }
+        if at == i {
+            return Some(path.join(" -> "));
+        }
+    }
+    None
 }

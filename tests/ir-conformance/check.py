@@ -107,7 +107,7 @@ def element_label(doc, section, index):
         return label
     if not isinstance(item, dict):
         return label
-    if section == "edges":
+    if section in ("edges", "moved"):
         if isinstance(item.get("from"), str) and isinstance(item.get("to"), str):
             return f"{label} ({item['from']} -> {item['to']})"
         return label
@@ -122,7 +122,7 @@ def locate(doc, path):
     if not path:
         return "ir"
     head = path[0]
-    if head in ("resources", "data", "edges", "nixConsumers") and len(path) > 1 and isinstance(path[1], int):
+    if head in ("resources", "data", "edges", "nixConsumers", "moved") and len(path) > 1 and isinstance(path[1], int):
         element, rest = element_label(doc, head, path[1]), path[2:]
     elif head in ("providers", "variables") and len(path) > 1:
         element, rest = render_path(path[:2]), path[2:]
@@ -289,6 +289,42 @@ def reference_errors(doc):
     for name, decl in doc.get("variables", {}).items():
         if "default" in decl and not type_matches(decl.get("type"), decl["default"]):
             errors.append(f"{render_path(['variables', name])}: default: default does not match type '{decl['type']}'")
+    errors += move_errors(doc, ids)
+    return errors
+
+
+def move_errors(doc, ids):
+    """moved[]: from no longer declared, to declared (or another move's from), same provider
+    and type, each from moved once, no cycle (reported at its lowest index)."""
+    errors = []
+    moves = doc.get("moved", [])
+    managed = {n["id"] for n in doc["resources"]}
+    first_from = {}
+    for i, m in enumerate(moves):
+        first_from.setdefault(m["from"], i)
+    kind = lambda node_id: node_id.rsplit(".", 1)[0]
+    for i, m in enumerate(moves):
+        where = element_label(doc, "moved", i)
+        f, t = m["from"], m["to"]
+        if f in ids:
+            errors.append(f"{where}: from: '{f}' is still declared; a move's from must be an address "
+                          "that is no longer in the configuration")
+        if t not in managed and t not in first_from:
+            errors.append(f"{where}: to: '{t}' is not a declared resource nor the from of another move")
+        if kind(f) != kind(t):
+            errors.append(f"{where}: to: a move keeps the provider and the type: '{f}' is a {kind(f)}, "
+                          f"'{t}' a {kind(t)}")
+        if first_from[f] != i:
+            errors.append(f"{where}: from: '{f}' is moved twice (first at moved[{first_from[f]}])")
+        path, at = [f], i
+        for _ in range(len(moves)):
+            path.append(moves[at]["to"])
+            at = first_from.get(moves[at]["to"])
+            if at is None or at < i:
+                break
+            if at == i:
+                errors.append(f"{where}: the moves form a cycle: {' -> '.join(path)}")
+                break
     return errors
 
 

@@ -231,6 +231,18 @@ in
     expr = lib.drv "relative/path";
     expect = "lib.drv expects a derivation or an absolute store path";
   };
+  movedUnknownField = {
+    expr = lib.moved { from = "alpha.alpha_token.old"; to = A; by = 1; };
+    expect = "lib.moved: unknown field 'by' (expected from, to)";
+  };
+  movedDataSource = {
+    expr = (lib.moved { from = "alpha.alpha_token.old"; to = mkData { provider = "alpha"; type = "alpha_token"; name = "d"; }; }).to;
+    expect = "lib.moved: to is the data source data.alpha.alpha_token.d; only managed resources move";
+  };
+  movedNotMadeWithMoved = {
+    expr = toIR { inherit providers; resources = [ A ]; moved = [ { from = "a.b.c"; to = A.id; } ]; };
+    expect = "toIR: moved entries must be made with lib.moved";
+  };
   badConsumerId = {
     expr = toIR { inherit providers; consumers."bad id" = 1; };
     expect = "consumer id 'bad id' may only contain";

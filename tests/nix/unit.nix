@@ -162,6 +162,19 @@ in
     expr = withC { } { source = drv "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-x"; image = testDrv; };
     expected = { config = { source = { __build.path = "/nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-x"; }; image = drv testDrv; }; edges = [ ]; }; }
 
+  # --- moves --------------------------------------------------------------------------
+  { name = "moved takes resources or ids and toIR lists the moves";
+    expr = (toIR { inherit providers; resources = [ A webs ];
+      moved = [ (lib.moved { from = "alpha.alpha_token.old"; to = A; })
+                [ (lib.moved { from = "alpha.alpha_token.web"; to = (byKey webs).a; }) ] ]; }).moved;
+    expected = [
+      { from = "alpha.alpha_token.old"; to = "alpha.alpha_token.A"; }
+      { from = "alpha.alpha_token.web"; to = "alpha.alpha_token.web__a"; }
+    ]; }
+  { name = "without moves the IR has no moved key";
+    expr = (toIR { inherit providers; resources = [ A ]; }) ? moved;
+    expected = false; }
+
   # --- expansion ------------------------------------------------------------------------
   { name = "forEach names instances <name>__<key>, sorted by key";
     expr = map (r: r.id) webs;
