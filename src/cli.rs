@@ -411,9 +411,9 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
             outln!();
             outln!(
                 "{}",
-                render::plan_summary(&tally.planned, tally.deferred.len())
+                render::plan_summary(&tally.planned, tally.deferred.len(), tally.moves.len())
             );
-            if !tally.planned.is_empty() || !tally.deferred.is_empty() {
+            if !tally.planned.is_empty() || !tally.deferred.is_empty() || !tally.moves.is_empty() {
                 outln!("Run `nivis apply` to carry it out.");
             }
         }

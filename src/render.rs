@@ -400,6 +400,36 @@ impl Sink for Human {
                     s.name(&because)
                 );
             }
+            Event::Moved {
+                from,
+                to,
+                type_name,
+                recorded,
+                ..
+            } => {
+                let sym = s.paint("36", "->");
+                if recorded {
+                    let _ = writeln!(
+                        out,
+                        "{sym} {} moved to {}: recorded in state (no provider call)",
+                        s.name(&from),
+                        s.name(&to)
+                    );
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "{sym} {} moved to {} ({})",
+                        s.name(&from),
+                        s.name(&to),
+                        escape(&type_name)
+                    );
+                    let _ = writeln!(
+                        out,
+                        "      {}",
+                        s.dim("the same object under a new address: only the state changes")
+                    );
+                }
+            }
             Event::Drift { id, changes, gone } => {
                 if gone {
                     let _ = writeln!(
@@ -519,6 +549,15 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             }
             ev
         }
+        Event::Moved {
+            phase,
+            from,
+            to,
+            type_name,
+            recorded,
+        } => {
+            json!({"type": "moved", "phase": phase, "from": from, "to": to, "resourceType": type_name, "recorded": recorded})
+        }
         Event::Deferred {
             phase,
             id,
@@ -617,6 +656,8 @@ pub struct Tally<'a> {
     pub planned: Vec<(String, Action)>,
     /// Deferred resources.
     pub deferred: Vec<(String, Vec<Wait>)>,
+    /// Planned moves: (from, to).
+    pub moves: Vec<(String, String)>,
 }
 
 impl<'a> Tally<'a> {
@@ -626,6 +667,7 @@ impl<'a> Tally<'a> {
             inner,
             planned: Vec::new(),
             deferred: Vec::new(),
+            moves: Vec::new(),
         }
     }
 }
@@ -635,6 +677,12 @@ impl Sink for Tally<'_> {
         match &event {
             Event::Planned { id, action, .. } => self.planned.push((id.clone(), *action)),
             Event::Deferred { id, waits, .. } => self.deferred.push((id.clone(), waits.clone())),
+            Event::Moved {
+                from,
+                to,
+                recorded: false,
+                ..
+            } => self.moves.push((from.clone(), to.clone())),
             _ => {}
         }
         self.inner.event(event);
@@ -642,7 +690,7 @@ impl Sink for Tally<'_> {
 }
 
 /// The one-line plan summary.
-pub fn plan_summary(planned: &[(String, Action)], deferred: usize) -> String {
+pub fn plan_summary(planned: &[(String, Action)], deferred: usize, moves: usize) -> String {
     let count = |f: &dyn Fn(&Action) -> bool| planned.iter().filter(|(_, a)| f(a)).count();
     let create = count(&|a| *a == Action::Create);
     let update = count(&|a| *a == Action::Update);
@@ -652,6 +700,9 @@ pub fn plan_summary(planned: &[(String, Action)], deferred: usize) -> String {
     let recreate = count(&|a| *a == Action::Recreate);
     let forget = count(&|a| *a == Action::Forget);
     if create + update + replace + delete + read + recreate + forget + deferred == 0 {
+        if moves > 0 {
+            return format!("Plan: {moves} to move (state only), nothing else changes.");
+        }
         return "No changes. The infrastructure matches the plan.".into();
     }
     let mut s = format!(
@@ -662,6 +713,9 @@ pub fn plan_summary(planned: &[(String, Action)], deferred: usize) -> String {
     }
     if forget > 0 {
         s.push_str(&format!(", {forget} to forget"));
+    }
+    if moves > 0 {
+        s.push_str(&format!(", {moves} to move"));
     }
     if read > 0 {
         s.push_str(&format!(", {read} to read"));
@@ -767,7 +821,7 @@ mod tests {
                 },
             ),
         ];
-        assert_eq!(plan_summary(&planned, 2), "Plan: 1 to create, 0 to update, 1 to replace, 0 to destroy; 2 decided in later phases (after Nix re-evaluates with new outputs).");
+        assert_eq!(plan_summary(&planned, 2, 0), "Plan: 1 to create, 0 to update, 1 to replace, 0 to destroy; 2 decided in later phases (after Nix re-evaluates with new outputs).");
         assert_eq!(
             plan_summary(&[], 0),
             "No changes. The infrastructure matches the plan."

@@ -533,6 +533,16 @@ pub enum StateCommand {
         #[command(flatten)]
         state: StateTarget,
     },
+    /// Move a record to another address (a rename), leaving the real object alone.
+    Mv {
+        /// The address the object is recorded at.
+        #[arg(add = ArgValueCandidates::new(state_ids))]
+        from: String,
+        /// Its new address: the same provider and type, another name.
+        to: String,
+        #[command(flatten)]
+        state: StateTarget,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

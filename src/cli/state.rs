@@ -1,15 +1,15 @@
-//! `nivis state list|show|rm` and dispatch of the other state verbs (`pull`, `push`,
+//! `nivis state list|show|rm|mv` and dispatch of the other state verbs (`pull`, `push`,
 //! `migrate`: `cli::backend`).
 //!
 //! Owns: what these commands print (every value escaped, every sensitive path masked) and the
-//! removal of records. Not: where the state is (`cli::backend`), nor the state's format.
+//! removal and renaming of records. Not: where the state is (`cli::backend`), nor the state's format.
 
 use serde_json::Value as Json;
 
 use super::args::{StateCommand, StateTarget};
 use super::{backend, exit, fail};
 use crate::render::{self, outln};
-use crate::state::{Change, LockHolder, ResourceState};
+use crate::state::{Change, LockHolder, LockedStore, ResourceState};
 
 pub fn run(cmd: StateCommand) -> i32 {
     match cmd {
@@ -46,6 +46,7 @@ pub fn run(cmd: StateCommand) -> i32 {
             }
         }
         StateCommand::Rm { ids, state } => remove(&ids, &state),
+        StateCommand::Mv { from, to, state } => rename(&from, &to, &state),
     }
 }
 
@@ -74,13 +75,61 @@ fn show_resource(r: &ResourceState, json: bool) {
     }
 }
 
+/// The state, locked for a change by `command`.
+fn open_locked(target: &StateTarget, command: &str) -> Result<Box<dyn LockedStore>, String> {
+    backend::of(&target.source, &target.state).and_then(|b| {
+        b.open(LockHolder::current(command), None)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// `state mv`: renames a record (and the dependencies naming it) in one journaled commit;
+/// the real object is not touched.
+fn rename(from: &str, to: &str, target: &StateTarget) -> i32 {
+    let kind = |id: &str| {
+        id.rsplit_once('.')
+            .map(|(k, n)| (k.to_string(), n.to_string()))
+    };
+    match (kind(from), kind(to)) {
+        (Some((a, _)), Some((b, name))) if a == b && crate::value::is_identifier(&name) => {}
+        _ => {
+            return fail(&format!(
+                "cannot move {from} to {to}: the new address must keep the provider and type                  (<provider>.<type>.) and change only the name, an identifier"
+            ))
+        }
+    }
+    let mut store = match open_locked(target, "nivis state mv") {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    if !store.state().contains(from) {
+        return fail(&format!(
+            "cannot move {from} to {to}: {from} is not in state (`nivis state list` shows what is); nothing was changed"
+        ));
+    }
+    if store.state().contains(to) {
+        return fail(&format!(
+            "cannot move {from} to {to}: {to} is already in state; nothing was changed"
+        ));
+    }
+    let changes = store.state().rename(from, to);
+    if let Err(e) = store.commit(&changes) {
+        return fail(&e);
+    }
+    if let Err(e) = store.close() {
+        return fail(&e);
+    }
+    outln!(
+        "Moved {} to {} in state (the real object was not touched).",
+        render::escape(from),
+        render::escape(to)
+    );
+    exit::OK
+}
+
 /// `state rm`: forgets the records, leaving the real objects alone.
 fn remove(ids: &[String], target: &StateTarget) -> i32 {
-    let opened = backend::of(&target.source, &target.state).and_then(|b| {
-        b.open(LockHolder::current("nivis state rm"), None)
-            .map_err(|e| e.to_string())
-    });
-    let mut store = match opened {
+    let mut store = match open_locked(target, "nivis state rm") {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };

@@ -56,6 +56,15 @@ pub enum Event {
         changes: Vec<AttrChange>,
         deposed: Option<String>,
     },
+    /// A recorded object moves to another address (`moved` in the IR): planned, or
+    /// `recorded` in state. No provider is called.
+    Moved {
+        phase: u32,
+        from: String,
+        to: String,
+        type_name: String,
+        recorded: bool,
+    },
     /// A resource cannot be decided in this phase.
     Deferred {
         phase: u32,

@@ -133,7 +133,13 @@ impl Engine<'_> {
     /// `nivis plan`: what the next apply would do, phase 1 in full and later phases as waits.
     pub fn plan(&mut self) -> Result<Report, EngineError> {
         let mut holder = self.open_state(false)?;
-        let ir = self.evaluate(holder.state(), 0)?;
+        let mut ir = self.evaluate(holder.state(), 0)?;
+        let renames = self.resolve_moves(&ir, holder.state())?;
+        if !renames.is_empty() {
+            // Plan against the moved records (an in-memory copy), with Nix seeing them.
+            self.commit_moves(&renames, &mut *holder, 1, false)?;
+            ir = self.evaluate(holder.state(), 0)?;
+        }
         let analysis = self.analyse(&ir, holder.state())?;
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
         self.check_references(&ir)?;
@@ -182,9 +188,16 @@ impl Engine<'_> {
     ) -> Result<Report, EngineError> {
         let mut report = Report::default();
         let mut phase = 0u32;
+        let mut moves_checked = false;
         loop {
             report.evaluations += 1;
             let ir = self.evaluate(holder.state(), phase)?;
+            if !moves_checked {
+                moves_checked = true;
+                if self.apply_moves(&ir, holder, &mut confirm)? {
+                    continue; // evaluate again: Nix sees the records at their new addresses
+                }
+            }
             let analysis = self.analyse(&ir, holder.state())?;
             if let Some(limit) = self.opts.max_phases {
                 if report.apply_phases >= limit
@@ -219,13 +232,7 @@ impl Engine<'_> {
             self.check_references(&ir)?;
             if let Some(ask) = confirm.take() {
                 // Show the first phase's plan and ask once.
-                let preview = self.run_nodes(&ir, &analysis, holder, phase, Mode::Plan)?;
-                self.emit_deferred(&analysis, holder.state(), phase);
-                self.emit_orphans(&ir, holder.state(), phase);
-                if preview.failed > 0 {
-                    return Err(EngineError::PlanFailed(preview.failed));
-                }
-                self.settled.clear();
+                self.preview(&ir, &analysis, holder, phase)?;
                 if !ask() {
                     return Err(EngineError::Declined);
                 }
@@ -275,6 +282,57 @@ impl Engine<'_> {
                 return Err(EngineError::Unresolved(pending(&ir, &analysis, false)));
             }
         }
+    }
+}
+
+impl Engine<'_> {
+    /// The first phase's plan, as events, without changing anything.
+    fn preview(
+        &mut self,
+        ir: &Ir,
+        analysis: &Analysis<'_>,
+        holder: &mut dyn LockedStore,
+        phase: u32,
+    ) -> Result<(), EngineError> {
+        let preview = self.run_nodes(ir, analysis, holder, phase, Mode::Plan)?;
+        self.emit_deferred(analysis, holder.state(), phase);
+        self.emit_orphans(ir, holder.state(), phase);
+        if preview.failed > 0 {
+            return Err(EngineError::PlanFailed(preview.failed));
+        }
+        self.settled.clear();
+        Ok(())
+    }
+
+    /// Records the IR's moves before anything else; returns whether any record moved. With a
+    /// confirmation pending, the plan is previewed first on a copy with the moves made, and
+    /// nothing is written unless the user agrees.
+    fn apply_moves(
+        &mut self,
+        ir: &Ir,
+        holder: &mut dyn LockedStore,
+        confirm: &mut Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<bool, EngineError> {
+        let renames = self.resolve_moves(ir, holder.state())?;
+        if renames.is_empty() {
+            return Ok(false);
+        }
+        if let Some(ask) = confirm.take() {
+            let mut copy = MemoryStore::from_state(holder.state().clone());
+            self.commit_moves(&renames, &mut copy, 1, false)?;
+            let moved_ir = self.evaluate(copy.state(), 0)?;
+            let analysis = self.analyse(&moved_ir, copy.state())?;
+            if !analysis.run.is_empty() {
+                self.prepare_providers(&moved_ir, copy.state(), &analysis.run, true)?;
+                self.check_references(&moved_ir)?;
+            }
+            self.preview(&moved_ir, &analysis, &mut copy, 1)?;
+            if !ask() {
+                return Err(EngineError::Declined);
+            }
+        }
+        self.commit_moves(&renames, holder, 1, true)?;
+        Ok(true)
     }
 }
 

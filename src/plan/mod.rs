@@ -9,7 +9,7 @@
 //! [`normalize_object_from_legacy_sdk`] (ReadResource); [`apply_ignore_changes`]; and the
 //! helpers that compare and list changes ([`values_equal`], [`diff`], [`diff_typed`]); and
 //! the action choice ([`choose_action`]: one [`Action`] per resource, `preventDestroy`'s
-//! refusal included).
+//! refusal included); and which records a list of moves renames ([`resolve_moves`]).
 //!
 //! Not: providers, state, disk or any other I/O; downgrading check failures to warnings for
 //! `legacy_type_system` (the caller does); rendering. Inputs are assumed to conform to the
@@ -21,6 +21,7 @@ mod compatible;
 mod diff;
 mod ignore;
 mod legacy;
+mod moves;
 mod proposed;
 mod replace;
 mod shape;
@@ -38,6 +39,7 @@ pub use compatible::assert_object_compatible;
 pub use diff::{diff, diff_typed, LeafDiff};
 pub use ignore::apply_ignore_changes;
 pub use legacy::normalize_object_from_legacy_sdk;
+pub use moves::{resolve_moves, MoveError, Rename};
 pub use proposed::{planned_unknown_for_data, proposed_new};
 pub use replace::filter_requires_replace;
 pub use validity::assert_plan_valid;

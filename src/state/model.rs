@@ -153,6 +153,30 @@ impl StateFile {
         self.resources.is_empty()
     }
 
+    /// The changes that rename the record at `from` to `to` (a move: the real object stays as
+    /// it is): the record under its new id, the old id removed, and every record that named
+    /// `from` among its dependencies naming `to` instead. Empty when `from` is not recorded.
+    pub fn rename(&self, from: &str, to: &str) -> Vec<Change> {
+        let Some(record) = self.get(from) else {
+            return Vec::new();
+        };
+        let mut moved = record.clone();
+        moved.id = to.to_string();
+        let mut changes = vec![Change::Remove(from.to_string()), Change::Put(moved)];
+        for other in self.iter().filter(|r| r.id != from) {
+            if other.dependencies.iter().any(|d| d == from) {
+                let mut updated = other.clone();
+                for d in &mut updated.dependencies {
+                    if d == from {
+                        *d = to.to_string();
+                    }
+                }
+                changes.push(Change::Put(updated));
+            }
+        }
+        changes
+    }
+
     /// Applies one change in memory: `Put` inserts or replaces, `Remove` of an absent id does
     /// nothing. Costs O(size of the change + log n).
     pub fn apply(&mut self, change: &Change) {

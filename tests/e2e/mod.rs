@@ -10,6 +10,7 @@ mod headline;
 mod hostile_cli;
 mod hostile_providers;
 mod lifecycle;
+mod moves;
 mod nixops4;
 mod real_null;
 mod remote;
