@@ -823,7 +823,7 @@ mod tests {
         ];
         assert_eq!(plan_summary(&planned, 2, 0), "Plan: 1 to create, 0 to update, 1 to replace, 0 to destroy; 2 decided in later phases (after Nix re-evaluates with new outputs).");
         assert_eq!(
-            plan_summary(&[], 0),
+            plan_summary(&[], 0, 0),
             "No changes. The infrastructure matches the plan."
         );
         let forgetting = vec![
@@ -831,8 +831,17 @@ mod tests {
             ("g".to_string(), Action::Recreate),
         ];
         assert_eq!(
-            plan_summary(&forgetting, 0),
+            plan_summary(&forgetting, 0, 0),
             "Plan: 0 to create, 0 to update, 0 to replace, 0 to destroy, 1 to re-create, 1 to forget."
+        );
+        // A move alone is not "no changes": the state changes.
+        assert_eq!(
+            plan_summary(&[], 0, 1),
+            "Plan: 1 to move (state only), nothing else changes."
+        );
+        assert_eq!(
+            plan_summary(&forgetting[..1], 0, 2),
+            "Plan: 0 to create, 0 to update, 0 to replace, 0 to destroy, 1 to forget, 2 to move."
         );
         assert_eq!(
             serde_json::to_value(Action::Recreate).unwrap(),
