@@ -7,13 +7,15 @@ use super::*;
 impl Engine<'_> {
     /// The planned removal of every managed resource in state that the plan no longer declares.
     pub(super) fn emit_orphans(&mut self, ir: &Ir, state: &StateFile, phase: u32) {
-        for id in orphans(ir, state) {
-            if let Some(r) = state.get(&id).filter(|r| r.is_managed()) {
+        let ids = orphans(ir, state);
+        for id in &ids {
+            if let Some(r) = state.get(id).filter(|r| r.is_managed()) {
                 let action = removal(ir, r);
-                let event = Event::planned_removal(phase, &id, &r.type_name, action, None);
+                let event = Event::planned_removal(phase, id, &r.type_name, action, None);
                 self.sink.event(event);
             }
         }
+        self.hint_renames(ir, state, &ids);
     }
 
     /// Destroys (or forgets) resources in state that the plan no longer declares.

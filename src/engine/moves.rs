@@ -2,7 +2,8 @@
 //! provider called.
 //!
 //! Owns: turning the IR's moves and the current records into state changes, committing them,
-//! and reporting each as [`Event::Moved`]. Not: the rule that picks the renames
+//! and reporting each as [`Event::Moved`]; and the hint that an undeclared rename is about to
+//! destroy and re-create an object. Not: the rule that picks the renames
 //! (`plan::resolve_moves`), nor the record surgery (`StateFile::rename`).
 
 #[allow(unused_imports)]
@@ -69,5 +70,62 @@ impl Engine<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Warns about each orphan that looks renamed: one new resource of the same provider and
+    /// type, not in state, whose every plain top-level config value equals the orphan's
+    /// recorded attribute. The plan destroys and re-creates it; the warning says how not to.
+    pub(super) fn hint_renames(&mut self, ir: &Ir, state: &StateFile, orphans: &[String]) {
+        let new: Vec<&Node> = ir
+            .resources
+            .iter()
+            .filter(|n| !state.contains(&n.id))
+            .collect();
+        let looks_like = |r: &crate::state::ResourceState, n: &Node| {
+            n.provider == r.provider
+                && n.type_name == r.type_name
+                && matches!(&n.config, Tree::Object(m) if m.iter().all(|(k, v)| {
+                    !is_plain(v) || r.attributes.get(k) == Some(&v.to_json())
+                }))
+        };
+        let candidates: Vec<(&str, &str)> = orphans
+            .iter()
+            .filter_map(|id| state.get(id).filter(|r| r.is_managed()))
+            .filter_map(|r| {
+                let mut matches = new.iter().filter(|n| looks_like(r, n));
+                match (matches.next(), matches.next()) {
+                    (Some(n), None) => Some((r.id.as_str(), n.id.as_str())),
+                    _ => None,
+                }
+            })
+            .collect();
+        for (from, to) in &candidates {
+            if candidates.iter().filter(|(_, t)| t == to).count() > 1 {
+                continue; // two orphans match one new resource: no guess
+            }
+            let warning = Diagnostic::warning(format!(
+                "{from} (destroy) and {to} (create) look like a rename: the plan destroys the object and creates a new one"
+            ))
+            .with_detail(format!(
+                "To keep the object under its new address, declare the move in the plan: \
+                 toIR {{ ...; moved = [ (lib.moved {{ from = \"{from}\"; to = \"{to}\"; }}) ]; }} \
+                 (or, once: nivis state mv {from} {to})"
+            ));
+            self.sink.event(Event::Warning(warning));
+        }
+    }
+}
+
+/// Whether a config value is known now (no reference, derived value, build output or secret).
+fn is_plain(t: &Tree) -> bool {
+    match t {
+        Tree::List(items) => items.iter().all(is_plain),
+        Tree::Object(map) => map.values().all(is_plain),
+        Tree::Ref(_)
+        | Tree::SensitiveRef(_)
+        | Tree::Derived(_)
+        | Tree::Build(_)
+        | Tree::Sensitive(_) => false,
+        _ => true,
     }
 }

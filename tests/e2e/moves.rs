@@ -127,6 +127,30 @@ fn state_mv_renames_the_record_locked_and_journaled() {
         "{}",
         stdout(&out)
     );
+    // The destroy/create pair is named as a likely rename, with the move to declare.
+    let hint =
+        "alpha.alpha_token.old (destroy) and alpha.alpha_token.new (create) look like a rename";
+    assert!(stderr(&out).contains(hint), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("moved = [ (lib.moved { from = \"alpha.alpha_token.old\"; to = \"alpha.alpha_token.new\"; }) ]"),
+        "{}",
+        stderr(&out)
+    );
+    // Another config is not a rename: no hint.
+    let renamed = std::fs::read_to_string(&p.plan).unwrap();
+    p.set_plan(&renamed.replace("config.label = \"db\"", "config.label = \"other\""));
+    let out = p.run(&["plan"], &[]);
+    assert!(
+        stdout(&out).contains("+ alpha.alpha_token.new"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        !stderr(&out).contains("look like a rename"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(&p.plan, renamed).unwrap();
 
     // Errors name both addresses and change nothing.
     let out = p.state_cmd(&[
