@@ -7,7 +7,9 @@
 #                                           a NixOps4 resource provider (protocol v0):
 #                                           no version, no config; statelessTypes are
 #                                           re-created rather than updated
-#   mkResource { provider; type; name; config ? {}; dependsOn ? []; lifecycle ? {}; }
+#   mkResource { provider; type; name; config ? {}; dependsOn ? []; lifecycle ? {}; importId ? null; }
+#     importId: the provider's id of an existing object, adopted (imported) when
+#     nothing is recorded at this address yet
 #   mkData     { provider; type; name; config ? {}; dependsOn ? []; }
 #     r.id                     "alpha.alpha_token.A" ("data." prefix for mkData)
 #     r.refAttr "value"        a reference to one output attribute

@@ -13,6 +13,7 @@ mod backend;
 mod complete;
 mod docs;
 mod gen;
+mod import;
 mod output;
 mod state;
 mod suggest;
@@ -102,6 +103,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Apply(args) => run_engine(&args.spec(), style, Verb::Apply),
         Command::Destroy(args) => run_engine(&args.spec(), style, Verb::Destroy),
         Command::Refresh(args) => run_engine(&args.spec(), style, Verb::Refresh),
+        Command::Import(args) => import::run(&args, style),
         Command::Validate(args) => run_engine(&args.spec(), style, Verb::Validate),
         Command::State(cmd) => state::run(cmd),
         Command::Output(args) => output::run(&args),
@@ -411,9 +413,18 @@ fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
             outln!();
             outln!(
                 "{}",
-                render::plan_summary(&tally.planned, tally.deferred.len(), tally.moves.len())
+                render::plan_summary(
+                    &tally.planned,
+                    tally.deferred.len(),
+                    tally.moves.len(),
+                    tally.imports.len()
+                )
             );
-            if !tally.planned.is_empty() || !tally.deferred.is_empty() || !tally.moves.is_empty() {
+            if !tally.planned.is_empty()
+                || !tally.deferred.is_empty()
+                || !tally.moves.is_empty()
+                || !tally.imports.is_empty()
+            {
                 outln!("Run `nivis apply` to carry it out.");
             }
         }

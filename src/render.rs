@@ -430,6 +430,27 @@ impl Sink for Human {
                     );
                 }
             }
+            Event::Imported {
+                id,
+                type_name,
+                import_id,
+                recorded,
+                ..
+            } => {
+                let sym = s.paint("36", "<=");
+                let what = if recorded {
+                    "imported: recorded in state"
+                } else {
+                    "to import"
+                };
+                let _ = writeln!(
+                    out,
+                    "{sym} {} {what} from id {} ({})",
+                    s.name(&id),
+                    escape(&format!("{import_id:?}")),
+                    escape(&type_name)
+                );
+            }
             Event::Drift { id, changes, gone } => {
                 if gone {
                     let _ = writeln!(
@@ -558,6 +579,15 @@ pub fn event_json(event: &Event) -> serde_json::Value {
         } => {
             json!({"type": "moved", "phase": phase, "from": from, "to": to, "resourceType": type_name, "recorded": recorded})
         }
+        Event::Imported {
+            phase,
+            id,
+            type_name,
+            import_id,
+            recorded,
+        } => {
+            json!({"type": "imported", "phase": phase, "id": id, "resourceType": type_name, "importId": import_id, "recorded": recorded})
+        }
         Event::Deferred {
             phase,
             id,
@@ -658,6 +688,8 @@ pub struct Tally<'a> {
     pub deferred: Vec<(String, Vec<Wait>)>,
     /// Planned moves: (from, to).
     pub moves: Vec<(String, String)>,
+    /// Planned imports: ids.
+    pub imports: Vec<String>,
 }
 
 impl<'a> Tally<'a> {
@@ -668,6 +700,7 @@ impl<'a> Tally<'a> {
             planned: Vec::new(),
             deferred: Vec::new(),
             moves: Vec::new(),
+            imports: Vec::new(),
         }
     }
 }
@@ -683,6 +716,11 @@ impl Sink for Tally<'_> {
                 recorded: false,
                 ..
             } => self.moves.push((from.clone(), to.clone())),
+            Event::Imported {
+                id,
+                recorded: false,
+                ..
+            } => self.imports.push(id.clone()),
             _ => {}
         }
         self.inner.event(event);
@@ -690,7 +728,12 @@ impl Sink for Tally<'_> {
 }
 
 /// The one-line plan summary.
-pub fn plan_summary(planned: &[(String, Action)], deferred: usize, moves: usize) -> String {
+pub fn plan_summary(
+    planned: &[(String, Action)],
+    deferred: usize,
+    moves: usize,
+    imports: usize,
+) -> String {
     let count = |f: &dyn Fn(&Action) -> bool| planned.iter().filter(|(_, a)| f(a)).count();
     let create = count(&|a| *a == Action::Create);
     let update = count(&|a| *a == Action::Update);
@@ -700,8 +743,10 @@ pub fn plan_summary(planned: &[(String, Action)], deferred: usize, moves: usize)
     let recreate = count(&|a| *a == Action::Recreate);
     let forget = count(&|a| *a == Action::Forget);
     if create + update + replace + delete + read + recreate + forget + deferred == 0 {
-        if moves > 0 {
-            return format!("Plan: {moves} to move (state only), nothing else changes.");
+        if moves + imports > 0 {
+            return format!(
+                "Plan: {moves} to move, {imports} to import (state only), nothing else changes."
+            );
         }
         return "No changes. The infrastructure matches the plan.".into();
     }
@@ -716,6 +761,9 @@ pub fn plan_summary(planned: &[(String, Action)], deferred: usize, moves: usize)
     }
     if moves > 0 {
         s.push_str(&format!(", {moves} to move"));
+    }
+    if imports > 0 {
+        s.push_str(&format!(", {imports} to import"));
     }
     if read > 0 {
         s.push_str(&format!(", {read} to read"));
@@ -821,9 +869,9 @@ mod tests {
                 },
             ),
         ];
-        assert_eq!(plan_summary(&planned, 2, 0), "Plan: 1 to create, 0 to update, 1 to replace, 0 to destroy; 2 decided in later phases (after Nix re-evaluates with new outputs).");
+        assert_eq!(plan_summary(&planned, 2, 0, 0), "Plan: 1 to create, 0 to update, 1 to replace, 0 to destroy; 2 decided in later phases (after Nix re-evaluates with new outputs).");
         assert_eq!(
-            plan_summary(&[], 0, 0),
+            plan_summary(&[], 0, 0, 0),
             "No changes. The infrastructure matches the plan."
         );
         let forgetting = vec![
@@ -831,16 +879,16 @@ mod tests {
             ("g".to_string(), Action::Recreate),
         ];
         assert_eq!(
-            plan_summary(&forgetting, 0, 0),
+            plan_summary(&forgetting, 0, 0, 0),
             "Plan: 0 to create, 0 to update, 0 to replace, 0 to destroy, 1 to re-create, 1 to forget."
         );
         // A move alone is not "no changes": the state changes.
         assert_eq!(
-            plan_summary(&[], 0, 1),
-            "Plan: 1 to move (state only), nothing else changes."
+            plan_summary(&[], 0, 1, 0),
+            "Plan: 1 to move, 0 to import (state only), nothing else changes."
         );
         assert_eq!(
-            plan_summary(&forgetting[..1], 0, 2),
+            plan_summary(&forgetting[..1], 0, 2, 0),
             "Plan: 0 to create, 0 to update, 0 to replace, 0 to destroy, 1 to forget, 2 to move."
         );
         assert_eq!(

@@ -209,6 +209,7 @@ const WORDS: &[&str] = &[
     "variables",
     "moved",
     "from",
+    "importId",
     "id",
     "provider",
     "type",

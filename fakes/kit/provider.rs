@@ -306,13 +306,32 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
         type_name: &str,
         id: &str,
     ) -> CallResult<(Vec<ImportedResource>, Diagnostics)> {
-        let state = self.behaviour.import(type_name, id).map_err(error)?;
+        let mut state = self.behaviour.import(type_name, id).map_err(error)?;
+        // With an object log, only objects alive by the log exist: another id is not found
+        // (no object, no error, as real providers answer), and the object keeps its label.
+        if let Some(path) = &self.knobs.object_log {
+            match live_label(path, &self.name, id) {
+                None => return Ok((Vec::new(), Diagnostics::new())),
+                Some(label) => {
+                    if let (Value::Map(m), Some(label)) = (&mut state, label) {
+                        m.insert("label".into(), Value::String(label));
+                    }
+                }
+            }
+        }
         let imported = ImportedResource {
             type_name: type_name.to_string(),
             state,
             private: STATE_PRIVATE.to_vec(),
         };
-        Ok((vec![imported], Diagnostics::new()))
+        // NIVIS_FAKE_IMPORT_MANY: the answer holds the object twice (a provider that imports
+        // related objects along with the one asked for).
+        let copies = if super::knobs::env("NIVIS_FAKE_IMPORT_MANY").is_some() {
+            2
+        } else {
+            1
+        };
+        Ok((vec![imported; copies], Diagnostics::new()))
     }
 
     fn read_data_source(
@@ -330,4 +349,24 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
     fn stop(&self) -> CallResult<()> {
         Ok(())
     }
+}
+
+/// The label of the object `id` of `provider` if it is alive by the object log at `path`
+/// (`Some(None)`: alive without a label), `None` if it is not.
+fn live_label(path: &std::path::Path, provider: &str, id: &str) -> Option<Option<String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut alive = None;
+    for line in text.lines() {
+        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if e["provider"] != provider || e["id"] != id {
+            continue;
+        }
+        alive = match e["op"].as_str() {
+            Some("create") => Some(e["label"].as_str().map(str::to_string)),
+            _ => None,
+        };
+    }
+    alive
 }

@@ -170,7 +170,8 @@ let
             inherit provider;
             config = w.v;
             meta = { dependsOn = deps; }
-              // (if n.kind == "managed" then { lifecycle = lifecycleIR owner n.lifecycle; } else { });
+              // (if n.kind == "managed" then { lifecycle = lifecycleIR owner n.lifecycle; } else { })
+              // (if (n.importId or null) == null then { } else { inherit (n) importId; });
           };
           edges = map (e: { inherit (e) from via; to = n.id; })
             (dedupe w.e ++ map (d: { from = d; via = "dependsOn"; }) deps);

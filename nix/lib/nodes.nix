@@ -70,13 +70,14 @@ let
     let
       managed = kind == "managed";
       fn = if managed then "mkResource" else "mkData";
-      allowed = [ "provider" "type" "name" "config" "dependsOn" ] ++ (if managed then [ "lifecycle" ] else [ ]);
+      allowed = [ "provider" "type" "name" "config" "dependsOn" ] ++ (if managed then [ "lifecycle" "importId" ] else [ ]);
       unknown = filter (k: !elem k allowed) (attrNames args);
       part = k: let v = if isAttrs args then args.${k} or null else null; in if isString v then v else "?";
       label = "${fn} ${part "provider"}.${part "type"}.${part "name"}";
       hint = k:
         if elem k [ "count" "forEach" "for_each" ] then "; expand instances with lib.count or lib.forEach"
         else if k == "lifecycle" then "; data sources have no lifecycle"
+        else if k == "importId" then "; data sources are read, not imported"
         else "";
       problem =
         if !isAttrs args then "expects an attrset { provider; type; name; config ? {}; ... }"
@@ -91,6 +92,8 @@ let
           "'config' must be an attrset"
         else if !isList (args.dependsOn or [ ]) then "'dependsOn' must be a list of resources or ids"
         else if !isAttrs (args.lifecycle or { }) then "'lifecycle' must be an attrset"
+        else if (args.importId or "x") == "" || !isString (args.importId or "x") then
+          "'importId' must be the provider's id of an existing object (a non-empty string), got ${names.describe (args.importId or null)}"
         else null;
       id = (if managed then "" else "data.") + "${args.provider}.${args.type}.${args.name}";
       self = {
@@ -101,6 +104,7 @@ let
         config = args.config or { };
         dependsOn = args.dependsOn or [ ];
         lifecycle = args.lifecycle or { };
+        importId = args.importId or null;
         # A reference to one output attribute: (vm.refAttr "ip").
         refAttr = attr:
           if names.isAttrName attr then values.mkRef self.id [ attr ]

@@ -67,6 +67,11 @@ pub enum Command {
     Destroy(DestroyArgs),
     /// Reconcile state with the real objects (UpgradeResourceState + ReadResource); report drift.
     Refresh(RefreshArgs),
+    /// Adopt an existing object at a resource address (ImportResourceState + ReadResource).
+    #[command(
+        after_help = "Examples:\n  nivis import null.null_resource.first 4427513034128331524\n\nThe plan must declare the resource and the state must not hold it yet. Run `nivis plan`\nafterwards: it shows how the object differs from its configuration."
+    )]
+    Import(ImportArgs),
     /// Check the IR and every configuration with its provider's own validation; change nothing.
     Validate(ValidateArgs),
     /// Print outputs: every resource's recorded outputs and the plan's Nix consumer values.
@@ -314,6 +319,37 @@ pub struct DestroyArgs {
     pub output: JsonArg,
     #[command(flatten)]
     pub install: InstallArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportArgs {
+    /// The resource address (as the plan declares it) to record the object at.
+    pub address: String,
+    /// The provider's id of the existing object.
+    pub id: String,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub lock: LockWaitArg,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub install: InstallArgs,
+}
+
+impl ImportArgs {
+    pub fn spec(&self) -> RunSpec<'_> {
+        RunSpec {
+            state: Some(&self.state),
+            lock_timeout: self.lock.lock_timeout,
+            json: self.output.json,
+            ..RunSpec::new(&self.source, &self.vars, &self.install)
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]

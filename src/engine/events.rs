@@ -65,6 +65,15 @@ pub enum Event {
         type_name: String,
         recorded: bool,
     },
+    /// An existing object is adopted at `id` (ImportResourceState + ReadResource): planned, or
+    /// `recorded` in state. The ordinary plan of the resource follows.
+    Imported {
+        phase: u32,
+        id: String,
+        type_name: String,
+        import_id: String,
+        recorded: bool,
+    },
     /// A resource cannot be decided in this phase.
     Deferred {
         phase: u32,

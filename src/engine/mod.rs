@@ -14,6 +14,7 @@ mod destroy;
 mod error;
 mod evaluate;
 pub mod events;
+mod imports;
 mod moves;
 mod node;
 mod phases;

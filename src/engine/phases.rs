@@ -143,6 +143,8 @@ impl Engine<'_> {
         let analysis = self.analyse(&ir, holder.state())?;
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
         self.check_references(&ir)?;
+        let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
+        self.commit_imports(&imports, &mut *holder, 1, false)?;
         let result = self.run_nodes(&ir, &analysis, &mut *holder, 1, Mode::Plan)?;
         self.emit_deferred(&analysis, holder.state(), 1);
         if self.opts.targets.is_empty() {
@@ -230,12 +232,22 @@ impl Engine<'_> {
             phase += 1;
             self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
             self.check_references(&ir)?;
+            let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
             if let Some(ask) = confirm.take() {
-                // Show the first phase's plan and ask once.
-                self.preview(&ir, &analysis, holder, phase)?;
+                // Show the first phase's plan and ask once; imports are previewed on a copy.
+                if imports.is_empty() {
+                    self.preview(&ir, &analysis, holder, phase)?;
+                } else {
+                    let mut copy = MemoryStore::from_state(holder.state().clone());
+                    self.commit_imports(&imports, &mut copy, phase, false)?;
+                    self.preview(&ir, &analysis, &mut copy, phase)?;
+                }
                 if !ask() {
                     return Err(EngineError::Declined);
                 }
+            }
+            if !imports.is_empty() {
+                self.commit_imports(&imports, holder, phase, true)?;
             }
             let result = self.run_nodes(&ir, &analysis, holder, phase, Mode::Apply(mutation))?;
             let changed_here = result.changed.len();

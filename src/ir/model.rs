@@ -79,6 +79,9 @@ pub struct Node {
     pub depends_on: Vec<String>,
     /// All defaults for data sources, which cannot have a lifecycle.
     pub lifecycle: Lifecycle,
+    /// `meta.importId` (managed resources): the provider's id of an existing object to adopt
+    /// when nothing is recorded at this address yet.
+    pub import_id: Option<String>,
 }
 
 /// `meta.lifecycle` of a managed resource.

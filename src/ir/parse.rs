@@ -384,16 +384,30 @@ impl Parser {
             .unwrap_or(Tree::Null);
         let mut depends_on = Vec::new();
         let mut lifecycle = Lifecycle::default();
+        let mut import_id = None;
         if let Some(meta) = obj.get("meta") {
             let mpath = [key("meta")];
             if let Some(m) = self.object(el, &mpath, meta) {
-                self.object_keys(
-                    el,
-                    &mpath,
-                    m,
-                    &[],
-                    &["dependsOn", "lifecycle", "count", "for_each", "forEach"],
-                );
+                let allowed: &[&str] = if kind == NodeKind::Managed {
+                    &[
+                        "dependsOn",
+                        "lifecycle",
+                        "importId",
+                        "count",
+                        "for_each",
+                        "forEach",
+                    ]
+                } else {
+                    &["dependsOn", "lifecycle", "count", "for_each", "forEach"]
+                };
+                self.object_keys(el, &mpath, m, &[], allowed);
+                if let Some(v) = m.get("importId").filter(|_| kind == NodeKind::Managed) {
+                    let ipath = child(&mpath, key("importId"));
+                    import_id = self.string(el, &ipath, v);
+                    if import_id.as_deref() == Some("") {
+                        self.error(el, &ipath, "'' should be non-empty".into());
+                    }
+                }
                 for (k, _) in m.iter() {
                     if let Some(message) = expansion_message(k) {
                         self.error(el, &child(&mpath, key(k)), message.into());
@@ -427,6 +441,7 @@ impl Parser {
             config,
             depends_on,
             lifecycle,
+            import_id,
         })
     }
 

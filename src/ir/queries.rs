@@ -86,6 +86,9 @@ impl Node {
                 }),
             );
         }
+        if let Some(id) = &self.import_id {
+            meta.insert("importId".into(), Value::String(id.clone()));
+        }
         serde_json::json!({
             "id": self.id,
             "provider": self.provider,

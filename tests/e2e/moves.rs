@@ -70,7 +70,7 @@ fn a_declared_move_plans_only_the_move_and_touches_no_provider() {
         "{text}"
     );
     assert!(
-        text.contains("Plan: 1 to move (state only), nothing else changes."),
+        text.contains("Plan: 1 to move, 0 to import (state only), nothing else changes."),
         "{text}"
     );
     assert!(

@@ -231,6 +231,14 @@ in
     expr = lib.drv "relative/path";
     expect = "lib.drv expects a derivation or an absolute store path";
   };
+  importIdEmpty = {
+    expr = (mkResource { provider = "alpha"; type = "alpha_token"; name = "I"; importId = ""; }).id;
+    expect = "'importId' must be the provider's id of an existing object";
+  };
+  importIdOnData = {
+    expr = (mkData { provider = "alpha"; type = "alpha_token"; name = "I"; importId = "x"; }).id;
+    expect = "unknown argument 'importId'; data sources are read, not imported";
+  };
   movedUnknownField = {
     expr = lib.moved { from = "alpha.alpha_token.old"; to = A; by = 1; };
     expect = "lib.moved: unknown field 'by' (expected from, to)";

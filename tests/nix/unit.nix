@@ -171,6 +171,9 @@ in
       { from = "alpha.alpha_token.old"; to = "alpha.alpha_token.A"; }
       { from = "alpha.alpha_token.web"; to = "alpha.alpha_token.web__a"; }
     ]; }
+  { name = "importId goes into the node's meta";
+    expr = (builtins.head (toIR { inherit providers; resources = [ (mkResource { provider = "alpha"; type = "alpha_token"; name = "I"; importId = "alpha-7"; }) ]; }).resources).meta;
+    expected = { dependsOn = [ ]; importId = "alpha-7"; lifecycle = { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; }; }; }
   { name = "without moves the IR has no moved key";
     expr = (toIR { inherit providers; resources = [ A ]; }) ? moved;
     expected = false; }

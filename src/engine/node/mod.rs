@@ -11,6 +11,7 @@ mod data;
 mod delete;
 mod managed;
 mod record;
+pub(super) use record::path_json;
 
 use std::sync::Arc;
 use std::time::Instant;

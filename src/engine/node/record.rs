@@ -120,7 +120,7 @@ pub(super) fn overlaps(marked: &Json, path: &[PathStep]) -> bool {
     })
 }
 
-pub(super) fn path_json(path: &[PathStep]) -> Json {
+pub(in crate::engine) fn path_json(path: &[PathStep]) -> Json {
     Json::Array(
         path.iter()
             .map(|s| match s {

@@ -1,0 +1,194 @@
+//! Imports: adopting an object that exists already (made by hand or another tool) at a
+//! resource's address, through the provider's ImportResourceState and then ReadResource, the
+//! private data kept. Declared in Nix (`importId` on a resource with nothing recorded yet) or
+//! asked for once (`nivis import ADDR ID`).
+//!
+//! Owns: the two calls, the checks on their answers (exactly one object of the resource's type,
+//! still there when read), the record built from them, and the [`Event::Imported`] report.
+//! Not: planning the difference between the imported object and the configuration (the
+//! ordinary plan does that against the imported record), nor starting providers.
+
+use super::node::path_json;
+#[allow(unused_imports)]
+use super::*;
+use crate::state::{ResourceKind, ResourceState};
+
+impl Engine<'_> {
+    /// The records of the declared imports among `ids` (resources with an `importId` and
+    /// nothing recorded). Providers must be started and configured. An answer that cannot be
+    /// adopted is an error naming the resource and the id; nothing is recorded then.
+    pub(super) fn fetch_imports(
+        &mut self,
+        ir: &Ir,
+        analysis: &Analysis<'_>,
+        state: &StateFile,
+    ) -> Result<Vec<(ResourceState, String)>, EngineError> {
+        let mut out = Vec::new();
+        for id in &analysis.run {
+            let info = &analysis.nodes[id];
+            let node = info.node;
+            let Some(import_id) = node.import_id.as_deref() else {
+                continue;
+            };
+            if node.kind != NodeKind::Managed || state.contains(id) {
+                continue;
+            }
+            let deps: Vec<String> = info.deps.iter().cloned().collect();
+            out.push((
+                self.import_object(ir, node, import_id, deps)?,
+                import_id.to_string(),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// ImportResourceState + ReadResource for `node`, as the record to write.
+    pub(super) fn import_object(
+        &mut self,
+        ir: &Ir,
+        node: &Node,
+        import_id: &str,
+        dependencies: Vec<String>,
+    ) -> Result<ResourceState, EngineError> {
+        let fail = |why: String| {
+            EngineError::Refused(format!(
+                "cannot import {import_id:?} into {}: {why}; nothing was recorded",
+                node.id
+            ))
+        };
+        let decl = &ir.providers[&node.provider];
+        let provider = self
+            .providers
+            .get(&node.provider, decl)
+            .map_err(EngineError::Diagnostics)?;
+        let Some(schema) = provider.schema().resources.get(&node.type_name).cloned() else {
+            return Err(fail(format!(
+                "provider {} has no resource type {}",
+                node.provider, node.type_name
+            )));
+        };
+        let (objects, diags) = provider
+            .import_resource_state(&node.type_name, import_id)
+            .map_err(|e| fail(format!("ImportResourceState failed: {e}")))?;
+        if diags.has_errors() {
+            return Err(fail(format!("the provider refused: {diags}")));
+        }
+        let object = match objects.as_slice() {
+            [] => {
+                return Err(fail(format!(
+                    "the provider found no {} with that id; check the id",
+                    node.type_name
+                )))
+            }
+            [one] if one.type_name == node.type_name => one,
+            [one] => {
+                return Err(fail(format!(
+                    "the provider returned a {}, not a {}",
+                    one.type_name, node.type_name
+                )))
+            }
+            many => {
+                let types: Vec<&str> = many.iter().map(|o| o.type_name.as_str()).collect();
+                return Err(fail(format!(
+                    "the provider returned {} objects ({}); Nivis imports exactly one object per address",
+                    many.len(),
+                    types.join(", ")
+                )));
+            }
+        };
+        let read = provider
+            .read_resource(&node.type_name, &object.state, &object.private)
+            .map_err(|e| fail(format!("ReadResource failed: {e}")))?;
+        if read.diagnostics.has_errors() {
+            return Err(fail(format!(
+                "reading the object failed: {}",
+                read.diagnostics
+            )));
+        }
+        if read.new_state.is_null() {
+            return Err(fail(format!("the provider found no {} with that id (ReadResource returned nothing); check the id", node.type_name)));
+        }
+        let ty = schema.block.implied_type();
+        let attributes = crate::value::json::to_state_json(&read.new_state, &ty)
+            .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))?;
+        let mut record = ResourceState::new(
+            &node.id,
+            ResourceKind::Managed,
+            &node.provider,
+            &decl.source,
+            &node.type_name,
+            attributes,
+        );
+        record.schema_version = schema.version;
+        record.private = (!read.private.is_empty()).then(|| read.private.clone());
+        record.dependencies = dependencies;
+        record.sensitive_paths = schema
+            .block
+            .sensitive_paths(&read.new_state)
+            .iter()
+            .map(|p| path_json(p))
+            .collect();
+        record.create_before_destroy = node.lifecycle.create_before_destroy;
+        crate::secrets::remember_state_record(&record);
+        Ok(record)
+    }
+
+    /// Writes the imported records to `store` in one commit and reports each.
+    pub(super) fn commit_imports(
+        &mut self,
+        imports: &[(ResourceState, String)],
+        store: &mut dyn LockedStore,
+        phase: u32,
+        recorded: bool,
+    ) -> Result<(), EngineError> {
+        if imports.is_empty() {
+            return Ok(());
+        }
+        let changes: Vec<Change> = imports
+            .iter()
+            .map(|(r, _)| Change::Put(r.clone()))
+            .collect();
+        store.commit(&changes)?;
+        for (r, import_id) in imports {
+            self.sink.event(Event::Imported {
+                phase,
+                id: r.id.clone(),
+                type_name: r.type_name.clone(),
+                import_id: import_id.clone(),
+                recorded,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Engine<'_> {
+    /// `nivis import ADDR ID`: adopts the object with the provider's id `import_id` at the
+    /// resource `addr`, which the plan declares and the state does not hold yet. The state is
+    /// locked; on any error nothing is recorded.
+    pub fn import(&mut self, addr: &str, import_id: &str) -> Result<Report, EngineError> {
+        self.mutating(|engine, store, _mutation| {
+            let ir = engine.evaluate(store.state(), 0)?;
+            if store.state().contains(addr) {
+                return Err(EngineError::Refused(format!(
+                    "cannot import {import_id:?} into {addr}: {addr} is already in state; nothing was imported. \
+                     To adopt another object there, forget the recorded one first (`nivis state rm {addr}`)"
+                )));
+            }
+            let Some(node) = ir.resources.iter().find(|n| n.id == addr) else {
+                return Err(EngineError::Refused(format!(
+                    "cannot import {import_id:?} into {addr}: the plan declares no such resource; \
+                     declare it (mkResource) first, then import"
+                )));
+            };
+            engine.prepare_providers(&ir, store.state(), &[addr.to_string()], true)?;
+            let record = engine.import_object(&ir, node, import_id, node.depends_on.clone())?;
+            engine.commit_imports(&[(record, import_id.to_string())], store, 1, true)?;
+            Ok(Report {
+                evaluations: 1,
+                nix_time: engine.nix_time,
+                ..Report::default()
+            })
+        })
+    }
+}
