@@ -185,3 +185,37 @@ fn registry_addressed_provider_from_an_offline_mirror_verified_by_the_lock_file(
     assert!(!out.status.success());
     assert!(stderr(&out).contains("hashicorp/null"), "{}", stderr(&out));
 }
+
+/// ImportResourceState over tfplugin5 with the real provider. null 2.1.2 (the one pinned
+/// release) has no importer for null_resource: both `nivis import` and a declared `importId`
+/// must report the provider's refusal with the address and id, and record nothing.
+#[test]
+fn importing_a_null_resource_reports_the_providers_refusal() {
+    let null = real_provider("null");
+    let plan = |import: &str| {
+        format!(
+            "ledger: lib.toIR {{ providers.null = lib.mkProvider {{ source = \"{}\"; }}; \
+               resources = [ (lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"n\"; {import} }}) ]; \
+               inherit ledger; }}",
+            null.display()
+        )
+    };
+    let p = Project::new(&plan(""));
+    let refused = "cannot import \"4427513034128331524\" into null.null_resource.n: the provider refused: error: resource null_resource doesn't support import; nothing was recorded";
+    let out = p.run(
+        &["import", "null.null_resource.n", "4427513034128331524"],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains(refused), "{}", stderr(&out));
+    p.set_plan(&plan("importId = \"4427513034128331524\";"));
+    let out = p.run(&["apply"], &["--auto-approve"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains(refused), "{}", stderr(&out));
+    let out = p.state_cmd(&["state", "list"]);
+    assert_eq!(
+        stdout(&out).trim(),
+        "",
+        "a refused import recorded something"
+    );
+}
