@@ -310,7 +310,7 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
         // With an object log, only objects alive by the log exist: another id is not found
         // (no object, no error, as real providers answer), and the object keeps its label.
         if let Some(path) = &self.knobs.object_log {
-            match live_label(path, &self.name, id) {
+            match live_label(path, self.name, id) {
                 None => return Ok((Vec::new(), Diagnostics::new())),
                 Some(label) => {
                     if let (Value::Map(m), Some(label)) = (&mut state, label) {

@@ -108,29 +108,7 @@ impl Engine<'_> {
         if read.new_state.is_null() {
             return Err(fail(format!("the provider found no {} with that id (ReadResource returned nothing); check the id", node.type_name)));
         }
-        let ty = schema.block.implied_type();
-        let attributes = crate::value::json::to_state_json(&read.new_state, &ty)
-            .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))?;
-        let mut record = ResourceState::new(
-            &node.id,
-            ResourceKind::Managed,
-            &node.provider,
-            &decl.source,
-            &node.type_name,
-            attributes,
-        );
-        record.schema_version = schema.version;
-        record.private = (!read.private.is_empty()).then(|| read.private.clone());
-        record.dependencies = dependencies;
-        record.sensitive_paths = schema
-            .block
-            .sensitive_paths(&read.new_state)
-            .iter()
-            .map(|p| path_json(p))
-            .collect();
-        record.create_before_destroy = node.lifecycle.create_before_destroy;
-        crate::secrets::remember_state_record(&record);
-        Ok(record)
+        imported_record(node, &decl.source, &schema, &read, dependencies).map_err(fail)
     }
 
     /// Writes the imported records to `store` in one commit and reports each.
@@ -191,4 +169,38 @@ impl Engine<'_> {
             })
         })
     }
+}
+
+/// The state record of an imported object, built as an apply would build it: state JSON by the
+/// schema's implied type, schema version, private bytes, sensitive paths.
+fn imported_record(
+    node: &Node,
+    source: &str,
+    schema: &crate::schema::Schema,
+    read: &crate::provider::ReadResponse,
+    dependencies: Vec<String>,
+) -> Result<ResourceState, String> {
+    let ty = schema.block.implied_type();
+    let attributes = crate::value::json::to_state_json(&read.new_state, &ty)
+        .map_err(|e| format!("cannot record the provider's answer: {e}"))?;
+    let mut record = ResourceState::new(
+        &node.id,
+        ResourceKind::Managed,
+        &node.provider,
+        source,
+        &node.type_name,
+        attributes,
+    );
+    record.schema_version = schema.version;
+    record.private = (!read.private.is_empty()).then(|| read.private.clone());
+    record.dependencies = dependencies;
+    record.sensitive_paths = schema
+        .block
+        .sensitive_paths(&read.new_state)
+        .iter()
+        .map(|p| path_json(p))
+        .collect();
+    record.create_before_destroy = node.lifecycle.create_before_destroy;
+    crate::secrets::remember_state_record(&record);
+    Ok(record)
 }

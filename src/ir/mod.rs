@@ -28,6 +28,7 @@ mod path;
 mod queries;
 mod references;
 mod rules;
+mod sections;
 #[cfg(test)]
 mod tests;
 

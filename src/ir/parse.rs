@@ -139,12 +139,12 @@ pub(super) fn element_label(section: &str, index: usize, item: &Value) -> String
 }
 
 impl Parser {
-    fn error(&mut self, element: &str, path: &[PathStep], message: String) {
+    pub(super) fn error(&mut self, element: &str, path: &[PathStep], message: String) {
         self.errors.push(located(element, path, message));
     }
 
     /// `required` and `additionalProperties: false`.
-    fn object_keys(
+    pub(super) fn object_keys(
         &mut self,
         el: &str,
         path: &[PathStep],
@@ -177,7 +177,7 @@ impl Parser {
         }
     }
 
-    fn object<'v>(
+    pub(super) fn object<'v>(
         &mut self,
         el: &str,
         path: &[PathStep],
@@ -190,7 +190,12 @@ impl Parser {
         obj
     }
 
-    fn array<'v>(&mut self, el: &str, path: &[PathStep], v: &'v Value) -> Option<&'v Vec<Value>> {
+    pub(super) fn array<'v>(
+        &mut self,
+        el: &str,
+        path: &[PathStep],
+        v: &'v Value,
+    ) -> Option<&'v Vec<Value>> {
         let arr = v.as_array();
         if arr.is_none() {
             self.error(el, path, not_of_type(v, "'array'"));
@@ -198,7 +203,7 @@ impl Parser {
         arr
     }
 
-    fn string(&mut self, el: &str, path: &[PathStep], v: &Value) -> Option<String> {
+    pub(super) fn string(&mut self, el: &str, path: &[PathStep], v: &Value) -> Option<String> {
         match v {
             Value::String(s) => Some(s.clone()),
             _ => {
@@ -208,7 +213,7 @@ impl Parser {
         }
     }
 
-    fn boolean(&mut self, el: &str, path: &[PathStep], v: &Value) -> bool {
+    pub(super) fn boolean(&mut self, el: &str, path: &[PathStep], v: &Value) -> bool {
         match v {
             Value::Bool(b) => *b,
             _ => {
@@ -219,7 +224,7 @@ impl Parser {
     }
 
     /// A string matching `pattern` (checked by `ok`).
-    fn pattern(
+    pub(super) fn pattern(
         &mut self,
         el: &str,
         path: &[PathStep],
@@ -529,29 +534,6 @@ impl Parser {
         out
     }
 
-    fn moved(&mut self, v: &Value) -> Vec<Moved> {
-        let Some(items) = self.array("moved", &[], v) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let el = element_label("moved", i, item);
-            let Some(obj) = self.object(&el, &[], item) else {
-                continue;
-            };
-            self.object_keys(&el, &[], obj, &["from", "to"], &["from", "to"]);
-            let mut end = |name: &str| {
-                obj.get(name)
-                    .map(|x| self.pattern(&el, &[key(name)], x, is_node_id, NODE_ID_PATTERN))
-                    .unwrap_or_default()
-            };
-            let from = end("from");
-            let to = end("to");
-            out.push(Moved { from, to });
-        }
-        out
-    }
-
     fn consumers(&mut self, v: &Value) -> Vec<Consumer> {
         let Some(items) = self.array("nixConsumers", &[], v) else {
             return Vec::new();
@@ -577,64 +559,6 @@ impl Parser {
         }
         out
     }
-
-    fn variables(&mut self, v: &Value) -> BTreeMap<String, VariableDecl> {
-        let mut out = BTreeMap::new();
-        let Some(map) = self.object("variables", &[], v) else {
-            return out;
-        };
-        for (name, decl) in map {
-            if !is_ident(name) {
-                self.error("variables", &[], no_match(name, IDENT_PATTERN));
-            }
-            let el = render_path(&[key("variables"), key(name)]);
-            let Some(obj) = self.object(&el, &[], decl) else {
-                continue;
-            };
-            self.object_keys(
-                &el,
-                &[],
-                obj,
-                &[],
-                &["type", "default", "description", "sensitive"],
-            );
-            let ty = match obj.get("type") {
-                Some(Value::String(t)) if VARIABLE_TYPES.contains(&t.as_str()) => Some(t.clone()),
-                Some(other) => {
-                    let options = VARIABLE_TYPES
-                        .iter()
-                        .map(|t| py_str(t))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    self.error(
-                        &el,
-                        &[key("type")],
-                        format!("{} is not one of [{options}]", py_repr(other)),
-                    );
-                    None
-                }
-                None => None,
-            };
-            let description = obj
-                .get("description")
-                .and_then(|d| self.string(&el, &[key("description")], d));
-            let sensitive = obj
-                .get("sensitive")
-                .is_some_and(|s| self.boolean(&el, &[key("sensitive")], s));
-            out.insert(
-                name.clone(),
-                VariableDecl {
-                    ty,
-                    default: obj.get("default").cloned(),
-                    description,
-                    sensitive,
-                },
-            );
-        }
-        out
-    }
-
-    // --- trees ---------------------------------------------------------------------
 
     fn tree(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
         match v {

@@ -1,0 +1,152 @@
+//! The plan's one-line summary and the sink that counts what it summarises.
+//!
+//! Owns: counting planned actions, deferred resources, moves and imports as events pass, and
+//! the sentence that sums them up. Not: printing the events themselves.
+
+use crate::engine::{Action, Event, Sink, Wait};
+
+/// A sink that forwards to another and also counts planned actions, for summaries.
+pub struct Tally<'a> {
+    inner: &'a mut dyn Sink,
+    /// Planned actions: (id, action).
+    pub planned: Vec<(String, Action)>,
+    /// Deferred resources.
+    pub deferred: Vec<(String, Vec<Wait>)>,
+    /// Planned moves: (from, to).
+    pub moves: Vec<(String, String)>,
+    /// Planned imports: ids.
+    pub imports: Vec<String>,
+}
+
+impl<'a> Tally<'a> {
+    /// Wraps `inner`.
+    pub fn new(inner: &'a mut dyn Sink) -> Self {
+        Tally {
+            inner,
+            planned: Vec::new(),
+            deferred: Vec::new(),
+            moves: Vec::new(),
+            imports: Vec::new(),
+        }
+    }
+}
+
+impl Sink for Tally<'_> {
+    fn event(&mut self, event: Event) {
+        match &event {
+            Event::Planned { id, action, .. } => self.planned.push((id.clone(), *action)),
+            Event::Deferred { id, waits, .. } => self.deferred.push((id.clone(), waits.clone())),
+            Event::Moved {
+                from,
+                to,
+                recorded: false,
+                ..
+            } => self.moves.push((from.clone(), to.clone())),
+            Event::Imported {
+                id,
+                recorded: false,
+                ..
+            } => self.imports.push(id.clone()),
+            _ => {}
+        }
+        self.inner.event(event);
+    }
+}
+
+/// The one-line plan summary.
+pub fn plan_summary(
+    planned: &[(String, Action)],
+    deferred: usize,
+    moves: usize,
+    imports: usize,
+) -> String {
+    let count = |f: &dyn Fn(&Action) -> bool| planned.iter().filter(|(_, a)| f(a)).count();
+    let create = count(&|a| *a == Action::Create);
+    let update = count(&|a| *a == Action::Update);
+    let replace = count(&|a| matches!(a, Action::Replace { .. }));
+    let delete = count(&|a| *a == Action::Delete);
+    let read = count(&|a| *a == Action::Read);
+    let recreate = count(&|a| *a == Action::Recreate);
+    let forget = count(&|a| *a == Action::Forget);
+    if create + update + replace + delete + read + recreate + forget + deferred == 0 {
+        if moves + imports > 0 {
+            return format!(
+                "Plan: {moves} to move, {imports} to import (state only), nothing else changes."
+            );
+        }
+        return "No changes. The infrastructure matches the plan.".into();
+    }
+    let mut s = format!(
+        "Plan: {create} to create, {update} to update, {replace} to replace, {delete} to destroy"
+    );
+    if recreate > 0 {
+        s.push_str(&format!(", {recreate} to re-create"));
+    }
+    if forget > 0 {
+        s.push_str(&format!(", {forget} to forget"));
+    }
+    if moves > 0 {
+        s.push_str(&format!(", {moves} to move"));
+    }
+    if imports > 0 {
+        s.push_str(&format!(", {imports} to import"));
+    }
+    if read > 0 {
+        s.push_str(&format!(", {read} to read"));
+    }
+    if deferred > 0 {
+        s.push_str(&format!(
+            "; {deferred} decided in later phases (after Nix re-evaluates with new outputs)"
+        ));
+    }
+    s.push('.');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_counts() {
+        let planned = vec![
+            ("a".to_string(), Action::Create),
+            (
+                "b".to_string(),
+                Action::Replace {
+                    create_before_destroy: false,
+                },
+            ),
+        ];
+        assert_eq!(plan_summary(&planned, 2, 0, 0), "Plan: 1 to create, 0 to update, 1 to replace, 0 to destroy; 2 decided in later phases (after Nix re-evaluates with new outputs).");
+        assert_eq!(
+            plan_summary(&[], 0, 0, 0),
+            "No changes. The infrastructure matches the plan."
+        );
+        let forgetting = vec![
+            ("f".to_string(), Action::Forget),
+            ("g".to_string(), Action::Recreate),
+        ];
+        assert_eq!(
+            plan_summary(&forgetting, 0, 0, 0),
+            "Plan: 0 to create, 0 to update, 0 to replace, 0 to destroy, 1 to re-create, 1 to forget."
+        );
+        // A move alone is not "no changes": the state changes.
+        assert_eq!(
+            plan_summary(&[], 0, 1, 0),
+            "Plan: 1 to move, 0 to import (state only), nothing else changes."
+        );
+        assert_eq!(
+            plan_summary(&forgetting[..1], 0, 2, 0),
+            "Plan: 0 to create, 0 to update, 0 to replace, 0 to destroy, 1 to forget, 2 to move."
+        );
+        assert_eq!(
+            serde_json::to_value(Action::Recreate).unwrap(),
+            serde_json::json!("recreate")
+        );
+        assert_eq!(
+            serde_json::to_value(Action::Forget).unwrap(),
+            serde_json::json!("forget")
+        );
+    }
+}
