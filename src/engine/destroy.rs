@@ -129,12 +129,9 @@ impl Engine<'_> {
     }
 
     /// `nivis destroy`: every resource in state (or the targets and what depends on them), in
-    /// reverse dependency order.
-    pub fn destroy(
-        &mut self,
-        confirm: Option<&mut dyn FnMut() -> bool>,
-    ) -> Result<Report, EngineError> {
-        self.mutating(|engine, store, mutation| engine.destroy_inner(store, confirm, mutation))
+    /// reverse dependency order; `confirm` sees the destroy plan.
+    pub fn destroy(&mut self, confirm: Confirm<'_>) -> Result<Report, EngineError> {
+        self.mutating(confirm, Self::destroy_inner)
     }
 
     // Long because it is the destroy command top to bottom: the set (targets), the preventDestroy
@@ -142,7 +139,7 @@ impl Engine<'_> {
     pub(super) fn destroy_inner(
         &mut self,
         holder: &mut dyn LockedStore,
-        confirm: Option<&mut dyn FnMut() -> bool>,
+        confirm: Confirm<'_>,
         mutation: Mutation,
     ) -> Result<Report, EngineError> {
         let ir = self.evaluate(holder.state(), 0)?;

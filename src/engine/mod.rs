@@ -170,6 +170,10 @@ impl Mutation {
 }
 
 /// The engine: one per command invocation.
+/// The confirmation callback of a mutating command: called once the plan is shown, it returns
+/// whether to go ahead.
+pub type Confirm<'a> = Option<&'a mut dyn FnMut() -> bool>;
+
 pub struct Engine<'s> {
     opts: Options,
     sink: &'s mut dyn Sink,
@@ -206,15 +210,23 @@ impl<'s> Engine<'s> {
         }
     }
 
-    /// The frame of a command that changes things: the state locked, Ctrl-C forwarded to the
-    /// providers, the mutation capability granted to `run`, and the state closed after it.
+    /// The frame of a command that changes things (apply, destroy): the state locked, Ctrl-C
+    /// forwarded to the providers, the mutation capability granted to `run`, and the state closed
+    /// after it. `confirm` sees the plan (as events already sent) and returns whether to go ahead;
+    /// `None` means no confirmation needed.
     fn mutating(
         &mut self,
-        run: impl FnOnce(&mut Self, &mut dyn LockedStore, Mutation) -> Result<Report, EngineError>,
+        confirm: Confirm<'_>,
+        run: impl FnOnce(
+            &mut Self,
+            &mut dyn LockedStore,
+            Confirm<'_>,
+            Mutation,
+        ) -> Result<Report, EngineError>,
     ) -> Result<Report, EngineError> {
         let mut store = self.open_state(true)?;
         let done = self.watch_interrupts();
-        let result = run(self, &mut *store, Mutation::granted());
+        let result = run(self, &mut *store, confirm, Mutation::granted());
         done.store(true, Ordering::SeqCst);
         close_after(store, result)
     }

@@ -171,13 +171,9 @@ impl Engine<'_> {
         })
     }
 
-    /// `nivis apply`: phases until the fixpoint. `confirm` sees the phase-1 plan (as events
-    /// already sent) and returns whether to go ahead; `None` means no confirmation needed.
-    pub fn apply(
-        &mut self,
-        confirm: Option<&mut dyn FnMut() -> bool>,
-    ) -> Result<Report, EngineError> {
-        self.mutating(|engine, store, mutation| engine.apply_phases(store, confirm, mutation))
+    /// `nivis apply`: phases until the fixpoint; `confirm` sees the phase-1 plan.
+    pub fn apply(&mut self, confirm: Confirm<'_>) -> Result<Report, EngineError> {
+        self.mutating(confirm, Self::apply_phases)
     }
 
     // Long because it is the phase loop itself: its exits (phase limit, fixpoint, unresolved waits,
@@ -185,7 +181,7 @@ impl Engine<'_> {
     pub(super) fn apply_phases(
         &mut self,
         holder: &mut dyn LockedStore,
-        mut confirm: Option<&mut dyn FnMut() -> bool>,
+        mut confirm: Confirm<'_>,
         mutation: Mutation,
     ) -> Result<Report, EngineError> {
         let mut report = Report::default();
