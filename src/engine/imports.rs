@@ -145,7 +145,7 @@ impl Engine<'_> {
     /// resource `addr`, which the plan declares and the state does not hold yet. The state is
     /// locked; on any error nothing is recorded.
     pub fn import(&mut self, addr: &str, import_id: &str) -> Result<Report, EngineError> {
-        self.mutating(|engine, store, _mutation| {
+        self.mutating(None, |engine, store, _confirm, _mutation| {
             let ir = engine.evaluate(store.state(), 0)?;
             if store.state().contains(addr) {
                 return Err(EngineError::Refused(format!(

@@ -319,7 +319,7 @@ impl Engine<'_> {
         &mut self,
         ir: &Ir,
         holder: &mut dyn LockedStore,
-        confirm: &mut Option<&mut dyn FnMut() -> bool>,
+        confirm: &mut Confirm<'_>,
     ) -> Result<bool, EngineError> {
         let renames = self.resolve_moves(ir, holder.state())?;
         if renames.is_empty() {
