@@ -125,7 +125,7 @@ def section_phases(results, tmp):
                          f"plan: plan (builtins.fromJSON (builtins.readFile {ledger}))"])
 
     api = nix_json(["--expr", f"{get_flake}.lib", "--apply", "builtins.attrNames"])
-    want = ["byKey", "compute", "count", "drv", "forEach", "mkData", "mkProvider", "mkResource",
+    want = ["byKey", "compute", "count", "drv", "forEach", "mkData", "mkProvider", "mkResource", "moved",
             "schemaVersion", "str", "toIR", "typecheck", "vars"]
     results.record(api == want, "phases: flake lib exposes the documented API", f"got {api}")
 
