@@ -1,4 +1,4 @@
-# Runtime checks for the constructors `nivis gen` writes (src/codegen.rs). Builtins only.
+# Runtime checks for the constructors `nivis gen` writes (src/codegen/). Builtins only.
 #
 #   check what spec config    config, once it satisfies spec (else throws "nivis: <what>: ...")
 #   construct kind what spec args make nodeArgs

@@ -108,7 +108,7 @@ def section_lazy(results, gen, tmp):
     results.record(rc == 0, "lazy: one constructor reads only its own file and the index", err)
 
 
-# large_resource_0777 (see `large` in src/codegen.rs): attribute_NN has type number NN % 7 of
+# large_resource_0777 (see `large` in src/codegen/tests.rs): attribute_NN has type number NN % 7 of
 # its list (string, number, bool, list(string), map(string), set(number), object) and is
 # required for NN = 0 and NN % 5 == 4, computed for NN % 5 == 0, optional otherwise. The
 # `disk` list block (1 to 8) needs disk_1 (number), its `options` block inner_1 (number);
