@@ -15,6 +15,7 @@ mod docs;
 mod gen;
 mod import;
 mod output;
+mod run;
 mod state;
 mod suggest;
 mod vars;
@@ -24,16 +25,14 @@ pub use self::complete::answer_if_asked as answer_completion_request;
 pub use self::docs::markdown_reference;
 pub use self::suggest::parse;
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::engine::{
-    self, interrupt_flag, Engine, EngineError, Event, Options, Report, Sink, Timing,
-};
+use crate::engine::{self, interrupt_flag, Engine, Options};
 use crate::nixeval::PlanSource;
-use crate::render::{self, out, outln, Human, JsonLines, Style, Tally};
+use crate::render::{self, outln, Style};
 use crate::state::{Backend, DEFAULT_ENV};
 
 use self::args::{
@@ -89,6 +88,8 @@ pub mod exit {
     pub const OK: i32 = 0;
     /// Something failed.
     pub const ERROR: i32 = 1;
+    /// `--detailed-exitcode`: the run succeeded and there are changes (or drift).
+    pub const CHANGES: i32 = 2;
     /// Interrupted by Ctrl-C.
     pub const INTERRUPTED: i32 = 130;
 }
@@ -99,12 +100,12 @@ pub fn run(cli: Cli) -> i32 {
     install_interrupt_handler();
     let style = Style::detect();
     match cli.command {
-        Command::Plan(args) => run_engine(&args.spec(), style, Verb::Plan),
-        Command::Apply(args) => run_engine(&args.spec(), style, Verb::Apply),
-        Command::Destroy(args) => run_engine(&args.spec(), style, Verb::Destroy),
-        Command::Refresh(args) => run_engine(&args.spec(), style, Verb::Refresh),
+        Command::Plan(args) => run::run_engine(&args.spec(), style, run::Verb::Plan),
+        Command::Apply(args) => run::run_engine(&args.spec(), style, run::Verb::Apply),
+        Command::Destroy(args) => run::run_engine(&args.spec(), style, run::Verb::Destroy),
+        Command::Refresh(args) => run::run_engine(&args.spec(), style, run::Verb::Refresh),
         Command::Import(args) => import::run(&args, style),
-        Command::Validate(args) => run_engine(&args.spec(), style, Verb::Validate),
+        Command::Validate(args) => run::run_engine(&args.spec(), style, run::Verb::Validate),
         Command::State(cmd) => state::run(cmd),
         Command::Output(args) => output::run(&args),
         Command::Gen(args) => gen::run(&args),
@@ -141,15 +142,6 @@ fn man_command(args: &ManArgs) -> i32 {
         Ok(()) => exit::OK,
         Err(e) => fail(&e),
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Verb {
-    Plan,
-    Apply,
-    Destroy,
-    Refresh,
-    Validate,
 }
 
 fn fail(e: &dyn std::fmt::Display) -> i32 {
@@ -226,6 +218,7 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         parallelism: spec.parallelism.max(1),
         max_phases: spec.max_phases,
         targets: spec.targets.to_vec(),
+        replace: spec.replace.to_vec(),
         build: spec.build,
         refresh: spec.refresh,
         vars: vars.values,
@@ -253,245 +246,7 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 fn confirm_prompt(question: &str) -> bool {
-    out!("{question} Only 'yes' will be accepted: ");
-    let mut answer = String::new();
-    if std::io::stdin().read_line(&mut answer).is_err() {
-        return false;
-    }
-    answer.trim() == "yes"
-}
-
-fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
-    let name = match verb {
-        Verb::Plan => "plan",
-        Verb::Apply => "apply",
-        Verb::Destroy => "destroy",
-        Verb::Refresh => "refresh",
-        Verb::Validate => "validate",
-    };
-    let opts = match options(spec, name) {
-        Ok(o) => o,
-        Err(e) => return fail(&e),
-    };
-    let json = spec.json;
-    let auto_approve = spec.auto_approve;
-    let needs_confirm = matches!(verb, Verb::Apply | Verb::Destroy) && !auto_approve;
-    if needs_confirm && (json || !std::io::stdin().is_terminal()) {
-        return fail(&format!("{name} needs confirmation, but there is no terminal to ask on: run with --auto-approve"));
-    }
-    let mut human = Human::new(style);
-    human.phase_headers = verb == Verb::Apply;
-    let mut jsonl = JsonLines;
-    let inner: &mut dyn Sink = if json { &mut jsonl } else { &mut human };
-    let mut tally = Tally::new(inner);
-    let started = std::time::Instant::now();
-    let calls_before = crate::plugin::call_times();
-    let cpu_before = own_cpu_time();
-    let result: Result<Option<Report>, EngineError> = {
-        let mut engine = Engine::new(opts, &mut tally);
-        match verb {
-            Verb::Plan => engine.plan().map(Some),
-            Verb::Refresh => engine.refresh().map(Some),
-            Verb::Validate => match engine.validate() {
-                Ok(diags) => {
-                    let mut err = std::io::stderr().lock();
-                    for d in &diags.0 {
-                        render::write_diagnostic(&mut err, style, d);
-                    }
-                    if diags.has_errors() {
-                        Err(EngineError::Diagnostics(crate::diag::Diagnostics(
-                            Vec::new(),
-                        )))
-                    } else {
-                        Ok(None)
-                    }
-                }
-                Err(e) => Err(e),
-            },
-            Verb::Apply => {
-                let mut ask = || {
-                    outln!();
-                    confirm_prompt("Apply these changes? Later phases will apply what Nix derives from the new outputs.")
-                };
-                engine
-                    .apply(if needs_confirm { Some(&mut ask) } else { None })
-                    .map(Some)
-            }
-            Verb::Destroy => {
-                let mut ask = || {
-                    outln!();
-                    confirm_prompt("Destroy all the resources above?")
-                };
-                engine
-                    .destroy(if needs_confirm { Some(&mut ask) } else { None })
-                    .map(Some)
-            }
-        }
-    };
-    let elapsed = started.elapsed();
-    let calls = crate::plugin::call_times().since(calls_before);
-    match result {
-        Ok(report) => {
-            if !json {
-                summarise(verb, report.as_ref(), &tally);
-            }
-            if let Some(r) = &report {
-                let timing = Timing {
-                    wall: elapsed,
-                    nix: r.nix_time,
-                    providers: calls.busy,
-                    provider_calls: calls.calls,
-                    provider_call_time: calls.summed,
-                    cpu: own_cpu_time().saturating_sub(cpu_before),
-                };
-                log::info!(
-                    "{name} took {:.2}s: {:.2}s in Nix evaluation, {:.2}s waiting on providers ({} calls), {:.2}s in Nivis itself",
-                    elapsed.as_secs_f64(),
-                    timing.nix.as_secs_f64(),
-                    timing.providers.as_secs_f64(),
-                    timing.provider_calls,
-                    timing.own().as_secs_f64(),
-                );
-                tally.event(Event::Timing(timing));
-            }
-            exit::OK
-        }
-        Err(EngineError::Diagnostics(d)) if d.is_empty() => exit::ERROR,
-        Err(e) => {
-            if json {
-                // CI reads stdout: the failure is its last line; stderr says it for humans.
-                let (message, diagnostics) = match &e {
-                    EngineError::Diagnostics(d) => {
-                        (format!("{} error(s)", d.errors().count()), d.0.clone())
-                    }
-                    e => (e.to_string(), Vec::new()),
-                };
-                tally.event(Event::CommandFailed {
-                    message,
-                    diagnostics,
-                });
-            }
-            match e {
-                EngineError::Diagnostics(d) => {
-                    let mut err = std::io::stderr().lock();
-                    for x in &d.0 {
-                        render::write_diagnostic(&mut err, style, x);
-                    }
-                    exit::ERROR
-                }
-                EngineError::Interrupted => {
-                    let _ = fail(&EngineError::Interrupted);
-                    exit::INTERRUPTED
-                }
-                EngineError::Declined => {
-                    outln!("{}", EngineError::Declined);
-                    exit::ERROR
-                }
-                e => fail(&e),
-            }
-        }
-    }
-}
-
-/// CPU time (user + system) used so far by this process's threads, not by its children.
-fn own_cpu_time() -> Duration {
-    // SAFETY: getrusage writes one rusage struct, which we own.
-    let usage = unsafe {
-        let mut usage = std::mem::zeroed::<libc::rusage>();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
-            return Duration::ZERO;
-        }
-        usage
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-fn summarise(verb: Verb, report: Option<&Report>, tally: &Tally<'_>) {
-    match verb {
-        Verb::Plan => {
-            outln!();
-            outln!(
-                "{}",
-                render::plan_summary(
-                    &tally.planned,
-                    tally.deferred.len(),
-                    tally.moves.len(),
-                    tally.imports.len()
-                )
-            );
-            if !tally.planned.is_empty()
-                || !tally.deferred.is_empty()
-                || !tally.moves.is_empty()
-                || !tally.imports.is_empty()
-            {
-                outln!("Run `nivis apply` to carry it out.");
-            }
-        }
-        Verb::Apply => {
-            let Some(r) = report else { return };
-            outln!();
-            if !r.pending.is_empty() {
-                outln!(
-                    "Applied {} resource change(s) across {} phase(s); still pending:",
-                    r.changed.len(),
-                    r.apply_phases
-                );
-                for (id, waits) in &r.pending {
-                    if waits.is_empty() {
-                        outln!("  … {} (ready for the next phase)", render::escape(id));
-                    } else {
-                        outln!(
-                            "  … {} waits on {}",
-                            render::escape(id),
-                            render::escape(&engine::describe_waits(waits))
-                        );
-                    }
-                }
-                outln!("Run `nivis apply` again (without --max-phases) to continue.");
-                return;
-            }
-            if r.changed.is_empty() {
-                outln!(
-                    "No changes. Fixpoint reached after {} evaluation(s).",
-                    r.evaluations
-                );
-                return;
-            }
-            outln!(
-                "Applied {} resource(s) across {} phase(s):",
-                r.changed.len(),
-                r.apply_phases
-            );
-            for (id, action) in &r.changed {
-                outln!(
-                    "  ✓ {} ({})",
-                    render::escape(id),
-                    render::done_verb(*action)
-                );
-            }
-            outln!("Fixpoint reached after {} evaluation(s).", r.evaluations);
-        }
-        Verb::Destroy => {
-            let Some(r) = report else { return };
-            outln!();
-            if r.changed.is_empty() {
-                outln!("Nothing to destroy.");
-                return;
-            }
-            outln!("Destroyed {} resource(s):", r.changed.len());
-            for (id, action) in &r.changed {
-                match action {
-                    engine::Action::Forget => {
-                        outln!("  . {} (forgotten: left as it is)", render::escape(id))
-                    }
-                    _ => outln!("  - {}", render::escape(id)),
-                }
-            }
-        }
-        Verb::Refresh => outln!("Refresh complete."),
-        Verb::Validate => outln!("The plan is valid."),
-    }
+    render::confirm(question)
 }
 
 fn providers_command(cmd: ProvidersCommand) -> i32 {

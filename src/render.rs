@@ -7,21 +7,23 @@
 //! ticker (`render::ticker`). Not: decisions (the engine makes them).
 
 mod escape;
+mod jsonl;
+mod report;
 mod summary;
 mod ticker;
 
 pub use self::escape::{
     escape, escape_text, escape_unredacted, json_text, json_text_unredacted, quote,
 };
+pub use self::jsonl::{event_json, JsonLines};
+pub use self::report::{confirm, print_declined, print_summary, write_diagnostics};
 pub use self::summary::{plan_summary, Tally};
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde_json::json;
-
 use crate::diag::{Diagnostic, Severity};
-use crate::engine::{describe_waits, Action, AttrChange, Event, Sink, Wait};
+use crate::engine::{describe_waits, Action, AttrChange, Event, Sink};
 use crate::value::{render_path, Value};
 
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
@@ -240,6 +242,8 @@ pub struct Human {
     /// The last phase a header was printed for.
     headed: u32,
     ticker: ticker::Ticker,
+    /// Resources whose planned diff was printed (phase, id): their start does not repeat it.
+    previewed: std::collections::HashSet<(u32, String)>,
 }
 
 impl Human {
@@ -251,6 +255,7 @@ impl Human {
             phase_headers: false,
             headed: 0,
             ticker: ticker::Ticker::new(),
+            previewed: std::collections::HashSet::new(),
         }
     }
 
@@ -283,13 +288,16 @@ impl Sink for Human {
                 log::info!("phase {phase}: Nix evaluated {resources} resource(s) and {data} data source(s) in {duration:?}");
             }
             Event::Planned {
+                phase,
                 id,
                 type_name,
                 action,
                 changes,
                 deposed,
-                ..
             } => {
+                if deposed.is_none() {
+                    self.previewed.insert((phase, id.clone()));
+                }
                 let _ = writeln!(
                     out,
                     "{} {}{} ({})",
@@ -318,11 +326,16 @@ impl Sink for Human {
                     s.paint("32", "+?")
                 };
                 let _ = writeln!(out, "{sym} {} ({})", s.name(&id), escape(&type_name));
+                let may = if in_state {
+                    "may be updated or replaced"
+                } else {
+                    "will be created"
+                };
                 let _ = writeln!(
                     out,
                     "      {}",
                     s.dim(&format!(
-                        "decided in a later phase: waits on {}",
+                        "{may} in a later phase: waits on {}",
                         escape(&describe_waits(&waits))
                     ))
                 );
@@ -339,11 +352,22 @@ impl Sink for Human {
                     ))
                 );
             }
-            Event::Started { phase, id, action } => {
+            Event::Started {
+                phase,
+                id,
+                action,
+                changes,
+            } => {
                 if self.progress && action != Action::NoOp {
                     self.header(&mut out, phase);
                     let head = format!("  {} {}", s.action(action), s.name(&id));
                     let _ = writeln!(out, "{head}: {}…", doing_verb(action));
+                    // The diff as decided in this phase, unless the confirmed plan showed it.
+                    if !self.previewed.remove(&(phase, id.clone())) {
+                        for c in &changes {
+                            let _ = writeln!(out, "      {}", show_change(c));
+                        }
+                    }
                     let _ = out.flush();
                     let verb = doing_verb(action);
                     self.ticker.start(&id, move |elapsed| {
@@ -516,175 +540,11 @@ fn deposed_note(deposed: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
-fn wait_json(w: &Wait) -> serde_json::Value {
-    match w {
-        Wait::Nix {
-            resource,
-            attribute,
-        } => json!({"kind": "nix", "resource": resource, "attribute": attribute}),
-        Wait::Resource(id) => json!({"kind": "resource", "resource": id}),
-        Wait::ProviderConfig(p) => json!({"kind": "provider-config", "provider": p}),
-    }
-}
-
-fn change_json(c: &AttrChange) -> serde_json::Value {
-    let side = |v: &Option<Value>| match v {
-        None => serde_json::Value::Null,
-        Some(_) if c.sensitive => json!("(sensitive)"),
-        Some(Value::Unknown) => json!({"unknown": true}),
-        Some(v) => crate::value::json::to_plain_json(v).unwrap_or(serde_json::Value::Null),
-    };
-    json!({"path": render_path(&c.path), "before": side(&c.before), "after": side(&c.after), "sensitive": c.sensitive, "forcesReplacement": c.forces_replacement})
-}
-
-fn diag_json(d: &Diagnostic) -> serde_json::Value {
-    json!({
-        "severity": d.severity,
-        "summary": d.summary,
-        "detail": d.detail,
-        "resource": d.resource,
-        "path": d.path.as_deref().map(render_path),
-    })
-}
-
-/// Converts an event to its JSON-lines form.
-pub fn event_json(event: &Event) -> serde_json::Value {
-    match event {
-        Event::Evaluated {
-            phase,
-            duration,
-            resources,
-            data,
-        } => {
-            json!({"type": "evaluated", "phase": phase, "seconds": duration.as_secs_f64(), "resources": resources, "data": data})
-        }
-        Event::Planned {
-            phase,
-            id,
-            type_name,
-            action,
-            changes,
-            deposed,
-        } => {
-            let mut ev = json!({"type": "planned", "phase": phase, "id": id, "resourceType": type_name, "action": action, "changes": changes.iter().map(change_json).collect::<Vec<_>>()});
-            if let Some(key) = deposed {
-                ev["deposed"] = json!(key);
-            }
-            ev
-        }
-        Event::Moved {
-            phase,
-            from,
-            to,
-            type_name,
-            recorded,
-        } => {
-            json!({"type": "moved", "phase": phase, "from": from, "to": to, "resourceType": type_name, "recorded": recorded})
-        }
-        Event::Imported {
-            phase,
-            id,
-            type_name,
-            import_id,
-            recorded,
-        } => {
-            json!({"type": "imported", "phase": phase, "id": id, "resourceType": type_name, "importId": import_id, "recorded": recorded})
-        }
-        Event::Deferred {
-            phase,
-            id,
-            type_name,
-            in_state,
-            waits,
-        } => {
-            json!({"type": "deferred", "phase": phase, "id": id, "resourceType": type_name, "inState": in_state, "waitsOn": waits.iter().map(wait_json).collect::<Vec<_>>()})
-        }
-        Event::ConsumerPending { id, waits } => {
-            json!({"type": "consumer-pending", "id": id, "waitsOn": waits.iter().map(wait_json).collect::<Vec<_>>()})
-        }
-        Event::Started { phase, id, action } => {
-            json!({"type": "started", "phase": phase, "id": id, "action": action})
-        }
-        Event::Finished {
-            phase,
-            id,
-            action,
-            duration,
-            deposed,
-        } => {
-            let mut ev = json!({"type": "finished", "phase": phase, "id": id, "action": action, "seconds": duration.as_secs_f64()});
-            if let Some(key) = deposed {
-                ev["deposed"] = json!(key);
-            }
-            ev
-        }
-        Event::Failed {
-            phase,
-            id,
-            diagnostics,
-        } => {
-            json!({"type": "failed", "phase": phase, "id": id, "diagnostics": diagnostics.iter().map(diag_json).collect::<Vec<_>>()})
-        }
-        Event::Unrecorded {
-            phase,
-            id,
-            object_id,
-            deleted,
-        } => {
-            json!({"type": "unrecorded", "phase": phase, "id": id, "objectId": object_id, "deleted": deleted})
-        }
-        Event::Skipped { phase, id, because } => {
-            json!({"type": "skipped", "phase": phase, "id": id, "because": because})
-        }
-        Event::Drift { id, changes, gone } => {
-            json!({"type": "drift", "id": id, "gone": gone, "changes": changes.iter().map(change_json).collect::<Vec<_>>()})
-        }
-        Event::Warning(d) => json!({"type": "warning", "diagnostic": diag_json(d)}),
-        Event::PhaseDone { phase, changed } => {
-            json!({"type": "phase-done", "phase": phase, "changed": changed})
-        }
-        Event::Fixpoint {
-            evaluations,
-            apply_phases,
-        } => json!({"type": "fixpoint", "evaluations": evaluations, "applyPhases": apply_phases}),
-        Event::PhaseLimit { apply_phases } => {
-            json!({"type": "phase-limit", "applyPhases": apply_phases})
-        }
-        Event::Timing(t) => json!({
-            "type": "timing",
-            "seconds": t.wall.as_secs_f64(),
-            "nixSeconds": t.nix.as_secs_f64(),
-            "providerSeconds": t.providers.as_secs_f64(),
-            "providerCalls": t.provider_calls,
-            "providerCallSecondsSummed": t.provider_call_time.as_secs_f64(),
-            "ownSeconds": t.own().as_secs_f64(),
-            "cpuSeconds": t.cpu.as_secs_f64(),
-        }),
-        Event::CommandFailed {
-            message,
-            diagnostics,
-        } => json!({
-            "type": "error",
-            "message": message,
-            "diagnostics": diagnostics.iter().map(diag_json).collect::<Vec<_>>(),
-        }),
-    }
-}
-
-/// The JSON-lines printer: one object per event on stdout.
-pub struct JsonLines;
-
-impl Sink for JsonLines {
-    fn event(&mut self, event: Event) {
-        let mut out = stdout();
-        let _ = writeln!(out, "{}", json_text(&event_json(&event), false));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::value::PathStep;
+    use jsonl::change_json;
 
     #[test]
     fn changes_render_with_sensitivity_and_unknowns() {

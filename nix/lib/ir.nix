@@ -12,8 +12,9 @@ let
 
   reserved = k: substring 0 2 k == "__";
 
-  # Walk a config tree. Returns { v = IR value; e = [ { from; via; } ]; } where e
-  # lists the nodes this tree depends on and the attribute path of each use.
+  # Walk a config tree. Returns { v = IR value; e = [ { from; via; ref?; } ]; } where e
+  # lists the nodes this tree depends on and the attribute path of each use (with the
+  # output path read, for a plain reference).
   # ctx = { outputs; channel; declared; owner; root; secret ? false; } where secret is
   # set inside a value computed from a secret.
   walk = ctx: path: x:
@@ -52,7 +53,9 @@ let
           if r.state == "known" then r.value
           else if r.state == "sensitive" then { __sensitiveRef = marker; }
           else { __ref = marker; };
-        e = [ { from = ref.resource; via = names.renderPath path; } ];
+        # `ref` tells the executor which output the value at `via` reads, so it can
+        # resolve it itself when the target changes within a phase (TF→TF).
+        e = [ { from = ref.resource; via = names.renderPath path; ref = ref.path; } ];
       }
     else if kind == "nivis:secret" then sensitiveValue ctx path x.value
     else if kind == "nivis:derived" then
@@ -173,7 +176,7 @@ let
               // (if n.kind == "managed" then { lifecycle = lifecycleIR owner n.lifecycle; } else { })
               // (if (n.importId or null) == null then { } else { inherit (n) importId; });
           };
-          edges = map (e: { inherit (e) from via; to = n.id; })
+          edges = map (e: { inherit (e) from via; to = n.id; } // (if e ? ref then { inherit (e) ref; } else { }))
             (dedupe w.e ++ map (d: { from = d; via = "dependsOn"; }) deps);
         };
 

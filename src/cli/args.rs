@@ -203,6 +203,25 @@ pub struct RefreshArg {
     pub refresh: bool,
 }
 
+/// Resources to replace although nothing forces it.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Run")]
+pub struct ReplaceArgs {
+    /// Replace this managed resource (a new object, then the old one deleted, or the other way
+    /// round as its lifecycle says) even if its configuration is unchanged; repeatable.
+    #[arg(long = "replace", value_name = "ID", add = ArgValueCandidates::new(state_ids))]
+    pub replace: Vec<String>,
+}
+
+/// CI's exit status convention.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Output")]
+pub struct DetailedExitcodeArg {
+    /// Exit 0 when there is nothing to change, 2 when there are changes (or drift), 1 on error.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+}
+
 /// Machine-readable output.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Output")]
@@ -249,6 +268,13 @@ impl InstallArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct PlanArgs {
+    /// Only read the recorded objects and show how they drifted; plan no change.
+    #[arg(long, conflicts_with = "replace")]
+    pub refresh_only: bool,
+    #[command(flatten)]
+    pub replace: ReplaceArgs,
+    #[command(flatten)]
+    pub exit: DetailedExitcodeArg,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
@@ -278,6 +304,8 @@ pub struct ApplyArgs {
     /// Realise `__build` outputs before apply (--build=false to skip).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub build: bool,
+    #[command(flatten)]
+    pub replace: ReplaceArgs,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
@@ -354,6 +382,11 @@ impl ImportArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct RefreshArgs {
+    /// Record what was read without asking (it asks only when something drifted).
+    #[arg(long)]
+    pub auto_approve: bool,
+    #[command(flatten)]
+    pub exit: DetailedExitcodeArg,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
@@ -399,6 +432,12 @@ pub struct RunSpec<'a> {
     pub max_phases: Option<u32>,
     pub build: bool,
     pub install: &'a InstallArgs,
+    /// `--replace`.
+    pub replace: &'a [String],
+    /// `--detailed-exitcode`.
+    pub detailed_exitcode: bool,
+    /// `plan --refresh-only`.
+    pub refresh_only: bool,
 }
 
 impl<'a> RunSpec<'a> {
@@ -417,6 +456,9 @@ impl<'a> RunSpec<'a> {
             max_phases: None,
             build: true,
             install,
+            replace: &[],
+            detailed_exitcode: false,
+            refresh_only: false,
         }
     }
 }
@@ -429,6 +471,9 @@ impl PlanArgs {
             parallelism: self.parallelism.parallelism,
             refresh: self.refresh.refresh,
             json: self.output.json,
+            replace: &self.replace.replace,
+            detailed_exitcode: self.exit.detailed_exitcode,
+            refresh_only: self.refresh_only,
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
     }
@@ -446,6 +491,7 @@ impl ApplyArgs {
             auto_approve: self.auto_approve,
             max_phases: self.max_phases,
             build: self.build,
+            replace: &self.replace.replace,
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
     }
@@ -472,6 +518,8 @@ impl RefreshArgs {
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
             json: self.output.json,
+            auto_approve: self.auto_approve,
+            detailed_exitcode: self.exit.detailed_exitcode,
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
     }

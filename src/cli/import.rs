@@ -6,24 +6,41 @@
 use super::args::ImportArgs;
 use super::{exit, fail, options};
 use crate::engine::{Engine, EngineError, Event, Sink};
-use crate::render::{self, outln, Human, JsonLines, Style};
+use crate::render::{self, outln, Human, JsonLines, Style, Tally};
 
 pub fn run(args: &ImportArgs, style: Style) -> i32 {
-    let opts = match options(&args.spec(), "import") {
-        Ok(o) => o,
-        Err(e) => return fail(&e),
-    };
+    let json = args.output.json;
     let mut human = Human::new(style);
-    let mut jsonl = JsonLines;
-    let sink: &mut dyn Sink = if args.output.json {
-        &mut jsonl
-    } else {
-        &mut human
+    let mut jsonl = JsonLines::default();
+    if json {
+        jsonl.start("import");
+    }
+    let (status, summary) = {
+        let inner: &mut dyn Sink = if json { &mut jsonl } else { &mut human };
+        let mut tally = Tally::new(inner);
+        let status = import(args, style, &mut tally);
+        (status, tally.summary_json())
     };
-    let result = Engine::new(opts, sink).import(&args.address, &args.id);
+    if json {
+        jsonl.summary("import", summary, status);
+    }
+    status
+}
+
+fn import(args: &ImportArgs, style: Style, sink: &mut dyn Sink) -> i32 {
+    let json = args.output.json;
+    let result = options(&args.spec(), "import").map_err(|e| (e, Vec::new()));
+    let result = result.and_then(|opts| {
+        Engine::new(opts, &mut *sink)
+            .import(&args.address, &args.id)
+            .map_err(|e| match e {
+                EngineError::Diagnostics(d) => (format!("{} error(s)", d.errors().count()), d.0),
+                e => (e.to_string(), Vec::new()),
+            })
+    });
     match result {
         Ok(_) => {
-            if !args.output.json {
+            if !json {
                 outln!(
                     "Run `nivis plan` to see how {} differs from its configuration.",
                     render::escape(&args.address)
@@ -31,25 +48,18 @@ pub fn run(args: &ImportArgs, style: Style) -> i32 {
             }
             exit::OK
         }
-        Err(e) => {
-            if args.output.json {
-                jsonl.event(Event::CommandFailed {
-                    message: e.to_string(),
-                    diagnostics: match &e {
-                        EngineError::Diagnostics(d) => d.0.clone(),
-                        _ => Vec::new(),
-                    },
+        Err((message, diagnostics)) => {
+            if json {
+                sink.event(Event::CommandFailed {
+                    message: message.clone(),
+                    diagnostics: diagnostics.clone(),
                 });
             }
-            match e {
-                EngineError::Diagnostics(d) => {
-                    let mut err = std::io::stderr().lock();
-                    for x in &d.0 {
-                        render::write_diagnostic(&mut err, style, x);
-                    }
-                    exit::ERROR
-                }
-                e => fail(&e),
+            if diagnostics.is_empty() {
+                fail(&message)
+            } else {
+                render::write_diagnostics(style, &diagnostics);
+                exit::ERROR
             }
         }
     }

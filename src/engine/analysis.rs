@@ -40,6 +40,14 @@ impl Engine<'_> {
                 }
             }
         }
+        if let Some(r) = self
+            .opts
+            .replace
+            .iter()
+            .find(|r| !ir.resources.iter().any(|n| &n.id == *r))
+        {
+            return Err(EngineError::UnknownReplace(r.clone()));
+        }
         let cycles = graph.cycles();
         if !cycles.is_empty() {
             return Err(EngineError::Cycle(cycles));

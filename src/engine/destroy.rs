@@ -262,6 +262,7 @@ impl sched::Owner for DestroyOwner<'_> {
             } else {
                 Action::Forget
             },
+            changes: Vec::new(),
         });
         Ok((provider, r))
     }

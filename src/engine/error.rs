@@ -21,6 +21,8 @@ pub enum EngineError {
     Unresolved(Vec<(String, Vec<Wait>)>),
     /// A target names no resource.
     UnknownTarget(String),
+    /// `--replace` names something that is not a managed resource of the plan.
+    UnknownReplace(String),
     /// Problems with providers or configurations, before anything was changed.
     Diagnostics(Diagnostics),
     /// Some resources could not be planned (reported as events); nothing was changed.
@@ -65,6 +67,7 @@ impl fmt::Display for EngineError {
                 Ok(())
             }
             EngineError::UnknownTarget(t) => write!(f, "--target {t}: no such resource in the plan or state"),
+            EngineError::UnknownReplace(r) => write!(f, "--replace {r}: no such managed resource in the plan (data sources are read, not replaced)"),
             EngineError::Diagnostics(d) => write!(f, "{d}"),
             EngineError::PlanFailed(n) => write!(f, "{n} resource(s) could not be planned; nothing was changed. Fix the errors above and run again."),
             EngineError::OperationsFailed(n) => write!(f, "{n} operation(s) failed; everything else completed and is recorded in state. Fix the errors above and run again."),

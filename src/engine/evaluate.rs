@@ -73,7 +73,10 @@ impl Engine<'_> {
         }
         let (bytes, took) = self.evaluator.evaluate(&ledger)?;
         self.nix_time += took;
-        let ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
+        let mut ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
+        // References Nix resolved are resolved here again, from what this phase plans or
+        // records (see `ir::restore`).
+        ir.restore_references();
         if !self.vars_settled {
             self.vars_settled = true;
             for values in self.variable_values() {

@@ -32,6 +32,9 @@ pub enum Wait {
     Nix { resource: String, attribute: String },
     /// A resource that is itself waiting.
     Resource(String),
+    /// A value Nix computed from this resource's outputs, which change in this phase: the
+    /// next evaluation computes it again.
+    Recomputed(String),
     /// The provider's configuration is not known yet.
     ProviderConfig(String),
 }
@@ -84,11 +87,13 @@ pub enum Event {
     },
     /// A Nix consumer value is still pending.
     ConsumerPending { id: String, waits: Vec<Wait> },
-    /// An operation started.
+    /// An operation started, with the attribute changes it carries out (as decided now, in
+    /// this phase: the apply log shows every phase's diff).
     Started {
         phase: u32,
         id: String,
         action: Action,
+        changes: Vec<AttrChange>,
     },
     /// An operation finished; with `deposed`, on that deposed object of the resource.
     Finished {

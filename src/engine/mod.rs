@@ -74,6 +74,8 @@ pub struct Options {
     pub max_phases: Option<u32>,
     /// Only these resources (and what they depend on; for destroy: what depends on them).
     pub targets: Vec<String>,
+    /// Replace these managed resources even where the plan would keep them (`--replace`).
+    pub replace: Vec<String>,
     /// Realise `__build` outputs before apply.
     pub build: bool,
     /// Refresh stored objects (ReadResource) before planning.
@@ -101,6 +103,7 @@ pub fn describe_waits(waits: &[Wait]) -> String {
                 attribute,
             } => format!("{resource}.{attribute} (Nix re-evaluation)"),
             Wait::Resource(id) => id.clone(),
+            Wait::Recomputed(id) => format!("{id} (Nix re-evaluation)"),
             Wait::ProviderConfig(p) => format!("the configuration of provider {p}"),
         })
         .collect::<Vec<_>>()

@@ -77,6 +77,14 @@ impl Engine<'_> {
             unchanged: BTreeSet::new(),
             staleness: stale::Staleness::new(ir),
             stale: HashMap::new(),
+            planned: HashMap::new(),
+            replace_now: self
+                .opts
+                .replace
+                .iter()
+                .filter(|id| !self.settled.contains_key(*id))
+                .cloned()
+                .collect(),
         };
         let statuses = sched::run(
             &mut owner,
@@ -374,7 +382,11 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     /// Outputs changed this phase by providers without a plan, and who waits on them.
     pub(super) staleness: stale::Staleness<'ir>,
     /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
-    pub(super) stale: HashMap<String, String>,
+    pub(super) stale: HashMap<String, Wait>,
+    /// Plan mode: what the resources planned so far in this phase are planned to become.
+    pub(super) planned: HashMap<String, node::PlannedObject>,
+    /// `--replace` resources not replaced yet in this run (once is what was asked).
+    pub(super) replace_now: BTreeSet<String>,
 }
 
 impl PhaseOwner<'_, '_> {
@@ -394,15 +406,8 @@ impl PhaseOwner<'_, '_> {
         };
         if before != after {
             self.result.outputs_changed = true;
-            let no_plan = self
-                .analysis
-                .nodes
-                .get(change.id())
-                .and_then(|n| self.ir.providers.get(&n.node.provider))
-                .is_some_and(|p| !Capabilities::of(&p.kind).schemas);
-            if no_plan {
-                self.staleness.outputs_changed(change.id());
-            }
+            // What Nix computed from the old outputs is stale now.
+            self.staleness.outputs_changed(change.id());
         }
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
@@ -421,19 +426,33 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         if let Some(source) = self.staleness.stale_source(node) {
             // `finish` reports it as deferred. In apply, the changed outputs guarantee another
             // phase; in a plan, that phase is the apply's.
-            self.stale.insert(id.clone(), source);
+            self.stale.insert(id.clone(), Wait::Recomputed(source));
+            return Err(NodeOutput::failed(Diagnostics::new(), None));
+        }
+        if let Some(dep) = self.analysis.nodes[id]
+            .deps
+            .iter()
+            .find(|d| self.stale.contains_key(*d))
+        {
+            // What it reads waits for the next evaluation, so it does too.
+            self.stale.insert(id.clone(), Wait::Resource(dep.clone()));
             return Err(NodeOutput::failed(Diagnostics::new(), None));
         }
         let state = self.holder.state();
-        let (running, unchanged) = (&self.running, &self.unchanged);
+        let (running, unchanged, planned) = (&self.running, &self.unchanged, &self.planned);
         let mode = self.mode;
-        let resolved = resolve(&node.config, &|rid| match state.get(rid) {
-            // In plan mode, anything that will change this phase is not settled yet.
-            Some(_) if mode == Mode::Plan && running.contains(rid) && !unchanged.contains(rid) => {
-                Lookup::Pending
+        let resolved = resolve(&node.config, &|rid| {
+            // In plan mode, anything that changes this phase is seen as planned.
+            if mode == Mode::Plan && running.contains(rid) && !unchanged.contains(rid) {
+                return match planned.get(rid) {
+                    Some(p) => Lookup::Planned(&p.value, &p.sensitive),
+                    None => Lookup::Pending,
+                };
             }
-            Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
-            None => Lookup::Pending,
+            match state.get(rid) {
+                Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
+                None => Lookup::Pending,
+            }
         });
         if !resolved.errors.is_empty() {
             let diags = Diagnostics(
@@ -452,6 +471,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 ok: false,
                 elapsed: Duration::ZERO,
                 deposed: Vec::new(),
+                planned_object: None,
             });
         }
         let decl = &self.ir.providers[&node.provider];
@@ -466,14 +486,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             config: resolved.value,
             builds: resolved.builds,
             sensitive_inputs: resolved.sensitive,
-            prior: if node.kind == NodeKind::Managed {
-                state.get(id).cloned()
-            } else {
-                None
-            },
+            prior: state.get(id).cloned(),
             lifecycle: node.lifecycle.clone(),
             dependencies: self.analysis.nodes[id].deps.iter().cloned().collect(),
             mode,
+            force_replace: self.replace_now.contains(id),
             refresh: self.opts.refresh,
             build: self.opts.build,
         })
@@ -481,10 +498,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
 
     fn progress(&mut self, i: usize, progress: NodeProgress) {
         match progress {
-            NodeProgress::Applying(action) => self.sink.event(Event::Started {
+            NodeProgress::Applying(action, changes) => self.sink.event(Event::Started {
                 phase: self.phase,
                 id: self.analysis.run[i].clone(),
                 action,
+                changes,
             }),
             NodeProgress::DeposedGone(gone) => {
                 let (event, change) = gone.into_event_and_change(self.phase);
@@ -501,10 +519,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
 
     // Long because it has one branch per outcome of a turn (stale, failed, planned, applied), each
     // sending its events.
-    fn finish(&mut self, i: usize, out: NodeOutput) -> bool {
+    fn finish(&mut self, i: usize, mut out: NodeOutput) -> bool {
         let id = self.analysis.run[i].clone();
         let type_name = self.analysis.nodes[&id].node.type_name.clone();
-        if let Some(source) = self.stale.get(&id) {
+        if let Some(wait) = self.stale.get(&id) {
             // Not settled: the next evaluation runs it with fresh values. What depends on it
             // reads its current record meanwhile.
             self.sink.event(Event::Deferred {
@@ -512,7 +530,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 id: id.clone(),
                 type_name,
                 in_state: self.holder.state().contains(&id),
-                waits: vec![Wait::Resource(source.clone())],
+                waits: vec![wait.clone()],
             });
             return true;
         }
@@ -543,11 +561,18 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         let action = out.action.unwrap_or(Action::NoOp);
         if self.mode == Mode::Plan {
             let provider = &self.analysis.nodes[&id].node.provider;
-            if action != Action::NoOp
-                && !Capabilities::of(&self.ir.providers[provider].kind).schemas
-            {
-                // Its outputs are unknown until applied: what Nix computed from them is stale.
+            let no_plan = !Capabilities::of(&self.ir.providers[provider].kind).schemas;
+            let may_change = match &out.planned_object {
+                Some(p) => p.changes_outputs,
+                // Without a plan its outputs are unknown until applied.
+                None => no_plan && action != Action::NoOp,
+            };
+            if may_change {
+                // What Nix computed from its outputs may change: stale in this phase.
                 self.staleness.outputs_changed(&id);
+            }
+            if let Some(p) = out.planned_object.take() {
+                self.planned.insert(id.clone(), p);
             }
             for key in &out.deposed {
                 let deposed = Some(key.clone());

@@ -1,21 +1,53 @@
-//! `refresh`: reconcile recorded objects with the real ones (ReadResource) and report drift.
+//! `refresh`: reconcile recorded objects with the real ones (ReadResource) and report drift;
+//! and `plan --refresh-only`, which reports the same drift and changes nothing.
 
 #[allow(unused_imports)]
 use super::*;
 
 impl Engine<'_> {
-    /// `nivis refresh`: reconcile state with the real objects and report drift.
-    pub fn refresh(&mut self) -> Result<Report, EngineError> {
-        let mut holder = self.open_state(true)?;
-        let result = self.refresh_inner(&mut *holder, Mutation::granted());
-        close_after(holder, result)
+    /// `nivis refresh`: reads every recorded object, reports drift, and (once `confirm`, if
+    /// given, agrees) records what was read. Nothing is asked, or written, when nothing drifted.
+    pub fn refresh(&mut self, confirm: Confirm<'_>) -> Result<Report, EngineError> {
+        self.mutating(confirm, |engine, holder, confirm, _mutation| {
+            let read = engine.read_drift(&*holder)?;
+            if read.failed > 0 {
+                return Err(EngineError::OperationsFailed(read.failed));
+            }
+            if read.drifted > 0 {
+                if let Some(ask) = confirm {
+                    if !ask() {
+                        return Err(EngineError::Declined);
+                    }
+                }
+            }
+            // Without drift the changes only bring records up to date (schema upgrades,
+            // private data): nothing to ask about.
+            holder.commit(&read.changes)?;
+            Ok(engine.read_report())
+        })
     }
 
-    pub(super) fn refresh_inner(
-        &mut self,
-        holder: &mut dyn LockedStore,
-        _mutation: Mutation,
-    ) -> Result<Report, EngineError> {
+    /// `nivis plan --refresh-only`: the drift `refresh` would record, with nothing written.
+    pub fn plan_refresh_only(&mut self) -> Result<Report, EngineError> {
+        let holder = self.open_state(false)?;
+        let read = self.read_drift(&*holder)?;
+        if read.failed > 0 {
+            return Err(EngineError::PlanFailed(read.failed));
+        }
+        Ok(self.read_report())
+    }
+
+    fn read_report(&self) -> Report {
+        Report {
+            evaluations: 1,
+            nix_time: self.nix_time,
+            ..Report::default()
+        }
+    }
+
+    /// Reads every recorded managed object (or the targets) and sends a `drift` event for each
+    /// that differs.
+    fn read_drift(&mut self, holder: &dyn LockedStore) -> Result<ObjectsRead, EngineError> {
         let ir = self.evaluate(holder.state(), 0)?;
         let ids: Vec<String> = holder
             .state()
@@ -32,8 +64,7 @@ impl Engine<'_> {
             .map(|r| r.id.clone())
             .collect();
         self.prepare_providers(&ir, holder.state(), &ids, true)?;
-        let mut failed = 0;
-        let mut changes = Vec::new();
+        let mut read = ObjectsRead::default();
         for id in &ids {
             let r = holder.state().get(id).expect("in state").clone();
             let provider = self
@@ -43,16 +74,17 @@ impl Engine<'_> {
             match node::refresh(provider.as_ref(), &r) {
                 Ok((change, drift)) => {
                     if let Some((attrs, gone)) = drift {
+                        read.drifted += 1;
                         self.sink.event(Event::Drift {
                             id: id.clone(),
                             changes: attrs,
                             gone,
                         });
                     }
-                    changes.extend(change);
+                    read.changes.extend(change);
                 }
                 Err(d) => {
-                    failed += 1;
+                    read.failed += 1;
                     self.sink.event(Event::Failed {
                         phase: 0,
                         id: id.clone(),
@@ -61,14 +93,17 @@ impl Engine<'_> {
                 }
             }
         }
-        holder.commit(&changes)?;
-        if failed > 0 {
-            return Err(EngineError::OperationsFailed(failed));
-        }
-        Ok(Report {
-            evaluations: 1,
-            nix_time: self.nix_time,
-            ..Report::default()
-        })
+        Ok(read)
     }
+}
+
+/// What reading the recorded objects found.
+#[derive(Default)]
+struct ObjectsRead {
+    /// The state changes that record what was read.
+    changes: Vec<Change>,
+    /// Objects that differ from their records (or are gone).
+    drifted: usize,
+    /// Reads that failed.
+    failed: usize,
 }

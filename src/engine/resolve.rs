@@ -21,6 +21,9 @@ pub enum Lookup<'a> {
     /// Recorded and not about to change: its attributes and the paths marked sensitive
     /// (JSON arrays, as in state).
     Settled(&'a Json, &'a [Json]),
+    /// Planned in this phase (plan mode): the planned object, unknown where the provider
+    /// does not know yet, and its sensitive paths.
+    Planned(&'a Value, &'a [Json]),
     /// Will be (re)applied or is itself waiting.
     Pending,
 }
@@ -103,6 +106,14 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
                     Value::Unknown
                 }
             },
+            Lookup::Planned(planned, sensitive) => {
+                let v = follow_planned(planned, &r.path);
+                if matches!(tree, Tree::SensitiveRef(_)) || is_sensitive(&r.path, sensitive) {
+                    out.touched_sensitive = true;
+                    crate::secrets::remember_value(&v);
+                }
+                v
+            }
             Lookup::Pending => {
                 out.waits.push(Wait::Resource(r.resource.clone()));
                 Value::Unknown
@@ -139,6 +150,27 @@ fn is_sensitive(path: &[PathStep], sensitive: &[Json]) -> bool {
             _ => false,
         })
     })
+}
+
+/// The planned value at `path`: unknown where the plan does not know it, or where the path
+/// leads nowhere yet (the object is not made; a wrong path is reported once it is).
+fn follow_planned(value: &Value, path: &[PathStep]) -> Value {
+    if let Value::Dynamic { value: inner, .. } = value {
+        return follow_planned(inner, path);
+    }
+    let Some((step, rest)) = path.split_first() else {
+        return value.clone();
+    };
+    match (step, value) {
+        (_, Value::Null) => Value::Null,
+        (PathStep::Key(k), Value::Map(m)) => {
+            m.get(k).map_or(Value::Unknown, |v| follow_planned(v, rest))
+        }
+        (PathStep::Index(n), Value::List(items)) => items
+            .get(*n as usize)
+            .map_or(Value::Unknown, |v| follow_planned(v, rest)),
+        _ => Value::Unknown,
+    }
 }
 
 static NULL: Json = Json::Null;

@@ -1,20 +1,20 @@
 //! Which resources must wait for the next evaluation because Nix computed part of their
-//! configuration from outputs that changed earlier in the same phase, outputs whose provider
-//! could not announce the change (no plan: a provider without schemas, NixOps4).
+//! configuration from outputs that change earlier in the same phase.
 //!
 //! Why: once an object is in the ledger, Nix resolves references to it (and values derived
-//! from it) into concrete values, keeping only the edge. When such an object is then updated
-//! and returns new outputs, the concrete values its dependents were evaluated with are stale.
-//! A provider with a plan tells beforehand which outputs stay; a provider without one cannot,
-//! so its dependents wait for Nix to see the new outputs instead of being applied twice (once
-//! with the old values, once with the new). A dependent that still holds a reference marker to
-//! the object resolves it from the new state in the executor (TF→TF) and is not stale.
+//! from it) into concrete values, keeping only the edge. A plain reference is put back as a
+//! marker (`ir::restore`) and resolved here from the planned or new object (TF→TF), but a
+//! value Nix computed (`lib.str`, `compute`) can only be computed again by Nix. So when an
+//! object's outputs change (apply: its record changed; plan: its planned object differs from
+//! the record), the resources holding values computed from it wait for the next evaluation
+//! instead of being applied twice (once with the old values, once with the new), and the plan
+//! shows them as deferred rather than promising nothing.
 //!
 //! Owns only that decision; the owner thread asks it before dispatching a resource.
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::ir::{Edge, Ir, Node};
+use crate::ir::{parse_path, DependencyKind, Edge, Ir, Node, PathStep};
 
 /// What changed so far in one phase.
 pub struct Staleness<'ir> {
@@ -35,7 +35,7 @@ impl<'ir> Staleness<'ir> {
         }
     }
 
-    /// Records that `id`'s outputs changed without its provider having announced it.
+    /// Records that `id`'s outputs change in this phase.
     pub fn outputs_changed(&mut self, id: &str) {
         self.changed.insert(id.to_string());
     }
@@ -54,15 +54,22 @@ impl<'ir> Staleness<'ir> {
             map
         });
         let edges = edges_to.get(node.id.as_str())?;
-        let markers: BTreeSet<&str> = node
+        // Leaves that are still markers are resolved by the executor, whatever the edge says.
+        let markers: Vec<(&str, Vec<PathStep>)> = node
             .config
             .dependencies()
             .into_iter()
-            .map(|d| d.resource)
+            .filter(|d| d.kind != DependencyKind::Derived)
+            .map(|d| (d.resource, d.at))
             .collect();
         edges
             .iter()
-            .find(|e| self.changed.contains(&e.from) && !markers.contains(e.from.as_str()))
+            .find(|e| {
+                self.changed.contains(&e.from)
+                    && e.reference.is_none()
+                    && !parse_path(&e.via)
+                        .is_some_and(|at| markers.iter().any(|(r, m)| *r == e.from && *m == at))
+            })
             .map(|e| e.from.clone())
     }
 }

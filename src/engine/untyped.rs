@@ -99,6 +99,7 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         ok: true,
         elapsed: Default::default(),
         deposed: Vec::new(),
+        planned_object: None,
     };
     if action == Action::Recreate && input.lifecycle.prevent_destroy {
         out.ok = false;
@@ -117,7 +118,7 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     if input.mode == Mode::Plan || action == Action::NoOp {
         return out;
     }
-    report(NodeProgress::Applying(action));
+    report(NodeProgress::Applying(action, out.changes.clone()));
     if let Err(d) = realise_builds(input) {
         out.diagnostics.extend(d);
         out.ok = false;

@@ -27,6 +27,7 @@ mod parse;
 mod path;
 mod queries;
 mod references;
+mod restore;
 mod rules;
 mod sections;
 #[cfg(test)]

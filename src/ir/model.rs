@@ -156,6 +156,11 @@ pub struct Edge {
     pub from: String,
     pub to: String,
     pub via: String,
+    /// For an edge made by a plain reference (`__ref`, `__sensitiveRef`, or the value Nix
+    /// resolved it to): the output path of `from` it reads, so the executor can resolve the
+    /// leaf at `via` itself when `from` changes in the same phase. `None` for `dependsOn`
+    /// and for values Nix computed (`__derived` and what it became).
+    pub reference: Option<Vec<PathStep>>,
 }
 
 /// A value Nix computes for itself from outputs (`nixConsumers[]`).

@@ -505,7 +505,7 @@ impl Parser {
                 &[],
                 obj,
                 &["from", "to", "via"],
-                &["from", "to", "via"],
+                &["from", "to", "via", "ref"],
             );
             let from = obj
                 .get("from")
@@ -525,10 +525,12 @@ impl Parser {
                     );
                 }
             }
+            let reference = obj.get("ref").map(|p| self.ref_path(&el, &[key("ref")], p));
             out.push(Edge {
                 from: from.unwrap_or_default(),
                 to: to.unwrap_or_default(),
                 via: via.unwrap_or_default(),
+                reference,
             });
         }
         out

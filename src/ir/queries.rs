@@ -56,7 +56,7 @@ impl Ir {
             "providers": providers,
             "resources": self.resources.iter().map(Node::to_json).collect::<Vec<_>>(),
             "data": self.data.iter().map(Node::to_json).collect::<Vec<_>>(),
-            "edges": self.edges.iter().map(|e| serde_json::json!({"from": e.from, "to": e.to, "via": e.via})).collect::<Vec<_>>(),
+            "edges": self.edges.iter().map(Edge::to_json).collect::<Vec<_>>(),
             "nixConsumers": self.consumers.iter().map(|c| serde_json::json!({"id": c.id, "value": c.value.to_json()})).collect::<Vec<_>>(),
             "variables": variables,
         });
@@ -97,6 +97,17 @@ impl Node {
             "config": self.config.to_json(),
             "meta": meta,
         })
+    }
+}
+
+impl Edge {
+    /// The edge as the IR writes it (`ref` only on an edge made by a plain reference).
+    pub fn to_json(&self) -> Value {
+        let mut e = serde_json::json!({"from": self.from, "to": self.to, "via": self.via});
+        if let Some(path) = &self.reference {
+            e["ref"] = path_json(path);
+        }
+        e
     }
 }
 

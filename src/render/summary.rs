@@ -1,7 +1,10 @@
 //! The plan's one-line summary and the sink that counts what it summarises.
 //!
-//! Owns: counting planned actions, deferred resources, moves and imports as events pass, and
-//! the sentence that sums them up. Not: printing the events themselves.
+//! Owns: counting planned actions, deferred resources, moves, imports, drift and what was
+//! carried out as events pass, the sentence that sums a plan up, and the counts the JSON
+//! stream ends with. Not: printing the events themselves.
+
+use serde_json::json;
 
 use crate::engine::{Action, Event, Sink, Wait};
 
@@ -16,6 +19,10 @@ pub struct Tally<'a> {
     pub moves: Vec<(String, String)>,
     /// Planned imports: ids.
     pub imports: Vec<String>,
+    /// Objects refresh found different from their records (or gone).
+    pub drifted: Vec<String>,
+    /// Changes carried out and recorded: (id, action); data source reads and no-ops left out.
+    pub applied: Vec<(String, Action)>,
 }
 
 impl<'a> Tally<'a> {
@@ -27,8 +34,50 @@ impl<'a> Tally<'a> {
             deferred: Vec::new(),
             moves: Vec::new(),
             imports: Vec::new(),
+            drifted: Vec::new(),
+            applied: Vec::new(),
         }
     }
+
+    /// Whether there is anything to do or record: planned changes, resources decided later,
+    /// moves, imports, drift (`--detailed-exitcode` exits 2 then).
+    pub fn has_changes(&self) -> bool {
+        !(self.planned.is_empty()
+            && self.deferred.is_empty()
+            && self.moves.is_empty()
+            && self.imports.is_empty()
+            && self.drifted.is_empty())
+    }
+
+    /// The counts the JSON stream's `summary` line carries.
+    pub fn summary_json(&self) -> serde_json::Value {
+        json!({
+            "planned": action_counts(&self.planned),
+            "deferred": self.deferred.len(),
+            "moved": self.moves.len(),
+            "imported": self.imports.len(),
+            "drifted": self.drifted.len(),
+            "applied": action_counts(&self.applied),
+            "changes": self.has_changes(),
+        })
+    }
+}
+
+/// How many of each action: `{"create": 1, "replace": 2}` (actions with none left out).
+fn action_counts(actions: &[(String, Action)]) -> serde_json::Value {
+    let mut counts = serde_json::Map::new();
+    for (_, action) in actions {
+        let name = match action {
+            Action::Replace { .. } => "replace".to_string(),
+            other => serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        };
+        let n = counts.get(&name).and_then(|v| v.as_u64()).unwrap_or(0);
+        counts.insert(name, json!(n + 1));
+    }
+    serde_json::Value::Object(counts)
 }
 
 impl Sink for Tally<'_> {
@@ -47,6 +96,17 @@ impl Sink for Tally<'_> {
                 recorded: false,
                 ..
             } => self.imports.push(id.clone()),
+            Event::Drift { id, .. } => self.drifted.push(id.clone()),
+            Event::Finished {
+                id,
+                action,
+                deposed: None,
+                ..
+            } if *action != Action::NoOp
+                && !(*action == Action::Read && id.starts_with("data.")) =>
+            {
+                self.applied.push((id.clone(), *action))
+            }
             _ => {}
         }
         self.inner.event(event);

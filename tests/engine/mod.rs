@@ -9,6 +9,7 @@
 
 mod lifecycle;
 mod phases;
+mod truth;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -174,7 +175,11 @@ impl Run {
     }
 }
 
+/// The action's JSON name; a replacement is `replace`, whichever order it goes in.
 fn action_name(a: &nivis::engine::Action) -> String {
+    if matches!(a, nivis::engine::Action::Replace { .. }) {
+        return "replace".into();
+    }
     serde_json::to_value(a)
         .unwrap()
         .to_string()
@@ -203,6 +208,7 @@ impl World {
             parallelism: 2,
             max_phases: None,
             targets: self.targets.clone(),
+            replace: Vec::new(),
             build: false,
             refresh: false,
             vars: BTreeMap::new(),
@@ -249,16 +255,23 @@ impl World {
 }
 
 /// An IR document with the fakes as providers, its edges found in the configurations (as
-/// the Nix library records them).
-fn ir(resources: Vec<Json>) -> Json {
+/// the Nix library records them: a value Nix resolved keeps its edge, and a plain reference's
+/// edge names the output it reads).
+fn ir(mut resources: Vec<Json>) -> Json {
     let mut edges = Vec::new();
-    for r in &resources {
-        for (attr, value) in r["config"].as_object().into_iter().flatten() {
-            for from in targets(value) {
-                let edge = json!({"from": from, "to": r["id"], "via": attr});
-                if !edges.contains(&edge) {
-                    edges.push(edge);
-                }
+    for r in &mut resources {
+        let to = r["id"].clone();
+        if let Some(config) = r["config"].as_object_mut() {
+            for (attr, value) in config.iter_mut() {
+                *value = lower(std::mem::take(value), &mut |from, reference| {
+                    let mut edge = json!({"from": from, "to": to, "via": attr});
+                    if let Some(path) = reference {
+                        edge["ref"] = path;
+                    }
+                    if !edges.contains(&edge) {
+                        edges.push(edge);
+                    }
+                });
             }
         }
     }
@@ -268,34 +281,47 @@ fn ir(resources: Vec<Json>) -> Json {
             "alpha": {"source": "provider-alpha", "config": {}},
             "beta": {"source": "provider-beta", "config": {}},
         },
-        "resources": resources,
-        "data": [],
+        "resources": resources.iter().filter(|r| !is_data(r)).collect::<Vec<_>>(),
+        "data": resources.iter().filter(|r| is_data(r)).collect::<Vec<_>>(),
         "edges": edges,
         "nixConsumers": [],
         "variables": {},
     })
 }
 
-/// The resources a value refers to (`__ref`, `__derived`).
-fn targets(value: &Json) -> Vec<String> {
+/// Turns the test's stand-ins for Nix values into IR, reporting each edge (`from`, and the
+/// output path for a plain reference).
+fn lower(value: Json, edge: &mut dyn FnMut(&str, Option<Json>)) -> Json {
     if let Some(r) = value.get("__ref") {
-        return vec![r["resource"].as_str().unwrap().to_string()];
+        edge(r["resource"].as_str().unwrap(), Some(r["path"].clone()));
+        return value;
     }
-    if let Some(d) = value.get("__derived") {
-        return d["inputs"]
+    if let Some(r) = value.get("__nixRef") {
+        edge(r["resource"].as_str().unwrap(), Some(r["path"].clone()));
+        return match &r["value"] {
+            Json::Null => json!({"__ref": {"resource": r["resource"], "path": r["path"]}}),
+            known => known.clone(),
+        };
+    }
+    if let Some(d) = value.get("__nixDerived") {
+        let inputs: Vec<&str> = d["inputs"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|i| {
-                let i = i.as_str().unwrap();
-                i[..i.rfind('.').unwrap()].to_string()
-            })
+            .map(|i| i.as_str().unwrap())
             .collect();
+        for i in &inputs {
+            edge(&i[..i.rfind('.').unwrap()], None);
+        }
+        return match &d["value"] {
+            Json::Null => json!({"__derived": {"inputs": inputs}}),
+            known => known.clone(),
+        };
     }
     match value {
-        Json::Object(m) => m.values().flat_map(targets).collect(),
-        Json::Array(a) => a.iter().flat_map(targets).collect(),
-        _ => Vec::new(),
+        Json::Object(m) => Json::Object(m.into_iter().map(|(k, v)| (k, lower(v, edge))).collect()),
+        Json::Array(a) => Json::Array(a.into_iter().map(|v| lower(v, edge)).collect()),
+        other => other,
     }
 }
 
@@ -315,16 +341,61 @@ fn resource(provider: &str, type_name: &str, name: &str, config: Json, lifecycle
     })
 }
 
+fn is_data(node: &Json) -> bool {
+    node["id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("data."))
+}
+
+/// A data source `alpha_lookup` (`key` → `result`); `ir` puts it in the IR's `data`.
+fn lookup(name: &str, config: Json) -> Json {
+    json!({
+        "id": format!("data.alpha.alpha_lookup.{name}"),
+        "name": name,
+        "provider": "alpha",
+        "type": "alpha_lookup",
+        "config": config,
+        "meta": {"dependsOn": []},
+    })
+}
+
 fn token(name: &str, config: Json) -> Json {
     resource("alpha", "alpha_token", name, config, json!({}))
 }
 
-/// What Nix would put for `<id>.<attr>`: the output once the ledger has it, else `__derived`.
+/// What Nix would put for a value computed from `<id>.<attr>` (`lib.str`, `compute`): the
+/// output once the ledger has it, else `__derived`; the edge stays either way.
 fn derived(ledger: &Ledger, id: &str, attr: &str) -> Json {
-    match ledger.outputs.get(id).and_then(|o| o.get(attr)) {
-        Some(v) if !v.is_null() => v.clone(),
-        _ => json!({"__derived": {"inputs": [format!("{id}.{attr}")]}}),
-    }
+    derived_from(ledger, &[(id, attr)], |values| values[0].clone())
+}
+
+/// A value Nix computes with `f` from several outputs, once the ledger has all of them.
+fn derived_from(ledger: &Ledger, inputs: &[(&str, &str)], f: impl Fn(&[Json]) -> Json) -> Json {
+    let known: Option<Vec<Json>> = inputs
+        .iter()
+        .map(|(id, attr)| output(ledger, id, attr))
+        .collect();
+    let names: Vec<String> = inputs
+        .iter()
+        .map(|(id, attr)| format!("{id}.{attr}"))
+        .collect();
+    json!({"__nixDerived": {"inputs": names, "value": known.map(|v| f(&v))}})
+}
+
+/// What Nix puts for a plain reference `<id>.<attr>` (`refAttr`): the output once the ledger
+/// has it, else `__ref`; its edge names the output it reads.
+fn nix_ref(ledger: &Ledger, id: &str, attr: &str) -> Json {
+    json!({"__nixRef": {"resource": id, "path": [attr], "value": output(ledger, id, attr)}})
+}
+
+/// The ledger's value of `<id>.<attr>`.
+fn output(ledger: &Ledger, id: &str, attr: &str) -> Option<Json> {
+    ledger
+        .outputs
+        .get(id)
+        .and_then(|o| o.get(attr))
+        .filter(|v| !v.is_null())
+        .cloned()
 }
 
 /// A reference the executor resolves itself (TF→TF, same phase).

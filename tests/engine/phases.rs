@@ -6,17 +6,18 @@ use super::*;
 
 /// The headline shape: A; B from A's value (through Nix); C from B's endpoint and A's value.
 fn chain(ledger: &Ledger) -> Json {
-    let a_value = derived(ledger, "alpha.alpha_token.A", "value");
-    let from = match a_value.as_str() {
-        Some(v) => json!(format!("rec-{v}")),
-        None => a_value.clone(),
-    };
-    let endpoint = derived(ledger, "beta.beta_record.B", "endpoint");
-    let label = match (endpoint.as_str(), a_value.as_str()) {
-        (Some(e), Some(v)) => json!(format!("{e}::{v}")),
-        (None, _) => endpoint.clone(),
-        (_, None) => a_value.clone(),
-    };
+    let text = |v: &Json| v.as_str().unwrap().to_string();
+    let from = derived_from(ledger, &[("alpha.alpha_token.A", "value")], |v| {
+        json!(format!("rec-{}", text(&v[0])))
+    });
+    let label = derived_from(
+        ledger,
+        &[
+            ("beta.beta_record.B", "endpoint"),
+            ("alpha.alpha_token.A", "value"),
+        ],
+        |v| json!(format!("{}::{}", text(&v[0]), text(&v[1]))),
+    );
     ir(vec![
         token("A", json!({})),
         resource("beta", "beta_record", "B", json!({"from": from}), json!({})),

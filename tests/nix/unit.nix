@@ -37,6 +37,8 @@ let
   sensMarker = id: path: { __sensitiveRef = { resource = id; inherit path; }; };
   derivedMarker = inputs: { __derived = { inherit inputs; }; };
   edge = from: via: { inherit from via; to = "alpha.alpha_token.C"; };
+  # An edge made by a plain reference also names the output it reads.
+  refEdge = from: via: ref: edge from via // { inherit ref; };
 
   testDrv = derivation { name = "image"; system = "x86_64-linux"; builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; };
   fileDrv = testDrv // { passthru.filePath = "disk.vhd"; };
@@ -83,10 +85,10 @@ in
   # --- references -------------------------------------------------------------
   { name = "ref absent in ledger stays a __ref";
     expr = withC { } { label = A.refAttr "value"; };
-    expected = { config.label = refMarker "alpha.alpha_token.A" [ "value" ]; edges = [ (edge "alpha.alpha_token.A" "label") ]; }; }
+    expected = { config.label = refMarker "alpha.alpha_token.A" [ "value" ]; edges = [ (refEdge "alpha.alpha_token.A" "label" [ "value" ]) ]; }; }
   { name = "ref known in ledger becomes the value and keeps its edge";
     expr = withC ledgerA { label = A.refAttr "value"; };
-    expected = { config.label = "alpha::0"; edges = [ (edge "alpha.alpha_token.A" "label") ]; }; }
+    expected = { config.label = "alpha::0"; edges = [ (refEdge "alpha.alpha_token.A" "label" [ "value" ]) ]; }; }
   { name = "ref with a nested path and index";
     expr = (withC ledgerA { ip = A.ref [ "net" 1 "ip" ]; env = A.ref [ "tags" "a.b" ]; }).config;
     expected = { ip = "10.0.0.2"; env = "dotted"; }; }
@@ -98,7 +100,7 @@ in
     expected = { x = refMarker "alpha.alpha_token.A" [ "nope" ]; }; }
   { name = "ref to a sensitive output becomes a __sensitiveRef";
     expr = withC ledgerA { pw = A.refAttr "password"; };
-    expected = { config.pw = sensMarker "alpha.alpha_token.A" [ "password" ]; edges = [ (edge "alpha.alpha_token.A" "pw") ]; }; }
+    expected = { config.pw = sensMarker "alpha.alpha_token.A" [ "password" ]; edges = [ (refEdge "alpha.alpha_token.A" "pw" [ "password" ]) ]; }; }
   { name = "ref below a sensitive output keeps its full path";
     expr = (withC ledgerA { pw = A.ref [ "password" "inner" ]; }).config;
     expected = { pw = sensMarker "alpha.alpha_token.A" [ "password" "inner" ]; }; }
@@ -142,7 +144,7 @@ in
     expr = withC ledgerA { n = compute (A.refAttr "port") (p: { port = p; record = B.refAttr "endpoint"; }); };
     expected = {
       config.n = { port = 8080; record = refMarker "beta.beta_record.B" [ "endpoint" ]; };
-      edges = [ (edge "alpha.alpha_token.A" "n") (edge "beta.beta_record.B" "n.record") ];
+      edges = [ (edge "alpha.alpha_token.A" "n") (refEdge "beta.beta_record.B" "n.record" [ "endpoint" ]) ];
     }; }
   { name = "compute may return a whole JSON value";
     expr = (withC ledgerA { ips = compute (A.refAttr "net") (net: map (n: n.ip) net); }).config;
@@ -215,7 +217,7 @@ in
     expected = {
       meta = { dependsOn = [ "alpha.alpha_token.A" "beta.beta_record.B" ]; lifecycle = { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; }; };
       edges = [
-        { from = "data.alpha.alpha_zone.main"; to = "alpha.alpha_token.T"; via = "label"; }
+        { from = "data.alpha.alpha_zone.main"; to = "alpha.alpha_token.T"; via = "label"; ref = [ "zone_id" ]; }
         { from = "alpha.alpha_token.A"; to = "alpha.alpha_token.T"; via = "dependsOn"; }
         { from = "beta.beta_record.B"; to = "alpha.alpha_token.T"; via = "dependsOn"; }
       ];

@@ -49,10 +49,20 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
             ok: true,
             elapsed: Default::default(),
             deposed: Vec::new(),
+            planned_object: Some(PlannedObject {
+                sensitive: s
+                    .block
+                    .sensitive_paths(&planned)
+                    .iter()
+                    .map(|p| path_json(p))
+                    .collect(),
+                value: planned,
+                changes_outputs: true,
+            }),
         };
     }
     if input.mode.applies() {
-        report(NodeProgress::Applying(Action::Read));
+        report(NodeProgress::Applying(Action::Read, Vec::new()));
     }
     let (state, read_diags) = match input.provider.read_data_source(&input.type_name, &config) {
         Ok(r) => r,
@@ -94,6 +104,14 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
     } else {
         Action::Read
     };
+    let planned_object = PlannedObject {
+        changes_outputs: input
+            .prior
+            .as_ref()
+            .is_none_or(|p| p.attributes != record.attributes),
+        sensitive: record.sensitive_paths.clone(),
+        value: state,
+    };
     NodeOutput {
         action: Some(action),
         changes: Vec::new(),
@@ -103,5 +121,6 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
         ok: true,
         elapsed: Default::default(),
         deposed: Vec::new(),
+        planned_object: Some(planned_object),
     }
 }

@@ -121,7 +121,8 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     // The current object, upgraded to the provider's schema and refreshed.
     let (prior, prior_private, drift, tainted) = match &input.prior {
         Some(p) => match current_object(input, block, p, &mut diags) {
-            Ok((v, private, drift)) => (v, private, drift, p.is_tainted()),
+            // `--replace` plans the object as a tainted one is planned: a new object.
+            Ok((v, private, drift)) => (v, private, drift, p.is_tainted() || input.force_replace),
             Err(d) => {
                 diags.extend(d);
                 return Err(failed(diags, None));
@@ -200,6 +201,11 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         &marked_sensitive(input),
     );
 
+    let planned_object = if input.mode.applies() {
+        None
+    } else {
+        planned_object(input, block, action, &prior, &config, tainted, &plan)
+    };
     let out = NodeOutput {
         action: Some(action),
         changes,
@@ -213,6 +219,7 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
             .iter()
             .flat_map(|p| p.deposed.iter().map(|d| d.key.clone()))
             .collect(),
+        planned_object,
     };
     Ok(Planned {
         schema: s,
@@ -225,6 +232,54 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         action,
         diags,
         out,
+    })
+}
+
+/// What the resources planned after this one in the same phase see of it (plan mode): the
+/// provider's planned object for a create or update; for a replacement, the new object as the
+/// provider plans its creation, as OpenTofu plans a replacement (the update plan keeps the old
+/// object's `id`). Unknown as a whole if that second plan fails: apply reports why.
+fn planned_object(
+    input: &NodeInput,
+    block: &Block,
+    action: Action,
+    prior: &Value,
+    config: &Value,
+    tainted: bool,
+    plan: &crate::provider::PlanResponse,
+) -> Option<PlannedObject> {
+    let value = match action {
+        Action::Create | Action::Update => plan.planned_state.clone(),
+        Action::Replace { .. } if tainted => plan.planned_state.clone(),
+        Action::Replace { .. } => input
+            .provider
+            .plan_resource_change(PlanRequest {
+                type_name: &input.type_name,
+                prior_state: &Value::Null,
+                proposed_new_state: &plan::proposed_new(block, &Value::Null, config),
+                config,
+                prior_private: &plan.planned_private,
+            })
+            .ok()
+            .filter(|p| !p.diagnostics.has_errors())
+            .map_or(Value::Unknown, |p| p.planned_state),
+        _ => return None,
+    };
+    let mut sensitive: Vec<Json> = block
+        .sensitive_paths(&value)
+        .iter()
+        .map(|p| path_json(p))
+        .collect();
+    sensitive.extend(
+        input
+            .sensitive_inputs
+            .iter()
+            .map(|a| Json::Array(vec![Json::String(a.clone())])),
+    );
+    Some(PlannedObject {
+        changes_outputs: !plan::values_equal(&value, prior),
+        value,
+        sensitive,
     })
 }
 
@@ -254,7 +309,7 @@ fn apply_managed(
         }
     }
     if action != Action::NoOp {
-        report(NodeProgress::Applying(action));
+        report(NodeProgress::Applying(action, out.changes.clone()));
     }
     if let Err(d) = realise_builds(input) {
         diags.extend(d);

@@ -72,14 +72,16 @@ pub struct NodeInput {
     pub lifecycle: Lifecycle,
     pub dependencies: Vec<String>,
     pub mode: Mode,
+    /// `--replace`: plan a replacement even if nothing forces one.
+    pub force_replace: bool,
     pub refresh: bool,
     pub build: bool,
 }
 
 /// What a worker reports before it is done.
 pub enum NodeProgress {
-    /// The plan is made and the change is about to be carried out.
-    Applying(Action),
+    /// The plan is made and the change (with its attribute changes) is about to be carried out.
+    Applying(Action, Vec<AttrChange>),
     /// A state change that must be recorded now (e.g. the old object of a replace is gone).
     Commit(Box<Change>),
     /// A deposed object was deleted: record the resource without it now.
@@ -125,6 +127,21 @@ pub struct NodeOutput {
     pub elapsed: std::time::Duration,
     /// Keys of deposed objects planned for destruction (plan) or destroyed (apply).
     pub deposed: Vec<String>,
+    /// Plan mode: the object as planned, for the resources planned after it in the same phase
+    /// (none for a no-op, whose recorded object is what they see).
+    pub planned_object: Option<PlannedObject>,
+}
+
+/// What a resource is planned to become, as the resources that read it see it in the same
+/// phase.
+pub struct PlannedObject {
+    /// The planned object: unknown where the provider does not know yet.
+    pub value: Value,
+    /// Its sensitive paths, as state records them (JSON arrays).
+    pub sensitive: Vec<Json>,
+    /// Whether any attribute may differ from the recorded object: values Nix computed from
+    /// it are stale then, and their resources wait for the next evaluation.
+    pub changes_outputs: bool,
 }
 
 impl NodeOutput {
@@ -138,6 +155,7 @@ impl NodeOutput {
             ok: false,
             elapsed: Default::default(),
             deposed: Vec::new(),
+            planned_object: None,
         }
     }
 }

@@ -1,0 +1,221 @@
+//! The engine verbs (plan, apply, destroy, refresh, validate): engine options from the flags,
+//! the output (human or JSON lines), the confirmation, and the exit status.
+//!
+//! Not: what is printed (`render`: events, summaries, the JSON envelope) or what the engine
+//! does.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use super::args::RunSpec;
+use super::{exit, fail, options};
+use crate::engine::{Engine, EngineError, Event, Report, Sink, Timing};
+use crate::render::{self, Human, JsonLines, Style, Tally};
+
+/// A verb that runs the engine.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verb {
+    Plan,
+    Apply,
+    Destroy,
+    Refresh,
+    Validate,
+}
+
+impl Verb {
+    fn name(self) -> &'static str {
+        match self {
+            Verb::Plan => "plan",
+            Verb::Apply => "apply",
+            Verb::Destroy => "destroy",
+            Verb::Refresh => "refresh",
+            Verb::Validate => "validate",
+        }
+    }
+
+    /// Whether it changes things only once a person agrees (unless `--auto-approve`).
+    fn asks(self) -> bool {
+        matches!(self, Verb::Apply | Verb::Destroy | Verb::Refresh)
+    }
+}
+
+/// Why a run verb stopped short, before or inside the engine.
+enum Failure {
+    /// Before the engine started: flags, files, no terminal to ask on.
+    Setup(String),
+    Engine(EngineError),
+}
+
+/// Runs `verb` with the flags of `spec`; returns the exit status.
+pub(super) fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
+    let mut human = Human::new(style);
+    human.phase_headers = verb == Verb::Apply;
+    let mut jsonl = JsonLines::default();
+    if spec.json {
+        jsonl.start(verb.name());
+    }
+    let (status, summary) = {
+        let inner: &mut dyn Sink = if spec.json { &mut jsonl } else { &mut human };
+        let mut tally = Tally::new(inner);
+        let status = run_verb(spec, style, verb, &mut tally);
+        (status, tally.summary_json())
+    };
+    if spec.json {
+        jsonl.summary(verb.name(), summary, status);
+    }
+    status
+}
+
+/// Runs the verb, sending events, summary lines and the `error` event through `tally`;
+/// returns the exit status.
+fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>) -> i32 {
+    let started = Instant::now();
+    let calls_before = crate::plugin::call_times();
+    let cpu_before = own_cpu_time();
+    let result = drive(spec, style, verb, &mut *tally);
+    match result {
+        Ok(report) => {
+            if let Some(r) = &report {
+                let calls = crate::plugin::call_times().since(calls_before);
+                let timing = Timing {
+                    wall: started.elapsed(),
+                    nix: r.nix_time,
+                    providers: calls.busy,
+                    provider_calls: calls.calls,
+                    provider_call_time: calls.summed,
+                    cpu: own_cpu_time().saturating_sub(cpu_before),
+                };
+                log::info!(
+                    "{} took {:.2}s: {:.2}s in Nix evaluation, {:.2}s waiting on providers ({} calls), {:.2}s in Nivis itself",
+                    verb.name(),
+                    timing.wall.as_secs_f64(),
+                    timing.nix.as_secs_f64(),
+                    timing.providers.as_secs_f64(),
+                    timing.provider_calls,
+                    timing.own().as_secs_f64(),
+                );
+                tally.event(Event::Timing(timing));
+            }
+            if !spec.json {
+                let command = if spec.refresh_only {
+                    "refresh-only"
+                } else {
+                    verb.name()
+                };
+                render::print_summary(command, report.as_ref(), tally);
+            }
+            if spec.detailed_exitcode && tally.has_changes() {
+                exit::CHANGES
+            } else {
+                exit::OK
+            }
+        }
+        Err(failure) => {
+            if spec.json {
+                // CI reads stdout: the failure is its last line; stderr says it for humans.
+                tally.event(command_failed(&failure));
+            }
+            report_failure(failure, style)
+        }
+    }
+}
+
+/// Sets the engine up from the flags and runs the verb.
+fn drive(
+    spec: &RunSpec<'_>,
+    style: Style,
+    verb: Verb,
+    sink: &mut dyn Sink,
+) -> Result<Option<Report>, Failure> {
+    let opts = options(spec, verb.name()).map_err(Failure::Setup)?;
+    let needs_confirm = verb.asks() && !spec.auto_approve;
+    if needs_confirm && (spec.json || !std::io::stdin().is_terminal()) {
+        return Err(Failure::Setup(format!(
+            "{} needs confirmation, but there is no terminal to ask on: run with --auto-approve",
+            verb.name()
+        )));
+    }
+    let mut engine = Engine::new(opts, sink);
+    let question = match verb {
+        Verb::Apply => {
+            "Apply these changes? Later phases will apply what Nix derives from the new outputs."
+        }
+        Verb::Destroy => "Destroy all the resources above?",
+        _ => "Record what was read in the state?",
+    };
+    let mut ask = || render::confirm(question);
+    let confirm: crate::engine::Confirm<'_> = if needs_confirm { Some(&mut ask) } else { None };
+    let result = match verb {
+        Verb::Plan if spec.refresh_only => engine.plan_refresh_only().map(Some),
+        Verb::Plan => engine.plan().map(Some),
+        Verb::Refresh => engine.refresh(confirm).map(Some),
+        Verb::Apply => engine.apply(confirm).map(Some),
+        Verb::Destroy => engine.destroy(confirm).map(Some),
+        Verb::Validate => match engine.validate() {
+            Ok(diags) => {
+                render::write_diagnostics(style, &diags.0);
+                if diags.has_errors() {
+                    Err(EngineError::Diagnostics(crate::diag::Diagnostics(
+                        Vec::new(),
+                    )))
+                } else {
+                    Ok(None)
+                }
+            }
+            Err(e) => Err(e),
+        },
+    };
+    result.map_err(Failure::Engine)
+}
+
+/// The `error` event ending a failed command's JSON lines.
+fn command_failed(failure: &Failure) -> Event {
+    let (message, diagnostics) = match failure {
+        Failure::Setup(message) => (message.clone(), Vec::new()),
+        Failure::Engine(EngineError::Diagnostics(d)) if d.is_empty() => {
+            ("the plan is not valid".to_string(), Vec::new())
+        }
+        Failure::Engine(EngineError::Diagnostics(d)) => {
+            (format!("{} error(s)", d.errors().count()), d.0.clone())
+        }
+        Failure::Engine(e) => (e.to_string(), Vec::new()),
+    };
+    Event::CommandFailed {
+        message,
+        diagnostics,
+    }
+}
+
+/// Tells a person on stderr why the command failed; returns the exit status.
+fn report_failure(failure: Failure, style: Style) -> i32 {
+    match failure {
+        Failure::Setup(message) => fail(&message),
+        Failure::Engine(EngineError::Diagnostics(d)) => {
+            render::write_diagnostics(style, &d.0);
+            exit::ERROR
+        }
+        Failure::Engine(EngineError::Interrupted) => {
+            let _ = fail(&EngineError::Interrupted);
+            exit::INTERRUPTED
+        }
+        Failure::Engine(EngineError::Declined) => {
+            render::print_declined(&EngineError::Declined.to_string());
+            exit::ERROR
+        }
+        Failure::Engine(e) => fail(&e),
+    }
+}
+
+/// CPU time (user + system) used so far by this process's threads, not by its children.
+fn own_cpu_time() -> Duration {
+    // SAFETY: getrusage writes one rusage struct, which we own.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return Duration::ZERO;
+        }
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}

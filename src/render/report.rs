@@ -1,0 +1,127 @@
+//! What a person reads at the end of a command and at its prompt: the summary of what the
+//! plan, apply, destroy or refresh did, the confirmation question, diagnostics on stderr.
+//!
+//! Not: the per-event lines (`Human`), JSON (`jsonl`), or deciding anything.
+
+use super::summary::Tally;
+use super::{done_verb, escape, out, outln, plan_summary, write_diagnostic, Style};
+use crate::diag::Diagnostic;
+use crate::engine::{describe_waits, Action, Report};
+
+/// Asks `question` on the terminal; only `yes` agrees.
+pub fn confirm(question: &str) -> bool {
+    outln!();
+    out!("{question} Only 'yes' will be accepted: ");
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return false;
+    }
+    answer.trim() == "yes"
+}
+
+/// The answer to a declined confirmation.
+pub fn print_declined(message: &str) {
+    outln!("{}", escape(message));
+}
+
+/// Diagnostics on stderr.
+pub fn write_diagnostics(style: Style, diagnostics: &[Diagnostic]) {
+    let mut err = std::io::stderr().lock();
+    for d in diagnostics {
+        write_diagnostic(&mut err, style, d);
+    }
+}
+
+/// The closing lines of a successful `command` (`refresh-only` for `plan --refresh-only`).
+pub fn print_summary(command: &str, report: Option<&Report>, tally: &Tally<'_>) {
+    match (command, report) {
+        ("plan", _) => print_plan(tally),
+        ("refresh-only", _) => {
+            print_drift("Refresh-only plan", tally, "`nivis refresh` records it")
+        }
+        ("apply", Some(r)) => print_apply(r),
+        ("destroy", Some(r)) => print_destroy(r),
+        ("refresh", _) => print_drift("Refresh complete", tally, "recorded in state"),
+        ("validate", _) => outln!("The plan is valid."),
+        _ => {}
+    }
+}
+
+fn print_plan(tally: &Tally<'_>) {
+    outln!();
+    outln!(
+        "{}",
+        plan_summary(
+            &tally.planned,
+            tally.deferred.len(),
+            tally.moves.len(),
+            tally.imports.len()
+        )
+    );
+    if tally.has_changes() {
+        outln!("Run `nivis apply` to carry it out.");
+    }
+}
+
+fn print_drift(head: &str, tally: &Tally<'_>, recorded: &str) {
+    outln!();
+    match tally.drifted.len() {
+        0 => outln!("{head}: no drift, the state matches the real objects."),
+        n => outln!("{head}: {n} object(s) differ from the state; {recorded}."),
+    }
+}
+
+fn print_apply(r: &Report) {
+    outln!();
+    if !r.pending.is_empty() {
+        outln!(
+            "Applied {} resource change(s) across {} phase(s); still pending:",
+            r.changed.len(),
+            r.apply_phases
+        );
+        for (id, waits) in &r.pending {
+            if waits.is_empty() {
+                outln!("  … {} (ready for the next phase)", escape(id));
+            } else {
+                outln!(
+                    "  … {} waits on {}",
+                    escape(id),
+                    escape(&describe_waits(waits))
+                );
+            }
+        }
+        outln!("Run `nivis apply` again (without --max-phases) to continue.");
+        return;
+    }
+    if r.changed.is_empty() {
+        outln!(
+            "No changes. Fixpoint reached after {} evaluation(s).",
+            r.evaluations
+        );
+        return;
+    }
+    outln!(
+        "Applied {} resource(s) across {} phase(s):",
+        r.changed.len(),
+        r.apply_phases
+    );
+    for (id, action) in &r.changed {
+        outln!("  ✓ {} ({})", escape(id), done_verb(*action));
+    }
+    outln!("Fixpoint reached after {} evaluation(s).", r.evaluations);
+}
+
+fn print_destroy(r: &Report) {
+    outln!();
+    if r.changed.is_empty() {
+        outln!("Nothing to destroy.");
+        return;
+    }
+    outln!("Destroyed {} resource(s):", r.changed.len());
+    for (id, action) in &r.changed {
+        match action {
+            Action::Forget => outln!("  . {} (forgotten: left as it is)", escape(id)),
+            _ => outln!("  - {}", escape(id)),
+        }
+    }
+}
