@@ -16,7 +16,9 @@ pub use self::escape::{
     escape, escape_text, escape_unredacted, json_text, json_text_unredacted, quote,
 };
 pub use self::jsonl::{event_json, JsonLines};
-pub use self::report::{confirm, print_declined, print_summary, write_diagnostics};
+pub use self::report::{
+    confirm, print_declined, print_json, print_saved_plan_head, print_summary, write_diagnostics,
+};
 pub use self::summary::{plan_summary, Tally};
 
 use std::io::{self, Write};
@@ -514,6 +516,32 @@ impl Sink for Human {
             Event::Timing(_) => {}
             // The command prints the failure itself, on stderr.
             Event::CommandFailed { .. } => {}
+            Event::PlanFile {
+                path,
+                sha256,
+                applying: false,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "\nSaved the plan to {} ({}).\nApply exactly this plan with `nivis apply {}`; `nivis show {}` prints it.",
+                    escape(&path),
+                    escape(&sha256),
+                    escape(&path),
+                    escape(&path)
+                );
+            }
+            Event::PlanFile {
+                path,
+                sha256,
+                applying: true,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "Applying the saved plan {} ({}).",
+                    escape(&path),
+                    escape(&sha256)
+                );
+            }
         }
     }
 }

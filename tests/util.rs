@@ -296,13 +296,40 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// The JSON events of a `--json` run.
+/// The JSON events of a `--json` run, between the stream's `version` and `summary` lines
+/// (checked: first and last, and a timestamp on every line).
 pub fn events(out: &Output) -> Vec<Json> {
-    stdout(out)
+    stream(out).1
+}
+
+/// A `--json` run's stream: its `version` line, its events, its `summary` line.
+pub fn stream(out: &Output) -> (Json, Vec<Json>, Json) {
+    let mut lines: Vec<Json> = stdout(out)
         .lines()
         .filter(|l| l.starts_with('{'))
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l:?}: {e}")))
-        .collect()
+        .collect();
+    assert!(lines.len() >= 2, "no version and summary lines: {lines:?}");
+    for l in &lines {
+        let ts = l["timestamp"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no timestamp: {l}"));
+        assert!(
+            ts.ends_with('Z') && ts.len() == 24,
+            "not RFC 3339 UTC with ms: {ts}"
+        );
+    }
+    let summary = lines.pop().unwrap();
+    assert_eq!(summary["type"], "summary", "the last line: {summary}");
+    assert_eq!(
+        summary["exitStatus"].as_i64(),
+        out.status.code().map(i64::from),
+        "{summary}"
+    );
+    let version = lines.remove(0);
+    assert_eq!(version["type"], "version", "the first line: {version}");
+    assert_eq!(version["eventsVersion"], 1, "{version}");
+    (version, lines, summary)
 }
 
 /// `(id, action)` of the `--json` events of one type (`planned`, `finished`, ...), in order.

@@ -55,11 +55,17 @@ pub enum Command {
         after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json"
     )]
     Plan(PlanArgs),
-    /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint.
+    /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint;
+    /// or apply a saved plan exactly (`nivis apply FILE`).
     #[command(
-        after_help = "Examples:\n  nivis apply                       asks before changing anything\n  nivis apply --auto-approve --json\n  nivis apply --max-phases 1        one phase, then report what waits"
+        after_help = "Examples:\n  nivis apply                       asks before changing anything\n  nivis apply --auto-approve --json\n  nivis apply --max-phases 1        one phase, then report what waits\n  nivis apply --auto-approve reviewed.plan   exactly what `nivis plan --out reviewed.plan` showed"
     )]
     Apply(ApplyArgs),
+    /// Print a saved plan (`nivis plan --out FILE`) as `nivis plan` printed it.
+    #[command(
+        after_help = "Examples:\n  nivis show reviewed.plan\n  nivis show reviewed.plan --json"
+    )]
+    Show(ShowArgs),
     /// Destroy every resource in state (or the targets and what depends on them).
     #[command(
         after_help = "Examples:\n  nivis destroy\n  nivis destroy --target null.null_resource.first --auto-approve"
@@ -269,8 +275,11 @@ impl InstallArgs {
 #[derive(Args, Debug, Clone)]
 pub struct PlanArgs {
     /// Only read the recorded objects and show how they drifted; plan no change.
-    #[arg(long, conflicts_with = "replace")]
+    #[arg(long, conflicts_with_all = ["replace", "out"])]
     pub refresh_only: bool,
+    /// Also write the plan to FILE, for `nivis apply FILE` to apply exactly (no secret in it).
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub replace: ReplaceArgs,
     #[command(flatten)]
@@ -295,6 +304,10 @@ pub struct PlanArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ApplyArgs {
+    /// A saved plan (`nivis plan --out FILE`) to apply exactly; refused if anything it was
+    /// made from changed.
+    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub plan_file: Option<PathBuf>,
     /// Do not ask for confirmation.
     #[arg(long)]
     pub auto_approve: bool,
@@ -404,6 +417,16 @@ pub struct RefreshArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct ShowArgs {
+    /// The saved plan.
+    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub file: PathBuf,
+    /// The saved plan's canonical JSON, pretty-printed.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct ValidateArgs {
     #[command(flatten)]
     pub source: SourceArgs,
@@ -438,6 +461,10 @@ pub struct RunSpec<'a> {
     pub detailed_exitcode: bool,
     /// `plan --refresh-only`.
     pub refresh_only: bool,
+    /// `plan --out FILE`.
+    pub out: Option<&'a std::path::Path>,
+    /// `apply FILE`.
+    pub plan_file: Option<&'a std::path::Path>,
 }
 
 impl<'a> RunSpec<'a> {
@@ -459,6 +486,8 @@ impl<'a> RunSpec<'a> {
             replace: &[],
             detailed_exitcode: false,
             refresh_only: false,
+            out: None,
+            plan_file: None,
         }
     }
 }
@@ -474,6 +503,7 @@ impl PlanArgs {
             replace: &self.replace.replace,
             detailed_exitcode: self.exit.detailed_exitcode,
             refresh_only: self.refresh_only,
+            out: self.out.as_deref(),
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
     }
@@ -492,6 +522,7 @@ impl ApplyArgs {
             max_phases: self.max_phases,
             build: self.build,
             replace: &self.replace.replace,
+            plan_file: self.plan_file.as_deref(),
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
     }

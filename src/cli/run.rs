@@ -5,12 +5,14 @@
 //! does.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::args::RunSpec;
 use super::{exit, fail, options};
 use crate::engine::{Engine, EngineError, Event, Report, Sink, Timing};
 use crate::render::{self, Human, JsonLines, Style, Tally};
+use crate::savedplan::{self, SavedPlan};
 
 /// A verb that runs the engine.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -127,15 +129,35 @@ fn drive(
     verb: Verb,
     sink: &mut dyn Sink,
 ) -> Result<Option<Report>, Failure> {
-    let opts = options(spec, verb.name()).map_err(Failure::Setup)?;
+    let mut opts = options(spec, verb.name()).map_err(Failure::Setup)?;
+    opts.save = spec.out.is_some();
+    if let Some(file) = spec.plan_file {
+        let (saved, sha256) = read_saved_plan(file).map_err(Failure::Setup)?;
+        if !opts.targets.is_empty() || !opts.replace.is_empty() {
+            return Err(Failure::Setup(
+                "a saved plan carries its own --target and --replace: give neither with FILE"
+                    .into(),
+            ));
+        }
+        opts.targets = saved.basis.targets.clone();
+        opts.replace = saved.basis.replace.clone();
+        opts.saved = Some(std::sync::Arc::new(saved));
+        sink.event(Event::PlanFile {
+            path: file.display().to_string(),
+            sha256,
+            applying: true,
+        });
+    }
     let needs_confirm = verb.asks() && !spec.auto_approve;
-    if needs_confirm && (spec.json || !std::io::stdin().is_terminal()) {
+    let can_ask = !spec.json && std::io::stdin().is_terminal();
+    // Refresh asks only when something drifted, so it can run unattended until then.
+    if needs_confirm && !can_ask && verb != Verb::Refresh {
         return Err(Failure::Setup(format!(
             "{} needs confirmation, but there is no terminal to ask on: run with --auto-approve",
             verb.name()
         )));
     }
-    let mut engine = Engine::new(opts, sink);
+    let mut engine = Engine::new(opts, &mut *sink);
     let question = match verb {
         Verb::Apply => {
             "Apply these changes? Later phases will apply what Nix derives from the new outputs."
@@ -143,7 +165,7 @@ fn drive(
         Verb::Destroy => "Destroy all the resources above?",
         _ => "Record what was read in the state?",
     };
-    let mut ask = || render::confirm(question);
+    let mut ask = || can_ask && render::confirm(question);
     let confirm: crate::engine::Confirm<'_> = if needs_confirm { Some(&mut ask) } else { None };
     let result = match verb {
         Verb::Plan if spec.refresh_only => engine.plan_refresh_only().map(Some),
@@ -165,7 +187,70 @@ fn drive(
             Err(e) => Err(e),
         },
     };
-    result.map_err(Failure::Engine)
+    drop(engine);
+    if let (Some(out), Ok(Some(report))) = (spec.out, &result) {
+        if let Some(saved) = &report.saved {
+            let sha256 = write_saved_plan(out, saved).map_err(Failure::Setup)?;
+            sink.event(Event::PlanFile {
+                path: out.display().to_string(),
+                sha256,
+                applying: false,
+            });
+        }
+    }
+    result.map_err(|e| match e {
+        EngineError::Declined if !can_ask => Failure::Setup(
+            "objects drifted (shown above) and there is no terminal to ask on: nothing was \
+             recorded; run `nivis refresh --auto-approve` to record what was read"
+                .into(),
+        ),
+        e => Failure::Engine(e),
+    })
+}
+
+/// Reads and checks a saved plan; returns it with the content hash of its bytes.
+fn read_saved_plan(file: &Path) -> Result<(SavedPlan, String), String> {
+    let bytes = std::fs::read(file)
+        .map_err(|e| format!("cannot read the saved plan {}: {e}", file.display()))?;
+    let saved = SavedPlan::parse(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+    if saved.to_canonical().as_bytes() != bytes.as_slice() {
+        return Err(format!(
+            "{}: not the canonical bytes `nivis plan --out` writes: it was edited; make the plan again",
+            file.display()
+        ));
+    }
+    Ok((saved, savedplan::sha256(&bytes)))
+}
+
+/// Writes the saved plan's canonical bytes to `out` (mode 0600, never through a link); returns
+/// their content hash.
+fn write_saved_plan(out: &Path, saved: &SavedPlan) -> Result<String, String> {
+    let text = saved.to_canonical();
+    crate::rundir::write_private_file(out, text.as_bytes())
+        .map_err(|e| format!("cannot write the plan to {}: {e}", out.display()))?;
+    Ok(savedplan::sha256(text.as_bytes()))
+}
+
+/// `nivis show FILE [--json]`: a saved plan, as `nivis plan` printed it, or its JSON.
+pub(super) fn show(file: &Path, json: bool, style: Style) -> i32 {
+    let (saved, sha256) = match read_saved_plan(file) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    if json {
+        let value: serde_json::Value =
+            serde_json::from_str(&saved.to_canonical()).expect("canonical JSON parses");
+        render::print_json(&value);
+        return exit::OK;
+    }
+    render::print_saved_plan_head(&file.display().to_string(), &sha256, &saved);
+    let mut human = Human::new(style);
+    let mut tally = Tally::new(&mut human);
+    for event in saved.events() {
+        tally.event(event);
+    }
+    render::print_summary("plan", None, &tally);
+    exit::OK
 }
 
 /// The `error` event ending a failed command's JSON lines.

@@ -30,6 +30,12 @@ impl Engine<'_> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        let managed_ids: Vec<String> = ids
+            .iter()
+            .filter(|id| holder.state().get(id).is_some_and(|r| r.is_managed()))
+            .cloned()
+            .collect();
+        self.check_removals(&managed_ids)?;
         let (data, managed): (Vec<String>, Vec<String>) = ids
             .into_iter()
             .partition(|id| holder.state().get(id).is_some_and(|r| !r.is_managed()));
@@ -89,7 +95,7 @@ impl Engine<'_> {
             ids,
             holder,
             providers,
-            sink: &mut *self.sink,
+            sink: &mut self.sink,
             phase,
             destroyed: Vec::new(),
             failed: 0,

@@ -31,6 +31,9 @@ pub enum EngineError {
     OperationsFailed(usize),
     /// The user did not confirm.
     Declined,
+    /// `apply FILE`: what was reviewed is not what would be applied (the reason says what
+    /// differs); nothing was changed.
+    StalePlan(String),
     /// Ctrl-C: in-flight work finished and was recorded, nothing new started.
     Interrupted,
     /// Refused before changing anything (e.g. preventDestroy).
@@ -67,6 +70,7 @@ impl fmt::Display for EngineError {
                 Ok(())
             }
             EngineError::UnknownTarget(t) => write!(f, "--target {t}: no such resource in the plan or state"),
+            EngineError::StalePlan(why) => write!(f, "the saved plan cannot be applied: {why}. Run `nivis plan --out FILE` again and review it"),
             EngineError::UnknownReplace(r) => write!(f, "--replace {r}: no such managed resource in the plan (data sources are read, not replaced)"),
             EngineError::Diagnostics(d) => write!(f, "{d}"),
             EngineError::PlanFailed(n) => write!(f, "{n} resource(s) could not be planned; nothing was changed. Fix the errors above and run again."),

@@ -1,9 +1,12 @@
 //! What the engine reports while it works; renderers decide how it looks.
 //!
 //! The engine pushes [`Event`]s into a [`Sink`]; `render` implements human and JSON-lines
-//! sinks, and tests collect events into a Vec. Nothing here formats text.
+//! sinks, and tests collect events into a Vec. Nothing here formats text; the JSON spelling
+//! of a change and of a wait (shared by the `--json` stream and saved plans) is here.
 
 use std::time::Duration;
+
+use serde_json::{json, Value as Json};
 
 use crate::diag::Diagnostic;
 use crate::value::{PathStep, Value};
@@ -23,6 +26,36 @@ pub struct AttrChange {
     pub sensitive: bool,
     /// This attribute's change forces replacement.
     pub forces_replacement: bool,
+}
+
+impl AttrChange {
+    /// The change as JSON (the `--json` stream's and saved plans' spelling): `path` rendered,
+    /// `before`/`after` plain JSON, `null` when absent, `{"unknown": true}` when known only
+    /// after apply, `"(sensitive)"` for a sensitive value.
+    pub fn to_json(&self) -> Json {
+        let side = |v: &Option<Value>| match v {
+            None => Json::Null,
+            Some(_) if self.sensitive => json!("(sensitive)"),
+            Some(Value::Unknown) => json!({"unknown": true}),
+            Some(v) => crate::value::json::to_plain_json(v).unwrap_or(Json::Null),
+        };
+        json!({"path": crate::value::render_path(&self.path), "before": side(&self.before), "after": side(&self.after), "sensitive": self.sensitive, "forcesReplacement": self.forces_replacement})
+    }
+}
+
+impl Wait {
+    /// What is waited on, as JSON (the `--json` stream's `waitsOn` items).
+    pub fn to_json(&self) -> Json {
+        match self {
+            Wait::Nix {
+                resource,
+                attribute,
+            } => json!({"kind": "nix", "resource": resource, "attribute": attribute}),
+            Wait::Resource(id) => json!({"kind": "resource", "resource": id}),
+            Wait::Recomputed(id) => json!({"kind": "nix", "resource": id, "attribute": null}),
+            Wait::ProviderConfig(p) => json!({"kind": "provider-config", "provider": p}),
+        }
+    }
 }
 
 /// Something the engine waits on before it can decide a resource.
@@ -138,6 +171,14 @@ pub enum Event {
     Fixpoint { evaluations: u32, apply_phases: u32 },
     /// `--max-phases` stopped the run.
     PhaseLimit { apply_phases: u32 },
+    /// `plan --out`: the plan was written to `path`; `sha256` is the content hash of its
+    /// canonical bytes (what a reviewer compares). `apply FILE` announces the plan it applies
+    /// the same way, with `applying`.
+    PlanFile {
+        path: String,
+        sha256: String,
+        applying: bool,
+    },
     /// Where the command's wall time went; the last event of a successful command.
     Timing(Timing),
     /// The command failed as a whole (the last event of a failed command); `diagnostics` is
@@ -199,6 +240,46 @@ impl Event {
 pub trait Sink {
     /// Handles one event.
     fn event(&mut self, event: Event);
+}
+
+/// The engine's sink: forwards every event, and while asked to, also keeps the plan's own
+/// (planned, deferred, moved, imported), for a saved plan to be written from or compared with.
+pub(super) struct Output<'s> {
+    inner: &'s mut dyn Sink,
+    kept: Option<Vec<Event>>,
+}
+
+impl<'s> Output<'s> {
+    pub(super) fn new(inner: &'s mut dyn Sink) -> Self {
+        Output { inner, kept: None }
+    }
+
+    /// Starts keeping plan events (dropping any kept before).
+    pub(super) fn keep(&mut self) {
+        self.kept = Some(Vec::new());
+    }
+
+    /// The plan events kept since [`Output::keep`]; keeping stops.
+    pub(super) fn take_kept(&mut self) -> Vec<Event> {
+        self.kept.take().unwrap_or_default()
+    }
+}
+
+impl Sink for Output<'_> {
+    fn event(&mut self, event: Event) {
+        if let Some(kept) = &mut self.kept {
+            if matches!(
+                event,
+                Event::Planned { .. }
+                    | Event::Deferred { .. }
+                    | Event::Moved { .. }
+                    | Event::Imported { .. }
+            ) {
+                kept.push(event.clone());
+            }
+        }
+        self.inner.event(event);
+    }
 }
 
 /// A sink that keeps every event (tests, summaries).

@@ -24,6 +24,7 @@ mod record;
 mod refcheck;
 mod refresh;
 mod resolve;
+mod saved;
 mod stale;
 mod store;
 mod untyped;
@@ -91,6 +92,10 @@ pub struct Options {
     pub command: String,
     /// How providers given by registry address are installed (mirrors, cache, lock file).
     pub install: crate::registry::InstallOptions,
+    /// `apply FILE`: the reviewed plan this apply must match, and stay within.
+    pub saved: Option<std::sync::Arc<crate::savedplan::SavedPlan>>,
+    /// `plan --out`: build the saved plan (the report carries it).
+    pub save: bool,
 }
 
 /// Renders what something waits on, for errors and pending reports.
@@ -123,6 +128,8 @@ pub struct Report {
     pub pending: Vec<(String, Vec<Wait>)>,
     /// Time spent in Nix.
     pub nix_time: Duration,
+    /// `plan` with `save`: the plan to write.
+    pub saved: Option<crate::savedplan::SavedPlan>,
 }
 
 /// The interrupt flag set by Ctrl-C.
@@ -179,7 +186,7 @@ pub type Confirm<'a> = Option<&'a mut dyn FnMut() -> bool>;
 
 pub struct Engine<'s> {
     opts: Options,
-    sink: &'s mut dyn Sink,
+    sink: events::Output<'s>,
     evaluator: Box<dyn Evaluator>,
     state_access: Box<dyn StateAccess>,
     providers: ProviderSet,
@@ -200,12 +207,13 @@ impl<'s> Engine<'s> {
 
     /// Prepares a run whose evaluator, providers and state come from `seams`.
     pub fn with_seams(opts: Options, sink: &'s mut dyn Sink, seams: Seams) -> Self {
+        let expected = opts.saved.as_ref().map(|s| s.basis.providers.clone());
         Engine {
             opts,
-            sink,
+            sink: events::Output::new(sink),
             evaluator: seams.evaluator,
             state_access: seams.state,
-            providers: ProviderSet::new(seams.launcher),
+            providers: ProviderSet::new(seams.launcher, expected),
             live: Arc::new(Mutex::new(Vec::new())),
             settled: HashMap::new(),
             nix_time: Duration::ZERO,

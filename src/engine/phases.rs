@@ -67,7 +67,7 @@ impl Engine<'_> {
             analysis,
             holder,
             providers,
-            sink: &mut *self.sink,
+            sink: &mut self.sink,
             phase,
             mode,
             opts: &self.opts,
@@ -141,7 +141,15 @@ impl Engine<'_> {
     /// `nivis plan`: what the next apply would do, phase 1 in full and later phases as waits.
     pub fn plan(&mut self) -> Result<Report, EngineError> {
         let mut holder = self.open_state(false)?;
+        if self.opts.save {
+            self.providers.identify = true;
+            self.sink.keep();
+        }
         let mut ir = self.evaluate(holder.state(), 0)?;
+        let basis = match self.opts.save {
+            true => Some(self.basis(&ir, holder.state())?),
+            false => None,
+        };
         let renames = self.resolve_moves(&ir, holder.state())?;
         if !renames.is_empty() {
             // Plan against the moved records (an in-memory copy), with Nix seeing them.
@@ -172,9 +180,11 @@ impl Engine<'_> {
         if result.failed > 0 {
             return Err(EngineError::PlanFailed(result.failed));
         }
+        let kept = self.sink.take_kept();
         Ok(Report {
             evaluations: 1,
             nix_time: self.nix_time,
+            saved: basis.map(|b| crate::savedplan::SavedPlan::new(b, &kept)),
             ..Report::default()
         })
     }
@@ -198,6 +208,11 @@ impl Engine<'_> {
         loop {
             report.evaluations += 1;
             let ir = self.evaluate(holder.state(), phase)?;
+            if report.evaluations == 1 {
+                if let Some(saved) = self.opts.saved.clone() {
+                    self.check_basis(&saved, &ir, holder.state())?;
+                }
+            }
             if !moves_checked {
                 moves_checked = true;
                 if self.apply_moves(&ir, holder, &mut confirm)? {
@@ -237,17 +252,20 @@ impl Engine<'_> {
             self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
             self.check_references(&ir)?;
             let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
-            if let Some(ask) = confirm.take() {
-                // Show the first phase's plan and ask once; imports are previewed on a copy.
-                if imports.is_empty() {
-                    self.preview(&ir, &analysis, holder, phase)?;
-                } else {
-                    let mut copy = MemoryStore::from_state(holder.state().clone());
-                    self.commit_imports(&imports, &mut copy, phase, false)?;
-                    self.preview(&ir, &analysis, &mut copy, phase)?;
+            let saved = self.opts.saved.clone().filter(|_| phase == 1);
+            if confirm.is_some() || saved.is_some() {
+                // Show the first phase's plan (compared with the saved one) and ask once.
+                if saved.is_some() {
+                    self.sink.keep();
                 }
-                if !ask() {
-                    return Err(EngineError::Declined);
+                self.preview_phase(&ir, &analysis, holder, phase, &imports)?;
+                if let Some(saved) = &saved {
+                    self.check_replan(saved)?;
+                }
+                if let Some(ask) = confirm.take() {
+                    if !ask() {
+                        return Err(EngineError::Declined);
+                    }
                 }
             }
             if !imports.is_empty() {
@@ -302,6 +320,24 @@ impl Engine<'_> {
 }
 
 impl Engine<'_> {
+    /// The first phase's plan, as events, without changing anything; imports are previewed
+    /// on a copy of the state.
+    fn preview_phase(
+        &mut self,
+        ir: &Ir,
+        analysis: &Analysis<'_>,
+        holder: &mut dyn LockedStore,
+        phase: u32,
+        imports: &[(crate::state::ResourceState, String)],
+    ) -> Result<(), EngineError> {
+        if imports.is_empty() {
+            return self.preview(ir, analysis, holder, phase);
+        }
+        let mut copy = MemoryStore::from_state(holder.state().clone());
+        self.commit_imports(imports, &mut copy, phase, false)?;
+        self.preview(ir, analysis, &mut copy, phase)
+    }
+
     /// The first phase's plan, as events, without changing anything.
     fn preview(
         &mut self,
@@ -330,6 +366,18 @@ impl Engine<'_> {
         confirm: &mut Confirm<'_>,
     ) -> Result<bool, EngineError> {
         let renames = self.resolve_moves(ir, holder.state())?;
+        if let Some(saved) = &self.opts.saved {
+            let now: Vec<Json> = renames
+                .iter()
+                .map(|r| serde_json::json!({"from": r.from, "to": r.to}))
+                .collect();
+            if now != saved.moved {
+                return Err(EngineError::StalePlan(
+                    "the moves (lib.moved) differ from the saved plan's; nothing was changed"
+                        .into(),
+                ));
+            }
+        }
         if renames.is_empty() {
             return Ok(false);
         }
@@ -491,6 +539,12 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             dependencies: self.analysis.nodes[id].deps.iter().cloned().collect(),
             mode,
             force_replace: self.replace_now.contains(id),
+            allowed: self
+                .opts
+                .saved
+                .as_ref()
+                .filter(|_| mode.applies())
+                .map(|s| s.allowed(id, self.phase)),
             refresh: self.opts.refresh,
             build: self.opts.build,
         })

@@ -14,11 +14,14 @@ use crate::ir::{ProviderDecl, ProviderKind};
 use crate::nixops4::Nixops4Provider;
 use crate::plugin::{GrpcProvider, LaunchSpec};
 use crate::provider::Provider;
+use crate::savedplan::ProviderIdentity;
 use crate::value::Value;
 
 struct Running {
     provider: Arc<dyn Provider>,
     configured: Option<Value>,
+    /// Which binary it is, when a saved plan is written or checked (hashing costs a read).
+    identity: Option<ProviderIdentity>,
 }
 
 /// Starts a provider: the seam between the engine and provider processes. The engine's unit
@@ -93,6 +96,10 @@ impl Launcher for ProcessLauncher {
 pub struct ProviderSet {
     launcher: Box<dyn Launcher>,
     running: BTreeMap<String, Running>,
+    /// `apply FILE`: the binaries the saved plan was made with; another one is refused.
+    expected: Option<BTreeMap<String, ProviderIdentity>>,
+    /// `plan --out`: note which binary each provider is.
+    pub(super) identify: bool,
 }
 
 /// How a provider was found and started, for `providers list` and benchmarks.
@@ -107,12 +114,25 @@ pub struct StartInfo {
 }
 
 impl ProviderSet {
-    /// Providers started by `launcher`.
-    pub fn new(launcher: Box<dyn Launcher>) -> Self {
+    /// Providers started by `launcher`; with `expected`, each must be the binary named there.
+    pub fn new(
+        launcher: Box<dyn Launcher>,
+        expected: Option<BTreeMap<String, ProviderIdentity>>,
+    ) -> Self {
         ProviderSet {
             launcher,
             running: BTreeMap::new(),
+            identify: expected.is_some(),
+            expected,
         }
+    }
+
+    /// Which binary each running provider is, for a saved plan.
+    pub fn identities(&self) -> BTreeMap<String, ProviderIdentity> {
+        self.running
+            .iter()
+            .filter_map(|(id, r)| Some((id.clone(), r.identity.clone()?)))
+            .collect()
     }
 
     /// The running provider `id`, starting it if needed.
@@ -131,6 +151,28 @@ impl ProviderSet {
             return Ok((Arc::clone(&r.provider), None));
         }
         let (provider, info) = self.launcher.launch(id, decl)?;
+        let identity = self.identify.then(|| ProviderIdentity {
+            source: decl.source.clone(),
+            version: decl.version.clone(),
+            // A binary that cannot be read (an in-process provider) is named by its path.
+            sha256: std::fs::read(&info.path)
+                .map(|bytes| crate::savedplan::sha256(&bytes))
+                .unwrap_or_else(|_| format!("unreadable {}", info.path.display())),
+            protocol: info.protocol.clone(),
+        });
+        if let (Some(saved), Some(identity)) = (
+            self.expected.as_ref().and_then(|e| e.get(id)),
+            identity.as_ref(),
+        ) {
+            if saved != identity {
+                return Err(Diagnostic::error(format!(
+                    "provider {id}: the saved plan was made with {} ({}, {}), but this run starts {} ({}, {}): the saved plan cannot be applied; nothing was changed",
+                    saved.source, saved.protocol, saved.sha256,
+                    info.path.display(), identity.protocol, identity.sha256
+                ))
+                .into());
+            }
+        }
         log::info!(
             "provider {id} started from {} (protocol {}) in {:?}",
             info.path.display(),
@@ -142,6 +184,7 @@ impl ProviderSet {
             Running {
                 provider: Arc::clone(&provider),
                 configured: None,
+                identity,
             },
         );
         Ok((provider, Some(info)))

@@ -12,7 +12,7 @@
 use serde_json::Value as Json;
 
 use super::events::{Action, AttrChange};
-use super::node::{realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
+use super::node::{check_allowed, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::IgnorePath;
 use crate::plan;
@@ -116,6 +116,11 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         return out;
     }
     if input.mode == Mode::Plan || action == Action::NoOp {
+        return out;
+    }
+    if let Err(d) = check_allowed(input, action) {
+        out.diagnostics.extend(d);
+        out.ok = false;
         return out;
     }
     report(NodeProgress::Applying(action, out.changes.clone()));

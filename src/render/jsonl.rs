@@ -14,7 +14,7 @@ use super::summary::Tally;
 use super::{json_text, stdout};
 use crate::diag::Diagnostic;
 use crate::engine::{AttrChange, Event, Sink, Wait};
-use crate::value::{render_path, Value};
+use crate::value::render_path;
 
 /// The version of the event stream's format: a field is only ever added within one version.
 pub const EVENTS_VERSION: u32 = 1;
@@ -67,25 +67,11 @@ fn timestamp(at: SystemTime) -> String {
 }
 
 fn wait_json(w: &Wait) -> serde_json::Value {
-    match w {
-        Wait::Nix {
-            resource,
-            attribute,
-        } => json!({"kind": "nix", "resource": resource, "attribute": attribute}),
-        Wait::Resource(id) => json!({"kind": "resource", "resource": id}),
-        Wait::Recomputed(id) => json!({"kind": "nix", "resource": id, "attribute": null}),
-        Wait::ProviderConfig(p) => json!({"kind": "provider-config", "provider": p}),
-    }
+    w.to_json()
 }
 
 pub(super) fn change_json(c: &AttrChange) -> serde_json::Value {
-    let side = |v: &Option<Value>| match v {
-        None => serde_json::Value::Null,
-        Some(_) if c.sensitive => json!("(sensitive)"),
-        Some(Value::Unknown) => json!({"unknown": true}),
-        Some(v) => crate::value::json::to_plain_json(v).unwrap_or(serde_json::Value::Null),
-    };
-    json!({"path": render_path(&c.path), "before": side(&c.before), "after": side(&c.after), "sensitive": c.sensitive, "forcesReplacement": c.forces_replacement})
+    c.to_json()
 }
 
 fn diag_json(d: &Diagnostic) -> serde_json::Value {
@@ -217,6 +203,13 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             "ownSeconds": t.own().as_secs_f64(),
             "cpuSeconds": t.cpu.as_secs_f64(),
         }),
+        Event::PlanFile {
+            path,
+            sha256,
+            applying,
+        } => {
+            json!({"type": if *applying { "applying-plan" } else { "plan-saved" }, "path": path, "sha256": sha256})
+        }
         Event::CommandFailed {
             message,
             diagnostics,

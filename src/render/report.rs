@@ -4,9 +4,10 @@
 //! Not: the per-event lines (`Human`), JSON (`jsonl`), or deciding anything.
 
 use super::summary::Tally;
-use super::{done_verb, escape, out, outln, plan_summary, write_diagnostic, Style};
+use super::{done_verb, escape, json_text, out, outln, plan_summary, write_diagnostic, Style};
 use crate::diag::Diagnostic;
 use crate::engine::{describe_waits, Action, Report};
+use crate::savedplan::{SavedPlan, VariableRecord};
 
 /// Asks `question` on the terminal; only `yes` agrees.
 pub fn confirm(question: &str) -> bool {
@@ -30,6 +31,47 @@ pub fn write_diagnostics(style: Style, diagnostics: &[Diagnostic]) {
     for d in diagnostics {
         write_diagnostic(&mut err, style, d);
     }
+}
+
+/// A JSON document, pretty, on stdout (secrets redacted, terminal controls escaped).
+pub fn print_json(value: &serde_json::Value) {
+    outln!("{}", json_text(value, true));
+}
+
+/// What a saved plan was made from, before its changes (`nivis show`).
+pub fn print_saved_plan_head(path: &str, sha256: &str, plan: &SavedPlan) {
+    let b = &plan.basis;
+    outln!("Saved plan {} ({})", escape(path), escape(sha256));
+    outln!(
+        "  made by Nivis {} against state {} serial {} (environment {})",
+        escape(&plan.meta.nivis),
+        escape(&b.state.lineage),
+        b.state.serial,
+        escape(&b.state.env)
+    );
+    outln!("  IR {}", escape(&b.ir_digest));
+    for (id, p) in &b.providers {
+        outln!(
+            "  provider {}: {} ({}, {})",
+            escape(id),
+            escape(&p.source),
+            escape(&p.protocol),
+            escape(&p.sha256)
+        );
+    }
+    for (name, v) in &b.variables {
+        let shown = match v {
+            VariableRecord::Value(v) => json_text(v, false),
+            VariableRecord::Sha256(d) => format!("(sensitive, {})", escape(d)),
+        };
+        outln!("  variable {} = {shown}", escape(name));
+    }
+    for (flag, ids) in [("--target", &b.targets), ("--replace", &b.replace)] {
+        for id in ids {
+            outln!("  {flag} {}", escape(id));
+        }
+    }
+    outln!();
 }
 
 /// The closing lines of a successful `command` (`refresh-only` for `plan --refresh-only`).

@@ -326,6 +326,43 @@ fn json_stream_ends_with_an_error_line_when_the_command_fails() {
             .contains("could not be planned; nothing was changed"),
         "{e}"
     );
+
+    // Failing before the engine starts still frames the stream: version, error, summary.
+    let out = p.run(&["apply"], &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let (version, ev, summary) = stream(&out);
+    assert_eq!(version["command"], "apply");
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["type"], "error");
+    assert!(
+        ev[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--auto-approve"),
+        "{}",
+        ev[0]
+    );
+    assert_eq!(summary["changes"], false, "{summary}");
+}
+
+/// The summary line counts what was planned and what was done; `--detailed-exitcode` answers
+/// "anything to do?" with 2, then 0 once applied.
+#[test]
+fn the_json_summary_counts_and_detailed_exitcode_tells_changes() {
+    let p = Project::two_providers(false);
+    let out = p.run(&["plan"], &["--json", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let (_, _, summary) = stream(&out);
+    assert_eq!(summary["planned"]["create"], 1, "{summary}");
+    assert_eq!(summary["deferred"], 2, "{summary}");
+    assert_eq!(summary["changes"], true, "{summary}");
+    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    let (_, _, summary) = stream(&out);
+    assert_eq!(summary["applied"]["create"], 3, "{summary}");
+    let out = p.run(&["plan"], &["--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("No changes."), "{}", stdout(&out));
 }
 
 /// The headline run with both fakes serving tfplugin5: the v5 method names, the v5 schema

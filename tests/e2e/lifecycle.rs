@@ -355,8 +355,27 @@ fn refresh_reports_drift_and_objects_gone_and_state_rm_forgets() {
     let p = p
         .env("NIVIS_FAKE_DRIFT_ON", "drifty")
         .env("NIVIS_FAKE_GONE_ON", "gone");
-    let out = p.run(&["refresh"], &["--json"]);
-    assert_success(&out);
+    // The drift is shown and, with nobody to ask, nothing is recorded.
+    let before = p.state_json();
+    for flags in [&["--json"][..], &[]] {
+        let out = p.run(&["refresh"], flags);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        assert!(stderr(&out).contains("--auto-approve"), "{}", stderr(&out));
+        assert_eq!(p.state_json()["resources"], before["resources"]);
+    }
+    let out = p.run(&["plan"], &["--refresh-only", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Refresh-only plan: 2 object(s) differ from the state"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(p.state_json()["resources"], before["resources"]);
+    let out = p.run(
+        &["refresh"],
+        &["--json", "--auto-approve", "--detailed-exitcode"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let drift: Vec<serde_json::Value> = events(&out)
         .into_iter()
         .filter(|e| e["type"] == "drift")

@@ -17,6 +17,7 @@ mod real_null;
 mod remote;
 mod remote_secrets;
 mod sandbox;
+mod saved_plans;
 mod secrets;
 mod secrets_property;
 mod state_files;

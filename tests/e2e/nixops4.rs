@@ -109,15 +109,30 @@ fn a_mixed_graph_applies_updates_recreates_and_forgets() {
     assert!(stdout(&out).contains("No changes"), "{}", stdout(&out));
 
     // memo is stateful: a new input is an update, and memo keeps its first value, so nothing
-    // downstream changes. The plan cannot know that (no plan request): it shows the file as
-    // decided later.
+    // downstream changes. The plan cannot know that (no plan request): b, which reads memo's
+    // value directly, is planned with it unknown, and the file, which Nix computes from it, is
+    // decided later. Apply then finds nothing else to do.
     plan("second", "hello", true);
     let out = p.run(&["plan"], &["--json"]);
     assert_success(&out);
     assert_eq!(
         actions(&out, "planned"),
-        [("local.memo.m".to_string(), Json::from("update"))]
+        [
+            ("local.memo.m".to_string(), Json::from("update")),
+            ("beta.beta_record.b".to_string(), Json::from("update"))
+        ]
     );
+    let b = events(&out)
+        .into_iter()
+        .find(|e| e["type"] == "planned" && e["id"] == "beta.beta_record.b")
+        .unwrap();
+    let from = b["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "from")
+        .unwrap_or_else(|| panic!("{b}"));
+    assert_eq!(from["after"], serde_json::json!({"unknown": true}), "{b}");
     assert!(
         events(&out)
             .iter()

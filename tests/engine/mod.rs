@@ -9,6 +9,7 @@
 
 mod lifecycle;
 mod phases;
+mod saved;
 mod truth;
 
 use std::collections::BTreeMap;
@@ -127,6 +128,10 @@ struct World {
     state: Memory,
     knobs: kit::Knobs,
     targets: Vec<String>,
+    /// `plan --out`: the report carries the saved plan.
+    save: bool,
+    /// `apply FILE`.
+    saved: Option<Arc<nivis::savedplan::SavedPlan>>,
 }
 
 /// What a command did: its result and every event.
@@ -192,6 +197,8 @@ impl World {
             state: Memory::default(),
             knobs: kit::Knobs::default(),
             targets: Vec::new(),
+            save: false,
+            saved: None,
         }
     }
 
@@ -209,6 +216,8 @@ impl World {
             max_phases: None,
             targets: self.targets.clone(),
             replace: Vec::new(),
+            saved: self.saved.clone(),
+            save: self.save,
             build: false,
             refresh: false,
             vars: BTreeMap::new(),

@@ -297,6 +297,12 @@ fn apply_managed(
     let plan_prior = planned.plan_prior;
     let (mut diags, mut out) = (planned.diags, planned.out);
     let block = &s.block;
+    if let Err(d) = check_allowed(input, action) {
+        diags.extend(d);
+        out.ok = false;
+        out.diagnostics = diags;
+        return out;
+    }
     // Old objects a create-before-destroy replace could not delete go first: the new record
     // written below has room for none of them.
     if let (false, Some(prior)) = (out.deposed.is_empty(), &input.prior) {

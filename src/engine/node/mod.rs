@@ -74,6 +74,9 @@ pub struct NodeInput {
     pub mode: Mode,
     /// `--replace`: plan a replacement even if nothing forces one.
     pub force_replace: bool,
+    /// `apply FILE`: the action classes the saved plan allows this resource now (a no-op is
+    /// always allowed); `None` without a saved plan.
+    pub allowed: Option<std::collections::BTreeSet<String>>,
     pub refresh: bool,
     pub build: bool,
 }
@@ -172,6 +175,31 @@ pub fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     out.diagnostics = std::mem::take(&mut out.diagnostics).for_resource(&id);
     out.elapsed = started.elapsed();
     out
+}
+
+/// Refuses an action the saved plan does not allow (see [`NodeInput::allowed`]).
+pub(super) fn check_allowed(input: &NodeInput, action: Action) -> Result<(), Diagnostics> {
+    let Some(allowed) = &input.allowed else {
+        return Ok(());
+    };
+    let class = crate::savedplan::class_of(action);
+    if action == Action::NoOp || allowed.contains(&class) {
+        return Ok(());
+    }
+    let shown = if allowed.is_empty() {
+        "no change".to_string()
+    } else {
+        allowed.iter().cloned().collect::<Vec<_>>().join(" or ")
+    };
+    Err(Diagnostic::error(format!(
+        "unplanned change: {} would {class} here, but the saved plan shows {shown} for it; nothing was done to it",
+        input.id
+    ))
+    .with_detail(
+        "Applying a saved plan stops before anything it did not show. What was applied so far \
+         is recorded. Run `nivis plan --out FILE` again, review it, and apply that.",
+    )
+    .into())
 }
 
 fn err(summary: impl Into<String>) -> Diagnostics {

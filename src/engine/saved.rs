@@ -1,0 +1,157 @@
+//! Saved plans in the engine: what `plan --out` records (the basis and the plan's events), and
+//! what `apply FILE` proves before it changes anything (same state, variables, IR, provider
+//! binaries, and a re-plan of phase 1 equal to the saved one) and while it applies (each
+//! resource within what the saved plan allows it; see `savedplan::SavedPlan::allowed`).
+
+#[allow(unused_imports)]
+use super::*;
+use crate::savedplan::{self, Basis, SavedPlan, StateBasis, VariableRecord};
+
+impl Engine<'_> {
+    /// What the plan is made from: the first evaluation's IR, the state, the variables, and
+    /// every provider of a declared resource (started now if phase 1 did not need it).
+    pub(super) fn basis(&mut self, first: &Ir, state: &StateFile) -> Result<Basis, EngineError> {
+        let everything: Vec<String> = first.nodes().map(|n| n.id.clone()).collect();
+        self.prepare_providers(first, state, &everything, false)?;
+        Ok(Basis {
+            ir_digest: savedplan::ir_digest(&first.to_json()),
+            state: StateBasis {
+                lineage: lineage_of(state),
+                serial: state.serial,
+                env: self.state_access.env().to_string(),
+            },
+            variables: self.variable_records(first),
+            providers: self.providers.identities(),
+            targets: self.opts.targets.clone(),
+            replace: self.opts.replace.clone(),
+        })
+    }
+
+    /// Every variable given to the run; a sensitive one (or one the plan does not declare) as
+    /// a digest.
+    fn variable_records(&self, ir: &Ir) -> BTreeMap<String, VariableRecord> {
+        let given = self
+            .opts
+            .vars
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(
+                self.opts
+                    .var_text
+                    .iter()
+                    .map(|(k, t)| (k.clone(), Json::String(t.clone()))),
+            );
+        given
+            .map(|(name, value)| {
+                let sensitive = ir.variables.get(&name).is_none_or(|d| d.sensitive);
+                let record = savedplan::variable_record(&value, sensitive);
+                (name, record)
+            })
+            .collect()
+    }
+
+    /// Refuses a saved plan made against another state, other variables or another IR.
+    pub(super) fn check_basis(
+        &self,
+        saved: &SavedPlan,
+        first: &Ir,
+        state: &StateFile,
+    ) -> Result<(), EngineError> {
+        let was = &saved.basis;
+        let stale = |why: String| {
+            Err(EngineError::StalePlan(format!(
+                "{why}; nothing was changed"
+            )))
+        };
+        let now_lineage = lineage_of(state);
+        let both_written = !was.state.lineage.is_empty() && !now_lineage.is_empty();
+        if (both_written && was.state.lineage != now_lineage)
+            || was.state.env != self.state_access.env()
+        {
+            return stale(format!(
+                "it was made against another state (lineage {:?}, environment {}); this one is lineage {:?}, environment {}",
+                was.state.lineage,
+                was.state.env,
+                lineage_of(state),
+                self.state_access.env()
+            ));
+        }
+        if was.state.serial != state.serial || was.state.lineage != now_lineage {
+            return stale(format!(
+                "the state changed since it was made (serial {} then, {} now)",
+                was.state.serial, state.serial
+            ));
+        }
+        let now = self.variable_records(first);
+        let names: BTreeSet<&String> = was.variables.keys().chain(now.keys()).collect();
+        if let Some(name) = names
+            .into_iter()
+            .find(|n| was.variables.get(*n) != now.get(*n))
+        {
+            return stale(format!(
+                "variable {name} is not what it was when the plan was made"
+            ));
+        }
+        if (&was.targets, &was.replace) != (&self.opts.targets, &self.opts.replace) {
+            return stale("--target or --replace differ from the plan's".into());
+        }
+        if was.ir_digest != savedplan::ir_digest(&first.to_json()) {
+            return stale(format!(
+                "the plan's configuration (its IR) changed: {} then, {} now",
+                was.ir_digest,
+                savedplan::ir_digest(&first.to_json())
+            ));
+        }
+        Ok(())
+    }
+
+    /// Compares what was just planned again (the events kept since `sink.keep()`) with the
+    /// saved plan's phase 1.
+    pub(super) fn check_replan(&mut self, saved: &SavedPlan) -> Result<(), EngineError> {
+        let (mut changes, mut deferred) = (Vec::new(), Vec::new());
+        for e in self.sink.take_kept() {
+            match e {
+                Event::Planned { .. } => changes.extend(savedplan::change_json(&e)),
+                Event::Deferred { .. } => deferred.extend(savedplan::change_json(&e)),
+                _ => {}
+            }
+        }
+        let difference = savedplan::first_difference(&saved.changes, &changes)
+            .or_else(|| savedplan::first_difference(&saved.deferred, &deferred));
+        match difference {
+            Some(why) => Err(EngineError::StalePlan(format!(
+                "{why}; nothing was changed"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// With a saved plan, refuses to remove an object the plan did not show removed.
+    pub(super) fn check_removals(&self, ids: &[String]) -> Result<(), EngineError> {
+        let Some(saved) = &self.opts.saved else {
+            return Ok(());
+        };
+        for id in ids {
+            let planned = saved.changes.iter().any(|c| {
+                c["id"] == id.as_str()
+                    && matches!(c["action"].as_str(), Some("delete") | Some("forget"))
+            });
+            if !planned {
+                return Err(EngineError::StalePlan(format!(
+                    "{id} would be removed, which the saved plan does not show"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The lineage a plan records: none (`""`) for a state never written yet, whose lineage is
+/// made afresh each time it is read.
+fn lineage_of(state: &StateFile) -> String {
+    if state.serial == 0 && state.is_empty() {
+        String::new()
+    } else {
+        state.lineage.clone()
+    }
+}
