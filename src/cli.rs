@@ -252,6 +252,54 @@ fn confirm_prompt(question: &str) -> bool {
     render::confirm(question)
 }
 
+/// `--platform` values (this machine's when none is given).
+fn parse_platforms(given: &[String]) -> Result<Vec<crate::registry::Platform>, String> {
+    let mut parsed = Vec::new();
+    for p in given {
+        parsed.push(
+            p.parse::<crate::registry::Platform>()
+                .map_err(|e| format!("--platform {p}: {e}"))?,
+        );
+    }
+    if parsed.is_empty() {
+        parsed.push(crate::registry::Platform::current());
+    }
+    Ok(parsed)
+}
+
+/// `nivis providers list`: where each provider comes from, its version and hashes.
+fn list_providers(
+    ir: &crate::ir::Ir,
+    registry: &[(String, Option<String>)],
+    install: &crate::registry::InstallOptions,
+    base: &Path,
+) -> Result<(), String> {
+    for (id, decl) in &ir.providers {
+        if registry.iter().any(|(s, _)| s == &decl.source) {
+            let i = crate::registry::install(&decl.source, decl.version.as_deref(), install)
+                .map_err(|e| format!("provider {id}: {e}"))?;
+            let mut text = format!(
+                "{id}: {} {} from {:?}\n    {}",
+                i.address,
+                i.version,
+                i.from,
+                i.executable.display()
+            );
+            for h in &i.hashes {
+                text.push_str(&format!("\n    {h}"));
+            }
+            outln!("{}", render::escape_text(&text));
+        } else {
+            let line = match engine::resolve_source(&decl.source, base) {
+                Ok(p) => format!("{id}: {} (path, {})", p.display(), decl.kind.name()),
+                Err(e) => format!("{id}: not found: {e}"),
+            };
+            outln!("{}", render::escape(&line));
+        }
+    }
+    Ok(())
+}
+
 fn providers_command(cmd: ProvidersCommand) -> i32 {
     let (plan, platforms, upgrade) = match &cmd {
         ProvidersCommand::Lock {
@@ -269,16 +317,10 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         Err(e) => return fail(&e),
     };
     opts.install.update_lock = upgrade;
-    let mut platforms_parsed = Vec::new();
-    for p in &platforms {
-        match p.parse::<crate::registry::Platform>() {
-            Ok(p) => platforms_parsed.push(p),
-            Err(e) => return fail(&format!("--platform {p}: {e}")),
-        }
-    }
-    if platforms_parsed.is_empty() {
-        platforms_parsed.push(crate::registry::Platform::current());
-    }
+    let platforms_parsed = match parse_platforms(&platforms) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
     let install = opts.install.clone();
     let base = opts.source.base_dir();
     let mut sink = engine::Collect::default();
@@ -322,34 +364,10 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
             )
         }
         ProvidersCommand::List(_) => {
-            for (id, decl) in &ir.providers {
-                if registry.iter().any(|(s, _)| s == &decl.source) {
-                    match crate::registry::install(&decl.source, decl.version.as_deref(), &install)
-                    {
-                        Ok(i) => {
-                            let mut text = format!(
-                                "{id}: {} {} from {:?}\n    {}",
-                                i.address,
-                                i.version,
-                                i.from,
-                                i.executable.display()
-                            );
-                            for h in &i.hashes {
-                                text.push_str(&format!("\n    {h}"));
-                            }
-                            outln!("{}", render::escape_text(&text));
-                        }
-                        Err(e) => return fail(&format!("provider {id}: {e}")),
-                    }
-                } else {
-                    let line = match engine::resolve_source(&decl.source, &base) {
-                        Ok(p) => format!("{id}: {} (path, {})", p.display(), decl.kind.name()),
-                        Err(e) => format!("{id}: not found: {e}"),
-                    };
-                    outln!("{}", render::escape(&line));
-                }
+            return match list_providers(&ir, &registry, &install, &base) {
+                Ok(()) => exit::OK,
+                Err(e) => fail(&e),
             }
-            Ok(())
         }
     };
     match result {

@@ -277,6 +277,7 @@ impl Human {
 }
 
 impl Sink for Human {
+    // Long because it is one arm per event type, each printing that event's lines.
     fn event(&mut self, event: Event) {
         let s = self.style;
         let mut out = stdout();

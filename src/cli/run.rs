@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::args::RunSpec;
 use super::{exit, fail, options};
-use crate::engine::{Engine, EngineError, Event, Report, Sink, Timing};
+use crate::engine::{Engine, EngineError, Event, Options, Report, Sink, Timing};
 use crate::render::{self, Human, JsonLines, Style, Tally};
 use crate::savedplan::{self, SavedPlan};
 
@@ -132,21 +132,7 @@ fn drive(
     let mut opts = options(spec, verb.name()).map_err(Failure::Setup)?;
     opts.save = spec.out.is_some();
     if let Some(file) = spec.plan_file {
-        let (saved, sha256) = read_saved_plan(file).map_err(Failure::Setup)?;
-        if !opts.targets.is_empty() || !opts.replace.is_empty() {
-            return Err(Failure::Setup(
-                "a saved plan carries its own --target and --replace: give neither with FILE"
-                    .into(),
-            ));
-        }
-        opts.targets = saved.basis.targets.clone();
-        opts.replace = saved.basis.replace.clone();
-        opts.saved = Some(std::sync::Arc::new(saved));
-        sink.event(Event::PlanFile {
-            path: file.display().to_string(),
-            sha256,
-            applying: true,
-        });
+        use_saved_plan(&mut opts, file, sink).map_err(Failure::Setup)?;
     }
     let needs_confirm = verb.asks() && !spec.auto_approve;
     let can_ask = !spec.json && std::io::stdin().is_terminal();
@@ -188,15 +174,19 @@ fn drive(
         },
     };
     drop(engine);
-    if let (Some(out), Ok(Some(report))) = (spec.out, &result) {
-        if let Some(saved) = &report.saved {
-            let sha256 = write_saved_plan(out, saved).map_err(Failure::Setup)?;
-            sink.event(Event::PlanFile {
-                path: out.display().to_string(),
-                sha256,
-                applying: false,
-            });
-        }
+    if let (
+        Some(out),
+        Ok(Some(Report {
+            saved: Some(saved), ..
+        })),
+    ) = (spec.out, &result)
+    {
+        let sha256 = write_saved_plan(out, saved).map_err(Failure::Setup)?;
+        sink.event(Event::PlanFile {
+            path: out.display().to_string(),
+            sha256,
+            applying: false,
+        });
     }
     result.map_err(|e| match e {
         EngineError::Declined if !can_ask => Failure::Setup(
@@ -206,6 +196,25 @@ fn drive(
         ),
         e => Failure::Engine(e),
     })
+}
+
+/// `apply FILE`: the run applies the saved plan, with its `--target` and `--replace`.
+fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Result<(), String> {
+    let (saved, sha256) = read_saved_plan(file)?;
+    if !opts.targets.is_empty() || !opts.replace.is_empty() {
+        return Err(
+            "a saved plan carries its own --target and --replace: give neither with FILE".into(),
+        );
+    }
+    opts.targets = saved.basis.targets.clone();
+    opts.replace = saved.basis.replace.clone();
+    opts.saved = Some(std::sync::Arc::new(saved));
+    sink.event(Event::PlanFile {
+        path: file.display().to_string(),
+        sha256,
+        applying: true,
+    });
+    Ok(())
 }
 
 /// Reads and checks a saved plan; returns it with the content hash of its bytes.

@@ -101,18 +101,10 @@ impl Engine<'_> {
             failed: 0,
             recorder: Recorder::default(),
         };
-        let statuses = sched::run(
-            &mut owner,
-            &DestroyWorker,
-            &deps,
-            self.opts.parallelism,
-            interrupt_flag(),
-        );
-        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        let workers = self.opts.parallelism;
+        let statuses = sched::run(&mut owner, &DestroyWorker, &deps, workers, interrupt_flag());
         let recorder = std::mem::take(&mut owner.recorder);
-        if let Some(failure) = recorder.settle(owner.holder, owner.sink, phase, not_started) {
-            return Err(EngineError::StateWrite(Box::new(failure)));
-        }
+        recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
         let destroyed = std::mem::take(&mut owner.destroyed);
         let mut failed = owner.failed;
         for (i, s) in statuses.iter().enumerate() {

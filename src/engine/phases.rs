@@ -86,18 +86,10 @@ impl Engine<'_> {
                 .cloned()
                 .collect(),
         };
-        let statuses = sched::run(
-            &mut owner,
-            &NodeWorker,
-            &deps,
-            self.opts.parallelism,
-            interrupt_flag(),
-        );
-        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        let workers = self.opts.parallelism;
+        let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
         let recorder = std::mem::take(&mut owner.recorder);
-        if let Some(failure) = recorder.settle(owner.holder, owner.sink, phase, not_started) {
-            return Err(EngineError::StateWrite(Box::new(failure)));
-        }
+        recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
         let mut result = std::mem::take(&mut owner.result);
         for (i, s) in statuses.iter().enumerate() {
             match s {
@@ -463,6 +455,28 @@ impl PhaseOwner<'_, '_> {
     }
 }
 
+impl PhaseOwner<'_, '_> {
+    /// `node`'s configuration with its references resolved: in plan mode, what changes in this
+    /// phase is seen as planned; otherwise as recorded.
+    fn resolve_config(&self, node: &Node) -> resolve::Resolved {
+        let state = self.holder.state();
+        let (running, unchanged, planned) = (&self.running, &self.unchanged, &self.planned);
+        let mode = self.mode;
+        resolve(&node.config, &|rid| {
+            if mode == Mode::Plan && running.contains(rid) && !unchanged.contains(rid) {
+                return match planned.get(rid) {
+                    Some(p) => Lookup::Planned(&p.value, &p.sensitive),
+                    None => Lookup::Pending,
+                };
+            }
+            match state.get(rid) {
+                Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
+                None => Lookup::Pending,
+            }
+        })
+    }
+}
+
 impl sched::Owner for PhaseOwner<'_, '_> {
     type Input = NodeInput;
     type Progress = NodeProgress;
@@ -487,21 +501,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             return Err(NodeOutput::failed(Diagnostics::new(), None));
         }
         let state = self.holder.state();
-        let (running, unchanged, planned) = (&self.running, &self.unchanged, &self.planned);
         let mode = self.mode;
-        let resolved = resolve(&node.config, &|rid| {
-            // In plan mode, anything that changes this phase is seen as planned.
-            if mode == Mode::Plan && running.contains(rid) && !unchanged.contains(rid) {
-                return match planned.get(rid) {
-                    Some(p) => Lookup::Planned(&p.value, &p.sensitive),
-                    None => Lookup::Pending,
-                };
-            }
-            match state.get(rid) {
-                Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
-                None => Lookup::Pending,
-            }
-        });
+        let resolved = self.resolve_config(node);
         if !resolved.errors.is_empty() {
             let diags = Diagnostics(
                 resolved

@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::events::{Event, Sink};
+use super::EngineError;
+use crate::sched::Status;
 use crate::state::LockedStore;
 use crate::state::{Change, StateError};
 
@@ -65,6 +67,21 @@ impl Recorder {
     /// is running still fits in the space the store keeps free).
     pub(super) fn halted(&self, holder: &dyn LockedStore) -> bool {
         self.failure.is_some() || holder.space_error().is_some()
+    }
+
+    /// [`Recorder::settle`] after a scheduler run whose `statuses` say what never started.
+    pub(super) fn settle_run(
+        self,
+        holder: &mut dyn LockedStore,
+        sink: &mut dyn Sink,
+        phase: u32,
+        statuses: &[Status],
+    ) -> Result<(), EngineError> {
+        let not_started = statuses.iter().filter(|s| **s == Status::Halted).count();
+        match self.settle(holder, sink, phase, not_started) {
+            Some(failure) => Err(EngineError::StateWrite(Box::new(failure))),
+            None => Ok(()),
+        }
     }
 
     /// Ends the batch once nothing runs any more; `not_started` jobs were never dispatched.
