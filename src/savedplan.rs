@@ -468,6 +468,21 @@ fn redacted(value: Json) -> Json {
 mod tests {
     use super::*;
 
+    fn basis() -> Basis {
+        Basis {
+            ir_digest: "d".into(),
+            state: StateBasis {
+                lineage: "l".into(),
+                serial: 1,
+                env: "default".into(),
+            },
+            variables: BTreeMap::new(),
+            providers: BTreeMap::new(),
+            targets: Vec::new(),
+            replace: Vec::new(),
+        }
+    }
+
     #[test]
     fn events_read_back_as_they_were_written() {
         use crate::value::PathStep;
@@ -497,19 +512,7 @@ mod tests {
                 Wait::ProviderConfig("p".into()),
             ],
         };
-        let basis = Basis {
-            ir_digest: "d".into(),
-            state: StateBasis {
-                lineage: "l".into(),
-                serial: 1,
-                env: "default".into(),
-            },
-            variables: BTreeMap::new(),
-            providers: BTreeMap::new(),
-            targets: Vec::new(),
-            replace: Vec::new(),
-        };
-        let plan = SavedPlan::new(basis, &[planned.clone(), deferred.clone()]);
+        let plan = SavedPlan::new(basis(), &[planned.clone(), deferred.clone()]);
         let again = SavedPlan::parse(plan.to_canonical().as_bytes()).unwrap();
         let events = again.events();
         assert_eq!(
@@ -564,18 +567,7 @@ mod tests {
                 schema_version: 1,
                 nivis: "t".into(),
             },
-            basis: Basis {
-                ir_digest: "d".into(),
-                state: StateBasis {
-                    lineage: "l".into(),
-                    serial: 1,
-                    env: "default".into(),
-                },
-                variables: BTreeMap::new(),
-                providers: BTreeMap::new(),
-                targets: Vec::new(),
-                replace: Vec::new(),
-            },
+            basis: basis(),
             changes: vec![json!({"id": "a", "action": {"replace": {"createBeforeDestroy": true}}})],
             deferred: vec![json!({"id": "b", "possibleActions": ["update", "replace"]})],
             moved: Vec::new(),

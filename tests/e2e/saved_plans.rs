@@ -79,11 +79,25 @@ impl Setup {
             .unwrap()
     }
 
-    /// A second checkout of the review flake, on another path.
+    /// A fresh clone of the review checkout (a git repository), on another path.
     fn clone_to(&self, checkout: &str) {
-        let to = self.root.join(checkout);
-        std::fs::create_dir_all(&to).unwrap();
-        std::fs::copy(self.root.join("review/flake.nix"), to.join("flake.nix")).unwrap();
+        let git = |dir: &Path, args: &[&str]| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .output()
+                .unwrap();
+            assert_success(&out);
+        };
+        let review = self.root.join("review");
+        git(&review, &["init", "-q"]);
+        git(&review, &["add", "flake.nix"]);
+        git(&review, &["commit", "-q", "-m", "reviewed"]);
+        git(&self.root, &["clone", "-q", "review", checkout]);
     }
 
     fn state_text(&self) -> String {
@@ -188,6 +202,21 @@ fn a_reviewed_plan_applies_from_another_checkout_and_stale_ones_are_refused() {
         ],
     );
     assert_success(&out);
+    let started: Vec<serde_json::Value> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "started" && e["id"] == "beta.beta_record.b")
+        .collect();
+    assert_eq!(started.len(), 1, "b is updated once");
+    assert_eq!(started[0]["phase"], 2);
+    assert!(
+        started[0]["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["path"] == "from"),
+        "the log carries phase 2's attribute changes: {}",
+        started[0]
+    );
     let done: Vec<(String, String)> = events(&out)
         .into_iter()
         .filter(|e| e["type"] == "finished" && e["action"] != "no-op")

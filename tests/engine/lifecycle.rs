@@ -123,3 +123,24 @@ fn a_resource_gone_from_the_plan_is_destroyed_at_the_fixpoint() {
     );
     assert_eq!(world.state.ids(), vec!["alpha.alpha_token.A".to_string()]);
 }
+
+#[test]
+fn replace_forces_one_replacement_and_names_what_it_cannot_find() {
+    let mut world = World::new();
+    world.apply(with("one", "k", json!({}))).report();
+    let id = world.state.attributes(T)["id"].clone();
+    world.knobs.counter_seed = 10;
+    world.replace = vec![T.to_string()];
+    let plan = world.plan(with("one", "k", json!({})));
+    assert_eq!(plan.planned(), [(T.to_string(), "replace".to_string())]);
+    let run = world.apply(with("one", "k", json!({})));
+    assert_eq!(run.finished(), [(1, T.to_string(), "replace".to_string())]);
+    assert_ne!(world.state.attributes(T)["id"], id, "a new object");
+    world.replace = vec!["alpha.alpha_token.nope".to_string()];
+    let run = world.plan(with("one", "k", json!({})));
+    assert!(
+        matches!(run.error(), EngineError::UnknownReplace(r) if r == "alpha.alpha_token.nope"),
+        "{}",
+        run.error()
+    );
+}

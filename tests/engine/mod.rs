@@ -128,6 +128,8 @@ struct World {
     state: Memory,
     knobs: kit::Knobs,
     targets: Vec<String>,
+    /// `--replace`.
+    replace: Vec<String>,
     /// `plan --out`: the report carries the saved plan.
     save: bool,
     /// `apply FILE`.
@@ -197,6 +199,7 @@ impl World {
             state: Memory::default(),
             knobs: kit::Knobs::default(),
             targets: Vec::new(),
+            replace: Vec::new(),
             save: false,
             saved: None,
         }
@@ -215,7 +218,7 @@ impl World {
             parallelism: 2,
             max_phases: None,
             targets: self.targets.clone(),
-            replace: Vec::new(),
+            replace: self.replace.clone(),
             saved: self.saved.clone(),
             save: self.save,
             build: false,
