@@ -522,6 +522,26 @@ mod tests {
     }
 
     #[test]
+    fn a_sensitive_variable_is_only_a_digest() {
+        let secret = json!("savedplan-test-password");
+        let record = variable_record(&secret, true);
+        let VariableRecord::Sha256(digest) = &record else {
+            panic!("{record:?}")
+        };
+        assert!(digest.starts_with("sha256:") && !digest.contains("password"));
+        assert_eq!(
+            record,
+            variable_record(&secret, true),
+            "the same value, the same digest"
+        );
+        assert_ne!(record, variable_record(&json!("other"), true));
+        assert_eq!(
+            variable_record(&json!("eu-west-1"), false),
+            VariableRecord::Value(json!("eu-west-1"))
+        );
+    }
+
+    #[test]
     fn canonical_bytes_sort_keys_and_keep_numbers() {
         let v: Json =
             serde_json::from_str(r#"{"b": [2, {"z": 1.50, "a": null}], "a": "x"}"#).unwrap();

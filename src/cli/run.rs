@@ -12,7 +12,8 @@ use super::args::RunSpec;
 use super::{exit, fail, options};
 use crate::engine::{Engine, EngineError, Event, Options, Report, Sink, Timing};
 use crate::render::{self, Human, JsonLines, Style, Tally};
-use crate::savedplan::{self, SavedPlan};
+use crate::savedplan::{self, SavedPlan, VariableRecord};
+use serde_json::Value as Json;
 
 /// A verb that runs the engine.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -208,6 +209,21 @@ fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Resul
     }
     opts.targets = saved.basis.targets.clone();
     opts.replace = saved.basis.replace.clone();
+    // The plan's non-sensitive variables apply again unless given anew (then they must be
+    // equal); a sensitive one is only a digest in the file, so it must be given again.
+    for (name, record) in &saved.basis.variables {
+        let given = opts.vars.contains_key(name) || opts.var_text.contains_key(name);
+        match record {
+            VariableRecord::Value(_) if given => {}
+            VariableRecord::Value(Json::String(text)) => {
+                opts.var_text.insert(name.clone(), text.clone());
+            }
+            VariableRecord::Value(value) => {
+                opts.vars.insert(name.clone(), value.clone());
+            }
+            VariableRecord::Sha256(_) => {}
+        }
+    }
     opts.saved = Some(std::sync::Arc::new(saved));
     sink.event(Event::PlanFile {
         path: file.display().to_string(),
