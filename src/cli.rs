@@ -248,10 +248,6 @@ fn absolute(p: &Path) -> PathBuf {
         .collect()
 }
 
-fn confirm_prompt(question: &str) -> bool {
-    render::confirm(question)
-}
-
 /// `--platform` values (this machine's when none is given).
 fn parse_platforms(given: &[String]) -> Result<Vec<crate::registry::Platform>, String> {
     let mut parsed = Vec::new();

@@ -17,7 +17,8 @@ pub use self::escape::{
 };
 pub use self::jsonl::{event_json, JsonLines};
 pub use self::report::{
-    confirm, print_declined, print_json, print_saved_plan_head, print_summary, write_diagnostics,
+    confirm, confirm_plan, print_declined, print_json, print_saved_plan_head, print_summary,
+    write_diagnostics,
 };
 pub use self::summary::{plan_summary, Tally};
 

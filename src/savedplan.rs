@@ -288,11 +288,6 @@ fn wait_from_json(w: &Json) -> Wait {
     }
 }
 
-/// The class of an action as saved plans compare them: `replace` whichever order it takes.
-pub fn class_of(action: Action) -> String {
-    action_class(&serde_json::to_value(action).expect("actions serialise")).unwrap_or_default()
-}
-
 fn action_class(action: &Json) -> Option<String> {
     match action {
         Json::String(s) => Some(s.clone()),

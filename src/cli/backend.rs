@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 use super::args::{SourceArgs, StateTarget};
-use super::{absolute, confirm_prompt, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
+use super::{absolute, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
 use crate::render::{self, outln};
 use crate::state::{
@@ -285,7 +285,7 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
             None => format!("The state lock of {} names no holder.", backend.describe()),
         };
         outln!("{}", render::escape(&text));
-        confirm_prompt(
+        render::confirm(
             "Remove it? If that process still runs, two commands can then write the state at once.",
         )
     };

@@ -152,7 +152,7 @@ fn drive(
         Verb::Destroy => "Destroy all the resources above?",
         _ => "Record what was read in the state?",
     };
-    let mut ask = || can_ask && render::confirm(question);
+    let mut ask = || can_ask && render::confirm_plan(question);
     let confirm: crate::engine::Confirm<'_> = if needs_confirm { Some(&mut ask) } else { None };
     let result = match verb {
         Verb::Plan if spec.refresh_only => engine.plan_refresh_only().map(Some),

@@ -30,15 +30,10 @@ impl Engine<'_> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let managed_ids: Vec<String> = ids
-            .iter()
-            .filter(|id| holder.state().get(id).is_some_and(|r| r.is_managed()))
-            .cloned()
-            .collect();
-        self.check_removals(&managed_ids)?;
         let (data, managed): (Vec<String>, Vec<String>) = ids
             .into_iter()
             .partition(|id| holder.state().get(id).is_some_and(|r| !r.is_managed()));
+        self.check_removals(&managed)?;
         if !data.is_empty() {
             holder.commit(
                 &data

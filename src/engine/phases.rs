@@ -364,9 +364,8 @@ impl Engine<'_> {
                 .map(|r| serde_json::json!({"from": r.from, "to": r.to}))
                 .collect();
             if now != saved.moved {
-                return Err(EngineError::StalePlan(
-                    "the moves (lib.moved) differ from the saved plan's; nothing was changed"
-                        .into(),
+                return Err(saved::refused(
+                    "the moves (lib.moved) differ from the saved plan's",
                 ));
             }
         }

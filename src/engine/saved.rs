@@ -58,11 +58,7 @@ impl Engine<'_> {
         state: &StateFile,
     ) -> Result<(), EngineError> {
         let was = &saved.basis;
-        let stale = |why: String| {
-            Err(EngineError::StalePlan(format!(
-                "{why}; nothing was changed"
-            )))
-        };
+        let stale = |why: String| Err(refused(why));
         let now_lineage = lineage_of(state);
         let both_written = !was.state.lineage.is_empty() && !now_lineage.is_empty();
         if (both_written && was.state.lineage != now_lineage)
@@ -72,7 +68,7 @@ impl Engine<'_> {
                 "it was made against another state (lineage {:?}, environment {}); this one is lineage {:?}, environment {}",
                 was.state.lineage,
                 was.state.env,
-                lineage_of(state),
+                now_lineage,
                 self.state_access.env()
             ));
         }
@@ -95,11 +91,11 @@ impl Engine<'_> {
         if (&was.targets, &was.replace) != (&self.opts.targets, &self.opts.replace) {
             return stale("--target or --replace differ from the plan's".into());
         }
-        if was.ir_digest != savedplan::ir_digest(&first.to_json()) {
+        let ir_digest = savedplan::ir_digest(&first.to_json());
+        if was.ir_digest != ir_digest {
             return stale(format!(
-                "the plan's configuration (its IR) changed: {} then, {} now",
-                was.ir_digest,
-                savedplan::ir_digest(&first.to_json())
+                "the plan's configuration (its IR) changed: {} then, {ir_digest} now",
+                was.ir_digest
             ));
         }
         Ok(())
@@ -118,12 +114,7 @@ impl Engine<'_> {
         }
         let difference = savedplan::first_difference(&saved.changes, &changes)
             .or_else(|| savedplan::first_difference(&saved.deferred, &deferred));
-        match difference {
-            Some(why) => Err(EngineError::StalePlan(format!(
-                "{why}; nothing was changed"
-            ))),
-            None => Ok(()),
-        }
+        difference.map_or(Ok(()), |why| Err(refused(why)))
     }
 
     /// With a saved plan, refuses to remove an object the plan did not show removed.
@@ -144,6 +135,11 @@ impl Engine<'_> {
         }
         Ok(())
     }
+}
+
+/// A saved plan refused before anything was changed.
+pub(super) fn refused(why: impl std::fmt::Display) -> EngineError {
+    EngineError::StalePlan(format!("{why}; nothing was changed"))
 }
 
 /// The lineage a plan records: none (`""`) for a state never written yet, whose lineage is

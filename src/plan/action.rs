@@ -33,6 +33,23 @@ pub enum Action {
     Read,
 }
 
+impl Action {
+    /// The kind of change, as saved plans and summaries count it: the action's JSON name,
+    /// `replace` whichever order a replacement takes.
+    pub fn class(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace { .. } => "replace",
+            Action::Delete => "delete",
+            Action::Forget => "forget",
+            Action::Recreate => "recreate",
+            Action::NoOp => "no-op",
+            Action::Read => "read",
+        }
+    }
+}
+
 /// What planning found about one managed resource.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanFacts<'a> {
@@ -110,6 +127,31 @@ pub fn choose_action(facts: PlanFacts<'_>) -> Result<Action, ReplacementRefused>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_class_is_the_json_name() {
+        for action in [
+            Action::Create,
+            Action::Update,
+            Action::Delete,
+            Action::Forget,
+            Action::Recreate,
+            Action::NoOp,
+            Action::Read,
+        ] {
+            assert_eq!(serde_json::to_value(action).unwrap(), action.class());
+        }
+        for create_before_destroy in [false, true] {
+            let replace = Action::Replace {
+                create_before_destroy,
+            };
+            let json = serde_json::to_value(replace).unwrap();
+            assert_eq!(
+                json.as_object().unwrap().keys().next().unwrap(),
+                replace.class()
+            );
+        }
+    }
 
     fn facts(
         exists: bool,

@@ -9,9 +9,14 @@ use crate::diag::Diagnostic;
 use crate::engine::{describe_waits, Action, Report};
 use crate::savedplan::{SavedPlan, VariableRecord};
 
+/// Asks `question` below the plan just printed, set off by a blank line; only `yes` agrees.
+pub fn confirm_plan(question: &str) -> bool {
+    outln!();
+    confirm(question)
+}
+
 /// Asks `question` on the terminal; only `yes` agrees.
 pub fn confirm(question: &str) -> bool {
-    outln!();
     out!("{question} Only 'yes' will be accepted: ");
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_err() {

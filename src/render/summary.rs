@@ -67,15 +67,11 @@ impl<'a> Tally<'a> {
 fn action_counts(actions: &[(String, Action)]) -> serde_json::Value {
     let mut counts = serde_json::Map::new();
     for (_, action) in actions {
-        let name = match action {
-            Action::Replace { .. } => "replace".to_string(),
-            other => serde_json::to_value(other)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-        };
-        let n = counts.get(&name).and_then(|v| v.as_u64()).unwrap_or(0);
-        counts.insert(name, json!(n + 1));
+        let n = counts
+            .get(action.class())
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        counts.insert(action.class().to_string(), json!(n + 1));
     }
     serde_json::Value::Object(counts)
 }

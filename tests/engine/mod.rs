@@ -184,13 +184,7 @@ impl Run {
 
 /// The action's JSON name; a replacement is `replace`, whichever order it goes in.
 fn action_name(a: &nivis::engine::Action) -> String {
-    if matches!(a, nivis::engine::Action::Replace { .. }) {
-        return "replace".into();
-    }
-    serde_json::to_value(a)
-        .unwrap()
-        .to_string()
-        .replace('"', "")
+    a.class().to_string()
 }
 
 impl World {

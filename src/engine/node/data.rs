@@ -50,12 +50,7 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
             elapsed: Default::default(),
             deposed: Vec::new(),
             planned_object: Some(PlannedObject {
-                sensitive: s
-                    .block
-                    .sensitive_paths(&planned)
-                    .iter()
-                    .map(|p| path_json(p))
-                    .collect(),
+                sensitive: schema_sensitive_paths(&s.block, &planned),
                 value: planned,
                 changes_outputs: true,
             }),

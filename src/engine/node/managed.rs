@@ -265,11 +265,7 @@ fn planned_object(
             .map_or(Value::Unknown, |p| p.planned_state),
         _ => return None,
     };
-    let mut sensitive: Vec<Json> = block
-        .sensitive_paths(&value)
-        .iter()
-        .map(|p| path_json(p))
-        .collect();
+    let mut sensitive = schema_sensitive_paths(block, &value);
     sensitive.extend(
         input
             .sensitive_inputs

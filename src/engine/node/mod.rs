@@ -182,8 +182,8 @@ pub(super) fn check_allowed(input: &NodeInput, action: Action) -> Result<(), Dia
     let Some(allowed) = &input.allowed else {
         return Ok(());
     };
-    let class = crate::savedplan::class_of(action);
-    if action == Action::NoOp || allowed.contains(&class) {
+    let class = action.class();
+    if action == Action::NoOp || allowed.contains(class) {
         return Ok(());
     }
     let shown = if allowed.is_empty() {

@@ -31,11 +31,7 @@ pub(super) fn record(
         Some(private.to_vec())
     };
     r.dependencies = input.dependencies.clone();
-    r.sensitive_paths = block
-        .sensitive_paths(value)
-        .iter()
-        .map(|p| path_json(p))
-        .collect();
+    r.sensitive_paths = schema_sensitive_paths(block, value);
     for attr in input
         .sensitive_inputs
         .iter()
@@ -53,6 +49,15 @@ pub(super) fn record(
     }
     crate::secrets::remember_state_record(&r);
     Ok(r)
+}
+
+/// The paths `block` marks sensitive in `value`, as state records them (JSON arrays).
+pub(super) fn schema_sensitive_paths(block: &Block, value: &Value) -> Vec<Json> {
+    block
+        .sensitive_paths(value)
+        .iter()
+        .map(|p| path_json(p))
+        .collect()
 }
 
 /// Top-level attributes of `value` holding a copy of a sensitive input (a provider that
