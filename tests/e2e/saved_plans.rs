@@ -134,6 +134,14 @@ fn a_reviewed_plan_applies_from_another_checkout_and_stale_ones_are_refused() {
         text.contains("-/+ alpha.alpha_token.c") || text.contains("alpha.alpha_token.c"),
         "{text}"
     );
+    // alpha's tokens hold generated secrets (`secret-N`) in state: none reaches the file.
+    let saved_text = std::fs::read_to_string(&reviewed).unwrap();
+    let state = s.state_text();
+    assert!(
+        state.contains("\"secret-"),
+        "the fakes' secrets are in state"
+    );
+    assert!(!saved_text.contains("secret-"), "{saved_text}");
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(&reviewed).unwrap().permissions(),
     );
