@@ -16,8 +16,9 @@
 //! | `github:…` and other remote refs    | the remote source, never local files          |
 //!
 //! So the state defaults to `$XDG_STATE_HOME/nivis/projects/<name>-<hash>/nivis.state.json`
-//! (`~/.local/state/…` without XDG_STATE_HOME), keyed by the project's canonical path, outside
-//! every copied tree. A `--state` inside a tree Nix copies whole is refused; inside a git work
+//! (`~/.local/state/…` without XDG_STATE_HOME), outside every copied tree, keyed by the project's
+//! identity (`identity`: the name the flake declares, else its git history, else its canonical
+//! path), so that a moved, renamed or cloned project keeps its state. A `--state` inside a tree Nix copies whole is refused; inside a git work
 //! tree it is accepted only when git ignores it (an ignored file is never tracked, so never
 //! copied nor committed).
 
@@ -25,10 +26,15 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use sha2::{Digest, Sha256};
-
 use crate::nixeval::PlanSource;
 use crate::state::{LockHolder, StatePaths, Store, DEFAULT_PATH};
+
+mod find;
+mod identity;
+
+pub use find::{require_flake, search_upward, warn_if_copy_is_large};
+use identity::GitLineage;
+pub use identity::{Identity, IdentityKind, ProjectNote};
 
 /// The tree Nix copies into the store for a plan source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,14 +246,169 @@ fn project_key(source: &PlanSource) -> (String, String) {
     (key, name.trim_start_matches('.').to_string())
 }
 
-/// The default state path of the project `source` names (see the module doc).
+/// `$XDG_STATE_HOME/nivis/projects`, where each project's state directory is.
+fn projects_dir() -> Result<PathBuf, String> {
+    Ok(state_home()?.join("nivis/projects"))
+}
+
+/// The path-keyed state path of the project `source` names: where Nivis kept every state
+/// before project identities, and still keeps the state of a project with no other identity.
 pub fn default_state_path(source: &PlanSource) -> Result<PathBuf, String> {
     let (key, name) = project_key(source);
-    let digest = hex::encode(&Sha256::digest(key.as_bytes())[..8]);
-    let dir = state_home()?
-        .join("nivis/projects")
-        .join(format!("{name}-{digest}"));
-    Ok(dir.join(DEFAULT_PATH))
+    let location = Identity::location(key, name);
+    Ok(location.state_dir(&projects_dir()?).join(DEFAULT_PATH))
+}
+
+/// The project's canonical local directory (a flake's) or plan file, if it is local.
+fn local_project(source: &PlanSource) -> Option<PathBuf> {
+    match source {
+        PlanSource::File { path, .. } => Some(normalise(path)),
+        PlanSource::Flake { flake, .. } => flake_dir(flake).map(|(dir, _)| dir),
+    }
+}
+
+/// The git history of the work tree holding the project, if it is local and in one.
+fn git_lineage(source: &PlanSource) -> GitLineage {
+    let Some(project) = local_project(source) else {
+        return GitLineage::None;
+    };
+    let dir = if project.is_dir() {
+        project.clone()
+    } else {
+        project.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    match git_root(&dir) {
+        Some(root) => GitLineage::of(&root, &project),
+        None => GitLineage::None,
+    }
+}
+
+/// Where a project's default state is, and the states it had under earlier identities.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub identity: Identity,
+    /// The default environment's state path.
+    pub state: PathBuf,
+    /// Default state paths of identities the project had before (path-keyed; a declared
+    /// project's git-keyed one), with how messages name them.
+    earlier: Vec<(PathBuf, &'static str)>,
+    /// The project's directory, plan file or reference, for the state's note.
+    directory: String,
+}
+
+/// The identity of the project `source` names, `declared` being its flake's `nivis.project`:
+/// that name, else the git history it is in (a shallow clone: warned, none), else its path.
+pub fn place(
+    source: &PlanSource,
+    declared: Option<&serde_json::Value>,
+) -> Result<Placement, String> {
+    let projects = projects_dir()?;
+    let (key, name) = project_key(source);
+    let directory = local_project(source).map_or(key.clone(), |p| p.display().to_string());
+    let location = Identity::location(key, name.clone());
+    let lineage = git_lineage(source);
+    let from_git = lineage.identity(name);
+    let identity = match (declared, &from_git) {
+        (Some(value), _) => Identity::declared(value)?,
+        (None, Some(git)) => git.clone(),
+        (None, None) => {
+            if let GitLineage::Shallow(root) = &lineage {
+                eprintln!(
+                    "Warning: {} is a shallow git clone, whose history does not say which project \
+                     it is, so its state is keyed by its path. Declare `nivis.project = \"NAME\";` \
+                     beside nivis.plan in flake.nix to keep the state across clones and moves.",
+                    crate::render::escape_text(&root.display().to_string())
+                );
+            }
+            location.clone()
+        }
+    };
+    let mut earlier = Vec::new();
+    if identity.kind != IdentityKind::Location {
+        let path = location.state_dir(&projects).join(DEFAULT_PATH);
+        earlier.push((
+            path,
+            "keyed by the project's path, as before project identities",
+        ));
+    }
+    if let (IdentityKind::Declared, Some(git)) = (identity.kind, &from_git) {
+        let path = git.state_dir(&projects).join(DEFAULT_PATH);
+        earlier.push((path, "keyed by the project's git history"));
+    }
+    let state = identity.state_dir(&projects).join(DEFAULT_PATH);
+    Ok(Placement {
+        identity,
+        state,
+        earlier,
+        directory,
+    })
+}
+
+impl Placement {
+    /// Moves the states of earlier identities (every environment's) to this one's place, each
+    /// with a message; creates the state directory and records the project's note in it.
+    pub fn adopt(&self) -> Result<(), String> {
+        create_state_dir(&self.state)?;
+        let because = format!(
+            "it belongs to {} now, and stays found when the directory is moved or cloned.",
+            self.identity.describe()
+        );
+        for (old, was) in &self.earlier {
+            let mut moves = vec![(old.clone(), self.state.clone())];
+            for env in env_names(old) {
+                let (from, to) = (
+                    crate::state::env_state_path(old, &env)?,
+                    crate::state::env_state_path(&self.state, &env)?,
+                );
+                moves.push((from, to));
+            }
+            for (from, to) in moves {
+                if let Some(message) = move_state(&from, &to, was, &because)? {
+                    eprintln!("{}", crate::render::escape_text(&message));
+                }
+            }
+            remove_emptied_dir(old);
+        }
+        let dir = self.state.parent().unwrap_or(Path::new("."));
+        ProjectNote::new(&self.identity, self.directory.clone()).write(dir)
+    }
+}
+
+/// The environments with a state directory beside the default state path `state`.
+fn env_names(state: &Path) -> Vec<String> {
+    let dir = state.with_file_name("nivis.env.d");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Removes the state directory of `state` once its states have moved away (only empty
+/// directories and the project note go; anything else keeps the directory).
+fn remove_emptied_dir(state: &Path) {
+    let Some(dir) = state.parent() else {
+        return;
+    };
+    let envs = dir.join("nivis.env.d");
+    for env in env_names(state) {
+        let _ = std::fs::remove_dir(envs.join(env));
+    }
+    let _ = std::fs::remove_dir(&envs);
+    let only_note = std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .all(|e| e.file_name() == identity::NOTE_FILE)
+    });
+    if only_note {
+        let _ = std::fs::remove_file(dir.join(identity::NOTE_FILE));
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// Creates the directory of a default state path (mode 0700 for what is created).
@@ -271,6 +432,22 @@ pub fn create_state_dir(state: &Path) -> Result<(), String> {
 /// A `legacy` path that is a symlink is followed: the files beside its target are moved, and
 /// the link removed. A rescue file left by a failed run counts as a state (opening folds it in).
 pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>, String> {
+    move_state(
+        legacy,
+        target,
+        "where older Nivis versions kept it",
+        "Nix copies a plain-directory or path: flake into the world-readable /nix/store, state included. Pass --state to keep it elsewhere.",
+    )
+}
+
+/// Moves the state at `legacy` (`was` says what that place is) to `target`, as
+/// [`move_legacy_state`] describes; the message ends with `because`.
+fn move_state(
+    legacy: &Path,
+    target: &Path,
+    was: &str,
+    because: &str,
+) -> Result<Option<String>, String> {
     let old = resolved_files(legacy)?;
     if ![&old.snapshot, &old.journal, &old.rescue]
         .iter()
@@ -301,7 +478,7 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
         let there = Store::read_only(target).map_err(|e| fail("reading the new place", &e))?;
         if !same_state(&there, store.state()) {
             return Err(format!(
-                "two different states: {} (where older Nivis versions kept it) and {} (where it lives now). Keep the right one: remove the other (its .journal too), or pass --state to choose.",
+                "two different states: {} ({was}) and {} (where it lives now). Keep the right one: remove the other (its .journal too), or pass --state to choose.",
                 legacy.display(),
                 target.display()
             ));
@@ -332,7 +509,7 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
     drop(store);
     let _ = std::fs::remove_file(&old.lock);
     Ok(Some(format!(
-        "Moved the state from {} to {}: Nix copies a plain-directory or path: flake into the world-readable /nix/store, state included. Pass --state to keep it elsewhere.",
+        "Moved the state from {} to {}: {because}",
         legacy.display(),
         target.display()
     )))
