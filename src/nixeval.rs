@@ -161,7 +161,8 @@ fn flake_attr(flake: &str, names: &[String]) -> String {
 /// The reference to give Nix for `flake`. A local directory inside a git work tree becomes
 /// `git+file://ROOT?dir=SUB`, which is what the command line (`nix eval DIR#attr`) makes of it:
 /// `builtins.getFlake "/abs/dir"` takes any directory as a `path:` flake and copies all of it
-/// into the store, `.git` and git-ignored files (a state file beside the flake) included.
+/// into the store, `.git` and git-ignored files (a state file beside the flake) included. A
+/// shallow clone gets `shallow=1`, without which Nix refuses it.
 fn flake_ref_for_nix(flake: &str) -> String {
     let dir = Path::new(flake);
     if !dir.is_absolute() || !dir.is_dir() {
@@ -171,13 +172,19 @@ fn flake_ref_for_nix(flake: &str) -> String {
         return flake.to_string();
     };
     let encode = |p: &Path| crate::state::s3::uri_encode(&p.to_string_lossy(), false);
-    let mut reference = format!("git+file://{}", encode(&root));
+    let mut query = Vec::new();
     match dir.strip_prefix(&root) {
-        Ok(sub) if !sub.as_os_str().is_empty() => {
-            reference.push_str("?dir=");
-            reference.push_str(&encode(sub));
-        }
+        Ok(sub) if !sub.as_os_str().is_empty() => query.push(format!("dir={}", encode(sub))),
         _ => {}
+    }
+    // Nix refuses a shallow clone unless asked (`nix eval DIR#attr` too).
+    if root.join(".git/shallow").is_file() {
+        query.push("shallow=1".into());
+    }
+    let mut reference = format!("git+file://{}", encode(&root));
+    if !query.is_empty() {
+        reference.push('?');
+        reference.push_str(&query.join("&"));
     }
     reference
 }
