@@ -294,6 +294,8 @@ pub struct Placement {
     earlier: Vec<(PathBuf, &'static str)>,
     /// The project's directory, plan file or reference, for the state's note.
     directory: String,
+    /// The root of the shallow clone that left the project keyed by its path.
+    shallow: Option<PathBuf>,
 }
 
 /// The identity of the project `source` names, `declared` being its flake's `nivis.project`:
@@ -311,17 +313,11 @@ pub fn place(
     let identity = match (declared, &from_git) {
         (Some(value), _) => Identity::declared(value)?,
         (None, Some(git)) => git.clone(),
-        (None, None) => {
-            if let GitLineage::Shallow(root) = &lineage {
-                eprintln!(
-                    "Warning: {} is a shallow git clone, whose history does not say which project \
-                     it is, so its state is keyed by its path. Declare `nivis.project = \"NAME\";` \
-                     beside nivis.plan in flake.nix to keep the state across clones and moves.",
-                    crate::render::escape_text(&root.display().to_string())
-                );
-            }
-            location.clone()
-        }
+        (None, None) => location.clone(),
+    };
+    let shallow = match (&lineage, identity.kind) {
+        (GitLineage::Shallow(root), IdentityKind::Location) => Some(root.clone()),
+        _ => None,
     };
     let mut earlier = Vec::new();
     if identity.kind != IdentityKind::Location {
@@ -341,6 +337,7 @@ pub fn place(
         state,
         earlier,
         directory,
+        shallow,
     })
 }
 
@@ -348,6 +345,14 @@ impl Placement {
     /// Moves the states of earlier identities (every environment's) to this one's place, each
     /// with a message; creates the state directory and records the project's note in it.
     pub fn adopt(&self) -> Result<(), String> {
+        if let Some(root) = &self.shallow {
+            eprintln!(
+                "Warning: {} is a shallow git clone, whose history does not say which project \
+                 it is, so its state is keyed by its path. Declare `nivis.project = \"NAME\";` \
+                 beside nivis.plan in flake.nix to keep the state across clones and moves.",
+                crate::render::escape_text(&root.display().to_string())
+            );
+        }
         create_state_dir(&self.state)?;
         let because = format!(
             "it belongs to {} now, and stays found when the directory is moved or cloned.",
@@ -370,8 +375,41 @@ impl Placement {
             remove_emptied_dir(old);
         }
         let dir = self.state.parent().unwrap_or(Path::new("."));
+        if let Some(before) = ProjectNote::read(dir) {
+            let other = Path::new(&before.directory);
+            if before.directory != self.directory && other.join("flake.nix").is_file() {
+                eprintln!(
+                    "Note: {} shares this state with {} (last used from there): they are one \
+                     {}. Use --env, --state or another nivis.project to keep them apart.",
+                    crate::render::escape_text(&self.directory),
+                    crate::render::escape_text(&before.directory),
+                    self.identity.describe()
+                );
+            }
+        }
         ProjectNote::new(&self.identity, self.directory.clone()).write(dir)
     }
+}
+
+/// The default state path of the project `source` names as far as it is known without
+/// evaluating the flake (for shell completion): the state last used from the project's
+/// directory, else the one of its git history or path.
+pub fn known_state_path(source: &PlanSource) -> Result<PathBuf, String> {
+    let projects = projects_dir()?;
+    if let Some(here) = local_project(source) {
+        let here = here.display().to_string();
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&projects)
+            .map(|e| e.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        dirs.sort();
+        let used = dirs
+            .into_iter()
+            .find(|d| ProjectNote::read(d).is_some_and(|n| n.directory == here));
+        if let Some(dir) = used {
+            return Ok(dir.join(DEFAULT_PATH));
+        }
+    }
+    Ok(place(source, None)?.state)
 }
 
 /// The environments with a state directory beside the default state path `state`.
