@@ -218,9 +218,14 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
     crate::project::warn_if_copy_is_large(&source);
     let backend = match spec.state {
         Some(state) => {
-            let (backend, identity) = backend::resolve_project(state, &source)?;
+            let (backend, placement) = backend::resolve_project(state, &source)?;
+            let local = matches!(backend, Backend::Local { .. }) && backend.env() == DEFAULT_ENV;
+            let relative = placement.as_ref().and_then(|p| p.unclaimed_relative());
+            if let Some(refusal) = relative.filter(|_| local && matches!(verb, "plan" | "apply")) {
+                return Err(refusal);
+            }
             if verb == "apply" {
-                hint_path_keyed(identity.as_ref(), &source);
+                hint_path_keyed(placement.as_ref().map(|p| &p.identity), &source);
             }
             backend
         }

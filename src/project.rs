@@ -391,6 +391,45 @@ impl Placement {
     }
 }
 
+impl Placement {
+    /// Why planning here must not start from an empty state: this path-keyed project has none,
+    /// but a state of a project moved away from a directory, or of another checkout with this
+    /// directory's name, exists (see [`identity::path_keyed_relative`]).
+    pub fn unclaimed_relative(&self) -> Option<String> {
+        if self.identity.kind != IdentityKind::Location {
+            return None;
+        }
+        let own = StatePaths::new(&self.state);
+        if [&own.snapshot, &own.journal, &own.rescue]
+            .iter()
+            .any(|f| f.exists())
+        {
+            return None;
+        }
+        let projects = projects_dir().ok()?;
+        let own_dir = self.state.parent()?;
+        let here = Path::new(&self.directory);
+        let (dir, note) = identity::path_keyed_relative(&projects, here, own_dir)?;
+        let why = if Path::new(&note.directory).exists() {
+            "another directory of the same name: another checkout of this project?"
+        } else {
+            "which no longer exists: was this project moved from there?"
+        };
+        Some(format!(
+            "{} has no state yet, and its state is keyed by its path, but {} holds the state of \
+             a project last used from {} ({why}). Nothing was planned, so that no object is \
+             created twice. To use that state, pass --state {}; to start a separate project \
+             here, declare `nivis.project = \"NAME\";` beside nivis.plan (or make it a git \
+             repository with a commit), pass --state PATH or --env NAME, or configure a remote \
+             backend.",
+            self.directory,
+            dir.display(),
+            note.directory,
+            dir.join(DEFAULT_PATH).display()
+        ))
+    }
+}
+
 /// The default state path of the project `source` names as far as it is known without
 /// evaluating the flake (for shell completion): the state last used from the project's
 /// directory, else the one of its git history or path.

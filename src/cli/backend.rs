@@ -16,7 +16,7 @@ use serde_json::Value as Json;
 use super::args::{SourceArgs, StateTarget};
 use super::{absolute, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
-use crate::project::Identity;
+use crate::project::{Identity, Placement};
 use crate::render::{self, outln};
 use crate::state::{
     env_state_path, parse_snapshot, Backend, ForceUnlock, LockHolder, LockedStore, StateFile,
@@ -39,7 +39,7 @@ pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String>
 pub fn resolve_project(
     args: &StateArgs,
     source: &PlanSource,
-) -> Result<(Backend, Option<Identity>), String> {
+) -> Result<(Backend, Option<Placement>), String> {
     let location = state_path(args, source)?;
     let settings = match source {
         PlanSource::Flake { flake, attr } => {
@@ -53,13 +53,13 @@ pub fn resolve_project(
         }
         PlanSource::File { .. } => nixeval::ProjectSettings::default(),
     };
-    let (local, identity) = if args.state.is_some() {
+    let (local, placement) = if args.state.is_some() {
         (location, None)
     } else {
         let placement = crate::project::place(source, settings.project.as_ref())?;
         placement.adopt()?;
         log::info!("state: {}", placement.state.display());
-        (placement.state, Some(placement.identity))
+        (placement.state.clone(), Some(placement))
     };
     let backend = Backend::configure(
         settings.backend.as_ref(),
@@ -68,7 +68,7 @@ pub fn resolve_project(
         &local,
     )
     .map_err(|e| format!("state backend: {e}"))?;
-    Ok((backend, identity))
+    Ok((backend, placement))
 }
 
 /// The local state path of the default environment: `--state` (refused inside a tree Nix
@@ -120,10 +120,10 @@ pub fn read_project(
     source: &SourceArgs,
     state: &StateArgs,
 ) -> Result<(Backend, Option<Identity>, StateFile), String> {
-    let (backend, identity) = resolve_project(state, &plan_source(source)?)?;
+    let (backend, placement) = resolve_project(state, &plan_source(source)?)?;
     let read = backend.read_only().map_err(|e| e.to_string())?;
     crate::secrets::remember_state(&read);
-    Ok((backend, identity, read))
+    Ok((backend, placement.map(|p| p.identity), read))
 }
 
 /// The line saying which state a command uses: `State: <file or URL> (<project>)`.

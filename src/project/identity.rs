@@ -181,6 +181,21 @@ pub struct ProjectNote {
     pub name: String,
     /// The project's directory (or plan file, or flake reference) last time.
     pub directory: String,
+    /// A digest of its `flake.nix` (or plan file) then: recognises a moved and renamed
+    /// path-keyed project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_digest: Option<String>,
+}
+
+/// A digest of the plan at `project` (a flake directory's `flake.nix`, or a plan file).
+pub fn plan_digest(project: &Path) -> Option<String> {
+    let file = if project.is_dir() {
+        project.join("flake.nix")
+    } else {
+        project.to_path_buf()
+    };
+    let bytes = std::fs::read(file).ok()?;
+    Some(hex::encode(&Sha256::digest(&bytes)[..16]))
 }
 
 /// The note's file name.
@@ -192,6 +207,7 @@ impl ProjectNote {
             kind: identity.kind,
             key: identity.key.clone(),
             name: identity.name.clone(),
+            plan_digest: plan_digest(Path::new(&directory)),
             directory,
         }
     }
@@ -213,6 +229,35 @@ impl ProjectNote {
         crate::rundir::write_private_file(&path, text.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
+}
+
+/// A path-keyed state that may be the one of the project at `here` (whose own state directory
+/// is `own`): another path-keyed project's, beside a state, last used from a directory with the
+/// same name as `here` (another checkout, or moved elsewhere), or from a directory that is gone
+/// and had the same plan (moved and renamed). Returns that state directory and its note.
+pub fn path_keyed_relative(
+    projects: &Path,
+    here: &Path,
+    own: &Path,
+) -> Option<(PathBuf, ProjectNote)> {
+    let name = here.file_name()?;
+    let digest = plan_digest(here);
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(projects)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| d != own)
+        .collect();
+    dirs.sort();
+    dirs.into_iter().find_map(|dir| {
+        let note = ProjectNote::read(&dir)?;
+        let other = Path::new(&note.directory);
+        let moved = !other.exists() && digest.is_some() && note.plan_digest == digest;
+        let related = moved || other.file_name() == Some(name);
+        let held = dir.join(crate::state::DEFAULT_PATH).exists();
+        (note.kind == IdentityKind::Location && other != here && related && held)
+            .then_some((dir, note))
+    })
 }
 
 #[cfg(test)]

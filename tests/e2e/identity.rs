@@ -313,3 +313,44 @@ fn a_directory_without_flake_nix_is_never_handed_to_nix() {
     let out = m.nivis(&dir, &["state", "list", "--state", &state]);
     assert_success(&out);
 }
+
+#[test]
+fn a_path_keyed_project_never_silently_starts_afresh_beside_its_state() {
+    let m = Machine::new();
+    let infra = m.project("infra", None);
+    apply(&m, &infra);
+    let created = m.objects().created();
+    // Another checkout of the same name: refused, naming the state and the choices.
+    let copy = m.project("other/infra", None);
+    let out = m.nivis(&copy, &["apply", "--auto-approve"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&infra.display().to_string())
+            && err.contains("another checkout")
+            && err.contains("--state")
+            && err.contains("nivis.project")
+            && err.contains("--env"),
+        "{err}"
+    );
+    // Moved and renamed: refused; the named state is the project's.
+    std::fs::remove_dir_all(m.root.join("other")).unwrap();
+    std::fs::rename(&infra, m.root.join("renamed")).unwrap();
+    let renamed = m.root.join("renamed");
+    let out = m.nivis(&renamed, &["plan"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("was this project moved"), "{err}");
+    let state = err
+        .split("pass --state ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .expect("the state is named")
+        .to_string();
+    let out = m.nivis(&renamed, &["plan", "--state", &state]);
+    assert!(stdout(&out).contains("No changes."), "{}", stdout(&out));
+    // Choosing to start afresh: a declared name.
+    let fresh = m.project("elsewhere/renamed", Some("second"));
+    assert_success(&m.nivis(&fresh, &["plan"]));
+    assert_eq!(m.objects().created(), created, "nothing created twice");
+}
