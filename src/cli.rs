@@ -224,7 +224,7 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
             if let Some(refusal) = relative.filter(|_| local && matches!(verb, "plan" | "apply")) {
                 return Err(refusal);
             }
-            if verb == "apply" {
+            if verb == "apply" && matches!(backend, Backend::Local { .. }) {
                 hint_path_keyed(placement.as_ref().map(|p| &p.identity), &source);
             }
             backend
@@ -251,8 +251,8 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
     })
 }
 
-/// Says, on `apply`, that a local project's state is keyed by its path (it has neither a
-/// declared name nor git history): moving the directory would leave the state behind.
+/// Says, on `apply` with a local state, that a local project's state is keyed by its path (it
+/// has neither a declared name nor git history): moving the directory would leave it behind.
 fn hint_path_keyed(identity: Option<&crate::project::Identity>, source: &PlanSource) {
     let local = matches!(source, PlanSource::File { .. })
         || !matches!(

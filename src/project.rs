@@ -16,11 +16,13 @@
 //! | `github:…` and other remote refs    | the remote source, never local files          |
 //!
 //! So the state defaults to `$XDG_STATE_HOME/nivis/projects/<name>-<hash>/nivis.state.json`
-//! (`~/.local/state/…` without XDG_STATE_HOME), outside every copied tree, keyed by the project's
-//! identity (`identity`: the name the flake declares, else its git history, else its canonical
-//! path), so that a moved, renamed or cloned project keeps its state. A `--state` inside a tree Nix copies whole is refused; inside a git work
-//! tree it is accepted only when git ignores it (an ignored file is never tracked, so never
-//! copied nor committed).
+//! (`~/.local/state/…` without XDG_STATE_HOME), outside every copied tree, keyed by the
+//! project's identity (`identity`: the name the flake declares, else its git history, else its
+//! canonical path), so that a moved, renamed or cloned project keeps its state; states kept
+//! under an earlier key are moved to it. A `--state` inside a tree Nix copies whole is refused;
+//! inside a git work tree it is accepted only when git ignores it (an ignored file is never
+//! tracked, so never copied nor committed). Finding `flake.nix` before Nix runs, and the size of
+//! what it would copy: `find`.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};

@@ -72,9 +72,9 @@ pub fn resolve_project(
 }
 
 /// The local state path of the default environment: `--state` (refused inside a tree Nix
-/// copies into the store, the selected environment's file too), else the project's path-keyed
-/// default, after moving a state older versions left in the working directory or in a flake directory
-/// Nix copies (the selected environment's too).
+/// copies into the store, the selected environment's file too), else the project's
+/// path-keyed default, after moving a state older versions left in the working directory or
+/// in a flake directory Nix copies (the selected environment's too).
 fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> {
     use crate::project;
     if let Some(p) = &args.state {
