@@ -385,7 +385,7 @@ fn move_state(
     drop(store);
     let _ = std::fs::remove_file(&old.lock);
     Ok(Some(format!(
-        "Moved the state from {} to {}: {because}",
+        "Moved the state from {} ({was}) to {}: {because}",
         legacy.display(),
         target.display()
     )))

@@ -184,6 +184,18 @@ fn a_clone_and_a_worktree_share_the_state() {
     assert_no_change(&m, &m.root.join("clone"));
     git(&origin, &["worktree", "add", "-q", "../worktree"]);
     assert_no_change(&m, &m.root.join("worktree"));
+    // Never silent: back in the first checkout, Nivis says which other one used the state.
+    let out = m.nivis(&origin, &["plan"]);
+    assert!(
+        stderr(&out).contains("shares this state with")
+            && stderr(&out).contains(&m.root.join("worktree").display().to_string()),
+        "{}",
+        stderr(&out)
+    );
+    // From a subdirectory, the flake is found upward, as Nix finds it.
+    let sub = origin.join("modules");
+    std::fs::create_dir_all(&sub).unwrap();
+    assert_no_change(&m, &sub);
     // A shallow clone's history is not the project's: warned, and keyed by its path.
     let url = format!("file://{}", origin.display());
     git(&m.root, &["clone", "-q", "--depth", "1", &url, "shallow"]);
@@ -226,7 +238,9 @@ fn a_path_keyed_state_moves_to_the_project_with_a_message() {
     assert_success(&out);
     let err = stderr(&out);
     assert!(
-        err.contains(&format!("Moved the state from {old_text} to ")) && err.contains("acme"),
+        err.contains(&format!(
+            "Moved the state from {old_text} (keyed by the project's path"
+        )) && err.contains("acme"),
         "{err}"
     );
     assert!(stdout(&out).contains("No changes."), "{}", stdout(&out));
@@ -353,4 +367,24 @@ fn a_path_keyed_project_never_silently_starts_afresh_beside_its_state() {
     let fresh = m.project("elsewhere/renamed", Some("second"));
     assert_success(&m.nivis(&fresh, &["plan"]));
     assert_eq!(m.objects().created(), created, "nothing created twice");
+}
+
+#[test]
+fn naming_a_git_project_keeps_its_state() {
+    let m = Machine::new();
+    let dir = m.project("infra", None);
+    commit(&dir, "flake.nix");
+    apply(&m, &dir);
+    // The project now declares a name (uncommitted: Nix reads the work tree).
+    m.project("infra", Some("acme"));
+    let out = m.nivis(&dir, &["plan"]);
+    assert_success(&out);
+    assert!(
+        stderr(&out).contains("keyed by the project's git history")
+            && stderr(&out).contains("Moved the state"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("No changes."), "{}", stdout(&out));
+    assert_no_change(&m, &dir);
 }
