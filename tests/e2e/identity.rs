@@ -388,3 +388,39 @@ fn naming_a_git_project_keeps_its_state() {
     assert!(stdout(&out).contains("No changes."), "{}", stdout(&out));
     assert_no_change(&m, &dir);
 }
+
+#[test]
+fn a_large_tree_nix_would_copy_whole_is_warned_about_before_nix_runs() {
+    let m = Machine::new();
+    let dir = m.project("big", Some("big"));
+    // Apparent size is what Nix copies (and what is counted): a sparse file costs no disk.
+    let file = std::fs::File::create(dir.join("target.bin")).unwrap();
+    file.set_len(101_000_000).unwrap();
+    // Nix is never run here: `false` stands in for it, so nothing is copied.
+    let plan = |dir: &Path, flake: &str| {
+        Command::new(nivis_bin())
+            .args(["validate", "--flake", flake])
+            .current_dir(dir)
+            .env("XDG_STATE_HOME", m.root.join("xdg"))
+            .env("NIVIS_NIX", "false")
+            .output()
+            .unwrap()
+    };
+    let path_ref = format!("path:{}", dir.display());
+    for flake in [".", path_ref.as_str()] {
+        let err = stderr(&plan(&dir, flake));
+        assert!(
+            err.contains(&format!("Nix is about to copy {}", dir.display()))
+                && err.contains("more than 100 MB")
+                && err.contains(".gitignore")
+                && err.contains("git+file://"),
+            "{flake}: {err}"
+        );
+    }
+    // A git repository's flake copies only tracked files: no warning.
+    commit(&dir, "flake.nix");
+    let err = stderr(&plan(&dir, "."));
+    assert!(!err.contains("about to copy"), "{err}");
+    let small = m.project("small", Some("small"));
+    assert!(!stderr(&plan(&small, ".")).contains("about to copy"));
+}
