@@ -188,9 +188,15 @@ fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
         None => (source.flake.as_str(), source.attr.clone()),
     };
     // Nix resolves a relative directory against its own working directory, and refuses a
-    // relative `path:` in `builtins.getFlake`: hand it absolute paths.
+    // relative `path:` in `builtins.getFlake`: hand it absolute paths. A directory is searched
+    // upward for flake.nix, as Nix does; without one it stays as given (state commands work
+    // there; `options` refuses to evaluate it).
     let flake = if Path::new(flake).is_dir() {
-        absolute(Path::new(flake)).display().to_string()
+        let dir = absolute(Path::new(flake));
+        crate::project::search_upward(&dir)
+            .unwrap_or(dir)
+            .display()
+            .to_string()
     } else if let Some(rel) = flake.strip_prefix("path:").filter(|p| !p.starts_with('/')) {
         format!("path:{}", absolute(Path::new(rel)).display())
     } else {
@@ -208,8 +214,21 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         let _ = writeln!(std::io::stderr(), "Note: {}", render::escape_text(note));
     }
     let source = plan_source(spec.source)?;
+    crate::project::require_flake(&source)?;
+    crate::project::warn_if_copy_is_large(&source);
     let backend = match spec.state {
-        Some(state) => backend::resolve(state, &source)?,
+        Some(state) => {
+            let (backend, placement) = backend::resolve_project(state, &source)?;
+            let local = matches!(backend, Backend::Local { .. }) && backend.env() == DEFAULT_ENV;
+            let relative = placement.as_ref().and_then(|p| p.unclaimed_relative());
+            if let Some(refusal) = relative.filter(|_| local && matches!(verb, "plan" | "apply")) {
+                return Err(refusal);
+            }
+            if verb == "apply" && matches!(backend, Backend::Local { .. }) {
+                hint_path_keyed(placement.as_ref().map(|p| &p.identity), &source);
+            }
+            backend
+        }
         // A verb that reads no state (validate): a local backend that is never opened.
         None => Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"))?,
     };
@@ -230,6 +249,23 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         command: format!("nivis {verb}"),
         install: spec.install.options()?,
     })
+}
+
+/// Says, on `apply` with a local state, that a local project's state is keyed by its path (it
+/// has neither a declared name nor git history): moving the directory would leave it behind.
+fn hint_path_keyed(identity: Option<&crate::project::Identity>, source: &PlanSource) {
+    let local = matches!(source, PlanSource::File { .. })
+        || !matches!(
+            crate::project::copied_tree(source),
+            crate::project::Copied::Nothing
+        );
+    if identity.is_some_and(|i| i.kind == crate::project::IdentityKind::Location) && local {
+        let _ = writeln!(
+            std::io::stderr(),
+            "Hint: this project's state is keyed by its path; declare `nivis.project = \"NAME\";` \
+             beside nivis.plan (or commit it to git) to keep the state when the directory moves."
+        );
+    }
 }
 
 /// `p` made absolute against the working directory, without `.` components (`nivis plan

@@ -161,7 +161,8 @@ fn flake_attr(flake: &str, names: &[String]) -> String {
 /// The reference to give Nix for `flake`. A local directory inside a git work tree becomes
 /// `git+file://ROOT?dir=SUB`, which is what the command line (`nix eval DIR#attr`) makes of it:
 /// `builtins.getFlake "/abs/dir"` takes any directory as a `path:` flake and copies all of it
-/// into the store, `.git` and git-ignored files (a state file beside the flake) included.
+/// into the store, `.git` and git-ignored files (a state file beside the flake) included. A
+/// shallow clone gets `shallow=1`, without which Nix refuses it.
 fn flake_ref_for_nix(flake: &str) -> String {
     let dir = Path::new(flake);
     if !dir.is_absolute() || !dir.is_dir() {
@@ -171,13 +172,19 @@ fn flake_ref_for_nix(flake: &str) -> String {
         return flake.to_string();
     };
     let encode = |p: &Path| crate::state::s3::uri_encode(&p.to_string_lossy(), false);
-    let mut reference = format!("git+file://{}", encode(&root));
+    let mut query = Vec::new();
     match dir.strip_prefix(&root) {
-        Ok(sub) if !sub.as_os_str().is_empty() => {
-            reference.push_str("?dir=");
-            reference.push_str(&encode(sub));
-        }
+        Ok(sub) if !sub.as_os_str().is_empty() => query.push(format!("dir={}", encode(sub))),
         _ => {}
+    }
+    // Nix refuses a shallow clone unless asked (`nix eval DIR#attr` too).
+    if root.join(".git/shallow").is_file() {
+        query.push("shallow=1".into());
+    }
+    let mut reference = format!("git+file://{}", encode(&root));
+    if !query.is_empty() {
+        reference.push('?');
+        reference.push_str(&query.join("&"));
     }
     reference
 }
@@ -246,24 +253,44 @@ fn attr_path(attr: &str) -> Vec<String> {
     names
 }
 
-/// The state backend configured beside the plan: for plan attribute `a.b.plan`, the value of
-/// `a.b.backend` in `flake` (`nivis.backend` by default), or `None` if there is none.
-pub fn backend_config(
-    flake: &str,
-    plan_attr: &str,
-) -> Result<Option<serde_json::Value>, EvalError> {
+/// What a flake declares beside its plan: for plan attribute `a.b.plan`, `a.b.backend` (the
+/// state backend) and `a.b.project` (the project's name), `nivis.backend` and `nivis.project`
+/// by default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProjectSettings {
+    pub backend: Option<serde_json::Value>,
+    pub project: Option<serde_json::Value>,
+}
+
+/// Reads the [`ProjectSettings`] of `flake` in one evaluation (each costs a Nix start and the
+/// flake's fetch).
+pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings, EvalError> {
     let mut path = attr_path(plan_attr);
     path.pop();
     if path.is_empty() {
-        // A top-level plan attribute has no attribute set to hold a backend beside it.
-        return Ok(None);
+        // A top-level plan attribute has no attribute set to hold settings beside it.
+        return Ok(ProjectSettings::default());
     }
-    path.push("backend".into());
     // `getFlake` with the reference the plan's own evaluation uses (`flake_ref_for_nix`: a git
     // flake's tracked files, never its whole directory), not the installable `FLAKE#nivis`,
-    // which Nix looks up in `packages.<system>.nivis` first.
-    let expr = format!("{} or null", flake_attr(flake, &path));
-    let what = format!("{flake}#{}", path.join("."));
+    // which Nix looks up in `packages.<system>.nivis` first. `or null` covers a missing
+    // attribute anywhere on the path.
+    let select = |name: &str| {
+        let mut names = path.clone();
+        names.push(name.into());
+        let select: String = names
+            .iter()
+            .map(|a| format!(".{}", nix_string(a)))
+            .collect();
+        format!("{name} = flake{select} or null;")
+    };
+    let expr = format!(
+        "let flake = builtins.getFlake {}; in {{ {} {} }}",
+        nix_string(&flake_ref_for_nix(flake)),
+        select("backend"),
+        select("project")
+    );
+    let what = format!("{flake}#{}.{{backend,project}}", path.join("."));
     let output = locking_if_needed(flake, &what, || {
         run_nix(
             nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
@@ -276,12 +303,16 @@ pub fn backend_config(
             message: String::from_utf8_lossy(&output.stderr).into_owned(),
         });
     }
-    let value: serde_json::Value =
+    let mut value: serde_json::Value =
         serde_json::from_slice(&output.stdout).map_err(|e| EvalError {
             what: what.clone(),
             message: format!("not JSON: {e}"),
         })?;
-    Ok((!value.is_null()).then_some(value))
+    let mut take = |name: &str| Some(value[name].take()).filter(|v| !v.is_null());
+    Ok(ProjectSettings {
+        backend: take("backend"),
+        project: take("project"),
+    })
 }
 
 /// Makes sure a build output exists in the store, building its derivation if needed.

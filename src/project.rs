@@ -16,19 +16,29 @@
 //! | `github:…` and other remote refs    | the remote source, never local files          |
 //!
 //! So the state defaults to `$XDG_STATE_HOME/nivis/projects/<name>-<hash>/nivis.state.json`
-//! (`~/.local/state/…` without XDG_STATE_HOME), keyed by the project's canonical path, outside
-//! every copied tree. A `--state` inside a tree Nix copies whole is refused; inside a git work
-//! tree it is accepted only when git ignores it (an ignored file is never tracked, so never
-//! copied nor committed).
+//! (`~/.local/state/…` without XDG_STATE_HOME), outside every copied tree, keyed by the
+//! project's identity (`identity`: the name the flake declares, else its git history, else its
+//! canonical path), so that a moved, renamed or cloned project keeps its state; states kept
+//! under an earlier key are moved to it. A `--state` inside a tree Nix copies whole is refused;
+//! inside a git work tree it is accepted only when git ignores it (an ignored file is never
+//! tracked, so never copied nor committed). Finding `flake.nix` before Nix runs, and the size of
+//! what it would copy: `find`.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use sha2::{Digest, Sha256};
-
 use crate::nixeval::PlanSource;
 use crate::state::{LockHolder, StatePaths, Store, DEFAULT_PATH};
+
+mod find;
+mod identity;
+mod placement;
+
+pub use find::{require_flake, search_upward, warn_if_copy_is_large};
+use identity::GitLineage;
+pub use identity::{Identity, IdentityKind, ProjectNote};
+pub use placement::{known_state_path, place, Placement};
 
 /// The tree Nix copies into the store for a plan source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,14 +250,41 @@ fn project_key(source: &PlanSource) -> (String, String) {
     (key, name.trim_start_matches('.').to_string())
 }
 
-/// The default state path of the project `source` names (see the module doc).
+/// `$XDG_STATE_HOME/nivis/projects`, where each project's state directory is.
+fn projects_dir() -> Result<PathBuf, String> {
+    Ok(state_home()?.join("nivis/projects"))
+}
+
+/// The path-keyed state path of the project `source` names: where Nivis kept every state
+/// before project identities, and still keeps the state of a project with no other identity.
 pub fn default_state_path(source: &PlanSource) -> Result<PathBuf, String> {
     let (key, name) = project_key(source);
-    let digest = hex::encode(&Sha256::digest(key.as_bytes())[..8]);
-    let dir = state_home()?
-        .join("nivis/projects")
-        .join(format!("{name}-{digest}"));
-    Ok(dir.join(DEFAULT_PATH))
+    let location = Identity::location(key, name);
+    Ok(location.state_dir(&projects_dir()?).join(DEFAULT_PATH))
+}
+
+/// The project's canonical local directory (a flake's) or plan file, if it is local.
+fn local_project(source: &PlanSource) -> Option<PathBuf> {
+    match source {
+        PlanSource::File { path, .. } => Some(normalise(path)),
+        PlanSource::Flake { flake, .. } => flake_dir(flake).map(|(dir, _)| dir),
+    }
+}
+
+/// The git history of the work tree holding the project, if it is local and in one.
+fn git_lineage(source: &PlanSource) -> GitLineage {
+    let Some(project) = local_project(source) else {
+        return GitLineage::None;
+    };
+    let dir = if project.is_dir() {
+        project.clone()
+    } else {
+        project.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    match git_root(&dir) {
+        Some(root) => GitLineage::of(&root, &project),
+        None => GitLineage::None,
+    }
 }
 
 /// Creates the directory of a default state path (mode 0700 for what is created).
@@ -271,6 +308,22 @@ pub fn create_state_dir(state: &Path) -> Result<(), String> {
 /// A `legacy` path that is a symlink is followed: the files beside its target are moved, and
 /// the link removed. A rescue file left by a failed run counts as a state (opening folds it in).
 pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>, String> {
+    move_state(
+        legacy,
+        target,
+        "where older Nivis versions kept it",
+        "Nix copies a plain-directory or path: flake into the world-readable /nix/store, state included. Pass --state to keep it elsewhere.",
+    )
+}
+
+/// Moves the state at `legacy` (`was` says what that place is) to `target`, as
+/// [`move_legacy_state`] describes; the message ends with `because`.
+fn move_state(
+    legacy: &Path,
+    target: &Path,
+    was: &str,
+    because: &str,
+) -> Result<Option<String>, String> {
     let old = resolved_files(legacy)?;
     if ![&old.snapshot, &old.journal, &old.rescue]
         .iter()
@@ -301,7 +354,7 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
         let there = Store::read_only(target).map_err(|e| fail("reading the new place", &e))?;
         if !same_state(&there, store.state()) {
             return Err(format!(
-                "two different states: {} (where older Nivis versions kept it) and {} (where it lives now). Keep the right one: remove the other (its .journal too), or pass --state to choose.",
+                "two different states: {} ({was}) and {} (where it lives now). Keep the right one: remove the other (its .journal too), or pass --state to choose.",
                 legacy.display(),
                 target.display()
             ));
@@ -332,7 +385,7 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
     drop(store);
     let _ = std::fs::remove_file(&old.lock);
     Ok(Some(format!(
-        "Moved the state from {} to {}: Nix copies a plain-directory or path: flake into the world-readable /nix/store, state included. Pass --state to keep it elsewhere.",
+        "Moved the state from {} ({was}) to {}: {because}",
         legacy.display(),
         target.display()
     )))

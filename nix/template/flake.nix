@@ -2,8 +2,9 @@
   description = "Infrastructure as Nix code, applied with Nivis";
 
   # Nivis's Nix library (nivis.lib). Builtins only: evaluating this flake needs no nixpkgs.
-  # To use a local copy or an offline mirror of Nivis instead, keep this line and run
-  #   nix flake lock --override-input nivis path:/srv/nivis
+  # To use a local clone or an offline mirror of Nivis instead, keep this line and run
+  #   nix flake lock --override-input nivis git+file:///srv/nivis
+  # (git+file: copies only tracked files into the Nix store; path: would copy build output too).
   inputs.nivis.url = "github:wearetechnative/nivis";
 
   outputs =
@@ -12,6 +13,11 @@
       lib = nivis.lib;
     in
     {
+      # Nivis keeps this project's state outside the directory and finds it by the git
+      # repository's first commit, so moves and clones keep it. Outside git (or in a shallow
+      # clone), name the project instead; every project needs its own name:
+      # nivis.project = "hello-nivis";
+
       # `nivis plan` and `nivis apply` evaluate this function of the outputs ledger (what the
       # providers have produced so far), phase after phase.
       nivis.plan =

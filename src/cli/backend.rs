@@ -16,6 +16,7 @@ use serde_json::Value as Json;
 use super::args::{SourceArgs, StateTarget};
 use super::{absolute, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
+use crate::project::{Identity, Placement};
 use crate::render::{self, outln};
 use crate::state::{
     env_state_path, parse_snapshot, Backend, ForceUnlock, LockHolder, LockedStore, StateFile,
@@ -24,30 +25,56 @@ use crate::state::{
 
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
 /// attribute's sibling `backend`; a plain Nix file or a directory without `flake.nix` has
-/// none), then `--backend-config` overrides, for `--env`. The local state path is settled
-/// first (a legacy state moved out of the flake directory) because reading the backend
-/// evaluates the flake, which copies its directory into the store.
+/// none), then `--backend-config` overrides, for `--env`.
 pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
-    let local = state_path(args, source)?;
-    let from_flake = match source {
+    resolve_project(args, source).map(|(backend, _)| backend)
+}
+
+/// [`resolve`], and the project's identity when its default state is used (not `--state`).
+///
+/// The order matters: a state older versions left in a flake directory Nix copies is moved to
+/// the path-keyed place before anything evaluates the flake; the flake's settings (backend and
+/// `nivis.project`) are read in one evaluation; then the project's states under earlier keys
+/// move to its identity's place.
+pub fn resolve_project(
+    args: &StateArgs,
+    source: &PlanSource,
+) -> Result<(Backend, Option<Placement>), String> {
+    let location = state_path(args, source)?;
+    let settings = match source {
         PlanSource::Flake { flake, attr } => {
             let dir = Path::new(flake);
             if dir.is_dir() && !dir.join("flake.nix").exists() {
-                None
+                nixeval::ProjectSettings::default()
             } else {
-                nixeval::backend_config(flake, attr).map_err(|e| e.to_string())?
+                crate::project::warn_if_copy_is_large(source);
+                nixeval::project_settings(flake, attr).map_err(|e| e.to_string())?
             }
         }
-        PlanSource::File { .. } => None,
+        PlanSource::File { .. } => nixeval::ProjectSettings::default(),
     };
-    Backend::configure(from_flake.as_ref(), &args.backend_config, &args.env, &local)
-        .map_err(|e| format!("state backend: {e}"))
+    let (local, placement) = if args.state.is_some() {
+        (location, None)
+    } else {
+        let placement = crate::project::place(source, settings.project.as_ref())?;
+        placement.adopt()?;
+        log::info!("state: {}", placement.state.display());
+        (placement.state.clone(), Some(placement))
+    };
+    let backend = Backend::configure(
+        settings.backend.as_ref(),
+        &args.backend_config,
+        &args.env,
+        &local,
+    )
+    .map_err(|e| format!("state backend: {e}"))?;
+    Ok((backend, placement))
 }
 
 /// The local state path of the default environment: `--state` (refused inside a tree Nix
-/// copies into the store, the selected environment's file too), else the project's default,
-/// after moving a state older versions left in the working directory or in a flake directory
-/// Nix copies (the selected environment's too).
+/// copies into the store, the selected environment's file too), else the project's
+/// path-keyed default, after moving a state older versions left in the working directory or
+/// in a flake directory Nix copies (the selected environment's too).
 fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> {
     use crate::project;
     if let Some(p) = &args.state {
@@ -56,7 +83,6 @@ fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> 
         return Ok(absolute(p));
     }
     let target = project::default_state_path(source)?;
-    project::create_state_dir(&target)?;
     let mut legacy = vec![absolute(Path::new(crate::state::DEFAULT_PATH))];
     if let project::Copied::Whole(dir) = project::copied_tree(source) {
         legacy.push(dir.join(crate::state::DEFAULT_PATH));
@@ -75,7 +101,6 @@ fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> 
             }
         }
     }
-    log::info!("state: {}", target.display());
     Ok(target)
 }
 
@@ -87,10 +112,30 @@ pub fn of(source: &SourceArgs, state: &StateArgs) -> Result<Backend, String> {
 /// Reads the state without locking it; its secrets are remembered for redaction. Returns the
 /// backend too (for messages).
 pub fn read(source: &SourceArgs, state: &StateArgs) -> Result<(Backend, StateFile), String> {
-    let backend = of(source, state)?;
+    read_project(source, state).map(|(backend, _, read)| (backend, read))
+}
+
+/// [`read`], with the project's identity when its default state is used.
+pub fn read_project(
+    source: &SourceArgs,
+    state: &StateArgs,
+) -> Result<(Backend, Option<Identity>, StateFile), String> {
+    let (backend, placement) = resolve_project(state, &plan_source(source)?)?;
     let read = backend.read_only().map_err(|e| e.to_string())?;
     crate::secrets::remember_state(&read);
-    Ok((backend, read))
+    Ok((backend, placement.map(|p| p.identity), read))
+}
+
+/// The line saying which state a command uses: `State: <file or URL> (<project>)`.
+pub fn state_header(backend: &Backend, identity: Option<&Identity>) -> String {
+    let env = match backend.env() {
+        DEFAULT_ENV => String::new(),
+        env => format!(", environment {env}"),
+    };
+    match identity {
+        Some(i) => format!("State: {} ({}{env})", backend.describe(), i.describe()),
+        None => format!("State: {} (given with --state{env})", backend.describe()),
+    }
 }
 
 /// `nivis env list`.

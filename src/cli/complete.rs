@@ -91,7 +91,7 @@ fn state_path(args: Vec<OsString>, from_env: Option<OsString>) -> Option<PathBuf
         attr: value_of("--attr"),
     };
     let source = super::plan_source(&source).ok()?;
-    crate::project::default_state_path(&source).ok()
+    crate::project::known_state_path(&source).ok()
 }
 
 #[cfg(test)]

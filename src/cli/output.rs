@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 
 use serde_json::{json, Map, Value as Json};
 
@@ -76,7 +75,8 @@ fn collect(args: &OutputArgs) -> Result<Collected, String> {
     // `nivis output` in a directory without a flake (only a state file) shows what state
     // holds; any source given explicitly must evaluate.
     let implicit = args.source.file.is_none() && args.source.flake == ".";
-    if implicit && !Path::new("flake.nix").exists() {
+    let here = std::env::current_dir().unwrap_or_default();
+    if implicit && crate::project::search_upward(&here).is_err() {
         if !args.json && !args.raw {
             eprintln!(
                 "(no flake.nix here: Nix consumer values are not shown; use --flake or --file)"

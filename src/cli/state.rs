@@ -16,20 +16,28 @@ pub fn run(cmd: StateCommand) -> i32 {
         StateCommand::Pull { out, state } => backend::pull(&state, &out),
         StateCommand::Push { file, force, state } => backend::push(&state, &file, force),
         StateCommand::Migrate { force, state } => backend::migrate(&state, force),
-        StateCommand::List { state, json } => match backend::read(&state.source, &state.state) {
-            Ok((_, state)) => {
-                if json {
-                    let ids = Json::Array(state.ids().map(|id| Json::String(id.into())).collect());
-                    outln!("{}", render::json_text(&ids, false));
-                } else {
-                    for id in state.ids() {
-                        outln!("{}", render::escape(id));
+        StateCommand::List { state, json } => {
+            match backend::read_project(&state.source, &state.state) {
+                Ok((backend, identity, state)) => {
+                    // On stderr: scripts read the list from stdout.
+                    eprintln!(
+                        "{}",
+                        render::escape_text(&backend::state_header(&backend, identity.as_ref()))
+                    );
+                    if json {
+                        let ids =
+                            Json::Array(state.ids().map(|id| Json::String(id.into())).collect());
+                        outln!("{}", render::json_text(&ids, false));
+                    } else {
+                        for id in state.ids() {
+                            outln!("{}", render::escape(id));
+                        }
                     }
+                    exit::OK
                 }
-                exit::OK
+                Err(e) => fail(&e),
             }
-            Err(e) => fail(&e),
-        },
+        }
         StateCommand::Show { id, state, json } => {
             match backend::read(&state.source, &state.state) {
                 Ok((backend, state)) => match state.get(&id) {

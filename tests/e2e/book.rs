@@ -2,10 +2,14 @@
 //! block of docs/book/src/getting-started.md, tutorial-null.md and remote-state.md, in order,
 //! in one bash, offline.
 //!
-//! The only changes to the text: the public flake reference `github:wearetechnative/nivis`
-//! becomes a `path:` copy of this repository's flake, and `hashicorp/null` comes from a
+//! The only change to the text: the public flake reference `github:wearetechnative/nivis`
+//! becomes `git+file://` of a git clone of this repository's flake (what the chapters advise
+//! for a local copy). The machine is a reader's: a `~/.gitconfig` naming the user, and a
 //! filesystem mirror in `~/nivis-mirror` holding the real terraform-provider-null binary
-//! (tests/fetch-providers.py), named by NIVIS_PROVIDER_MIRRORS as the tutorial does itself.
+//! (tests/fetch-providers.py), which the getting-started and tutorial chapters name themselves
+//! (NIVIS_PROVIDER_MIRRORS, NIVIS_OFFLINE); no other environment is set behind their back
+//! (the remote-state chapter, which says nothing about providers, gets the mirror in its
+//! setup).
 //! The remote-state chapter runs against a local SeaweedFS server: its example endpoint,
 //! bucket and credentials become the server's, and its `nivis.backend` block is added to
 //! `flake.nix` where the chapter says to add it.
@@ -97,10 +101,16 @@ fn run_chapter_with(chapter: &str, setup: impl FnOnce(&str, &Path) -> Setup) -> 
     );
     std::fs::create_dir_all(&work).unwrap();
     copy_flake_source(&src);
+    commit_all(&src);
     write_mirror(&home);
+    std::fs::write(
+        home.join(".gitconfig"),
+        "[user]\n\tname = Reader\n\temail = reader@example.invalid\n",
+    )
+    .unwrap();
     let script = blocks
         .join("\n")
-        .replace(PUBLIC_FLAKE, &format!("path:{}", src.display()));
+        .replace(PUBLIC_FLAKE, &format!("git+file://{}", src.display()));
     let path = format!(
         "{}:{}",
         bin_dir().display(),
@@ -111,8 +121,8 @@ fn run_chapter_with(chapter: &str, setup: impl FnOnce(&str, &Path) -> Setup) -> 
         .current_dir(&work)
         .env("HOME", &home)
         .env("PATH", path)
-        .env("NIVIS_PROVIDER_MIRRORS", home.join("nivis-mirror"))
-        .env("NIVIS_OFFLINE", "1")
+        .env_remove("NIVIS_PROVIDER_MIRRORS")
+        .env_remove("NIVIS_OFFLINE")
         .env_remove("XDG_CACHE_HOME")
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_STATE_HOME")
@@ -136,6 +146,31 @@ fn run_chapter_with(chapter: &str, setup: impl FnOnce(&str, &Path) -> Setup) -> 
     stdout(&out)
 }
 
+/// Makes `dir` a git repository with everything in it committed.
+fn commit_all(dir: &Path) {
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-q",
+            "-m",
+            "src",
+        ],
+    ] {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert_success(&out);
+    }
+}
+
 #[test]
 fn getting_started_runs_as_written() {
     let out = run_chapter("getting-started.md");
@@ -143,6 +178,7 @@ fn getting_started_runs_as_written() {
         "Applied 2 resource(s) across 2 phase(s)",
         "summary = \"hello from ",
         "first is ",
+        "No changes. The infrastructure matches the plan.",
         "Destroyed 2 resource(s)",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
@@ -194,6 +230,11 @@ fn the_remote_state_chapter_runs_as_written() {
                 ),
             )),
             env: vec![
+                (
+                    "NIVIS_PROVIDER_MIRRORS".into(),
+                    tmp.join("home/nivis-mirror").display().to_string(),
+                ),
+                ("NIVIS_OFFLINE".into(), "1".into()),
                 (
                     "NIVIS_RESCUE_DIR".into(),
                     tmp.join("rescue").display().to_string(),

@@ -9,6 +9,7 @@ mod gen;
 mod headline;
 mod hostile_cli;
 mod hostile_providers;
+mod identity;
 mod imports;
 mod lifecycle;
 mod moves;
