@@ -39,6 +39,7 @@ pub mod nixeval;
 pub mod nixops4;
 pub mod plan;
 pub mod plugin;
+pub mod privfile;
 pub mod project;
 pub mod provider;
 pub mod registry;

@@ -20,6 +20,7 @@
 //! runs `nix flake lock REF` (what `nix eval` would have done) and evaluates again.
 
 use std::fmt;
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -103,8 +104,13 @@ fn nix_command() -> Command {
 }
 
 /// Evaluates the plan with the ledger at `ledger_path`; returns the IR JSON bytes and the time
-/// Nix took.
-pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Duration), EvalError> {
+/// Nix took. `inherit`: a descriptor the `nix` process inherits (the run directory's, which
+/// `ledger_path`, `/proc/self/fd/N/...`, goes through: see `rundir`).
+pub fn evaluate(
+    source: &PlanSource,
+    ledger_path: &Path,
+    inherit: Option<RawFd>,
+) -> Result<(Vec<u8>, Duration), EvalError> {
     let ledger = ledger_path.to_str().ok_or_else(|| EvalError {
         what: source.to_string(),
         message: format!("ledger path {} is not UTF-8", ledger_path.display()),
@@ -115,10 +121,10 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     );
     let started = Instant::now();
     let output = match source {
-        PlanSource::Flake { flake, .. } => {
-            locking_if_needed(flake, &source.to_string(), || run_eval(source, &apply))?
-        }
-        PlanSource::File { .. } => run_eval(source, &apply)?,
+        PlanSource::Flake { flake, .. } => locking_if_needed(flake, &source.to_string(), || {
+            run_eval(source, &apply, inherit)
+        })?,
+        PlanSource::File { .. } => run_eval(source, &apply, inherit)?,
     };
     if !output.status.success() {
         return Err(EvalError {
@@ -182,8 +188,15 @@ fn flake_ref_for_nix(flake: &str) -> String {
     reference
 }
 
-fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, EvalError> {
+fn run_eval(
+    source: &PlanSource,
+    apply: &str,
+    inherit: Option<RawFd>,
+) -> Result<std::process::Output, EvalError> {
     let mut cmd = nix_command();
+    if let Some(fd) = inherit {
+        keep_open_in_child(&mut cmd, fd);
+    }
     cmd.args(["eval", "--json", "--impure"]);
     match source {
         PlanSource::Flake { flake, attr } => {
@@ -204,6 +217,21 @@ fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, Ev
         cmd.env("GC_INITIAL_HEAP_SIZE", "8M");
     }
     run_nix(&mut cmd, &source.to_string())
+}
+
+/// Makes `fd` (opened close-on-exec, as Rust opens everything) survive into `cmd`'s process
+/// only: no other child (a provider) inherits it.
+fn keep_open_in_child(cmd: &mut Command, fd: RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: fcntl is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Runs a `nix` command to completion, stdin closed; `what` names it in the error.
