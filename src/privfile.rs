@@ -127,6 +127,12 @@ pub fn real_path(path: &Path, what: &str) -> Result<PathBuf, String> {
 /// Opens `path` with `options` under the rule: its directories judged, its last component
 /// never followed (`O_NOFOLLOW`), the opened file judged. The error names path and fix.
 pub fn open(path: &Path, options: &mut OpenOptions, what: &str) -> Result<File, OpenError> {
+    // A directory that does not exist is a missing file (`NotFound`), not a refusal.
+    let parent = path.parent().filter(|d| !d.as_os_str().is_empty());
+    parent
+        .unwrap_or(Path::new("."))
+        .canonicalize()
+        .map_err(OpenError::Io)?;
     let real = real_path(path, what).map_err(OpenError::Refused)?;
     let file = options
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)

@@ -11,6 +11,7 @@ mod hostile_cli;
 mod hostile_providers;
 mod imports;
 mod lifecycle;
+mod local_adversary;
 mod moves;
 mod nixops4;
 mod real_null;

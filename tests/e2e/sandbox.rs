@@ -75,6 +75,11 @@ impl Sandbox {
         }
     }
 
+    /// The environment every command gets (for a command started in the background).
+    pub fn env_pairs(&self) -> Vec<(String, String)> {
+        self.env.clone()
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.path().join(rel)
     }
