@@ -378,3 +378,24 @@ fn a_hang_up_during_evaluation_and_a_dead_run_leave_no_secrets_file() {
         channel()
     );
 }
+
+// --- case 8: masking touches values, never Nivis's own words --------------------------------
+
+#[test]
+fn a_secret_equal_to_an_action_name_leaves_actions_and_saved_plans_intact() {
+    let mut s = Sandbox::new();
+    flake_with_sensitive_variable(&s);
+    s.set_env("NIVIS_VAR_token", Some("create"));
+    let plan = ok(&s.nivis(&["plan"]));
+    assert!(plan.contains("Plan: 2 to create"), "{plan}");
+    let json = s.nivis(&["plan", "--json"]);
+    let planned = actions(&json, "planned");
+    assert_eq!(planned.len(), 2, "{}", stdout(&json));
+    for (id, action) in &planned {
+        assert_eq!(action, "create", "{id}: {}", stdout(&json));
+    }
+    let out = s.path("home/p.plan");
+    ok(&s.nivis(&["plan", "--out", out.to_str().unwrap()]));
+    let shown = ok(&s.nivis(&["show", out.to_str().unwrap()]));
+    assert!(shown.contains("Plan: 2 to create"), "{shown}");
+}
