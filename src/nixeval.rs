@@ -21,6 +21,7 @@
 
 use std::fmt;
 use std::os::fd::RawFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -129,10 +130,46 @@ pub fn evaluate(
     if !output.status.success() {
         return Err(EvalError {
             what: source.to_string(),
-            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+            message: without_derived_lines(&String::from_utf8_lossy(&output.stderr)),
         });
     }
     Ok((output.stdout, started.elapsed()))
+}
+
+/// Nix's error `raw` without the lines quoting a value derived from a known secret (see
+/// `secrets::without_derived_lines`), with a note saying so; at `-v` the raw text is kept in a
+/// private file (the file rule, mode 0600) whose path the note gives.
+fn without_derived_lines(raw: &str) -> String {
+    let (kept, left_out) = crate::secrets::without_derived_lines(raw);
+    if left_out == 0 {
+        return kept;
+    }
+    let kept_at = if log::log_enabled!(log::Level::Info) {
+        match keep_raw_error(raw) {
+            Ok(path) => format!("Nix's full error is in {} (mode 0600).", path.display()),
+            Err(e) => format!("Nix's full error could not be kept: {e}"),
+        }
+    } else {
+        "Run again with -v to keep Nix's full error in a private file.".to_string()
+    };
+    format!(
+        "{kept}\n({left_out} line(s) of Nix's error quoted a value derived from a secret and were left out. {kept_at})"
+    )
+}
+
+/// Writes `raw` to `$XDG_STATE_HOME/nivis/eval-errors/<pid>.txt` under the file rule.
+fn keep_raw_error(raw: &str) -> Result<PathBuf, String> {
+    let dir = crate::project::state_home()?.join("nivis/eval-errors");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = crate::privfile::check_dirs(&dir, "Nix's full error")?;
+    let path = dir.join(format!("{}.txt", std::process::id()));
+    crate::rundir::write_private_file(&path, raw.as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// Runs `eval` (a `nix eval` of something in `flake`); when Nix says the flake's lock file needs

@@ -381,6 +381,37 @@ pub fn redact_json(json: &mut Json) {
     }
 }
 
+/// The length of the fragments of a known secret [`without_derived_lines`] looks for.
+pub const FRAGMENT_LEN: usize = 8;
+
+/// `text` (an error Nix printed) without the lines that quote a fragment of a known secret
+/// ([`FRAGMENT_LEN`] bytes of it anywhere: a prefix, an escaped copy, a name built from it), and
+/// how many lines were left out. Redaction by content cannot catch a value only derived from a
+/// secret; the lines around it (where, while evaluating which attribute) stay.
+pub fn without_derived_lines(text: &str) -> (String, usize) {
+    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+    let mut fragments: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for set in [&known.values, &known.provisional] {
+        for secret in set.by_prefix.iter().flat_map(|m| m.values().flatten()) {
+            fragments.extend(secret.as_bytes().windows(FRAGMENT_LEN));
+        }
+    }
+    let mut left_out = 0;
+    let mut kept = Vec::new();
+    for line in text.lines() {
+        if line
+            .as_bytes()
+            .windows(FRAGMENT_LEN)
+            .any(|w| fragments.contains(w))
+        {
+            left_out += 1;
+        } else {
+            kept.push(line);
+        }
+    }
+    (kept.join("\n"), left_out)
+}
+
 /// `attributes` with the value at each sensitive path (JSON arrays of keys and indices, as in
 /// state) replaced by `mask`.
 pub fn mask_paths(attributes: &Json, sensitive_paths: &[Json], mask: &str) -> Json {
@@ -494,6 +525,18 @@ mod tests {
             // Left: what encodes the bytes around it, and at most a partial group at each end.
             assert!(shown.len() <= MASK.len() + 20, "offset {offset}: {shown}");
         }
+    }
+
+    #[test]
+    fn lines_quoting_a_fragment_of_a_secret_are_left_out() {
+        remember("derived-secret-0123456789");
+        let error =
+            "error: bad value derived-sec\n       at flake.nix:3:5:\nwhile evaluating 'label'";
+        let (kept, left_out) = without_derived_lines(error);
+        assert_eq!(left_out, 1);
+        assert_eq!(kept, "       at flake.nix:3:5:\nwhile evaluating 'label'");
+        let (same, none) = without_derived_lines("error: nothing secret here");
+        assert_eq!((same.as_str(), none), ("error: nothing secret here", 0));
     }
 
     #[test]

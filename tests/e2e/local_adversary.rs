@@ -399,3 +399,45 @@ fn a_secret_equal_to_an_action_name_leaves_actions_and_saved_plans_intact() {
     let shown = ok(&s.nivis(&["show", out.to_str().unwrap()]));
     assert!(shown.contains("Plan: 2 to create"), "{shown}");
 }
+
+// --- case 7: Nix errors quoting a value derived from a secret -------------------------------
+
+#[test]
+fn a_nix_error_quoting_part_of_a_secret_is_shown_without_that_line() {
+    let mut s = Sandbox::new();
+    let value = unique_token("nvderived");
+    let prefix = &value[..14];
+    let b = "(lib.mkResource { provider = \"beta\"; type = \"beta_record\"; name = \"B\"; \
+             config.from = lib.compute vars.token (t: builtins.throw (\"bad token \" + builtins.substring 0 14 t)); })";
+    let plan = Sandbox::plan_let(
+        &format!(
+            "decls = {{ token = {{ type = \"string\"; sensitive = true; }}; }}; \
+             vars = lib.vars ledger decls; b = {b};"
+        ),
+        "b",
+        "variables = decls;",
+    );
+    Sandbox::write_flake(&s.proj, &plan);
+    s.set_env("NIVIS_VAR_token", Some(&value));
+    for args in [&["plan"][..], &["plan", "--json"]] {
+        let out = s.nivis(args);
+        let err = failed(&out);
+        let all = format!("{}{err}", stdout(&out));
+        assert!(!all.contains(prefix), "a prefix of the secret: {all}");
+        assert!(all.contains("derived from a secret"), "{all}");
+        assert!(all.contains("with -v"), "{all}");
+    }
+    // At -v Nix's full error is kept, in a private file only.
+    let out = s.nivis(&["plan", "-v"]);
+    let err = failed(&out);
+    assert!(!err.contains(prefix), "{err}");
+    let kept = s.path("state/nivis/eval-errors");
+    let files: Vec<_> = std::fs::read_dir(&kept).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "{err}");
+    let meta = files[0].metadata().unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let raw = std::fs::read_to_string(files[0].path()).unwrap();
+    assert!(raw.contains(prefix), "{raw}");
+    assert!(err.contains(files[0].path().to_str().unwrap()), "{err}");
+    s.hunt_for(&value, &[]);
+}
