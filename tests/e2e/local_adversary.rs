@@ -441,3 +441,36 @@ fn a_nix_error_quoting_part_of_a_secret_is_shown_without_that_line() {
     assert!(err.contains(files[0].path().to_str().unwrap()), "{err}");
     s.hunt_for(&value, &[]);
 }
+
+// --- case 3: files Nivis writes secrets (or a plan) into ------------------------------------
+
+#[test]
+fn a_state_copy_or_saved_plan_into_a_directory_others_can_change_is_refused() {
+    let Some(adv) = Adversary::create() else {
+        return;
+    };
+    let s = Sandbox::new();
+    Sandbox::write_flake(&s.proj, &Sandbox::plan_fn(TOKEN_A, ""));
+    ok(&s.nivis(&["apply", "--auto-approve"]));
+    let team = s.path("team");
+    std::fs::create_dir_all(&team).unwrap();
+    adv.share(&team, 0o770);
+    let copy = team.join("state.json");
+    let err = failed(&s.nivis(&["state", "pull", "--out", copy.to_str().unwrap()]));
+    assert!(err.contains(team.to_str().unwrap()), "{err}");
+    let plan = team.join("p.plan");
+    let err = failed(&s.nivis(&["plan", "--out", plan.to_str().unwrap()]));
+    assert!(err.contains(team.to_str().unwrap()), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&team).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    // A saved plan the attacker wrote (or can rewrite) is not applied.
+    let mine = s.path("home/p.plan");
+    ok(&s.nivis(&["plan", "--out", mine.to_str().unwrap()]));
+    adv.own(&mine);
+    let err = failed(&s.nivis(&["apply", "--auto-approve", mine.to_str().unwrap()]));
+    assert!(err.contains("not by you"), "{err}");
+    s.hunt(&[]);
+}
