@@ -24,9 +24,9 @@
 //!
 //! Cleanup: dropping the [`RunDir`] removes it; a second interrupt or hang-up that ends the
 //! process at once first unlinks the files through [`remove_live_files`] (async-signal-safe);
-//! and [`RunDir::create`] removes run directories of ours whose process is gone (SIGKILL, a
-//! crash, a power cut of the terminal's machine is not a case: the directory would be in a
-//! tmpfs).
+//! and [`RunDir::create`] removes run directories of ours (owner, mode 0700, name) whose
+//! process is gone (SIGKILL, a crash): a pid reused by a live process keeps its directory until
+//! a later run.
 
 use std::ffi::{CString, OsString};
 use std::fs::{File, OpenOptions};
