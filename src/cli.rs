@@ -209,12 +209,16 @@ fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
 }
 
 fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
+    let source = plan_source(spec.source)?;
+    crate::project::require_flake(&source)?;
+    // Before anything evaluates the flake (and copies its tree into the store).
+    for file in &spec.vars.var_files {
+        crate::project::check_var_file(file, &source)?;
+    }
     let vars = vars::collect(&spec.vars.var_files, &spec.vars.vars, vars::from_env()?)?;
     for note in &vars.notes {
         let _ = writeln!(std::io::stderr(), "Note: {}", render::escape_text(note));
     }
-    let source = plan_source(spec.source)?;
-    crate::project::require_flake(&source)?;
     crate::project::warn_if_copy_is_large(&source);
     let backend = match spec.state {
         Some(state) => {
@@ -410,7 +414,9 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
 
 extern "C" fn on_interrupt(_sig: libc::c_int) {
     if interrupt_flag().swap(true, Ordering::SeqCst) {
-        // Second Ctrl-C: leave now. Providers die with us (parent-death signal).
+        // Second Ctrl-C: leave now. Providers die with us (parent-death signal); the channel
+        // of secrets for Nix goes first.
+        crate::rundir::remove_live_files();
         unsafe { libc::_exit(exit::INTERRUPTED) };
     }
     let msg = b"\nInterrupt received: finishing in-flight operations and recording them; press Ctrl-C again to quit at once.\n";
@@ -426,6 +432,12 @@ fn install_interrupt_handler() {
         );
         libc::signal(
             libc::SIGTERM,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+        // A closed terminal or a dropped ssh session: end as cleanly as on Ctrl-C (by default
+        // the process would die with the run directory and its secrets left behind).
+        libc::signal(
+            libc::SIGHUP,
             on_interrupt as *const () as libc::sighandler_t,
         );
     }

@@ -162,10 +162,9 @@ mod tests {
         }
         let back: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(back["outputs"]["alpha.alpha_token.A"]["id"], "alpha-0");
-        assert_eq!(
-            back["secretsFile"],
-            dir.path().join(CHANNEL_FILE).to_str().unwrap()
-        );
+        // Named through the run directory's descriptor, which a swapped path cannot redirect.
+        let through_fd = format!("/proc/self/fd/{}/{CHANNEL_FILE}", dir.inherit_fd());
+        assert_eq!(back["secretsFile"], through_fd.as_str());
         assert!(
             back.get("vars").is_none(),
             "variables never enter the ledger"

@@ -20,7 +20,9 @@
 //!
 //! Keeping secrets where they belong: [`project`] keeps the state out of every directory Nix
 //! copies into the store, [`rundir`] is the run's private directory (ledger, channel of
-//! secrets), [`secrets`] redacts every known secret from what is printed.
+//! secrets), [`privfile`] is the one rule every file that holds or drives secrets must pass
+//! (ours, not writable by others, in directories nobody else can change, never through a link),
+//! [`secrets`] redacts every known secret from what is printed.
 //!
 //! Providers given by registry address are found, verified and cached by [`registry`].
 //!
@@ -39,6 +41,7 @@ pub mod nixeval;
 pub mod nixops4;
 pub mod plan;
 pub mod plugin;
+pub mod privfile;
 pub mod project;
 pub mod provider;
 pub mod registry;

@@ -20,6 +20,8 @@
 //! runs `nix flake lock REF` (what `nix eval` would have done) and evaluates again.
 
 use std::fmt;
+use std::os::fd::RawFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -103,8 +105,13 @@ fn nix_command() -> Command {
 }
 
 /// Evaluates the plan with the ledger at `ledger_path`; returns the IR JSON bytes and the time
-/// Nix took.
-pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Duration), EvalError> {
+/// Nix took. `inherit`: a descriptor the `nix` process inherits (the run directory's, which
+/// `ledger_path`, `/proc/self/fd/N/...`, goes through: see `rundir`).
+pub fn evaluate(
+    source: &PlanSource,
+    ledger_path: &Path,
+    inherit: Option<RawFd>,
+) -> Result<(Vec<u8>, Duration), EvalError> {
     let ledger = ledger_path.to_str().ok_or_else(|| EvalError {
         what: source.to_string(),
         message: format!("ledger path {} is not UTF-8", ledger_path.display()),
@@ -115,18 +122,54 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     );
     let started = Instant::now();
     let output = match source {
-        PlanSource::Flake { flake, .. } => {
-            locking_if_needed(flake, &source.to_string(), || run_eval(source, &apply))?
-        }
-        PlanSource::File { .. } => run_eval(source, &apply)?,
+        PlanSource::Flake { flake, .. } => locking_if_needed(flake, &source.to_string(), || {
+            run_eval(source, &apply, inherit)
+        })?,
+        PlanSource::File { .. } => run_eval(source, &apply, inherit)?,
     };
     if !output.status.success() {
         return Err(EvalError {
             what: source.to_string(),
-            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+            message: without_derived_lines(&String::from_utf8_lossy(&output.stderr)),
         });
     }
     Ok((output.stdout, started.elapsed()))
+}
+
+/// Nix's error `raw` without the lines quoting a value derived from a known secret (see
+/// `secrets::without_derived_lines`), with a note saying so; at `-v` the raw text is kept in a
+/// private file (the file rule, mode 0600) whose path the note gives.
+fn without_derived_lines(raw: &str) -> String {
+    let (kept, left_out) = crate::secrets::without_derived_lines(raw);
+    if left_out == 0 {
+        return kept;
+    }
+    let kept_at = if log::log_enabled!(log::Level::Info) {
+        match keep_raw_error(raw) {
+            Ok(path) => format!("Nix's full error is in {} (mode 0600).", path.display()),
+            Err(e) => format!("Nix's full error could not be kept: {e}"),
+        }
+    } else {
+        "Run again with -v to keep Nix's full error in a private file.".to_string()
+    };
+    format!(
+        "{kept}\n({left_out} line(s) of Nix's error quoted a value derived from a secret and were left out. {kept_at})"
+    )
+}
+
+/// Writes `raw` to `$XDG_STATE_HOME/nivis/eval-errors/<pid>.txt` under the file rule.
+fn keep_raw_error(raw: &str) -> Result<PathBuf, String> {
+    let dir = crate::project::state_home()?.join("nivis/eval-errors");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = crate::privfile::check_dirs(&dir, "Nix's full error")?;
+    let path = dir.join(format!("{}.txt", std::process::id()));
+    crate::rundir::write_private_file(&path, raw.as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// Runs `eval` (a `nix eval` of something in `flake`); when Nix says the flake's lock file needs
@@ -189,8 +232,15 @@ fn flake_ref_for_nix(flake: &str) -> String {
     reference
 }
 
-fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, EvalError> {
+fn run_eval(
+    source: &PlanSource,
+    apply: &str,
+    inherit: Option<RawFd>,
+) -> Result<std::process::Output, EvalError> {
     let mut cmd = nix_command();
+    if let Some(fd) = inherit {
+        keep_open_in_child(&mut cmd, fd);
+    }
     cmd.args(["eval", "--json", "--impure"]);
     match source {
         PlanSource::Flake { flake, attr } => {
@@ -211,6 +261,21 @@ fn run_eval(source: &PlanSource, apply: &str) -> Result<std::process::Output, Ev
         cmd.env("GC_INITIAL_HEAP_SIZE", "8M");
     }
     run_nix(&mut cmd, &source.to_string())
+}
+
+/// Makes `fd` (opened close-on-exec, as Rust opens everything) survive into `cmd`'s process
+/// only: no other child (a provider) inherits it.
+fn keep_open_in_child(cmd: &mut Command, fd: RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: fcntl is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Runs a `nix` command to completion, stdin closed; `what` names it in the error.

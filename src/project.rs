@@ -195,6 +195,29 @@ pub fn check_private_file(path: &Path, source: &PlanSource) -> Result<(), String
     }
 }
 
+/// Refuses `--var-file path` where Nix would copy it into the store when it evaluates
+/// `source` (a plain or `path:` flake directory, or a git flake that does not ignore it):
+/// variable files hold secrets as much as the state does. Checked before any evaluation.
+pub fn check_var_file(path: &Path, source: &PlanSource) -> Result<(), String> {
+    let real = path.canonicalize().unwrap_or_else(|_| normalise(path));
+    let shown = path.display();
+    match copied_tree(source) {
+        Copied::Whole(dir) if real.starts_with(&dir) => Err(format!(
+            "refusing --var-file {shown}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, so the values in it (secrets, usually) would land there. Move the file outside {}.",
+            dir.display(),
+            dir.display()
+        )),
+        Copied::GitTracked(root) if real.starts_with(&root) && !git_ignores(&root, &real) => {
+            Err(format!(
+                "refusing --var-file {shown}: it is inside the git repository {} and git does not ignore it, so it could be committed and copied by Nix into the world-readable /nix/store with the flake. Move it outside the repository, or add it to {}/.gitignore.",
+                root.display(),
+                root.display()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state` (never a
 /// shared temporary directory, where another user could prepare it).
 pub fn state_home() -> Result<PathBuf, String> {

@@ -1,59 +1,118 @@
 //! The private directory a run keeps its files in while it works (the ledger, the channel of
 //! secrets for Nix).
 //!
-//! Owns: choosing where it is created, creating it so that nobody else can own, enter or
-//! prepare it, writing files into it without following links, and removing it when the run
-//! ends; and [`write_private_file`], the same careful write for a private file elsewhere (`state
-//! pull --out`). Not: what the files contain (`ledger`).
+//! Owns: choosing where it is created, creating it so that nobody else can own, enter, prepare
+//! or swap it, writing files into it without following links, handing Nix paths that cannot be
+//! redirected, removing it when the run ends (a hang-up or termination signal included), and
+//! removing what dead runs left; and [`write_private_file`], the same careful write for a
+//! private file elsewhere (`state pull --out`, saved plans). Not: what the files contain
+//! (`ledger`), the rule for the directories above (`privfile`).
 //!
-//! The directory is new for every run: `nivis-XXXXXXXX` with a random name, created with
-//! `mkdir(2)` mode 0700 (which fails if the name exists, so a directory prepared by someone
-//! else is never adopted), under `$XDG_RUNTIME_DIR` when it is set and else under `$TMPDIR`
-//! (default `/tmp`). The parent must not let others swap our directory out: a runtime
-//! directory owned by another user or writable by group or others is refused (the XDG spec
-//! requires 0700); a shared temp directory must be sticky if others can write to it. After
-//! creation the directory is checked again with `lstat` (ours, a real directory, mode 0700).
-//! Files are created with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600, under a temporary name,
-//! written, synced, and renamed over the final name.
+//! The directory is new for every run: `nivis-PID-XXXXXXXXXXXXXXXX` with a random suffix,
+//! created with `mkdir(2)` mode 0700 (which fails if the name exists, so a directory prepared
+//! by someone else is never adopted), under `$XDG_RUNTIME_DIR` when it is set and else under
+//! `$TMPDIR` (default `/tmp`). The parent and every directory above it must follow the file
+//! rule (`privfile::check_dirs`: owned by us or root, not writable by others unless sticky); a
+//! runtime directory must moreover be ours and writable by nobody else (the XDG spec requires
+//! 0700). The directory is then opened once (`O_DIRECTORY | O_NOFOLLOW`) and checked on the
+//! descriptor (ours, mode 0700); every later write is relative to that descriptor (`openat`
+//! with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600, then `renameat`), and Nix is handed
+//! `/proc/self/fd/N/NAME`, where N is the same descriptor, inherited by the `nix` process only
+//! ([`RunDir::inherit_fd`]). Renaming or exchanging the directory's path after creation
+//! (`renameat2(RENAME_EXCHANGE)` by someone who can write the parent) therefore changes
+//! nothing Nivis writes or Nix reads.
+//!
+//! Cleanup: dropping the [`RunDir`] removes it; a second interrupt or hang-up that ends the
+//! process at once first unlinks the files through [`remove_live_files`] (async-signal-safe);
+//! and [`RunDir::create`] removes run directories of ours (owner, mode 0700, name) whose
+//! process is gone (SIGKILL, a crash): a pid reused by a live process keeps its directory until
+//! a later run.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
-/// A private directory, removed (with everything in it) when dropped.
+/// A private directory, open, removed (with everything in it) when dropped.
 #[derive(Debug)]
 pub struct RunDir {
     path: PathBuf,
+    dir: OwnedFd,
+}
+
+/// The descriptor of this process's live run directory (-1: none), for [`remove_live_files`].
+static LIVE_DIR: AtomicI32 = AtomicI32::new(-1);
+/// The names written in it (leaked C strings: a handful of constant names per process).
+static LIVE_NAMES: [AtomicPtr<libc::c_char>; 4] = [
+    AtomicPtr::new(std::ptr::null_mut()),
+    AtomicPtr::new(std::ptr::null_mut()),
+    AtomicPtr::new(std::ptr::null_mut()),
+    AtomicPtr::new(std::ptr::null_mut()),
+];
+
+/// Unlinks every file written into the live run directory. Async-signal-safe: called by a
+/// signal handler right before the process ends at once (the directory itself, empty, is
+/// removed by the next run).
+pub fn remove_live_files() {
+    let fd = LIVE_DIR.load(Ordering::SeqCst);
+    if fd < 0 {
+        return;
+    }
+    for name in &LIVE_NAMES {
+        let name = name.load(Ordering::SeqCst);
+        if !name.is_null() {
+            // SAFETY: unlinkat is async-signal-safe; `name` is a leaked, never freed C string.
+            unsafe { libc::unlinkat(fd, name, 0) };
+        }
+    }
+}
+
+fn remember_live_name(name: &str) {
+    for slot in &LIVE_NAMES {
+        let current = slot.load(Ordering::SeqCst);
+        if !current.is_null() {
+            // SAFETY: every non-null slot holds a leaked C string.
+            let known = unsafe { std::ffi::CStr::from_ptr(current) };
+            if known.to_bytes() == name.as_bytes() {
+                return;
+            }
+            continue;
+        }
+        if let Ok(c) = CString::new(name) {
+            let raw = c.into_raw();
+            if slot
+                .compare_exchange(current, raw, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return;
+            }
+            // SAFETY: `raw` came from `into_raw` just above and was not published.
+            drop(unsafe { CString::from_raw(raw) });
+        }
+    }
 }
 
 fn uid() -> u32 {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
+    crate::privfile::euid()
 }
 
-/// Why a directory may not hold private files, or `None` if it may.
-fn unsafe_parent(meta: &std::fs::Metadata, runtime: bool) -> Option<String> {
+/// Why a runtime directory may not hold our run directory, or `None` (the XDG spec: ours and
+/// writable by nobody else; [`crate::privfile::check_dirs`] judges the rest).
+fn unsafe_runtime_dir(meta: &std::fs::Metadata) -> Option<String> {
     let mode = meta.mode() & 0o7777;
-    if !meta.is_dir() {
-        return Some("is not a directory".into());
-    }
-    if runtime {
-        if meta.uid() != uid() {
-            return Some(format!(
-                "is owned by uid {}, not by you (uid {})",
-                meta.uid(),
-                uid()
-            ));
-        }
-        if mode & 0o022 != 0 {
-            return Some(format!("can be written by other users (mode {mode:o})"));
-        }
-    } else if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+    if meta.uid() != uid() {
         return Some(format!(
-            "can be written by every user but is not sticky (mode {mode:o}), so they could replace what we create there"
+            "is owned by uid {}, not by you (uid {})",
+            meta.uid(),
+            uid()
         ));
+    }
+    if mode & 0o022 != 0 {
+        return Some(format!("can be written by other users (mode {mode:o})"));
     }
     None
 }
@@ -63,6 +122,43 @@ fn random_suffix() -> std::io::Result<String> {
     let mut bytes = [0u8; 8];
     File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(hex::encode(bytes))
+}
+
+/// Whether process `pid` is alive (or exists but is not ours to signal).
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH))
+}
+
+/// Removes run directories in `parent` that are ours (owner, mode 0700, our name pattern) and
+/// whose process is gone: what a killed run left, possibly with secrets in it.
+pub fn remove_leftovers(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("nivis-"))
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if meta.is_dir() && meta.uid() == uid() && meta.mode() & 0o777 == 0o700 && !alive(pid) {
+            log::info!(
+                "removing {}, left by a run that ended",
+                entry.path().display()
+            );
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 impl RunDir {
@@ -78,38 +174,42 @@ impl RunDir {
         } else {
             format!("the temporary directory {}", parent.display())
         };
-        let meta = std::fs::metadata(&parent)
-            .map_err(|e| format!("{what}: {e}; Nivis keeps its private run files there"))?;
-        if let Some(problem) = unsafe_parent(&meta, is_runtime) {
+        let role = format!("the private run directory (in {what})");
+        let real = crate::privfile::check_dirs(&parent, &role).map_err(|e| {
             let fix = if is_runtime {
-                "fix it (chown to yourself, chmod 700) or unset XDG_RUNTIME_DIR"
+                "unset XDG_RUNTIME_DIR or point it to a directory only you can write to"
             } else {
                 "set TMPDIR to a directory only you can write to"
             };
-            return Err(format!(
-                "{what} {problem}: Nivis keeps the ledger and the channel of secrets for Nix there; {fix}"
-            ));
+            format!("{e} Nivis keeps the ledger and the channel of secrets for Nix there; {fix}.")
+        })?;
+        if is_runtime {
+            let meta = std::fs::metadata(&real)
+                .map_err(|e| format!("{what}: {e}; Nivis keeps its private run files there"))?;
+            if let Some(problem) = unsafe_runtime_dir(&meta) {
+                return Err(format!(
+                    "{what} {problem}: Nivis keeps the ledger and the channel of secrets for Nix there; fix it (chown to yourself, chmod 700) or unset XDG_RUNTIME_DIR"
+                ));
+            }
         }
-        Self::create_in(&parent)
+        remove_leftovers(&real);
+        Self::create_in(&real)
     }
 
-    /// Creates a fresh private directory in `parent` (already judged safe).
+    /// Creates a fresh private directory in `parent` (already judged safe) and opens it.
     pub fn create_in(parent: &Path) -> Result<RunDir, String> {
         let mut last = None;
         for _ in 0..16 {
             let name = format!(
-                "nivis-{}",
+                "nivis-{}-{}",
+                std::process::id(),
                 random_suffix().map_err(|e| format!("reading /dev/urandom: {e}"))?
             );
             let path = parent.join(name);
             let mut builder = std::fs::DirBuilder::new();
             std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
             match builder.create(&path) {
-                Ok(()) => {
-                    let dir = RunDir { path };
-                    dir.verify()?;
-                    return Ok(dir);
-                }
+                Ok(()) => return Self::open_created(path),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
                 Err(e) => {
                     return Err(format!(
@@ -126,38 +226,93 @@ impl RunDir {
         ))
     }
 
-    /// Checks, without following links, that the directory is ours, a directory, and 0700
-    /// (a umask cannot widen it, but another process could have swapped it).
-    fn verify(&self) -> Result<(), String> {
-        let meta = std::fs::symlink_metadata(&self.path)
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+    /// Opens the directory just created at `path` and checks, on the descriptor, that it is
+    /// ours and 0700 (a umask cannot widen it, but another process could have swapped it).
+    fn open_created(path: PathBuf) -> Result<RunDir, String> {
+        let refuse = |detail: String| {
+            let _ = std::fs::remove_dir(&path);
+            format!(
+                "{} is not the private directory Nivis just created ({detail}); refusing to write there",
+                path.display()
+            )
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| refuse(e.to_string()))?;
+        let meta = file.metadata().map_err(|e| refuse(e.to_string()))?;
         let mode = meta.mode() & 0o7777;
         if !meta.is_dir() || meta.uid() != uid() || mode != 0o700 {
-            return Err(format!(
-                "{} is not the private directory Nivis just created (owner uid {}, mode {mode:o}); refusing to write there",
-                self.path.display(),
-                meta.uid()
-            ));
+            return Err(refuse(format!("owner uid {}, mode {mode:o}", meta.uid())));
         }
-        Ok(())
+        let dir = OwnedFd::from(file);
+        LIVE_DIR.store(dir.as_raw_fd(), Ordering::SeqCst);
+        Ok(RunDir { path, dir })
     }
 
-    /// The directory.
+    /// The directory, where it was created (for messages; never used to reach the files).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Writes `name` (a plain file name) with mode 0600: into a new temporary file that may not
-    /// exist or be a link, synced, then renamed over `name`. Returns the final path.
+    /// The descriptor of the directory, which the `nix` process must inherit for the paths
+    /// [`write`](Self::write) returns to work there (see `nixeval`).
+    pub fn inherit_fd(&self) -> RawFd {
+        self.dir.as_raw_fd()
+    }
+
+    /// Writes `name` (a plain file name) with mode 0600 into the directory through its
+    /// descriptor: into a new temporary file that may not exist or be a link, synced, then
+    /// renamed over `name`. Returns the path Nix reads it by: `/proc/self/fd/N/name`, valid in
+    /// a process that inherited [`inherit_fd`](Self::inherit_fd).
     pub fn write(&self, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-        let target = self.path.join(name);
-        write_private_file(&target, bytes)?;
-        Ok(target)
+        remember_live_name(name);
+        let tmp = CString::new(format!(".{name}.{}.tmp", random_suffix()?))?;
+        let target = CString::new(name)?;
+        let fd = self.dir.as_raw_fd();
+        // SAFETY: plain system calls on a descriptor we own and NUL-terminated names.
+        let raw = unsafe {
+            libc::openat(
+                fd,
+                tmp.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor nobody else owns.
+        let mut file = unsafe { File::from_raw_fd(raw) };
+        let written = (|| {
+            if file.metadata()?.permissions().mode() & 0o077 != 0 {
+                return Err(std::io::Error::other(
+                    "a new private file is readable by others",
+                ));
+            }
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            // SAFETY: as above.
+            if unsafe { libc::renameat(fd, tmp.as_ptr(), fd, target.as_ptr()) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(fd, tmp.as_ptr(), 0) };
+        }
+        written?;
+        Ok(PathBuf::from(format!("/proc/self/fd/{fd}/{name}")))
     }
 
     /// Removes `name` if it exists.
     pub fn remove(&self, name: &str) {
-        let _ = std::fs::remove_file(self.path.join(name));
+        if let Ok(c) = CString::new(name) {
+            // SAFETY: a plain system call on a descriptor we own.
+            unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), 0) };
+        }
     }
 }
 
@@ -206,8 +361,27 @@ pub fn write_private(tmp: &Path, target: &Path, bytes: &[u8]) -> std::io::Result
 }
 
 impl Drop for RunDir {
+    /// Empties the directory through its descriptor, then removes it by path only if the path
+    /// still names it (after a swap, what is there now is not ours to remove).
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        let fd = self.dir.as_raw_fd();
+        let _ = LIVE_DIR.compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst);
+        if let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{fd}")) {
+            for entry in entries.flatten() {
+                if let Ok(c) = CString::new(entry.file_name().as_bytes()) {
+                    // SAFETY: a plain system call on a descriptor we own.
+                    unsafe { libc::unlinkat(fd, c.as_ptr(), 0) };
+                }
+            }
+        }
+        // SAFETY: fstat into a zeroed struct on a descriptor we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } == 0 {
+            let now = std::fs::symlink_metadata(&self.path);
+            if now.is_ok_and(|m| m.dev() == st.st_dev && m.ino() == st.st_ino) {
+                let _ = std::fs::remove_dir(&self.path);
+            }
+        }
     }
 }
 
@@ -238,21 +412,64 @@ mod tests {
     }
 
     #[test]
-    fn unsafe_parents_are_named() {
+    fn a_runtime_directory_writable_by_others_is_named() {
         let d = tempfile::tempdir().unwrap();
         let set = |m| std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(m));
         set(0o700).unwrap();
         let meta = || std::fs::metadata(d.path()).unwrap();
-        assert!(unsafe_parent(&meta(), true).is_none());
+        assert!(unsafe_runtime_dir(&meta()).is_none());
         set(0o770).unwrap();
-        assert!(unsafe_parent(&meta(), true)
+        assert!(unsafe_runtime_dir(&meta())
             .unwrap()
             .contains("written by other users"));
-        set(0o777).unwrap();
-        assert!(unsafe_parent(&meta(), false)
-            .unwrap()
-            .contains("not sticky"));
-        set(0o1777).unwrap();
-        assert!(unsafe_parent(&meta(), false).is_none());
+    }
+
+    #[test]
+    fn swapping_the_directory_path_changes_nothing_written_or_read() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = RunDir::create_in(parent.path()).unwrap();
+        dir.write("secrets.json", b"mine").unwrap();
+        // Someone who can write the parent moves our directory away and puts theirs in its
+        // place, holding their own secrets file.
+        let moved = parent.path().join("moved");
+        std::fs::rename(dir.path(), &moved).unwrap();
+        std::fs::create_dir(dir.path()).unwrap();
+        std::fs::write(dir.path().join("secrets.json"), b"theirs").unwrap();
+        let read_by_nix = dir.write("secrets.json", b"mine again").unwrap();
+        assert_eq!(std::fs::read(&read_by_nix).unwrap(), b"mine again");
+        assert_eq!(
+            std::fs::read(moved.join("secrets.json")).unwrap(),
+            b"mine again"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("secrets.json")).unwrap(),
+            b"theirs"
+        );
+        let theirs = dir.path().to_path_buf();
+        drop(dir);
+        assert!(
+            theirs.join("secrets.json").exists(),
+            "theirs is not ours to remove"
+        );
+        assert!(!moved.join("secrets.json").exists(), "ours is emptied");
+    }
+
+    #[test]
+    fn directories_of_dead_runs_are_removed_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let make = |name: &str| {
+            let p = parent.path().join(name);
+            std::fs::create_dir(&p).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::fs::write(p.join("secrets.json"), "x").unwrap();
+            p
+        };
+        // A pid above the kernel's maximum is never alive.
+        let dead = make("nivis-2147483600-00");
+        let live = make(&format!("nivis-{}-00", std::process::id()));
+        let other = make("unrelated-1");
+        remove_leftovers(parent.path());
+        assert!(!dead.exists());
+        assert!(live.exists() && other.exists());
     }
 }

@@ -54,8 +54,14 @@ pub struct StateBasis {
 pub enum VariableRecord {
     /// Its value (JSON; the text given on the command line is a string).
     Value(Json),
-    /// `sha256:<hex>` of a sensitive variable's canonical value.
-    Sha256(String),
+    /// `hmac-sha256:<hex>` of a sensitive variable's canonical value, keyed with
+    /// [`variable_key`] (what only the state holds): a plan file that leaks (into the store, a
+    /// CI artifact) gives nothing to guess a weak password against.
+    Hmac(String),
+    /// A sensitive variable of a plan made against a state that holds no secret, so that no
+    /// key only the state holds exists: nothing is recorded, and apply takes the value again
+    /// unchecked (a note says so).
+    Unrecorded,
 }
 
 /// Which provider binary a plan was made with.
@@ -415,13 +421,35 @@ pub fn ir_digest(ir: &Json) -> String {
     sha256(canonical(&blank(ir)).as_bytes())
 }
 
-/// A variable as a plan records it: its value, or the digest of a sensitive one.
-pub fn variable_record(value: &Json, sensitive: bool) -> VariableRecord {
-    if sensitive {
-        VariableRecord::Sha256(sha256(canonical(value).as_bytes()))
-    } else {
-        VariableRecord::Value(redacted(value.clone()))
+/// The key a saved plan's sensitive variables are digested with: derived from the whole state
+/// it was planned against (which apply must find unchanged), secrets included; `None` when the
+/// state holds no secret (anyone could rebuild the key from what the plan file says).
+/// `state_json`: the state, as JSON.
+pub fn variable_key(state_json: &Json, holds_secrets: bool) -> Option<[u8; 32]> {
+    holds_secrets.then(|| {
+        let mut hasher = Sha256::new();
+        hasher.update(b"nivis saved-plan variable key v1\0");
+        hasher.update(canonical(state_json).as_bytes());
+        hasher.finalize().into()
+    })
+}
+
+/// A variable as a plan records it: its value, or for a sensitive one its keyed digest (see
+/// [`variable_key`]), or nothing without a key.
+pub fn variable_record(value: &Json, sensitive: bool, key: Option<&[u8; 32]>) -> VariableRecord {
+    use hmac::Mac;
+    if !sensitive {
+        return VariableRecord::Value(redacted(value.clone()));
     }
+    let Some(key) = key else {
+        return VariableRecord::Unrecorded;
+    };
+    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(canonical(value).as_bytes());
+    VariableRecord::Hmac(format!(
+        "hmac-sha256:{}",
+        hex::encode(mac.finalize().into_bytes())
+    ))
 }
 
 /// JSON with object keys sorted (bytewise, which for the ASCII keys of the format is RFC 8785's
@@ -517,21 +545,34 @@ mod tests {
     }
 
     #[test]
-    fn a_sensitive_variable_is_only_a_digest() {
-        let secret = json!("savedplan-test-password");
-        let record = variable_record(&secret, true);
-        let VariableRecord::Sha256(digest) = &record else {
+    fn a_sensitive_variable_is_only_a_digest_keyed_with_the_state() {
+        let secret = json!("Winter2024!");
+        let state =
+            json!({"lineage": "l", "resources": {"a": {"attributes": {"pw": "generated"}}}});
+        let key = variable_key(&state, true).unwrap();
+        let record = variable_record(&secret, true, Some(&key));
+        let VariableRecord::Hmac(digest) = &record else {
             panic!("{record:?}")
         };
-        assert!(digest.starts_with("sha256:") && !digest.contains("password"));
+        assert!(digest.starts_with("hmac-sha256:") && !digest.contains("Winter"));
+        // The unsalted digest of the issue (guessable from a list of passwords) is not there.
+        assert!(!digest.contains(&sha256(canonical(&secret).as_bytes())[7..]));
+        assert_eq!(record, variable_record(&secret, true, Some(&key)));
+        assert_ne!(record, variable_record(&json!("other"), true, Some(&key)));
+        let other_state = json!({"lineage": "l", "resources": {"a": {"attributes": {"pw": "x"}}}});
+        let other = variable_key(&other_state, true).unwrap();
+        assert_ne!(record, variable_record(&secret, true, Some(&other)));
         assert_eq!(
-            record,
-            variable_record(&secret, true),
-            "the same value, the same digest"
+            variable_key(&state, false),
+            None,
+            "a state without secrets: no key"
         );
-        assert_ne!(record, variable_record(&json!("other"), true));
         assert_eq!(
-            variable_record(&json!("eu-west-1"), false),
+            variable_record(&secret, true, None),
+            VariableRecord::Unrecorded
+        );
+        assert_eq!(
+            variable_record(&json!("eu-west-1"), false, Some(&key)),
             VariableRecord::Value(json!("eu-west-1"))
         );
     }

@@ -46,14 +46,14 @@ impl SecretSet {
         SecretSet { by_prefix: None }
     }
 
-    /// Adds `s`, and the form it takes inside a JSON string when that differs (a provider's
-    /// error that quotes its request as JSON shows `pa\"ss` for `pa"ss`).
+    /// Adds `s` in every form it may take in what we print (see [`encoded_forms`]), unless it
+    /// is one of Nivis's own words (see [`OWN_WORDS`]).
     fn insert(&mut self, s: &str) {
-        self.insert_one(s);
-        let quoted = Json::String(s.to_string()).to_string();
-        let inner = &quoted[1..quoted.len() - 1];
-        if inner != s {
-            self.insert_one(inner);
+        if is_own_word(s) {
+            return;
+        }
+        for form in encoded_forms(s) {
+            self.insert_one(&form);
         }
     }
 
@@ -84,6 +84,148 @@ impl SecretSet {
     fn clear(&mut self) {
         self.by_prefix = None;
     }
+}
+
+/// Nivis's own words in what it prints: action names, event types, field names of events and
+/// summaries, the default environment. A "secret" equal to one of them is never redacted by
+/// content: masking it would rewrite Nivis's own output (every `"action": "create"` turning
+/// into `"(sensitive)"`, a saved plan showing no changes) and, by the pattern of what got
+/// masked, tell the value anyway. Structural masking (sensitive paths) still hides it.
+pub const OWN_WORDS: &[&str] = &[
+    "action",
+    "applied",
+    "applyPhases",
+    "attributes",
+    "because",
+    "change",
+    "changed",
+    "changes",
+    "command",
+    "config",
+    "consumer-pending",
+    "cpuSeconds",
+    "create",
+    "createBeforeDestroy",
+    "decided",
+    "default",
+    "deferred",
+    "delete",
+    "deleted",
+    "destroy",
+    "detail",
+    "diagnostic",
+    "diagnostics",
+    "drifted",
+    "errors",
+    "evaluated",
+    "evaluations",
+    "eventsVersion",
+    "failed",
+    "finished",
+    "fixpoint",
+    "forget",
+    "importId",
+    "import",
+    "imported",
+    "inState",
+    "lineage",
+    "message",
+    "no-op",
+    "nixSeconds",
+    "objectId",
+    "ownSeconds",
+    "phase-done",
+    "phase-limit",
+    "planned",
+    "possibleActions",
+    "providerCallSecondsSummed",
+    "providerCalls",
+    "providerSeconds",
+    "re-create",
+    "recorded",
+    "recreate",
+    "refresh",
+    "replace",
+    "resource",
+    "resourceType",
+    "resources",
+    "schemaVersion",
+    "seconds",
+    "severity",
+    "skipped",
+    "started",
+    "summary",
+    "timing",
+    "unrecorded",
+    "update",
+    "version",
+    "waitsOn",
+    "warning",
+];
+
+fn is_own_word(s: &str) -> bool {
+    OWN_WORDS.contains(&s)
+}
+
+/// The forms a secret takes where a provider, a log or Nix may print it: itself; inside a JSON
+/// string (`pa\"ss`), also as Go escapes `<`, `>` and `&` (`\u0026`); URL-encoded (`%20` or
+/// `+` for a space, either case of hex digits); its bytes in hex (either case); and base64
+/// (standard and URL-safe alphabets) at each of the three alignments it can start at, each
+/// without the characters at its ends that its neighbours change. Forms shorter than
+/// [`MIN_LEN`] are left out by the caller.
+fn encoded_forms(s: &str) -> Vec<String> {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    let mut forms = vec![s.to_string()];
+    let quoted = Json::String(s.to_string()).to_string();
+    let inner = quoted[1..quoted.len() - 1].to_string();
+    let go = inner
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    forms.extend([inner, go]);
+    let url: String = s
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let lower_hex_escapes = {
+        let mut out = String::new();
+        let mut rest = url.as_str();
+        while let Some(at) = rest.find('%') {
+            out.push_str(&rest[..at]);
+            out.push_str(&rest[at..at + 3].to_ascii_lowercase());
+            rest = &rest[at + 3..];
+        }
+        out + rest
+    };
+    forms.extend([
+        url.replace("%20", "+"),
+        lower_hex_escapes.replace("%20", "+"),
+        lower_hex_escapes,
+        url,
+    ]);
+    let hex = hex::encode(s.as_bytes());
+    forms.extend([hex.to_ascii_uppercase(), hex]);
+    for offset in 0..3 {
+        let mut bytes = vec![0u8; offset];
+        bytes.extend_from_slice(s.as_bytes());
+        let text = STANDARD.encode(&bytes);
+        // Only whole groups of three secret bytes encode the same whatever surrounds them.
+        let start = 4 * offset.div_ceil(3);
+        let end = 4 * ((offset + s.len()) / 3);
+        if let Some(stable) = text.get(start..end.max(start)) {
+            forms.push(stable.replace('+', "-").replace('/', "_"));
+            forms.push(stable.to_string());
+        }
+    }
+    forms.sort();
+    forms.dedup();
+    forms
 }
 
 fn prefix(bytes: &[u8]) -> Option<[u8; MIN_LEN]> {
@@ -239,6 +381,37 @@ pub fn redact_json(json: &mut Json) {
     }
 }
 
+/// The length of the fragments of a known secret [`without_derived_lines`] looks for.
+pub const FRAGMENT_LEN: usize = 8;
+
+/// `text` (an error Nix printed) without the lines that quote a fragment of a known secret
+/// ([`FRAGMENT_LEN`] bytes of it anywhere: a prefix, an escaped copy, a name built from it), and
+/// how many lines were left out. Redaction by content cannot catch a value only derived from a
+/// secret; the lines around it (where, while evaluating which attribute) stay.
+pub fn without_derived_lines(text: &str) -> (String, usize) {
+    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+    let mut fragments: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for set in [&known.values, &known.provisional] {
+        for secret in set.by_prefix.iter().flat_map(|m| m.values().flatten()) {
+            fragments.extend(secret.as_bytes().windows(FRAGMENT_LEN));
+        }
+    }
+    let mut left_out = 0;
+    let mut kept = Vec::new();
+    for line in text.lines() {
+        if line
+            .as_bytes()
+            .windows(FRAGMENT_LEN)
+            .any(|w| fragments.contains(w))
+        {
+            left_out += 1;
+        } else {
+            kept.push(line);
+        }
+    }
+    (kept.join("\n"), left_out)
+}
+
 /// `attributes` with the value at each sensitive path (JSON arrays of keys and indices, as in
 /// state) replaced by `mask`.
 pub fn mask_paths(attributes: &Json, sensitive_paths: &[Json], mask: &str) -> Json {
@@ -322,6 +495,74 @@ mod tests {
         let mut j = json!({"k": ["x red-secret-one y"], "red-secret-one": 1});
         redact_json(&mut j);
         assert_eq!(j, json!({"k": ["x (sensitive) y"], "(sensitive)": 1}));
+    }
+
+    #[test]
+    fn every_encoding_of_a_secret_is_redacted() {
+        use base64::engine::general_purpose::STANDARD;
+        use base64::Engine as _;
+        let secret = "p@ss w&rd<1>/enc-secret";
+        remember(secret);
+        let forms = [
+            "p%40ss%20w%26rd%3C1%3E%2Fenc-secret".to_string(),
+            "p%40ss+w%26rd%3c1%3e%2fenc-secret".to_string(),
+            "p@ss w\\u0026rd\\u003c1\\u003e/enc-secret".to_string(),
+            hex::encode(secret),
+            hex::encode(secret).to_uppercase(),
+        ];
+        for form in &forms {
+            let text = format!("error: {form} rejected");
+            assert_eq!(redact(&text), "error: (sensitive value) rejected", "{form}");
+        }
+        // base64 at every alignment: nothing of the stable middle is left.
+        for offset in 0..3 {
+            let mut bytes = b"xyz"[..offset].to_vec();
+            bytes.extend_from_slice(secret.as_bytes());
+            bytes.extend_from_slice(b"tail");
+            let encoded = STANDARD.encode(&bytes);
+            let shown = redact(&encoded).into_owned();
+            assert!(shown.contains(MASK), "offset {offset}: {shown}");
+            // Left: what encodes the bytes around it, and at most a partial group at each end.
+            assert!(shown.len() <= MASK.len() + 20, "offset {offset}: {shown}");
+        }
+    }
+
+    #[test]
+    fn lines_quoting_a_fragment_of_a_secret_are_left_out() {
+        remember("derived-secret-0123456789");
+        let error =
+            "error: bad value derived-sec\n       at flake.nix:3:5:\nwhile evaluating 'label'";
+        let (kept, left_out) = without_derived_lines(error);
+        assert_eq!(left_out, 1);
+        assert_eq!(kept, "       at flake.nix:3:5:\nwhile evaluating 'label'");
+        let (same, none) = without_derived_lines("error: nothing secret here");
+        assert_eq!((same.as_str(), none), ("error: nothing secret here", 0));
+    }
+
+    #[test]
+    fn nivis_own_words_are_never_redacted_by_content() {
+        remember("create");
+        remember("default");
+        assert_eq!(redact("Plan: 2 to create"), "Plan: 2 to create");
+        let mut j = json!({"type": "planned", "action": "create", "env": "default"});
+        let before = j.clone();
+        redact_json(&mut j);
+        assert_eq!(j, before);
+        for action in [
+            crate::plan::Action::Create,
+            crate::plan::Action::Update,
+            crate::plan::Action::Replace {
+                create_before_destroy: false,
+            },
+            crate::plan::Action::Delete,
+            crate::plan::Action::Forget,
+            crate::plan::Action::Recreate,
+            crate::plan::Action::NoOp,
+            crate::plan::Action::Read,
+        ] {
+            let class = action.class();
+            assert!(class.len() < MIN_LEN || is_own_word(class), "{class}");
+        }
     }
 
     #[test]

@@ -166,8 +166,13 @@ pub fn env_list(t: &StateTarget, json: bool) -> i32 {
 /// unchanged).
 pub fn pull(t: &StateTarget, out: &Path) -> i32 {
     if out != Path::new("-") {
+        let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
         let checked = plan_source(&t.source)
-            .and_then(|source| crate::project::check_private_file(out, &source));
+            .and_then(|source| crate::project::check_private_file(out, &source))
+            .and_then(|()| {
+                let dir = dir.unwrap_or(Path::new("."));
+                crate::privfile::check_dirs(dir, "the state copy (--out)").map(drop)
+            });
         if let Err(e) = checked {
             return fail(&e);
         }

@@ -221,7 +221,14 @@ fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Resul
             VariableRecord::Value(value) => {
                 opts.vars.insert(name.clone(), value.clone());
             }
-            VariableRecord::Sha256(_) => {}
+            VariableRecord::Hmac(_) => {}
+            VariableRecord::Unrecorded => {
+                let _ = std::io::Write::write_fmt(
+                    &mut std::io::stderr(),
+                    format_args!("Note: the saved plan holds no digest of the sensitive variable {}: the state it was made against holds no secret to key one with, so the value given now cannot be checked against the plan's.\n",
+                    crate::render::escape_text(name)),
+                );
+            }
         }
     }
     opts.saved = Some(std::sync::Arc::new(saved));
@@ -235,7 +242,12 @@ fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Resul
 
 /// Reads and checks a saved plan; returns it with the content hash of its bytes.
 fn read_saved_plan(file: &Path) -> Result<(SavedPlan, String), String> {
-    let bytes = std::fs::read(file)
+    let bytes = crate::privfile::open_read(file, "the saved plan")
+        .map_err(|e| e.into_io())
+        .and_then(|mut f| {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut bytes).map(|_| bytes)
+        })
         .map_err(|e| format!("cannot read the saved plan {}: {e}", file.display()))?;
     let saved = SavedPlan::parse(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
     if saved.to_canonical().as_bytes() != bytes.as_slice() {
@@ -251,6 +263,8 @@ fn read_saved_plan(file: &Path) -> Result<(SavedPlan, String), String> {
 /// their content hash.
 fn write_saved_plan(out: &Path, saved: &SavedPlan) -> Result<String, String> {
     let text = saved.to_canonical();
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+    crate::privfile::check_dirs(dir.unwrap_or(Path::new(".")), "the saved plan")?;
     crate::rundir::write_private_file(out, text.as_bytes())
         .map_err(|e| format!("cannot write the plan to {}: {e}", out.display()))?;
     Ok(savedplan::sha256(text.as_bytes()))

@@ -45,18 +45,37 @@ impl VarValues {
 /// Largest `--var-file` read.
 const VAR_FILE_LIMIT: u64 = 64 << 20;
 
+/// Opens a `--var-file` under the file rule (`privfile`): ours, writable only by us, in
+/// directories nobody else can change, never through a link at its name. A pipe
+/// (`--var-file <(pass show db)`) is taken as it is: nobody else can put a file there.
+fn open_var_file(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo()) {
+        return std::fs::File::open(path)
+            .map_err(|e| format!("--var-file {}: {e}", path.display()));
+    }
+    crate::privfile::open_read(path, "the --var-file").map_err(|e| match e {
+        crate::privfile::OpenError::Refused(m) => m,
+        crate::privfile::OpenError::Io(e) => format!("--var-file {}: {e}", path.display()),
+    })
+}
+
 /// Reads a text file of at most `limit` bytes (a device such as /dev/zero never ends).
 fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let file = open_var_file(path)?;
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("--var-file {}: {e}", path.display()))?;
+    let name = path.display();
     if bytes.len() as u64 > limit {
-        return Err(format!("larger than {} MiB", limit >> 20));
+        return Err(format!(
+            "--var-file {name}: larger than {} MiB",
+            limit >> 20
+        ));
     }
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+    String::from_utf8(bytes).map_err(|_| format!("--var-file {name}: not UTF-8 text"))
 }
 
 /// Collects values from `--var-file` files, `--var NAME=VALUE` flags and `env` (the process
@@ -68,8 +87,7 @@ pub fn collect(
 ) -> Result<VarValues, String> {
     let mut out = VarValues::default();
     for file in files {
-        let text = read_bounded(file, VAR_FILE_LIMIT)
-            .map_err(|e| format!("--var-file {}: {e}", file.display()))?;
+        let text = read_bounded(file, VAR_FILE_LIMIT)?;
         let json: Json = serde_json::from_str(&text)
             .map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;
         let Json::Object(map) = json else {

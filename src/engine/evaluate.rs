@@ -40,7 +40,7 @@ impl Evaluator for NixEvaluator {
                 dir.path().display()
             ))
         })?;
-        let evaluated = nixeval::evaluate(&self.source, &path);
+        let evaluated = nixeval::evaluate(&self.source, &path, Some(dir.inherit_fd()));
         // The channel of secrets lives only while Nix reads it.
         dir.remove(crate::ledger::CHANNEL_FILE);
         evaluated.map_err(EngineError::Eval)

@@ -20,7 +20,7 @@ impl Engine<'_> {
                 serial: state.serial,
                 env: self.state_access.env().to_string(),
             },
-            variables: self.variable_records(first),
+            variables: self.variable_records(first, state),
             providers: self.providers.identities(),
             targets: self.opts.targets.clone(),
             replace: self.opts.replace.clone(),
@@ -28,8 +28,12 @@ impl Engine<'_> {
     }
 
     /// Every variable given to the run; a sensitive one (or one the plan does not declare) as
-    /// a digest.
-    fn variable_records(&self, ir: &Ir) -> BTreeMap<String, VariableRecord> {
+    /// a digest keyed with what only `state` holds (see `savedplan::variable_key`).
+    fn variable_records(&self, ir: &Ir, state: &StateFile) -> BTreeMap<String, VariableRecord> {
+        let holds_secrets = state.iter().any(|r| !r.sensitive_paths.is_empty());
+        let key = serde_json::to_value(state)
+            .ok()
+            .and_then(|json| savedplan::variable_key(&json, holds_secrets));
         let given = self
             .opts
             .vars
@@ -44,7 +48,7 @@ impl Engine<'_> {
         given
             .map(|(name, value)| {
                 let sensitive = ir.variables.get(&name).is_none_or(|d| d.sensitive);
-                let record = savedplan::variable_record(&value, sensitive);
+                let record = savedplan::variable_record(&value, sensitive, key.as_ref());
                 (name, record)
             })
             .collect()
@@ -78,7 +82,7 @@ impl Engine<'_> {
                 was.state.serial, state.serial
             ));
         }
-        let now = self.variable_records(first);
+        let now = self.variable_records(first, state);
         let names: BTreeSet<&String> = was.variables.keys().chain(now.keys()).collect();
         if let Some(name) = names
             .into_iter()

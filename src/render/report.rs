@@ -67,7 +67,8 @@ pub fn print_saved_plan_head(path: &str, sha256: &str, plan: &SavedPlan) {
     for (name, v) in &b.variables {
         let shown = match v {
             VariableRecord::Value(v) => json_text(v, false),
-            VariableRecord::Sha256(d) => format!("(sensitive, {})", escape(d)),
+            VariableRecord::Hmac(d) => format!("(sensitive, {})", escape(d)),
+            VariableRecord::Unrecorded => "(sensitive, not recorded)".to_string(),
         };
         outln!("  variable {} = {shown}", escape(name));
     }

@@ -94,13 +94,18 @@ impl Store {
         let lock = FileLock::acquire(&paths.lock, holder, wait)?;
         let (snapshot, snapshot_len) = read_snapshot(&paths.snapshot)?;
         let fresh = snapshot.is_none();
-        let mut journal = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&paths.journal)
-            .map_err(|e| StateError::io(&paths.journal, "open", e))?;
+        // Under the file rule (`privfile`): a journal another user created beside a state in a
+        // shared directory, or a link planted at its name, is refused, never written.
+        let mut journal = crate::privfile::open(
+            &paths.journal,
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .mode(0o600),
+            "the state journal",
+        )
+        .map_err(|e| StateError::io(&paths.journal, "open", e.into_io()))?;
         lock::restrict_to_owner(&journal)
             .map_err(|e| StateError::io(&paths.journal, "chmod 0600", e))?;
         let mut bytes = Vec::new();

@@ -76,7 +76,13 @@ pub(crate) fn force_unlock(
     force: bool,
     confirm: &mut dyn FnMut(Option<&LockHolder>) -> bool,
 ) -> Result<ForceUnlock, StateError> {
-    let file = match OpenOptions::new().read(true).write(true).open(path) {
+    let file = match crate::privfile::open(
+        path,
+        OpenOptions::new().read(true).write(true),
+        "the state lock",
+    )
+    .map_err(crate::privfile::OpenError::into_io)
+    {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ForceUnlock::NotLocked),
         Err(e) => return Err(StateError::io(path, "open", e)),
@@ -111,14 +117,19 @@ pub(crate) fn force_unlock(
 }
 
 fn open_lock_file(path: &Path) -> Result<File, StateError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| StateError::io(path, "open", e))?;
+    // Under the file rule (`privfile`): never through a link (which would let the holder record
+    // truncate its target), never a lock file another user created.
+    let file = crate::privfile::open(
+        path,
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600),
+        "the state lock",
+    )
+    .map_err(|e| StateError::io(path, "open", e.into_io()))?;
     restrict_to_owner(&file).map_err(|e| StateError::io(path, "chmod 0600", e))?;
     Ok(file)
 }

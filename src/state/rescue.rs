@@ -72,13 +72,12 @@ impl Rescued {
 pub(crate) fn write(path: &Path, state: &StateFile, changes: &[Change]) -> Result<(), StateError> {
     let line = journal::encode(&state.lineage, state.serial, changes)
         .map_err(|e| StateError::io(path, "encode", io::Error::other(e)))?;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| StateError::io(path, "create", e))?;
+    let mut file = crate::privfile::open(
+        path,
+        OpenOptions::new().write(true).create_new(true).mode(0o600),
+        "the rescue file",
+    )
+    .map_err(|e| StateError::io(path, "create", e.into_io()))?;
     let written = file.write_all(&line).and_then(|()| file.sync_all());
     if let Err(e) = written {
         let _ = fs::remove_file(path);
@@ -89,10 +88,10 @@ pub(crate) fn write(path: &Path, state: &StateFile, changes: &[Change]) -> Resul
 
 /// What the rescue file at `path` holds, if there is one.
 pub(crate) fn read(path: &Path) -> Result<Option<Rescued>, StateError> {
-    let mut file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    // Under the file rule (`privfile`): a rescue file, or a directory holding it, that someone
+    // else owns or can write is refused (its changes would be recorded as ours).
+    let mut file = match crate::privfile::open_read(path, "the rescue file")
+        .map_err(crate::privfile::OpenError::into_io)
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -12,6 +12,7 @@ mod hostile_providers;
 mod identity;
 mod imports;
 mod lifecycle;
+mod local_adversary;
 mod moves;
 mod nixops4;
 mod real_null;

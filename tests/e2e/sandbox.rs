@@ -75,6 +75,11 @@ impl Sandbox {
         }
     }
 
+    /// The environment every command gets (for a command started in the background).
+    pub fn env_pairs(&self) -> Vec<(String, String)> {
+        self.env.clone()
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.path().join(rel)
     }
@@ -175,8 +180,8 @@ impl Sandbox {
                  with open({log:?}, 'a') as log:\n\
                  \x20   for a in sys.argv[1:]:\n\
                  \x20       for p in filter(os.path.isfile, re.findall(r'\"(/[^\"]+)\"', a)):\n\
-                 \x20           d = os.path.dirname(p)\n\
-                 \x20           st, dt = os.lstat(p), os.lstat(d)\n\
+                 \x20           d = os.path.dirname(p)  # /proc/self/fd/N: followed to the directory\n\
+                 \x20           st, dt = os.lstat(p), os.stat(d)\n\
                  \x20           log.write('%s %o %o %d %d %s\\n' % (p, st.st_mode & 0o7777, dt.st_mode & 0o7777, dt.st_uid, st.st_uid, ','.join(sorted(os.listdir(d)))))\n\
                  \x20           shutil.copy(p, os.path.join({copies:?}, 'ledger-%d-%d.json' % (os.getpid(), len(os.listdir({copies:?})))))\n\
                  os.execvp('nix', ['nix'] + sys.argv[1:])\n",

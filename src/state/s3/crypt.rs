@@ -147,12 +147,18 @@ fn read_key_file(path: &Path) -> Result<String, String> {
             path.display()
         ));
     }
-    std::fs::read_to_string(path).map_err(|e| {
+    // Under the file rule (`privfile`): a key file someone else owns or can change (or a link
+    // at its name) would let them choose the key our secrets are sealed with.
+    let mut file = crate::privfile::open_read(path, "the state encryption key")
+        .map_err(|e| e.message(path))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text).map_err(|e| {
         format!(
             "cannot read the state encryption key {}: {e}",
             path.display()
         )
-    })
+    })?;
+    Ok(text)
 }
 
 #[cfg(test)]

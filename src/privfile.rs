@@ -1,0 +1,239 @@
+//! The one rule for every file that holds or drives secrets: the state's snapshot, journal and
+//! lock, the rescue file and its directory, the run directory and its files, `--var-file`
+//! files, saved plans and encryption key files.
+//!
+//! Owns: deciding whether a file (or a directory for such files) may be trusted, opening it so
+//! that what was checked is what is used, and the refusal, which names the path, what is wrong
+//! and the fix. Not: where these files are (their owners: `state`, `rundir`, `cli::vars`,
+//! `savedplan`), what they hold, nor whether Nix copies them into the store (`project`).
+//!
+//! The rule, OpenSSH's StrictModes applied to every such file:
+//! - the file is ours (owner = effective uid) and a regular file, not writable by group or
+//!   others;
+//! - every directory above it is owned by us or root and not writable by group or others,
+//!   unless it is sticky (`/tmp`: others can add names there but cannot rename or remove ours);
+//! - it is opened `O_NOFOLLOW` in its real directory (links in the directories above are
+//!   resolved first, then each real directory is judged), so a link planted at its name is
+//!   never followed, and the checks are made on the opened descriptor (`fstat`), never on a
+//!   path that could change between the check and the use.
+//!
+//! Who can change a directory on the way can replace what it names; who owns the file can
+//! rewrite it. Either is an attacker who can feed the victim's run their values.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The effective uid of this process: the owner every private file must have.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Why a directory that holds private files may be changed by someone else, or `None`.
+pub fn unsafe_dir(meta: &Metadata) -> Option<String> {
+    let mode = meta.mode() & 0o7777;
+    if !meta.is_dir() {
+        return Some("is not a directory".into());
+    }
+    if meta.uid() != euid() && meta.uid() != 0 {
+        return Some(format!(
+            "is owned by uid {}, not by you (uid {}) or root, so its owner could replace what is in it",
+            meta.uid(),
+            euid()
+        ));
+    }
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Some(format!(
+            "can be written by other users (mode {mode:o}) and is not sticky, so they could replace what is in it"
+        ));
+    }
+    None
+}
+
+/// Why a file that holds or drives secrets may not be trusted, or `None` (see the module doc).
+pub fn unsafe_file(meta: &Metadata) -> Option<String> {
+    let mode = meta.mode() & 0o7777;
+    if !meta.is_file() {
+        return Some("is not a regular file".into());
+    }
+    if meta.uid() != euid() {
+        return Some(format!(
+            "is owned by uid {}, not by you (uid {}), so its owner chooses what it says",
+            meta.uid(),
+            euid()
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Some(format!(
+            "can be written by other users (mode {mode:o}), so they choose what it says"
+        ));
+    }
+    None
+}
+
+/// Checks `dir` (made real: links resolved) and every directory above it against the rule;
+/// returns the real path. `what` names the role of the file in the refusal ("the --var-file").
+pub fn check_dirs(dir: &Path, what: &str) -> Result<PathBuf, String> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let real = dir
+        .canonicalize()
+        .map_err(|e| format!("{what}: the directory {}: {e}", dir.display()))?;
+    for ancestor in real.ancestors() {
+        let meta = std::fs::symlink_metadata(ancestor)
+            .map_err(|e| format!("{what}: {}: {e}", ancestor.display()))?;
+        if let Some(problem) = unsafe_dir(&meta) {
+            return Err(format!(
+                "refusing {what} in {}: the directory {} {problem}. Nivis keeps secrets there only where nobody else can swap them: fix the directory (chown it to yourself, chmod go-w) or use a directory only you can write to.",
+                real.display(),
+                ancestor.display()
+            ));
+        }
+    }
+    Ok(real)
+}
+
+/// Refuses the opened `file` (at `path`) unless the rule allows it.
+pub fn check_opened(file: &File, path: &Path, what: &str) -> Result<(), String> {
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    match unsafe_file(&meta) {
+        None => Ok(()),
+        Some(problem) => Err(format!(
+            "refusing {what} {}: it {problem}. A file that holds or drives secrets must be yours and writable only by you: check what it holds, then `chown $(id -u) {}` and `chmod go-w {}`, or remove it and run again.",
+            path.display(),
+            path.display(),
+            path.display()
+        )),
+    }
+}
+
+/// The real path of `path`: its directory with links resolved (and judged by [`check_dirs`]),
+/// and its own name, which is never resolved.
+pub fn real_path(path: &Path, what: &str) -> Result<PathBuf, String> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{what} {}: not a file name", path.display()))?;
+    let dir = check_dirs(path.parent().unwrap_or(Path::new(".")), what)?;
+    Ok(dir.join(name))
+}
+
+/// Opens `path` with `options` under the rule: its directories judged, its last component
+/// never followed (`O_NOFOLLOW`), the opened file judged. The error names path and fix.
+pub fn open(path: &Path, options: &mut OpenOptions, what: &str) -> Result<File, OpenError> {
+    // A directory that does not exist is a missing file (`NotFound`), not a refusal.
+    let parent = path.parent().filter(|d| !d.as_os_str().is_empty());
+    parent
+        .unwrap_or(Path::new("."))
+        .canonicalize()
+        .map_err(OpenError::Io)?;
+    let real = real_path(path, what).map_err(OpenError::Refused)?;
+    let file = options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&real)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                OpenError::Refused(format!(
+                    "refusing {what} {}: it is a symbolic link, and Nivis never follows a link at the name of a file that holds or drives secrets (another user could point it anywhere). Replace the link with the file itself.",
+                    path.display()
+                ))
+            } else {
+                OpenError::Io(e)
+            }
+        })?;
+    check_opened(&file, path, what).map_err(OpenError::Refused)?;
+    Ok(file)
+}
+
+/// Opens the existing `path` for reading under the rule (see [`open`]).
+pub fn open_read(path: &Path, what: &str) -> Result<File, OpenError> {
+    open(path, OpenOptions::new().read(true), what)
+}
+
+/// Why [`open`] failed.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The rule refuses the file or a directory above it (the message says why and the fix).
+    Refused(String),
+    /// The system call failed (a missing file is `NotFound` here).
+    Io(io::Error),
+}
+
+impl OpenError {
+    /// As an `io::Error` (a refusal becomes `PermissionDenied` with its message).
+    pub fn into_io(self) -> io::Error {
+        match self {
+            OpenError::Refused(m) => io::Error::new(io::ErrorKind::PermissionDenied, m),
+            OpenError::Io(e) => e,
+        }
+    }
+
+    /// The message, prefixed with `path` when it is a system error.
+    pub fn message(&self, path: &Path) -> String {
+        match self {
+            OpenError::Refused(m) => m.clone(),
+            OpenError::Io(e) => format!("{}: {e}", path.display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn chmod(p: &Path, mode: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_file_writable_by_others_or_below_a_writable_directory_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("d");
+        std::fs::create_dir(&dir).unwrap();
+        let f = dir.join("vars.json");
+        std::fs::write(&f, "{}").unwrap();
+        chmod(&f, 0o600);
+        assert!(open_read(&f, "the --var-file").is_ok());
+        chmod(&f, 0o620);
+        let e = open_read(&f, "the --var-file").unwrap_err().message(&f);
+        assert!(
+            e.contains("written by other users") && e.contains("chmod go-w"),
+            "{e}"
+        );
+        chmod(&f, 0o600);
+        chmod(&dir, 0o770);
+        let e = open_read(&f, "the --var-file").unwrap_err().message(&f);
+        assert!(
+            e.contains(&dir.display().to_string()) && e.contains("not sticky"),
+            "{e}"
+        );
+        chmod(&dir, 0o1777);
+        assert!(
+            open_read(&f, "the --var-file").is_ok(),
+            "a sticky directory"
+        );
+    }
+
+    #[test]
+    fn a_link_at_the_name_is_never_followed_but_links_above_are_resolved() {
+        let root = tempfile::tempdir().unwrap();
+        let f = root.path().join("real.json");
+        std::fs::write(&f, "{}").unwrap();
+        let link = root.path().join("link.json");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        let e = open_read(&link, "the --var-file")
+            .unwrap_err()
+            .message(&link);
+        assert!(e.contains("symbolic link"), "{e}");
+        let dir_link = root.path().join("dl");
+        std::os::unix::fs::symlink(root.path(), &dir_link).unwrap();
+        assert!(open_read(&dir_link.join("real.json"), "x").is_ok());
+    }
+}
