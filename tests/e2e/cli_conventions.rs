@@ -1,0 +1,225 @@
+//! The CLI conventions CI jobs and Terraform hands rely on: exit codes (usage 1, error 1,
+//! changes 2 only with `--detailed-exitcode`, a targeted apply that leaves a consumer waiting
+//! 0 with a warning), `apply FILE` applying without a prompt, no prompt when there is nothing
+//! to do, and plan listings in one stable order.
+
+use std::process::{Command, Output};
+
+use crate::util::*;
+
+/// Five tokens: `c` reads `a`'s id (a TF→TF reference); the others stand alone, declared out of
+/// address order.
+const TOKENS: &str = "ledger: let
+  t = n: lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = n; config.label = n; };
+  a = t \"a\";
+  c = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"c\"; config.label = a.refAttr \"id\"; };
+  variables.greeting = { type = \"string\"; default = \"hi\"; };
+  v = lib.vars ledger variables;
+  g = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"g\"; config.label = v.greeting; };
+in lib.toIR {
+  providers.alpha = lib.mkProvider { source = \"provider-alpha\"; };
+  resources = [ (t \"z\") (t \"m\") c a g (t \"b\") ];
+  inherit variables ledger;
+}";
+
+fn nivis(args: &[&str]) -> Output {
+    Command::new(nivis_bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run nivis")
+}
+
+/// Runs `command` on a pseudo-terminal (`script`) whose input ends at once: a prompt reads
+/// end-of-file and declines.
+fn on_a_terminal(p: &Project, command: &str) -> Output {
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", command, "/dev/null"])
+        .current_dir(p.dir.path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in &p.env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run script (util-linux)")
+}
+
+#[test]
+fn a_usage_error_exits_1_not_the_changes_code() {
+    for args in [
+        &["plan", "--bogus"][..],
+        &["no-such-verb"],
+        &["apply", "--max-phases", "many"],
+    ] {
+        let out = nivis(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("error"), "{args:?}: {}", stderr(&out));
+    }
+    // Help and version are not errors.
+    assert_eq!(nivis(&["--help"]).status.code(), Some(0));
+    assert_eq!(nivis(&["plan", "--help"]).status.code(), Some(0));
+    assert_eq!(nivis(&["--version"]).status.code(), Some(0));
+}
+
+#[test]
+fn an_undeclared_var_is_an_error_naming_the_declared_ones() {
+    let p = Project::new(TOKENS);
+    let out = p.run(&["apply"], &["--auto-approve", "--var", "greting=hello"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("greting") && err.contains("greeting"), "{err}");
+    assert!(!p.state.exists(), "nothing was applied");
+    // A declared one is fine.
+    assert_success(&p.run(&["plan"], &["--var", "greeting=hello"]));
+}
+
+#[test]
+fn changes_exit_2_only_with_detailed_exitcode() {
+    let p = Project::new(TOKENS);
+    assert_eq!(p.run(&["plan"], &[]).status.code(), Some(0));
+    assert_eq!(
+        p.run(&["plan"], &["--detailed-exitcode"]).status.code(),
+        Some(2)
+    );
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(
+        p.run(&["plan"], &["--detailed-exitcode"]).status.code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn state_list_without_a_state_says_so_and_fails() {
+    let p = Project::new(TOKENS);
+    let out = p.state_cmd(&["state", "list"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("No state found"), "{err}");
+    assert!(
+        err.contains(&p.state.display().to_string()),
+        "names where it looked: {err}"
+    );
+    // After an apply it lists, and after a destroy an empty state lists nothing, exit 0.
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let out = p.state_cmd(&["state", "list"]);
+    assert_success(&out);
+    assert_eq!(stdout(&out).lines().count(), 6, "{}", stdout(&out));
+    assert_success(&p.run(&["destroy"], &["--auto-approve"]));
+    let out = p.state_cmd(&["state", "list"]);
+    assert_success(&out);
+    assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn a_targeted_apply_leaving_a_consumer_waiting_warns_and_succeeds() {
+    let p = Project::two_providers(false);
+    let out = p.run(
+        &["apply"],
+        &["--auto-approve", "--target", "alpha.alpha_token.A"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(all.contains("changes may be incomplete"), "{all}");
+    assert!(all.contains("systemConfig"), "names what waits: {all}");
+    let ids: Vec<String> = p.state_json()["resources"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["alpha.alpha_token.A"], "only the target was applied");
+}
+
+#[test]
+fn a_saved_plan_applies_without_a_prompt_and_the_footer_names_it() {
+    let p = Project::new(TOKENS);
+    let out = p.run(&["plan"], &["--out", "p.plan"]);
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(text.contains("nivis apply p.plan"), "{text}");
+    assert!(
+        !text.contains("Run `nivis apply` to"),
+        "no footer for a plain apply: {text}"
+    );
+    // No terminal, no --auto-approve: the saved plan was the review.
+    let out = p.run(&["apply", "p.plan"], &[]);
+    assert_success(&out);
+    assert_eq!(p.state_json()["resources"].as_object().unwrap().len(), 6);
+    // Without a saved plan, still no applying unasked.
+    let out = p.run(&["destroy"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--auto-approve"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_apply_with_nothing_to_do_does_not_ask() {
+    let p = Project::new(TOKENS);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let command = format!(
+        "{} apply --file {} --state {}",
+        nivis_bin().display(),
+        p.plan.display(),
+        p.state.display()
+    );
+    let out = on_a_terminal(&p, &command);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("Apply these changes?"), "{text}");
+    // With something to do it asks (and the closed input declines).
+    p.set_plan(&TOKENS.replace("config.label = n;", "config.label = n + \"!\";"));
+    let out = on_a_terminal(&p, &command);
+    assert!(
+        stdout(&out).contains("Apply these changes?"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// The lines naming a resource and its action, in the order printed.
+fn listing(out: &Output) -> Vec<String> {
+    stdout(out)
+        .lines()
+        .filter(|l| l.contains(" (alpha_token)"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn plan_and_destroy_listings_come_in_one_order() {
+    let p = Project::new(TOKENS).env("NIVIS_FAKE_SLOW_MS", "5");
+    let first = p.run(&["plan"], &["--parallelism", "6"]);
+    assert_success(&first);
+    let expected = [
+        "+ alpha.alpha_token.a",
+        "+ alpha.alpha_token.b",
+        "+ alpha.alpha_token.g",
+        "+ alpha.alpha_token.m",
+        "+ alpha.alpha_token.z",
+        "+ alpha.alpha_token.c",
+    ];
+    let order: Vec<String> = listing(&first)
+        .iter()
+        .map(|l| l.split(" (").next().unwrap().to_string())
+        .collect();
+    assert_eq!(order, expected, "dependency order, ties by address");
+    for _ in 0..9 {
+        let again = p.run(&["plan"], &["--parallelism", "6"]);
+        assert_eq!(listing(&again), listing(&first));
+    }
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let destroy: Vec<Vec<String>> = (0..3)
+        .map(|_| {
+            let out = on_a_terminal(
+                &p,
+                &format!(
+                    "{} destroy --file {} --state {}",
+                    nivis_bin().display(),
+                    p.plan.display(),
+                    p.state.display()
+                ),
+            );
+            listing(&out)
+        })
+        .collect();
+    assert_eq!(destroy[0].len(), 6, "{destroy:?}");
+    assert!(destroy.iter().all(|d| d == &destroy[0]), "{destroy:?}");
+}
