@@ -226,6 +226,12 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         refresh: spec.refresh,
         vars: vars.values,
         var_text: vars.text,
+        flag_vars: spec
+            .vars
+            .vars
+            .iter()
+            .filter_map(|v| v.split_once('=').map(|(name, _)| name.to_string()))
+            .collect(),
         lock_timeout: spec.lock_timeout,
         command: format!("nivis {verb}"),
         install: spec.install.options()?,

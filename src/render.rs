@@ -525,10 +525,9 @@ impl Sink for Human {
             } => {
                 let _ = writeln!(
                     out,
-                    "\nSaved the plan to {} ({}).\nApply exactly this plan with `nivis apply {}`; `nivis show {}` prints it.",
+                    "\nSaved the plan to {} ({}); `nivis show {}` prints it.",
                     escape(&path),
                     escape(&sha256),
-                    escape(&path),
                     escape(&path)
                 );
             }

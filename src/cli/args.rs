@@ -23,7 +23,8 @@ Examples:
   nivis state show null.null_resource.first
   source <(nivis completion bash)    completion for this shell session
 
-Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.
+Exit status: 0 success, 1 failure (usage errors too), 2 changes present (only with
+--detailed-exitcode), 130 interrupted.
 Environment: NIVIS_STATE, NIVIS_ENV, NIVIS_VAR_<name>, NIVIS_OFFLINE, NIVIS_PROVIDER_MIRRORS,
 NIVIS_LOG, NO_COLOR (see the book's CLI reference).";
 
@@ -58,7 +59,7 @@ pub enum Command {
     /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint;
     /// or apply a saved plan exactly (`nivis apply FILE`).
     #[command(
-        after_help = "Examples:\n  nivis apply                       asks before changing anything\n  nivis apply --auto-approve --json\n  nivis apply --max-phases 1        one phase, then report what waits\n  nivis apply --auto-approve reviewed.plan   exactly what `nivis plan --out reviewed.plan` showed"
+        after_help = "Examples:\n  nivis apply                       asks before changing anything\n  nivis apply --auto-approve --json\n  nivis apply --max-phases 1        one phase, then report what waits\n  nivis apply reviewed.plan         exactly what `nivis plan --out reviewed.plan` showed,\n                                    without asking (the saved plan was the review)"
     )]
     Apply(ApplyArgs),
     /// Print a saved plan (`nivis plan --out FILE`) as `nivis plan` printed it.

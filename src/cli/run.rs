@@ -135,7 +135,8 @@ fn drive(
     if let Some(file) = spec.plan_file {
         use_saved_plan(&mut opts, file, sink).map_err(Failure::Setup)?;
     }
-    let needs_confirm = verb.asks() && !spec.auto_approve;
+    // A saved plan was the review: `apply FILE` applies it without asking (as Terraform).
+    let needs_confirm = verb.asks() && !spec.auto_approve && spec.plan_file.is_none();
     let can_ask = !spec.json && std::io::stdin().is_terminal();
     // Refresh asks only when something drifted, so it can run unattended until then.
     if needs_confirm && !can_ask && verb != Verb::Refresh {

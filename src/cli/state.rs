@@ -17,6 +17,13 @@ pub fn run(cmd: StateCommand) -> i32 {
         StateCommand::Push { file, force, state } => backend::push(&state, &file, force),
         StateCommand::Migrate { force, state } => backend::migrate(&state, force),
         StateCommand::List { state, json } => match backend::read(&state.source, &state.state) {
+            // Never written (an emptied state has a serial above 0): Terraform's "No state
+            // file was found!", so a script listing the wrong place does not read "nothing".
+            Ok((backend, state)) if state.serial == 0 && state.is_empty() => fail(&format!(
+                "No state found at {}: nothing was applied with it yet; choose the state with \
+                 --state, --env or NIVIS_STATE",
+                backend.describe()
+            )),
             Ok((_, state)) => {
                 if json {
                     let ids = Json::Array(state.ids().map(|id| Json::String(id.into())).collect());

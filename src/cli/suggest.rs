@@ -11,7 +11,8 @@ use clap::{CommandFactory, Parser};
 use super::args::Cli;
 
 /// Parses argv; on a usage error prints clap's message, or our hint when a single-dash long
-/// option explains it, and exits with status 2.
+/// option explains it, and exits with status 1: every error is 1, as in Terraform, because
+/// 2 means "changes present" under `--detailed-exitcode` (clap's default is 2).
 pub fn parse() -> Cli {
     let args: Vec<OsString> = std::env::args_os().collect();
     match Cli::try_parse_from(&args) {
@@ -23,10 +24,16 @@ pub fn parse() -> Cli {
                         "error: {}\n\nFor more information, try '--help'.",
                         crate::render::escape(&hint)
                     );
-                    std::process::exit(2);
+                    std::process::exit(super::exit::ERROR);
                 }
             }
-            e.exit()
+            // Help and version go to stdout and are not errors.
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() {
+                super::exit::ERROR
+            } else {
+                super::exit::OK
+            })
         }
     }
 }

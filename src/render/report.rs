@@ -105,8 +105,23 @@ fn print_plan(tally: &Tally<'_>) {
             tally.imports.len()
         )
     );
-    if tally.has_changes() {
-        outln!("Run `nivis apply` to carry it out.");
+    match &tally.saved_to {
+        Some(path) => outln!(
+            "Run `nivis apply {}` to carry out exactly this plan.",
+            escape(&shell_word(path))
+        ),
+        None if tally.has_changes() => outln!("Run `nivis apply` to carry it out."),
+        None => {}
+    }
+}
+
+/// `word` as one shell word: bare when it is plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:@+=%,".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
