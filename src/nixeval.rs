@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use crate::codegen::nix_string;
 
+mod located;
+
 /// Where the plan function lives.
 #[derive(Debug, Clone)]
 pub enum PlanSource {
@@ -52,6 +54,26 @@ impl PlanSource {
             }
         }
     }
+}
+
+impl PlanSource {
+    /// Nix's error `message` naming the project's own files instead of their store copies
+    /// (a flake in a local directory; a plain file is evaluated where it is).
+    fn located(&self, message: &str) -> String {
+        match self {
+            PlanSource::Flake { flake, .. } => match local_flake_dir(flake) {
+                Some(dir) => located::in_project(message, &dir),
+                None => message.to_string(),
+            },
+            PlanSource::File { .. } => message.to_string(),
+        }
+    }
+}
+
+/// The directory of a flake reference that names a local directory.
+fn local_flake_dir(flake: &str) -> Option<PathBuf> {
+    let p = Path::new(flake.strip_prefix("path:").unwrap_or(flake));
+    p.is_dir().then(|| p.to_path_buf())
 }
 
 impl fmt::Display for PlanSource {
@@ -123,7 +145,7 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     if !output.status.success() {
         return Err(EvalError {
             what: source.to_string(),
-            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+            message: source.located(&String::from_utf8_lossy(&output.stderr)),
         });
     }
     Ok((output.stdout, started.elapsed()))
@@ -263,7 +285,11 @@ pub fn backend_config(
     // flake's tracked files, never its whole directory), not the installable `FLAKE#nivis`,
     // which Nix looks up in `packages.<system>.nivis` first.
     let expr = format!("{} or null", flake_attr(flake, &path));
-    let what = format!("{flake}#{}", path.join("."));
+    // The plan is what the user asked for: name it, and the backend beside it.
+    let what = format!(
+        "the plan {flake}#{plan_attr} (reading its state backend {})",
+        path.join(".")
+    );
     let output = locking_if_needed(flake, &what, || {
         run_nix(
             nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
@@ -271,9 +297,13 @@ pub fn backend_config(
         )
     })?;
     if !output.status.success() {
+        let message = String::from_utf8_lossy(&output.stderr);
         return Err(EvalError {
             what,
-            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+            message: match local_flake_dir(flake) {
+                Some(dir) => located::in_project(&message, &dir),
+                None => message.into_owned(),
+            },
         });
     }
     let value: serde_json::Value =

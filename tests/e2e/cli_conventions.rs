@@ -223,3 +223,68 @@ fn plan_and_destroy_listings_come_in_one_order() {
     assert_eq!(destroy[0].len(), 6, "{destroy:?}");
     assert!(destroy.iter().all(|d| d == &destroy[0]), "{destroy:?}");
 }
+
+/// `nivis plan` in `dir` (the flake `.`), with a state file beside it.
+fn plan_in(dir: &std::path::Path) -> Output {
+    Command::new(nivis_bin())
+        .args(["plan", "--flake", ".", "--state", "../s.json"])
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run nivis")
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert_success(&out);
+}
+
+#[test]
+fn a_nix_syntax_error_names_the_users_file_and_the_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("project");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("flake.nix"),
+        "{ outputs = { self }: {\n  nivis.plan = ledger: {\n    x = 1\n  };\n}; }\n",
+    )
+    .unwrap();
+    git(&dir, &["init", "-q", "."]);
+    git(&dir, &["add", "flake.nix"]);
+    let out = plan_in(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("./flake.nix:4:3"), "{err}");
+    assert!(!err.contains("/nix/store/"), "{err}");
+    assert!(
+        err.contains("#nivis.plan"),
+        "names the plan attribute: {err}"
+    );
+}
+
+#[test]
+fn an_untracked_flake_nix_gets_the_git_add_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("project");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("README"), "x").unwrap();
+    git(&dir, &["init", "-q", "."]);
+    git(&dir, &["add", "README"]);
+    std::fs::write(
+        dir.join("flake.nix"),
+        "{ outputs = { self }: { nivis.plan = ledger: { }; }; }\n",
+    )
+    .unwrap();
+    let out = plan_in(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("git add flake.nix"), "{err}");
+}
