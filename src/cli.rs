@@ -13,12 +13,14 @@ mod backend;
 mod complete;
 mod docs;
 mod gen;
+mod graph;
 mod import;
 mod output;
 mod run;
 mod state;
 mod suggest;
 mod vars;
+mod version;
 
 pub use self::args::Cli;
 pub use self::complete::answer_if_asked as answer_completion_request;
@@ -121,6 +123,8 @@ pub fn run(cli: Cli) -> i32 {
             }
         }
         Command::Man(args) => man_command(&args),
+        Command::Version(args) => version::run(&args),
+        Command::Graph(args) => graph::run(&args),
     }
 }
 

@@ -14,6 +14,9 @@ use clap_complete::engine::ArgValueCandidates;
 use super::complete::state_ids;
 use super::parse_duration;
 
+mod inspect;
+pub use self::inspect::{GraphArgs, VersionArgs};
+
 const TOP_EXAMPLES: &str = "\
 Examples:
   nivis plan                         plan the flake in this directory (attribute nivis.plan)
@@ -109,6 +112,15 @@ pub enum Command {
     Completion(CompletionArgs),
     /// Print the manual page, write one per command, or print the Markdown CLI reference.
     Man(ManArgs),
+    /// Print Nivis's version, the platform, the Nix version and the locked providers.
+    #[command(after_help = "Examples:\n  nivis version\n  nivis version --json")]
+    Version(VersionArgs),
+    /// Print the plan's dependency graph as DOT (or JSON): resources, data sources and
+    /// consumers; edges by kind (provider reference, Nix re-evaluation, dependsOn); phases.
+    #[command(
+        after_help = "Examples:\n  nivis graph | dot -Tsvg > graph.svg\n  nivis graph --json"
+    )]
+    Graph(GraphArgs),
 }
 
 /// Where the plan comes from.

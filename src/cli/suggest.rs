@@ -14,7 +14,11 @@ use super::args::Cli;
 /// option explains it, and exits with status 1: every error is 1, as in Terraform, because
 /// 2 means "changes present" under `--detailed-exitcode` (clap's default is 2).
 pub fn parse() -> Cli {
-    let args: Vec<OsString> = std::env::args_os().collect();
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    // `nivis --version` (`-V`) prints what `nivis version` does: platform and Nix too.
+    if args.len() == 2 && (args[1] == "--version" || args[1] == "-V") {
+        args[1] = "version".into();
+    }
     match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {

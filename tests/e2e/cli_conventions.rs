@@ -288,3 +288,105 @@ fn an_untracked_flake_nix_gets_the_git_add_hint() {
     let err = stderr(&out);
     assert!(err.contains("git add flake.nix"), "{err}");
 }
+
+#[test]
+fn version_names_nivis_the_platform_nix_and_the_locked_providers() {
+    let p = Project::new(TOKENS);
+    std::fs::write(
+        p.dir.path().join(".terraform.lock.hcl"),
+        "provider \"registry.opentofu.org/hashicorp/null\" {\n  version = \"3.2.1\"\n  hashes = [\n    \"h1:AAAA\",\n  ]\n}\n",
+    )
+    .unwrap();
+    let out = p.state_cmd(&["version", "--json"]);
+    // `--state` is not a flag of version: run it bare in the project.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let run = |args: &[&str]| {
+        Command::new(nivis_bin())
+            .args(args)
+            .current_dir(p.dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["version", "--json"]);
+    assert_success(&out);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
+    assert!(doc["platform"].as_str().unwrap().contains('_'), "{doc}");
+    assert!(doc["nix"].as_str().unwrap().starts_with("2."), "{doc}");
+    assert_eq!(
+        doc["providers"]["registry.opentofu.org/hashicorp/null"],
+        "3.2.1"
+    );
+    let text = stdout(&run(&["--version"]));
+    assert!(
+        text.starts_with(&format!("nivis {}", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    assert!(
+        text.contains("platform: ") && text.contains("nix: 2."),
+        "{text}"
+    );
+    assert!(
+        text.contains("registry.opentofu.org/hashicorp/null 3.2.1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn graph_is_dot_naming_every_resource_and_edge() {
+    let p = Project::two_providers(false);
+    let out = p.run(&["graph"], &[]);
+    assert_success(&out);
+    let dot = stdout(&out);
+    for node in [
+        "\"alpha.alpha_token.A\"",
+        "\"beta.beta_record.B\"",
+        "\"alpha.alpha_token.C\"",
+        "\"systemConfig\" [shape=note]",
+    ] {
+        assert!(dot.contains(node), "{node}: {dot}");
+    }
+    for edge in [
+        "\"beta.beta_record.B\" -> \"alpha.alpha_token.A\" [label=\"nix re-evaluation\"",
+        "\"alpha.alpha_token.C\" -> \"beta.beta_record.B\" [label=\"nix re-evaluation\"",
+        "\"systemConfig\" -> \"beta.beta_record.B\"",
+    ] {
+        assert!(dot.contains(edge), "{edge}: {dot}");
+    }
+    // The headline example takes three phases; each is a cluster.
+    for phase in 1..=3 {
+        assert!(dot.contains(&format!("label=\"phase {phase}\"")), "{dot}");
+    }
+    // Graphviz reads it (scripts/install.sh installs graphviz).
+    let mut render = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("graphviz's `dot` (scripts/install.sh installs it)");
+    use std::io::Write;
+    render
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dot.as_bytes())
+        .unwrap();
+    let svg = render.wait_with_output().unwrap();
+    assert_success(&svg);
+    let svg = String::from_utf8_lossy(&svg.stdout);
+    assert!(
+        svg.contains("<svg") && svg.contains("alpha.alpha_token.C"),
+        "{svg}"
+    );
+    // A TF reference is labelled as one; the JSON form has the same nodes and edges.
+    let p = Project::new(TOKENS);
+    let out = p.run(&["graph"], &["--json"]);
+    assert_success(&out);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["nodes"].as_array().unwrap().len(), 6, "{doc}");
+    assert_eq!(
+        doc["edges"],
+        serde_json::json!([{"from": "alpha.alpha_token.c", "to": "alpha.alpha_token.a", "kind": "reference"}])
+    );
+}
