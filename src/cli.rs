@@ -100,7 +100,7 @@ pub mod exit {
 pub fn run(cli: Cli) -> i32 {
     init_logging(cli.verbose);
     install_interrupt_handler();
-    let style = Style::detect();
+    let style = Style::detect(cli.no_color);
     match cli.command {
         Command::Plan(args) => run::run_engine(&args.spec(), style, run::Verb::Plan),
         Command::Apply(args) => run::run_engine(&args.spec(), style, run::Verb::Apply),
@@ -285,7 +285,7 @@ fn list_providers(
             let i = crate::registry::install(&decl.source, decl.version.as_deref(), install)
                 .map_err(|e| format!("provider {id}: {e}"))?;
             let mut text = format!(
-                "{id}: {} {} from {:?}\n    {}",
+                "{id}: {} {} from {}\n    {}",
                 i.address,
                 i.version,
                 i.from,

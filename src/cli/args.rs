@@ -15,14 +15,16 @@ use super::complete::state_ids;
 use super::parse_duration;
 
 mod inspect;
+mod state;
 pub use self::inspect::{GraphArgs, VersionArgs};
+pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
 Examples:
   nivis plan                         plan the flake in this directory (attribute nivis.plan)
   nivis apply --auto-approve --json  apply without asking, one JSON event per line (CI)
   nivis plan --flake .#nivis.prod    another plan attribute of the same flake
-  nivis output --raw web.id          one value, bare, for scripts
+  nivis output --raw null.null_resource.web.id   one value, bare, for scripts
   nivis state show null.null_resource.first
   source <(nivis completion bash)    completion for this shell session
 
@@ -48,6 +50,9 @@ pub struct Cli {
     /// More logging (-v info, -vv debug, -vvv trace); NIVIS_LOG=LEVEL does the same.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// No colours (also NO_COLOR=1 or TERM=dumb; colours are only used on a terminal).
+    #[arg(long, global = true)]
+    pub no_color: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -76,6 +81,9 @@ pub enum Command {
     )]
     Destroy(DestroyArgs),
     /// Reconcile state with the real objects (UpgradeResourceState + ReadResource); report drift.
+    #[command(
+        after_help = "Examples:\n  nivis refresh                     asks before recording drift\n  nivis refresh --auto-approve --detailed-exitcode"
+    )]
     Refresh(RefreshArgs),
     /// Adopt an existing object at a resource address (ImportResourceState + ReadResource).
     #[command(
@@ -83,6 +91,7 @@ pub enum Command {
     )]
     Import(ImportArgs),
     /// Check the IR and every configuration with its provider's own validation; change nothing.
+    #[command(after_help = "Examples:\n  nivis validate\n  nivis validate --file plan.nix --json")]
     Validate(ValidateArgs),
     /// Print outputs: every resource's recorded outputs and the plan's Nix consumer values.
     #[command(
@@ -111,6 +120,9 @@ pub enum Command {
     )]
     Completion(CompletionArgs),
     /// Print the manual page, write one per command, or print the Markdown CLI reference.
+    #[command(
+        after_help = "Examples:\n  nivis man | man -l -\n  nivis man --dir /usr/local/share/man/man1\n  nivis man --markdown > cli.md"
+    )]
     Man(ManArgs),
     /// Print Nivis's version, the platform, the Nix version and the locked providers.
     #[command(after_help = "Examples:\n  nivis version\n  nivis version --json")]
@@ -598,104 +610,6 @@ pub struct OutputArgs {
     pub state: StateArgs,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum StateCommand {
-    /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
-    /// with `--out -`, to standard output.
-    #[command(after_help = "Example:\n  nivis state pull --out ~/nivis-backup.json")]
-    Pull {
-        /// Where to write the state: a file (created mode 0600, replaced if it exists) or `-`
-        /// for standard output. Required: the state holds secrets in plain text.
-        #[arg(long, short = 'o', value_name = "FILE", value_hint = ValueHint::FilePath)]
-        out: PathBuf,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-    /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or
-    /// an older serial unless --force.
-    #[command(
-        after_help = "Example:\n  nivis state pull --out s.json && $EDITOR s.json && nivis state push s.json"
-    )]
-    Push {
-        /// The state file to push.
-        #[arg(value_hint = ValueHint::FilePath)]
-        file: PathBuf,
-        /// Push even if the lineage differs or the serial is older.
-        #[arg(long)]
-        force: bool,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-    /// Copy the local state file (--state) into the configured remote backend.
-    Migrate {
-        /// Replace what the backend already holds.
-        #[arg(long)]
-        force: bool,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-    /// List resource ids in state.
-    List {
-        #[command(flatten)]
-        state: StateTarget,
-        /// A JSON array of ids.
-        #[arg(long, help_heading = "Output")]
-        json: bool,
-    },
-    /// Show one resource's recorded attributes (sensitive values hidden).
-    Show {
-        /// Resource id.
-        #[arg(add = ArgValueCandidates::new(state_ids))]
-        id: String,
-        #[command(flatten)]
-        state: StateTarget,
-        /// The resource as one JSON object.
-        #[arg(long, help_heading = "Output")]
-        json: bool,
-    },
-    /// Forget resources without destroying them.
-    Rm {
-        /// Resource ids.
-        #[arg(required = true, add = ArgValueCandidates::new(state_ids))]
-        ids: Vec<String>,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-    /// Move a record to another address (a rename), leaving the real object alone.
-    Mv {
-        /// The address the object is recorded at.
-        #[arg(add = ArgValueCandidates::new(state_ids))]
-        from: String,
-        /// Its new address: the same provider and type, another name.
-        to: String,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ForceUnlockArgs {
-    /// The lock's id, as a "the state is locked" message shows it.
-    pub lock_id: String,
-    /// Remove the lock even if its holder still runs on this host, without asking.
-    #[arg(long)]
-    pub force: bool,
-    #[command(flatten)]
-    pub state: StateTarget,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum EnvCommand {
-    /// List the environments that have a state (`*` marks the selected one).
-    List {
-        #[command(flatten)]
-        state: StateTarget,
-        /// A JSON array of names.
-        #[arg(long, help_heading = "Output")]
-        json: bool,
-    },
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct GenArgs {
     /// The provider, as mkProvider's `source` accepts it (path, store path, binary name or
@@ -737,6 +651,9 @@ impl ProvidersPlanArgs {
 #[derive(Subcommand, Debug)]
 pub enum ProvidersCommand {
     /// Record versions and hashes of the plan's registry providers for these platforms.
+    #[command(
+        after_help = "Examples:\n  nivis providers lock\n  nivis providers lock --platform linux_amd64 --platform darwin_arm64"
+    )]
     Lock {
         /// OS_ARCH, e.g. linux_amd64; repeatable (default: this machine's).
         #[arg(long = "platform")]
@@ -748,6 +665,9 @@ pub enum ProvidersCommand {
         plan: ProvidersPlanArgs,
     },
     /// Write a filesystem mirror (packed zips + network-mirror JSON) of the plan's providers.
+    #[command(
+        after_help = "Example:\n  nivis providers mirror ./mirror --platform linux_amd64   then: --mirror ./mirror"
+    )]
     Mirror {
         /// The mirror directory.
         #[arg(value_hint = ValueHint::DirPath)]
@@ -759,6 +679,7 @@ pub enum ProvidersCommand {
         plan: ProvidersPlanArgs,
     },
     /// Each provider of the plan: where it comes from, version, hashes.
+    #[command(after_help = "Example:\n  nivis providers list")]
     List(ProvidersPlanArgs),
 }
 

@@ -23,7 +23,7 @@ pub fn parse() -> Cli {
         Ok(cli) => cli,
         Err(e) => {
             if e.use_stderr() {
-                if let Some(hint) = single_dash_hint(&args) {
+                if let Some(hint) = single_dash_hint(&args).or_else(|| terraform_verb_hint(&args)) {
                     eprintln!(
                         "error: {}\n\nFor more information, try '--help'.",
                         crate::render::escape(&hint)
@@ -40,6 +40,17 @@ pub fn parse() -> Cli {
             })
         }
     }
+}
+
+/// For a Terraform verb Nivis spells another way (`taint`, `untaint`), what to type instead.
+pub fn terraform_verb_hint(args: &[OsString]) -> Option<String> {
+    let verb = args.get(1)?.to_str()?;
+    let instead = match verb {
+        "taint" => "replace an object with `nivis apply --replace ID` (or plan it with `nivis plan --replace ID`)",
+        "untaint" => "nothing to undo: `--replace` applies to one run only",
+        _ => return None,
+    };
+    Some(format!("'{verb}' is not a Nivis command: {instead}"))
 }
 
 /// `'-auto-approve' is not an option; did you mean '--auto-approve'?` when an argument

@@ -390,3 +390,132 @@ fn graph_is_dot_naming_every_resource_and_edge() {
         serde_json::json!([{"from": "alpha.alpha_token.c", "to": "alpha.alpha_token.a", "kind": "reference"}])
     );
 }
+
+/// A plan with a required variable `pw` (no default), and a token.
+const NEEDS_A_VARIABLE: &str = "ledger: let
+  variables.pw = { type = \"string\"; };
+  v = lib.vars ledger variables;
+in lib.toIR {
+  providers.alpha = lib.mkProvider { source = \"provider-alpha\"; };
+  resources = [ (lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"t\"; config.label = v.pw; }) ];
+  consumers.label = v.pw;
+  inherit variables ledger;
+}";
+
+#[test]
+fn output_raw_of_a_resource_reads_the_state_without_variables() {
+    let p = Project::new(NEEDS_A_VARIABLE);
+    assert_success(&p.run(&["apply"], &["--auto-approve", "--var", "pw=abc"]));
+    let out = p.state_cmd(&[
+        "output",
+        "--raw",
+        "alpha.alpha_token.t.label",
+        "--file",
+        p.plan.to_str().unwrap(),
+    ]);
+    assert_success(&out);
+    assert_eq!(stdout(&out), "abc");
+    // A consumer value needs the evaluation, so the variable.
+    let out = p.state_cmd(&["output", "label", "--file", p.plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("pw"), "{}", stderr(&out));
+}
+
+#[test]
+fn state_verbs_take_their_flags() {
+    let p = Project::new(TOKENS);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    // Address filters.
+    let out = p.state_cmd(&[
+        "state",
+        "list",
+        "alpha.alpha_token.a",
+        "alpha.alpha_token.m",
+    ]);
+    assert_success(&out);
+    assert_eq!(stdout(&out), "alpha.alpha_token.a\nalpha.alpha_token.m\n");
+    let out = p.state_cmd(&["state", "list", "alpha.alpha_token", "--json"]);
+    assert_success(&out);
+    let ids: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ids.len(), 6);
+    let out = p.state_cmd(&["state", "list", "alpha.alpha_tok"]);
+    assert_success(&out);
+    assert_eq!(stdout(&out), "", "a prefix stops at a . or [");
+    // rm and mv wait for the lock like apply does; mv's error has no stray spaces.
+    let out = p.state_cmd(&[
+        "state",
+        "mv",
+        "alpha.alpha_token.a",
+        "beta.beta_record.a",
+        "--lock-timeout",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stderr(&out).contains("  "), "{}", stderr(&out));
+    let out = p.state_cmd(&["state", "rm", "alpha.alpha_token.z", "--lock-timeout", "1s"]);
+    assert_success(&out);
+    // push takes a plan source next to its FILE.
+    let pulled = p.dir.path().join("pulled.json");
+    let pulled = pulled.to_str().unwrap();
+    assert_success(&p.state_cmd(&["state", "pull", "--out", pulled]));
+    let out = p.state_cmd(&["state", "push", pulled, "--file", p.plan.to_str().unwrap()]);
+    assert_success(&out);
+}
+
+#[test]
+fn a_tfvars_file_gets_the_json_it_must_become_without_its_values() {
+    let p = Project::new(TOKENS);
+    let file = p.dir.path().join("prod.tfvars");
+    std::fs::write(&file, "greeting = \"s3cr3t-value\"\nregion = \"eu\"\n").unwrap();
+    let out = p.run(&["plan"], &["--var-file", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("{\"greeting\": …, \"region\": …}"), "{err}");
+    assert!(err.contains("prod.tfvars.json"), "{err}");
+    assert!(!err.contains("s3cr3t"), "no value is repeated: {err}");
+}
+
+#[test]
+fn taint_points_at_replace() {
+    let out = nivis(&["taint", "alpha.alpha_token.a"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("nivis apply --replace ID"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn no_color_and_term_dumb_turn_colours_off_on_a_terminal() {
+    let p = Project::new(TOKENS);
+    let plan = |extra: &str, env: &str| {
+        let command = format!(
+            "env {env} {} plan --file {} --state {} {extra}",
+            nivis_bin().display(),
+            p.plan.display(),
+            p.state.display()
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &command, "/dev/null"])
+            .current_dir(p.dir.path())
+            .env_remove("NO_COLOR")
+            .env("TERM", "xterm")
+            .stdin(std::process::Stdio::null());
+        for (k, v) in &p.env {
+            cmd.env(k, v);
+        }
+        stdout(&cmd.output().unwrap())
+    };
+    assert!(plan("", "").contains("\x1b["), "colours on a terminal");
+    let off = plan("--no-color", "");
+    assert!(
+        off.contains("alpha.alpha_token.a") && !off.contains("\x1b["),
+        "{off:?}"
+    );
+    let dumb = plan("", "TERM=dumb");
+    assert!(
+        dumb.contains("alpha.alpha_token.a") && !dumb.contains("\x1b["),
+        "{dumb:?}"
+    );
+}
