@@ -61,7 +61,7 @@ pub struct Cli {
 pub enum Command {
     /// Show what apply would do: this phase in full, later phases as what they wait on.
     #[command(
-        after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json"
+        after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json\n  nivis plan --destroy              what `nivis destroy` would remove"
     )]
     Plan(PlanArgs),
     /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint;
@@ -302,6 +302,9 @@ pub struct PlanArgs {
     /// Only read the recorded objects and show how they drifted; plan no change.
     #[arg(long, conflicts_with_all = ["replace", "out"])]
     pub refresh_only: bool,
+    /// Show what `nivis destroy` would remove (with the same --target); change nothing.
+    #[arg(long, conflicts_with_all = ["replace", "out", "refresh_only"])]
+    pub destroy: bool,
     /// Also write the plan to FILE, for `nivis apply FILE` to apply exactly (no secret in it).
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub out: Option<PathBuf>,
@@ -486,6 +489,8 @@ pub struct RunSpec<'a> {
     pub detailed_exitcode: bool,
     /// `plan --refresh-only`.
     pub refresh_only: bool,
+    /// `plan --destroy`.
+    pub plan_destroy: bool,
     /// `plan --out FILE`.
     pub out: Option<&'a std::path::Path>,
     /// `apply FILE`.
@@ -511,6 +516,7 @@ impl<'a> RunSpec<'a> {
             replace: &[],
             detailed_exitcode: false,
             refresh_only: false,
+            plan_destroy: false,
             out: None,
             plan_file: None,
         }
@@ -528,6 +534,7 @@ impl PlanArgs {
             replace: &self.replace.replace,
             detailed_exitcode: self.exit.detailed_exitcode,
             refresh_only: self.refresh_only,
+            plan_destroy: self.destroy,
             out: self.out.as_deref(),
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }

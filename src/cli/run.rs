@@ -100,10 +100,10 @@ fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>)
                 tally.event(Event::Timing(timing));
             }
             if !spec.json {
-                let command = if spec.refresh_only {
-                    "refresh-only"
-                } else {
-                    verb.name()
+                let command = match () {
+                    _ if spec.refresh_only => "refresh-only",
+                    _ if spec.plan_destroy => "plan-destroy",
+                    _ => verb.name(),
                 };
                 render::print_summary(command, report.as_ref(), tally);
             }
@@ -157,6 +157,12 @@ fn drive(
     let confirm: crate::engine::Confirm<'_> = if needs_confirm { Some(&mut ask) } else { None };
     let result = match verb {
         Verb::Plan if spec.refresh_only => engine.plan_refresh_only().map(Some),
+        // The destroy run's own listing, then "no" at its question: nothing is removed.
+        Verb::Plan if spec.plan_destroy => match engine.destroy(Some(&mut || false)) {
+            Ok(report) => Ok(Some(report)),
+            Err(EngineError::Declined) => Ok(Some(Report::default())),
+            Err(e) => Err(e),
+        },
         Verb::Plan => engine.plan().map(Some),
         Verb::Refresh => engine.refresh(confirm).map(Some),
         Verb::Apply => engine.apply(confirm).map(Some),

@@ -82,7 +82,8 @@ pub fn print_saved_plan_head(path: &str, sha256: &str, plan: &SavedPlan) {
 /// The closing lines of a successful `command` (`refresh-only` for `plan --refresh-only`).
 pub fn print_summary(command: &str, report: Option<&Report>, tally: &Tally<'_>) {
     match (command, report) {
-        ("plan", _) => print_plan(tally),
+        ("plan", _) => print_plan(tally, "nivis apply"),
+        ("plan-destroy", _) => print_plan(tally, "nivis destroy"),
         ("refresh-only", _) => {
             print_drift("Refresh-only plan", tally, "`nivis refresh` records it")
         }
@@ -94,7 +95,8 @@ pub fn print_summary(command: &str, report: Option<&Report>, tally: &Tally<'_>) 
     }
 }
 
-fn print_plan(tally: &Tally<'_>) {
+/// The plan's counts and what to run next (`verb`: `nivis apply` or `nivis destroy`).
+fn print_plan(tally: &Tally<'_>, verb: &str) {
     outln!();
     outln!(
         "{}",
@@ -110,7 +112,7 @@ fn print_plan(tally: &Tally<'_>) {
             "Run `nivis apply {}` to carry out exactly this plan.",
             escape(&shell_word(path))
         ),
-        None if tally.has_changes() => outln!("Run `nivis apply` to carry it out."),
+        None if tally.has_changes() => outln!("Run `{verb}` to carry it out."),
         None => {}
     }
 }

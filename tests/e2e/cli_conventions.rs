@@ -519,3 +519,24 @@ fn no_color_and_term_dumb_turn_colours_off_on_a_terminal() {
         "{dumb:?}"
     );
 }
+
+#[test]
+fn plan_destroy_lists_what_destroy_would_remove_and_changes_nothing() {
+    let p = Project::new(TOKENS);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let before = p.state_json()["resources"].clone();
+    let out = p.run(&["plan"], &["--destroy", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stdout(&out);
+    let rows = listing(&out);
+    assert_eq!(rows.len(), 6, "{text}");
+    assert!(rows.iter().all(|r| r.starts_with("- ")), "{rows:?}");
+    assert!(text.contains("6 to destroy"), "{text}");
+    assert!(
+        text.contains("Run `nivis destroy` to carry it out."),
+        "{text}"
+    );
+    assert_eq!(p.state_json()["resources"], before, "nothing was removed");
+    let out = p.run(&["plan"], &["--destroy", "--out", "d.plan"]);
+    assert_eq!(out.status.code(), Some(1), "not saveable (yet)");
+}
