@@ -58,7 +58,8 @@ impl PlanSource {
 
 impl PlanSource {
     /// Nix's error `message` naming the project's own files instead of their store copies
-    /// (a flake in a local directory; a plain file is evaluated where it is).
+    /// (a flake in a local directory, also one in a subdirectory of a git repository; a plain
+    /// file is evaluated where it is).
     fn located(&self, message: &str) -> String {
         match self {
             PlanSource::Flake { flake, .. } => match local_flake_dir(flake) {

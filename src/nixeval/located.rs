@@ -25,7 +25,7 @@ pub fn in_project(message: &str, project: &Path) -> String {
         let (path, after) = tail.split_at(end);
         match source_relative(path) {
             Some((rel, position)) => {
-                let user = project.join(rel);
+                let user = user_file(project, rel);
                 let copied = Path::new(path.strip_suffix(position).unwrap_or(path));
                 if same_file(copied, &user) {
                     out.push_str(&shown(&user));
@@ -71,6 +71,20 @@ fn source_relative(path: &str) -> Option<(&str, &str)> {
         }
     }
     Some((&rel[..file_end], &rel[file_end..]))
+}
+
+/// The project's file for a store copy's REL: Nix copies a git flake's whole repository, so
+/// for a flake in a subdirectory REL starts at the repository's root.
+fn user_file(project: &Path, rel: &str) -> PathBuf {
+    let direct = project.join(rel);
+    if direct.exists() {
+        return direct;
+    }
+    let root = project.ancestors().find(|d| d.join(".git").exists());
+    match root {
+        Some(root) if root.join(rel).exists() => root.join(rel),
+        _ => direct,
+    }
 }
 
 /// Whether `copied` (in the store) and `user` (in the project) hold the same bytes.

@@ -540,3 +540,25 @@ fn plan_destroy_lists_what_destroy_would_remove_and_changes_nothing() {
     let out = p.run(&["plan"], &["--destroy", "--out", "d.plan"]);
     assert_eq!(out.status.code(), Some(1), "not saveable (yet)");
 }
+
+#[test]
+fn a_nix_error_in_a_flake_in_a_subdirectory_of_a_repository_names_its_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo_dir = tmp.path().join("repo");
+    let dir = repo_dir.join("infra");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("flake.nix"),
+        "{ outputs = { self }: {\n  nivis.plan = ledger: {\n    x = 1\n  };\n}; }\n",
+    )
+    .unwrap();
+    git(&repo_dir, &["init", "-q", "."]);
+    git(&repo_dir, &["add", "infra/flake.nix"]);
+    // `plan_in` keeps its state beside the flake's directory: inside this repository.
+    std::fs::write(repo_dir.join(".gitignore"), "s.json*\n").unwrap();
+    let out = plan_in(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("./flake.nix:4:3"), "{err}");
+    assert!(!err.contains("/nix/store/"), "{err}");
+}
