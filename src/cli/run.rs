@@ -157,12 +157,7 @@ fn drive(
     let confirm: crate::engine::Confirm<'_> = if needs_confirm { Some(&mut ask) } else { None };
     let result = match verb {
         Verb::Plan if spec.refresh_only => engine.plan_refresh_only().map(Some),
-        // The destroy run's own listing, then "no" at its question: nothing is removed.
-        Verb::Plan if spec.plan_destroy => match engine.destroy(Some(&mut || false)) {
-            Ok(report) => Ok(Some(report)),
-            Err(EngineError::Declined) => Ok(Some(Report::default())),
-            Err(e) => Err(e),
-        },
+        Verb::Plan if spec.plan_destroy => plan_destroy(&mut engine).map(Some),
         Verb::Plan => engine.plan().map(Some),
         Verb::Refresh => engine.refresh(confirm).map(Some),
         Verb::Apply => engine.apply(confirm).map(Some),
@@ -204,6 +199,15 @@ fn drive(
         ),
         e => Failure::Engine(e),
     })
+}
+
+/// `plan --destroy`: the destroy run's own listing, then "no" at its question, so nothing is
+/// removed.
+fn plan_destroy(engine: &mut Engine<'_>) -> Result<Report, EngineError> {
+    match engine.destroy(Some(&mut || false)) {
+        Err(EngineError::Declined) => Ok(Report::default()),
+        other => other,
+    }
 }
 
 /// `apply FILE`: the run applies the saved plan, with its `--target` and `--replace`.
