@@ -11,6 +11,7 @@
 mod args;
 mod backend;
 mod complete;
+mod console;
 mod docs;
 mod gen;
 mod graph;
@@ -125,6 +126,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Man(args) => man_command(&args),
         Command::Version(args) => version::run(&args),
         Command::Graph(args) => graph::run(&args),
+        Command::Console(args) => console::run(&args),
     }
 }
 

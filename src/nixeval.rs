@@ -152,6 +152,32 @@ pub fn evaluate(source: &PlanSource, ledger_path: &Path) -> Result<(Vec<u8>, Dur
     Ok((output.stdout, started.elapsed()))
 }
 
+/// A Nix expression for the plan function at `source`, and one for the Nivis library the
+/// plan's flake uses (`lib` or `inputs.nivis.lib`; `null` for a plain file), for `nivis
+/// console`.
+pub fn console_exprs(source: &PlanSource) -> (String, String) {
+    match source {
+        PlanSource::Flake { flake, attr } => {
+            let flake_expr = flake_attr(flake, &[]);
+            (
+                flake_attr(flake, &attr_path(attr)),
+                format!("(let f = {flake_expr}; in f.lib or (f.inputs.nivis.lib or null))"),
+            )
+        }
+        PlanSource::File { path, attr } => {
+            let select: String = attr
+                .as_deref()
+                .map(attr_path)
+                .unwrap_or_default()
+                .iter()
+                .map(|a| format!(".{}", nix_string(a)))
+                .collect();
+            let path = nix_string(&path.display().to_string());
+            (format!("(import {path}){select}"), "null".to_string())
+        }
+    }
+}
+
 /// Runs `eval` (a `nix eval` of something in `flake`); when Nix says the flake's lock file needs
 /// changes, locks it and runs `eval` again.
 fn locking_if_needed(

@@ -16,7 +16,7 @@ use super::parse_duration;
 
 mod inspect;
 mod state;
-pub use self::inspect::{GraphArgs, VersionArgs};
+pub use self::inspect::{ConsoleArgs, GraphArgs, VersionArgs};
 pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
@@ -133,6 +133,12 @@ pub enum Command {
         after_help = "Examples:\n  nivis graph | dot -Tsvg > graph.svg\n  nivis graph --json"
     )]
     Graph(GraphArgs),
+    /// A Nix REPL (`nix repl`) with the plan function, the ledger of the state's outputs
+    /// (sensitive ones as placeholders), the plan's IR and the flake's Nivis library loaded.
+    #[command(
+        after_help = "Examples:\n  nivis console                     then: outputs, plan.resources, lib, :q\n  echo 'builtins.attrNames outputs' | nivis console"
+    )]
+    Console(ConsoleArgs),
 }
 
 /// Where the plan comes from.
@@ -151,7 +157,7 @@ pub struct SourceArgs {
 }
 
 /// Plan variables.
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Variables")]
 pub struct VarArgs {
     /// Set a variable (repeatable); VALUE is read as the variable's declared type.

@@ -562,3 +562,39 @@ fn a_nix_error_in_a_flake_in_a_subdirectory_of_a_repository_names_its_file() {
     assert!(err.contains("./flake.nix:4:3"), "{err}");
     assert!(!err.contains("/nix/store/"), "{err}");
 }
+
+#[test]
+fn console_loads_outputs_and_the_plan_without_secrets() {
+    use std::io::Write;
+    let p = Project::new(TOKENS);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let secret = p.state_json()["resources"]["alpha.alpha_token.a"]["attributes"]["secret"]
+        .as_str()
+        .expect("the fake's generated secret")
+        .to_string();
+    let mut child = Command::new(nivis_bin())
+        .args(["console", "--file", p.plan.to_str().unwrap(), "--state"])
+        .arg(&p.state)
+        .current_dir(p.dir.path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"builtins.attrNames outputs\nmap (r: r.id) plan.resources\noutputs.\"alpha.alpha_token.a\".secret\n",
+        )
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_success(&out);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("\"alpha.alpha_token.z\""), "{text}");
+    assert!(text.contains("\"alpha.alpha_token.c\""), "{text}");
+    assert!(text.contains("__sensitiveRef"), "a placeholder: {text}");
+    assert!(!text.contains(&secret), "the secret stays out: {text}");
+}

@@ -1,5 +1,5 @@
 //! The flags of the verbs that look without changing anything or starting a provider:
-//! `version` and `graph`. (A part of `cli::args`, kept apart so each file stays readable.)
+//! `version`, `graph` and `console`. (A part of `cli::args`, kept apart so each file stays readable.)
 
 use std::path::PathBuf;
 
@@ -26,6 +26,14 @@ pub struct GraphArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConsoleArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArgs,
 }
