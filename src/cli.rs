@@ -11,14 +11,17 @@
 mod args;
 mod backend;
 mod complete;
+mod console;
 mod docs;
 mod gen;
+mod graph;
 mod import;
 mod output;
 mod run;
 mod state;
 mod suggest;
 mod vars;
+mod version;
 
 pub use self::args::Cli;
 pub use self::complete::answer_if_asked as answer_completion_request;
@@ -98,7 +101,7 @@ pub mod exit {
 pub fn run(cli: Cli) -> i32 {
     init_logging(cli.verbose);
     install_interrupt_handler();
-    let style = Style::detect();
+    let style = Style::detect(cli.no_color);
     match cli.command {
         Command::Plan(args) => run::run_engine(&args.spec(), style, run::Verb::Plan),
         Command::Apply(args) => run::run_engine(&args.spec(), style, run::Verb::Apply),
@@ -121,6 +124,9 @@ pub fn run(cli: Cli) -> i32 {
             }
         }
         Command::Man(args) => man_command(&args),
+        Command::Version(args) => version::run(&args),
+        Command::Graph(args) => graph::run(&args),
+        Command::Console(args) => console::run(&args),
     }
 }
 
@@ -249,6 +255,12 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         refresh: spec.refresh,
         vars: vars.values,
         var_text: vars.text,
+        flag_vars: spec
+            .vars
+            .vars
+            .iter()
+            .filter_map(|v| v.split_once('=').map(|(name, _)| name.to_string()))
+            .collect(),
         lock_timeout: spec.lock_timeout,
         command: format!("nivis {verb}"),
         install: spec.install.options()?,
@@ -315,7 +327,7 @@ fn list_providers(
             let i = crate::registry::install(&decl.source, decl.version.as_deref(), install)
                 .map_err(|e| format!("provider {id}: {e}"))?;
             let mut text = format!(
-                "{id}: {} {} from {:?}\n    {}",
+                "{id}: {} {} from {}\n    {}",
                 i.address,
                 i.version,
                 i.from,

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use crate::codegen::nix_string;
 
+mod located;
+
 /// Where the plan function lives.
 #[derive(Debug, Clone)]
 pub enum PlanSource {
@@ -54,6 +56,27 @@ impl PlanSource {
             }
         }
     }
+}
+
+impl PlanSource {
+    /// Nix's error `message` naming the project's own files instead of their store copies
+    /// (a flake in a local directory, also one in a subdirectory of a git repository; a plain
+    /// file is evaluated where it is).
+    fn located(&self, message: &str) -> String {
+        match self {
+            PlanSource::Flake { flake, .. } => match local_flake_dir(flake) {
+                Some(dir) => located::in_project(message, &dir),
+                None => message.to_string(),
+            },
+            PlanSource::File { .. } => message.to_string(),
+        }
+    }
+}
+
+/// The directory of a flake reference that names a local directory.
+fn local_flake_dir(flake: &str) -> Option<PathBuf> {
+    let p = Path::new(flake.strip_prefix("path:").unwrap_or(flake));
+    p.is_dir().then(|| p.to_path_buf())
 }
 
 impl fmt::Display for PlanSource {
@@ -130,7 +153,9 @@ pub fn evaluate(
     if !output.status.success() {
         return Err(EvalError {
             what: source.to_string(),
-            message: without_derived_lines(&String::from_utf8_lossy(&output.stderr)),
+            message: source.located(&without_derived_lines(&String::from_utf8_lossy(
+                &output.stderr,
+            ))),
         });
     }
     Ok((output.stdout, started.elapsed()))
@@ -170,6 +195,32 @@ fn keep_raw_error(raw: &str) -> Result<PathBuf, String> {
     crate::rundir::write_private_file(&path, raw.as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
+}
+
+/// A Nix expression for the plan function at `source`, and one for the Nivis library the
+/// plan's flake uses (`lib` or `inputs.nivis.lib`; `null` for a plain file), for `nivis
+/// console`.
+pub fn console_exprs(source: &PlanSource) -> (String, String) {
+    match source {
+        PlanSource::Flake { flake, attr } => {
+            let flake_expr = flake_attr(flake, &[]);
+            (
+                flake_attr(flake, &attr_path(attr)),
+                format!("(let f = {flake_expr}; in f.lib or (f.inputs.nivis.lib or null))"),
+            )
+        }
+        PlanSource::File { path, attr } => {
+            let select: String = attr
+                .as_deref()
+                .map(attr_path)
+                .unwrap_or_default()
+                .iter()
+                .map(|a| format!(".{}", nix_string(a)))
+                .collect();
+            let path = nix_string(&path.display().to_string());
+            (format!("(import {path}){select}"), "null".to_string())
+        }
+    }
 }
 
 /// Runs `eval` (a `nix eval` of something in `flake`); when Nix says the flake's lock file needs
@@ -355,7 +406,11 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
         select("backend"),
         select("project")
     );
-    let what = format!("{flake}#{}.{{backend,project}}", path.join("."));
+    // The plan is what the user asked for: name it, and the settings beside it.
+    let what = format!(
+        "the plan {flake}#{plan_attr} (reading its settings {}.{{backend,project}})",
+        path.join(".")
+    );
     let output = locking_if_needed(flake, &what, || {
         run_nix(
             nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
@@ -363,9 +418,13 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
         )
     })?;
     if !output.status.success() {
+        let message = String::from_utf8_lossy(&output.stderr);
         return Err(EvalError {
             what,
-            message: String::from_utf8_lossy(&output.stderr).into_owned(),
+            message: match local_flake_dir(flake) {
+                Some(dir) => located::in_project(&message, &dir),
+                None => message.into_owned(),
+            },
         });
     }
     let mut value: serde_json::Value =

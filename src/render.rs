@@ -91,12 +91,14 @@ pub struct Style {
 }
 
 impl Style {
-    /// Colours only on a terminal and when NO_COLOR is unset.
-    pub fn detect() -> Self {
+    /// Colours only on a terminal, unless `--no-color` (`no_color_flag`), NO_COLOR (set and
+    /// not empty) or TERM=dumb says otherwise.
+    pub fn detect(no_color_flag: bool) -> Self {
         use std::io::IsTerminal;
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
         Style {
-            color: !no_color && std::io::stdout().is_terminal(),
+            color: !no_color_flag && !no_color && !dumb && std::io::stdout().is_terminal(),
         }
     }
 
@@ -525,10 +527,9 @@ impl Sink for Human {
             } => {
                 let _ = writeln!(
                     out,
-                    "\nSaved the plan to {} ({}).\nApply exactly this plan with `nivis apply {}`; `nivis show {}` prints it.",
+                    "\nSaved the plan to {} ({}); `nivis show {}` prints it.",
                     escape(&path),
                     escape(&sha256),
-                    escape(&path),
                     escape(&path)
                 );
             }

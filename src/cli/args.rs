@@ -14,16 +14,22 @@ use clap_complete::engine::ArgValueCandidates;
 use super::complete::state_ids;
 use super::parse_duration;
 
+mod inspect;
+mod state;
+pub use self::inspect::{ConsoleArgs, GraphArgs, VersionArgs};
+pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
+
 const TOP_EXAMPLES: &str = "\
 Examples:
   nivis plan                         plan the flake in this directory (attribute nivis.plan)
   nivis apply --auto-approve --json  apply without asking, one JSON event per line (CI)
   nivis plan --flake .#nivis.prod    another plan attribute of the same flake
-  nivis output --raw web.id          one value, bare, for scripts
+  nivis output --raw null.null_resource.web.id   one value, bare, for scripts
   nivis state show null.null_resource.first
   source <(nivis completion bash)    completion for this shell session
 
-Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.
+Exit status: 0 success, 1 failure (usage errors too), 2 changes present (only with
+--detailed-exitcode), 130 interrupted.
 Environment: NIVIS_STATE, NIVIS_ENV, NIVIS_VAR_<name>, NIVIS_OFFLINE, NIVIS_PROVIDER_MIRRORS,
 NIVIS_LOG, NO_COLOR (see the book's CLI reference).";
 
@@ -44,6 +50,9 @@ pub struct Cli {
     /// More logging (-v info, -vv debug, -vvv trace); NIVIS_LOG=LEVEL does the same.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// No colours (also NO_COLOR=1 or TERM=dumb; colours are only used on a terminal).
+    #[arg(long, global = true)]
+    pub no_color: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -52,13 +61,13 @@ pub struct Cli {
 pub enum Command {
     /// Show what apply would do: this phase in full, later phases as what they wait on.
     #[command(
-        after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json"
+        after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json\n  nivis plan --destroy              what `nivis destroy` would remove"
     )]
     Plan(PlanArgs),
     /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint;
     /// or apply a saved plan exactly (`nivis apply FILE`).
     #[command(
-        after_help = "Examples:\n  nivis apply                       asks before changing anything\n  nivis apply --auto-approve --json\n  nivis apply --max-phases 1        one phase, then report what waits\n  nivis apply --auto-approve reviewed.plan   exactly what `nivis plan --out reviewed.plan` showed"
+        after_help = "Examples:\n  nivis apply                       asks before changing anything\n  nivis apply --auto-approve --json\n  nivis apply --max-phases 1        one phase, then report what waits\n  nivis apply reviewed.plan         exactly what `nivis plan --out reviewed.plan` showed,\n                                    without asking (the saved plan was the review)"
     )]
     Apply(ApplyArgs),
     /// Print a saved plan (`nivis plan --out FILE`) as `nivis plan` printed it.
@@ -72,6 +81,9 @@ pub enum Command {
     )]
     Destroy(DestroyArgs),
     /// Reconcile state with the real objects (UpgradeResourceState + ReadResource); report drift.
+    #[command(
+        after_help = "Examples:\n  nivis refresh                     asks before recording drift\n  nivis refresh --auto-approve --detailed-exitcode"
+    )]
     Refresh(RefreshArgs),
     /// Adopt an existing object at a resource address (ImportResourceState + ReadResource).
     #[command(
@@ -79,6 +91,7 @@ pub enum Command {
     )]
     Import(ImportArgs),
     /// Check the IR and every configuration with its provider's own validation; change nothing.
+    #[command(after_help = "Examples:\n  nivis validate\n  nivis validate --file plan.nix --json")]
     Validate(ValidateArgs),
     /// Print outputs: every resource's recorded outputs and the plan's Nix consumer values.
     #[command(
@@ -107,7 +120,25 @@ pub enum Command {
     )]
     Completion(CompletionArgs),
     /// Print the manual page, write one per command, or print the Markdown CLI reference.
+    #[command(
+        after_help = "Examples:\n  nivis man | man -l -\n  nivis man --dir /usr/local/share/man/man1\n  nivis man --markdown > cli.md"
+    )]
     Man(ManArgs),
+    /// Print Nivis's version, the platform, the Nix version and the locked providers.
+    #[command(after_help = "Examples:\n  nivis version\n  nivis version --json")]
+    Version(VersionArgs),
+    /// Print the plan's dependency graph as DOT (or JSON): resources, data sources and
+    /// consumers; edges by kind (provider reference, Nix re-evaluation, dependsOn); phases.
+    #[command(
+        after_help = "Examples:\n  nivis graph | dot -Tsvg > graph.svg\n  nivis graph --json"
+    )]
+    Graph(GraphArgs),
+    /// A Nix REPL (`nix repl`) with the plan function, the ledger of the state's outputs
+    /// (sensitive ones as placeholders), the plan's IR and the flake's Nivis library loaded.
+    #[command(
+        after_help = "Examples:\n  nivis console                     then: outputs, plan.resources, lib, :q\n  echo 'builtins.attrNames outputs' | nivis console"
+    )]
+    Console(ConsoleArgs),
 }
 
 /// Where the plan comes from.
@@ -126,7 +157,7 @@ pub struct SourceArgs {
 }
 
 /// Plan variables.
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Variables")]
 pub struct VarArgs {
     /// Set a variable (repeatable); VALUE is read as the variable's declared type.
@@ -277,6 +308,9 @@ pub struct PlanArgs {
     /// Only read the recorded objects and show how they drifted; plan no change.
     #[arg(long, conflicts_with_all = ["replace", "out"])]
     pub refresh_only: bool,
+    /// Show what `nivis destroy` would remove (with the same --target); change nothing.
+    #[arg(long, conflicts_with_all = ["replace", "out", "refresh_only"])]
+    pub destroy: bool,
     /// Also write the plan to FILE, for `nivis apply FILE` to apply exactly (no secret in it).
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub out: Option<PathBuf>,
@@ -461,6 +495,8 @@ pub struct RunSpec<'a> {
     pub detailed_exitcode: bool,
     /// `plan --refresh-only`.
     pub refresh_only: bool,
+    /// `plan --destroy`.
+    pub plan_destroy: bool,
     /// `plan --out FILE`.
     pub out: Option<&'a std::path::Path>,
     /// `apply FILE`.
@@ -486,6 +522,7 @@ impl<'a> RunSpec<'a> {
             replace: &[],
             detailed_exitcode: false,
             refresh_only: false,
+            plan_destroy: false,
             out: None,
             plan_file: None,
         }
@@ -503,6 +540,7 @@ impl PlanArgs {
             replace: &self.replace.replace,
             detailed_exitcode: self.exit.detailed_exitcode,
             refresh_only: self.refresh_only,
+            plan_destroy: self.destroy,
             out: self.out.as_deref(),
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
@@ -585,104 +623,6 @@ pub struct OutputArgs {
     pub state: StateArgs,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum StateCommand {
-    /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
-    /// with `--out -`, to standard output.
-    #[command(after_help = "Example:\n  nivis state pull --out ~/nivis-backup.json")]
-    Pull {
-        /// Where to write the state: a file (created mode 0600, replaced if it exists) or `-`
-        /// for standard output. Required: the state holds secrets in plain text.
-        #[arg(long, short = 'o', value_name = "FILE", value_hint = ValueHint::FilePath)]
-        out: PathBuf,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-    /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or
-    /// an older serial unless --force.
-    #[command(
-        after_help = "Example:\n  nivis state pull --out s.json && $EDITOR s.json && nivis state push s.json"
-    )]
-    Push {
-        /// The state file to push.
-        #[arg(value_hint = ValueHint::FilePath)]
-        file: PathBuf,
-        /// Push even if the lineage differs or the serial is older.
-        #[arg(long)]
-        force: bool,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-    /// Copy the local state file (--state) into the configured remote backend.
-    Migrate {
-        /// Replace what the backend already holds.
-        #[arg(long)]
-        force: bool,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-    /// List resource ids in state.
-    List {
-        #[command(flatten)]
-        state: StateTarget,
-        /// A JSON array of ids.
-        #[arg(long, help_heading = "Output")]
-        json: bool,
-    },
-    /// Show one resource's recorded attributes (sensitive values hidden).
-    Show {
-        /// Resource id.
-        #[arg(add = ArgValueCandidates::new(state_ids))]
-        id: String,
-        #[command(flatten)]
-        state: StateTarget,
-        /// The resource as one JSON object.
-        #[arg(long, help_heading = "Output")]
-        json: bool,
-    },
-    /// Forget resources without destroying them.
-    Rm {
-        /// Resource ids.
-        #[arg(required = true, add = ArgValueCandidates::new(state_ids))]
-        ids: Vec<String>,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-    /// Move a record to another address (a rename), leaving the real object alone.
-    Mv {
-        /// The address the object is recorded at.
-        #[arg(add = ArgValueCandidates::new(state_ids))]
-        from: String,
-        /// Its new address: the same provider and type, another name.
-        to: String,
-        #[command(flatten)]
-        state: StateTarget,
-    },
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ForceUnlockArgs {
-    /// The lock's id, as a "the state is locked" message shows it.
-    pub lock_id: String,
-    /// Remove the lock even if its holder still runs on this host, without asking.
-    #[arg(long)]
-    pub force: bool,
-    #[command(flatten)]
-    pub state: StateTarget,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum EnvCommand {
-    /// List the environments that have a state (`*` marks the selected one).
-    List {
-        #[command(flatten)]
-        state: StateTarget,
-        /// A JSON array of names.
-        #[arg(long, help_heading = "Output")]
-        json: bool,
-    },
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct GenArgs {
     /// The provider, as mkProvider's `source` accepts it (path, store path, binary name or
@@ -724,6 +664,9 @@ impl ProvidersPlanArgs {
 #[derive(Subcommand, Debug)]
 pub enum ProvidersCommand {
     /// Record versions and hashes of the plan's registry providers for these platforms.
+    #[command(
+        after_help = "Examples:\n  nivis providers lock\n  nivis providers lock --platform linux_amd64 --platform darwin_arm64"
+    )]
     Lock {
         /// OS_ARCH, e.g. linux_amd64; repeatable (default: this machine's).
         #[arg(long = "platform")]
@@ -735,6 +678,9 @@ pub enum ProvidersCommand {
         plan: ProvidersPlanArgs,
     },
     /// Write a filesystem mirror (packed zips + network-mirror JSON) of the plan's providers.
+    #[command(
+        after_help = "Example:\n  nivis providers mirror ./mirror --platform linux_amd64   then: --mirror ./mirror"
+    )]
     Mirror {
         /// The mirror directory.
         #[arg(value_hint = ValueHint::DirPath)]
@@ -746,6 +692,7 @@ pub enum ProvidersCommand {
         plan: ProvidersPlanArgs,
     },
     /// Each provider of the plan: where it comes from, version, hashes.
+    #[command(after_help = "Example:\n  nivis providers list")]
     List(ProvidersPlanArgs),
 }
 

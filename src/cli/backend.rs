@@ -10,6 +10,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value as Json;
 
@@ -206,7 +207,7 @@ pub fn pull(t: &StateTarget, out: &Path) -> i32 {
 
 /// `nivis state push FILE`: replaces the state by FILE's, refusing another lineage or an older
 /// serial unless `force`.
-pub fn push(t: &StateTarget, file: &Path, force: bool) -> i32 {
+pub fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Duration>) -> i32 {
     let pushed = match read_state_file(file) {
         Ok(s) => s,
         Err(e) => return fail(&e),
@@ -215,7 +216,7 @@ pub fn push(t: &StateTarget, file: &Path, force: bool) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
-    let store = match backend.open(LockHolder::current("nivis state push"), None) {
+    let store = match backend.open(LockHolder::current("nivis state push"), wait) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
@@ -260,7 +261,7 @@ fn replace_and_close(mut store: Box<dyn LockedStore>, next: StateFile, done: &st
 }
 
 /// `nivis state migrate`: copies the local state file into the configured (remote) backend.
-pub fn migrate(t: &StateTarget, force: bool) -> i32 {
+pub fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
     let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
@@ -276,7 +277,7 @@ pub fn migrate(t: &StateTarget, force: bool) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
-    let target = match backend.open_for_migration(LockHolder::current("nivis state migrate"), None)
+    let target = match backend.open_for_migration(LockHolder::current("nivis state migrate"), wait)
     {
         Ok(t) => t,
         Err(e) => return fail(&e),

@@ -175,3 +175,69 @@ fn value_name(a: &Arg) -> String {
 fn takes_value(a: &Arg) -> bool {
     a.get_action().takes_values()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// Every command that runs something (not a group), with its path from `nivis`.
+    fn leaves(cmd: &Command, path: Vec<String>, out: &mut Vec<(Vec<String>, Command)>) {
+        if cmd.get_subcommands().next().is_none() {
+            out.push((path, cmd.clone()));
+            return;
+        }
+        for sub in cmd.get_subcommands() {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_string());
+            leaves(sub, p, out);
+        }
+    }
+
+    /// The command lines of `help`'s example lines (`  nivis …`), cut before a pipe, a
+    /// redirection, `&&` or a comment column (two spaces).
+    fn examples(help: &str) -> Vec<Vec<String>> {
+        help.lines()
+            .filter_map(|l| l.trim_start().strip_prefix("nivis "))
+            .map(|l| {
+                let l = l.split("  ").next().unwrap();
+                let l = l.split(['|', '>']).next().unwrap();
+                let l = l.split("&&").next().unwrap();
+                std::iter::once("nivis")
+                    .chain(l.split_whitespace())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_verb_has_an_example_that_parses() {
+        let mut all = Vec::new();
+        leaves(&Cli::command(), Vec::new(), &mut all);
+        assert!(all.len() > 20, "{}", all.len());
+        for (path, mut cmd) in all {
+            if path == ["help"] || path.last().is_some_and(|p| p == "help") {
+                continue;
+            }
+            let help = cmd.render_long_help().to_string();
+            let lines = examples(&help);
+            assert!(
+                !lines.is_empty(),
+                "`nivis {}` has no example in --help",
+                path.join(" ")
+            );
+            for line in lines {
+                if let Err(e) = Cli::try_parse_from(&line) {
+                    panic!("example `{}` does not parse: {e}", line.join(" "));
+                }
+            }
+        }
+        let top = examples(&Cli::command().render_long_help().to_string());
+        assert!(top.len() >= 5);
+        for line in top {
+            Cli::try_parse_from(&line)
+                .unwrap_or_else(|e| panic!("example `{}`: {e}", line.join(" ")));
+        }
+    }
+}

@@ -85,6 +85,16 @@ fn collect(args: &OutputArgs) -> Result<Collected, String> {
         let (_, state) = backend::read(&args.source, &args.state)?;
         return Ok(Collected::new(&state, None));
     }
+    if let Some(name) = &args.name {
+        // A resource's outputs are in the state: no evaluation, so no variables needed.
+        let (_, state) = backend::read(&args.source, &args.state)?;
+        let recorded = state
+            .ids()
+            .any(|id| name == id || name.strip_prefix(id).is_some_and(|r| r.starts_with('.')));
+        if recorded {
+            return Ok(Collected::new(&state, None));
+        }
+    }
     let install = InstallArgs::none();
     let spec = RunSpec {
         state: Some(&args.state),

@@ -100,10 +100,10 @@ fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>)
                 tally.event(Event::Timing(timing));
             }
             if !spec.json {
-                let command = if spec.refresh_only {
-                    "refresh-only"
-                } else {
-                    verb.name()
+                let command = match () {
+                    _ if spec.refresh_only => "refresh-only",
+                    _ if spec.plan_destroy => "plan-destroy",
+                    _ => verb.name(),
                 };
                 render::print_summary(command, report.as_ref(), tally);
             }
@@ -135,7 +135,8 @@ fn drive(
     if let Some(file) = spec.plan_file {
         use_saved_plan(&mut opts, file, sink).map_err(Failure::Setup)?;
     }
-    let needs_confirm = verb.asks() && !spec.auto_approve;
+    // A saved plan was the review: `apply FILE` applies it without asking (as Terraform).
+    let needs_confirm = verb.asks() && !spec.auto_approve && spec.plan_file.is_none();
     let can_ask = !spec.json && std::io::stdin().is_terminal();
     // Refresh asks only when something drifted, so it can run unattended until then.
     if needs_confirm && !can_ask && verb != Verb::Refresh {
@@ -156,6 +157,7 @@ fn drive(
     let confirm: crate::engine::Confirm<'_> = if needs_confirm { Some(&mut ask) } else { None };
     let result = match verb {
         Verb::Plan if spec.refresh_only => engine.plan_refresh_only().map(Some),
+        Verb::Plan if spec.plan_destroy => plan_destroy(&mut engine).map(Some),
         Verb::Plan => engine.plan().map(Some),
         Verb::Refresh => engine.refresh(confirm).map(Some),
         Verb::Apply => engine.apply(confirm).map(Some),
@@ -197,6 +199,15 @@ fn drive(
         ),
         e => Failure::Engine(e),
     })
+}
+
+/// `plan --destroy`: the destroy run's own listing, then "no" at its question, so nothing is
+/// removed.
+fn plan_destroy(engine: &mut Engine<'_>) -> Result<Report, EngineError> {
+    match engine.destroy(Some(&mut || false)) {
+        Err(EngineError::Declined) => Ok(Report::default()),
+        other => other,
+    }
 }
 
 /// `apply FILE`: the run applies the saved plan, with its `--target` and `--replace`.

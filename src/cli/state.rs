@@ -4,6 +4,8 @@
 //! Owns: what these commands print (every value escaped, every sensitive path masked) and the
 //! removal and renaming of records. Not: where the state is (`cli::backend`), nor the state's format.
 
+use std::time::Duration;
+
 use serde_json::Value as Json;
 
 use super::args::{StateCommand, StateTarget};
@@ -14,30 +16,49 @@ use crate::state::{Change, LockHolder, LockedStore, ResourceState};
 pub fn run(cmd: StateCommand) -> i32 {
     match cmd {
         StateCommand::Pull { out, state } => backend::pull(&state, &out),
-        StateCommand::Push { file, force, state } => backend::push(&state, &file, force),
-        StateCommand::Migrate { force, state } => backend::migrate(&state, force),
-        StateCommand::List { state, json } => {
-            match backend::read_project(&state.source, &state.state) {
-                Ok((backend, identity, state)) => {
-                    // On stderr: scripts read the list from stdout.
-                    eprintln!(
-                        "{}",
-                        render::escape_text(&backend::state_header(&backend, identity.as_ref()))
-                    );
-                    if json {
-                        let ids =
-                            Json::Array(state.ids().map(|id| Json::String(id.into())).collect());
-                        outln!("{}", render::json_text(&ids, false));
-                    } else {
-                        for id in state.ids() {
-                            outln!("{}", render::escape(id));
-                        }
-                    }
-                    exit::OK
-                }
-                Err(e) => fail(&e),
-            }
+        StateCommand::Push {
+            file,
+            force,
+            state,
+            lock,
+        } => backend::push(&state, &file, force, lock.lock_timeout),
+        StateCommand::Migrate { force, state, lock } => {
+            backend::migrate(&state, force, lock.lock_timeout)
         }
+        StateCommand::List {
+            addresses,
+            state,
+            json,
+        } => match backend::read_project(&state.source, &state.state) {
+            Ok((backend, identity, state)) => {
+                // On stderr: scripts read the list from stdout.
+                eprintln!(
+                    "{}",
+                    render::escape_text(&backend::state_header(&backend, identity.as_ref()))
+                );
+                // Never written (an emptied state has a serial above 0): Terraform's "No state
+                // file was found!", so a script listing the wrong place does not read "nothing".
+                if state.serial == 0 && state.is_empty() {
+                    return fail(&format!(
+                        "No state found at {}: nothing was applied with it yet; choose the state \
+                         with --state, --env or NIVIS_STATE",
+                        backend.describe()
+                    ));
+                }
+                let ids: Vec<&str> = state.ids().filter(|id| matches(id, &addresses)).collect();
+                if json {
+                    let ids =
+                        Json::Array(ids.iter().map(|id| Json::String(id.to_string())).collect());
+                    outln!("{}", render::json_text(&ids, false));
+                } else {
+                    for id in ids {
+                        outln!("{}", render::escape(id));
+                    }
+                }
+                exit::OK
+            }
+            Err(e) => fail(&e),
+        },
         StateCommand::Show { id, state, json } => {
             match backend::read(&state.source, &state.state) {
                 Ok((backend, state)) => match state.get(&id) {
@@ -53,9 +74,25 @@ pub fn run(cmd: StateCommand) -> i32 {
                 Err(e) => fail(&e),
             }
         }
-        StateCommand::Rm { ids, state } => remove(&ids, &state),
-        StateCommand::Mv { from, to, state } => rename(&from, &to, &state),
+        StateCommand::Rm { ids, state, lock } => remove(&ids, &state, lock.lock_timeout),
+        StateCommand::Mv {
+            from,
+            to,
+            state,
+            lock,
+        } => rename(&from, &to, &state, lock.lock_timeout),
     }
+}
+
+/// Whether `id` is one of `addresses` or starts with one up to a `.` or `[` (every id when
+/// none is given); an address ending in `.` matches what starts with it.
+fn matches(id: &str, addresses: &[String]) -> bool {
+    addresses.is_empty()
+        || addresses.iter().any(|a| {
+            id.strip_prefix(a.as_str()).is_some_and(|rest| {
+                rest.is_empty() || a.ends_with('.') || rest.starts_with(['.', '['])
+            })
+        })
 }
 
 /// `state show`: the recorded attributes, every sensitive path masked.
@@ -84,16 +121,20 @@ fn show_resource(r: &ResourceState, json: bool) {
 }
 
 /// The state, locked for a change by `command`.
-fn open_locked(target: &StateTarget, command: &str) -> Result<Box<dyn LockedStore>, String> {
+fn open_locked(
+    target: &StateTarget,
+    command: &str,
+    wait: Option<Duration>,
+) -> Result<Box<dyn LockedStore>, String> {
     backend::of(&target.source, &target.state).and_then(|b| {
-        b.open(LockHolder::current(command), None)
+        b.open(LockHolder::current(command), wait)
             .map_err(|e| e.to_string())
     })
 }
 
 /// `state mv`: renames a record (and the dependencies naming it) in one journaled commit;
 /// the real object is not touched.
-fn rename(from: &str, to: &str, target: &StateTarget) -> i32 {
+fn rename(from: &str, to: &str, target: &StateTarget, wait: Option<Duration>) -> i32 {
     let kind = |id: &str| {
         id.rsplit_once('.')
             .map(|(k, n)| (k.to_string(), n.to_string()))
@@ -102,11 +143,12 @@ fn rename(from: &str, to: &str, target: &StateTarget) -> i32 {
         (Some((a, _)), Some((b, name))) if a == b && crate::value::is_identifier(&name) => {}
         _ => {
             return fail(&format!(
-                "cannot move {from} to {to}: the new address must keep the provider and type                  (<provider>.<type>.) and change only the name, an identifier"
+                "cannot move {from} to {to}: the new address must keep the provider and type \
+                 (<provider>.<type>.) and change only the name, an identifier"
             ))
         }
     }
-    let mut store = match open_locked(target, "nivis state mv") {
+    let mut store = match open_locked(target, "nivis state mv", wait) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
@@ -136,8 +178,8 @@ fn rename(from: &str, to: &str, target: &StateTarget) -> i32 {
 }
 
 /// `state rm`: forgets the records, leaving the real objects alone.
-fn remove(ids: &[String], target: &StateTarget) -> i32 {
-    let mut store = match open_locked(target, "nivis state rm") {
+fn remove(ids: &[String], target: &StateTarget, wait: Option<Duration>) -> i32 {
+    let mut store = match open_locked(target, "nivis state rm", wait) {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };

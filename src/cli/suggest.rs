@@ -11,24 +11,46 @@ use clap::{CommandFactory, Parser};
 use super::args::Cli;
 
 /// Parses argv; on a usage error prints clap's message, or our hint when a single-dash long
-/// option explains it, and exits with status 2.
+/// option explains it, and exits with status 1: every error is 1, as in Terraform, because
+/// 2 means "changes present" under `--detailed-exitcode` (clap's default is 2).
 pub fn parse() -> Cli {
-    let args: Vec<OsString> = std::env::args_os().collect();
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    // `nivis --version` (`-V`) prints what `nivis version` does: platform and Nix too.
+    if args.len() == 2 && (args[1] == "--version" || args[1] == "-V") {
+        args[1] = "version".into();
+    }
     match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             if e.use_stderr() {
-                if let Some(hint) = single_dash_hint(&args) {
+                if let Some(hint) = single_dash_hint(&args).or_else(|| terraform_verb_hint(&args)) {
                     eprintln!(
                         "error: {}\n\nFor more information, try '--help'.",
                         crate::render::escape(&hint)
                     );
-                    std::process::exit(2);
+                    std::process::exit(super::exit::ERROR);
                 }
             }
-            e.exit()
+            // Help and version go to stdout and are not errors.
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() {
+                super::exit::ERROR
+            } else {
+                super::exit::OK
+            })
         }
     }
+}
+
+/// For a Terraform verb Nivis spells another way (`taint`, `untaint`), what to type instead.
+pub fn terraform_verb_hint(args: &[OsString]) -> Option<String> {
+    let verb = args.get(1)?.to_str()?;
+    let instead = match verb {
+        "taint" => "replace an object with `nivis apply --replace ID` (or plan it with `nivis plan --replace ID`)",
+        "untaint" => "nothing to undo: `--replace` applies to one run only",
+        _ => return None,
+    };
+    Some(format!("'{verb}' is not a Nivis command: {instead}"))
 }
 
 /// `'-auto-approve' is not an option; did you mean '--auto-approve'?` when an argument

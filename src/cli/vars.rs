@@ -88,8 +88,8 @@ pub fn collect(
     let mut out = VarValues::default();
     for file in files {
         let text = read_bounded(file, VAR_FILE_LIMIT)?;
-        let json: Json = serde_json::from_str(&text)
-            .map_err(|e| format!("--var-file {}: not JSON: {e}", file.display()))?;
+        let json: Json =
+            serde_json::from_str(&text).map_err(|e| not_json(file, &text, &e.to_string()))?;
         let Json::Object(map) = json else {
             return Err(format!(
                 "--var-file {}: must hold a JSON object of variable values",
@@ -130,6 +130,32 @@ pub fn collect(
         out.set_text(name, &value);
     }
     Ok(out)
+}
+
+/// The error for a `--var-file` that is not JSON; for a Terraform `.tfvars` file (lines
+/// `name = value`), the JSON it must become, with the names and without the values (a
+/// variable file often holds secrets).
+fn not_json(file: &Path, text: &str, error: &str) -> String {
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, _)| name.trim())
+        .filter(|name| crate::value::is_identifier(name))
+        .collect();
+    let tfvars = file.extension().is_some_and(|e| e == "tfvars");
+    if names.is_empty() && !tfvars {
+        return format!("--var-file {}: not JSON: {error}", file.display());
+    }
+    let shape: Vec<String> = names.iter().map(|n| format!("\"{n}\": …")).collect();
+    format!(
+        "--var-file {}: not JSON ({error}): Nivis reads variable files as JSON, not Terraform's \
+         .tfvars syntax. Write it as JSON, e.g. {}.json:\n  {{{}}}\neach `name = value` line \
+         becoming \"name\": value (strings in double quotes, numbers, true/false and [lists] \
+         are the same in JSON)",
+        file.display(),
+        file.display(),
+        shape.join(", ")
+    )
 }
 
 /// The `NIVIS_VAR_*` pairs of this process's environment. Other variables may hold anything

@@ -100,7 +100,15 @@ impl Engine<'_> {
         let statuses = sched::run(&mut owner, &DestroyWorker, &deps, workers, interrupt_flag());
         let recorder = std::mem::take(&mut owner.recorder);
         recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
-        let destroyed = std::mem::take(&mut owner.destroyed);
+        let mut destroyed = std::mem::take(&mut owner.destroyed);
+        // The summary lists in one order, not the order the workers finished in.
+        let rank = super::phases::listing_order(ids, &deps);
+        let position: HashMap<&str, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), rank[i]))
+            .collect();
+        destroyed.sort_by_key(|(id, _)| position.get(id.as_str()).copied());
         let mut failed = owner.failed;
         for (i, s) in statuses.iter().enumerate() {
             if let Status::Skipped { because } = s {

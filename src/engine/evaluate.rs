@@ -85,14 +85,7 @@ impl Engine<'_> {
                 });
             }
         }
-        for name in self.opts.vars.keys() {
-            if !ir.variables.is_empty() && !ir.variables.contains_key(name) {
-                self.sink.event(Event::Warning(Diagnostic::warning(format!(
-                    "--var {name}: the plan declares no such variable (declared: {})",
-                    ir.variables.keys().cloned().collect::<Vec<_>>().join(", ")
-                ))));
-            }
-        }
+        self.check_variable_names(&ir)?;
         self.sink.event(Event::Evaluated {
             phase,
             duration: took,
@@ -100,6 +93,42 @@ impl Engine<'_> {
             data: ir.data.len(),
         });
         Ok(ir)
+    }
+
+    /// A `--var` the plan does not declare is an error, before anything is planned or
+    /// applied; a value from a `--var-file` or the environment the plan does not declare is a
+    /// warning (when the plan declares variables at all).
+    fn check_variable_names(&mut self, ir: &Ir) -> Result<(), EngineError> {
+        let declared = || match ir.variables.len() {
+            0 => "it declares none".to_string(),
+            _ => format!(
+                "declared: {}",
+                ir.variables.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let undeclared: Vec<&String> = (self.opts.flag_vars.iter())
+            .filter(|name| !ir.variables.contains_key(*name))
+            .collect();
+        if let Some(name) = undeclared.first() {
+            return Err(EngineError::Diagnostics(
+                Diagnostic::error(format!(
+                    "--var {name}: the plan declares no such variable ({}); check the \
+                     spelling, or declare it in the plan's `variables`",
+                    declared()
+                ))
+                .into(),
+            ));
+        }
+        for name in self.opts.vars.keys() {
+            if !ir.variables.is_empty() && !ir.variables.contains_key(name) {
+                self.sink.event(Event::Warning(Diagnostic::warning(format!(
+                    "variable {name} (from --var-file or NIVIS_VAR_{name}): the plan declares \
+                     no such variable ({})",
+                    declared()
+                ))));
+            }
+        }
+        Ok(())
     }
 
     /// Evaluates the plan once (phase 0, ledger from state) and returns its IR; for commands

@@ -247,11 +247,23 @@ pub trait Sink {
 pub(super) struct Output<'s> {
     inner: &'s mut dyn Sink,
     kept: Option<Vec<Event>>,
+    /// Plan rows (planned, deferred, moved, imported) sent so far: a prompt after a preview
+    /// that listed none has nothing to ask about.
+    listed: usize,
 }
 
 impl<'s> Output<'s> {
     pub(super) fn new(inner: &'s mut dyn Sink) -> Self {
-        Output { inner, kept: None }
+        Output {
+            inner,
+            kept: None,
+            listed: 0,
+        }
+    }
+
+    /// How many plan rows were sent so far.
+    pub(super) fn listed(&self) -> usize {
+        self.listed
     }
 
     /// Starts keeping plan events (dropping any kept before).
@@ -267,14 +279,16 @@ impl<'s> Output<'s> {
 
 impl Sink for Output<'_> {
     fn event(&mut self, event: Event) {
-        if let Some(kept) = &mut self.kept {
-            if matches!(
-                event,
-                Event::Planned { .. }
-                    | Event::Deferred { .. }
-                    | Event::Moved { .. }
-                    | Event::Imported { .. }
-            ) {
+        let row = matches!(
+            event,
+            Event::Planned { .. }
+                | Event::Deferred { .. }
+                | Event::Moved { .. }
+                | Event::Imported { .. }
+        );
+        if row {
+            self.listed += 1;
+            if let Some(kept) = &mut self.kept {
                 kept.push(event.clone());
             }
         }

@@ -86,6 +86,9 @@ pub struct Options {
     /// The text of values given as text (`--var`, environment), for `lib.vars` to read by the
     /// declared type (see `ledger`).
     pub var_text: BTreeMap<String, String>,
+    /// The names given with `--var`: the plan must declare each (an error, as in Terraform; a
+    /// name only in a `--var-file` or the environment is a warning).
+    pub flag_vars: Vec<String>,
     /// How long to wait for the state lock.
     pub lock_timeout: Option<Duration>,
     /// The command line, recorded in the lock.

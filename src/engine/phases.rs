@@ -85,12 +85,24 @@ impl Engine<'_> {
                 .filter(|id| !self.settled.contains_key(*id))
                 .cloned()
                 .collect(),
+            listing: Vec::new(),
         };
         let workers = self.opts.parallelism;
         let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
+        let mut listing = std::mem::take(&mut owner.listing);
+        let rank = listing_order(ids, &deps);
+        // Stable: a node's own rows keep their order.
+        listing.sort_by_key(|(i, _)| rank[*i]);
+        for (_, event) in listing {
+            owner.sink.event(event);
+        }
         let recorder = std::mem::take(&mut owner.recorder);
         recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
         let mut result = std::mem::take(&mut owner.result);
+        // The apply summary lists changes in the listing's order too.
+        result
+            .changed
+            .sort_by_key(|(id, _)| index.get(id.as_str()).map(|&i| rank[i]));
         for (i, s) in statuses.iter().enumerate() {
             match s {
                 Status::Skipped { because } => {
@@ -227,7 +239,7 @@ impl Engine<'_> {
             if analysis.run.is_empty() {
                 let unresolved = pending(&ir, &analysis, true);
                 if !unresolved.is_empty() {
-                    return Err(EngineError::Unresolved(unresolved));
+                    return self.incomplete(unresolved, report);
                 }
                 self.sink.event(Event::Fixpoint {
                     evaluations: report.evaluations,
@@ -250,11 +262,14 @@ impl Engine<'_> {
                 if saved.is_some() {
                     self.sink.keep();
                 }
+                let listed = self.sink.listed();
                 self.preview_phase(&ir, &analysis, holder, phase, &imports)?;
                 if let Some(saved) = &saved {
                     self.check_replan(saved)?;
                 }
-                if let Some(ask) = confirm.take() {
+                // A preview that lists nothing has nothing to ask about.
+                let anything = self.sink.listed() > listed;
+                if let Some(ask) = confirm.take().filter(|_| anything) {
                     if !ask() {
                         return Err(EngineError::Declined);
                     }
@@ -305,13 +320,37 @@ impl Engine<'_> {
                 return Ok(report);
             }
             if !result.outputs_changed {
-                return Err(EngineError::Unresolved(pending(&ir, &analysis, false)));
+                return self.incomplete(pending(&ir, &analysis, false), report);
             }
         }
     }
 }
 
 impl Engine<'_> {
+    /// The fixpoint leaves values unresolved. Without `--target` that is an error; with it,
+    /// what waits on resources outside the target is expected: a warning, and the run
+    /// succeeds (as Terraform's "changes may be incomplete").
+    fn incomplete(
+        &mut self,
+        unresolved: Vec<(String, Vec<Wait>)>,
+        mut report: Report,
+    ) -> Result<Report, EngineError> {
+        if self.opts.targets.is_empty() {
+            return Err(EngineError::Unresolved(unresolved));
+        }
+        let waiting: Vec<String> = unresolved
+            .iter()
+            .map(|(id, waits)| format!("{id} waits on {}", describe_waits(waits)))
+            .collect();
+        self.sink.event(Event::Warning(Diagnostic::warning(format!(
+            "--target is in effect: changes may be incomplete: {}; run `nivis apply` without \
+             --target to complete them",
+            waiting.join("; ")
+        ))));
+        report.nix_time = self.nix_time;
+        Ok(report)
+    }
+
     /// The first phase's plan, as events, without changing anything; imports are previewed
     /// on a copy of the state.
     fn preview_phase(
@@ -426,9 +465,21 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     pub(super) planned: HashMap<String, node::PlannedObject>,
     /// `--replace` resources not replaced yet in this run (once is what was asked).
     pub(super) replace_now: BTreeSet<String>,
+    /// Plan mode: the plan's rows (planned, deferred, drift) by node, sent once the phase is
+    /// planned in one stable order (see [`listing_order`]), not in the order workers finish.
+    pub(super) listing: Vec<(usize, Event)>,
 }
 
 impl PhaseOwner<'_, '_> {
+    /// A row of the plan listing of node `i`: kept for [`listing_order`] in plan mode, sent at
+    /// once (as progress) otherwise.
+    fn list(&mut self, i: usize, event: Event) {
+        match self.mode {
+            Mode::Plan => self.listing.push((i, event)),
+            Mode::Apply(_) => self.sink.event(event),
+        }
+    }
+
     fn flush_commits(&mut self) {
         self.recorder.flush(self.holder, self.sink);
     }
@@ -579,24 +630,31 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         if let Some(wait) = self.stale.get(&id) {
             // Not settled: the next evaluation runs it with fresh values. What depends on it
             // reads its current record meanwhile.
-            self.sink.event(Event::Deferred {
-                phase: self.phase,
-                id: id.clone(),
-                type_name,
-                in_state: self.holder.state().contains(&id),
-                waits: vec![wait.clone()],
-            });
+            let wait = wait.clone();
+            self.list(
+                i,
+                Event::Deferred {
+                    phase: self.phase,
+                    id: id.clone(),
+                    type_name,
+                    in_state: self.holder.state().contains(&id),
+                    waits: vec![wait],
+                },
+            );
             return true;
         }
         for w in out.diagnostics.warnings() {
             self.sink.event(Event::Warning(w.clone()));
         }
         if let Some((changes, gone)) = &out.drift {
-            self.sink.event(Event::Drift {
-                id: id.clone(),
-                changes: changes.clone(),
-                gone: *gone,
-            });
+            self.list(
+                i,
+                Event::Drift {
+                    id: id.clone(),
+                    changes: changes.clone(),
+                    gone: *gone,
+                },
+            );
         }
         if let Some(change) = out.commit {
             if self.mode.applies() {
@@ -632,7 +690,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 let deposed = Some(key.clone());
                 let event =
                     Event::planned_removal(self.phase, &id, &type_name, Action::Delete, deposed);
-                self.sink.event(event);
+                self.list(i, event);
             }
         }
         match self.mode {
@@ -642,14 +700,17 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     self.unchanged.insert(id.clone());
                 }
                 if action != Action::NoOp {
-                    self.sink.event(Event::Planned {
-                        phase: self.phase,
-                        id: id.clone(),
-                        type_name,
-                        action,
-                        changes: out.changes,
-                        deposed: None,
-                    });
+                    self.list(
+                        i,
+                        Event::Planned {
+                            phase: self.phase,
+                            id: id.clone(),
+                            type_name,
+                            action,
+                            changes: out.changes,
+                            deposed: None,
+                        },
+                    );
                 }
             }
             Mode::Apply(_) => {
@@ -687,5 +748,48 @@ pub(super) struct NodeWorker;
 impl<'a, 'ir> sched::Worker<PhaseOwner<'a, 'ir>> for NodeWorker {
     fn run(&self, _i: usize, input: NodeInput, reporter: &Reporter<NodeProgress>) -> NodeOutput {
         node::run(input, &|p| reporter.report(p))
+    }
+}
+
+/// The position of each node (`ids[i]`, depending on `deps[i]`) in a plan listing: dependency
+/// order (depth: a node after everything it depends on), ties broken by address; the same on
+/// every run whatever order the workers finished in.
+pub(super) fn listing_order(ids: &[String], deps: &[Vec<usize>]) -> Vec<usize> {
+    fn depth(i: usize, deps: &[Vec<usize>], memo: &mut [Option<usize>]) -> usize {
+        if let Some(d) = memo[i] {
+            return d;
+        }
+        memo[i] = Some(0); // a cycle (never planned) cannot recurse forever
+        let d = deps[i]
+            .iter()
+            .map(|&j| depth(j, deps, memo) + 1)
+            .max()
+            .unwrap_or(0);
+        memo[i] = Some(d);
+        d
+    }
+    let mut memo = vec![None; ids.len()];
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_cached_key(|&i| (depth(i, deps, &mut memo), ids[i].clone()));
+    let mut rank = vec![0; ids.len()];
+    for (position, i) in order.into_iter().enumerate() {
+        rank[i] = position;
+    }
+    rank
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listing_order;
+
+    #[test]
+    fn listing_order_is_depth_then_address() {
+        let ids: Vec<String> = ["z", "c", "a", "b"].map(String::from).into();
+        // c depends on a; b depends on c.
+        let deps = vec![vec![], vec![2], vec![], vec![1]];
+        let rank = listing_order(&ids, &deps);
+        let mut order: Vec<&str> = ids.iter().map(String::as_str).collect();
+        order.sort_by_key(|id| rank[ids.iter().position(|x| x == id).unwrap()]);
+        assert_eq!(order, ["a", "z", "c", "b"]);
     }
 }

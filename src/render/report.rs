@@ -83,7 +83,8 @@ pub fn print_saved_plan_head(path: &str, sha256: &str, plan: &SavedPlan) {
 /// The closing lines of a successful `command` (`refresh-only` for `plan --refresh-only`).
 pub fn print_summary(command: &str, report: Option<&Report>, tally: &Tally<'_>) {
     match (command, report) {
-        ("plan", _) => print_plan(tally),
+        ("plan", _) => print_plan(tally, "nivis apply"),
+        ("plan-destroy", _) => print_plan(tally, "nivis destroy"),
         ("refresh-only", _) => {
             print_drift("Refresh-only plan", tally, "`nivis refresh` records it")
         }
@@ -95,7 +96,8 @@ pub fn print_summary(command: &str, report: Option<&Report>, tally: &Tally<'_>) 
     }
 }
 
-fn print_plan(tally: &Tally<'_>) {
+/// The plan's counts and what to run next (`verb`: `nivis apply` or `nivis destroy`).
+fn print_plan(tally: &Tally<'_>, verb: &str) {
     outln!();
     outln!(
         "{}",
@@ -106,8 +108,23 @@ fn print_plan(tally: &Tally<'_>) {
             tally.imports.len()
         )
     );
-    if tally.has_changes() {
-        outln!("Run `nivis apply` to carry it out.");
+    match &tally.saved_to {
+        Some(path) => outln!(
+            "Run `nivis apply {}` to carry out exactly this plan.",
+            escape(&shell_word(path))
+        ),
+        None if tally.has_changes() => outln!("Run `{verb}` to carry it out."),
+        None => {}
+    }
+}
+
+/// `word` as one shell word: bare when it is plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:@+=%,".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 

@@ -23,6 +23,8 @@ pub struct Tally<'a> {
     pub drifted: Vec<String>,
     /// Changes carried out and recorded: (id, action); data source reads and no-ops left out.
     pub applied: Vec<(String, Action)>,
+    /// Where `plan --out` saved the plan, as given.
+    pub saved_to: Option<String>,
 }
 
 impl<'a> Tally<'a> {
@@ -36,6 +38,7 @@ impl<'a> Tally<'a> {
             imports: Vec::new(),
             drifted: Vec::new(),
             applied: Vec::new(),
+            saved_to: None,
         }
     }
 
@@ -93,6 +96,11 @@ impl Sink for Tally<'_> {
                 ..
             } => self.imports.push(id.clone()),
             Event::Drift { id, .. } => self.drifted.push(id.clone()),
+            Event::PlanFile {
+                path,
+                applying: false,
+                ..
+            } => self.saved_to = Some(path.clone()),
             Event::Finished {
                 id,
                 action,

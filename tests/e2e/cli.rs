@@ -26,7 +26,7 @@ fn flags_a_verb_does_not_take_are_refused() {
         &["force-unlock", "--json"],
     ] {
         let out = nivis(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
         assert!(
             stderr(&out).contains("unexpected argument"),
             "{args:?}: {}",
@@ -38,14 +38,14 @@ fn flags_a_verb_does_not_take_are_refused() {
 #[test]
 fn terraform_spellings_get_a_hint() {
     let out = nivis(&["apply", "-auto-approve"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("did you mean '--auto-approve'?"),
         "{}",
         stderr(&out)
     );
     let out = nivis(&["plan", "-var", "x=1"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("did you mean '--var'?"),
         "{}",

@@ -2,6 +2,7 @@
 
 mod book;
 mod cli;
+mod cli_conventions;
 mod disk_full;
 mod faults;
 mod flake;

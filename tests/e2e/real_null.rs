@@ -142,10 +142,11 @@ fn registry_addressed_provider_from_an_offline_mirror_verified_by_the_lock_file(
     let out = p.run(&["providers", "list"], &["--offline", "--mirror", m]);
     assert_success(&out);
     assert!(
-        stdout(&out).contains("registry.opentofu.org/hashicorp/null 2.1.2"),
+        stdout(&out).contains("registry.opentofu.org/hashicorp/null 2.1.2 from filesystem mirror"),
         "{}",
         stdout(&out)
     );
+    assert!(!stdout(&out).contains("FsMirror("), "{}", stdout(&out));
 
     // A lock hash that does not match the mirror's package is refused with both hashes.
     let tampered = lock

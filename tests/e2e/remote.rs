@@ -549,8 +549,14 @@ fn the_backend_is_read_from_the_flake_beside_the_plan() {
         "--backend-config",
         "key=elsewhere/nivis.state",
     ]);
-    assert_success(&other);
-    assert_eq!(stdout(&other), "");
+    // Nothing was ever written there: "No state found", naming the place (as Terraform).
+    assert_eq!(other.status.code(), Some(1), "{}", stdout(&other));
+    assert!(
+        stderr(&other).contains("No state found")
+            && stderr(&other).contains("elsewhere/nivis.state"),
+        "{}",
+        stderr(&other)
+    );
 }
 
 /// The S3 store through the library: the `StateStore` contract, and fencing of a writer whose

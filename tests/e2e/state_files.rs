@@ -182,7 +182,7 @@ fn force_unlock_needs_the_lock_id_and_refuses_a_live_holder() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains(&id), "{}", stderr(&out));
     // No id at all is a usage error.
-    assert_eq!(p.state_cmd(&["force-unlock"]).status.code(), Some(2));
+    assert_eq!(p.state_cmd(&["force-unlock"]).status.code(), Some(1));
 
     assert!(first.wait().unwrap().success());
     let out = p.state_cmd(&["force-unlock", &id]);

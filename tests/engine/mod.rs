@@ -219,6 +219,7 @@ impl World {
             refresh: false,
             vars: BTreeMap::new(),
             var_text: BTreeMap::new(),
+            flag_vars: Vec::new(),
             lock_timeout: None,
             command: "engine unit test".into(),
             install: nivis::registry::InstallOptions::new("/nonexistent", "/nonexistent"),

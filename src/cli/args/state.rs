@@ -1,0 +1,133 @@
+//! The flags of the verbs about the state alone: `state …`, `force-unlock` and `env`. (A part
+//! of `cli::args`, kept apart so each file stays readable.)
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueHint};
+use clap_complete::engine::ArgValueCandidates;
+
+use super::super::complete::state_ids;
+use super::{LockWaitArg, StateTarget};
+
+#[derive(Subcommand, Debug)]
+pub enum StateCommand {
+    /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
+    /// with `--out -`, to standard output.
+    #[command(after_help = "Example:\n  nivis state pull --out ~/nivis-backup.json")]
+    Pull {
+        /// Where to write the state: a file (created mode 0600, replaced if it exists) or `-`
+        /// for standard output. Required: the state holds secrets in plain text.
+        #[arg(long, short = 'o', value_name = "FILE", value_hint = ValueHint::FilePath)]
+        out: PathBuf,
+        #[command(flatten)]
+        state: StateTarget,
+    },
+    /// Replace the state by a file's (as `state pull` prints it); refuses another lineage or
+    /// an older serial unless --force.
+    #[command(
+        after_help = "Example:\n  nivis state pull --out s.json && $EDITOR s.json && nivis state push s.json"
+    )]
+    Push {
+        /// The state file to push (its own argument id: `--file` names the plan).
+        #[arg(id = "state_file", value_name = "FILE", value_hint = ValueHint::FilePath)]
+        file: PathBuf,
+        /// Push even if the lineage differs or the serial is older.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateTarget,
+        #[command(flatten)]
+        lock: LockWaitArg,
+    },
+    /// Copy the local state file (--state) into the configured remote backend.
+    #[command(after_help = "Example:\n  nivis state migrate --state old/nivis.state.json")]
+    Migrate {
+        /// Replace what the backend already holds.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        state: StateTarget,
+        #[command(flatten)]
+        lock: LockWaitArg,
+    },
+    /// List resource ids in state (only those matching an ADDRESS when any is given).
+    #[command(
+        after_help = "Examples:\n  nivis state list\n  nivis state list alpha.alpha_token     every alpha_token\n  nivis state list data.                 every data source"
+    )]
+    List {
+        /// An id, or its start up to a `.` or `[` (a provider, a type, a count family).
+        #[arg(value_name = "ADDRESS", add = ArgValueCandidates::new(state_ids))]
+        addresses: Vec<String>,
+        #[command(flatten)]
+        state: StateTarget,
+        /// A JSON array of ids.
+        #[arg(long, help_heading = "Output")]
+        json: bool,
+    },
+    /// Show one resource's recorded attributes (sensitive values hidden).
+    #[command(
+        after_help = "Examples:\n  nivis state show null.null_resource.first\n  nivis state show null.null_resource.first --json"
+    )]
+    Show {
+        /// Resource id.
+        #[arg(add = ArgValueCandidates::new(state_ids))]
+        id: String,
+        #[command(flatten)]
+        state: StateTarget,
+        /// The resource as one JSON object.
+        #[arg(long, help_heading = "Output")]
+        json: bool,
+    },
+    /// Forget resources without destroying them.
+    #[command(
+        after_help = "Example:\n  nivis state rm null.null_resource.first --lock-timeout 30s"
+    )]
+    Rm {
+        /// Resource ids.
+        #[arg(required = true, add = ArgValueCandidates::new(state_ids))]
+        ids: Vec<String>,
+        #[command(flatten)]
+        state: StateTarget,
+        #[command(flatten)]
+        lock: LockWaitArg,
+    },
+    /// Move a record to another address (a rename), leaving the real object alone.
+    #[command(
+        after_help = "Example:\n  nivis state mv null.null_resource.first null.null_resource.primary"
+    )]
+    Mv {
+        /// The address the object is recorded at.
+        #[arg(add = ArgValueCandidates::new(state_ids))]
+        from: String,
+        /// Its new address: the same provider and type, another name.
+        to: String,
+        #[command(flatten)]
+        state: StateTarget,
+        #[command(flatten)]
+        lock: LockWaitArg,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ForceUnlockArgs {
+    /// The lock's id, as a "the state is locked" message shows it.
+    pub lock_id: String,
+    /// Remove the lock even if its holder still runs on this host, without asking.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub state: StateTarget,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EnvCommand {
+    /// List the environments that have a state (`*` marks the selected one).
+    #[command(after_help = "Examples:\n  nivis env list\n  nivis env list --json")]
+    List {
+        #[command(flatten)]
+        state: StateTarget,
+        /// A JSON array of names.
+        #[arg(long, help_heading = "Output")]
+        json: bool,
+    },
+}
