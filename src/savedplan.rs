@@ -218,6 +218,12 @@ impl SavedPlan {
                     .map(change_from_json)
                     .collect(),
                 deposed: c.get("deposed").map(text),
+                drifted: c["drifted"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(text)
+                    .collect(),
             });
         }
         for d in &self.deferred {
@@ -306,12 +312,16 @@ pub fn change_json(event: &Event) -> Option<Json> {
             action,
             changes,
             deposed,
+            drifted,
             ..
         } => {
             let mut c = json!({"id": id, "resourceType": type_name, "action": action,
                 "changes": changes.iter().map(|c| c.to_json()).collect::<Vec<_>>()});
             if let Some(key) = deposed {
                 c["deposed"] = json!(key);
+            }
+            if !drifted.is_empty() {
+                c["drifted"] = json!(drifted);
             }
             Some(redacted(c))
         }
@@ -496,6 +506,7 @@ mod tests {
                 forces_replacement: true,
             }],
             deposed: None,
+            drifted: vec!["alpha.alpha_token.up".into()],
         };
         let deferred = Event::Deferred {
             phase: 1,

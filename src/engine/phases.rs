@@ -85,6 +85,7 @@ impl Engine<'_> {
                 .filter(|id| !self.settled.contains_key(*id))
                 .cloned()
                 .collect(),
+            drifted: BTreeSet::new(),
         };
         let workers = self.opts.parallelism;
         let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
@@ -426,6 +427,8 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     pub(super) planned: HashMap<String, node::PlannedObject>,
     /// `--replace` resources not replaced yet in this run (once is what was asked).
     pub(super) replace_now: BTreeSet<String>,
+    /// Resources whose refresh found them changed outside Nivis in this phase.
+    pub(super) drifted: BTreeSet<String>,
 }
 
 impl PhaseOwner<'_, '_> {
@@ -592,6 +595,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             self.sink.event(Event::Warning(w.clone()));
         }
         if let Some((changes, gone)) = &out.drift {
+            self.drifted.insert(id.clone());
             self.sink.event(Event::Drift {
                 id: id.clone(),
                 changes: changes.clone(),
@@ -637,11 +641,21 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         match self.mode {
             Mode::Plan => {
-                if action == Action::NoOp && self.analysis.nodes[&id].node.kind == NodeKind::Managed
+                // A no-op that drifted is planned from its refreshed object (in `planned`):
+                // its record is not what dependents will see.
+                if action == Action::NoOp
+                    && self.analysis.nodes[&id].node.kind == NodeKind::Managed
+                    && !self.planned.contains_key(&id)
                 {
                     self.unchanged.insert(id.clone());
                 }
                 if action != Action::NoOp {
+                    let drifted = self.analysis.nodes[&id]
+                        .deps
+                        .iter()
+                        .filter(|d| self.drifted.contains(*d))
+                        .cloned()
+                        .collect();
                     self.sink.event(Event::Planned {
                         phase: self.phase,
                         id: id.clone(),
@@ -649,6 +663,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                         action,
                         changes: out.changes,
                         deposed: None,
+                        drifted,
                     });
                 }
             }

@@ -13,6 +13,7 @@ mod imports;
 mod lifecycle;
 mod moves;
 mod nixops4;
+mod plan_truth;
 mod real_null;
 mod remote;
 mod remote_secrets;

@@ -1,0 +1,117 @@
+//! Plans stay true (issue 28): what `plan` shows after drift, data reads, replacements and
+//! targets is what `apply` then does, through the CLI with real Nix and the fake providers.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+
+use crate::util::*;
+
+/// An alpha token declared in Nix: `config` is the attribute set's body.
+fn token(name: &str, config: &str) -> String {
+    format!(
+        "{name} = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"{name}\"; config = {{ {config} }}; }};"
+    )
+}
+
+/// A plan of the `let` bindings `bindings` with `resources` (names bound there).
+fn plan_of(bindings: &[String], resources: &str) -> String {
+    format!(
+        "ledger: let {} in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; resources = [ {resources} ]; inherit ledger; }}",
+        bindings.join(" ")
+    )
+}
+
+/// The action class of a `--json` action (`{"replace": {..}}` is "replace").
+fn class(action: &Json) -> String {
+    match action {
+        Json::String(s) => s.clone(),
+        Json::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// `id -> action class` of the events of `event_type` other than no-ops and reads.
+fn changes(out: &std::process::Output, event_type: &str) -> BTreeMap<String, String> {
+    actions(out, event_type)
+        .into_iter()
+        .map(|(id, a)| (id, class(&a)))
+        .filter(|(_, a)| a != "no-op" && a != "read")
+        .collect()
+}
+
+fn ids(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(id, a)| (format!("alpha.alpha_token.{id}"), a.to_string()))
+        .collect()
+}
+
+/// Issue 28 item 1: an upstream output that drifted reaches its readers in the plan (a plain
+/// reference: planned from the refreshed object; a value Nix computed: deferred), and apply
+/// (plain or from the saved plan) does exactly that, once.
+#[test]
+fn drift_reaches_dependents_in_the_plan() {
+    let p = Project::new(&plan_of(
+        &[
+            token("d", "label = \"drifty\";"),
+            token("u", "label = d.refAttr \"value\";"),
+            token("r", "label = \"r\"; keeper = d.refAttr \"value\";"),
+            token("n", "label = lib.str [ \"n-\" (d.refAttr \"value\") ];"),
+        ],
+        "d u r n",
+    ));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let p = p.env("NIVIS_FAKE_DRIFT_ON", "drifty");
+    let out = p.run(&["plan"], &["--json", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let evs = events(&out);
+    assert!(
+        evs.iter()
+            .any(|e| e["type"] == "drift" && e["id"] == "alpha.alpha_token.d"),
+        "{evs:?}"
+    );
+    assert_eq!(
+        changes(&out, "planned"),
+        ids(&[("u", "update"), ("r", "replace")]),
+        "{evs:?}"
+    );
+    let u = evs
+        .iter()
+        .find(|e| e["type"] == "planned" && e["id"] == "alpha.alpha_token.u")
+        .unwrap();
+    assert_eq!(u["changes"][0]["after"], "changed-outside", "{u}");
+    assert_eq!(
+        u["drifted"],
+        serde_json::json!(["alpha.alpha_token.d"]),
+        "{u}"
+    );
+    let deferred: Vec<&Json> = evs.iter().filter(|e| e["type"] == "deferred").collect();
+    assert_eq!(deferred.len(), 1, "{evs:?}");
+    assert_eq!(deferred[0]["id"], "alpha.alpha_token.n");
+    // The human plan says why the readers change.
+    let text = stdout(&p.run(&["plan"], &[]));
+    assert!(!text.contains("No changes"), "{text}");
+    assert!(
+        text.contains("because alpha.alpha_token.d changed outside Nivis"),
+        "{text}"
+    );
+
+    // The saved plan applies: every change was planned (it used to refuse "unplanned change").
+    let file = p.dir.path().join("drift.plan");
+    let file = file.to_str().unwrap();
+    assert_success(&p.run(&["plan"], &["--out", file]));
+    let out = p.run(&["apply"], &[file, "--auto-approve", "--json"]);
+    assert_success(&out);
+    assert_eq!(
+        changes(&out, "finished"),
+        ids(&[("u", "update"), ("r", "replace"), ("n", "update")]),
+        "{}",
+        stdout(&out)
+    );
+    let outputs = p.outputs();
+    assert_eq!(outputs["alpha.alpha_token.u"]["label"], "changed-outside");
+    assert_eq!(outputs["alpha.alpha_token.n"]["label"], "n-changed-outside");
+    let out = p.run(&["plan"], &["--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
