@@ -196,6 +196,8 @@ pub struct Engine<'s> {
     nix_time: Duration,
     /// Until the first IR says which variables are sensitive, all their values are masked.
     vars_settled: bool,
+    /// The data sources the preview of the coming apply phase read: the apply uses them.
+    data_reads: HashMap<String, node::DataRead>,
 }
 
 impl<'s> Engine<'s> {
@@ -218,6 +220,7 @@ impl<'s> Engine<'s> {
             settled: HashMap::new(),
             nix_time: Duration::ZERO,
             vars_settled: false,
+            data_reads: HashMap::new(),
         }
     }
 

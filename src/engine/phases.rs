@@ -86,6 +86,11 @@ impl Engine<'_> {
                 .cloned()
                 .collect(),
             drifted: BTreeSet::new(),
+            earlier_reads: if mode.applies() {
+                std::mem::take(&mut self.data_reads)
+            } else {
+                HashMap::new()
+            },
         };
         let workers = self.opts.parallelism;
         let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
@@ -174,10 +179,15 @@ impl Engine<'_> {
             return Err(EngineError::PlanFailed(result.failed));
         }
         let kept = self.sink.take_kept();
+        let saved = basis.map(|b| {
+            let mut plan = crate::savedplan::SavedPlan::new(b, &kept);
+            plan.data_reads = saved::data_read_records(&result.reads);
+            plan
+        });
         Ok(Report {
             evaluations: 1,
             nix_time: self.nix_time,
-            saved: basis.map(|b| crate::savedplan::SavedPlan::new(b, &kept)),
+            saved,
             ..Report::default()
         })
     }
@@ -339,7 +349,9 @@ impl Engine<'_> {
         holder: &mut dyn LockedStore,
         phase: u32,
     ) -> Result<(), EngineError> {
-        let preview = self.run_nodes(ir, analysis, holder, phase, Mode::Plan)?;
+        let mut preview = self.run_nodes(ir, analysis, holder, phase, Mode::Plan)?;
+        // The apply of this phase uses what the preview read: the values just shown.
+        self.data_reads = std::mem::take(&mut preview.reads);
         self.emit_deferred(analysis, holder.state(), phase);
         self.emit_orphans(ir, holder.state(), phase);
         if preview.failed > 0 {
@@ -400,6 +412,8 @@ pub(super) struct PhaseResult {
     pub(super) failed: usize,
     pub(super) outputs_changed: bool,
     pub(super) interrupted: bool,
+    /// Plan mode: the data sources read, with what they returned.
+    pub(super) reads: HashMap<String, node::DataRead>,
 }
 
 pub(super) struct PhaseOwner<'a, 'ir> {
@@ -429,6 +443,8 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     pub(super) replace_now: BTreeSet<String>,
     /// Resources whose refresh found them changed outside Nivis in this phase.
     pub(super) drifted: BTreeSet<String>,
+    /// Apply mode: the data sources this phase's plan read, used instead of reading again.
+    pub(super) earlier_reads: HashMap<String, node::DataRead>,
 }
 
 impl PhaseOwner<'_, '_> {
@@ -476,6 +492,22 @@ impl PhaseOwner<'_, '_> {
                 None => Lookup::Pending,
             }
         })
+    }
+}
+
+impl PhaseOwner<'_, '_> {
+    /// The read of data source `id` made earlier for this phase: by its plan (apply mode), or
+    /// by the saved plan being applied (its phase 1's plan).
+    fn earlier_read(&self, id: &str) -> Option<node::EarlierRead> {
+        if let Some(read) = self.earlier_reads.get(id) {
+            return Some(node::EarlierRead::Here(Box::new(read.clone())));
+        }
+        let saved = self.opts.saved.as_ref().filter(|_| self.phase == 1)?;
+        if self.mode != Mode::Plan {
+            return None;
+        }
+        let record = saved.data_reads.iter().find(|r| r.id == id)?;
+        Some(node::EarlierRead::Saved(record.clone()))
     }
 }
 
@@ -550,6 +582,9 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 .map(|s| s.allowed(id, self.phase)),
             refresh: self.opts.refresh,
             build: self.opts.build,
+            earlier_read: (node.kind == NodeKind::Data)
+                .then(|| self.earlier_read(id))
+                .flatten(),
         })
     }
 
@@ -605,6 +640,16 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         if let Some(change) = out.commit {
             if self.mode.applies() {
                 self.record(change);
+            } else if let (Some(p), Change::Put(r)) = (&out.planned_object, &change) {
+                if let Some(config) = &p.read_with {
+                    let read = node::DataRead {
+                        config: config.clone(),
+                        result: p.value.clone(),
+                        attributes: r.attributes.clone(),
+                        sensitive: !r.sensitive_paths.is_empty(),
+                    };
+                    self.result.reads.insert(id.clone(), read);
+                }
             }
         }
         if !out.ok {

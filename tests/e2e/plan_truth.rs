@@ -115,3 +115,104 @@ fn drift_reaches_dependents_in_the_plan() {
     let out = p.run(&["plan"], &["--detailed-exitcode"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+/// A null data source whose `random` changes on every read, and a null_resource whose trigger
+/// reads it (a plain reference: planned from the read).
+fn random_reader(null: &std::path::Path) -> String {
+    format!(
+        "ledger: let \
+           d = lib.mkData {{ provider = \"null\"; type = \"null_data_source\"; name = \"d\"; config.inputs = {{ k = \"v\"; }}; }}; \
+           r = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"r\"; config.triggers = {{ rnd = d.refAttr \"random\"; }}; }}; \
+         in lib.toIR {{ providers.null = lib.mkProvider {{ source = \"{}\"; }}; resources = [ r ]; data = [ d ]; inherit ledger; }}",
+        null.display()
+    )
+}
+
+/// The trigger the null_resource was applied with.
+fn applied_random(p: &Project) -> String {
+    let r = &p.outputs()["null.null_resource.r"];
+    r["triggers"]["rnd"]
+        .as_str()
+        .expect("rnd trigger")
+        .to_string()
+}
+
+/// `nivis apply` on a terminal (`script` gives it one), answering `answer`: its output.
+fn apply_on_a_terminal(p: &Project, answer: &str) -> String {
+    use std::io::{Read, Write};
+    let line = format!(
+        "{} apply --file {} --state {}",
+        nivis_bin().display(),
+        p.plan.display(),
+        p.state.display()
+    );
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qec", &line, "/dev/null"])
+        .current_dir(p.dir.path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    for (k, v) in &p.env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("script (util-linux) runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{answer}\n").as_bytes()).unwrap();
+    let mut text = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{text}");
+    drop(stdin);
+    text
+}
+
+/// Issue 28 item 2: the data-source values a plan showed are the values apply uses, after
+/// `yes` on a terminal and from a saved plan (which carries the non-secret result).
+#[test]
+fn apply_uses_the_data_values_the_plan_showed() {
+    let null = real_provider("null");
+    let p = Project::new(&random_reader(&null));
+    let file = p.dir.path().join("random.plan");
+    let file = file.to_str().unwrap();
+    let out = p.run(&["plan"], &["--out", file, "--json"]);
+    assert_success(&out);
+    let planned = events(&out)
+        .into_iter()
+        .find(|e| e["type"] == "planned" && e["id"] == "null.null_resource.r")
+        .expect("r is planned");
+    let shown = std::process::Command::new(nivis_bin())
+        .args(["show", file])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let shown = stdout(&shown);
+    let out = p.run(&["apply"], &[file, "--auto-approve"]);
+    assert_success(&out);
+    let applied = applied_random(&p);
+    assert!(
+        planned.to_string().contains(&applied),
+        "applied {applied}, planned {planned}"
+    );
+    assert!(shown.contains(&applied), "applied {applied}, shown {shown}");
+    assert_eq!(
+        p.outputs()["data.null.null_data_source.d"]["random"],
+        applied.as_str(),
+        "the recorded read is the one applied"
+    );
+
+    // On a terminal: the plan above the question shows the value `yes` applies.
+    let text = apply_on_a_terminal(&p, "yes");
+    let (before_question, _) = text
+        .split_once("Only 'yes' will be accepted")
+        .unwrap_or_else(|| panic!("no question: {text}"));
+    let applied_now = applied_random(&p);
+    assert_ne!(applied_now, applied, "a new read replaces r: {text}");
+    assert!(
+        before_question.contains(&applied_now),
+        "applied {applied_now}, shown {before_question}"
+    );
+}

@@ -286,6 +286,7 @@ fn planned_object(
     );
     Some(PlannedObject {
         changes_outputs: drifted || !plan::values_equal(&value, prior),
+        read_with: None,
         value,
         sensitive,
     })
