@@ -86,6 +86,8 @@ impl Engine<'_> {
                 .cloned()
                 .collect(),
             drifted: BTreeSet::new(),
+            read_by_others: deps.iter().flatten().map(|&d| ids[d].clone()).collect(),
+            old_objects: Vec::new(),
             earlier_reads: if mode.applies() {
                 std::mem::take(&mut self.data_reads)
             } else {
@@ -96,7 +98,9 @@ impl Engine<'_> {
         let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
         let recorder = std::mem::take(&mut owner.recorder);
         recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
+        let old_failed = deposed::delete_old_objects(&mut owner, &deps, &statuses)?;
         let mut result = std::mem::take(&mut owner.result);
+        result.failed += old_failed;
         for (i, s) in statuses.iter().enumerate() {
             match s {
                 Status::Skipped { because } => {
@@ -353,7 +357,10 @@ impl Engine<'_> {
         // The apply of this phase uses what the preview read: the values just shown.
         self.data_reads = std::mem::take(&mut preview.reads);
         self.emit_deferred(analysis, holder.state(), phase);
-        self.emit_orphans(ir, holder.state(), phase);
+        // As `plan` shows it: with `--target`, nothing outside the targets is removed.
+        if self.opts.targets.is_empty() {
+            self.emit_orphans(ir, holder.state(), phase);
+        }
         if preview.failed > 0 {
             return Err(EngineError::PlanFailed(preview.failed));
         }
@@ -445,6 +452,11 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     pub(super) drifted: BTreeSet<String>,
     /// Apply mode: the data sources this phase's plan read, used instead of reading again.
     pub(super) earlier_reads: HashMap<String, node::DataRead>,
+    /// Resources of `running` that others in it read: a create-before-destroy replacement of
+    /// one keeps its old object until the end of the phase.
+    pub(super) read_by_others: BTreeSet<String>,
+    /// Apply mode: resources whose old objects wait for that, in the order they were replaced.
+    pub(super) old_objects: Vec<String>,
 }
 
 impl PhaseOwner<'_, '_> {
@@ -570,7 +582,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             builds: resolved.builds,
             sensitive_inputs: resolved.sensitive,
             prior: state.get(id).cloned(),
-            lifecycle: node.lifecycle.clone(),
+            lifecycle: crate::ir::Lifecycle {
+                create_before_destroy: self.analysis.create_before_destroy.contains(id),
+                ..node.lifecycle.clone()
+            },
             dependencies: self.analysis.nodes[id].deps.iter().cloned().collect(),
             mode,
             force_replace: self.replace_now.contains(id),
@@ -585,6 +600,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             earlier_read: (node.kind == NodeKind::Data)
                 .then(|| self.earlier_read(id))
                 .flatten(),
+            keep_old: self.read_by_others.contains(id),
         })
     }
 
@@ -639,6 +655,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         if let Some(change) = out.commit {
             if self.mode.applies() {
+                let kept_old = matches!(&change, Change::Put(r) if !r.deposed.is_empty());
+                if kept_old && self.read_by_others.contains(&id) {
+                    self.old_objects.push(id.clone());
+                }
                 self.record(change);
             } else if let (Some(p), Change::Put(r)) = (&out.planned_object, &change) {
                 if let Some(config) = &p.read_with {

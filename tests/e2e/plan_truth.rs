@@ -118,11 +118,11 @@ fn drift_reaches_dependents_in_the_plan() {
 
 /// A null data source whose `random` changes on every read, and a null_resource whose trigger
 /// reads it (a plain reference: planned from the read).
-fn random_reader(null: &std::path::Path) -> String {
+fn random_reader(null: &std::path::Path, fixed: &str) -> String {
     format!(
         "ledger: let \
            d = lib.mkData {{ provider = \"null\"; type = \"null_data_source\"; name = \"d\"; config.inputs = {{ k = \"v\"; }}; }}; \
-           r = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"r\"; config.triggers = {{ rnd = d.refAttr \"random\"; }}; }}; \
+           r = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"r\"; config.triggers = {{ rnd = d.refAttr \"random\"; fixed = \"{fixed}\"; }}; }}; \
          in lib.toIR {{ providers.null = lib.mkProvider {{ source = \"{}\"; }}; resources = [ r ]; data = [ d ]; inherit ledger; }}",
         null.display()
     )
@@ -175,7 +175,7 @@ fn apply_on_a_terminal(p: &Project, answer: &str) -> String {
 #[test]
 fn apply_uses_the_data_values_the_plan_showed() {
     let null = real_provider("null");
-    let p = Project::new(&random_reader(&null));
+    let p = Project::new(&random_reader(&null, "one"));
     let file = p.dir.path().join("random.plan");
     let file = file.to_str().unwrap();
     let out = p.run(&["plan"], &["--out", file, "--json"]);
@@ -204,15 +204,117 @@ fn apply_uses_the_data_values_the_plan_showed() {
         "the recorded read is the one applied"
     );
 
-    // On a terminal: the plan above the question shows the value `yes` applies.
+    // On a terminal: the plan above the question is what `yes` applies. A new fixed trigger
+    // replaces r; `rnd` is shown with the value it gets, or not at all when the read repeated
+    // the recorded number (apply used to read again and apply another number).
+    p.set_plan(&random_reader(&null, "two"));
     let text = apply_on_a_terminal(&p, "yes");
     let (before_question, _) = text
         .split_once("Only 'yes' will be accepted")
         .unwrap_or_else(|| panic!("no question: {text}"));
-    let applied_now = applied_random(&p);
-    assert_ne!(applied_now, applied, "a new read replaces r: {text}");
-    assert!(
-        before_question.contains(&applied_now),
-        "applied {applied_now}, shown {before_question}"
+    assert!(before_question.contains("null.null_resource.r"), "{text}");
+    let now = applied_random(&p);
+    if before_question.contains("triggers[\"rnd\"]") {
+        assert!(
+            before_question.contains(&format!("-> \"{now}\"")),
+            "{now}: {text}"
+        );
+    } else {
+        assert_eq!(now, applied, "{text}");
+    }
+    assert_eq!(
+        p.outputs()["null.null_resource.r"]["triggers"]["fixed"],
+        "two"
     );
+}
+
+/// Issue 28 item 5: a saved plan made with `--target` applies exactly what it showed, even
+/// when a resource outside the target left the configuration (it stays, as the plan said).
+#[test]
+fn a_targeted_saved_plan_applies_what_it_showed() {
+    let p = Project::new(&plan_of(
+        &[token("a", "label = \"one\";"), token("b", "label = \"b\";")],
+        "a b",
+    ));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    p.set_plan(&plan_of(&[token("a", "label = \"two\";")], "a"));
+    let file = p.dir.path().join("target.plan");
+    let file = file.to_str().unwrap();
+    let out = p.run(
+        &["plan"],
+        &["--target", "alpha.alpha_token.a", "--out", file, "--json"],
+    );
+    assert_success(&out);
+    assert_eq!(changes(&out, "planned"), ids(&[("a", "update")]));
+    let out = p.run(&["apply"], &[file, "--auto-approve", "--json"]);
+    assert_success(&out);
+    assert_eq!(changes(&out, "finished"), ids(&[("a", "update")]));
+    let outputs = p.outputs();
+    assert_eq!(outputs["alpha.alpha_token.a"]["label"], "two");
+    assert_eq!(outputs["alpha.alpha_token.b"]["label"], "b", "b stays");
+}
+
+/// Issue 28 item 4: a create-before-destroy resource that depends on one being replaced makes
+/// that replacement create-before-destroy too, and the old objects go last, the dependent's
+/// first (Terraform: create b', create a', destroy a, destroy b).
+#[test]
+fn create_before_destroy_reaches_dependencies() {
+    let plan = |keeper: &str| {
+        plan_of(
+            &[
+                token("b", &format!("label = \"b\"; keeper = \"{keeper}\";")),
+                "a = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; config = { label = \"a\"; keeper = b.refAttr \"id\"; }; lifecycle.createBeforeDestroy = true; };".to_string(),
+            ],
+            "a b",
+        )
+    };
+    let p = Project::new(&plan("one")).with_object_log();
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let before = p.objects().entries.len();
+    // New objects get new ids (the fakes count from this seed).
+    let p = p.env("NIVIS_FAKE_COUNTER", "100");
+    p.set_plan(&plan("two"));
+    let out = p.run(&["plan"], &["--json"]);
+    assert_success(&out);
+    let planned = actions(&out, "planned");
+    let cbd = serde_json::json!({"replace": {"createBeforeDestroy": true}});
+    assert_eq!(
+        planned,
+        vec![
+            ("alpha.alpha_token.b".to_string(), cbd.clone()),
+            ("alpha.alpha_token.a".to_string(), cbd)
+        ],
+        "{}",
+        stdout(&out)
+    );
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let ops: Vec<(String, String)> = p.objects().entries[before..]
+        .iter()
+        .map(|e| {
+            let label = e["label"].as_str().unwrap_or("?").to_string();
+            (e["op"].as_str().unwrap().to_string(), label)
+        })
+        .collect();
+    let want = [
+        ("create", "b"),
+        ("create", "a"),
+        ("delete", "a"),
+        ("delete", "b"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(o, l)| (o.to_string(), l.to_string()))
+        .collect();
+    assert_eq!(ops, want);
+    assert!(p.objects().live().len() == 2, "{:?}", p.objects().live());
+    let state = p.state_json();
+    for id in ["alpha.alpha_token.a", "alpha.alpha_token.b"] {
+        let deposed = &state["resources"][id]["deposed"];
+        assert!(
+            deposed.is_null() || deposed.as_array().is_some_and(|d| d.is_empty()),
+            "{id}: {deposed}"
+        );
+    }
+    let out = p.run(&["plan"], &["--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }

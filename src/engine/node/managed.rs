@@ -754,6 +754,10 @@ fn replace_create_first(
             report(NodeProgress::Commit(Box::new(Change::Put(
                 new_record.clone(),
             ))));
+            if input.keep_old {
+                // Deleted by the phase once its readers have moved to the new object.
+                return Ok(Some(new_record));
+            }
             if destroy_object(
                 &*input.provider,
                 &input.type_name,

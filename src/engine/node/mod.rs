@@ -30,6 +30,7 @@ use crate::value::{self, PathStep, Type, Value};
 
 use self::data::*;
 pub use self::delete::destroy;
+pub(super) use self::delete::destroy_deposed;
 use self::delete::*;
 pub use self::managed::refresh;
 use self::managed::*;
@@ -82,6 +83,9 @@ pub struct NodeInput {
     /// A data source: a read made earlier for this phase, whose result this turn uses
     /// instead of reading again when its configuration is the same.
     pub earlier_read: Option<EarlierRead>,
+    /// A create-before-destroy replacement keeps its old object deposed for the phase to
+    /// delete after the resources that read it have their turns (Terraform's order).
+    pub keep_old: bool,
 }
 
 /// A data source's result read in this phase's plan: the apply of the phase uses it, so the
