@@ -4,6 +4,8 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::value::json::from_plain_json;
+use crate::value::Value;
 
 impl Engine<'_> {
     /// References whose targets' providers are running, checked against their schemas.
@@ -477,7 +479,10 @@ impl PhaseOwner<'_, '_> {
         if before != after {
             self.result.outputs_changed = true;
             // What Nix computed from the old outputs is stale now.
-            self.staleness.outputs_changed(change.id());
+            let plain = |v: Option<Json>| v.map_or(Value::Null, |j| from_plain_json(&j));
+            let (before, after) = (plain(before), plain(after));
+            let how = stale::OutputChange::Between { before, after };
+            self.staleness.outputs_changed(change.id(), how);
         }
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
@@ -691,8 +696,19 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 None => no_plan && action != Action::NoOp,
             };
             if may_change {
-                // What Nix computed from its outputs may change: stale in this phase.
-                self.staleness.outputs_changed(&id);
+                // What Nix computed from the outputs it read may change: stale in this phase.
+                let how = match &out.planned_object {
+                    Some(p) => stale::OutputChange::Between {
+                        before: self
+                            .holder
+                            .state()
+                            .get(&id)
+                            .map_or(Value::Null, |r| from_plain_json(&r.attributes)),
+                        after: p.value.clone(),
+                    },
+                    None => stale::OutputChange::Any,
+                };
+                self.staleness.outputs_changed(&id, how);
             }
             if let Some(p) = out.planned_object.take() {
                 self.planned.insert(id.clone(), p);

@@ -318,3 +318,41 @@ fn create_before_destroy_reaches_dependencies() {
     let out = p.run(&["plan"], &["--detailed-exitcode"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+/// A null data source with input `k`, and a null_resource whose trigger Nix computes from the
+/// data source's stable `outputs.k` (its `random` changes on every read).
+fn stable_reader(null: &std::path::Path, k: &str) -> String {
+    format!(
+        "ledger: let \
+           d = lib.mkData {{ provider = \"null\"; type = \"null_data_source\"; name = \"d\"; config.inputs = {{ k = \"{k}\"; }}; }}; \
+           r = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"r\"; config.triggers = {{ k = lib.str [ \"k-\" (d.ref [ \"outputs\" \"k\" ]) ]; }}; }}; \
+         in lib.toIR {{ providers.null = lib.mkProvider {{ source = \"{}\"; }}; resources = [ r ]; data = [ d ]; inherit ledger; }}",
+        null.display()
+    )
+}
+
+/// Issue 28 item 3: a value Nix computed waits for a new evaluation only when an output it
+/// read may change: a stable `outputs.k` never defers its reader, so a plan of an applied
+/// configuration is a no-op (`--detailed-exitcode` 0); a change of `outputs.k` still does.
+#[test]
+fn deferral_follows_the_outputs_nix_read() {
+    let null = real_provider("null");
+    let p = Project::new(&stable_reader(&null, "v"));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(p.outputs()["null.null_resource.r"]["triggers"]["k"], "k-v");
+    for _ in 0..2 {
+        let out = p.run(&["plan"], &["--detailed-exitcode", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    }
+    p.set_plan(&stable_reader(&null, "w"));
+    let out = p.run(&["plan"], &["--detailed-exitcode", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let deferred: Vec<Json> = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "deferred")
+        .map(|e| e["id"].clone())
+        .collect();
+    assert_eq!(deferred, vec![Json::from("null.null_resource.r")]);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(p.outputs()["null.null_resource.r"]["triggers"]["k"], "k-w");
+}
