@@ -10,6 +10,7 @@
 //! with the configuration it has now. Resources still waiting then are an error naming them.
 
 mod analysis;
+mod announced;
 mod deposed;
 mod destroy;
 mod error;

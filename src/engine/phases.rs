@@ -163,6 +163,7 @@ impl Engine<'_> {
         let analysis = self.analyse(&ir, holder.state())?;
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
         self.check_references(&ir)?;
+        self.announce_open_set(&ir, holder.state());
         let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
         self.commit_imports(&imports, &mut *holder, 1, false)?;
         let result = self.run_nodes(&ir, &analysis, &mut *holder, 1, Mode::Plan)?;
@@ -214,9 +215,14 @@ impl Engine<'_> {
         let mut report = Report::default();
         let mut phase = 0u32;
         let mut moves_checked = false;
+        // Asked for confirmation: create nothing the plan did not show.
+        let mut announced: Option<announced::Announced> = None;
         loop {
             report.evaluations += 1;
             let ir = self.evaluate(holder.state(), phase)?;
+            if let Some(shown) = &announced {
+                shown.check(&ir, holder.state())?;
+            }
             if report.evaluations == 1 {
                 if let Some(saved) = self.opts.saved.clone() {
                     self.check_basis(&saved, &ir, holder.state())?;
@@ -272,6 +278,9 @@ impl Engine<'_> {
                     self.check_replan(saved)?;
                 }
                 if let Some(ask) = confirm.take() {
+                    if self.announce_open_set(&ir, holder.state()) {
+                        announced = Some(announced::Announced::new(&ir, holder.state()));
+                    }
                     if !ask() {
                         return Err(EngineError::Declined);
                     }

@@ -137,8 +137,9 @@ fn applied_random(p: &Project) -> String {
         .to_string()
 }
 
-/// `nivis apply` on a terminal (`script` gives it one), answering `answer`: its output.
-fn apply_on_a_terminal(p: &Project, answer: &str) -> String {
+/// `nivis apply` on a terminal (`script` gives it one), answering `answer`: its output, and
+/// whether it succeeded.
+fn apply_on_a_terminal(p: &Project, answer: &str) -> (String, bool) {
     use std::io::{Read, Write};
     let line = format!(
         "{} apply --file {} --state {}",
@@ -165,9 +166,9 @@ fn apply_on_a_terminal(p: &Project, answer: &str) -> String {
         .unwrap()
         .read_to_string(&mut text)
         .unwrap();
-    assert!(child.wait().unwrap().success(), "{text}");
+    let ok = child.wait().unwrap().success();
     drop(stdin);
-    text
+    (text, ok)
 }
 
 /// Issue 28 item 2: the data-source values a plan showed are the values apply uses, after
@@ -208,7 +209,8 @@ fn apply_uses_the_data_values_the_plan_showed() {
     // replaces r; `rnd` is shown with the value it gets, or not at all when the read repeated
     // the recorded number (apply used to read again and apply another number).
     p.set_plan(&random_reader(&null, "two"));
-    let text = apply_on_a_terminal(&p, "yes");
+    let (text, ok) = apply_on_a_terminal(&p, "yes");
+    assert!(ok, "{text}");
     let (before_question, _) = text
         .split_once("Only 'yes' will be accepted")
         .unwrap_or_else(|| panic!("no question: {text}"));
@@ -355,4 +357,52 @@ fn deferral_follows_the_outputs_nix_read() {
     assert_eq!(deferred, vec![Json::from("null.null_resource.r")]);
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
     assert_eq!(p.outputs()["null.null_resource.r"]["triggers"]["k"], "k-w");
+}
+
+/// Issue 28 item 6: a plan function that reads the ledger to decide which resources exist;
+/// the plan says more may come, and an apply confirmed on a terminal stops before creating
+/// one the plan did not show (`--auto-approve` goes on).
+#[test]
+fn a_resource_set_read_from_the_ledger_is_announced_and_stops_apply() {
+    let p = Project::new(&format!(
+        "ledger: let {} {} in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
+           resources = [ a ] ++ (if (ledger.outputs or {{ }}) ? \"alpha.alpha_token.a\" then [ b ] else [ ]); inherit ledger; }}",
+        token("a", "label = \"a\";"),
+        token("b", "label = \"b\";"),
+    ));
+    let out = p.run(&["plan"], &["--json"]);
+    assert_success(&out);
+    let warned = events(&out).into_iter().any(|e| {
+        e["type"] == "warning"
+            && e["diagnostic"]
+                .to_string()
+                .contains("resources may be added in a later phase: the plan function reads the ledger")
+    });
+    assert!(warned, "{}", stdout(&out));
+    let text = stdout(&p.run(&["plan"], &[])) + &stderr(&p.run(&["plan"], &[]));
+    assert!(text.contains("resources may be added in a later phase"), "{text}");
+
+    let (text, ok) = apply_on_a_terminal(&p, "yes");
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("stopped before creating alpha.alpha_token.b"),
+        "{text}"
+    );
+    let listed = stdout(&p.state_cmd(&["state", "list"]));
+    assert!(listed.contains("alpha.alpha_token.a"), "{listed}");
+    assert!(!listed.contains("alpha.alpha_token.b"), "{listed}");
+
+    // Once a exists the set is settled: the plan shows b, and nothing more may come.
+    let out = p.run(&["plan"], &["--json"]);
+    assert_success(&out);
+    assert_eq!(changes(&out, "planned"), ids(&[("b", "create")]));
+    assert!(!events(&out).iter().any(|e| e["type"] == "warning"));
+    // Without asking, apply goes on through later phases (the plan said so).
+    let p2 = Project::new(&std::fs::read_to_string(&p.plan).unwrap().split_once('\n').unwrap().1.to_string());
+    let out = p2.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    assert_eq!(
+        changes(&out, "finished"),
+        ids(&[("a", "create"), ("b", "create")])
+    );
 }
