@@ -44,11 +44,12 @@ impl Engine<'_> {
     pub(super) fn announce_open_set(&mut self, ir: &Ir, state: &StateFile) -> bool {
         let open = self.resource_set_reads_ledger(ir, state);
         if open {
-            self.sink.event(Event::Warning(Diagnostic::warning(MAY_ADD).with_detail(
-                "Nix declares them once the outputs they depend on exist. `nivis apply` stops \
+            self.sink
+                .event(Event::Warning(Diagnostic::warning(MAY_ADD).with_detail(
+                    "Nix declares them once the outputs they depend on exist. `nivis apply` stops \
                  before creating a resource this plan did not show (unless --auto-approve); \
                  a saved plan (`plan --out`) refuses them.",
-            )));
+                )));
         }
         open
     }

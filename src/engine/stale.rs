@@ -119,3 +119,42 @@ impl<'ir> Staleness<'ir> {
             .map(|e| e.from.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &str) -> PathStep {
+        PathStep::Key(k.into())
+    }
+
+    #[test]
+    fn only_the_outputs_read_count() {
+        let object = |random: Value| {
+            let outputs = Value::Map([("k".to_string(), Value::string("v"))].into());
+            Value::Map(
+                [
+                    ("outputs".to_string(), outputs),
+                    ("random".to_string(), random),
+                ]
+                .into(),
+            )
+        };
+        let change = OutputChange::Between {
+            before: object(Value::string("1")),
+            after: object(Value::string("2")),
+        };
+        assert!(!change.at(&[key("outputs"), key("k")]));
+        assert!(change.at(&[key("random")]));
+        assert!(!change.at(&[key("absent")]), "absent before and after");
+        let unknown = OutputChange::Between {
+            before: object(Value::string("1")),
+            after: Value::Unknown,
+        };
+        assert!(
+            unknown.at(&[key("outputs"), key("k")]),
+            "unknown may differ"
+        );
+        assert!(OutputChange::Any.at(&[key("outputs")]));
+    }
+}

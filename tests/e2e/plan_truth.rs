@@ -364,23 +364,27 @@ fn deferral_follows_the_outputs_nix_read() {
 /// one the plan did not show (`--auto-approve` goes on).
 #[test]
 fn a_resource_set_read_from_the_ledger_is_announced_and_stops_apply() {
-    let p = Project::new(&format!(
+    let body = format!(
         "ledger: let {} {} in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
            resources = [ a ] ++ (if (ledger.outputs or {{ }}) ? \"alpha.alpha_token.a\" then [ b ] else [ ]); inherit ledger; }}",
         token("a", "label = \"a\";"),
         token("b", "label = \"b\";"),
-    ));
+    );
+    let p = Project::new(&body);
     let out = p.run(&["plan"], &["--json"]);
     assert_success(&out);
     let warned = events(&out).into_iter().any(|e| {
         e["type"] == "warning"
-            && e["diagnostic"]
-                .to_string()
-                .contains("resources may be added in a later phase: the plan function reads the ledger")
+            && e["diagnostic"].to_string().contains(
+                "resources may be added in a later phase: the plan function reads the ledger",
+            )
     });
     assert!(warned, "{}", stdout(&out));
     let text = stdout(&p.run(&["plan"], &[])) + &stderr(&p.run(&["plan"], &[]));
-    assert!(text.contains("resources may be added in a later phase"), "{text}");
+    assert!(
+        text.contains("resources may be added in a later phase"),
+        "{text}"
+    );
 
     let (text, ok) = apply_on_a_terminal(&p, "yes");
     assert!(!ok, "{text}");
@@ -398,7 +402,7 @@ fn a_resource_set_read_from_the_ledger_is_announced_and_stops_apply() {
     assert_eq!(changes(&out, "planned"), ids(&[("b", "create")]));
     assert!(!events(&out).iter().any(|e| e["type"] == "warning"));
     // Without asking, apply goes on through later phases (the plan said so).
-    let p2 = Project::new(&std::fs::read_to_string(&p.plan).unwrap().split_once('\n').unwrap().1.to_string());
+    let p2 = Project::new(&body);
     let out = p2.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&out);
     assert_eq!(
