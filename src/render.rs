@@ -300,6 +300,7 @@ impl Sink for Human {
                 action,
                 changes,
                 deposed,
+                drifted,
             } => {
                 if deposed.is_none() {
                     self.previewed.insert((phase, id.clone()));
@@ -314,6 +315,10 @@ impl Sink for Human {
                 );
                 for c in &changes {
                     let _ = writeln!(out, "      {}", show_change(c));
+                }
+                for cause in &drifted {
+                    let note = format!("(because {} changed outside Nivis)", escape(cause));
+                    let _ = writeln!(out, "      {}", s.dim(&note));
                 }
                 if let Some(note) = forget_note(action) {
                     let _ = writeln!(out, "      {}", s.dim(note));

@@ -92,6 +92,46 @@ pub struct SavedPlan {
     pub moved: Vec<Json>,
     /// Adoptions (`importId`): `{id, importId}`.
     pub imported: Vec<Json>,
+    /// The data sources phase 1 read, for apply to use what the plan showed (added within
+    /// schema version 1: absent when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_reads: Vec<DataReadRecord>,
+}
+
+/// One data source's read as a saved plan carries it: its result when nothing in it is
+/// secret, else only a digest that a fresh read must match.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataReadRecord {
+    pub id: String,
+    /// `sha256:<hex>` of the canonical configuration it was read with.
+    pub config_sha256: String,
+    /// The result as state records it (apply uses it instead of reading again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Json>,
+    /// `sha256:<hex>` of the canonical result, when it holds a sensitive value or a known
+    /// secret: apply reads again and refuses a different answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_sha256: Option<String>,
+}
+
+impl DataReadRecord {
+    /// The record of a read of `id` with `config` (plain JSON) that returned `attributes` (as
+    /// state records them); `sensitive`: the schema or the inputs mark part of it sensitive.
+    pub fn new(id: &str, config: &Json, attributes: &Json, sensitive: bool) -> DataReadRecord {
+        let plain = !sensitive && redacted(attributes.clone()) == *attributes;
+        DataReadRecord {
+            id: id.to_string(),
+            config_sha256: sha256(canonical(config).as_bytes()),
+            result: plain.then(|| attributes.clone()),
+            result_sha256: (!plain).then(|| result_digest(attributes)),
+        }
+    }
+}
+
+/// The digest a data source's result (as state records it) is compared by.
+pub fn result_digest(attributes: &Json) -> String {
+    sha256(canonical(attributes).as_bytes())
 }
 
 /// The envelope.
@@ -116,6 +156,7 @@ impl SavedPlan {
             deferred: Vec::new(),
             moved: Vec::new(),
             imported: Vec::new(),
+            data_reads: Vec::new(),
         };
         for e in events {
             match e {
@@ -224,6 +265,12 @@ impl SavedPlan {
                     .map(change_from_json)
                     .collect(),
                 deposed: c.get("deposed").map(text),
+                drifted: c["drifted"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(text)
+                    .collect(),
             });
         }
         for d in &self.deferred {
@@ -312,12 +359,16 @@ pub fn change_json(event: &Event) -> Option<Json> {
             action,
             changes,
             deposed,
+            drifted,
             ..
         } => {
             let mut c = json!({"id": id, "resourceType": type_name, "action": action,
                 "changes": changes.iter().map(|c| c.to_json()).collect::<Vec<_>>()});
             if let Some(key) = deposed {
                 c["deposed"] = json!(key);
+            }
+            if !drifted.is_empty() {
+                c["drifted"] = json!(drifted);
             }
             Some(redacted(c))
         }
@@ -524,6 +575,7 @@ mod tests {
                 forces_replacement: true,
             }],
             deposed: None,
+            drifted: vec!["alpha.alpha_token.up".into()],
         };
         let deferred = Event::Deferred {
             phase: 1,
@@ -628,6 +680,7 @@ mod tests {
             deferred: vec![json!({"id": "b", "possibleActions": ["update", "replace"]})],
             moved: Vec::new(),
             imported: Vec::new(),
+            data_reads: Vec::new(),
         };
         assert_eq!(
             plan.allowed("a", 1),
@@ -644,5 +697,21 @@ mod tests {
         assert!(SavedPlan::parse(br#"{"meta": {"schemaVersion": 2}}"#)
             .unwrap_err()
             .contains("schemaVersion is 2"));
+    }
+
+    #[test]
+    fn a_data_read_is_kept_whole_only_without_secrets() {
+        let config = json!({"inputs": {"k": "v"}});
+        let result = json!({"id": "static", "random": "42"});
+        let plain = DataReadRecord::new("d", &config, &result, false);
+        assert_eq!(plain.result, Some(result.clone()));
+        assert_eq!(plain.result_sha256, None);
+        let secret = DataReadRecord::new("d", &config, &result, true);
+        assert_eq!(secret.result, None);
+        assert_eq!(secret.result_sha256, Some(result_digest(&result)));
+        assert_eq!(plain.config_sha256, secret.config_sha256);
+        // Absent when empty: a plan without reads keeps the bytes it had before reads existed.
+        let plan = SavedPlan::new(basis(), &[]);
+        assert!(!plan.to_canonical().contains("dataReads"));
     }
 }

@@ -62,7 +62,13 @@ let
       let
         r = resolveItem { inherit (ctx) outputs channel; checkRef = checkRef ctx path; at = "${ctx.owner}: ${names.showAt ctx.root path}"; } x;
         froms = attrNames (listToAttrs (map (ref: { name = ref.resource; value = null; }) r.refs));
-        edges = map (from: { inherit from; via = names.renderPath path; }) froms;
+        # `reads`: the outputs of `from` the computation read, so the executor defers it
+        # only when one of those may change (not when another output of `from` does).
+        edges = map (from: {
+          inherit from;
+          via = names.renderPath path;
+          reads = map (ref: ref.path) (filter (ref: ref.resource == from) r.refs);
+        }) froms;
         inputs = attrNames (listToAttrs (map (ref: { name = values.refInput ref; value = null; }) r.refs));
       in
       if r.known && r.sensitive then let w = sensitiveValue ctx path r.value; in { v = w.v; e = edges ++ w.e; }
@@ -176,7 +182,9 @@ let
               // (if n.kind == "managed" then { lifecycle = lifecycleIR owner n.lifecycle; } else { })
               // (if (n.importId or null) == null then { } else { inherit (n) importId; });
           };
-          edges = map (e: { inherit (e) from via; to = n.id; } // (if e ? ref then { inherit (e) ref; } else { }))
+          edges = map (e: { inherit (e) from via; to = n.id; }
+            // (if e ? ref then { inherit (e) ref; } else { })
+            // (if e ? reads then { inherit (e) reads; } else { }))
             (dedupe w.e ++ map (d: { from = d; via = "dependsOn"; }) deps);
         };
 

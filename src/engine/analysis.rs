@@ -121,11 +121,13 @@ impl Engine<'_> {
                 run.push(id.clone());
             }
         }
+        let create_before_destroy = create_before_destroy_propagated(&nodes);
         Ok(Analysis {
             nodes,
             order,
             deferred,
             run,
+            create_before_destroy,
         })
     }
 }
@@ -146,6 +148,28 @@ pub(super) struct Analysis<'ir> {
     pub(super) deferred: BTreeMap<String, Vec<Wait>>,
     /// Nodes to run this phase.
     pub(super) run: Vec<String>,
+    /// Resources replaced create-before-destroy: their own lifecycle says so, or something
+    /// that does depends on them (directly or not).
+    pub(super) create_before_destroy: BTreeSet<String>,
+}
+
+/// Terraform propagates `create_before_destroy` to a resource's dependencies: a dependency
+/// replaced destroy-first would be deleted while the old dependent still uses it.
+fn create_before_destroy_propagated(nodes: &BTreeMap<String, NodeInfo<'_>>) -> BTreeSet<String> {
+    let mut marked: BTreeSet<String> = nodes
+        .iter()
+        .filter(|(_, info)| info.node.lifecycle.create_before_destroy)
+        .map(|(id, _)| id.clone())
+        .collect();
+    let mut todo: Vec<String> = marked.iter().cloned().collect();
+    while let Some(id) = todo.pop() {
+        for dep in &nodes[&id].deps {
+            if nodes.contains_key(dep) && marked.insert(dep.clone()) {
+                todo.push(dep.clone());
+            }
+        }
+    }
+    marked
 }
 
 /// What removing a recorded object does: delete it, or forget it when its provider's kind

@@ -56,8 +56,8 @@ impl Engine<'_> {
         [self.opts.vars.clone(), text.collect()]
     }
 
-    /// Evaluates the plan with a ledger built from `state`.
-    pub(super) fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
+    /// The ledger of `phase` built from `state`.
+    pub(super) fn ledger_from(&self, state: &StateFile, phase: u32) -> Ledger {
         let mut ledger = Ledger::default();
         ledger.phase = phase;
         ledger.vars = self.opts.vars.clone();
@@ -66,6 +66,12 @@ impl Engine<'_> {
         for r in state.iter() {
             ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
         }
+        ledger
+    }
+
+    /// Evaluates the plan with a ledger built from `state`.
+    pub(super) fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
+        let ledger = self.ledger_from(state, phase);
         if !self.vars_settled {
             for values in self.variable_values() {
                 crate::secrets::remember_variables_provisionally(&values);

@@ -91,6 +91,9 @@ pub enum Event {
         action: Action,
         changes: Vec<AttrChange>,
         deposed: Option<String>,
+        /// The resources it reads that changed outside Nivis (refresh found drift): the cause
+        /// of this change, as OpenTofu plans on the refreshed state.
+        drifted: Vec<String>,
     },
     /// A recorded object moves to another address (`moved` in the IR): planned, or
     /// `recorded` in state. No provider is called.
@@ -232,6 +235,7 @@ impl Event {
             action,
             changes: Vec::new(),
             deposed,
+            drifted: Vec::new(),
         }
     }
 }

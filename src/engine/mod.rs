@@ -10,6 +10,8 @@
 //! with the configuration it has now. Resources still waiting then are an error naming them.
 
 mod analysis;
+mod announced;
+mod deposed;
 mod destroy;
 mod error;
 mod evaluate;
@@ -199,6 +201,8 @@ pub struct Engine<'s> {
     nix_time: Duration,
     /// Until the first IR says which variables are sensitive, all their values are masked.
     vars_settled: bool,
+    /// The data sources the preview of the coming apply phase read: the apply uses them.
+    data_reads: HashMap<String, node::DataRead>,
 }
 
 impl<'s> Engine<'s> {
@@ -221,6 +225,7 @@ impl<'s> Engine<'s> {
             settled: HashMap::new(),
             nix_time: Duration::ZERO,
             vars_settled: false,
+            data_reads: HashMap::new(),
         }
     }
 

@@ -4,6 +4,8 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::value::json::from_plain_json;
+use crate::value::Value;
 
 impl Engine<'_> {
     /// References whose targets' providers are running, checked against their schemas.
@@ -86,6 +88,14 @@ impl Engine<'_> {
                 .cloned()
                 .collect(),
             listing: Vec::new(),
+            drifted: BTreeSet::new(),
+            read_by_others: deps.iter().flatten().map(|&d| ids[d].clone()).collect(),
+            old_objects: Vec::new(),
+            earlier_reads: if mode.applies() {
+                std::mem::take(&mut self.data_reads)
+            } else {
+                HashMap::new()
+            },
         };
         let workers = self.opts.parallelism;
         let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
@@ -98,11 +108,13 @@ impl Engine<'_> {
         }
         let recorder = std::mem::take(&mut owner.recorder);
         recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
+        let old_failed = deposed::delete_old_objects(&mut owner, &deps, &statuses)?;
         let mut result = std::mem::take(&mut owner.result);
         // The apply summary lists changes in the listing's order too.
         result
             .changed
             .sort_by_key(|(id, _)| index.get(id.as_str()).map(|&i| rank[i]));
+        result.failed += old_failed;
         for (i, s) in statuses.iter().enumerate() {
             match s {
                 Status::Skipped { because } => {
@@ -163,6 +175,7 @@ impl Engine<'_> {
         let analysis = self.analyse(&ir, holder.state())?;
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
         self.check_references(&ir)?;
+        self.announce_open_set(&ir, holder.state());
         let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
         self.commit_imports(&imports, &mut *holder, 1, false)?;
         let result = self.run_nodes(&ir, &analysis, &mut *holder, 1, Mode::Plan)?;
@@ -185,10 +198,15 @@ impl Engine<'_> {
             return Err(EngineError::PlanFailed(result.failed));
         }
         let kept = self.sink.take_kept();
+        let saved = basis.map(|b| {
+            let mut plan = crate::savedplan::SavedPlan::new(b, &kept);
+            plan.data_reads = saved::data_read_records(&result.reads);
+            plan
+        });
         Ok(Report {
             evaluations: 1,
             nix_time: self.nix_time,
-            saved: basis.map(|b| crate::savedplan::SavedPlan::new(b, &kept)),
+            saved,
             ..Report::default()
         })
     }
@@ -209,9 +227,14 @@ impl Engine<'_> {
         let mut report = Report::default();
         let mut phase = 0u32;
         let mut moves_checked = false;
+        // Asked for confirmation: create nothing the plan did not show.
+        let mut announced: Option<announced::Announced> = None;
         loop {
             report.evaluations += 1;
             let ir = self.evaluate(holder.state(), phase)?;
+            if let Some(shown) = &announced {
+                shown.check(&ir, holder.state())?;
+            }
             if report.evaluations == 1 {
                 if let Some(saved) = self.opts.saved.clone() {
                     self.check_basis(&saved, &ir, holder.state())?;
@@ -267,10 +290,14 @@ impl Engine<'_> {
                 if let Some(saved) = &saved {
                     self.check_replan(saved)?;
                 }
-                // A preview that lists nothing has nothing to ask about.
-                let anything = self.sink.listed() > listed;
-                if let Some(ask) = confirm.take().filter(|_| anything) {
-                    if !ask() {
+                if let Some(ask) = confirm.take() {
+                    let open = self.announce_open_set(&ir, holder.state());
+                    if open {
+                        announced = Some(announced::Announced::new(&ir, holder.state()));
+                    }
+                    // A preview that lists (or announces) nothing has nothing to ask about.
+                    let anything = self.sink.listed() > listed;
+                    if (anything || open) && !ask() {
                         return Err(EngineError::Declined);
                     }
                 }
@@ -377,9 +404,14 @@ impl Engine<'_> {
         holder: &mut dyn LockedStore,
         phase: u32,
     ) -> Result<(), EngineError> {
-        let preview = self.run_nodes(ir, analysis, holder, phase, Mode::Plan)?;
+        let mut preview = self.run_nodes(ir, analysis, holder, phase, Mode::Plan)?;
+        // The apply of this phase uses what the preview read: the values just shown.
+        self.data_reads = std::mem::take(&mut preview.reads);
         self.emit_deferred(analysis, holder.state(), phase);
-        self.emit_orphans(ir, holder.state(), phase);
+        // As `plan` shows it: with `--target`, nothing outside the targets is removed.
+        if self.opts.targets.is_empty() {
+            self.emit_orphans(ir, holder.state(), phase);
+        }
         if preview.failed > 0 {
             return Err(EngineError::PlanFailed(preview.failed));
         }
@@ -438,6 +470,8 @@ pub(super) struct PhaseResult {
     pub(super) failed: usize,
     pub(super) outputs_changed: bool,
     pub(super) interrupted: bool,
+    /// Plan mode: the data sources read, with what they returned.
+    pub(super) reads: HashMap<String, node::DataRead>,
 }
 
 pub(super) struct PhaseOwner<'a, 'ir> {
@@ -468,6 +502,15 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     /// Plan mode: the plan's rows (planned, deferred, drift) by node, sent once the phase is
     /// planned in one stable order (see [`listing_order`]), not in the order workers finish.
     pub(super) listing: Vec<(usize, Event)>,
+    /// Resources whose refresh found them changed outside Nivis in this phase.
+    pub(super) drifted: BTreeSet<String>,
+    /// Apply mode: the data sources this phase's plan read, used instead of reading again.
+    pub(super) earlier_reads: HashMap<String, node::DataRead>,
+    /// Resources of `running` that others in it read: a create-before-destroy replacement of
+    /// one keeps its old object until the end of the phase.
+    pub(super) read_by_others: BTreeSet<String>,
+    /// Apply mode: resources whose old objects wait for that, in the order they were replaced.
+    pub(super) old_objects: Vec<String>,
 }
 
 impl PhaseOwner<'_, '_> {
@@ -497,7 +540,10 @@ impl PhaseOwner<'_, '_> {
         if before != after {
             self.result.outputs_changed = true;
             // What Nix computed from the old outputs is stale now.
-            self.staleness.outputs_changed(change.id());
+            let plain = |v: Option<Json>| v.map_or(Value::Null, |j| from_plain_json(&j));
+            let (before, after) = (plain(before), plain(after));
+            let how = stale::OutputChange::Between { before, after };
+            self.staleness.outputs_changed(change.id(), how);
         }
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
@@ -524,6 +570,22 @@ impl PhaseOwner<'_, '_> {
                 None => Lookup::Pending,
             }
         })
+    }
+}
+
+impl PhaseOwner<'_, '_> {
+    /// The read of data source `id` made earlier for this phase: by its plan (apply mode), or
+    /// by the saved plan being applied (its phase 1's plan).
+    fn earlier_read(&self, id: &str) -> Option<node::EarlierRead> {
+        if let Some(read) = self.earlier_reads.get(id) {
+            return Some(node::EarlierRead::Here(Box::new(read.clone())));
+        }
+        let saved = self.opts.saved.as_ref().filter(|_| self.phase == 1)?;
+        if self.mode != Mode::Plan {
+            return None;
+        }
+        let record = saved.data_reads.iter().find(|r| r.id == id)?;
+        Some(node::EarlierRead::Saved(record.clone()))
     }
 }
 
@@ -586,7 +648,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             builds: resolved.builds,
             sensitive_inputs: resolved.sensitive,
             prior: state.get(id).cloned(),
-            lifecycle: node.lifecycle.clone(),
+            lifecycle: crate::ir::Lifecycle {
+                create_before_destroy: self.analysis.create_before_destroy.contains(id),
+                ..node.lifecycle.clone()
+            },
             dependencies: self.analysis.nodes[id].deps.iter().cloned().collect(),
             mode,
             force_replace: self.replace_now.contains(id),
@@ -598,6 +663,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 .map(|s| s.allowed(id, self.phase)),
             refresh: self.opts.refresh,
             build: self.opts.build,
+            earlier_read: (node.kind == NodeKind::Data)
+                .then(|| self.earlier_read(id))
+                .flatten(),
+            keep_old: self.read_by_others.contains(id),
         })
     }
 
@@ -647,6 +716,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             self.sink.event(Event::Warning(w.clone()));
         }
         if let Some((changes, gone)) = &out.drift {
+            self.drifted.insert(id.clone());
             self.list(
                 i,
                 Event::Drift {
@@ -658,7 +728,21 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         if let Some(change) = out.commit {
             if self.mode.applies() {
+                let kept_old = matches!(&change, Change::Put(r) if !r.deposed.is_empty());
+                if kept_old && self.read_by_others.contains(&id) {
+                    self.old_objects.push(id.clone());
+                }
                 self.record(change);
+            } else if let (Some(p), Change::Put(r)) = (&out.planned_object, &change) {
+                if let Some(config) = &p.read_with {
+                    let read = node::DataRead {
+                        config: config.clone(),
+                        result: p.value.clone(),
+                        attributes: r.attributes.clone(),
+                        sensitive: !r.sensitive_paths.is_empty(),
+                    };
+                    self.result.reads.insert(id.clone(), read);
+                }
             }
         }
         if !out.ok {
@@ -680,8 +764,19 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 None => no_plan && action != Action::NoOp,
             };
             if may_change {
-                // What Nix computed from its outputs may change: stale in this phase.
-                self.staleness.outputs_changed(&id);
+                // What Nix computed from the outputs it read may change: stale in this phase.
+                let how = match &out.planned_object {
+                    Some(p) => stale::OutputChange::Between {
+                        before: self
+                            .holder
+                            .state()
+                            .get(&id)
+                            .map_or(Value::Null, |r| from_plain_json(&r.attributes)),
+                        after: p.value.clone(),
+                    },
+                    None => stale::OutputChange::Any,
+                };
+                self.staleness.outputs_changed(&id, how);
             }
             if let Some(p) = out.planned_object.take() {
                 self.planned.insert(id.clone(), p);
@@ -695,11 +790,21 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         match self.mode {
             Mode::Plan => {
-                if action == Action::NoOp && self.analysis.nodes[&id].node.kind == NodeKind::Managed
+                // A no-op that drifted is planned from its refreshed object (in `planned`):
+                // its record is not what dependents will see.
+                if action == Action::NoOp
+                    && self.analysis.nodes[&id].node.kind == NodeKind::Managed
+                    && !self.planned.contains_key(&id)
                 {
                     self.unchanged.insert(id.clone());
                 }
                 if action != Action::NoOp {
+                    let drifted = self.analysis.nodes[&id]
+                        .deps
+                        .iter()
+                        .filter(|d| self.drifted.contains(*d))
+                        .cloned()
+                        .collect();
                     self.list(
                         i,
                         Event::Planned {
@@ -709,6 +814,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                             action,
                             changes: out.changes,
                             deposed: None,
+                            drifted,
                         },
                     );
                 }

@@ -141,6 +141,21 @@ impl Engine<'_> {
     }
 }
 
+/// What a saved plan records of the data sources its phase 1 read, in address order.
+pub(super) fn data_read_records(
+    reads: &HashMap<String, node::DataRead>,
+) -> Vec<savedplan::DataReadRecord> {
+    let mut records: Vec<savedplan::DataReadRecord> = reads
+        .iter()
+        .map(|(id, read)| {
+            let config = crate::value::json::to_plain_json(&read.config).unwrap_or(Json::Null);
+            savedplan::DataReadRecord::new(id, &config, &read.attributes, read.sensitive)
+        })
+        .collect();
+    records.sort_by(|a, b| a.id.cmp(&b.id));
+    records
+}
+
 /// A saved plan refused before anything was changed.
 pub(super) fn refused(why: impl std::fmt::Display) -> EngineError {
     EngineError::StalePlan(format!("{why}; nothing was changed"))

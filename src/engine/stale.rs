@@ -10,17 +10,55 @@
 //! instead of being applied twice (once with the old values, once with the new), and the plan
 //! shows them as deferred rather than promising nothing.
 //!
+//! Only the outputs a computation read count: an edge that names them (`reads`) makes its
+//! resource stale only when one of those may differ, so a value computed from a stable output
+//! of a data source whose other outputs change on every read never waits.
+//!
 //! Owns only that decision; the owner thread asks it before dispatching a resource.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use crate::ir::{parse_path, DependencyKind, Edge, Ir, Node, PathStep};
+use crate::value::{self, Value};
+
+/// How an object's outputs change in this phase.
+pub enum OutputChange {
+    /// Any of them may (no plan to compare with).
+    Any,
+    /// From the recorded object to the new or planned one (unknown where not known yet).
+    Between { before: Value, after: Value },
+}
+
+impl OutputChange {
+    /// Whether the output at `path` may differ.
+    fn at(&self, path: &[PathStep]) -> bool {
+        let OutputChange::Between { before, after } = self else {
+            return true;
+        };
+        let steps: Vec<value::PathStep> = path
+            .iter()
+            .map(|s| match s {
+                PathStep::Key(k) => value::PathStep::Key(k.clone()),
+                PathStep::Index(i) => value::PathStep::Index(*i),
+            })
+            .collect();
+        let plain = |v: Option<&Value>| v.map(value::json::to_plain_json);
+        match (
+            plain(before.get_path(&steps)),
+            plain(after.get_path(&steps)),
+        ) {
+            (Some(Ok(b)), Some(Ok(a))) => a != b,
+            (None, None) => false,
+            _ => true,
+        }
+    }
+}
 
 /// What changed so far in one phase.
 pub struct Staleness<'ir> {
     ir: &'ir Ir,
-    /// Resources of providers without a plan whose recorded outputs changed in this phase.
-    changed: BTreeSet<String>,
+    /// Objects whose outputs change in this phase, and how.
+    changed: HashMap<String, OutputChange>,
     /// Value edges (not `dependsOn`) by target, built when first needed.
     edges_to: Option<HashMap<&'ir str, Vec<&'ir Edge>>>,
 }
@@ -30,14 +68,14 @@ impl<'ir> Staleness<'ir> {
     pub fn new(ir: &'ir Ir) -> Self {
         Staleness {
             ir,
-            changed: BTreeSet::new(),
+            changed: HashMap::new(),
             edges_to: None,
         }
     }
 
-    /// Records that `id`'s outputs change in this phase.
-    pub fn outputs_changed(&mut self, id: &str) {
-        self.changed.insert(id.to_string());
+    /// Records that `id`'s outputs change in this phase, as `change` says.
+    pub fn outputs_changed(&mut self, id: &str, change: OutputChange) {
+        self.changed.insert(id.to_string(), change);
     }
 
     /// The resource whose new outputs make `node`'s configuration stale, if any.
@@ -65,11 +103,58 @@ impl<'ir> Staleness<'ir> {
         edges
             .iter()
             .find(|e| {
-                self.changed.contains(&e.from)
+                let Some(change) = self.changed.get(&e.from) else {
+                    return false;
+                };
+                // Without `reads` (older IR) any output counts.
+                let read_changed = e
+                    .reads
+                    .as_ref()
+                    .is_none_or(|reads| reads.iter().any(|p| change.at(p)));
+                read_changed
                     && e.reference.is_none()
                     && !parse_path(&e.via)
                         .is_some_and(|at| markers.iter().any(|(r, m)| *r == e.from && *m == at))
             })
             .map(|e| e.from.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &str) -> PathStep {
+        PathStep::Key(k.into())
+    }
+
+    #[test]
+    fn only_the_outputs_read_count() {
+        let object = |random: Value| {
+            let outputs = Value::Map([("k".to_string(), Value::string("v"))].into());
+            Value::Map(
+                [
+                    ("outputs".to_string(), outputs),
+                    ("random".to_string(), random),
+                ]
+                .into(),
+            )
+        };
+        let change = OutputChange::Between {
+            before: object(Value::string("1")),
+            after: object(Value::string("2")),
+        };
+        assert!(!change.at(&[key("outputs"), key("k")]));
+        assert!(change.at(&[key("random")]));
+        assert!(!change.at(&[key("absent")]), "absent before and after");
+        let unknown = OutputChange::Between {
+            before: object(Value::string("1")),
+            after: Value::Unknown,
+        };
+        assert!(
+            unknown.at(&[key("outputs"), key("k")]),
+            "unknown may differ"
+        );
+        assert!(OutputChange::Any.at(&[key("outputs")]));
     }
 }

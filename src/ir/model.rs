@@ -161,6 +161,9 @@ pub struct Edge {
     /// leaf at `via` itself when `from` changes in the same phase. `None` for `dependsOn`
     /// and for values Nix computed (`__derived` and what it became).
     pub reference: Option<Vec<PathStep>>,
+    /// For an edge of a value Nix computed (`lib.str`, `compute`): the output paths of `from`
+    /// the computation read. `None` when the IR does not say (then any output counts).
+    pub reads: Option<Vec<Vec<PathStep>>>,
 }
 
 /// A value Nix computes for itself from outputs (`nixConsumers[]`).

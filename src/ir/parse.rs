@@ -505,7 +505,7 @@ impl Parser {
                 &[],
                 obj,
                 &["from", "to", "via"],
-                &["from", "to", "via", "ref"],
+                &["from", "to", "via", "ref", "reads"],
             );
             let from = obj
                 .get("from")
@@ -526,11 +526,21 @@ impl Parser {
                 }
             }
             let reference = obj.get("ref").map(|p| self.ref_path(&el, &[key("ref")], p));
+            let reads = obj.get("reads").map(|list| {
+                let at = [key("reads")];
+                let items = self.array(&el, &at, list).cloned().unwrap_or_default();
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| self.ref_path(&el, &child(&at, PathStep::Index(i as u64)), p))
+                    .collect()
+            });
             out.push(Edge {
                 from: from.unwrap_or_default(),
                 to: to.unwrap_or_default(),
                 via: via.unwrap_or_default(),
                 reference,
+                reads,
             });
         }
         out

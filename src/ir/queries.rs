@@ -107,6 +107,9 @@ impl Edge {
         if let Some(path) = &self.reference {
             e["ref"] = path_json(path);
         }
+        if let Some(reads) = &self.reads {
+            e["reads"] = Value::Array(reads.iter().map(|p| path_json(p)).collect());
+        }
         e
     }
 }

@@ -103,10 +103,14 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             action,
             changes,
             deposed,
+            drifted,
         } => {
             let mut ev = json!({"type": "planned", "phase": phase, "id": id, "resourceType": type_name, "action": action, "changes": changes.iter().map(change_json).collect::<Vec<_>>()});
             if let Some(key) = deposed {
                 ev["deposed"] = json!(key);
+            }
+            if !drifted.is_empty() {
+                ev["drifted"] = json!(drifted);
             }
             ev
         }

@@ -16,6 +16,7 @@ mod lifecycle;
 mod local_adversary;
 mod moves;
 mod nixops4;
+mod plan_truth;
 mod real_null;
 mod remote;
 mod remote_secrets;

@@ -39,6 +39,8 @@ let
   edge = from: via: { inherit from via; to = "alpha.alpha_token.C"; };
   # An edge made by a plain reference also names the output it reads.
   refEdge = from: via: ref: edge from via // { inherit ref; };
+  # An edge of a computed value names the outputs the computation reads.
+  readsEdge = from: via: reads: edge from via // { inherit reads; };
 
   testDrv = derivation { name = "image"; system = "x86_64-linux"; builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; };
   fileDrv = testDrv // { passthru.filePath = "disk.vhd"; };
@@ -112,7 +114,7 @@ in
     expected = [ ''["0x"][0][0]'' "disk[0].size" ''tags["a.b"]'' ]; }
   { name = "two refs to one resource at one path make one edge";
     expr = (withC { } { label = str [ (A.refAttr "id") (A.refAttr "value") ]; }).edges;
-    expected = [ (edge "alpha.alpha_token.A" "label") ]; }
+    expected = [ (readsEdge "alpha.alpha_token.A" "label" [ [ "id" ] [ "value" ] ]) ]; }
 
   # --- str and compute ------------------------------------------------------------
   { name = "str of plain parts is a plain string";
@@ -120,10 +122,10 @@ in
     expected = "a1-true-1.5"; }
   { name = "str with an unknown input is __derived";
     expr = withC { } { label = str [ "rec-" (A.refAttr "value") ]; };
-    expected = { config.label = derivedMarker [ "alpha.alpha_token.A.value" ]; edges = [ (edge "alpha.alpha_token.A" "label") ]; }; }
+    expected = { config.label = derivedMarker [ "alpha.alpha_token.A.value" ]; edges = [ (readsEdge "alpha.alpha_token.A" "label" [ [ "value" ] ]) ]; }; }
   { name = "str with known inputs is concrete and keeps its edges";
     expr = withC ledgerA { label = str [ "rec-" (A.refAttr "value") ":" (A.refAttr "port") ]; };
-    expected = { config.label = "rec-alpha::0:8080"; edges = [ (edge "alpha.alpha_token.A" "label") ]; }; }
+    expected = { config.label = "rec-alpha::0:8080"; edges = [ (readsEdge "alpha.alpha_token.A" "label" [ [ "value" ] [ "port" ] ]) ]; }; }
   # inputs list every output the value needs, known or not: the set is stable across phases.
   { name = "nested str lists the inputs of both, sorted and unique";
     expr = (withC ledgerA { label = str [ (str [ (B.refAttr "endpoint") (A.refAttr "value") ]) (A.refAttr "value") ]; }).config;
@@ -144,7 +146,7 @@ in
     expr = withC ledgerA { n = compute (A.refAttr "port") (p: { port = p; record = B.refAttr "endpoint"; }); };
     expected = {
       config.n = { port = 8080; record = refMarker "beta.beta_record.B" [ "endpoint" ]; };
-      edges = [ (edge "alpha.alpha_token.A" "n") (refEdge "beta.beta_record.B" "n.record" [ "endpoint" ]) ];
+      edges = [ (readsEdge "alpha.alpha_token.A" "n" [ [ "port" ] ]) (refEdge "beta.beta_record.B" "n.record" [ "endpoint" ]) ];
     }; }
   { name = "compute may return a whole JSON value";
     expr = (withC ledgerA { ips = compute (A.refAttr "net") (net: map (n: n.ip) net); }).config;
@@ -204,7 +206,7 @@ in
     };
     expected = {
       ids = [ "alpha.alpha_token.web__a" "alpha.alpha_token.web__b" "alpha.alpha_token.worker__0" "alpha.alpha_token.worker__1" "alpha.alpha_token.worker__2" ];
-      edges = map (i: { from = "alpha.alpha_token.web__a"; to = "alpha.alpha_token.worker__${toString i}"; via = "label"; }) [ 0 1 2 ];
+      edges = map (i: { from = "alpha.alpha_token.web__a"; to = "alpha.alpha_token.worker__${toString i}"; via = "label"; reads = [ [ "value" ] ]; }) [ 0 1 2 ];
       label = derivedMarker [ "alpha.alpha_token.web__a.value" ];
     }; }
   { name = "byKey indexes instances by key";
@@ -308,7 +310,7 @@ in
     expr = withC channelA { label = str [ "postgres://app:" (A.refAttr "password") "@db" ]; url = compute { pw = A.refAttr "password"; v = A.refAttr "value"; } ({ pw, v }: { inherit pw v; }); };
     expected = {
       config = { label = sensitiveMarker "postgres://app:pw-123@db"; url = sensitiveMarker { pw = "pw-123"; v = "alpha::0"; }; };
-      edges = [ (edge "alpha.alpha_token.A" "label") (edge "alpha.alpha_token.A" "url") ];
+      edges = [ (readsEdge "alpha.alpha_token.A" "label" [ [ "password" ] ]) (readsEdge "alpha.alpha_token.A" "url" [ [ "password" ] [ "value" ] ]) ];
     }; }
   { name = "a direct reference to a sensitive output stays a __sensitiveRef with the channel";
     expr = (withC channelA { pw = A.refAttr "password"; }).config;

@@ -37,7 +37,7 @@ pub(super) fn destroy_object(
 
 /// Destroys the deposed objects of `prior`, reporting each success at once (`gone`). On
 /// failure, returns the keys still deposed (the diagnostics say why).
-pub(super) fn destroy_deposed(
+pub(in crate::engine) fn destroy_deposed(
     provider: &dyn Provider,
     prior: &ResourceState,
     gone: &dyn Fn(DeposedGone),

@@ -204,7 +204,16 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     let planned_object = if input.mode.applies() {
         None
     } else {
-        planned_object(input, block, action, &prior, &config, tainted, &plan)
+        let drifted = drift.is_some();
+        planned_object(
+            input,
+            block,
+            action,
+            &prior,
+            &config,
+            (tainted, drifted),
+            &plan,
+        )
     };
     let out = NodeOutput {
         action: Some(action),
@@ -238,18 +247,21 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
 /// What the resources planned after this one in the same phase see of it (plan mode): the
 /// provider's planned object for a create or update; for a replacement, the new object as the
 /// provider plans its creation, as OpenTofu plans a replacement (the update plan keeps the old
-/// object's `id`). Unknown as a whole if that second plan fails: apply reports why.
+/// object's `id`). Unknown as a whole if that second plan fails: apply reports why. An object
+/// that `drifted` is planned from its refreshed value, as OpenTofu plans on the refreshed state:
+/// a no-op is then seen as that value, and its outputs count as changed (the record is older).
 fn planned_object(
     input: &NodeInput,
     block: &Block,
     action: Action,
     prior: &Value,
     config: &Value,
-    tainted: bool,
+    (tainted, drifted): (bool, bool),
     plan: &crate::provider::PlanResponse,
 ) -> Option<PlannedObject> {
     let value = match action {
         Action::Create | Action::Update => plan.planned_state.clone(),
+        Action::NoOp if drifted && !prior.is_null() => prior.clone(),
         Action::Replace { .. } if tainted => plan.planned_state.clone(),
         Action::Replace { .. } => input
             .provider
@@ -273,7 +285,8 @@ fn planned_object(
             .map(|a| Json::Array(vec![Json::String(a.clone())])),
     );
     Some(PlannedObject {
-        changes_outputs: !plan::values_equal(&value, prior),
+        changes_outputs: drifted || !plan::values_equal(&value, prior),
+        read_with: None,
         value,
         sensitive,
     })
@@ -741,6 +754,10 @@ fn replace_create_first(
             report(NodeProgress::Commit(Box::new(Change::Put(
                 new_record.clone(),
             ))));
+            if input.keep_old {
+                // Deleted by the phase once its readers have moved to the new object.
+                return Ok(Some(new_record));
+            }
             if destroy_object(
                 &*input.provider,
                 &input.type_name,

@@ -30,6 +30,7 @@ use crate::value::{self, PathStep, Type, Value};
 
 use self::data::*;
 pub use self::delete::destroy;
+pub(super) use self::delete::destroy_deposed;
 use self::delete::*;
 pub use self::managed::refresh;
 use self::managed::*;
@@ -79,6 +80,34 @@ pub struct NodeInput {
     pub allowed: Option<std::collections::BTreeSet<String>>,
     pub refresh: bool,
     pub build: bool,
+    /// A data source: a read made earlier for this phase, whose result this turn uses
+    /// instead of reading again when its configuration is the same.
+    pub earlier_read: Option<EarlierRead>,
+    /// A create-before-destroy replacement keeps its old object deposed for the phase to
+    /// delete after the resources that read it have their turns (Terraform's order).
+    pub keep_old: bool,
+}
+
+/// A data source's result read in this phase's plan: the apply of the phase uses it, so the
+/// values the plan showed are the values applied.
+#[derive(Debug, Clone)]
+pub struct DataRead {
+    /// The configuration it was read with.
+    pub config: Value,
+    /// The provider's answer.
+    pub result: Value,
+    /// The answer as state records it, and whether any part of it is sensitive.
+    pub attributes: Json,
+    pub sensitive: bool,
+}
+
+/// What a data source's turn has from an earlier read.
+#[derive(Debug, Clone)]
+pub enum EarlierRead {
+    /// Read by this run's plan of the phase.
+    Here(Box<DataRead>),
+    /// Recorded by the saved plan being applied.
+    Saved(crate::savedplan::DataReadRecord),
 }
 
 /// What a worker reports before it is done.
@@ -145,6 +174,8 @@ pub struct PlannedObject {
     /// Whether any attribute may differ from the recorded object: values Nix computed from
     /// it are stale then, and their resources wait for the next evaluation.
     pub changes_outputs: bool,
+    /// A data source read now: the configuration it was read with.
+    pub read_with: Option<Value>,
 }
 
 impl NodeOutput {

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Differential test: Nivis and Terraform 1.0.3 on the same real null provider (2.1.2).
+
+A seeded generator edits one configuration cycle after cycle (null_resource triggers, references
+between resources and to a null_data_source, create_before_destroy, resources added and
+removed); each cycle both engines plan, apply and plan again, and this compares:
+
+  * the planned action of every address (create, update, replace in either order, delete),
+  * that both apply, and that both second plans are no-ops (`--detailed-exitcode` 0),
+  * the final states: the same addresses with the same triggers, ids replaced by the address
+    of the object they name (the two engines' random ids differ).
+
+Legitimate differences (none expected for this generator; see docs/DESIGN.md §79): values Nix
+computes (`lib.str`, `compute`) are deferred by Nivis, planned by Terraform; the generator uses
+plain references only.
+
+Usage: bench/difftest.py [--cycles N] [--seed S] [--nivis PATH]. Exits 1 on any difference.
+The providers are fetched pinned and verified by tests/fetch-providers.py; Terraform installs
+the null provider offline from a filesystem mirror. A long run: bench/difftest.py --cycles 500.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NAMES = [f"r{i}" for i in range(5)]
+
+
+def fetch_binaries() -> dict:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tests/fetch-providers.py"), "--only", "null,terraform", "--print-env"],
+        check=True, stdout=subprocess.PIPE, text=True,
+    ).stdout
+    paths = {}
+    for line in out.splitlines():
+        m = re.match(r"export (\w+)=(.*)$", line.strip())
+        if m:
+            paths[m.group(1)] = shlex.split(m.group(2))[0]
+    return paths
+
+
+def edit(config: dict, rng: random.Random) -> str:
+    """One random edit of `config` ({name: {v, ref, data, cbd}} and "k" for the data source)."""
+    present = [n for n in NAMES if n in config["res"]]
+    absent = [n for n in NAMES if n not in config["res"]]
+    kind = rng.choice(["value", "value", "ref", "cbd", "data", "add", "remove"])
+    if kind == "add" and absent or not present:
+        n = rng.choice(absent)
+        config["res"][n] = {"v": rng.randint(0, 3), "ref": None, "data": False, "cbd": False}
+        return f"add {n}"
+    n = rng.choice(present)
+    r = config["res"][n]
+    if kind == "value":
+        r["v"] = (r["v"] + 1) % 4
+    elif kind == "ref":
+        earlier = [m for m in present if m < n]
+        r["ref"] = rng.choice(earlier) if earlier and rng.random() < 0.8 else None
+    elif kind == "cbd":
+        r["cbd"] = not r["cbd"]
+    elif kind == "data":
+        if rng.random() < 0.5:
+            r["data"] = not r["data"]
+        else:
+            config["k"] = (config["k"] + 1) % 3
+    elif kind == "remove":
+        del config["res"][n]
+        for other in config["res"].values():
+            if other["ref"] == n:
+                other["ref"] = None
+    return f"{kind} {n}"
+
+
+def terraform_config(config: dict) -> dict:
+    res = {}
+    for n, r in config["res"].items():
+        trig = {"v": str(r["v"])}
+        if r["ref"]:
+            trig["ref"] = "${null_resource.%s.id}" % r["ref"]
+        if r["data"]:
+            trig["k"] = "${data.null_data_source.d.outputs.k}"
+        body = {"triggers": trig}
+        if r["cbd"]:
+            body["lifecycle"] = {"create_before_destroy": True}
+        res[n] = body
+    tf = {"required_providers": {"null": {"source": "hashicorp/null", "version": "2.1.2"}}}
+    doc = {"terraform": tf, "data": {"null_data_source": {"d": {"inputs": {"k": f"k{config['k']}"}}}}}
+    if res:
+        doc["resource"] = {"null_resource": res}
+    return doc
+
+
+def nivis_plan(config: dict, null: str) -> str:
+    binds = [f'd = lib.mkData {{ provider = "null"; type = "null_data_source"; name = "d"; config.inputs = {{ k = "k{config["k"]}"; }}; }};']
+    for n, r in config["res"].items():
+        trig = [f'v = "{r["v"]}";']
+        if r["ref"]:
+            trig.append(f'ref = {r["ref"]}.refAttr "id";')
+        if r["data"]:
+            trig.append('k = d.ref [ "outputs" "k" ];')
+        life = "lifecycle.createBeforeDestroy = true;" if r["cbd"] else ""
+        binds.append(f'{n} = lib.mkResource {{ provider = "null"; type = "null_resource"; name = "{n}"; config.triggers = {{ {" ".join(trig)} }}; {life} }};')
+    return (
+        f"let lib = import {REPO}/nix; in ledger: let {' '.join(binds)} in lib.toIR {{ "
+        f'providers.null = lib.mkProvider {{ source = "{null}"; }}; '
+        f"resources = [ {' '.join(config['res'])} ]; data = [ d ]; inherit ledger; }}\n"
+    )
+
+
+def run(argv, cwd, env):
+    return subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def tf_class(actions: list) -> str:
+    return {("create",): "create", ("update",): "update", ("delete",): "delete",
+            ("delete", "create"): "replace", ("create", "delete"): "replace-cbd",
+            ("no-op",): "no-op", ("read",): "read"}[tuple(actions)]
+
+
+def nivis_class(action) -> str:
+    if isinstance(action, dict) and "replace" in action:
+        return "replace-cbd" if action["replace"]["createBeforeDestroy"] else "replace"
+    return action
+
+
+class Engines:
+    def __init__(self, work: Path, nivis: str):
+        paths = fetch_binaries()
+        self.null, self.terraform, self.nivis = paths["NIVIS_REAL_NULL"], paths["NIVIS_REAL_TERRAFORM"], nivis
+        mirror = work / "tf-mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64"
+        mirror.mkdir(parents=True)
+        shutil.copy2(self.null, mirror / Path(self.null).name)
+        tfrc = work / "terraform.tfrc"
+        tfrc.write_text(
+            "provider_installation {\n  filesystem_mirror {\n"
+            f"    path    = {json.dumps(str(work / 'tf-mirror'))}\n"
+            '    include = ["registry.terraform.io/hashicorp/null"]\n  }\n}\n'
+        )
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TF_") and k != "NIVIS_LOG"}
+        self.tf_env = dict(base, TF_CLI_CONFIG_FILE=str(tfrc), CHECKPOINT_DISABLE="1", TF_IN_AUTOMATION="1")
+        self.nivis_env = dict(base, NO_COLOR="1")
+        self.tf_dir, self.nv_dir = work / "terraform", work / "nivis"
+        self.tf_dir.mkdir()
+        self.nv_dir.mkdir()
+
+    def write(self, config: dict):
+        (self.tf_dir / "main.tf.json").write_text(json.dumps(terraform_config(config), indent=1))
+        (self.nv_dir / "plan.nix").write_text(nivis_plan(config, self.null))
+
+    def tf(self, sub, *args):
+        return run([self.terraform, sub, "-input=false", "-no-color", *args], self.tf_dir, self.tf_env)
+
+    def nv(self, verb, *args):
+        d = self.nv_dir
+        return run([self.nivis, verb, "--file", str(d / "plan.nix"), "--state", str(d / "state.json"), *args], d, self.nivis_env)
+
+    def tf_plan(self) -> dict:
+        r = self.tf("plan", "-out=tf.plan")
+        if r.returncode != 0:
+            raise RuntimeError(f"terraform plan failed:\n{r.stdout}{r.stderr}")
+        shown = run([self.terraform, "show", "-json", "tf.plan"], self.tf_dir, self.tf_env)
+        doc = json.loads(shown.stdout)
+        out = {}
+        for c in doc.get("resource_changes", []):
+            if c["mode"] != "managed":
+                continue
+            cls = tf_class(c["change"]["actions"])
+            if cls not in ("no-op", "read"):
+                out[c["address"]] = cls
+        return out
+
+    def nv_plan(self) -> dict:
+        r = self.nv("plan", "--json")
+        if r.returncode != 0:
+            raise RuntimeError(f"nivis plan failed:\n{r.stdout}{r.stderr}")
+        out = {}
+        for line in r.stdout.splitlines():
+            e = json.loads(line)
+            if e.get("type") == "planned" and not e.get("deposed"):
+                out[e["id"].removeprefix("null.")] = nivis_class(e["action"])
+            if e.get("type") == "deferred":
+                out[e["id"].removeprefix("null.")] = "deferred"
+        return out
+
+    def states(self):
+        tf = json.loads((self.tf_dir / "terraform.tfstate").read_text())
+        tf_objs = {f"null_resource.{r['name']}": r["instances"][0]["attributes"]
+                   for r in tf["resources"] if r["mode"] == "managed" and r["instances"]}
+        out = run([self.nivis, "output", "--json", "--state", str(self.nv_dir / "state.json")], self.nv_dir, self.nivis_env)
+        nv_objs = {k.removeprefix("null."): v for k, v in json.loads(out.stdout)["resources"].items() if k.startswith("null.null_resource.")}
+
+        def symbolic(objs):
+            by_id = {o["id"]: addr for addr, o in objs.items()}
+            return {addr: {k: by_id.get(v, v) for k, v in (o.get("triggers") or {}).items()} for addr, o in objs.items()}
+        return symbolic(tf_objs), symbolic(nv_objs)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cycles", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--nivis", default=str(REPO / "target/release/nivis"))
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="nivis-difftest-"))
+    differences = []
+    try:
+        e = Engines(work, args.nivis)
+        config = {"k": 0, "res": {}}
+        e.write(config)
+        r = e.tf("init")
+        if r.returncode != 0:
+            raise SystemExit(f"terraform init failed:\n{r.stdout}{r.stderr}")
+        for cycle in range(args.cycles):
+            what = ", ".join(edit(config, rng) for _ in range(rng.randint(1, 3)))
+            e.write(config)
+            tf_plan, nv_plan = e.tf_plan(), e.nv_plan()
+            if tf_plan != nv_plan:
+                differences.append((cycle, what, "plan", tf_plan, nv_plan))
+            tf_apply = e.tf("apply", "-auto-approve", "tf.plan")
+            nv_apply = e.nv("apply", "--auto-approve")
+            if (tf_apply.returncode == 0) != (nv_apply.returncode == 0):
+                differences.append((cycle, what, "apply", tf_apply.stdout[-400:] + tf_apply.stderr[-400:],
+                                    nv_apply.stdout[-400:] + nv_apply.stderr[-400:]))
+                break
+            tf_state, nv_state = e.states()
+            if tf_state != nv_state:
+                differences.append((cycle, what, "state", tf_state, nv_state))
+            tf_again = e.tf("plan", "-detailed-exitcode").returncode
+            nv_again = e.nv("plan", "--detailed-exitcode").returncode
+            if (tf_again, nv_again) != (0, 0):
+                differences.append((cycle, what, "second plan exit", tf_again, nv_again))
+            print(f"cycle {cycle}: {what}: {len(tf_plan)} change(s)", flush=True)
+    finally:
+        if args.keep or differences:
+            print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    for d in differences:
+        print("DIFFERENCE cycle %d (%s), %s:\n  terraform: %s\n  nivis:     %s" % d)
+    print(f"{args.cycles} cycle(s), seed {args.seed}: {len(differences)} difference(s)")
+    return 1 if differences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
