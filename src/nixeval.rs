@@ -316,7 +316,7 @@ fn run_eval(
 
 /// Makes `fd` (opened close-on-exec, as Rust opens everything) survive into `cmd`'s process
 /// only: no other child (a provider) inherits it.
-fn keep_open_in_child(cmd: &mut Command, fd: RawFd) {
+pub(crate) fn keep_open_in_child(cmd: &mut Command, fd: RawFd) {
     use std::os::unix::process::CommandExt;
     // SAFETY: fcntl is async-signal-safe; the closure touches nothing else.
     unsafe {

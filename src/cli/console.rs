@@ -51,7 +51,10 @@ fn start(args: &ConsoleArgs) -> Result<i32, String> {
         .write("console.nix", text.as_bytes())
         .map_err(|e| format!("cannot write the console's file: {e}"))?;
     outln!("Loaded: outputs, ledger, plan (the IR), planFunction, lib. Sensitive outputs are placeholders. :q quits.");
-    let status = Command::new(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()))
+    let mut cmd = Command::new(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()));
+    // The file's path is under the run directory's descriptor (`/proc/self/fd/N/…`).
+    crate::nixeval::keep_open_in_child(&mut cmd, dir.inherit_fd());
+    let status = cmd
         .args([
             "--extra-experimental-features",
             "nix-command flakes",

@@ -322,10 +322,13 @@ fn a_directory_without_flake_nix_is_never_handed_to_nix() {
             "the marker was copied into /nix/store/{new}"
         );
     }
-    // State commands that need no plan still work there.
+    // State commands that need no plan still work there: no state yet is said plainly (exit
+    // 1), never a Nix error.
     let state = m.root.join("s/nivis.state.json").display().to_string();
     let out = m.nivis(&dir, &["state", "list", "--state", &state]);
-    assert_success(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("No state found"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("/nix/store"), "{}", stderr(&out));
 }
 
 #[test]
