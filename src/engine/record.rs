@@ -66,7 +66,7 @@ impl Recorder {
     /// Whether to start nothing new: a write failed, or the state's filesystem is full (what
     /// is running still fits in the space the store keeps free).
     pub(super) fn halted(&self, holder: &dyn LockedStore) -> bool {
-        self.failure.is_some() || holder.space_error().is_some()
+        self.failure.is_some() || holder.space_error().is_some() || holder.lock_lost().is_some()
     }
 
     /// [`Recorder::settle`] after a scheduler run whose `statuses` say what never started.
@@ -96,9 +96,12 @@ impl Recorder {
     ) -> Option<WriteFailure> {
         self.flush(holder, sink);
         let Some(failure) = self.failure.take() else {
-            let cause = holder.space_error().filter(|_| not_started > 0)?;
+            let cause = holder
+                .lock_lost()
+                .or_else(|| holder.space_error().map(|e| e.to_string()))
+                .filter(|_| not_started > 0)?;
             return Some(WriteFailure {
-                cause: cause.to_string(),
+                cause,
                 outcome: Outcome::AllRecorded,
                 not_started,
                 remedy: holder.remedy(),

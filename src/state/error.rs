@@ -69,6 +69,14 @@ pub enum StateError {
         /// The live holder.
         holder: Box<LockHolder>,
     },
+    /// `force-unlock` without `--force` of a lock kept for rescued results (its record says
+    /// where they are).
+    LockKeptForRescue {
+        /// The lock.
+        path: PathBuf,
+        /// The holder that kept it, with [`LockHolder::kept`] set.
+        holder: Box<LockHolder>,
+    },
     /// The remote (S3) store failed or refused; the error names what and what to do.
     Remote(Box<super::s3::RemoteError>),
     /// An earlier write to this store failed in a way that leaves the file contents uncertain
@@ -138,6 +146,10 @@ impl fmt::Display for StateError {
                 if !waited.is_zero() {
                     write!(f, "; gave up after waiting {} ms", waited.as_millis())?;
                 }
+                if holder.as_ref().is_some_and(|h| h.kept.is_some()) {
+                    // The record already says where the results are and what to do.
+                    return Ok(());
+                }
                 write!(
                     f,
                     ". Wait for it to finish and retry (or allow a longer wait with \
@@ -196,6 +208,13 @@ impl fmt::Display for StateError {
                  nothing was changed. Let it finish or stop it first (`--force` removes the \
                  lock anyway, and then two commands can write the state at once)",
                 path.display()
+            ),
+            StateError::LockKeptForRescue { path, holder } => write!(
+                f,
+                "the state lock {} was left by {holder}. Nothing was changed; `nivis \
+                 force-unlock {} --force` removes it anyway",
+                path.display(),
+                holder.id
             ),
             StateError::Remote(e) => write!(f, "{e}"),
             StateError::Poisoned { path, cause } => write!(

@@ -299,7 +299,7 @@ impl Store {
     /// the module doc of [`crate::state`]) and returns its path. The next [`open`](Store::open)
     /// commits them first. Fails if a rescue file already exists.
     pub fn rescue(&self, changes: &[Change]) -> Result<PathBuf, StateError> {
-        rescue::write(&self.paths.rescue, &self.state, changes)?;
+        rescue::write(&self.paths.rescue, &self.state, changes, None)?;
         Ok(self.paths.rescue.clone())
     }
 

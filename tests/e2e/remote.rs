@@ -15,14 +15,14 @@ use super::weed::{Weed, BUCKET};
 use crate::util::*;
 
 /// One "machine": a project directory with its own rescue directory, talking to `weed`.
-struct Machine {
-    project: Project,
+pub(super) struct Machine {
+    pub(super) project: Project,
     flags: Vec<String>,
-    rescue: tempfile::TempDir,
+    pub(super) rescue: tempfile::TempDir,
 }
 
 impl Machine {
-    fn new(weed: &Weed, key: &str, body: &str) -> Machine {
+    pub(super) fn new(weed: &Weed, key: &str, body: &str) -> Machine {
         let rescue = tempfile::tempdir().unwrap();
         let mut project =
             Project::new(body).env("NIVIS_RESCUE_DIR", &rescue.path().display().to_string());
@@ -36,24 +36,30 @@ impl Machine {
         }
     }
 
-    fn env(mut self, k: &str, v: &str) -> Machine {
+    pub(super) fn env(mut self, k: &str, v: &str) -> Machine {
         self.project = self.project.env(k, v);
         self
     }
 
-    fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
+    pub(super) fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
         let mut args: Vec<&str> = self.flags.iter().map(String::as_str).collect();
         args.extend(extra);
         self.project.run(verb, &args)
     }
 
-    fn cmd(&self, args: &[&str]) -> Output {
+    pub(super) fn cmd(&self, args: &[&str]) -> Output {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(self.flags.iter().map(String::as_str));
         self.project.state_cmd(&all)
     }
 
-    fn spawn_apply(&self, extra: &[&str]) -> Child {
+    pub(super) fn spawn_apply(&self, extra: &[&str]) -> Child {
+        self.spawn_apply_with(extra, Stdio::piped())
+    }
+
+    /// [`Machine::spawn_apply`] with its stderr going to `stderr` (a file: a stopped reader
+    /// never blocks it).
+    pub(super) fn spawn_apply_with(&self, extra: &[&str], stderr: Stdio) -> Child {
         let mut cmd = Command::new(nivis_bin());
         cmd.args(["apply", "--auto-approve", "--file"])
             .arg(&self.project.plan)
@@ -64,28 +70,28 @@ impl Machine {
             .current_dir(self.project.dir.path())
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stderr(stderr);
         for (k, v) in &self.project.env {
             cmd.env(k, v);
         }
         cmd.spawn().expect("spawn nivis apply")
     }
 
-    fn ids(&self) -> Vec<String> {
+    pub(super) fn ids(&self) -> Vec<String> {
         let out = self.cmd(&["state", "list"]);
         assert_success(&out);
         stdout(&out).lines().map(str::to_string).collect()
     }
 
     /// The state as `nivis state pull` prints it (this machine's rescue file applied).
-    fn pulled(&self) -> StateFile {
+    pub(super) fn pulled(&self) -> StateFile {
         let out = self.cmd(&["state", "pull", "--out", "-"]);
         assert_success(&out);
         serde_json::from_slice(&out.stdout).expect("state pull prints a state")
     }
 
     /// The state as the bucket holds it, without this machine's rescue file.
-    fn pulled_from_bucket(&self) -> StateFile {
+    pub(super) fn pulled_from_bucket(&self) -> StateFile {
         let nowhere = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(nivis_bin());
         cmd.args(["state", "pull", "--out", "-", "--state"])
@@ -103,7 +109,7 @@ impl Machine {
         serde_json::from_slice(&out.stdout).expect("state pull prints a state")
     }
 
-    fn rescue_files(&self) -> Vec<PathBuf> {
+    pub(super) fn rescue_files(&self) -> Vec<PathBuf> {
         std::fs::read_dir(self.rescue.path())
             .map(|d| d.flatten().map(|e| e.path()).collect())
             .unwrap_or_default()
@@ -111,7 +117,7 @@ impl Machine {
 }
 
 /// `n` independent fake resources labelled `PREFIX0..`, `n` from `--var n=N` (default `n`).
-fn tokens(n: usize, prefix: &str) -> String {
+pub(super) fn tokens(n: usize, prefix: &str) -> String {
     format!(
         "ledger: let decls = {{ n = {{ type = \"number\"; default = {n}; }}; }}; n = (lib.vars ledger decls).n; in \
          lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
@@ -120,7 +126,7 @@ fn tokens(n: usize, prefix: &str) -> String {
     )
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
         assert!(start.elapsed() < limit, "timed out waiting for {what}");

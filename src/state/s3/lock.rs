@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use super::client::{Client, Condition, S3Error};
 use super::RemoteError;
-use crate::state::holder::{check_force_unlock, unix_now, ForceUnlock, Liveness, LockWait};
+use crate::state::holder::{
+    check_force_unlock, unix_now, ForceUnlock, KeptFor, Liveness, LockWait,
+};
 use crate::state::{LockHolder, StateError};
 
 /// A lock this process holds.
@@ -25,6 +27,8 @@ use crate::state::{LockHolder, StateError};
 pub struct HeldLock {
     pub key: String,
     pub holder: LockHolder,
+    /// The lock object's ETag as last written or seen by us.
+    pub etag: String,
 }
 
 /// The lock object `key`, as found: its holder (`None`: not a lock record) and ETag.
@@ -50,22 +54,30 @@ pub fn acquire(
     let body = serde_json::to_vec_pretty(&holder).expect("a lock holder serialises");
     loop {
         let current = match client.put(key, &body, Condition::Absent) {
-            Ok(_) => {
+            Ok(w) => {
                 return Ok(HeldLock {
                     key: key.to_string(),
                     holder,
+                    etag: w.etag,
                 })
             }
             Err(S3Error::PreconditionFailed { attempts, .. }) => {
-                let current = read(client, key)?.and_then(|f| f.holder);
+                let found = read(client, key)?;
                 // A retried create that meets our own first attempt.
-                if attempts > 1 && current.as_ref().is_some_and(|h| h.id == holder.id) {
-                    return Ok(HeldLock {
-                        key: key.to_string(),
-                        holder,
-                    });
+                if let Some(Found {
+                    holder: Some(h),
+                    etag,
+                }) = &found
+                {
+                    if attempts > 1 && h.id == holder.id {
+                        return Ok(HeldLock {
+                            key: key.to_string(),
+                            holder,
+                            etag: etag.clone(),
+                        });
+                    }
                 }
-                current
+                found.and_then(|f| f.holder)
             }
             Err(e) => return Err(RemoteError::s3(format!("take the lock {key}"), e).into()),
         };
@@ -79,6 +91,36 @@ pub fn acquire(
             });
         }
     }
+}
+
+/// Checks that the lock object still holds our record: the fencing check a writer makes before
+/// and after a write when it may have been paused (see `store::Fence`). `Err(Some(holder))`: the
+/// lock now belongs to `holder`; `Err(None)`: there is no lock (or no readable record).
+pub fn still_ours(
+    client: &Client,
+    held: &HeldLock,
+) -> Result<Result<(), Option<LockHolder>>, StateError> {
+    Ok(match read(client, &held.key)? {
+        Some(Found {
+            holder: Some(h), ..
+        }) if h.id == held.holder.id => Ok(()),
+        Some(found) => Err(found.holder),
+        None => Err(None),
+    })
+}
+
+/// Rewrites our lock record to say that it is kept for `kept` (rescued results), so that every
+/// other machine is told where they are and `force-unlock` refuses without `--force`.
+pub fn keep_for(client: &Client, held: &mut HeldLock, kept: KeptFor) -> Result<(), StateError> {
+    let mut holder = held.holder.clone();
+    holder.kept = Some(kept);
+    let body = serde_json::to_vec_pretty(&holder).expect("a lock holder serialises");
+    let written = client
+        .put(&held.key, &body, Condition::Matches(&held.etag))
+        .map_err(|e| RemoteError::s3(format!("mark the lock {} as kept", held.key), e))?;
+    held.holder = holder;
+    held.etag = written.etag;
+    Ok(())
 }
 
 /// The lock object `key`, if there is one.

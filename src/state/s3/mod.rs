@@ -68,6 +68,15 @@ pub enum RemoteError {
     Conflict { state: String, detail: String },
     /// Bad configuration or keys, or a rescue file that cannot be recorded.
     Invalid(String),
+    /// This writer's lock was taken away (forced open while it was paused or cut off): it
+    /// writes nothing more.
+    LockLost {
+        state: String,
+        /// Our lock's id.
+        id: String,
+        /// Who holds the lock now (`None`: nobody, or no readable record).
+        now: Option<Box<crate::state::LockHolder>>,
+    },
 }
 
 impl RemoteError {
@@ -104,6 +113,19 @@ impl fmt::Display for RemoteError {
                  current state"
             ),
             RemoteError::Invalid(msg) => write!(f, "{msg}"),
+            RemoteError::LockLost { state, id, now } => {
+                write!(f, "this run's lock {id} of {state} was taken away (")?;
+                match now {
+                    Some(h) => write!(f, "it is now held by {h}; lock id {}", h.id)?,
+                    None => write!(f, "there is no lock now")?,
+                }
+                write!(
+                    f,
+                    "): the lock was forced open while this run was paused or cut off, and \
+                     another run may have changed the state since. This run started nothing \
+                     more and writes nothing more to the state"
+                )
+            }
         }
     }
 }
