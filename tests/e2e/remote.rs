@@ -696,14 +696,16 @@ mod store {
             "the second writer starts from what was recorded"
         );
         second.commit(&[put("b")]).unwrap();
-        // The first writer's next commit cannot land beside the second's: it is refused, and
-        // refused again when retried; its result goes to this machine's rescue file.
+        // The first writer's next commit cannot land beside the second's: it is refused (its
+        // lock is gone), and refused again when retried; its result goes to this machine's
+        // rescue file, bound to the lost lock.
         let err = first.commit(&[put("c")]).unwrap_err();
         assert!(matches!(err, StateError::Remote(_)), "{err:?}");
         assert!(
-            err.to_string().contains("changed by another writer"),
+            err.to_string().contains(&format!("lock {id} of")),
             "{err}"
         );
+        assert!(first.lock_lost().is_some());
         let again = first.recommit(&[put("c")]).unwrap_err();
         assert!(matches!(again, StateError::Poisoned { .. }), "{again:?}");
         let kept = first.rescue(&[put("c")]).unwrap();
@@ -713,8 +715,10 @@ mod store {
             first.close().is_err(),
             "the fenced writer cannot compact over the second"
         );
-        // The bucket holds what the two writers recorded; this machine also sees the rescued
-        // result, and the next writer records it first.
+        // The bucket holds what the second writer and the first before the break recorded. The
+        // rescue file belongs to the lost lock: the state moved on without it, so neither a
+        // reader applies it nor the next writer records it; that writer sets it aside and says
+        // so.
         let client_state = |key: &str| -> Vec<String> {
             let body = client.get(key).unwrap().unwrap().body;
             let state: nivis::state::StateFile = serde_json::from_slice(&body).unwrap();
@@ -722,12 +726,20 @@ mod store {
         };
         assert_eq!(client_state("fence/nivis.state"), ["a", "b"]);
         let seen = S3Store::read_only(&b).unwrap();
-        assert_eq!(seen.ids().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(seen.ids().collect::<Vec<_>>(), ["a", "b"]);
         let third = S3Store::open(&b, LockHolder::current("third"), None, None).unwrap();
-        assert_eq!(third.recovered(), ["c"]);
-        assert!(!kept.exists(), "recorded, then removed");
+        assert!(third.recovered().is_empty());
+        let note = third.notes().join("\n");
+        assert!(
+            note.contains(&format!("under the lock {id}")) && note.contains("not replayed"),
+            "{note}"
+        );
+        assert!(!kept.exists(), "set aside");
+        let aside: Vec<_> = std::fs::read_dir(rescue.path()).unwrap().flatten().collect();
+        assert_eq!(aside.len(), 1);
+        assert!(note.contains(&aside[0].path().display().to_string()), "{note}");
         third.close().unwrap();
-        assert_eq!(client_state("fence/nivis.state"), ["a", "b", "c"]);
+        assert_eq!(client_state("fence/nivis.state"), ["a", "b"]);
         std::env::remove_var("NIVIS_RESCUE_DIR");
     }
 }

@@ -506,6 +506,18 @@ impl S3Store {
         let mut state = loaded.state;
         let path = backend.rescue_path()?;
         if let Some(rescued) = rescue::read(&path)? {
+            if let Some(id) = rescued.lock.as_deref() {
+                if !lock::is_held_by(&remote.client, &remote.lock_key(), id)? {
+                    log::warn!(
+                        "the rescue file {} was written under the lock {id}, which is no longer \
+                         held: it is stale and not applied (the next apply from this machine \
+                         sets it aside); its resources: {}",
+                        path.display(),
+                        rescued.ids().join(", ")
+                    );
+                    return Ok(state);
+                }
+            }
             log::warn!(
                 "{} result(s) of an earlier run from this machine are kept in the rescue file {} \
                  and not yet in {}: {}; the next apply from this machine records them first",
@@ -590,10 +602,14 @@ impl S3Store {
             .fence(false)
             .and_then(|()| self.remote.create(&name, &line))
             .and_then(|()| self.fence(true));
-        if let Err(e) = fenced {
-            let conflict = matches!(&e, StateError::Remote(r)
-                if matches!(**r, RemoteError::Conflict { .. } | RemoteError::LockLost { .. }));
-            self.poisoned = Some(match conflict {
+        if let Err(mut e) = fenced {
+            if is_conflict(&e) {
+                // Someone else wrote: most likely our lock was forced open; say so if it was.
+                if let Err(lost) = self.fence(true) {
+                    e = lost;
+                }
+            }
+            self.poisoned = Some(match is_conflict(&e) {
                 true => Poison::Final(e.to_string()),
                 false => Poison::Retryable {
                     cause: e.to_string(),
@@ -910,6 +926,12 @@ impl StateStore for S3Store {
     fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
         S3Store::commit(self, changes)
     }
+}
+
+/// Whether `e` says that someone else wrote (or holds the lock): never retried.
+fn is_conflict(e: &StateError) -> bool {
+    matches!(e, StateError::Remote(r)
+        if matches!(**r, RemoteError::Conflict { .. } | RemoteError::LockLost { .. }))
 }
 
 fn refuse_silent_migration(url: &str, local: &Path) -> Result<(), StateError> {
