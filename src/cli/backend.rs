@@ -18,8 +18,8 @@ use super::{absolute, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
 use crate::render::{self, outln};
 use crate::state::{
-    env_state_path, parse_snapshot, Backend, ForceUnlock, LockHolder, LockedStore, StateFile,
-    Store, DEFAULT_ENV,
+    env_state_path, parse_snapshot, Backend, ForceUnlock, Liveness, LockHolder, LockedStore,
+    StateFile, Store, DEFAULT_ENV,
 };
 
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
@@ -275,8 +275,25 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
-    let ask = !args.force && std::io::stdin().is_terminal();
+    let terminal = std::io::stdin().is_terminal();
+    let ask = !args.force && terminal;
+    // Without a terminal nobody can be asked: a holder on another host, whose end (and any
+    // results it rescued there) cannot be checked from here, needs --force.
+    let mut refused = None;
     let mut confirm = |holder: Option<&LockHolder>| {
+        if let Some(h) =
+            holder.filter(|h| !args.force && !terminal && h.liveness() == Liveness::Unknown)
+        {
+            refused = Some(format!(
+                "the state lock of {} is held by {h}, on another host: whether it still runs, \
+                 or ended keeping results in a rescue file there (its error named the file), \
+                 cannot be checked from here. Nothing was changed. If it ended with rescued \
+                 results, run the command again on {} to record them; otherwise pass --force",
+                backend.describe(),
+                h.host
+            ));
+            return false;
+        }
         if !ask {
             return true;
         }
@@ -289,7 +306,11 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
             "Remove it? If that process still runs, two commands can then write the state at once.",
         )
     };
-    match backend.force_unlock(&args.lock_id, args.force, &mut confirm) {
+    let result = backend.force_unlock(&args.lock_id, args.force, &mut confirm);
+    if let Some(refused) = refused {
+        return fail(&refused);
+    }
+    match result {
         Ok(result) => {
             outln!("{}", render::escape(&result.to_string()));
             match result {

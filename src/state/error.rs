@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::holder::LockHolder;
+use super::holder::{Liveness, LockHolder};
 
 /// Why a state operation failed.
 #[derive(Debug)]
@@ -156,8 +156,21 @@ impl fmt::Display for StateError {
                      --lock-timeout); if that process is gone, run "
                 )?;
                 match holder.as_ref().filter(|h| !h.id.is_empty()) {
-                    Some(holder) => write!(f, "`nivis force-unlock {}`", holder.id),
-                    None => write!(f, "`nivis force-unlock --force unknown`"),
+                    Some(holder) => write!(f, "`nivis force-unlock {}`", holder.id)?,
+                    None => write!(f, "`nivis force-unlock --force unknown`")?,
+                }
+                match holder
+                    .as_ref()
+                    .filter(|h| h.liveness() == Liveness::Unknown)
+                {
+                    Some(h) => write!(
+                        f,
+                        " after checking host {}: if that run ended keeping results in a rescue \
+                         file there (its error named it), run the command again on {} instead, \
+                         or forcing the lock leaves them unrecorded",
+                        h.host, h.host
+                    ),
+                    None => Ok(()),
                 }
             }
             StateError::UnsupportedVersion {

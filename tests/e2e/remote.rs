@@ -701,10 +701,7 @@ mod store {
         // rescue file, bound to the lost lock.
         let err = first.commit(&[put("c")]).unwrap_err();
         assert!(matches!(err, StateError::Remote(_)), "{err:?}");
-        assert!(
-            err.to_string().contains(&format!("lock {id} of")),
-            "{err}"
-        );
+        assert!(err.to_string().contains(&format!("lock {id} of")), "{err}");
         assert!(first.lock_lost().is_some());
         let again = first.recommit(&[put("c")]).unwrap_err();
         assert!(matches!(again, StateError::Poisoned { .. }), "{again:?}");
@@ -735,9 +732,15 @@ mod store {
             "{note}"
         );
         assert!(!kept.exists(), "set aside");
-        let aside: Vec<_> = std::fs::read_dir(rescue.path()).unwrap().flatten().collect();
+        let aside: Vec<_> = std::fs::read_dir(rescue.path())
+            .unwrap()
+            .flatten()
+            .collect();
         assert_eq!(aside.len(), 1);
-        assert!(note.contains(&aside[0].path().display().to_string()), "{note}");
+        assert!(
+            note.contains(&aside[0].path().display().to_string()),
+            "{note}"
+        );
         third.close().unwrap();
         assert_eq!(client_state("fence/nivis.state"), ["a", "b"]);
         std::env::remove_var("NIVIS_RESCUE_DIR");

@@ -97,3 +97,83 @@ fn a_paused_writer_whose_lock_was_forced_open_stops_and_creates_nothing_more() {
     assert!(stdout(&plan).contains("No changes"), "{}", stdout(&plan));
     assert!(client.get("team/paused.state.lock").unwrap().is_none());
 }
+
+/// A lock record as another machine ("m1-laptop") leaves it: its holder cannot be checked from
+/// here.
+fn foreign_lock(id: &str, kept: Option<Json>) -> Vec<u8> {
+    let mut record = serde_json::json!({
+        "id": id, "pid": 4242, "host": "m1-laptop", "user": "alice",
+        "command": "nivis apply", "since": 1_700_000_000u64, "version": "0.1.0",
+    });
+    if let Some(kept) = kept {
+        record["kept"] = kept;
+    }
+    serde_json::to_vec(&record).unwrap()
+}
+
+#[test]
+fn a_lock_kept_for_results_rescued_on_another_machine_says_so_and_is_not_forced_by_accident() {
+    let weed = Weed::start();
+    let m2 = Machine::new(&weed, "team/kept.state", &tokens(3, "k"));
+    let client = weed.client();
+    let key = "team/kept.state.lock";
+    let file = "/home/alice/.local/state/nivis/rescue/nivis-e2e_team_kept.state-0123.rescue";
+    let kept = serde_json::json!({ "host": "m1-laptop", "results": 7, "file": file });
+    client
+        .put(
+            key,
+            &foreign_lock("lock-m1", Some(kept)),
+            nivis::state::s3::Condition::Always,
+        )
+        .unwrap();
+
+    // m2 is told where the results are and what to do, not to force the lock.
+    let refused = m2.run(&["apply"], &["--auto-approve"]);
+    assert!(!refused.status.success());
+    let err = stderr(&refused);
+    for needle in [
+        "kept for 7 rescued result(s) on host m1-laptop",
+        file,
+        "run the command again on m1-laptop",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from: {err}");
+    }
+    assert!(!err.contains("if that process is gone"), "{err}");
+
+    // force-unlock refuses without --force, with no terminal too, naming the host.
+    let forced = m2.cmd(&["force-unlock", "lock-m1"]);
+    assert!(!forced.status.success(), "{}", stdout(&forced));
+    assert!(
+        stderr(&forced).contains("m1-laptop") && stderr(&forced).contains("--force"),
+        "{}",
+        stderr(&forced)
+    );
+    assert!(client.get(key).unwrap().is_some(), "the lock stays");
+
+    // A plain lock of another host: the locked message says to check that host first, and
+    // force-unlock without a terminal needs --force.
+    client
+        .put(
+            key,
+            &foreign_lock("lock-m1b", None),
+            nivis::state::s3::Condition::Always,
+        )
+        .unwrap();
+    let locked = m2.run(&["apply"], &["--auto-approve"]);
+    assert!(
+        stderr(&locked).contains("after checking host m1-laptop"),
+        "{}",
+        stderr(&locked)
+    );
+    let refused = m2.cmd(&["force-unlock", "lock-m1b"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("on another host"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(client.get(key).unwrap().is_some(), "the lock stays");
+    assert_success(&m2.cmd(&["force-unlock", "lock-m1b", "--force"]));
+    assert!(client.get(key).unwrap().is_none());
+    assert_success(&m2.run(&["apply"], &["--auto-approve"]));
+}

@@ -112,7 +112,9 @@ pub fn still_ours(
 /// Whether the lock object `key` exists and holds the lock id `id` (a read-only reader asking
 /// whether a rescue file is still bound to its lock).
 pub fn is_held_by(client: &Client, key: &str, id: &str) -> Result<bool, StateError> {
-    Ok(read(client, key)?.and_then(|f| f.holder).is_some_and(|h| h.id == id))
+    Ok(read(client, key)?
+        .and_then(|f| f.holder)
+        .is_some_and(|h| h.id == id))
 }
 
 /// Rewrites our lock record to say that it is kept for `kept` (rescued results), so that every
