@@ -47,7 +47,7 @@ pub struct LockHolder {
     /// Set when the holder has ended but keeps the lock for results it could not record (see
     /// [`KeptFor`]): nobody else may work from a state that lacks them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kept: Option<KeptFor>,
+    pub kept: Option<Box<KeptFor>>,
 }
 
 /// Why a lock outlives its holder: results rescued on one machine, waiting to be recorded.

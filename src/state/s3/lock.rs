@@ -121,7 +121,7 @@ pub fn is_held_by(client: &Client, key: &str, id: &str) -> Result<bool, StateErr
 /// other machine is told where they are and `force-unlock` refuses without `--force`.
 pub fn keep_for(client: &Client, held: &mut HeldLock, kept: KeptFor) -> Result<(), StateError> {
     let mut holder = held.holder.clone();
-    holder.kept = Some(kept);
+    holder.kept = Some(Box::new(kept));
     let body = serde_json::to_vec_pretty(&holder).expect("a lock holder serialises");
     let written = client
         .put(&held.key, &body, Condition::Matches(&held.etag))

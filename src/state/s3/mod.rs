@@ -35,13 +35,15 @@
 //! # Module map
 //!
 //! `sigv4` signs, `client` talks HTTP, `xml` reads S3's answers, `lock` is the lock object,
-//! `crypt` the optional AES-GCM sealing, `store` the [`S3Store`] itself, `config` the backend
+//! `crypt` the optional AES-GCM sealing, `remote` the state's objects and conditional writes on
+//! them, `store` the [`S3Store`] itself (lock, fencing, rescue), `config` the backend
 //! configuration (and where the rescue file lives).
 
 mod client;
 pub(crate) mod config;
 mod crypt;
 mod lock;
+mod remote;
 mod sigv4;
 
 /// RFC 3986 percent-encoding (also used for `git+file:` flake references).
