@@ -66,8 +66,7 @@ impl fmt::Display for KeptFor {
         write!(
             f,
             "kept for {} rescued result(s) on host {} (rescue file {}): run the command again on \
-             {} to record them (or copy that file to the same path on this machine); forcing \
-             the lock open leaves those objects unrecorded",
+             {} to record them; forcing the lock open leaves those objects unrecorded",
             self.results, self.host, self.file, self.host
         )
     }
