@@ -177,3 +177,43 @@ fn a_lock_kept_for_results_rescued_on_another_machine_says_so_and_is_not_forced_
     assert!(client.get(key).unwrap().is_none());
     assert_success(&m2.run(&["apply"], &["--auto-approve"]));
 }
+
+#[test]
+fn a_local_state_directory_moved_mid_apply_stops_the_run_and_names_what_is_unrecorded() {
+    let mut p = Project::new(&tokens(300, "l")).env("NIVIS_FAKE_SLOW_MS", "40");
+    p = p.with_object_log();
+    let dir = p.dir.path().join("st");
+    std::fs::create_dir(&dir).unwrap();
+    let state = dir.join("nivis.state.json");
+    let err_path = p.dir.path().join("apply.stderr");
+    let mut run = std::process::Command::new(nivis_bin())
+        .args(["apply", "--auto-approve", "--file"])
+        .arg(&p.plan)
+        .arg("--state")
+        .arg(&state)
+        .current_dir(p.dir.path())
+        .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let journal = dir.join("nivis.state.json.journal");
+    wait_for("results recorded", Duration::from_secs(60), || {
+        std::fs::read_to_string(&journal).is_ok_and(|j| j.lines().count() >= 3)
+    });
+    let moved = p.dir.path().join("st.moved");
+    std::fs::rename(&dir, &moved).unwrap();
+    let status = run.wait().unwrap();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert!(
+        !status.success(),
+        "a run whose state moved away must fail: {err}"
+    );
+    assert!(err.contains("removed or moved"), "{err}");
+    assert!(!err.contains("run again"), "{err}");
+    // What the moved state records plus what the error lists is everything alive, once.
+    let recorded =
+        recorded_in(&nivis::state::Store::read_only(&moved.join("nivis.state.json")).unwrap());
+    p.assert_remote_matches(&recorded, &listed_ids(&err));
+    assert!(p.objects().created() < 300, "dispatch stopped");
+}
