@@ -213,7 +213,7 @@ fn a_local_state_directory_moved_mid_apply_stops_the_run_and_names_what_is_unrec
     assert!(!err.contains("run again"), "{err}");
     // What the moved state records plus what the error lists is everything alive, once.
     let recorded =
-        recorded_in(&nivis::state::Store::read_only(&moved.join("nivis.state.json")).unwrap());
+        recorded_in(&nivis::state::Store::read_only(moved.join("nivis.state.json")).unwrap());
     p.assert_remote_matches(&recorded, &listed_ids(&err));
     assert!(p.objects().created() < 300, "dispatch stopped");
 }
