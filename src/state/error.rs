@@ -150,6 +150,19 @@ impl fmt::Display for StateError {
                     // The record already says where the results are and what to do.
                     return Ok(());
                 }
+                if holder
+                    .as_ref()
+                    .is_some_and(|h| h.liveness() == Liveness::Gone)
+                {
+                    // On the holder's own host a dead pid is a fact, not a guess.
+                    return write!(
+                        f,
+                        ". That process is gone (pid {} no longer runs on this host), so \
+                         nobody will release the lock: run `nivis force-unlock {}`",
+                        holder.as_ref().map_or(0, |h| h.pid),
+                        holder.as_ref().map_or("", |h| h.id.as_str())
+                    );
+                }
                 write!(
                     f,
                     ". Wait for it to finish and retry (or allow a longer wait with \

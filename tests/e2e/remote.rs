@@ -209,6 +209,12 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
         "{}",
         stderr(&still)
     );
+    // On the holder's own host its death is known, and said.
+    assert!(
+        stderr(&still).contains(&format!("That process is gone (pid {}", holder.id())),
+        "{}",
+        stderr(&still)
+    );
     let wrong = b.cmd(&["force-unlock", "not-the-id"]);
     assert!(!wrong.status.success());
     assert!(stderr(&wrong).contains(&lock_id), "{}", stderr(&wrong));
