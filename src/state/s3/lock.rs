@@ -1,8 +1,9 @@
 //! The remote state lock: an object `KEY.lock` created with `If-None-Match: *`.
 //!
 //! Owns: acquiring it with a wait, releasing only a lock that is still ours (checked by id,
-//! deleted with `If-Match` on its ETag), removing it for `force-unlock`, and taking over the lock
-//! of a run on this machine that is gone when its results wait in the rescue file. The object holds a [`LockHolder`] as JSON, the
+//! deleted with `If-Match` on its ETag), removing it for `force-unlock`, taking over the lock
+//! of a run on this machine that is gone when its results wait in the rescue file, the fencing
+//! read (`still_ours`) and marking our lock as kept for rescued results (`keep_for`). The object holds a [`LockHolder`] as JSON, the
 //! same record the local lock file holds, and `force-unlock` applies the same checks
 //! ([`check_force_unlock`]): the id must match, and a holder alive on this host keeps it unless
 //! forced. Not: what the lock protects (see `store`).

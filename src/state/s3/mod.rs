@@ -30,7 +30,16 @@
 //! changes to [`S3Store::rescue`]: the same rescue file as the local store's (`state::rescue`),
 //! kept in a private directory of this machine (see [`S3Backend::rescue_path`]). The lock stays
 //! held until the next run from this machine has taken it over and recorded the rescue file,
-//! before anything else.
+//! before anything else; the lock record says it is kept for it when the bucket takes that
+//! write, and the rescue file names the lock it was written under (a file whose lock was forced
+//! open since is set aside, never replayed).
+//!
+//! # Fencing
+//!
+//! A writer reads its lock after every segment it writes, and before writing or dispatching
+//! once 250 ms have passed on the boot clock (which counts SIGSTOP and suspend): a writer whose
+//! lock was forced open while it was paused stops before its next provider call, and a segment
+//! it wrote meanwhile is never counted as recorded (DESIGN §99).
 //!
 //! # Module map
 //!
