@@ -171,10 +171,19 @@ pub fn push(t: &StateTarget, file: &Path, force: bool) -> i32 {
     };
     let current = store.state();
     let fresh = current.is_empty() && current.serial == 0;
+    // What the push would drop, named whatever else is said: records are objects that exist.
+    let dropped: Vec<&str> = current.ids().filter(|id| !pushed.contains(id)).collect();
+    let drops = match dropped.len() {
+        0 => String::new(),
+        n => format!(
+            " It would drop {n} record(s) the state has: {}.",
+            dropped.join(", ")
+        ),
+    };
     if !force && !fresh && current.lineage != pushed.lineage {
         return fail(&format!(
             "{} belongs to state lineage {}, but {} has lineage {}: it is another state. \
-             Nothing was changed; pass --force to replace it anyway",
+             Nothing was changed; pass --force to replace it anyway.{drops}",
             file.display(),
             pushed.lineage,
             backend.describe(),
@@ -184,19 +193,28 @@ pub fn push(t: &StateTarget, file: &Path, force: bool) -> i32 {
     if !force && pushed.serial < current.serial {
         return fail(&format!(
             "{} has serial {}, older than the serial {} of {}: the state was written since it \
-             was pulled. Nothing was changed; pull again and redo the edit, or pass --force",
+             was pulled. Nothing was changed; pull again and redo the edit, or pass --force.\
+             {drops}",
             file.display(),
             pushed.serial,
             current.serial,
             backend.describe()
         ));
     }
-    let done = format!(
+    let mut done = format!(
         "Pushed {} to {}: {} resource(s).",
         file.display(),
         backend.describe(),
         pushed.len()
     );
+    if !dropped.is_empty() {
+        done.push_str(&format!(
+            " Dropped {} record(s) the state had (their objects still exist; `nivis import` \
+             adopts one again): {}.",
+            dropped.len(),
+            dropped.join(", ")
+        ));
+    }
     replace_and_close(store, pushed, &done)
 }
 

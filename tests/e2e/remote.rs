@@ -475,8 +475,21 @@ fn push_checks_lineage_and_serial_and_migration_is_explicit() {
         .to_string();
     let refused = m.cmd(&["state", "push", &other_file]);
     assert!(stderr(&refused).contains("lineage"), "{}", stderr(&refused));
+    // Refused or forced, the push names the records it drops.
+    assert!(
+        stderr(&refused).contains("would drop 1 record(s) the state has: alpha.alpha_token.t__0"),
+        "{}",
+        stderr(&refused)
+    );
     assert_eq!(m.ids().len(), 4, "nothing changed");
-    assert_success(&m.cmd(&["state", "push", &other_file, "--force"]));
+    let forced = m.cmd(&["state", "push", &other_file, "--force"]);
+    assert_success(&forced);
+    assert!(
+        stdout(&forced).contains("Dropped 1 record(s)")
+            && stdout(&forced).contains("alpha.alpha_token.t__0"),
+        "{}",
+        stdout(&forced)
+    );
     assert_eq!(m.ids().len(), 3);
 }
 
