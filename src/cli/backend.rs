@@ -20,8 +20,8 @@ use crate::nixeval::{self, PlanSource};
 use crate::project::{Identity, Placement};
 use crate::render::{self, outln};
 use crate::state::{
-    env_state_path, parse_snapshot, Backend, ForceUnlock, LockHolder, LockedStore, StateFile,
-    Store, DEFAULT_ENV,
+    env_state_path, parse_snapshot, Backend, ForceUnlock, Liveness, LockHolder, LockedStore,
+    StateFile, Store, DEFAULT_ENV,
 };
 
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
@@ -222,10 +222,19 @@ pub fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Duration>) -
     };
     let current = store.state();
     let fresh = current.is_empty() && current.serial == 0;
+    // What the push would drop, named whatever else is said: records are objects that exist.
+    let dropped: Vec<&str> = current.ids().filter(|id| !pushed.contains(id)).collect();
+    let drops = match dropped.len() {
+        0 => String::new(),
+        n => format!(
+            " It would drop {n} record(s) the state has: {}.",
+            dropped.join(", ")
+        ),
+    };
     if !force && !fresh && current.lineage != pushed.lineage {
         return fail(&format!(
             "{} belongs to state lineage {}, but {} has lineage {}: it is another state. \
-             Nothing was changed; pass --force to replace it anyway",
+             Nothing was changed; pass --force to replace it anyway.{drops}",
             file.display(),
             pushed.lineage,
             backend.describe(),
@@ -235,19 +244,28 @@ pub fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Duration>) -
     if !force && pushed.serial < current.serial {
         return fail(&format!(
             "{} has serial {}, older than the serial {} of {}: the state was written since it \
-             was pulled. Nothing was changed; pull again and redo the edit, or pass --force",
+             was pulled. Nothing was changed; pull again and redo the edit, or pass --force.\
+             {drops}",
             file.display(),
             pushed.serial,
             current.serial,
             backend.describe()
         ));
     }
-    let done = format!(
+    let mut done = format!(
         "Pushed {} to {}: {} resource(s).",
         file.display(),
         backend.describe(),
         pushed.len()
     );
+    if !dropped.is_empty() {
+        done.push_str(&format!(
+            " Dropped {} record(s) the state had (their objects still exist; `nivis import` \
+             adopts one again): {}.",
+            dropped.len(),
+            dropped.join(", ")
+        ));
+    }
     replace_and_close(store, pushed, &done)
 }
 
@@ -326,8 +344,25 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
-    let ask = !args.force && std::io::stdin().is_terminal();
+    let terminal = std::io::stdin().is_terminal();
+    let ask = !args.force && terminal;
+    // Without a terminal nobody can be asked: a holder on another host, whose end (and any
+    // results it rescued there) cannot be checked from here, needs --force.
+    let mut refused = None;
     let mut confirm = |holder: Option<&LockHolder>| {
+        if let Some(h) =
+            holder.filter(|h| !args.force && !terminal && h.liveness() == Liveness::Unknown)
+        {
+            refused = Some(format!(
+                "the state lock of {} is held by {h}, on another host: whether it still runs, \
+                 or ended keeping results in a rescue file there (its error named the file), \
+                 cannot be checked from here. Nothing was changed. If it ended with rescued \
+                 results, run the command again on {} to record them; otherwise pass --force",
+                backend.describe(),
+                h.host
+            ));
+            return false;
+        }
         if !ask {
             return true;
         }
@@ -340,7 +375,11 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
             "Remove it? If that process still runs, two commands can then write the state at once.",
         )
     };
-    match backend.force_unlock(&args.lock_id, args.force, &mut confirm) {
+    let result = backend.force_unlock(&args.lock_id, args.force, &mut confirm);
+    if let Some(refused) = refused {
+        return fail(&refused);
+    }
+    match result {
         Ok(result) => {
             outln!("{}", render::escape(&result.to_string()));
             match result {

@@ -66,7 +66,7 @@ impl Recorder {
     /// Whether to start nothing new: a write failed, or the state's filesystem is full (what
     /// is running still fits in the space the store keeps free).
     pub(super) fn halted(&self, holder: &dyn LockedStore) -> bool {
-        self.failure.is_some() || holder.space_error().is_some()
+        self.failure.is_some() || holder.space_error().is_some() || holder.lock_lost().is_some()
     }
 
     /// [`Recorder::settle`] after a scheduler run whose `statuses` say what never started.
@@ -96,9 +96,12 @@ impl Recorder {
     ) -> Option<WriteFailure> {
         self.flush(holder, sink);
         let Some(failure) = self.failure.take() else {
-            let cause = holder.space_error().filter(|_| not_started > 0)?;
+            let cause = holder
+                .lock_lost()
+                .or_else(|| holder.space_error().map(|e| e.to_string()))
+                .filter(|_| not_started > 0)?;
             return Some(WriteFailure {
-                cause: cause.to_string(),
+                cause,
                 outcome: Outcome::AllRecorded,
                 not_started,
                 remedy: holder.remedy(),
@@ -256,7 +259,7 @@ impl fmt::Display for WriteFailure {
                 write!(
                     f,
                     "The state could not take their results, so they were saved to the rescue \
-                     file {} (mode 0600), which the next run records before anything else.",
+                     file {} (mode 0600).",
                     path.display()
                 )?;
                 write_objects(
@@ -276,10 +279,34 @@ impl fmt::Display for WriteFailure {
                     "exist but the state does not record them; import or delete them before \
                      the next apply, or it will create them again",
                 )?;
+                // The store's remedy would end in "run again", which creates them twice.
+                return write_imports(f, objects);
             }
         }
         write!(f, "\n{}", self.remedy)
     }
+}
+
+/// What to do after results were recorded nowhere: make the state writable, adopt each object
+/// that exists, and only then apply.
+fn write_imports(f: &mut fmt::Formatter<'_>, objects: &[Unrecorded]) -> fmt::Result {
+    write!(
+        f,
+        "\nA plain rerun would create these objects a second time. Once the state can be \
+         written again, adopt each (or delete it with the provider's own tools) before the next \
+         apply:"
+    )?;
+    for u in objects.iter().filter(|u| !u.deleted) {
+        match &u.object_id {
+            Some(id) => write!(f, "\n  nivis import {} {id}", u.id)?,
+            None => write!(
+                f,
+                "\n  nivis import {} <ID> (find the id with the provider)",
+                u.id
+            )?,
+        }
+    }
+    Ok(())
 }
 
 /// Lists `objects`: those that exist (`exist` says what became of them), then the deleted ones.
@@ -307,4 +334,40 @@ fn write_objects(f: &mut fmt::Formatter<'_>, objects: &[Unrecorded], exist: &str
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_recorded_nowhere_name_import_commands_never_a_plain_rerun() {
+        let failure = WriteFailure {
+            cause: "disk full".into(),
+            outcome: Outcome::Lost {
+                reason: "rescue file: read-only file system".into(),
+                objects: vec![
+                    Unrecorded {
+                        id: "alpha.alpha_token.t__1".into(),
+                        object_id: Some("alpha-7".into()),
+                        deleted: false,
+                    },
+                    Unrecorded {
+                        id: "alpha.alpha_token.t__2".into(),
+                        object_id: None,
+                        deleted: true,
+                    },
+                ],
+            },
+            not_started: 3,
+            remedy: "Free space on the filesystem, then run again.".into(),
+        };
+        let text = failure.to_string();
+        assert!(
+            text.contains("nivis import alpha.alpha_token.t__1 alpha-7"),
+            "{text}"
+        );
+        assert!(!text.contains("import alpha.alpha_token.t__2"), "{text}");
+        assert!(!text.contains("run again"), "{text}");
+    }
 }

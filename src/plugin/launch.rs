@@ -144,7 +144,8 @@ impl fmt::Display for LaunchError {
             } => {
                 write!(
                     f,
-                    "provider {name} did not complete the plugin handshake within {after:?}"
+                    "provider {name} did not complete the plugin handshake within {}",
+                    humantime_secs(*after)
                 )?;
                 write_tail(f, stderr)
             }
@@ -363,7 +364,9 @@ impl PluginProcess {
                     self.kill();
                     return Err(LaunchError::Timeout {
                         name: self.name.clone(),
-                        after: started.elapsed(),
+                        // The limit the user set, not the instant we noticed ("60s", not
+                        // "60.045661165s").
+                        after: timeout,
                         stderr: self.stderr_tail(),
                     });
                 }
@@ -520,9 +523,29 @@ fn level_from_name(name: &str) -> log::Level {
     }
 }
 
+/// `d` as whole seconds ("60s"), or milliseconds below a second ("500ms").
+fn humantime_secs(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_handshake_timeout_reads_as_the_limit() {
+        let e = LaunchError::Timeout {
+            name: "alpha".into(),
+            after: Duration::from_secs(60),
+            stderr: String::new(),
+        };
+        assert!(e.to_string().contains("handshake within 60s"), "{e}");
+        assert_eq!(humantime_secs(Duration::from_millis(500)), "500ms");
+    }
 
     #[test]
     fn handshake_variants() {

@@ -46,6 +46,11 @@ pub trait LockedStore: StateStore {
     /// What the user should do after a write failed, once the results are recorded, rescued or
     /// listed.
     fn remedy(&self) -> String;
+    /// Why to start nothing more because this run's lock was taken away (forced open while it
+    /// was paused), if so. Cheap: the store reads its lock only once a bound has passed.
+    fn lock_lost(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The warning for results recorded from a rescue file at open.
@@ -121,12 +126,17 @@ impl LockedStore for S3Store {
     fn warnings(&self) -> Vec<String> {
         recovered_warning(self.recovered(), self.rescue_path(), self.url())
             .into_iter()
+            .chain(self.notes().iter().cloned())
             .chain(self.plaintext_warning())
             .collect()
     }
 
     fn remedy(&self) -> String {
         S3Store::remedy(self)
+    }
+
+    fn lock_lost(&self) -> Option<String> {
+        S3Store::lock_lost(self)
     }
 }
 

@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::holder::LockHolder;
+use super::holder::{Liveness, LockHolder};
 
 /// Why a state operation failed.
 #[derive(Debug)]
@@ -67,6 +67,14 @@ pub enum StateError {
         /// The lock file.
         path: PathBuf,
         /// The live holder.
+        holder: Box<LockHolder>,
+    },
+    /// `force-unlock` without `--force` of a lock kept for rescued results (its record says
+    /// where they are).
+    LockKeptForRescue {
+        /// The lock.
+        path: PathBuf,
+        /// The holder that kept it, with [`LockHolder::kept`] set.
         holder: Box<LockHolder>,
     },
     /// The remote (S3) store failed or refused; the error names what and what to do.
@@ -138,14 +146,44 @@ impl fmt::Display for StateError {
                 if !waited.is_zero() {
                     write!(f, "; gave up after waiting {} ms", waited.as_millis())?;
                 }
+                if holder.as_ref().is_some_and(|h| h.kept.is_some()) {
+                    // The record already says where the results are and what to do.
+                    return Ok(());
+                }
+                if holder
+                    .as_ref()
+                    .is_some_and(|h| h.liveness() == Liveness::Gone)
+                {
+                    // On the holder's own host a dead pid is a fact, not a guess.
+                    return write!(
+                        f,
+                        ". That process is gone (pid {} no longer runs on this host), so \
+                         nobody will release the lock: run `nivis force-unlock {}`",
+                        holder.as_ref().map_or(0, |h| h.pid),
+                        holder.as_ref().map_or("", |h| h.id.as_str())
+                    );
+                }
                 write!(
                     f,
                     ". Wait for it to finish and retry (or allow a longer wait with \
                      --lock-timeout); if that process is gone, run "
                 )?;
                 match holder.as_ref().filter(|h| !h.id.is_empty()) {
-                    Some(holder) => write!(f, "`nivis force-unlock {}`", holder.id),
-                    None => write!(f, "`nivis force-unlock --force unknown`"),
+                    Some(holder) => write!(f, "`nivis force-unlock {}`", holder.id)?,
+                    None => write!(f, "`nivis force-unlock --force unknown`")?,
+                }
+                match holder
+                    .as_ref()
+                    .filter(|h| h.liveness() == Liveness::Unknown)
+                {
+                    Some(h) => write!(
+                        f,
+                        " after checking host {}: if that run ended keeping results in a rescue \
+                         file there (its error named it), run the command again on {} instead, \
+                         or forcing the lock leaves them unrecorded",
+                        h.host, h.host
+                    ),
+                    None => Ok(()),
                 }
             }
             StateError::UnsupportedVersion {
@@ -196,6 +234,13 @@ impl fmt::Display for StateError {
                  nothing was changed. Let it finish or stop it first (`--force` removes the \
                  lock anyway, and then two commands can write the state at once)",
                 path.display()
+            ),
+            StateError::LockKeptForRescue { path, holder } => write!(
+                f,
+                "the state lock {} was left by {holder}. Nothing was changed; `nivis \
+                 force-unlock {} --force` removes it anyway",
+                path.display(),
+                holder.id
             ),
             StateError::Remote(e) => write!(f, "{e}"),
             StateError::Poisoned { path, cause } => write!(

@@ -252,6 +252,7 @@ impl Store {
         if changes.is_empty() {
             return Ok(());
         }
+        self.check_in_place()?;
         let line =
             journal::encode(&self.state.lineage, self.state.serial, changes).map_err(|e| {
                 StateError::io(
@@ -285,6 +286,29 @@ impl Store {
         Ok(())
     }
 
+    /// Checks that the journal this store holds open is still the file at its path. A state
+    /// directory removed or moved mid-run would otherwise take every later commit with it,
+    /// unseen, and the run would end "Applied" with no state; the store refuses writes instead.
+    fn check_in_place(&mut self) -> Result<(), StateError> {
+        use std::os::unix::fs::MetadataExt;
+        let id = |m: std::fs::Metadata| (m.dev(), m.ino());
+        let held = self.journal.metadata().map(id);
+        let named = std::fs::metadata(&self.paths.journal).map(id);
+        if matches!((&held, &named), (Ok(h), Ok(n)) if h == n) {
+            return Ok(());
+        }
+        let err = StateError::io(
+            &self.paths.journal,
+            "record results in",
+            io::Error::other(
+                "it is no longer the file this run opened: the state directory was removed or \
+                 moved while this run held it",
+            ),
+        );
+        self.poisoned = Some(Poison::Other(err.to_string()));
+        Err(err)
+    }
+
     /// Retries a batch after [`commit`](Store::commit) failed: checks that the journal is cut
     /// back to its last whole record, then commits `changes`. On a store that is not poisoned
     /// this is `commit`.
@@ -304,7 +328,7 @@ impl Store {
     /// the module doc of [`crate::state`]) and returns its path. The next [`open`](Store::open)
     /// commits them first. Fails if a rescue file already exists.
     pub fn rescue(&self, changes: &[Change]) -> Result<PathBuf, StateError> {
-        rescue::write(&self.paths.rescue, &self.state, changes)?;
+        rescue::write(&self.paths.rescue, &self.state, changes, None)?;
         Ok(self.paths.rescue.clone())
     }
 

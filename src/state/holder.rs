@@ -44,6 +44,32 @@ pub struct LockHolder {
     /// pid is reused or the machine rebooted. `None` where it cannot be read.
     #[serde(default)]
     pub process_start: Option<String>,
+    /// Set when the holder has ended but keeps the lock for results it could not record (see
+    /// [`KeptFor`]): nobody else may work from a state that lacks them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<Box<KeptFor>>,
+}
+
+/// Why a lock outlives its holder: results rescued on one machine, waiting to be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptFor {
+    /// The machine whose rescue file holds the results.
+    pub host: String,
+    /// How many results (changes) wait there.
+    pub results: usize,
+    /// The rescue file, on that machine.
+    pub file: String,
+}
+
+impl fmt::Display for KeptFor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kept for {} rescued result(s) on host {} (rescue file {}): run the command again on \
+             {} to record them; forcing the lock open leaves those objects unrecorded",
+            self.results, self.host, self.file, self.host
+        )
+    }
 }
 
 /// Whether a lock's holder still runs, as far as this machine can tell.
@@ -71,6 +97,7 @@ impl LockHolder {
             since: unix_now(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             process_start: process_start(std::process::id()),
+            kept: None,
         }
     }
 
@@ -108,6 +135,9 @@ impl fmt::Display for LockHolder {
         let now = unix_now();
         if now >= self.since {
             write!(f, " ({} s ago)", now - self.since)?;
+        }
+        if let Some(kept) = &self.kept {
+            write!(f, "; {kept}")?;
         }
         Ok(())
     }
@@ -170,6 +200,10 @@ pub(crate) fn check_force_unlock(
         Some(h) if !h.id.is_empty() && h.id != id => Err(mismatch()),
         Some(h) if h.id.is_empty() && !force => Err(mismatch()),
         None if !force => Err(mismatch()),
+        Some(h) if !force && h.kept.is_some() => Err(StateError::LockKeptForRescue {
+            path: lock.to_path_buf(),
+            holder: Box::new(h.clone()),
+        }),
         Some(h) if !force && h.liveness() == Liveness::Alive => Err(StateError::LockHolderAlive {
             path: lock.to_path_buf(),
             holder: Box::new(h.clone()),

@@ -23,11 +23,23 @@ pub(super) fn encode(
     serial: u64,
     changes: &[Change],
 ) -> serde_json::Result<Vec<u8>> {
+    encode_under(lineage, serial, changes, None)
+}
+
+/// Encodes one commit as a journal line naming the lock it was written under (a rescue file's
+/// line: see `rescue.rs`); the journal's reader ignores the field.
+pub(super) fn encode_under(
+    lineage: &str,
+    serial: u64,
+    changes: &[Change],
+    lock: Option<&str>,
+) -> serde_json::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(&RecordOut {
         schema_version: SCHEMA_VERSION,
         lineage,
         serial,
         changes,
+        lock,
     })?;
     line.push(b'\n');
     Ok(line)
@@ -41,6 +53,8 @@ struct RecordOut<'a> {
     lineage: &'a str,
     serial: u64,
     changes: &'a [Change],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock: Option<&'a str>,
 }
 
 /// One journal line, as read (other fields ignored).
@@ -49,6 +63,9 @@ pub(super) struct RecordIn {
     pub(super) lineage: String,
     pub(super) serial: u64,
     pub(super) changes: Vec<Change>,
+    /// The lock the line was written under (rescue files only).
+    #[serde(default)]
+    pub(super) lock: Option<String>,
 }
 
 /// Why a whole line is not a record this build can apply.

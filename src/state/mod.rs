@@ -153,7 +153,7 @@ pub use file::{
     parse_snapshot, StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH,
     JOURNAL_RESERVE_BYTES,
 };
-pub use holder::{ForceUnlock, Liveness, LockHolder};
+pub use holder::{ForceUnlock, KeptFor, Liveness, LockHolder};
 pub use memory::{MemoryStore, Mirror};
 pub use model::{
     Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus, StateFile, SCHEMA_VERSION,

@@ -29,6 +29,9 @@ pub(crate) struct Rescued {
     pub(crate) lineage: String,
     /// The rescued changes, in order.
     pub(crate) changes: Vec<Change>,
+    /// The id of the lock the changes were rescued under (S3 store; `None` for the local store,
+    /// whose lock is the file system's, and for files written before rescue files named it).
+    pub(crate) lock: Option<String>,
 }
 
 impl Rescued {
@@ -68,17 +71,54 @@ impl Rescued {
     }
 }
 
-/// Writes `changes` (extending `state`) to the new file `path`. Fails if it exists.
-pub(crate) fn write(path: &Path, state: &StateFile, changes: &[Change]) -> Result<(), StateError> {
-    let line = journal::encode(&state.lineage, state.serial, changes)
+/// Writes `changes` (extending `state`, rescued under the lock `lock`) to the new file `path`.
+/// Fails if it exists.
+pub(crate) fn write(
+    path: &Path,
+    state: &StateFile,
+    changes: &[Change],
+    lock: Option<&str>,
+) -> Result<(), StateError> {
+    let line = journal::encode_under(&state.lineage, state.serial, changes, lock)
         .map_err(|e| StateError::io(path, "encode", io::Error::other(e)))?;
+    create(path, &line)
+}
+
+/// Binds the rescue file `path` to the lock `lock` (a later run that could not record it keeps
+/// its own lock for it): rewritten beside it, then renamed over it.
+pub(crate) fn rebind(path: &Path, lock: &str) -> Result<(), StateError> {
+    let Some(rescued) = read(path)? else {
+        return Ok(());
+    };
+    let line = journal::encode_under(&rescued.lineage, 0, &rescued.changes, Some(lock))
+        .map_err(|e| StateError::io(path, "encode", io::Error::other(e)))?;
+    let next = path.with_extension("rescue.next");
+    let _ = fs::remove_file(&next);
+    create(&next, &line)?;
+    fs::rename(&next, path).map_err(|e| StateError::io(path, "replace", e))?;
+    super::file::sync_parent(path)
+}
+
+/// Moves the rescue file `path` aside (to `PATH.stale-UNIXTIME`), where no run replays it, and
+/// returns the new path.
+pub(crate) fn set_aside(path: &Path) -> Result<std::path::PathBuf, StateError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".stale-{}", super::holder::unix_now()));
+    let aside = std::path::PathBuf::from(name);
+    fs::rename(path, &aside).map_err(|e| StateError::io(path, "set aside", e))?;
+    super::file::sync_parent(path)?;
+    Ok(aside)
+}
+
+/// Creates `path` new (never through a symlink), 0600, holding `line`, synced with its directory.
+fn create(path: &Path, line: &[u8]) -> Result<(), StateError> {
     let mut file = crate::privfile::open(
         path,
         OpenOptions::new().write(true).create_new(true).mode(0o600),
         "the rescue file",
     )
     .map_err(|e| StateError::io(path, "create", e.into_io()))?;
-    let written = file.write_all(&line).and_then(|()| file.sync_all());
+    let written = file.write_all(line).and_then(|()| file.sync_all());
     if let Err(e) = written {
         let _ = fs::remove_file(path);
         return Err(StateError::io(path, "write", e));
@@ -128,9 +168,16 @@ pub(crate) fn read(path: &Path) -> Result<Option<Rescued>, StateError> {
                 rescued = Some(Rescued {
                     lineage: record.lineage,
                     changes: record.changes,
+                    lock: record.lock,
                 })
             }
-            Some(r) if r.lineage == record.lineage => r.changes.extend(record.changes),
+            Some(r) if r.lineage == record.lineage => {
+                r.changes.extend(record.changes);
+                // A file holds one rescue; should it hold more, the last line's lock counts.
+                if record.lock.is_some() {
+                    r.lock = record.lock;
+                }
+            }
             Some(r) => {
                 return Err(corrupt(format!(
                     "the line extends state lineage {}, the lines before it lineage {}",
@@ -161,13 +208,13 @@ mod tests {
         assert_eq!(read(&path).unwrap(), None);
         let state = StateFile::with_lineage("lin");
         let changes = [put("a", 1), Change::Remove("b".into()), put("a", 2)];
-        write(&path, &state, &changes).unwrap();
+        write(&path, &state, &changes, None).unwrap();
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
         assert!(
-            write(&path, &state, &changes).is_err(),
+            write(&path, &state, &changes, None).is_err(),
             "never over an existing rescue file"
         );
         let back = read(&path).unwrap().unwrap();

@@ -25,4 +25,5 @@ mod saved_plans;
 mod secrets;
 mod secrets_property;
 mod state_files;
+mod team_faults;
 mod weed;

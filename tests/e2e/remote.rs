@@ -15,14 +15,14 @@ use super::weed::{Weed, BUCKET};
 use crate::util::*;
 
 /// One "machine": a project directory with its own rescue directory, talking to `weed`.
-struct Machine {
-    project: Project,
+pub(super) struct Machine {
+    pub(super) project: Project,
     flags: Vec<String>,
-    rescue: tempfile::TempDir,
+    pub(super) rescue: tempfile::TempDir,
 }
 
 impl Machine {
-    fn new(weed: &Weed, key: &str, body: &str) -> Machine {
+    pub(super) fn new(weed: &Weed, key: &str, body: &str) -> Machine {
         let rescue = tempfile::tempdir().unwrap();
         let mut project =
             Project::new(body).env("NIVIS_RESCUE_DIR", &rescue.path().display().to_string());
@@ -36,24 +36,30 @@ impl Machine {
         }
     }
 
-    fn env(mut self, k: &str, v: &str) -> Machine {
+    pub(super) fn env(mut self, k: &str, v: &str) -> Machine {
         self.project = self.project.env(k, v);
         self
     }
 
-    fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
+    pub(super) fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
         let mut args: Vec<&str> = self.flags.iter().map(String::as_str).collect();
         args.extend(extra);
         self.project.run(verb, &args)
     }
 
-    fn cmd(&self, args: &[&str]) -> Output {
+    pub(super) fn cmd(&self, args: &[&str]) -> Output {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(self.flags.iter().map(String::as_str));
         self.project.state_cmd(&all)
     }
 
-    fn spawn_apply(&self, extra: &[&str]) -> Child {
+    pub(super) fn spawn_apply(&self, extra: &[&str]) -> Child {
+        self.spawn_apply_with(extra, Stdio::piped())
+    }
+
+    /// [`Machine::spawn_apply`] with its stderr going to `stderr` (a file: a stopped reader
+    /// never blocks it).
+    pub(super) fn spawn_apply_with(&self, extra: &[&str], stderr: Stdio) -> Child {
         let mut cmd = Command::new(nivis_bin());
         cmd.args(["apply", "--auto-approve", "--file"])
             .arg(&self.project.plan)
@@ -64,28 +70,28 @@ impl Machine {
             .current_dir(self.project.dir.path())
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stderr(stderr);
         for (k, v) in &self.project.env {
             cmd.env(k, v);
         }
         cmd.spawn().expect("spawn nivis apply")
     }
 
-    fn ids(&self) -> Vec<String> {
+    pub(super) fn ids(&self) -> Vec<String> {
         let out = self.cmd(&["state", "list"]);
         assert_success(&out);
         stdout(&out).lines().map(str::to_string).collect()
     }
 
     /// The state as `nivis state pull` prints it (this machine's rescue file applied).
-    fn pulled(&self) -> StateFile {
+    pub(super) fn pulled(&self) -> StateFile {
         let out = self.cmd(&["state", "pull", "--out", "-"]);
         assert_success(&out);
         serde_json::from_slice(&out.stdout).expect("state pull prints a state")
     }
 
     /// The state as the bucket holds it, without this machine's rescue file.
-    fn pulled_from_bucket(&self) -> StateFile {
+    pub(super) fn pulled_from_bucket(&self) -> StateFile {
         let nowhere = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(nivis_bin());
         cmd.args(["state", "pull", "--out", "-", "--state"])
@@ -103,7 +109,7 @@ impl Machine {
         serde_json::from_slice(&out.stdout).expect("state pull prints a state")
     }
 
-    fn rescue_files(&self) -> Vec<PathBuf> {
+    pub(super) fn rescue_files(&self) -> Vec<PathBuf> {
         std::fs::read_dir(self.rescue.path())
             .map(|d| d.flatten().map(|e| e.path()).collect())
             .unwrap_or_default()
@@ -111,7 +117,7 @@ impl Machine {
 }
 
 /// `n` independent fake resources labelled `PREFIX0..`, `n` from `--var n=N` (default `n`).
-fn tokens(n: usize, prefix: &str) -> String {
+pub(super) fn tokens(n: usize, prefix: &str) -> String {
     format!(
         "ledger: let decls = {{ n = {{ type = \"number\"; default = {n}; }}; }}; n = (lib.vars ledger decls).n; in \
          lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
@@ -120,7 +126,7 @@ fn tokens(n: usize, prefix: &str) -> String {
     )
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
         assert!(start.elapsed() < limit, "timed out waiting for {what}");
@@ -200,6 +206,12 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     let still = b.run(&["apply"], &["--auto-approve", "--var", "n=40"]);
     assert!(
         stderr(&still).contains(&format!("nivis force-unlock {lock_id}")),
+        "{}",
+        stderr(&still)
+    );
+    // On the holder's own host its death is known, and said.
+    assert!(
+        stderr(&still).contains(&format!("That process is gone (pid {}", holder.id())),
         "{}",
         stderr(&still)
     );
@@ -463,8 +475,21 @@ fn push_checks_lineage_and_serial_and_migration_is_explicit() {
         .to_string();
     let refused = m.cmd(&["state", "push", &other_file]);
     assert!(stderr(&refused).contains("lineage"), "{}", stderr(&refused));
+    // Refused or forced, the push names the records it drops.
+    assert!(
+        stderr(&refused).contains("would drop 1 record(s) the state has: alpha.alpha_token.t__0"),
+        "{}",
+        stderr(&refused)
+    );
     assert_eq!(m.ids().len(), 4, "nothing changed");
-    assert_success(&m.cmd(&["state", "push", &other_file, "--force"]));
+    let forced = m.cmd(&["state", "push", &other_file, "--force"]);
+    assert_success(&forced);
+    assert!(
+        stdout(&forced).contains("Dropped 1 record(s)")
+            && stdout(&forced).contains("alpha.alpha_token.t__0"),
+        "{}",
+        stdout(&forced)
+    );
     assert_eq!(m.ids().len(), 3);
 }
 
@@ -696,14 +721,13 @@ mod store {
             "the second writer starts from what was recorded"
         );
         second.commit(&[put("b")]).unwrap();
-        // The first writer's next commit cannot land beside the second's: it is refused, and
-        // refused again when retried; its result goes to this machine's rescue file.
+        // The first writer's next commit cannot land beside the second's: it is refused (its
+        // lock is gone), and refused again when retried; its result goes to this machine's
+        // rescue file, bound to the lost lock.
         let err = first.commit(&[put("c")]).unwrap_err();
         assert!(matches!(err, StateError::Remote(_)), "{err:?}");
-        assert!(
-            err.to_string().contains("changed by another writer"),
-            "{err}"
-        );
+        assert!(err.to_string().contains(&format!("lock {id} of")), "{err}");
+        assert!(first.lock_lost().is_some());
         let again = first.recommit(&[put("c")]).unwrap_err();
         assert!(matches!(again, StateError::Poisoned { .. }), "{again:?}");
         let kept = first.rescue(&[put("c")]).unwrap();
@@ -713,8 +737,10 @@ mod store {
             first.close().is_err(),
             "the fenced writer cannot compact over the second"
         );
-        // The bucket holds what the two writers recorded; this machine also sees the rescued
-        // result, and the next writer records it first.
+        // The bucket holds what the second writer and the first before the break recorded. The
+        // rescue file belongs to the lost lock: the state moved on without it, so neither a
+        // reader applies it nor the next writer records it; that writer sets it aside and says
+        // so.
         let client_state = |key: &str| -> Vec<String> {
             let body = client.get(key).unwrap().unwrap().body;
             let state: nivis::state::StateFile = serde_json::from_slice(&body).unwrap();
@@ -722,12 +748,26 @@ mod store {
         };
         assert_eq!(client_state("fence/nivis.state"), ["a", "b"]);
         let seen = S3Store::read_only(&b).unwrap();
-        assert_eq!(seen.ids().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(seen.ids().collect::<Vec<_>>(), ["a", "b"]);
         let third = S3Store::open(&b, LockHolder::current("third"), None, None).unwrap();
-        assert_eq!(third.recovered(), ["c"]);
-        assert!(!kept.exists(), "recorded, then removed");
+        assert!(third.recovered().is_empty());
+        let note = third.notes().join("\n");
+        assert!(
+            note.contains(&format!("under the lock {id}")) && note.contains("not replayed"),
+            "{note}"
+        );
+        assert!(!kept.exists(), "set aside");
+        let aside: Vec<_> = std::fs::read_dir(rescue.path())
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(aside.len(), 1);
+        assert!(
+            note.contains(&aside[0].path().display().to_string()),
+            "{note}"
+        );
         third.close().unwrap();
-        assert_eq!(client_state("fence/nivis.state"), ["a", "b", "c"]);
+        assert_eq!(client_state("fence/nivis.state"), ["a", "b"]);
         std::env::remove_var("NIVIS_RESCUE_DIR");
     }
 }

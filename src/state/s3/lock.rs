@@ -1,8 +1,9 @@
 //! The remote state lock: an object `KEY.lock` created with `If-None-Match: *`.
 //!
 //! Owns: acquiring it with a wait, releasing only a lock that is still ours (checked by id,
-//! deleted with `If-Match` on its ETag), removing it for `force-unlock`, and taking over the lock
-//! of a run on this machine that is gone when its results wait in the rescue file. The object holds a [`LockHolder`] as JSON, the
+//! deleted with `If-Match` on its ETag), removing it for `force-unlock`, taking over the lock
+//! of a run on this machine that is gone when its results wait in the rescue file, the fencing
+//! read (`still_ours`) and marking our lock as kept for rescued results (`keep_for`). The object holds a [`LockHolder`] as JSON, the
 //! same record the local lock file holds, and `force-unlock` applies the same checks
 //! ([`check_force_unlock`]): the id must match, and a holder alive on this host keeps it unless
 //! forced. Not: what the lock protects (see `store`).
@@ -17,7 +18,9 @@ use std::time::Duration;
 
 use super::client::{Client, Condition, S3Error};
 use super::RemoteError;
-use crate::state::holder::{check_force_unlock, unix_now, ForceUnlock, Liveness, LockWait};
+use crate::state::holder::{
+    check_force_unlock, unix_now, ForceUnlock, KeptFor, Liveness, LockWait,
+};
 use crate::state::{LockHolder, StateError};
 
 /// A lock this process holds.
@@ -25,6 +28,8 @@ use crate::state::{LockHolder, StateError};
 pub struct HeldLock {
     pub key: String,
     pub holder: LockHolder,
+    /// The lock object's ETag as last written or seen by us.
+    pub etag: String,
 }
 
 /// The lock object `key`, as found: its holder (`None`: not a lock record) and ETag.
@@ -50,22 +55,30 @@ pub fn acquire(
     let body = serde_json::to_vec_pretty(&holder).expect("a lock holder serialises");
     loop {
         let current = match client.put(key, &body, Condition::Absent) {
-            Ok(_) => {
+            Ok(w) => {
                 return Ok(HeldLock {
                     key: key.to_string(),
                     holder,
+                    etag: w.etag,
                 })
             }
             Err(S3Error::PreconditionFailed { attempts, .. }) => {
-                let current = read(client, key)?.and_then(|f| f.holder);
+                let found = read(client, key)?;
                 // A retried create that meets our own first attempt.
-                if attempts > 1 && current.as_ref().is_some_and(|h| h.id == holder.id) {
-                    return Ok(HeldLock {
-                        key: key.to_string(),
-                        holder,
-                    });
+                if let Some(Found {
+                    holder: Some(h),
+                    etag,
+                }) = &found
+                {
+                    if attempts > 1 && h.id == holder.id {
+                        return Ok(HeldLock {
+                            key: key.to_string(),
+                            holder,
+                            etag: etag.clone(),
+                        });
+                    }
                 }
-                current
+                found.and_then(|f| f.holder)
             }
             Err(e) => return Err(RemoteError::s3(format!("take the lock {key}"), e).into()),
         };
@@ -79,6 +92,44 @@ pub fn acquire(
             });
         }
     }
+}
+
+/// Checks that the lock object still holds our record: the fencing check a writer makes before
+/// and after a write when it may have been paused (see `store::Fence`). `Err(Some(holder))`: the
+/// lock now belongs to `holder`; `Err(None)`: there is no lock (or no readable record).
+pub fn still_ours(
+    client: &Client,
+    held: &HeldLock,
+) -> Result<Result<(), Option<LockHolder>>, StateError> {
+    Ok(match read(client, &held.key)? {
+        Some(Found {
+            holder: Some(h), ..
+        }) if h.id == held.holder.id => Ok(()),
+        Some(found) => Err(found.holder),
+        None => Err(None),
+    })
+}
+
+/// Whether the lock object `key` exists and holds the lock id `id` (a read-only reader asking
+/// whether a rescue file is still bound to its lock).
+pub fn is_held_by(client: &Client, key: &str, id: &str) -> Result<bool, StateError> {
+    Ok(read(client, key)?
+        .and_then(|f| f.holder)
+        .is_some_and(|h| h.id == id))
+}
+
+/// Rewrites our lock record to say that it is kept for `kept` (rescued results), so that every
+/// other machine is told where they are and `force-unlock` refuses without `--force`.
+pub fn keep_for(client: &Client, held: &mut HeldLock, kept: KeptFor) -> Result<(), StateError> {
+    let mut holder = held.holder.clone();
+    holder.kept = Some(Box::new(kept));
+    let body = serde_json::to_vec_pretty(&holder).expect("a lock holder serialises");
+    let written = client
+        .put(&held.key, &body, Condition::Matches(&held.etag))
+        .map_err(|e| RemoteError::s3(format!("mark the lock {} as kept", held.key), e))?;
+    held.holder = holder;
+    held.etag = written.etag;
+    Ok(())
 }
 
 /// The lock object `key`, if there is one.

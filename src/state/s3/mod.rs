@@ -30,18 +30,29 @@
 //! changes to [`S3Store::rescue`]: the same rescue file as the local store's (`state::rescue`),
 //! kept in a private directory of this machine (see [`S3Backend::rescue_path`]). The lock stays
 //! held until the next run from this machine has taken it over and recorded the rescue file,
-//! before anything else.
+//! before anything else; the lock record says it is kept for it when the bucket takes that
+//! write, and the rescue file names the lock it was written under (a file whose lock was forced
+//! open since is set aside, never replayed).
+//!
+//! # Fencing
+//!
+//! A writer reads its lock after every segment it writes, and before writing or dispatching
+//! once 250 ms have passed on the boot clock (which counts SIGSTOP and suspend): a writer whose
+//! lock was forced open while it was paused stops before its next provider call, and a segment
+//! it wrote meanwhile is never counted as recorded (DESIGN §99).
 //!
 //! # Module map
 //!
 //! `sigv4` signs, `client` talks HTTP, `xml` reads S3's answers, `lock` is the lock object,
-//! `crypt` the optional AES-GCM sealing, `store` the [`S3Store`] itself, `config` the backend
+//! `crypt` the optional AES-GCM sealing, `remote` the state's objects and conditional writes on
+//! them, `store` the [`S3Store`] itself (lock, fencing, rescue), `config` the backend
 //! configuration (and where the rescue file lives).
 
 mod client;
 pub(crate) mod config;
 mod crypt;
 mod lock;
+mod remote;
 mod sigv4;
 
 /// RFC 3986 percent-encoding (also used for `git+file:` flake references).
@@ -68,6 +79,15 @@ pub enum RemoteError {
     Conflict { state: String, detail: String },
     /// Bad configuration or keys, or a rescue file that cannot be recorded.
     Invalid(String),
+    /// This writer's lock was taken away (forced open while it was paused or cut off): it
+    /// writes nothing more.
+    LockLost {
+        state: String,
+        /// Our lock's id.
+        id: String,
+        /// Who holds the lock now (`None`: nobody, or no readable record).
+        now: Option<Box<crate::state::LockHolder>>,
+    },
 }
 
 impl RemoteError {
@@ -104,6 +124,19 @@ impl fmt::Display for RemoteError {
                  current state"
             ),
             RemoteError::Invalid(msg) => write!(f, "{msg}"),
+            RemoteError::LockLost { state, id, now } => {
+                write!(f, "this run's lock {id} of {state} was taken away (")?;
+                match now {
+                    Some(h) => write!(f, "it is now held by {h}; lock id {}", h.id)?,
+                    None => write!(f, "there is no lock now")?,
+                }
+                write!(
+                    f,
+                    "): the lock was forced open while this run was paused or cut off, and \
+                     another run may have changed the state since. This run started nothing \
+                     more and writes nothing more to the state"
+                )
+            }
         }
     }
 }

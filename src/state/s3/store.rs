@@ -6,300 +6,19 @@
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::client::{Client, Condition, S3Error};
 use super::config::S3Backend;
-use super::crypt::Cipher;
 use super::lock::{self, HeldLock};
+use super::remote::{Position, Remote};
 use super::RemoteError;
-use crate::state::file::parse_snapshot;
 use crate::state::journal;
 use crate::state::rescue::{self, Rescued};
 // A compaction is due once the journal reaches this size or the snapshot's, whichever is larger:
 // the local store's rule, so commits stay amortised O(batch).
 use crate::state::COMPACT_MIN_JOURNAL_BYTES;
-use crate::state::{Change, ForceUnlock, LockHolder, StateError, StateFile, StateStore};
-
-/// The body of a seal segment: the namespace it ends takes no more records.
-const SEAL: &[u8] = b"nivis-sealed\n";
-
-/// The objects of one remote state and how to read and write them.
-struct Remote {
-    client: Client,
-    cipher: Option<Cipher>,
-    key: String,
-    url: String,
-}
-
-impl Remote {
-    fn new(backend: &S3Backend) -> Result<Remote, StateError> {
-        Ok(Remote {
-            client: backend.client()?,
-            cipher: backend.cipher()?,
-            key: backend.key(),
-            url: backend.url(),
-        })
-    }
-
-    fn lock_key(&self) -> String {
-        format!("{}.lock", self.key)
-    }
-
-    fn namespace(&self, serial: u64) -> String {
-        format!("{}.journal/{serial:012}/", self.key)
-    }
-
-    fn segment(&self, serial: u64, seq: u64) -> String {
-        format!("{}{seq:012}", self.namespace(serial))
-    }
-
-    fn seal_body(&self, name: &str, plain: &[u8]) -> Vec<u8> {
-        match &self.cipher {
-            Some(c) => c.seal(name, plain),
-            None => plain.to_vec(),
-        }
-    }
-
-    fn open_body(&self, name: &str, body: Vec<u8>) -> Result<Vec<u8>, StateError> {
-        match &self.cipher {
-            Some(c) => c
-                .open(name, &body)
-                .map_err(|e| RemoteError::Invalid(e).into()),
-            None if super::crypt::is_sealed(&body) => Err(RemoteError::Invalid(format!(
-                "{name} is encrypted; configure its key (encryptionKeyEnv or encryptionKeyFile)"
-            ))
-            .into()),
-            None => Ok(body),
-        }
-    }
-
-    fn fail(&self, what: &str, e: S3Error) -> StateError {
-        RemoteError::s3(format!("{what} {}", self.url), e).into()
-    }
-
-    /// Reads snapshot and journal, retrying when a writer's clean-up removed a segment between
-    /// our listing and our read.
-    fn load(&self) -> Result<Loaded, StateError> {
-        let mut attempt = 0;
-        loop {
-            match self.load_once() {
-                Err(LoadError::Vanished(_)) if attempt < 3 => attempt += 1,
-                Err(LoadError::Vanished(name)) => {
-                    return Err(StateError::corrupt(
-                        &self.url,
-                        None,
-                        format!("journal segment {name} keeps disappearing while being read"),
-                    ))
-                }
-                Err(LoadError::State(e)) => return Err(e),
-                Ok(loaded) => return Ok(loaded),
-            }
-        }
-    }
-
-    fn load_once(&self) -> Result<Loaded, LoadError> {
-        let snapshot = match self.client.get(&self.key) {
-            Ok(Some(obj)) => {
-                let plain = self.open_body(&self.key, obj.body)?;
-                let state = parse_snapshot(Path::new(&self.url), &plain)?;
-                Some((state, obj.etag, plain.len() as u64))
-            }
-            Ok(None) => None,
-            Err(e) => return Err(self.fail("read the state", e).into()),
-        };
-        let serial = snapshot.as_ref().map_or(0, |(s, _, _)| s.serial);
-        let prefix = self.namespace(serial);
-        let names = self
-            .client
-            .list(&prefix)
-            .map_err(|e| self.fail("list the journal of", e))?;
-        let mut bytes = Vec::new();
-        let mut sealed = false;
-        for (seq, name) in names.iter().enumerate() {
-            let expected = self.segment(serial, seq as u64);
-            if *name != expected || sealed {
-                let what = if sealed {
-                    "after the seal"
-                } else {
-                    "out of sequence"
-                };
-                return Err(StateError::corrupt(
-                    &self.url,
-                    None,
-                    format!("journal segment {name} is {what} (expected {expected}); a segment is missing or foreign"),
-                )
-                .into());
-            }
-            let Some(obj) = self
-                .client
-                .get(name)
-                .map_err(|e| self.fail("read the journal of", e))?
-            else {
-                return Err(LoadError::Vanished(name.clone()));
-            };
-            if obj.body == SEAL {
-                sealed = true;
-                continue;
-            }
-            bytes.extend(self.open_body(name, obj.body)?);
-        }
-        let exists = snapshot.is_some() || !names.is_empty();
-        let (state, etag, snapshot_len) = match snapshot {
-            Some((s, etag, len)) => (Some(s), Some(etag), len),
-            None => (None, None, 0),
-        };
-        let replayed = journal::replay(Path::new(&format!("{}.journal", self.url)), state, &bytes)
-            .map_err(StateError::from)?;
-        Ok(Loaded {
-            state: replayed.state,
-            pos: Position {
-                etag,
-                snapshot_len,
-                next_seq: names.len() as u64,
-                journal_bytes: bytes.len() as u64,
-                sealed,
-            },
-            exists,
-        })
-    }
-
-    /// Whether segment `name` holds exactly `line` (to settle a retried create).
-    fn holds(&self, name: &str, line: &[u8]) -> bool {
-        match self.client.get(name) {
-            Ok(Some(obj)) if obj.body == SEAL => line == SEAL,
-            Ok(Some(obj)) => self.open_body(name, obj.body).is_ok_and(|b| b == line),
-            _ => false,
-        }
-    }
-
-    /// Creates segment `name` holding `line`; a conflict means someone else wrote it.
-    fn create(&self, name: &str, line: &[u8]) -> Result<(), StateError> {
-        let body = if line == SEAL {
-            SEAL.to_vec()
-        } else {
-            self.seal_body(name, line)
-        };
-        match self.client.put(name, &body, Condition::Absent) {
-            Ok(_) => Ok(()),
-            Err(S3Error::PreconditionFailed { attempts, .. })
-                if attempts > 1 && self.holds(name, line) =>
-            {
-                Ok(())
-            }
-            Err(S3Error::PreconditionFailed { .. }) => Err(RemoteError::Conflict {
-                state: self.url.clone(),
-                detail: format!("journal segment {name} was written by someone else"),
-            }
-            .into()),
-            Err(e) => Err(self.fail("record results in", e)),
-        }
-    }
-
-    /// Seals namespace `serial` at `seq`, then replaces the snapshot (ETag `etag`) with
-    /// `state`. Returns the new ETag and the snapshot's size.
-    fn replace_snapshot(
-        &self,
-        serial: u64,
-        seq: u64,
-        etag: Option<&str>,
-        state: &StateFile,
-    ) -> Result<(String, u64), StateError> {
-        self.create(&self.segment(serial, seq), SEAL)?;
-        let mut plain = serde_json::to_vec(state).expect("state serialises");
-        plain.push(b'\n');
-        let body = self.seal_body(&self.key, &plain);
-        let condition = etag.map_or(Condition::Absent, Condition::Matches);
-        match self.client.put(&self.key, &body, condition) {
-            Ok(w) => Ok((w.etag, plain.len() as u64)),
-            Err(S3Error::PreconditionFailed { attempts, .. }) if attempts > 1 => {
-                match self.client.get(&self.key) {
-                    Ok(Some(obj))
-                        if self
-                            .open_body(&self.key, obj.body.clone())
-                            .is_ok_and(|b| b == plain) =>
-                    {
-                        Ok((obj.etag, plain.len() as u64))
-                    }
-                    _ => Err(self.snapshot_conflict()),
-                }
-            }
-            Err(S3Error::PreconditionFailed { .. }) => Err(self.snapshot_conflict()),
-            Err(e) => Err(self.fail("write the snapshot of", e)),
-        }
-    }
-
-    fn snapshot_conflict(&self) -> StateError {
-        RemoteError::Conflict {
-            state: self.url.clone(),
-            detail: "the snapshot is not the one this run read".into(),
-        }
-        .into()
-    }
-
-    /// Deletes namespace `serial` (best effort: leftovers are only garbage).
-    fn delete_namespace(&self, serial: u64) {
-        let prefix = self.namespace(serial);
-        match self.client.list(&prefix) {
-            Ok(names) => {
-                for name in names {
-                    if let Err(e) = self.client.delete(&name, Condition::Always) {
-                        log::info!("could not delete the old journal segment {name}: {e}");
-                        return;
-                    }
-                }
-            }
-            Err(e) => log::info!("could not list the old journal {prefix}: {e}"),
-        }
-    }
-}
-
-enum LoadError {
-    Vanished(String),
-    State(StateError),
-}
-
-impl From<StateError> for LoadError {
-    fn from(e: StateError) -> LoadError {
-        LoadError::State(e)
-    }
-}
-
-struct Loaded {
-    state: StateFile,
-    pos: Position,
-    /// Whether any object of the state exists.
-    exists: bool,
-}
-
-/// Where the remote state stands: the snapshot read or written last, and the journal after it.
-#[derive(Debug, Default)]
-struct Position {
-    /// The snapshot's ETag (`None`: no snapshot object yet).
-    etag: Option<String>,
-    snapshot_len: u64,
-    /// The next journal segment's number.
-    next_seq: u64,
-    journal_bytes: u64,
-    /// The journal ends with a seal (a compaction stopped after sealing).
-    sealed: bool,
-}
-
-impl Position {
-    /// Right after a snapshot was written.
-    fn after_snapshot(etag: String, snapshot_len: u64) -> Position {
-        Position {
-            etag: Some(etag),
-            snapshot_len,
-            ..Position::default()
-        }
-    }
-
-    /// Whether the journal holds anything to fold into a new snapshot.
-    fn journal_pending(&self) -> bool {
-        self.journal_bytes > 0 || self.sealed
-    }
-}
+use crate::state::{Change, ForceUnlock, KeptFor, LockHolder, StateError, StateFile, StateStore};
 
 /// Why this store refuses writes.
 #[derive(Debug, Clone)]
@@ -339,7 +58,40 @@ pub struct S3Store {
     rescue_pending: bool,
     /// Ids recorded at open from an earlier run's rescue file.
     recovered: Vec<String>,
+    /// Warnings from open (a stale rescue file kept aside).
+    notes: Vec<String>,
     poisoned: Option<Poison>,
+    /// When the lock was last seen to be ours, and whether it was lost.
+    fence: Mutex<Fence>,
+}
+
+/// How long a writer may go without seeing its lock before it reads the lock again before
+/// dispatching or writing (it always reads it after a write). Measured on the boot clock, which
+/// keeps counting while the process is stopped (SIGSTOP) or the machine suspended: a writer
+/// that was paused longer than this looks again before it starts anything.
+const FENCE_BOUND: Duration = Duration::from_millis(250);
+
+/// The fencing state of a writer (see [`S3Store::fence`]).
+#[derive(Debug, Default)]
+struct Fence {
+    /// Boot-clock time at which the last successful lock check started.
+    checked: Duration,
+    /// The lock was found taken away, and by whom (`Some(None)`: nobody holds it now).
+    lost: Option<Option<LockHolder>>,
+}
+
+/// The boot clock (`CLOCK_BOOTTIME`): monotonic, and counts suspend and stopped time.
+fn boot_clock() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own; CLOCK_BOOTTIME exists on Linux >= 2.6.39.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 impl std::fmt::Debug for S3Store {
@@ -366,13 +118,15 @@ impl S3Store {
     ) -> Result<S3Store, StateError> {
         let remote = Remote::new(backend)?;
         let rescue_path = backend.rescue_path()?;
-        let pending = rescue::read(&rescue_path)?;
         remote
             .client
             .probe(&remote.key)
             .map_err(|e| remote.fail("open", e))?;
         let lock_key = remote.lock_key();
-        if pending.is_some() {
+        // Before the lock only the rescue file's existence counts; its contents are read under
+        // the lock (a queued run must not replay what the run before it recorded).
+        let mut taken_over = None;
+        if rescue_path.symlink_metadata().is_ok() {
             // The run that rescued them kept the lock (or a later open that could not record
             // them did); once it is gone, the lock is this machine's to take.
             if let Some(gone) = lock::take_over(&remote.client, &lock_key)? {
@@ -382,6 +136,7 @@ impl S3Store {
                     gone.id,
                     rescue_path.display()
                 );
+                taken_over = Some(gone);
             }
         }
         let started = std::time::Instant::now();
@@ -398,11 +153,19 @@ impl S3Store {
             pos: Position::default(),
             lock: Some(held),
             rescue_path,
-            rescue_pending: pending.is_some(),
+            // Until the rescue file is read: an open that fails keeps a lock taken over for it.
+            rescue_pending: taken_over.is_some(),
             recovered: Vec::new(),
+            notes: Vec::new(),
             poisoned: None,
+            fence: Mutex::new(Fence {
+                checked: boot_clock(),
+                lost: None,
+            }),
         };
         let loaded = store.remote.load()?;
+        let pending = store.claim_rescue(taken_over.as_ref())?;
+        store.rescue_pending = pending.is_some();
         if let (false, Some(local), None) = (loaded.exists, local, &pending) {
             refuse_silent_migration(&store.remote.url, local)?;
         }
@@ -417,6 +180,42 @@ impl S3Store {
         Ok(store)
     }
 
+    /// Reads this machine's rescue file, under the lock. It is replayed only if it is bound to
+    /// the lock this open took over (written under that lock, or the lock was kept for it), or
+    /// if it predates that binding; otherwise its lock was forced open and the state may have
+    /// moved on without it, so it is set aside with a warning, never replayed.
+    fn claim_rescue(
+        &mut self,
+        taken_over: Option<&LockHolder>,
+    ) -> Result<Option<Rescued>, StateError> {
+        let path = self.rescue_path.clone();
+        let Some(rescued) = rescue::read(&path)? else {
+            return Ok(None);
+        };
+        let Some(lock_id) = rescued.lock.clone() else {
+            return Ok(Some(rescued));
+        };
+        let file = path.display().to_string();
+        let bound = taken_over
+            .is_some_and(|h| h.id == lock_id || h.kept.as_ref().is_some_and(|k| k.file == file));
+        if bound {
+            return Ok(Some(rescued));
+        }
+        let aside = rescue::set_aside(&path)?;
+        let note = format!(
+            "the rescue file {file} was written under the lock {lock_id}, which was forced open \
+             or lost since: {} may have moved on without its results, so they are not replayed. \
+             It is kept as {}; these resources' objects exist but the state may not record \
+             them: {}. Check each; adopt one with `nivis import ADDRESS ID` or delete it",
+            self.remote.url,
+            aside.display(),
+            rescued.ids().join(", ")
+        );
+        log::warn!("{note}");
+        self.notes.push(note);
+        Ok(None)
+    }
+
     /// Reads the state of `backend` without locking, with the results this machine keeps in
     /// the rescue file applied in memory (as the next writer will record them first).
     pub fn read_only(backend: &S3Backend) -> Result<StateFile, StateError> {
@@ -425,6 +224,18 @@ impl S3Store {
         let mut state = loaded.state;
         let path = backend.rescue_path()?;
         if let Some(rescued) = rescue::read(&path)? {
+            if let Some(id) = rescued.lock.as_deref() {
+                if !lock::is_held_by(&remote.client, &remote.lock_key(), id)? {
+                    log::warn!(
+                        "the rescue file {} was written under the lock {id}, which is no longer \
+                         held: it is stale and not applied (the next apply from this machine \
+                         sets it aside); its resources: {}",
+                        path.display(),
+                        rescued.ids().join(", ")
+                    );
+                    return Ok(state);
+                }
+            }
             log::warn!(
                 "{} result(s) of an earlier run from this machine are kept in the rescue file {} \
                  and not yet in {}: {}; the next apply from this machine records them first",
@@ -471,6 +282,11 @@ impl S3Store {
         &self.recovered
     }
 
+    /// What open had to say beyond errors (a stale rescue file set aside).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
     /// A warning when the state holds sensitive values and is stored unencrypted: whoever can
     /// read the bucket can read them.
     pub fn plaintext_warning(&self) -> Option<String> {
@@ -496,10 +312,22 @@ impl S3Store {
         let line = journal::encode(&self.state.lineage, self.state.serial, changes)
             .map_err(|e| RemoteError::Invalid(format!("cannot encode a record: {e}")))?;
         let name = self.remote.segment(self.state.serial, self.pos.next_seq);
-        if let Err(e) = self.remote.create(&name, &line) {
-            let conflict =
-                matches!(&e, StateError::Remote(r) if matches!(**r, RemoteError::Conflict { .. }));
-            self.poisoned = Some(match conflict {
+        // Fencing: a writer looks at its lock after every write (and before it, if it may have
+        // been paused), so that a segment written while the lock was someone else's is never
+        // taken as recorded: nobody else ever writes our lock id, so finding it after the PUT
+        // means the lock was ours throughout.
+        let fenced = self
+            .fence(false)
+            .and_then(|()| self.remote.create(&name, &line))
+            .and_then(|()| self.fence(true));
+        if let Err(mut e) = fenced {
+            if is_conflict(&e) {
+                // Someone else wrote: most likely our lock was forced open; say so if it was.
+                if let Err(lost) = self.fence(true) {
+                    e = lost;
+                }
+            }
+            self.poisoned = Some(match is_conflict(&e) {
                 true => Poison::Final(e.to_string()),
                 false => Poison::Retryable {
                     cause: e.to_string(),
@@ -550,9 +378,91 @@ impl S3Store {
                 .create(dir)
                 .map_err(|e| StateError::io(dir, "create the directory", e))?;
         }
-        rescue::write(&self.rescue_path, &self.state, changes)?;
+        let lock_id = self.lock.as_ref().map(|l| l.holder.id.clone());
+        rescue::write(&self.rescue_path, &self.state, changes, lock_id.as_deref())?;
         self.rescue_pending = true;
+        if self.lost().is_none() {
+            self.keep_lock_for(changes.len());
+        }
         Ok(self.rescue_path.clone())
+    }
+
+    /// Marks our lock as kept for the rescue file (best effort: with the bucket unreachable the
+    /// lock still says who holds it, only not why).
+    fn keep_lock_for(&mut self, results: usize) {
+        let Some(held) = self.lock.as_mut() else {
+            return;
+        };
+        let kept = KeptFor {
+            host: held.holder.host.clone(),
+            results,
+            file: self.rescue_path.display().to_string(),
+        };
+        if let Err(e) = lock::keep_for(&self.remote.client, held, kept) {
+            log::info!("could not mark the lock as kept for the rescue file: {e}");
+        }
+    }
+
+    /// Whether the lock was found taken away, and by whom.
+    fn lost(&self) -> Option<Option<LockHolder>> {
+        self.fence
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .lost
+            .clone()
+    }
+
+    /// The fencing check: once [`FENCE_BOUND`] has passed since the lock was last seen to be ours
+    /// (or `always`), reads it again. Fails with [`RemoteError::LockLost`] from the moment it is
+    /// not ours any more.
+    pub fn fence(&self, always: bool) -> Result<(), StateError> {
+        let mut fence = self.fence.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(held) = &self.lock else {
+            return Ok(());
+        };
+        let lost = |now: &Option<LockHolder>| -> StateError {
+            RemoteError::LockLost {
+                state: self.remote.url.clone(),
+                id: held.holder.id.clone(),
+                now: now.clone().map(Box::new),
+            }
+            .into()
+        };
+        if let Some(now) = &fence.lost {
+            return Err(lost(now));
+        }
+        let started = boot_clock();
+        if !always && started.saturating_sub(fence.checked) < FENCE_BOUND {
+            return Ok(());
+        }
+        let found = lock::still_ours(&self.remote.client, held)?;
+        log::debug!(
+            "fence: lock {} of {} checked after {:?}: {}",
+            held.holder.id,
+            self.remote.url,
+            started.saturating_sub(fence.checked),
+            if found.is_ok() { "ours" } else { "lost" }
+        );
+        match found {
+            Ok(()) => {
+                fence.checked = started;
+                Ok(())
+            }
+            Err(now) => {
+                let e = lost(&now);
+                fence.lost = Some(now);
+                Err(e)
+            }
+        }
+    }
+
+    /// Why to start nothing more: the lock was taken away (checked as [`S3Store::fence`]
+    /// does; a failed check is left to the next write).
+    pub fn lock_lost(&self) -> Option<String> {
+        match self.fence(false) {
+            Err(e @ StateError::Remote(_)) if self.lost().is_some() => Some(e.to_string()),
+            _ => None,
+        }
     }
 
     /// What to do after a write failed (see [`LockedStore::remedy`]).
@@ -560,6 +470,15 @@ impl S3Store {
     /// [`LockedStore::remedy`]: crate::state::LockedStore::remedy
     pub fn remedy(&self) -> String {
         let url = &self.remote.url;
+        if self.lost().is_some() {
+            return format!(
+                "This run no longer holds the lock of {url}: another run works from it now. The \
+                 rescue file {} belongs to the lost lock and is never replayed (the next run \
+                 from this machine sets it aside). Check each object listed above: adopt it \
+                 with `nivis import ADDRESS ID` once no other run applies, or delete it.",
+                self.rescue_path.display()
+            );
+        }
         if !self.rescue_pending {
             return format!("Once {url} can be written again, run again.");
         }
@@ -624,6 +543,7 @@ impl S3Store {
     /// is an error, and keeps the lock if its results wait in the rescue file.
     pub fn close(mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
+        self.fence(true)?;
         if self.pos.journal_pending() {
             if let Err(e) = self.compact() {
                 log::warn!(
@@ -662,15 +582,23 @@ impl S3Store {
         let ids = rescued.ids();
         let path = self.rescue_path.clone();
         let changes = rescued.changes_for(&path, &mut self.state, fresh)?;
-        self.commit(&changes).map_err(|e| {
-            StateError::from(RemoteError::Invalid(format!(
+        if let Err(e) = self.commit(&changes) {
+            // The file stays, now bound to our lock, which stays kept for it.
+            let id = self.lock.as_ref().map(|l| l.holder.id.clone());
+            if let Some(id) = id {
+                if let Err(e) = rescue::rebind(&path, &id) {
+                    log::warn!("{e}");
+                }
+            }
+            self.keep_lock_for(changes.len());
+            return Err(StateError::from(RemoteError::Invalid(format!(
                 "cannot record the rescue file {} in {}: {e}; its results ({}) stay in it and \
                  the next run from this machine tries again",
                 path.display(),
                 self.remote.url,
                 ids.join(", ")
-            )))
-        })?;
+            ))));
+        }
         rescue::remove(&path)?;
         self.rescue_pending = false;
         self.recovered = ids;
@@ -716,6 +644,12 @@ impl StateStore for S3Store {
     fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
         S3Store::commit(self, changes)
     }
+}
+
+/// Whether `e` says that someone else wrote (or holds the lock): never retried.
+fn is_conflict(e: &StateError) -> bool {
+    matches!(e, StateError::Remote(r)
+        if matches!(**r, RemoteError::Conflict { .. } | RemoteError::LockLost { .. }))
 }
 
 fn refuse_silent_migration(url: &str, local: &Path) -> Result<(), StateError> {

@@ -1,0 +1,297 @@
+//! [`Remote`]: the objects of one remote state (snapshot, journal segments) and the conditional
+//! reads and writes on them, with [`Position`], where a writer stands in them.
+//!
+//! Owns: object names, sealing/opening bodies with the optional cipher, loading snapshot plus
+//! journal, creating a segment (settling a retried create), replacing the snapshot after sealing
+//! the namespace, deleting an old namespace. Not: the lock, fencing, poisoning or rescue files
+//! (`store`, `lock`).
+
+use std::path::Path;
+
+use super::client::{Client, Condition, S3Error};
+use super::config::S3Backend;
+use super::crypt::Cipher;
+use super::RemoteError;
+use crate::state::file::parse_snapshot;
+use crate::state::journal;
+use crate::state::{StateError, StateFile};
+
+/// The body of a seal segment: the namespace it ends takes no more records.
+const SEAL: &[u8] = b"nivis-sealed\n";
+
+/// The objects of one remote state and how to read and write them.
+pub(super) struct Remote {
+    pub(super) client: Client,
+    pub(super) cipher: Option<Cipher>,
+    pub(super) key: String,
+    pub(super) url: String,
+}
+
+impl Remote {
+    pub(super) fn new(backend: &S3Backend) -> Result<Remote, StateError> {
+        Ok(Remote {
+            client: backend.client()?,
+            cipher: backend.cipher()?,
+            key: backend.key(),
+            url: backend.url(),
+        })
+    }
+
+    pub(super) fn lock_key(&self) -> String {
+        format!("{}.lock", self.key)
+    }
+
+    pub(super) fn namespace(&self, serial: u64) -> String {
+        format!("{}.journal/{serial:012}/", self.key)
+    }
+
+    pub(super) fn segment(&self, serial: u64, seq: u64) -> String {
+        format!("{}{seq:012}", self.namespace(serial))
+    }
+
+    pub(super) fn seal_body(&self, name: &str, plain: &[u8]) -> Vec<u8> {
+        match &self.cipher {
+            Some(c) => c.seal(name, plain),
+            None => plain.to_vec(),
+        }
+    }
+
+    pub(super) fn open_body(&self, name: &str, body: Vec<u8>) -> Result<Vec<u8>, StateError> {
+        match &self.cipher {
+            Some(c) => c
+                .open(name, &body)
+                .map_err(|e| RemoteError::Invalid(e).into()),
+            None if super::crypt::is_sealed(&body) => Err(RemoteError::Invalid(format!(
+                "{name} is encrypted; configure its key (encryptionKeyEnv or encryptionKeyFile)"
+            ))
+            .into()),
+            None => Ok(body),
+        }
+    }
+
+    pub(super) fn fail(&self, what: &str, e: S3Error) -> StateError {
+        RemoteError::s3(format!("{what} {}", self.url), e).into()
+    }
+
+    /// Reads snapshot and journal, retrying when a writer's clean-up removed a segment between
+    /// our listing and our read.
+    pub(super) fn load(&self) -> Result<Loaded, StateError> {
+        let mut attempt = 0;
+        loop {
+            match self.load_once() {
+                Err(LoadError::Vanished(_)) if attempt < 3 => attempt += 1,
+                Err(LoadError::Vanished(name)) => {
+                    return Err(StateError::corrupt(
+                        &self.url,
+                        None,
+                        format!("journal segment {name} keeps disappearing while being read"),
+                    ))
+                }
+                Err(LoadError::State(e)) => return Err(e),
+                Ok(loaded) => return Ok(loaded),
+            }
+        }
+    }
+
+    pub(super) fn load_once(&self) -> Result<Loaded, LoadError> {
+        let snapshot = match self.client.get(&self.key) {
+            Ok(Some(obj)) => {
+                let plain = self.open_body(&self.key, obj.body)?;
+                let state = parse_snapshot(Path::new(&self.url), &plain)?;
+                Some((state, obj.etag, plain.len() as u64))
+            }
+            Ok(None) => None,
+            Err(e) => return Err(self.fail("read the state", e).into()),
+        };
+        let serial = snapshot.as_ref().map_or(0, |(s, _, _)| s.serial);
+        let prefix = self.namespace(serial);
+        let names = self
+            .client
+            .list(&prefix)
+            .map_err(|e| self.fail("list the journal of", e))?;
+        let mut bytes = Vec::new();
+        let mut sealed = false;
+        for (seq, name) in names.iter().enumerate() {
+            let expected = self.segment(serial, seq as u64);
+            if *name != expected || sealed {
+                let what = if sealed {
+                    "after the seal"
+                } else {
+                    "out of sequence"
+                };
+                return Err(StateError::corrupt(
+                    &self.url,
+                    None,
+                    format!("journal segment {name} is {what} (expected {expected}); a segment is missing or foreign"),
+                )
+                .into());
+            }
+            let Some(obj) = self
+                .client
+                .get(name)
+                .map_err(|e| self.fail("read the journal of", e))?
+            else {
+                return Err(LoadError::Vanished(name.clone()));
+            };
+            if obj.body == SEAL {
+                sealed = true;
+                continue;
+            }
+            bytes.extend(self.open_body(name, obj.body)?);
+        }
+        let exists = snapshot.is_some() || !names.is_empty();
+        let (state, etag, snapshot_len) = match snapshot {
+            Some((s, etag, len)) => (Some(s), Some(etag), len),
+            None => (None, None, 0),
+        };
+        let replayed = journal::replay(Path::new(&format!("{}.journal", self.url)), state, &bytes)
+            .map_err(StateError::from)?;
+        Ok(Loaded {
+            state: replayed.state,
+            pos: Position {
+                etag,
+                snapshot_len,
+                next_seq: names.len() as u64,
+                journal_bytes: bytes.len() as u64,
+                sealed,
+            },
+            exists,
+        })
+    }
+
+    /// Whether segment `name` holds exactly `line` (to settle a retried create).
+    pub(super) fn holds(&self, name: &str, line: &[u8]) -> bool {
+        match self.client.get(name) {
+            Ok(Some(obj)) if obj.body == SEAL => line == SEAL,
+            Ok(Some(obj)) => self.open_body(name, obj.body).is_ok_and(|b| b == line),
+            _ => false,
+        }
+    }
+
+    /// Creates segment `name` holding `line`; a conflict means someone else wrote it.
+    pub(super) fn create(&self, name: &str, line: &[u8]) -> Result<(), StateError> {
+        let body = if line == SEAL {
+            SEAL.to_vec()
+        } else {
+            self.seal_body(name, line)
+        };
+        match self.client.put(name, &body, Condition::Absent) {
+            Ok(_) => Ok(()),
+            Err(S3Error::PreconditionFailed { attempts, .. })
+                if attempts > 1 && self.holds(name, line) =>
+            {
+                Ok(())
+            }
+            Err(S3Error::PreconditionFailed { .. }) => Err(RemoteError::Conflict {
+                state: self.url.clone(),
+                detail: format!("journal segment {name} was written by someone else"),
+            }
+            .into()),
+            Err(e) => Err(self.fail("record results in", e)),
+        }
+    }
+
+    /// Seals namespace `serial` at `seq`, then replaces the snapshot (ETag `etag`) with
+    /// `state`. Returns the new ETag and the snapshot's size.
+    pub(super) fn replace_snapshot(
+        &self,
+        serial: u64,
+        seq: u64,
+        etag: Option<&str>,
+        state: &StateFile,
+    ) -> Result<(String, u64), StateError> {
+        self.create(&self.segment(serial, seq), SEAL)?;
+        let mut plain = serde_json::to_vec(state).expect("state serialises");
+        plain.push(b'\n');
+        let body = self.seal_body(&self.key, &plain);
+        let condition = etag.map_or(Condition::Absent, Condition::Matches);
+        match self.client.put(&self.key, &body, condition) {
+            Ok(w) => Ok((w.etag, plain.len() as u64)),
+            Err(S3Error::PreconditionFailed { attempts, .. }) if attempts > 1 => {
+                match self.client.get(&self.key) {
+                    Ok(Some(obj))
+                        if self
+                            .open_body(&self.key, obj.body.clone())
+                            .is_ok_and(|b| b == plain) =>
+                    {
+                        Ok((obj.etag, plain.len() as u64))
+                    }
+                    _ => Err(self.snapshot_conflict()),
+                }
+            }
+            Err(S3Error::PreconditionFailed { .. }) => Err(self.snapshot_conflict()),
+            Err(e) => Err(self.fail("write the snapshot of", e)),
+        }
+    }
+
+    pub(super) fn snapshot_conflict(&self) -> StateError {
+        RemoteError::Conflict {
+            state: self.url.clone(),
+            detail: "the snapshot is not the one this run read".into(),
+        }
+        .into()
+    }
+
+    /// Deletes namespace `serial` (best effort: leftovers are only garbage).
+    pub(super) fn delete_namespace(&self, serial: u64) {
+        let prefix = self.namespace(serial);
+        match self.client.list(&prefix) {
+            Ok(names) => {
+                for name in names {
+                    if let Err(e) = self.client.delete(&name, Condition::Always) {
+                        log::info!("could not delete the old journal segment {name}: {e}");
+                        return;
+                    }
+                }
+            }
+            Err(e) => log::info!("could not list the old journal {prefix}: {e}"),
+        }
+    }
+}
+
+pub(super) enum LoadError {
+    Vanished(String),
+    State(StateError),
+}
+
+impl From<StateError> for LoadError {
+    fn from(e: StateError) -> LoadError {
+        LoadError::State(e)
+    }
+}
+
+pub(super) struct Loaded {
+    pub(super) state: StateFile,
+    pub(super) pos: Position,
+    /// Whether any object of the state exists.
+    pub(super) exists: bool,
+}
+
+/// Where the remote state stands: the snapshot read or written last, and the journal after it.
+#[derive(Debug, Default)]
+pub(super) struct Position {
+    /// The snapshot's ETag (`None`: no snapshot object yet).
+    pub(super) etag: Option<String>,
+    pub(super) snapshot_len: u64,
+    /// The next journal segment's number.
+    pub(super) next_seq: u64,
+    pub(super) journal_bytes: u64,
+    /// The journal ends with a seal (a compaction stopped after sealing).
+    pub(super) sealed: bool,
+}
+
+impl Position {
+    /// Right after a snapshot was written.
+    pub(super) fn after_snapshot(etag: String, snapshot_len: u64) -> Position {
+        Position {
+            etag: Some(etag),
+            snapshot_len,
+            ..Position::default()
+        }
+    }
+
+    /// Whether the journal holds anything to fold into a new snapshot.
+    pub(super) fn journal_pending(&self) -> bool {
+        self.journal_bytes > 0 || self.sealed
+    }
+}

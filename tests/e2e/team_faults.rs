@@ -1,0 +1,219 @@
+//! What teams do to a shared S3 state, against a real SeaweedFS server and the fakes' object
+//! log: a writer paused while another machine forces its lock and applies, a lock kept for
+//! results rescued on another machine, a rescue file whose lock was forced open since. Each
+//! "machine" has its own project and rescue directory; the object log is shared, so orphans and
+//! duplicates are counted across machines.
+
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use super::remote::{tokens, wait_for, Machine};
+use super::weed::Weed;
+use crate::util::*;
+
+/// The lock object's record.
+fn lock_record(weed: &Weed, key: &str) -> Json {
+    let obj = weed.client().get(key).unwrap().expect("a lock object");
+    serde_json::from_slice(&obj.body).unwrap()
+}
+
+/// The provider ids an error lists as `ADDRESS (id ID)`.
+fn listed_ids(err: &str) -> Vec<String> {
+    err.split("(id ")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_paused_writer_whose_lock_was_forced_open_stops_and_creates_nothing_more() {
+    let weed = Weed::start();
+    let mut m1 = Machine::new(&weed, "team/paused.state", &tokens(300, "p"));
+    m1.project = m1.project.with_object_log();
+    let log = m1.project.objects_path();
+    let m1 = m1.env("NIVIS_FAKE_SLOW_MS", "40");
+    let m2 = Machine::new(&weed, "team/paused.state", &tokens(300, "p"))
+        .env("NIVIS_FAKE_OBJECT_LOG", &log)
+        .env("NIVIS_FAKE_COUNTER", "100000");
+    let err_path = m1.project.dir.path().join("m1.stderr");
+    let err_file = std::fs::File::create(&err_path).unwrap();
+    let mut run = m1.spawn_apply_with(&[], err_file.into());
+    let client = weed.client();
+    wait_for("results recorded remotely", Duration::from_secs(60), || {
+        client
+            .list("team/paused.state.journal/")
+            .map(|k| k.len() >= 3)
+            .unwrap_or(false)
+    });
+    // The laptop lid closes: m1 is frozen mid-apply.
+    unsafe { libc::kill(run.id() as i32, libc::SIGSTOP) };
+    let lock_id = lock_record(&weed, "team/paused.state.lock")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // m2 is told to force the lock (the holder runs on this test's host, so --force).
+    assert_success(&m2.cmd(&["force-unlock", &lock_id, "--force"]));
+    assert_success(&m2.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(m2.ids().len(), 300);
+    let before_resume = m1.project.objects().created();
+
+    // The lid opens.
+    unsafe { libc::kill(run.id() as i32, libc::SIGCONT) };
+    let status = run.wait().unwrap();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert!(!status.success(), "the paused writer must fail: {err}");
+    assert!(
+        err.contains(&format!("lock {lock_id}")) && err.contains("was taken away"),
+        "{err}"
+    );
+    assert!(!err.contains("run again"), "{err}");
+    assert!(err.contains("nivis import"), "{err}");
+    // Nothing was started after the pause: only the creates in flight at SIGSTOP ended.
+    let after = m1.project.objects().created();
+    assert!(
+        after - before_resume <= 10,
+        "m1 created {} objects after it resumed: {err}",
+        after - before_resume
+    );
+    // What m2 recorded is alive; the only unrecorded objects are those in flight at the pause,
+    // named by m1's error; their resources are the only ones with two objects.
+    let listed = listed_ids(&err);
+    let diff = m2.project.remote_vs(&recorded_in(&m2.pulled_from_bucket()));
+    assert!(diff.phantoms.is_empty(), "{diff:?}");
+    assert!(diff.orphans.len() <= 10, "{diff:?}");
+    for (id, _) in &diff.orphans {
+        assert!(listed.contains(id), "orphan {id} not named by m1: {err}");
+    }
+    let orphan_labels: Vec<&String> = diff.orphans.iter().map(|(_, l)| l).collect();
+    assert!(
+        diff.duplicated.keys().all(|l| orphan_labels.contains(&l)),
+        "{diff:?}"
+    );
+    // m2's state is whole and its lock free: the next plan changes nothing.
+    let plan = m2.run(&["plan"], &[]);
+    assert_success(&plan);
+    assert!(stdout(&plan).contains("No changes"), "{}", stdout(&plan));
+    assert!(client.get("team/paused.state.lock").unwrap().is_none());
+}
+
+/// A lock record as another machine ("m1-laptop") leaves it: its holder cannot be checked from
+/// here.
+fn foreign_lock(id: &str, kept: Option<Json>) -> Vec<u8> {
+    let mut record = serde_json::json!({
+        "id": id, "pid": 4242, "host": "m1-laptop", "user": "alice",
+        "command": "nivis apply", "since": 1_700_000_000u64, "version": "0.1.0",
+    });
+    if let Some(kept) = kept {
+        record["kept"] = kept;
+    }
+    serde_json::to_vec(&record).unwrap()
+}
+
+#[test]
+fn a_lock_kept_for_results_rescued_on_another_machine_says_so_and_is_not_forced_by_accident() {
+    let weed = Weed::start();
+    let m2 = Machine::new(&weed, "team/kept.state", &tokens(3, "k"));
+    let client = weed.client();
+    let key = "team/kept.state.lock";
+    let file = "/home/alice/.local/state/nivis/rescue/nivis-e2e_team_kept.state-0123.rescue";
+    let kept = serde_json::json!({ "host": "m1-laptop", "results": 7, "file": file });
+    client
+        .put(
+            key,
+            &foreign_lock("lock-m1", Some(kept)),
+            nivis::state::s3::Condition::Always,
+        )
+        .unwrap();
+
+    // m2 is told where the results are and what to do, not to force the lock.
+    let refused = m2.run(&["apply"], &["--auto-approve"]);
+    assert!(!refused.status.success());
+    let err = stderr(&refused);
+    for needle in [
+        "kept for 7 rescued result(s) on host m1-laptop",
+        file,
+        "run the command again on m1-laptop",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from: {err}");
+    }
+    assert!(!err.contains("if that process is gone"), "{err}");
+
+    // force-unlock refuses without --force, with no terminal too, naming the host.
+    let forced = m2.cmd(&["force-unlock", "lock-m1"]);
+    assert!(!forced.status.success(), "{}", stdout(&forced));
+    assert!(
+        stderr(&forced).contains("m1-laptop") && stderr(&forced).contains("--force"),
+        "{}",
+        stderr(&forced)
+    );
+    assert!(client.get(key).unwrap().is_some(), "the lock stays");
+
+    // A plain lock of another host: the locked message says to check that host first, and
+    // force-unlock without a terminal needs --force.
+    client
+        .put(
+            key,
+            &foreign_lock("lock-m1b", None),
+            nivis::state::s3::Condition::Always,
+        )
+        .unwrap();
+    let locked = m2.run(&["apply"], &["--auto-approve"]);
+    assert!(
+        stderr(&locked).contains("after checking host m1-laptop"),
+        "{}",
+        stderr(&locked)
+    );
+    let refused = m2.cmd(&["force-unlock", "lock-m1b"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("on another host"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(client.get(key).unwrap().is_some(), "the lock stays");
+    assert_success(&m2.cmd(&["force-unlock", "lock-m1b", "--force"]));
+    assert!(client.get(key).unwrap().is_none());
+    assert_success(&m2.run(&["apply"], &["--auto-approve"]));
+}
+
+#[test]
+fn a_local_state_directory_moved_mid_apply_stops_the_run_and_names_what_is_unrecorded() {
+    let mut p = Project::new(&tokens(300, "l")).env("NIVIS_FAKE_SLOW_MS", "40");
+    p = p.with_object_log();
+    let dir = p.dir.path().join("st");
+    std::fs::create_dir(&dir).unwrap();
+    let state = dir.join("nivis.state.json");
+    let err_path = p.dir.path().join("apply.stderr");
+    let mut run = std::process::Command::new(nivis_bin())
+        .args(["apply", "--auto-approve", "--file"])
+        .arg(&p.plan)
+        .arg("--state")
+        .arg(&state)
+        .current_dir(p.dir.path())
+        .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let journal = dir.join("nivis.state.json.journal");
+    wait_for("results recorded", Duration::from_secs(60), || {
+        std::fs::read_to_string(&journal).is_ok_and(|j| j.lines().count() >= 3)
+    });
+    let moved = p.dir.path().join("st.moved");
+    std::fs::rename(&dir, &moved).unwrap();
+    let status = run.wait().unwrap();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert!(
+        !status.success(),
+        "a run whose state moved away must fail: {err}"
+    );
+    assert!(err.contains("removed or moved"), "{err}");
+    assert!(!err.contains("run again"), "{err}");
+    // What the moved state records plus what the error lists is everything alive, once.
+    let recorded =
+        recorded_in(&nivis::state::Store::read_only(moved.join("nivis.state.json")).unwrap());
+    p.assert_remote_matches(&recorded, &listed_ids(&err));
+    assert!(p.objects().created() < 300, "dispatch stopped");
+}
