@@ -10,7 +10,7 @@ removed); each cycle both engines plan, apply and plan again, and this compares:
   * the final states: the same addresses with the same triggers, ids replaced by the address
     of the object they name (the two engines' random ids differ).
 
-Legitimate differences (none expected for this generator; see docs/DESIGN.md §79): values Nix
+Legitimate differences (none expected for this generator; see docs/DESIGN.md §57): values Nix
 computes (`lib.str`, `compute`) are deferred by Nivis, planned by Terraform; the generator uses
 plain references only.
 

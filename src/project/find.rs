@@ -1,4 +1,4 @@
-//! Finding a plan's flake before Nix runs, and measuring what Nix would copy (DESIGN §60).
+//! Finding a plan's flake before Nix runs, and measuring what Nix would copy (DESIGN §50).
 //!
 //! Owns: the upward search for `flake.nix` (as Nix does it: from the directory up, stopping at
 //! a git work-tree root or a filesystem boundary), the refusal to hand Nix a local flake

@@ -1,5 +1,5 @@
 //! A project's identity: what keys its default state, so that moving, renaming or cloning the
-//! project keeps using the same state (DESIGN §59).
+//! project keeps using the same state (DESIGN §49).
 //!
 //! Owns: the three kinds of identity (the name the flake declares as `nivis.project`; a git
 //! repository's root commit with the flake's subdirectory; the project's location), the state

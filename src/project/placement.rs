@@ -1,4 +1,4 @@
-//! Where a project's default state goes (DESIGN §59): its identity chosen, the states it had
+//! Where a project's default state goes (DESIGN §49): its identity chosen, the states it had
 //! under earlier keys moved there, its note written, and the refusal to start a path-keyed
 //! project afresh beside a state that may be its own.
 //!

@@ -39,7 +39,7 @@
 //! A writer reads its lock after every segment it writes, and before writing or dispatching
 //! once 250 ms have passed on the boot clock (which counts SIGSTOP and suspend): a writer whose
 //! lock was forced open while it was paused stops before its next provider call, and a segment
-//! it wrote meanwhile is never counted as recorded (DESIGN §99).
+//! it wrote meanwhile is never counted as recorded (DESIGN §58).
 //!
 //! # Module map
 //!
