@@ -494,3 +494,18 @@ impl ObjectLog {
         self.entries.iter().filter(|e| e["op"] == "create").count()
     }
 }
+
+/// Runs `git ARGS` in `dir` with a fixed identity (tests make their own commits), asserting
+/// success.
+pub fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert_success(&out);
+}

@@ -6,7 +6,7 @@
 //! deletion that fails leaves the object deposed in state for the next apply (see DESIGN §18).
 
 use super::node::{self, DeposedGone};
-use super::phases::PhaseOwner;
+use super::phase_owner::PhaseOwner;
 use super::{EngineError, Event};
 use crate::diag::Diagnostics;
 use crate::sched::Status;

@@ -19,6 +19,7 @@ pub mod events;
 mod imports;
 mod moves;
 mod node;
+mod phase_owner;
 mod phases;
 mod providers;
 mod providers_run;

@@ -234,19 +234,6 @@ fn plan_in(dir: &std::path::Path) -> Output {
         .expect("run nivis")
 }
 
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert_success(&out);
-}
-
 #[test]
 fn a_nix_syntax_error_names_the_users_file_and_the_plan() {
     let tmp = tempfile::tempdir().unwrap();

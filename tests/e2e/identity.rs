@@ -79,19 +79,6 @@ impl Machine {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert_success(&out);
-}
-
 /// Makes `dir` a git repository with `flake` (a path in it) committed.
 fn commit(dir: &Path, flake: &str) {
     git(dir, &["init", "-q"]);

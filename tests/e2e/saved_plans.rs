@@ -81,18 +81,6 @@ impl Setup {
 
     /// A fresh clone of the review checkout (a git repository), on another path.
     fn clone_to(&self, checkout: &str) {
-        let git = |dir: &Path, args: &[&str]| {
-            let out = Command::new("git")
-                .args(args)
-                .current_dir(dir)
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-                .output()
-                .unwrap();
-            assert_success(&out);
-        };
         let review = self.root.join("review");
         git(&review, &["init", "-q"]);
         git(&review, &["add", "flake.nix"]);
