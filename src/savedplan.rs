@@ -96,6 +96,11 @@ pub struct SavedPlan {
     /// schema version 1: absent when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data_reads: Vec<DataReadRecord>,
+    /// A destroy plan (`plan --destroy --out`): `changes` are the removals `nivis destroy`
+    /// listed, and `apply FILE` destroys exactly them (added within schema version 1: absent
+    /// when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub destroy: bool,
 }
 
 /// One data source's read as a saved plan carries it: its result when nothing in it is
@@ -157,6 +162,7 @@ impl SavedPlan {
             moved: Vec::new(),
             imported: Vec::new(),
             data_reads: Vec::new(),
+            destroy: false,
         };
         for e in events {
             match e {
@@ -669,6 +675,17 @@ mod tests {
     }
 
     #[test]
+    fn the_destroy_mark_is_written_only_on_a_destroy_plan_and_read_back() {
+        let mut plan = SavedPlan::new(basis(), &[]);
+        let plain = plan.to_canonical();
+        assert!(!plain.contains("\"destroy\""), "{plain}");
+        assert!(!SavedPlan::parse(plain.as_bytes()).unwrap().destroy);
+        plan.destroy = true;
+        let text = plan.to_canonical();
+        assert!(SavedPlan::parse(text.as_bytes()).unwrap().destroy, "{text}");
+    }
+
+    #[test]
     fn what_a_saved_plan_allows() {
         let plan = SavedPlan {
             meta: Meta {
@@ -681,6 +698,7 @@ mod tests {
             moved: Vec::new(),
             imported: Vec::new(),
             data_reads: Vec::new(),
+            destroy: false,
         };
         assert_eq!(
             plan.allowed("a", 1),

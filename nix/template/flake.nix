@@ -13,6 +13,11 @@
       lib = nivis.lib;
     in
     {
+      # `nix fmt` formats this project's Nix files with the formatter Nivis itself uses
+      # (nixfmt, from the nixpkgs Nivis's flake.lock pins). Fetched only when `nix fmt` runs:
+      # `nivis plan` and `nivis apply` never need nixpkgs.
+      inherit (nivis) formatter;
+
       # Nivis keeps this project's state outside the directory and finds it by the git
       # repository's first commit, so moves and clones keep it. Outside git (or in a shallow
       # clone), name the project instead; every project needs its own name:

@@ -61,7 +61,7 @@ pub struct Cli {
 pub enum Command {
     /// Show what apply would do: this phase in full, later phases as what they wait on.
     #[command(
-        after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json\n  nivis plan --destroy              what `nivis destroy` would remove"
+        after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json\n  nivis plan --destroy              what `nivis destroy` would remove\n  nivis plan --destroy --out d.plan  save it: `nivis apply d.plan` destroys exactly that"
     )]
     Plan(PlanArgs),
     /// Plan and apply, re-evaluating Nix with new outputs, phase after phase, to a fixpoint;
@@ -308,8 +308,9 @@ pub struct PlanArgs {
     /// Only read the recorded objects and show how they drifted; plan no change.
     #[arg(long, conflicts_with_all = ["replace", "out"])]
     pub refresh_only: bool,
-    /// Show what `nivis destroy` would remove (with the same --target); change nothing.
-    #[arg(long, conflicts_with_all = ["replace", "out", "refresh_only"])]
+    /// Show what `nivis destroy` would remove (with the same --target); change nothing. With
+    /// --out, save it for `nivis apply FILE` to destroy exactly that.
+    #[arg(long, conflicts_with_all = ["replace", "refresh_only"])]
     pub destroy: bool,
     /// Also write the plan to FILE, for `nivis apply FILE` to apply exactly (no secret in it).
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]

@@ -132,8 +132,9 @@ fn drive(
 ) -> Result<Option<Report>, Failure> {
     let mut opts = options(spec, verb.name()).map_err(Failure::Setup)?;
     opts.save = spec.out.is_some();
+    let mut saved_destroy = false;
     if let Some(file) = spec.plan_file {
-        use_saved_plan(&mut opts, file, sink).map_err(Failure::Setup)?;
+        saved_destroy = use_saved_plan(&mut opts, file, sink).map_err(Failure::Setup)?;
     }
     // A saved plan was the review: `apply FILE` applies it without asking (as Terraform).
     let needs_confirm = verb.asks() && !spec.auto_approve && spec.plan_file.is_none();
@@ -157,9 +158,11 @@ fn drive(
     let confirm: crate::engine::Confirm<'_> = if needs_confirm { Some(&mut ask) } else { None };
     let result = match verb {
         Verb::Plan if spec.refresh_only => engine.plan_refresh_only().map(Some),
-        Verb::Plan if spec.plan_destroy => plan_destroy(&mut engine).map(Some),
+        Verb::Plan if spec.plan_destroy => engine.plan_destroy().map(Some),
         Verb::Plan => engine.plan().map(Some),
         Verb::Refresh => engine.refresh(confirm).map(Some),
+        // A saved destroy plan is carried out by the destroy run, checked against it.
+        Verb::Apply if saved_destroy => engine.destroy(None).map(Some),
         Verb::Apply => engine.apply(confirm).map(Some),
         Verb::Destroy => engine.destroy(confirm).map(Some),
         Verb::Validate => match engine.validate() {
@@ -201,17 +204,9 @@ fn drive(
     })
 }
 
-/// `plan --destroy`: the destroy run's own listing, then "no" at its question, so nothing is
-/// removed.
-fn plan_destroy(engine: &mut Engine<'_>) -> Result<Report, EngineError> {
-    match engine.destroy(Some(&mut || false)) {
-        Err(EngineError::Declined) => Ok(Report::default()),
-        other => other,
-    }
-}
-
-/// `apply FILE`: the run applies the saved plan, with its `--target` and `--replace`.
-fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Result<(), String> {
+/// `apply FILE`: the run applies the saved plan, with its `--target` and `--replace`. Returns
+/// whether it is a destroy plan.
+fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Result<bool, String> {
     let (saved, sha256) = read_saved_plan(file)?;
     if !opts.targets.is_empty() || !opts.replace.is_empty() {
         return Err(
@@ -242,13 +237,14 @@ fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Resul
             }
         }
     }
+    let destroy = saved.destroy;
     opts.saved = Some(std::sync::Arc::new(saved));
     sink.event(Event::PlanFile {
         path: file.display().to_string(),
         sha256,
         applying: true,
     });
-    Ok(())
+    Ok(destroy)
 }
 
 /// Reads and checks a saved plan; returns it with the content hash of its bytes.

@@ -135,16 +135,57 @@ impl Engine<'_> {
         self.mutating(confirm, Self::destroy_inner)
     }
 
-    // Long because it is the destroy command top to bottom: the set (targets), the preventDestroy
-    // guard, the plan events, confirmation, the deletes, the data sources.
+    /// `nivis plan --destroy`: what `destroy` (with the same `--target`) would remove, from an
+    /// in-memory copy of the state; with `opts.save` the saved destroy plan `apply FILE` runs.
+    pub fn plan_destroy(&mut self) -> Result<Report, EngineError> {
+        let holder = self.open_state(false)?;
+        if self.opts.save {
+            self.providers.identify = true;
+            self.sink.keep();
+        }
+        let (ir, _) = self.destroy_listing(holder.state())?;
+        let saved = match self.opts.save {
+            true => {
+                let basis = self.basis(&ir, holder.state())?;
+                let mut plan = crate::savedplan::SavedPlan::new(basis, &self.sink.take_kept());
+                plan.destroy = true;
+                Some(plan)
+            }
+            false => None,
+        };
+        Ok(Report {
+            evaluations: 1,
+            nix_time: self.nix_time,
+            saved,
+            ..Report::default()
+        })
+    }
+
+    /// The destroy command top to bottom: the listing (checked against a saved destroy plan),
+    /// confirmation, the deletes, the data sources.
     pub(super) fn destroy_inner(
         &mut self,
         holder: &mut dyn LockedStore,
         confirm: Confirm<'_>,
         mutation: Mutation,
     ) -> Result<Report, EngineError> {
-        let ir = self.evaluate(holder.state(), 0)?;
-        let state = holder.state();
+        let (ir, ids) = self.destroy_listing(holder.state())?;
+        if ids.is_empty() {
+            return Ok(Report::default());
+        }
+        if let Some(ask) = confirm {
+            if !ask() {
+                return Err(EngineError::Declined);
+            }
+        }
+        self.destroy_listed(&ir, &ids, holder, mutation)
+    }
+
+    /// `destroy`'s set (every managed resource in state, or the targets and what depends on
+    /// them), refused when `lifecycle.preventDestroy` guards one, listed as planned removals;
+    /// with a saved destroy plan, checked against it. Returns the IR and the set.
+    fn destroy_listing(&mut self, state: &StateFile) -> Result<(Ir, Vec<String>), EngineError> {
+        let ir = self.evaluate(state, 0)?;
         let mut ids: Vec<String> = state
             .iter()
             .filter(|r| r.is_managed())
@@ -189,23 +230,33 @@ impl Engine<'_> {
                 protected.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             )));
         }
+        if let Some(saved) = self.opts.saved.clone() {
+            self.check_basis(&saved, &ir, state, true)?;
+            self.sink.keep();
+        }
         for id in &ids {
             let r = state.get(id).expect("in state");
             let action = removal(&ir, r);
             let event = Event::planned_removal(1, id, &r.type_name, action, None);
             self.sink.event(event);
         }
-        if ids.is_empty() {
-            return Ok(Report::default());
+        if let Some(saved) = self.opts.saved.clone() {
+            self.check_replan(&saved)?;
         }
-        if let Some(ask) = confirm {
-            if !ask() {
-                return Err(EngineError::Declined);
-            }
-        }
-        let deleting = needing_delete(&ir, holder.state(), &ids);
-        self.prepare_providers(&ir, holder.state(), &deleting, true)?;
-        let destroyed = self.destroy_set(&ir, holder, &ids, 1, mutation)?;
+        Ok((ir, ids))
+    }
+
+    /// The rest of `destroy` once the listing was shown (and confirmed).
+    fn destroy_listed(
+        &mut self,
+        ir: &Ir,
+        ids: &[String],
+        holder: &mut dyn LockedStore,
+        mutation: Mutation,
+    ) -> Result<Report, EngineError> {
+        let deleting = needing_delete(ir, holder.state(), ids);
+        self.prepare_providers(ir, holder.state(), &deleting, true)?;
+        let destroyed = self.destroy_set(ir, holder, ids, 1, mutation)?;
         // Data sources go with the rest when everything is destroyed.
         if self.opts.targets.is_empty() {
             let data: Vec<Change> = holder

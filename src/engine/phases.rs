@@ -236,7 +236,7 @@ impl Engine<'_> {
             }
             if report.evaluations == 1 {
                 if let Some(saved) = self.opts.saved.clone() {
-                    self.check_basis(&saved, &ir, holder.state())?;
+                    self.check_basis(&saved, &ir, holder.state(), false)?;
                 }
             }
             if !moves_checked {

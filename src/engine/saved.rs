@@ -54,15 +54,23 @@ impl Engine<'_> {
             .collect()
     }
 
-    /// Refuses a saved plan made against another state, other variables or another IR.
+    /// Refuses a saved plan made against another state, other variables or another IR, or
+    /// one of the other kind (`destroying`: the run destroys; a destroy plan only destroys).
     pub(super) fn check_basis(
         &self,
         saved: &SavedPlan,
         first: &Ir,
         state: &StateFile,
+        destroying: bool,
     ) -> Result<(), EngineError> {
         let was = &saved.basis;
         let stale = |why: String| Err(refused(why));
+        if saved.destroy != destroying {
+            return stale(match saved.destroy {
+                true => "it is a destroy plan (`plan --destroy`), which only `nivis apply FILE` carries out".into(),
+                false => "it is not a destroy plan: apply it with `nivis apply FILE`".into(),
+            });
+        }
         let now_lineage = lineage_of(state);
         let both_written = !was.state.lineage.is_empty() && !now_lineage.is_empty();
         if (both_written && was.state.lineage != now_lineage)

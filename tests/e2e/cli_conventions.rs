@@ -524,8 +524,62 @@ fn plan_destroy_lists_what_destroy_would_remove_and_changes_nothing() {
         "{text}"
     );
     assert_eq!(p.state_json()["resources"], before, "nothing was removed");
-    let out = p.run(&["plan"], &["--destroy", "--out", "d.plan"]);
-    assert_eq!(out.status.code(), Some(1), "not saveable (yet)");
+}
+
+#[test]
+fn a_saved_destroy_plan_applies_exactly_and_refuses_a_changed_state() {
+    let p = Project::new(TOKENS);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let out = p.run(
+        &["plan"],
+        &[
+            "--destroy",
+            "--target",
+            "alpha.alpha_token.a",
+            "--out",
+            "d.plan",
+        ],
+    );
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(text.contains("nivis apply d.plan"), "{text}");
+    assert!(
+        text.contains("2 to destroy"),
+        "a and c, which reads it: {text}"
+    );
+    assert_eq!(p.state_json()["resources"].as_object().unwrap().len(), 6);
+    // `show` prints what it removes.
+    let out = Command::new(nivis_bin())
+        .args(["show", "d.plan"])
+        .current_dir(p.dir.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let shown = stdout(&out);
+    assert!(
+        shown.contains("- alpha.alpha_token.c"),
+        "{shown}{}",
+        stderr(&out)
+    );
+    // No terminal, no --auto-approve: the saved plan was the review.
+    let out = p.run(&["apply", "d.plan"], &[]);
+    assert_success(&out);
+    let left = p.state_json()["resources"].clone();
+    let left: Vec<&String> = left.as_object().unwrap().keys().collect();
+    assert_eq!(left.len(), 4, "a and c went, the rest stayed: {left:?}");
+    assert!(!left
+        .iter()
+        .any(|id| id.ends_with(".a") || id.ends_with(".c")));
+
+    // A destroy plan made before the state changed is refused, and removes nothing.
+    let out = p.run(&["plan"], &["--destroy", "--out", "all.plan"]);
+    assert_success(&out);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let out = p.run(&["apply", "all.plan"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("the state changed since it was made"), "{err}");
+    assert_eq!(p.state_json()["resources"].as_object().unwrap().len(), 6);
 }
 
 #[test]

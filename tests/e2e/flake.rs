@@ -269,3 +269,31 @@ fn flake_outputs_evaluate_against_a_nixpkgs_stand_in() {
         );
     }
 }
+
+/// The template's `formatter` (for `nix fmt`) is Nivis's own, reached lazily through the
+/// `nivis` input: evaluated against the nixpkgs stand-in here, never by a plan.
+#[test]
+fn the_templates_formatter_is_nivis_s() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, project) = (tmp.path().join("nivis-src"), tmp.path().join("project"));
+    copy_flake_source(&src);
+    copy_dir(&repo().join("nix/template"), &project);
+    let stub = format!("path:{}", repo().join("tests/nix/stub-nixpkgs").display());
+    let out = nix(
+        tmp.path(),
+        &[
+            "eval",
+            "--raw",
+            &format!("path:{}#formatter.x86_64-linux.name", project.display()),
+            "--no-write-lock-file",
+            "--override-input",
+            "nivis",
+            &format!("path:{}", src.display()),
+            "--override-input",
+            "nivis/nixpkgs",
+            &stub,
+        ],
+    );
+    assert_success(&out);
+    assert!(stdout(&out).contains("nixfmt"), "{}", stdout(&out));
+}
