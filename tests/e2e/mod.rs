@@ -19,6 +19,7 @@ mod nixops4;
 mod plan_truth;
 mod real_null;
 mod remote;
+mod remote_encrypt;
 mod remote_secrets;
 mod sandbox;
 mod saved_plans;
