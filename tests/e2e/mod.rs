@@ -4,6 +4,7 @@ mod book;
 mod cli;
 mod cli_conventions;
 mod disk_full;
+mod encoded_leaks;
 mod faults;
 mod flake;
 mod gen;
