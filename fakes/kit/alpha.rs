@@ -178,6 +178,11 @@ impl Behaviour for Alpha {
                 format!("injected failure applying alpha_token with label {label:?}"),
             ));
         }
+        if knobs.leak_label {
+            let forms = super::knobs::encoded_forms(&label).join(" ");
+            eprintln!("[ERROR] alpha: rejecting label: {forms}");
+            return Err((None, format!("the label was rejected: {forms}")));
+        }
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
         let mut new = planned.clone();
         if matches!(prior, Value::Null) {

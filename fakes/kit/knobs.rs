@@ -38,6 +38,10 @@ pub struct Knobs {
     pub secret_prefix: Option<String>,
     /// alpha's resource schema version; 1 adds `revision` (`NIVIS_FAKE_ALPHA_SCHEMA_VERSION`).
     pub alpha_schema_version: i64,
+    /// alpha's applies fail with a diagnostic that quotes the label in other encodings
+    /// (URL-encoded, Go-JSON-escaped, hex, base64 at three alignments), also written to its
+    /// stderr (`NIVIS_FAKE_LEAK_LABEL`): a sensitive label must stay masked in every form.
+    pub leak_label: bool,
 }
 
 /// Reads an environment knob; empty counts as unset.
@@ -74,6 +78,7 @@ impl Knobs {
             alpha_schema_version: env("NIVIS_FAKE_ALPHA_SCHEMA_VERSION")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            leak_label: env("NIVIS_FAKE_LEAK_LABEL").is_some(),
         }
     }
 }
@@ -96,4 +101,37 @@ pub fn write_noise(kib: usize, tag: &str) {
         let _ = out.write_all(line.as_bytes());
         written += line.len();
     }
+}
+
+/// `text` in the encodings a provider's messages use: URL-encoded (RFC 3986), as a Go JSON
+/// string (`<`, `>`, `&` as `\u003c`...), hex, and base64 after 0, 1 and 2 bytes of prefix.
+pub fn encoded_forms(text: &str) -> Vec<String> {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    let url: String = text
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let json = serde_json::to_string(text)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    let mut forms = vec![
+        format!("url={url}"),
+        format!("json={json}"),
+        format!("hex={}", hex::encode(text)),
+    ];
+    for prefix in ["", "x", "xy"] {
+        forms.push(format!(
+            "b64={}",
+            STANDARD.encode(format!("{prefix}{text}"))
+        ));
+    }
+    forms
 }

@@ -19,6 +19,7 @@ use super::{absolute, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
 use crate::project::{Identity, Placement};
 use crate::render::{self, outln};
+use crate::state::s3::Conversion;
 use crate::state::{
     env_state_path, parse_snapshot, Backend, ForceUnlock, Liveness, LockHolder, LockedStore,
     StateFile, Store, DEFAULT_ENV,
@@ -334,6 +335,35 @@ pub fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
         backend.describe()
     );
     replace_and_close(target, state, &done)
+}
+
+/// `nivis state migrate --encrypt|--decrypt`: the remote state rewritten in place, sealed with
+/// the configured key or in plain text.
+pub fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Duration>) -> i32 {
+    let backend = match of(&t.source, &t.state) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    let holder = LockHolder::current("nivis state migrate");
+    let (resources, deleted) = match backend.convert(holder, wait, conversion) {
+        Ok(done) => done,
+        Err(e) => return fail(&e),
+    };
+    let url = backend.describe();
+    let done = match conversion {
+        Conversion::Encrypt => format!(
+            "Encrypted {url}: {resources} resource(s) rewritten sealed with the configured key; \
+             {deleted} older object(s) deleted. If the bucket keeps object versions, its \
+             earlier versions still hold the state unencrypted: delete them."
+        ),
+        Conversion::Decrypt => format!(
+            "Decrypted {url}: {resources} resource(s) rewritten unencrypted; {deleted} older \
+             object(s) deleted. Remove the key from nivis.backend now: with it configured, \
+             the state is refused as not encrypted."
+        ),
+    };
+    outln!("{}", render::escape(&done));
+    exit::OK
 }
 
 /// `nivis force-unlock LOCK_ID`, for whichever backend holds the state: the id must name the

@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 use super::args::{StateCommand, StateTarget};
 use super::{backend, exit, fail};
 use crate::render::{self, outln};
+use crate::state::s3::Conversion;
 use crate::state::{Change, LockHolder, LockedStore, ResourceState};
 
 pub fn run(cmd: StateCommand) -> i32 {
@@ -22,9 +23,17 @@ pub fn run(cmd: StateCommand) -> i32 {
             state,
             lock,
         } => backend::push(&state, &file, force, lock.lock_timeout),
-        StateCommand::Migrate { force, state, lock } => {
-            backend::migrate(&state, force, lock.lock_timeout)
-        }
+        StateCommand::Migrate {
+            force,
+            encrypt,
+            decrypt,
+            state,
+            lock,
+        } => match (encrypt, decrypt) {
+            (true, _) => backend::convert(&state, Conversion::Encrypt, lock.lock_timeout),
+            (_, true) => backend::convert(&state, Conversion::Decrypt, lock.lock_timeout),
+            _ => backend::migrate(&state, force, lock.lock_timeout),
+        },
         StateCommand::List {
             addresses,
             state,

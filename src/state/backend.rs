@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value as Json};
 
-use super::s3::{S3Backend, S3Store};
+use super::s3::{Conversion, S3Backend, S3Store};
 use super::{Change, ForceUnlock, LockHolder, StateError, StateFile, StateStore, Store};
 
 pub use super::s3::config::DEFAULT_ENV;
@@ -286,6 +286,30 @@ impl Backend {
                 .map(|s| Box::new(s) as Box<dyn LockedStore>)
                 .map_err(|e| e.to_string()),
         }
+    }
+
+    /// Turns the encryption of the (S3) state on or off in place (`state migrate --encrypt` /
+    /// `--decrypt`): rewrites it whole and deletes the older objects. Returns the number of
+    /// resources rewritten and of old objects deleted.
+    pub fn convert(
+        &self,
+        holder: LockHolder,
+        wait: Option<Duration>,
+        conversion: Conversion,
+    ) -> Result<(usize, usize), String> {
+        let Backend::S3 { backend, .. } = self else {
+            return Err(
+                "the local backend is never encrypted (the state file is mode 0600): \
+                 --encrypt and --decrypt concern a remote (S3) state; set nivis.backend"
+                    .into(),
+            );
+        };
+        let mut store = S3Store::open_for_conversion(backend, holder, wait, conversion)
+            .map_err(|e| e.to_string())?;
+        let deleted = store.convert().map_err(|e| e.to_string())?;
+        let resources = store.state().len();
+        store.close().map_err(|e| e.to_string())?;
+        Ok((resources, deleted))
     }
 
     /// Reads the state without locking.

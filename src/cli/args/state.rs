@@ -39,12 +39,23 @@ pub enum StateCommand {
         #[command(flatten)]
         lock: LockWaitArg,
     },
-    /// Copy the local state file (--state) into the configured remote backend.
-    #[command(after_help = "Example:\n  nivis state migrate --state old/nivis.state.json")]
+    /// Copy the local state file (--state) into the configured remote backend; or, with
+    /// --encrypt / --decrypt, turn the remote state's encryption on or off in place.
+    #[command(
+        after_help = "Examples:\n  nivis state migrate --state old/nivis.state.json\n  nivis state migrate --encrypt     after adding encryptionKeyEnv to nivis.backend"
+    )]
     Migrate {
         /// Replace what the backend already holds.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["encrypt", "decrypt"])]
         force: bool,
+        /// Rewrite the remote state encrypted with the key nivis.backend configures
+        /// (encryptionKeyEnv or encryptionKeyFile), and delete its unencrypted objects.
+        #[arg(long, conflicts_with = "decrypt")]
+        encrypt: bool,
+        /// Rewrite the remote state unencrypted (the configured key opens it); then remove
+        /// the key from nivis.backend.
+        #[arg(long)]
+        decrypt: bool,
         #[command(flatten)]
         state: StateTarget,
         #[command(flatten)]

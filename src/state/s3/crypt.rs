@@ -97,8 +97,8 @@ impl Cipher {
         let Some(rest) = data.strip_prefix(MAGIC) else {
             return Err(format!(
                 "{name} is not encrypted, but this backend requires encrypted state; to \
-                 encrypt an existing state, `nivis state pull` it without the key and \
-                 `nivis state push` it with the key"
+                 encrypt the existing state, run `nivis state migrate --encrypt` with the key \
+                 configured (to keep it unencrypted, remove the key from nivis.backend)"
             ));
         };
         if rest.len() < NONCE_LEN {

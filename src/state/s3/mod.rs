@@ -65,6 +65,7 @@ use std::fmt;
 pub use client::{Client, Condition, Retry, S3Error, Target};
 pub use config::S3Backend;
 pub use crypt::KeySource;
+pub use remote::Conversion;
 pub use sigv4::Credentials;
 pub use store::S3Store;
 

@@ -19,10 +19,23 @@ use crate::state::{StateError, StateFile};
 /// The body of a seal segment: the namespace it ends takes no more records.
 const SEAL: &[u8] = b"nivis-sealed\n";
 
+/// Turning an existing state's encryption on or off (`nivis state migrate --encrypt` /
+/// `--decrypt`): while it runs, objects are read whether sealed or not, and written as the
+/// conversion says. Outside a conversion a plaintext object under a key is refused (someone
+/// may have swapped it in), and so is a sealed one without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conversion {
+    /// Write every object sealed with the configured key.
+    Encrypt,
+    /// Write every object in plain text (the configured key still opens sealed ones).
+    Decrypt,
+}
+
 /// The objects of one remote state and how to read and write them.
 pub(super) struct Remote {
     pub(super) client: Client,
     pub(super) cipher: Option<Cipher>,
+    pub(super) conversion: Option<Conversion>,
     pub(super) key: String,
     pub(super) url: String,
 }
@@ -32,9 +45,15 @@ impl Remote {
         Ok(Remote {
             client: backend.client()?,
             cipher: backend.cipher()?,
+            conversion: None,
             key: backend.key(),
             url: backend.url(),
         })
+    }
+
+    /// Whether objects are written in plain text.
+    pub(super) fn writes_plaintext(&self) -> bool {
+        self.cipher.is_none() || self.conversion == Some(Conversion::Decrypt)
     }
 
     pub(super) fn lock_key(&self) -> String {
@@ -51,18 +70,23 @@ impl Remote {
 
     pub(super) fn seal_body(&self, name: &str, plain: &[u8]) -> Vec<u8> {
         match &self.cipher {
-            Some(c) => c.seal(name, plain),
-            None => plain.to_vec(),
+            Some(c) if !self.writes_plaintext() => c.seal(name, plain),
+            _ => plain.to_vec(),
         }
     }
 
     pub(super) fn open_body(&self, name: &str, body: Vec<u8>) -> Result<Vec<u8>, StateError> {
+        let sealed = super::crypt::is_sealed(&body);
         match &self.cipher {
+            // Converting: plain text is what is being turned into sealed objects (or back).
+            Some(_) if !sealed && self.conversion.is_some() => Ok(body),
             Some(c) => c
                 .open(name, &body)
                 .map_err(|e| RemoteError::Invalid(e).into()),
-            None if super::crypt::is_sealed(&body) => Err(RemoteError::Invalid(format!(
-                "{name} is encrypted; configure its key (encryptionKeyEnv or encryptionKeyFile)"
+            None if sealed => Err(RemoteError::Invalid(format!(
+                "{name} is encrypted; configure its key (encryptionKeyEnv or encryptionKeyFile; \
+                 to turn the state back to plain text, `nivis state migrate --decrypt` with the \
+                 key configured)"
             ))
             .into()),
             None => Ok(body),
@@ -230,6 +254,25 @@ impl Remote {
             detail: "the snapshot is not the one this run read".into(),
         }
         .into()
+    }
+
+    /// Deletes every journal namespace but `serial`'s (after a conversion, the older ones hold
+    /// objects in the old form). Unlike [`delete_namespace`](Self::delete_namespace) a failure
+    /// is an error: a leftover may hold secrets in plain text.
+    pub(super) fn delete_other_namespaces(&self, serial: u64) -> Result<usize, StateError> {
+        let keep = self.namespace(serial);
+        let names = self
+            .client
+            .list(&format!("{}.journal/", self.key))
+            .map_err(|e| self.fail("list the journal of", e))?;
+        let mut deleted = 0;
+        for name in names.iter().filter(|n| !n.starts_with(&keep)) {
+            self.client
+                .delete(name, Condition::Always)
+                .map_err(|e| self.fail(&format!("delete the old segment {name} of"), e))?;
+            deleted += 1;
+        }
+        Ok(deleted)
     }
 
     /// Deletes namespace `serial` (best effort: leftovers are only garbage).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::config::S3Backend;
 use super::lock::{self, HeldLock};
-use super::remote::{Position, Remote};
+use super::remote::{Conversion, Position, Remote};
 use super::RemoteError;
 use crate::state::journal;
 use crate::state::rescue::{self, Rescued};
@@ -61,6 +61,9 @@ pub struct S3Store {
     /// Warnings from open (a stale rescue file kept aside).
     notes: Vec<String>,
     poisoned: Option<Poison>,
+    /// The plain-text warning was given (at open, or at the first commit of a secret): once
+    /// per state and run.
+    warned_plaintext: bool,
     /// When the lock was last seen to be ours, and whether it was lost.
     fence: Mutex<Fence>,
 }
@@ -116,7 +119,42 @@ impl S3Store {
         wait: Option<Duration>,
         local: Option<&Path>,
     ) -> Result<S3Store, StateError> {
-        let remote = Remote::new(backend)?;
+        S3Store::open_remote(Remote::new(backend)?, backend, holder, wait, local)
+    }
+
+    /// Locks and loads the state of `backend` to turn its encryption on or off (see
+    /// [`S3Store::convert`]): objects are read sealed or not. Needs the key configured.
+    pub fn open_for_conversion(
+        backend: &S3Backend,
+        holder: LockHolder,
+        wait: Option<Duration>,
+        conversion: Conversion,
+    ) -> Result<S3Store, StateError> {
+        let mut remote = Remote::new(backend)?;
+        if remote.cipher.is_none() {
+            let verb = match conversion {
+                Conversion::Encrypt => "encrypt it with",
+                Conversion::Decrypt => "open its objects with",
+            };
+            return Err(RemoteError::Invalid(format!(
+                "{} has no encryption key configured to {verb}: set encryptionKeyEnv or \
+                 encryptionKeyFile in nivis.backend (or pass --backend-config \
+                 encryptionKeyEnv=VAR) and run again; nothing was changed",
+                remote.url
+            ))
+            .into());
+        }
+        remote.conversion = Some(conversion);
+        S3Store::open_remote(remote, backend, holder, wait, None)
+    }
+
+    fn open_remote(
+        remote: Remote,
+        backend: &S3Backend,
+        holder: LockHolder,
+        wait: Option<Duration>,
+        local: Option<&Path>,
+    ) -> Result<S3Store, StateError> {
         let rescue_path = backend.rescue_path()?;
         remote
             .client
@@ -158,6 +196,7 @@ impl S3Store {
             recovered: Vec::new(),
             notes: Vec::new(),
             poisoned: None,
+            warned_plaintext: false,
             fence: Mutex::new(Fence {
                 checked: boot_clock(),
                 lost: None,
@@ -177,7 +216,17 @@ impl S3Store {
         if store.pos.journal_pending() {
             store.compact()?;
         }
+        // Given at open when the state already holds secrets (see `LockedStore::warnings`).
+        store.warned_plaintext = store.plaintext_warning().is_some();
         Ok(store)
+    }
+
+    /// Rewrites the whole state in the form the conversion it was opened for asks (a new
+    /// snapshot), then deletes every older journal namespace, which holds the old form.
+    /// Returns how many old objects were deleted.
+    pub fn convert(&mut self) -> Result<usize, StateError> {
+        self.replace(self.state.clone())?;
+        self.remote.delete_other_namespaces(self.state.serial)
     }
 
     /// Reads this machine's rescue file, under the lock. It is replayed only if it is bound to
@@ -291,14 +340,31 @@ impl S3Store {
     /// read the bucket can read them.
     pub fn plaintext_warning(&self) -> Option<String> {
         let sensitive = self.state.iter().any(|r| !r.sensitive_paths.is_empty());
-        (sensitive && self.remote.cipher.is_none()).then(|| {
-            format!(
-                "{} holds sensitive values unencrypted: whoever can read the bucket can read \
-                 them. Set encryptionKeyEnv or encryptionKeyFile in nivis.backend to encrypt \
-                 the state on S3 (see README, Secrets)",
-                self.remote.url
-            )
-        })
+        (sensitive && self.remote.writes_plaintext()).then(|| self.plaintext_text())
+    }
+
+    fn plaintext_text(&self) -> String {
+        format!(
+            "{} holds sensitive values unencrypted: whoever can read the bucket can read them. \
+             Set encryptionKeyEnv or encryptionKeyFile in nivis.backend and run `nivis state \
+             migrate --encrypt` to encrypt the state on S3 (see the book, Remote state)",
+            self.remote.url
+        )
+    }
+
+    /// Warns, once per state and run, when `changes` write a secret in plain text to a state
+    /// that held none (a later open warns by itself).
+    fn warn_plaintext_once(&mut self, changes: &[Change]) {
+        if self.warned_plaintext || !self.remote.writes_plaintext() {
+            return;
+        }
+        let secret = changes
+            .iter()
+            .any(|c| matches!(c, Change::Put(r) if !r.sensitive_paths.is_empty()));
+        if secret {
+            self.warned_plaintext = true;
+            log::warn!("{}", self.plaintext_text());
+        }
     }
 
     /// Writes `changes` as the next journal segment and applies them: one PUT, whatever the
@@ -341,6 +407,7 @@ impl S3Store {
         for change in changes {
             self.state.apply(change);
         }
+        self.warn_plaintext_once(changes);
         if self.pos.journal_bytes >= self.pos.snapshot_len.max(COMPACT_MIN_JOURNAL_BYTES) {
             if let Err(e) = self.compact() {
                 log::warn!(
