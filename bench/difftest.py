@@ -3,18 +3,27 @@
 
 A seeded generator edits one configuration cycle after cycle (null_resource triggers, references
 between resources and to a null_data_source, create_before_destroy, resources added and
-removed); each cycle both engines plan, apply and plan again, and this compares:
+removed, a count family of 0-4 instances grown and shrunk, renames); each cycle both engines
+plan, apply and plan again, and this compares:
 
-  * the planned action of every address (create, update, replace in either order, delete),
+  * the planned action of every address (create, update, replace in either order, delete);
+    a count instance is null_resource.c[i] in Terraform and null.null_resource.c__i
+    (`lib.count`) in Nivis,
+  * that a rename planned by Nivis (`lib.moved`, kept for the cycle of the rename) is the one
+    the harness made; Terraform 1.0.3 has no `moved` blocks (1.1 added them), so the harness
+    renames its state with `terraform state mv` before planning, and both must then plan the
+    same (no replacement of the renamed object),
   * that both apply, and that both second plans are no-ops (`--detailed-exitcode` 0),
   * the final states: the same addresses with the same triggers, ids replaced by the address
     of the object they name (the two engines' random ids differ).
 
-Legitimate differences (none expected for this generator; see docs/DESIGN.md §57): values Nix
-computes (`lib.str`, `compute`) are deferred by Nivis, planned by Terraform; the generator uses
-plain references only.
+Documented differences (docs/DESIGN.md §57): when Terraform refuses a plan with `Error: Cycle`
+(some create_before_destroy graphs), the cycle is recorded as such, nothing is applied and
+the edits are undone. Values Nix computes (`lib.str`, `compute`) are deferred by Nivis,
+planned by Terraform; the generator uses plain references only.
 
-Usage: bench/difftest.py [--cycles N] [--seed S] [--nivis PATH]. Exits 1 on any difference.
+Usage: bench/difftest.py [--cycles N] [--seed S] [--nivis PATH]. Exits 1 on any difference
+not documented.
 The providers are fetched pinned and verified by tests/fetch-providers.py; Terraform installs
 the null provider offline from a filesystem mirror. A long run: bench/difftest.py --cycles 500.
 """
