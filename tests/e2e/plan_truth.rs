@@ -413,8 +413,9 @@ fn a_resource_set_read_from_the_ledger_is_announced_and_stops_apply() {
 
 /// Issue 28 item 7 (small): bench/difftest.py drives Terraform 1.0.3 and Nivis on the real null
 /// provider 2.1.2 through seeded random edits (this seed replaces resources that
-/// create-before-destroy resources depend on, which Nivis used to plan destroy-first) and
-/// finds no difference in planned actions, applies, final states or second plans.
+/// create-before-destroy resources depend on, which Nivis used to plan destroy-first, grows and
+/// shrinks a count family and renames resources) and finds no difference in planned actions,
+/// renames, applies, final states or second plans.
 #[test]
 fn plans_and_applies_as_terraform_does() {
     // Fetched pinned and verified (never skipped: a missing binary fails).
@@ -432,4 +433,12 @@ fn plans_and_applies_as_terraform_does() {
         text.contains("24 cycle(s), seed 3: 0 difference(s)"),
         "{text}"
     );
+    // The seed must keep exercising the families the issue names (a generator change that
+    // stopped making them would otherwise pass unnoticed).
+    for family in ["family c x", "c grow", "c shrink", "rename r", "cbd "] {
+        assert!(
+            text.contains(family),
+            "seed 3 no longer makes '{family}':\n{text}"
+        );
+    }
 }
