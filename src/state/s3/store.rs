@@ -502,7 +502,8 @@ impl S3Store {
         if !always && started.saturating_sub(fence.checked) < FENCE_BOUND {
             return Ok(());
         }
-        let found = lock::still_ours(&self.remote.client, held)?;
+        let found =
+            lock::still_ours(&self.remote.client, held).map_err(|e| self.fence_unreadable(e))?;
         log::debug!(
             "fence: lock {} of {} checked after {:?}: {}",
             held.holder.id,
@@ -520,6 +521,23 @@ impl S3Store {
                 fence.lost = Some(now);
                 Err(e)
             }
+        }
+    }
+
+    /// A lock that could not be read while fencing a write: the bucket is unreachable, so the
+    /// results cannot be recorded, said the way a failed segment write says it (whichever of the
+    /// two requests the outage hit first, the user reads one message and gets one remedy).
+    fn fence_unreadable(&self, e: StateError) -> StateError {
+        match e {
+            StateError::Remote(r) => match *r {
+                RemoteError::S3 { what, error } => RemoteError::s3(
+                    format!("record results in {} ({what})", self.remote.url),
+                    error,
+                )
+                .into(),
+                other => StateError::Remote(Box::new(other)),
+            },
+            other => other,
         }
     }
 
