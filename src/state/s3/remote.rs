@@ -224,6 +224,21 @@ impl Remote {
         }
     }
 
+    /// Copies the snapshot object as it is to `KEY.backup` (its bytes, sealed as they are, so
+    /// copying it back over `KEY` restores it). No snapshot yet: nothing to keep.
+    pub(super) fn keep_backup(&self) -> Result<(), StateError> {
+        let backup = crate::state::backup::backup_name(&self.key);
+        match self.client.get(&self.key) {
+            Ok(Some(obj)) => self
+                .client
+                .put(&backup, &obj.body, Condition::Always)
+                .map(|_| ())
+                .map_err(|e| self.fail("write the backup of", e)),
+            Ok(None) => Ok(()),
+            Err(e) => Err(self.fail("read for its backup the snapshot of", e)),
+        }
+    }
+
     pub(super) fn snapshot_conflict(&self) -> StateError {
         RemoteError::Conflict {
             state: self.url.clone(),

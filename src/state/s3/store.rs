@@ -58,6 +58,8 @@ pub struct S3Store {
     rescue_pending: bool,
     /// Ids recorded at open from an earlier run's rescue file.
     recovered: Vec<String>,
+    /// Whether this open has kept the snapshot it found as `KEY.backup`.
+    backed_up: bool,
     /// Warnings from open (a stale rescue file kept aside).
     notes: Vec<String>,
     poisoned: Option<Poison>,
@@ -156,6 +158,7 @@ impl S3Store {
             // Until the rescue file is read: an open that fails keeps a lock taken over for it.
             rescue_pending: taken_over.is_some(),
             recovered: Vec::new(),
+            backed_up: false,
             notes: Vec::new(),
             poisoned: None,
             fence: Mutex::new(Fence {
@@ -514,6 +517,10 @@ impl S3Store {
     /// Folds the journal into a new snapshot; `serial` goes up by one.
     pub fn compact(&mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
+        if !self.backed_up {
+            self.remote.keep_backup()?;
+            self.backed_up = true;
+        }
         let old = self.state.serial;
         self.state.serial += 1;
         let written = self.remote.replace_snapshot(
