@@ -58,7 +58,10 @@ mod tests {
 
     #[test]
     fn a_backup_is_named_after_the_snapshot_whatever_file_is_named() {
-        assert_eq!(backup_name("/s/nivis.state.json"), "/s/nivis.state.json.backup");
+        assert_eq!(
+            backup_name("/s/nivis.state.json"),
+            "/s/nivis.state.json.backup"
+        );
         assert_eq!(
             backup_name("/s/nivis.state.json.journal"),
             "/s/nivis.state.json.backup"
@@ -75,11 +78,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let snapshot = dir.path().join("s.json");
         keep_local(&snapshot).unwrap();
-        assert!(!dir.path().join("s.json.backup").exists(), "nothing to keep");
+        assert!(
+            !dir.path().join("s.json.backup").exists(),
+            "nothing to keep"
+        );
         fs::write(&snapshot, b"old").unwrap();
         keep_local(&snapshot).unwrap();
         let backup = dir.path().join("s.json.backup");
         assert_eq!(fs::read(&backup).unwrap(), b"old");
-        assert_eq!(fs::metadata(&backup).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&backup).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 }

@@ -52,7 +52,10 @@ fn an_s3_state_keeps_its_previous_snapshot_object_named_when_corrupt() {
         .get(&format!("{key}.backup"))
         .unwrap()
         .expect("a backup object beside the snapshot");
-    assert_eq!(backup.body, first, "the backup is the snapshot before the last run");
+    assert_eq!(
+        backup.body, first,
+        "the backup is the snapshot before the last run"
+    );
 
     client
         .put(key, b"{ torn", nivis::state::s3::Condition::Always)

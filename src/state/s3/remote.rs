@@ -239,6 +239,31 @@ impl Remote {
         }
     }
 
+    /// What of the state this run holds vanished from the bucket (a lifecycle rule, a mistaken
+    /// `aws s3 rm`): the snapshot it read or wrote (`snapshot`), or the journal namespace
+    /// `serial` it wrote to. One LIST. `None`: both are there.
+    pub(super) fn vanished(
+        &self,
+        snapshot: bool,
+        serial: Option<u64>,
+    ) -> Result<Option<String>, StateError> {
+        let names = self
+            .client
+            .list(&self.key)
+            .map_err(|e| self.fail("list the objects of", e))?;
+        let mut gone = Vec::new();
+        if snapshot && !names.iter().any(|n| *n == self.key) {
+            gone.push(format!("the snapshot {}", self.key));
+        }
+        if let Some(serial) = serial {
+            let ns = self.namespace(serial);
+            if !names.iter().any(|n| n.starts_with(&ns)) {
+                gone.push(format!("the journal {ns}"));
+            }
+        }
+        Ok((!gone.is_empty()).then(|| gone.join(" and ")))
+    }
+
     pub(super) fn snapshot_conflict(&self) -> StateError {
         RemoteError::Conflict {
             state: self.url.clone(),

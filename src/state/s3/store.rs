@@ -551,6 +551,7 @@ impl S3Store {
     pub fn close(mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
         self.fence(true)?;
+        self.check_not_vanished()?;
         if self.pos.journal_pending() {
             if let Err(e) = self.compact() {
                 log::warn!(
@@ -561,6 +562,54 @@ impl S3Store {
         }
         self.release();
         Ok(())
+    }
+
+    /// Before the close writes a snapshot: if objects of the state vanished under our lock, the
+    /// bucket no longer records what this run holds. The run writes its whole state back as a
+    /// new snapshot (or, failing that, into the rescue file, the lock kept for it) and fails
+    /// instead of claiming it applied.
+    fn check_not_vanished(&mut self) -> Result<(), StateError> {
+        let pending = self.pos.journal_pending().then_some(self.state.serial);
+        let had_snapshot = self.pos.etag.is_some();
+        let Some(what) = self.remote.vanished(had_snapshot, pending)? else {
+            return Ok(());
+        };
+        if !self.remote.vanished(had_snapshot, None)?.is_none() {
+            // The snapshot is gone: write the new one where none is.
+            self.pos.etag = None;
+        }
+        let n = self.state.resources.len();
+        let done = match self.compact() {
+            Ok(()) => format!(
+                "this run wrote its whole state ({n} resource(s)) back as a new snapshot, so \
+                 nothing is lost; find what deletes objects under that key (a lifecycle rule?) \
+                 before the next run"
+            ),
+            Err(e) => {
+                let all: Vec<Change> = self
+                    .state
+                    .resources
+                    .values()
+                    .cloned()
+                    .map(Change::Put)
+                    .collect();
+                match self.rescue(&all) {
+                    Ok(file) => format!(
+                        "writing it back failed ({e}); its whole state ({n} resource(s)) is in \
+                         the rescue file {}, the lock kept for it",
+                        file.display()
+                    ),
+                    Err(r) => format!("writing it back failed ({e}), and rescuing it ({r})"),
+                }
+            }
+        };
+        self.poisoned = Some(Poison::Final(format!("{what} vanished")));
+        Err(RemoteError::Invalid(format!(
+            "{what} of {} vanished while this run held the lock (a lifecycle rule or a \
+             deletion?); {done}",
+            self.remote.url
+        ))
+        .into())
     }
 
     fn after_snapshot(&mut self, state: StateFile, etag: String, len: u64) {
