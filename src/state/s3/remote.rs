@@ -239,20 +239,20 @@ impl Remote {
         }
     }
 
-    /// What of the state this run holds vanished from the bucket (a lifecycle rule, a mistaken
-    /// `aws s3 rm`): the snapshot it read or wrote (`snapshot`), or the journal namespace
-    /// `serial` it wrote to. One LIST. `None`: both are there.
+    /// Which objects of the state this run holds vanished from the bucket (a lifecycle rule,
+    /// a mistaken `aws s3 rm`), in words: the snapshot it read or wrote (if `snapshot`), the
+    /// journal namespace `serial` it wrote to (if given). One LIST. Empty: all there.
     pub(super) fn vanished(
         &self,
         snapshot: bool,
         serial: Option<u64>,
-    ) -> Result<Option<String>, StateError> {
+    ) -> Result<Vec<String>, StateError> {
         let names = self
             .client
             .list(&self.key)
             .map_err(|e| self.fail("list the objects of", e))?;
         let mut gone = Vec::new();
-        if snapshot && !names.iter().any(|n| *n == self.key) {
+        if snapshot && !names.contains(&self.key) {
             gone.push(format!("the snapshot {}", self.key));
         }
         if let Some(serial) = serial {
@@ -261,7 +261,7 @@ impl Remote {
                 gone.push(format!("the journal {ns}"));
             }
         }
-        Ok((!gone.is_empty()).then(|| gone.join(" and ")))
+        Ok(gone)
     }
 
     pub(super) fn snapshot_conflict(&self) -> StateError {

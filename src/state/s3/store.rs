@@ -571,13 +571,15 @@ impl S3Store {
     fn check_not_vanished(&mut self) -> Result<(), StateError> {
         let pending = self.pos.journal_pending().then_some(self.state.serial);
         let had_snapshot = self.pos.etag.is_some();
-        let Some(what) = self.remote.vanished(had_snapshot, pending)? else {
+        let gone = self.remote.vanished(had_snapshot, pending)?;
+        if gone.is_empty() {
             return Ok(());
-        };
-        if !self.remote.vanished(had_snapshot, None)?.is_none() {
+        }
+        if gone.iter().any(|g| g.starts_with("the snapshot")) {
             // The snapshot is gone: write the new one where none is.
             self.pos.etag = None;
         }
+        let what = gone.join(" and ");
         let n = self.state.resources.len();
         let done = match self.compact() {
             Ok(()) => format!(
