@@ -505,6 +505,8 @@ pub struct StatePaths {
     pub tmp: PathBuf,
     /// `P.rescue`, after a failed journal write.
     pub rescue: PathBuf,
+    /// `P.backup`, the snapshot before the last run that replaced it (`state::backup`).
+    pub backup: PathBuf,
 }
 
 impl StatePaths {
@@ -563,6 +565,7 @@ impl StatePaths {
             lock: with_suffix(".lock"),
             tmp: with_suffix(".tmp"),
             rescue: with_suffix(".rescue"),
+            backup: with_suffix(".backup"),
         }
     }
 }

@@ -571,7 +571,11 @@ impl S3Store {
     fn check_not_vanished(&mut self) -> Result<(), StateError> {
         let pending = self.pos.journal_pending().then_some(self.state.serial);
         let had_snapshot = self.pos.etag.is_some();
-        let gone = self.remote.vanished(had_snapshot, pending)?;
+        // A LIST that fails (an outage) tells nothing: the compaction after it finds out.
+        let gone = self
+            .remote
+            .vanished(had_snapshot, pending)
+            .unwrap_or_default();
         if gone.is_empty() {
             return Ok(());
         }
