@@ -153,7 +153,13 @@ pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String>
         )),
         Copied::GitTracked(root) if state.starts_with(&root) => {
             // Every file that may hold secrets (the lock holds none).
-            let secret_files = [&files.snapshot, &files.journal, &files.tmp, &files.rescue];
+            let secret_files = [
+                &files.snapshot,
+                &files.journal,
+                &files.tmp,
+                &files.rescue,
+                &files.backup,
+            ];
             if secret_files.iter().all(|f| git_ignores(&root, f)) {
                 return Ok(());
             }
@@ -394,10 +400,17 @@ fn move_state(
     }
     let link = std::fs::symlink_metadata(legacy).is_ok_and(|m| m.file_type().is_symlink());
     let link = link.then_some(legacy);
-    for f in [&old.snapshot, &old.journal, &old.tmp, &old.rescue]
-        .into_iter()
-        .map(PathBuf::as_path)
-        .chain(link)
+    // The backup the open above may have written goes too: it holds the old snapshot.
+    for f in [
+        &old.snapshot,
+        &old.journal,
+        &old.tmp,
+        &old.rescue,
+        &old.backup,
+    ]
+    .into_iter()
+    .map(PathBuf::as_path)
+    .chain(link)
     {
         if let Err(e) = std::fs::remove_file(f) {
             if e.kind() != std::io::ErrorKind::NotFound {

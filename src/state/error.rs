@@ -129,8 +129,10 @@ impl fmt::Display for StateError {
                 }
                 write!(
                     f,
-                    " is corrupt: {message}. Nivis changed nothing; restore the file from a \
-                     backup or repair it by hand, then retry"
+                    " is corrupt: {message}. Nivis changed nothing; restore the state from its \
+                     backup {} (the snapshot before the last run that replaced it) or repair \
+                     it by hand, then retry",
+                    super::backup::backup_name(&path.to_string_lossy())
                 )
             }
             StateError::Locked {

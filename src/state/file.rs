@@ -72,6 +72,9 @@ pub struct Store {
     poisoned: Option<Poison>,
     /// Ids whose changes an earlier run left in the rescue file and this open recorded.
     recovered: Vec<String>,
+    /// Whether this open has kept the snapshot it found as `P.backup` (before its first
+    /// compaction replaced it).
+    backed_up: bool,
     _lock: FileLock,
 }
 
@@ -131,6 +134,7 @@ impl Store {
             space_error: None,
             poisoned: None,
             recovered: Vec::new(),
+            backed_up: false,
             _lock: lock,
         };
         store.fold_rescue(fresh && store.journal_len == 0)?;
@@ -363,6 +367,10 @@ impl Store {
     /// emptied its records carry the old serial and are skipped on replay.
     pub fn compact(&mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
+        if !self.backed_up {
+            super::backup::keep_local(&self.paths.snapshot)?;
+            self.backed_up = true;
+        }
         self.state.serial += 1;
         let snapshot_len = match write_snapshot(&self.paths, &self.state) {
             Ok(len) => len,
@@ -497,6 +505,8 @@ pub struct StatePaths {
     pub tmp: PathBuf,
     /// `P.rescue`, after a failed journal write.
     pub rescue: PathBuf,
+    /// `P.backup`, the snapshot before the last run that replaced it (`state::backup`).
+    pub backup: PathBuf,
 }
 
 impl StatePaths {
@@ -555,6 +565,7 @@ impl StatePaths {
             lock: with_suffix(".lock"),
             tmp: with_suffix(".tmp"),
             rescue: with_suffix(".rescue"),
+            backup: with_suffix(".backup"),
         }
     }
 }

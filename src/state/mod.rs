@@ -34,6 +34,7 @@
 //! | `P.journal`   | changes since the snapshot: one JSON object per line, one per commit |
 //! | `P.lock`      | the lock; while held, a [`LockHolder`] record as JSON               |
 //! | `P.tmp`       | exists only during compaction                                       |
+//! | `P.backup`    | the snapshot before the last run that replaced it (`backup.rs`)      |
 //! | `P.rescue`    | exists only after a run could not write its journal (see below; its  |
 //! |               | format, shared with the S3 store, is described in `rescue.rs`)       |
 //!
@@ -133,6 +134,7 @@
 //! network-filesystem case. [`Store::read_only`] takes no lock and writes nothing.
 
 mod backend;
+pub mod backup;
 #[cfg(test)]
 mod crash_tests;
 mod error;

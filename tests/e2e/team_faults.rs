@@ -217,3 +217,53 @@ fn a_local_state_directory_moved_mid_apply_stops_the_run_and_names_what_is_unrec
     p.assert_remote_matches(&recorded, &listed_ids(&err));
     assert!(p.objects().created() < 300, "dispatch stopped");
 }
+
+#[test]
+fn state_objects_vanishing_mid_apply_stop_the_run_and_name_what_is_unrecorded() {
+    let weed = Weed::start();
+    let key = "team/vanish.state";
+    let mut m = Machine::new(&weed, key, &tokens(1, "v"));
+    m.project = m.project.with_object_log();
+    assert_success(&m.run(&["apply"], &["--auto-approve"]));
+    m.project.set_plan(&tokens(300, "v"));
+    // Each run's fake numbers its objects from its own seed, so ids never repeat across runs.
+    let m = m
+        .env("NIVIS_FAKE_SLOW_MS", "40")
+        .env("NIVIS_FAKE_COUNTER", "1000");
+    let err_path = m.project.dir.path().join("apply.stderr");
+    let mut run = m.spawn_apply_with(&[], std::fs::File::create(&err_path).unwrap().into());
+    let client = weed.client();
+    let journal = format!("{key}.journal/");
+    wait_for("results recorded remotely", Duration::from_secs(60), || {
+        client.list(&journal).map(|k| k.len() >= 3).unwrap_or(false)
+    });
+    // A lifecycle rule or a mistaken `aws s3 rm`: snapshot and journal go, the lock stays.
+    let lock = format!("{key}.lock");
+    for name in client.list(key).unwrap() {
+        if name != lock {
+            client
+                .delete(&name, nivis::state::s3::Condition::Always)
+                .unwrap();
+        }
+    }
+    let status = run.wait().unwrap();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert!(
+        !status.success(),
+        "a run whose state vanished must fail: {err}"
+    );
+    assert!(err.contains("vanished"), "{err}");
+    assert!(!err.contains("run again"), "{err}");
+    assert!(err.contains("wrote its whole state"), "{err}");
+    // Written back: the next run finds everything, creates nothing twice.
+    let m = m.env("NIVIS_FAKE_COUNTER", "100000");
+    let again = m.run(&["apply"], &["--auto-approve"]);
+    assert_success(&again);
+    let diff = m.project.remote_vs(&recorded_in(&m.pulled_from_bucket()));
+    assert!(
+        diff.orphans.is_empty() && diff.phantoms.is_empty(),
+        "{diff:?}"
+    );
+    assert!(diff.duplicated.is_empty(), "{diff:?}");
+    assert_eq!(m.ids().len(), 300);
+}

@@ -248,6 +248,46 @@ impl Remote {
         }
     }
 
+    /// Copies the snapshot object as it is to `KEY.backup` (its bytes, sealed as they are, so
+    /// copying it back over `KEY` restores it). No snapshot yet: nothing to keep.
+    pub(super) fn keep_backup(&self) -> Result<(), StateError> {
+        let backup = crate::state::backup::backup_name(&self.key);
+        match self.client.get(&self.key) {
+            Ok(Some(obj)) => self
+                .client
+                .put(&backup, &obj.body, Condition::Always)
+                .map(|_| ())
+                .map_err(|e| self.fail("write the backup of", e)),
+            Ok(None) => Ok(()),
+            Err(e) => Err(self.fail("read for its backup the snapshot of", e)),
+        }
+    }
+
+    /// Which objects of the state this run holds vanished from the bucket (a lifecycle rule,
+    /// a mistaken `aws s3 rm`), in words: the snapshot it read or wrote (if `snapshot`), the
+    /// journal namespace `serial` it wrote to (if given). One LIST. Empty: all there.
+    pub(super) fn vanished(
+        &self,
+        snapshot: bool,
+        serial: Option<u64>,
+    ) -> Result<Vec<String>, StateError> {
+        let names = self
+            .client
+            .list(&self.key)
+            .map_err(|e| self.fail("list the objects of", e))?;
+        let mut gone = Vec::new();
+        if snapshot && !names.contains(&self.key) {
+            gone.push(format!("the snapshot {}", self.key));
+        }
+        if let Some(serial) = serial {
+            let ns = self.namespace(serial);
+            if !names.iter().any(|n| n.starts_with(&ns)) {
+                gone.push(format!("the journal {ns}"));
+            }
+        }
+        Ok(gone)
+    }
+
     pub(super) fn snapshot_conflict(&self) -> StateError {
         RemoteError::Conflict {
             state: self.url.clone(),

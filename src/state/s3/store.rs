@@ -58,6 +58,8 @@ pub struct S3Store {
     rescue_pending: bool,
     /// Ids recorded at open from an earlier run's rescue file.
     recovered: Vec<String>,
+    /// Whether this open has kept the snapshot it found as `KEY.backup`.
+    backed_up: bool,
     /// Warnings from open (a stale rescue file kept aside).
     notes: Vec<String>,
     poisoned: Option<Poison>,
@@ -194,6 +196,7 @@ impl S3Store {
             // Until the rescue file is read: an open that fails keeps a lock taken over for it.
             rescue_pending: taken_over.is_some(),
             recovered: Vec::new(),
+            backed_up: false,
             notes: Vec::new(),
             poisoned: None,
             warned_plaintext: false,
@@ -599,6 +602,10 @@ impl S3Store {
     /// Folds the journal into a new snapshot; `serial` goes up by one.
     pub fn compact(&mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
+        if !self.backed_up {
+            self.remote.keep_backup()?;
+            self.backed_up = true;
+        }
         let old = self.state.serial;
         self.state.serial += 1;
         let written = self.remote.replace_snapshot(
@@ -629,6 +636,7 @@ impl S3Store {
     pub fn close(mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
         self.fence(true)?;
+        self.check_not_vanished()?;
         if self.pos.journal_pending() {
             if let Err(e) = self.compact() {
                 log::warn!(
@@ -639,6 +647,60 @@ impl S3Store {
         }
         self.release();
         Ok(())
+    }
+
+    /// Before the close writes a snapshot: if objects of the state vanished under our lock, the
+    /// bucket no longer records what this run holds. The run writes its whole state back as a
+    /// new snapshot (or, failing that, into the rescue file, the lock kept for it) and fails
+    /// instead of claiming it applied.
+    fn check_not_vanished(&mut self) -> Result<(), StateError> {
+        let pending = self.pos.journal_pending().then_some(self.state.serial);
+        let had_snapshot = self.pos.etag.is_some();
+        // A LIST that fails (an outage) tells nothing: the compaction after it finds out.
+        let gone = self
+            .remote
+            .vanished(had_snapshot, pending)
+            .unwrap_or_default();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        if gone.iter().any(|g| g.starts_with("the snapshot")) {
+            // The snapshot is gone: write the new one where none is.
+            self.pos.etag = None;
+        }
+        let what = gone.join(" and ");
+        let n = self.state.resources.len();
+        let done = match self.compact() {
+            Ok(()) => format!(
+                "this run wrote its whole state ({n} resource(s)) back as a new snapshot, so \
+                 nothing is lost; find what deletes objects under that key (a lifecycle rule?) \
+                 before the next run"
+            ),
+            Err(e) => {
+                let all: Vec<Change> = self
+                    .state
+                    .resources
+                    .values()
+                    .cloned()
+                    .map(Change::Put)
+                    .collect();
+                match self.rescue(&all) {
+                    Ok(file) => format!(
+                        "writing it back failed ({e}); its whole state ({n} resource(s)) is in \
+                         the rescue file {}, the lock kept for it",
+                        file.display()
+                    ),
+                    Err(r) => format!("writing it back failed ({e}), and rescuing it ({r})"),
+                }
+            }
+        };
+        self.poisoned = Some(Poison::Final(format!("{what} vanished")));
+        Err(RemoteError::Invalid(format!(
+            "{what} of {} vanished while this run held the lock (a lifecycle rule or a \
+             deletion?); {done}",
+            self.remote.url
+        ))
+        .into())
     }
 
     fn after_snapshot(&mut self, state: StateFile, etag: String, len: u64) {
