@@ -229,6 +229,9 @@ impl S3Store {
     /// Returns how many old objects were deleted.
     pub fn convert(&mut self) -> Result<usize, StateError> {
         self.replace(self.state.clone())?;
+        // The backup (`KEY.backup`) still holds the snapshot as it was stored before: rewritten
+        // from the converted one, so no copy of the state is left in the old form.
+        self.remote.keep_backup()?;
         self.remote.delete_other_namespaces(self.state.serial)
     }
 
