@@ -6,8 +6,10 @@
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
+
+mod fence;
 
 use super::config::S3Backend;
 use super::lock::{self, HeldLock};
@@ -67,36 +69,7 @@ pub struct S3Store {
     /// per state and run.
     warned_plaintext: bool,
     /// When the lock was last seen to be ours, and whether it was lost.
-    fence: Mutex<Fence>,
-}
-
-/// How long a writer may go without seeing its lock before it reads the lock again before
-/// dispatching or writing (it always reads it after a write). Measured on the boot clock, which
-/// keeps counting while the process is stopped (SIGSTOP) or the machine suspended: a writer
-/// that was paused longer than this looks again before it starts anything.
-const FENCE_BOUND: Duration = Duration::from_millis(250);
-
-/// The fencing state of a writer (see [`S3Store::fence`]).
-#[derive(Debug, Default)]
-struct Fence {
-    /// Boot-clock time at which the last successful lock check started.
-    checked: Duration,
-    /// The lock was found taken away, and by whom (`Some(None)`: nobody holds it now).
-    lost: Option<Option<LockHolder>>,
-}
-
-/// The boot clock (`CLOCK_BOOTTIME`): monotonic, and counts suspend and stopped time.
-fn boot_clock() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own; CLOCK_BOOTTIME exists on Linux >= 2.6.39.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    Duration::new(
-        ts.tv_sec.max(0) as u64,
-        ts.tv_nsec.clamp(0, 999_999_999) as u32,
-    )
+    fence: Mutex<fence::Fence>,
 }
 
 impl std::fmt::Debug for S3Store {
@@ -200,8 +173,8 @@ impl S3Store {
             notes: Vec::new(),
             poisoned: None,
             warned_plaintext: false,
-            fence: Mutex::new(Fence {
-                checked: boot_clock(),
+            fence: Mutex::new(fence::Fence {
+                checked: fence::boot_clock(),
                 lost: None,
             }),
         };
@@ -473,86 +446,6 @@ impl S3Store {
         };
         if let Err(e) = lock::keep_for(&self.remote.client, held, kept) {
             log::info!("could not mark the lock as kept for the rescue file: {e}");
-        }
-    }
-
-    /// Whether the lock was found taken away, and by whom.
-    fn lost(&self) -> Option<Option<LockHolder>> {
-        self.fence
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .lost
-            .clone()
-    }
-
-    /// The fencing check: once [`FENCE_BOUND`] has passed since the lock was last seen to be ours
-    /// (or `always`), reads it again. Fails with [`RemoteError::LockLost`] from the moment it is
-    /// not ours any more.
-    pub fn fence(&self, always: bool) -> Result<(), StateError> {
-        let mut fence = self.fence.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(held) = &self.lock else {
-            return Ok(());
-        };
-        let lost = |now: &Option<LockHolder>| -> StateError {
-            RemoteError::LockLost {
-                state: self.remote.url.clone(),
-                id: held.holder.id.clone(),
-                now: now.clone().map(Box::new),
-            }
-            .into()
-        };
-        if let Some(now) = &fence.lost {
-            return Err(lost(now));
-        }
-        let started = boot_clock();
-        if !always && started.saturating_sub(fence.checked) < FENCE_BOUND {
-            return Ok(());
-        }
-        let found =
-            lock::still_ours(&self.remote.client, held).map_err(|e| self.fence_unreadable(e))?;
-        log::debug!(
-            "fence: lock {} of {} checked after {:?}: {}",
-            held.holder.id,
-            self.remote.url,
-            started.saturating_sub(fence.checked),
-            if found.is_ok() { "ours" } else { "lost" }
-        );
-        match found {
-            Ok(()) => {
-                fence.checked = started;
-                Ok(())
-            }
-            Err(now) => {
-                let e = lost(&now);
-                fence.lost = Some(now);
-                Err(e)
-            }
-        }
-    }
-
-    /// A lock that could not be read while fencing a write: the bucket is unreachable, so the
-    /// results cannot be recorded, said the way a failed segment write says it (whichever of the
-    /// two requests the outage hit first, the user reads one message and gets one remedy).
-    fn fence_unreadable(&self, e: StateError) -> StateError {
-        match e {
-            StateError::Remote(r) => match *r {
-                RemoteError::S3 { what, error } => RemoteError::s3(
-                    format!("record results in {} ({what})", self.remote.url),
-                    error,
-                )
-                .into(),
-                other => StateError::Remote(Box::new(other)),
-            },
-            other => other,
-        }
-    }
-
-    /// Why to start nothing more: the lock was taken away (checked as [`S3Store::fence`]
-    /// does; a failed check is left to the next write).
-    pub fn lock_lost(&self) -> Option<String> {
-        match self.fence(false) {
-            Err(e @ StateError::Remote(_)) if self.lost().is_some() => Some(e.to_string()),
-            _ => None,
         }
     }
 
