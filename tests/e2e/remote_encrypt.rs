@@ -5,8 +5,9 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
+use super::remote_secrets::{backend_attrs, ok};
 use super::sandbox::*;
-use super::weed::{Weed, BUCKET};
+use super::weed::Weed;
 use crate::util::*;
 
 const TOKEN_A: &str =
@@ -15,25 +16,6 @@ const TOKEN_B: &str =
     "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"B\"; config.label = \"b\"; })";
 
 const SEALED: &[u8] = b"nivis-aes256gcm-v1\n";
-
-/// `nivis.backend` for state `key` on `weed`, encrypted with `$NIVIS_TEST_STATE_KEY` or not.
-fn backend_attrs(weed: &Weed, key: &str, encrypted: bool) -> String {
-    format!(
-        "backend = {{ type = \"s3\"; bucket = \"{BUCKET}\"; key = \"{key}\"; endpoint = \"{}\"; \
-         usePathStyle = true; maxAttempts = 2; {} }};",
-        weed.endpoint(),
-        if encrypted {
-            "encryptionKeyEnv = \"NIVIS_TEST_STATE_KEY\";"
-        } else {
-            ""
-        }
-    )
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert_success(out);
-    stdout(out)
-}
 
 /// Every object of the state under `prefix`: (name, body).
 fn objects(weed: &Weed, prefix: &str) -> Vec<(String, Vec<u8>)> {

@@ -18,7 +18,7 @@ const TOKEN_A: &str =
     "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"A\"; config.label = \"a\"; })";
 
 /// `nivis.backend` for state `key` on `weed`, encrypted with `$NIVIS_TEST_STATE_KEY` or not.
-fn backend_attrs(weed: &Weed, key: &str, encrypted: bool) -> String {
+pub(super) fn backend_attrs(weed: &Weed, key: &str, encrypted: bool) -> String {
     format!(
         "backend = {{ type = \"s3\"; bucket = \"{BUCKET}\"; key = \"{key}\"; endpoint = \"{}\"; \
          usePathStyle = true; maxAttempts = 2; {} }};",
@@ -31,7 +31,7 @@ fn backend_attrs(weed: &Weed, key: &str, encrypted: bool) -> String {
     )
 }
 
-fn ok(out: &std::process::Output) -> String {
+pub(super) fn ok(out: &std::process::Output) -> String {
     assert_success(out);
     stdout(out)
 }
