@@ -42,6 +42,9 @@ pub struct Knobs {
     /// (URL-encoded, Go-JSON-escaped, hex, base64 at three alignments), also written to its
     /// stderr (`NIVIS_FAKE_LEAK_LABEL`): a sensitive label must stay masked in every form.
     pub leak_label: bool,
+    /// The validation log: one JSON line per ValidateResourceConfig / ValidateDataResourceConfig
+    /// call the fake answers (`NIVIS_FAKE_VALIDATE_LOG`), so a test sees which calls were spared.
+    pub validate_log: Option<PathBuf>,
 }
 
 /// Reads an environment knob; empty counts as unset.
@@ -79,6 +82,7 @@ impl Knobs {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
             leak_label: env("NIVIS_FAKE_LEAK_LABEL").is_some(),
+            validate_log: env("NIVIS_FAKE_VALIDATE_LOG").map(PathBuf::from),
         }
     }
 }

@@ -104,6 +104,7 @@ impl<B: Behaviour> FakeProvider<B> {
     }
 
     fn validate(&self, type_name: &str, config: &Value, known: bool) -> Diagnostics {
+        self.log_validation(type_name, config);
         if !known {
             return error(format!("fake: unknown type {type_name}"));
         }
@@ -114,6 +115,30 @@ impl<B: Behaviour> FakeProvider<B> {
                 .map(|(msg, path)| Diagnostic::error(msg).at(path))
                 .collect(),
         )
+    }
+
+    /// Appends `{"provider", "type", "label"}` to the validation log, if there is one.
+    fn log_validation(&self, type_name: &str, config: &Value) {
+        let Some(path) = &self.knobs.validate_log else {
+            return;
+        };
+        let label = match config {
+            Value::Map(m) => m.get("label").and_then(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Unknown => Some("(unknown)".to_string()),
+                _ => None,
+            }),
+            _ => None,
+        };
+        let mut line =
+            serde_json::json!({"provider": self.name, "type": type_name, "label": label})
+                .to_string();
+        line.push('\n');
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
     }
 
     /// Writes the noise the knobs ask for (see [`write_noise`]).

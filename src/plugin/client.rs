@@ -16,6 +16,7 @@ use protobuf::{Message, MessageField};
 use super::call_clock::InFlight;
 use super::launch::{LaunchError, LaunchSpec, PluginProcess};
 use super::protocol::{self, Methods};
+use super::validation_cache::{Subject, ValidationCache};
 use super::wire::plugin as go_plugin;
 use super::wire::tfplugin6 as pb;
 use crate::diag::{Diagnostic, Diagnostics};
@@ -77,6 +78,8 @@ pub struct GrpcProvider {
     resource_types: HashMap<String, Type>,
     data_types: HashMap<String, Type>,
     provider_type: Type,
+    /// Clean validation verdicts remembered for this binary and schema (`None`: no cache).
+    validation: Option<ValidationCache>,
 }
 
 fn method<Req: Message, Resp: Message>(ty: MethodType, path: &'static str) -> Method<Req, Resp> {
@@ -119,6 +122,7 @@ impl GrpcProvider {
                 attrs: Default::default(),
                 optional: Default::default(),
             },
+            validation: None,
         };
         provider.subscribe_stdio();
         let schema_error = |diagnostics| StartError::Schema {
@@ -131,10 +135,14 @@ impl GrpcProvider {
         let cached = cache
             .as_ref()
             .and_then(|(dir, hash)| super::schema_cache::load(dir, hash));
-        let schema = match cached {
+        // The schema, and the digest of the answer it came from (which keys the validations).
+        let (schema, answer) = match cached {
             // The provider says it needs no schema call, and the cache has its schema.
-            Some(entry) if entry.schema.get_provider_schema_optional => entry.schema,
+            Some(entry) if entry.schema.get_provider_schema_optional => {
+                (entry.schema, Some(entry.response))
+            }
             cached => {
+                let known = cached.as_ref().map(|entry| entry.response.clone());
                 let (schema, digest) = provider
                     .fetch_schema(spec.start_timeout, cached)
                     .map_err(schema_error)?;
@@ -142,11 +150,18 @@ impl GrpcProvider {
                     (Some((dir, hash)), Some(response)) => {
                         let entry = super::schema_cache::Entry { response, schema };
                         super::schema_cache::store(dir, hash, &entry);
-                        entry.schema
+                        (entry.schema, Some(entry.response))
                     }
-                    _ => schema,
+                    // Converted afresh but not cached: no key for the validations either.
+                    (_, Some(_)) => (schema, None),
+                    // The cached entry's answer, unchanged.
+                    (_, None) => (schema, known),
                 }
             }
+        };
+        provider.validation = match (&cache, answer) {
+            (Some((dir, hash)), Some(answer)) => ValidationCache::open(dir, hash, &answer),
+            _ => None,
         };
         provider.set_schema(schema);
         Ok(provider)
@@ -271,6 +286,35 @@ impl GrpcProvider {
         self.client
             .unary_call(&m, req, opt)
             .map_err(|e| self.transport_error(path, e).into())
+    }
+
+    /// A validation call spared when this binary already found the same wholly known
+    /// configuration clean (see [`super::validation_cache`]); otherwise made, and remembered
+    /// when its answer holds no diagnostics at all.
+    fn remembered_validation(
+        &self,
+        subject: Subject,
+        type_name: &str,
+        config: &Value,
+        encoded: &MessageField<pb::DynamicValue>,
+        call: impl FnOnce() -> CallResult<Diagnostics>,
+    ) -> CallResult<Diagnostics> {
+        let key = match (&self.validation, encoded.as_ref()) {
+            (Some(cache), Some(dv)) if config.is_known() => {
+                Some((cache, cache.key(subject, type_name, &dv.msgpack)))
+            }
+            _ => None,
+        };
+        if let Some((cache, key)) = &key {
+            if cache.is_clean(key) {
+                return Ok(Diagnostics::new());
+            }
+        }
+        let verdict = call()?;
+        if let (Some((cache, key)), true) = (key, verdict.0.is_empty()) {
+            cache.remember_clean(key);
+        }
+        Ok(verdict)
     }
 
     /// Explains a failed call, pulling in the provider's crash output when it died.
@@ -466,9 +510,11 @@ impl Provider for GrpcProvider {
         req.type_name = type_name.to_string();
         req.config = self.encode(config, ty, "resource configuration")?;
         req.client_capabilities = Self::capabilities();
-        let resp: pb::validate_resource_config::Response =
-            self.call(self.methods.validate_resource_config, &req)?;
-        Ok(protocol::diagnostics(&resp.diagnostics))
+        self.remembered_validation(Subject::Resource, type_name, config, &req.config, || {
+            let resp: pb::validate_resource_config::Response =
+                self.call(self.methods.validate_resource_config, &req)?;
+            Ok(protocol::diagnostics(&resp.diagnostics))
+        })
     }
 
     fn validate_data_config(&self, type_name: &str, config: &Value) -> CallResult<Diagnostics> {
@@ -476,9 +522,11 @@ impl Provider for GrpcProvider {
         let mut req = pb::validate_data_resource_config::Request::new();
         req.type_name = type_name.to_string();
         req.config = self.encode(config, ty, "data source configuration")?;
-        let resp: pb::validate_data_resource_config::Response =
-            self.call(self.methods.validate_data_config, &req)?;
-        Ok(protocol::diagnostics(&resp.diagnostics))
+        self.remembered_validation(Subject::DataSource, type_name, config, &req.config, || {
+            let resp: pb::validate_data_resource_config::Response =
+                self.call(self.methods.validate_data_config, &req)?;
+            Ok(protocol::diagnostics(&resp.diagnostics))
+        })
     }
 
     fn upgrade_resource_state(

@@ -10,6 +10,7 @@ mod client;
 mod launch;
 mod protocol;
 mod schema_cache;
+mod validation_cache;
 pub mod wire;
 
 pub(crate) use call_clock::InFlight;

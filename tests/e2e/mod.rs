@@ -29,4 +29,5 @@ mod secrets;
 mod secrets_property;
 mod state_files;
 mod team_faults;
+mod validation_cache;
 mod weed;
