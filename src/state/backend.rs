@@ -92,7 +92,8 @@ impl LockedStore for Store {
         let compaction = self
             .compaction_error()
             .map(|e| format!("state compaction failed (the journal keeps everything): {e}"));
-        recovered_warning(self.recovered(), self.rescue_path(), &state)
+        let from = self.recovered_from().first().map(PathBuf::as_path);
+        recovered_warning(self.recovered(), from.unwrap_or(self.rescue_path()), &state)
             .into_iter()
             .chain(compaction)
             .collect()

@@ -72,6 +72,8 @@ pub struct Store {
     poisoned: Option<Poison>,
     /// Ids whose changes an earlier run left in the rescue file and this open recorded.
     recovered: Vec<String>,
+    /// The rescue files those changes came from.
+    recovered_from: Vec<PathBuf>,
     /// Whether this open has kept the snapshot it found as `P.backup` (before its first
     /// compaction replaced it).
     backed_up: bool,
@@ -134,6 +136,7 @@ impl Store {
             space_error: None,
             poisoned: None,
             recovered: Vec::new(),
+            recovered_from: Vec::new(),
             backed_up: false,
             _lock: lock,
         };
@@ -146,15 +149,25 @@ impl Store {
     }
 
     /// Commits the changes of a rescue file, then removes it.
-    fn fold_rescue(&mut self, fresh: bool) -> Result<(), StateError> {
-        let Some(rescued) = rescue::read(&self.paths.rescue)? else {
-            return Ok(());
-        };
-        let ids = rescued.ids();
-        let changes = rescued.changes_for(&self.paths.rescue, &mut self.state, fresh)?;
-        self.commit(&changes)?;
-        rescue::remove(&self.paths.rescue)?;
-        self.recovered = ids;
+    /// Commits the changes of the rescue files (beside the state, then in this machine's spare
+    /// place), each then removed.
+    fn fold_rescue(&mut self, mut fresh: bool) -> Result<(), StateError> {
+        let places = [
+            Some(self.paths.rescue.clone()),
+            rescue::spare_path(&self.paths.snapshot),
+        ];
+        for place in places.into_iter().flatten() {
+            let Some(rescued) = rescue::read(&place)? else {
+                continue;
+            };
+            let ids = rescued.ids();
+            let changes = rescued.changes_for(&place, &mut self.state, fresh)?;
+            self.commit(&changes)?;
+            rescue::remove(&place)?;
+            self.recovered.extend(ids);
+            self.recovered_from.push(place);
+            fresh = false;
+        }
         Ok(())
     }
 
@@ -183,12 +196,19 @@ impl Store {
             };
             match journal::replay(&paths.journal, snapshot, &bytes) {
                 Ok(mut replayed) => {
-                    let fresh = fresh && replayed.valid_len == 0;
-                    if let Some(rescued) = rescue::read(&paths.rescue)? {
-                        let changes =
-                            rescued.changes_for(&paths.rescue, &mut replayed.state, fresh)?;
-                        for change in &changes {
-                            replayed.state.apply(change);
+                    let mut fresh = fresh && replayed.valid_len == 0;
+                    let places = [
+                        Some(paths.rescue.clone()),
+                        rescue::spare_path(&paths.snapshot),
+                    ];
+                    for place in places.into_iter().flatten() {
+                        if let Some(rescued) = rescue::read(&place)? {
+                            let changes =
+                                rescued.changes_for(&place, &mut replayed.state, fresh)?;
+                            for change in &changes {
+                                replayed.state.apply(change);
+                            }
+                            fresh = false;
                         }
                     }
                     return Ok(replayed.state);
@@ -229,7 +249,13 @@ impl Store {
         &self.paths.snapshot
     }
 
-    /// Where [`rescue`](Store::rescue) writes: `P.rescue`.
+    /// The rescue files whose changes [`open`](Store::open) recorded (see
+    /// [`recovered`](Store::recovered)).
+    pub fn recovered_from(&self) -> &[PathBuf] {
+        &self.recovered_from
+    }
+
+    /// Where [`rescue`](Store::rescue) writes first: `P.rescue`.
     pub fn rescue_path(&self) -> &Path {
         &self.paths.rescue
     }
@@ -329,11 +355,19 @@ impl Store {
     }
 
     /// Writes `changes`, which the journal could not take, to the rescue file `P.rescue` (see
-    /// the module doc of [`crate::state`]) and returns its path. The next [`open`](Store::open)
-    /// commits them first. Fails if a rescue file already exists.
+    /// the module doc of [`crate::state`]) and returns its path; when the state's filesystem
+    /// cannot take that either (full, read-only, failing), to this machine's spare place
+    /// (`rescue::spare_path`). The next [`open`](Store::open) commits them first. Fails if a
+    /// rescue file already exists.
     pub fn rescue(&self, changes: &[Change]) -> Result<PathBuf, StateError> {
-        rescue::write(&self.paths.rescue, &self.state, changes, None)?;
-        Ok(self.paths.rescue.clone())
+        let spare = rescue::spare_path(&self.paths.snapshot);
+        rescue::write_or_spare(
+            &self.paths.rescue,
+            spare.as_deref(),
+            &self.state,
+            changes,
+            None,
+        )
     }
 
     /// Why the store could not keep [`JOURNAL_RESERVE_BYTES`] free past the journal (the

@@ -15,8 +15,10 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 use super::error::StateError;
 use super::journal::{self, BadLine};
@@ -69,6 +71,84 @@ impl Rescued {
         }
         ids
     }
+}
+
+/// Where this machine keeps the rescue file of the local state at `snapshot` when the state's
+/// own filesystem cannot take it (full, read-only, failing): `$NIVIS_RESCUE_DIR`, else
+/// `$XDG_STATE_HOME/nivis/rescue` (the S3 store's place), named after the state's absolute path.
+/// `None` when there is no such place.
+pub(crate) fn spare_path(snapshot: &Path) -> Option<PathBuf> {
+    let dir = match std::env::var_os("NIVIS_RESCUE_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => crate::project::state_home().ok()?.join("nivis/rescue"),
+    };
+    let absolute = std::path::absolute(snapshot).ok()?;
+    let readable: String = absolute
+        .file_name()?
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(60)
+        .collect();
+    let digest = Sha256::digest(absolute.as_os_str().as_encoded_bytes());
+    Some(dir.join(format!(
+        "local-{readable}-{}.rescue",
+        hex::encode(&digest[..8])
+    )))
+}
+
+/// Writes `changes` like [`write`] to `path`, or, when `path`'s filesystem fails (full,
+/// read-only, out of quota, I/O error), to `spare` (created with a private directory). Returns
+/// where they went; on failure, both reasons.
+pub(crate) fn write_or_spare(
+    path: &Path,
+    spare: Option<&Path>,
+    state: &StateFile,
+    changes: &[Change],
+    lock: Option<&str>,
+) -> Result<PathBuf, StateError> {
+    let first = match write(path, state, changes, lock) {
+        Ok(()) => return Ok(path.to_path_buf()),
+        Err(e) => e,
+    };
+    let (Some(spare), true) = (spare, filesystem_failed(&first)) else {
+        return Err(first);
+    };
+    let written = match spare.parent() {
+        Some(dir) => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| StateError::io(dir, "create the directory", e)),
+        None => Ok(()),
+    }
+    .and_then(|()| write(spare, state, changes, lock));
+    match written {
+        Ok(()) => Ok(spare.to_path_buf()),
+        Err(second) => Err(StateError::io(
+            path,
+            "write the rescue file",
+            io::Error::other(format!("{first}; and in the spare place: {second}")),
+        )),
+    }
+}
+
+/// Whether a failed rescue write is its filesystem's fault, so that another filesystem may
+/// take it (never for a file that already exists, or a state directory that is gone).
+fn filesystem_failed(e: &StateError) -> bool {
+    let StateError::Io { source, .. } = e else {
+        return false;
+    };
+    matches!(
+        source.raw_os_error(),
+        Some(libc::ENOSPC | libc::EROFS | libc::EDQUOT | libc::EIO)
+    )
 }
 
 /// Writes `changes` (extending `state`, rescued under the lock `lock`) to the new file `path`.

@@ -162,8 +162,12 @@ fn records_too_big_for_the_free_space_are_rescued_or_listed_never_lost() {
     let Some(fs) = SmallFs::mount("1m") else {
         return;
     };
-    // Ten 120 KiB labels in flight at once: their records do not fit in what is left.
-    let p = project_on(&fs, &tokens(40, 120 * 1024)).env("NIVIS_FAKE_SLOW_MS", "300");
+    // Ten 120 KiB labels in flight at once: their records do not fit in what is left. This
+    // machine's spare place for rescue files is on the full filesystem too.
+    let spare = fs.path().join("xdg-state");
+    let p = project_on(&fs, &tokens(40, 120 * 1024))
+        .env("NIVIS_FAKE_SLOW_MS", "300")
+        .env("XDG_STATE_HOME", spare.to_str().unwrap());
     let out = p.run(
         &["apply"],
         &["--auto-approve", "--json", "--parallelism", "10"],
@@ -203,4 +207,50 @@ fn rescue_file(state: &Path) -> PathBuf {
     let mut name = state.as_os_str().to_owned();
     name.push(".rescue");
     PathBuf::from(name)
+}
+
+#[test]
+fn results_the_full_state_disk_cannot_take_go_to_this_machines_spare_place() {
+    let Some(fs) = SmallFs::mount("1m") else {
+        return;
+    };
+    // As above, but this machine's state directory is on another filesystem.
+    let home = tempfile::tempdir().unwrap();
+    let p = project_on(&fs, &tokens(40, 120 * 1024))
+        .env("NIVIS_FAKE_SLOW_MS", "300")
+        .env("XDG_STATE_HOME", home.path().to_str().unwrap());
+    let out = p.run(
+        &["apply"],
+        &["--auto-approve", "--json", "--parallelism", "10"],
+    );
+    assert!(!out.status.success());
+    assert_ne!(out.status.code(), Some(101), "{}", stderr(&out));
+    assert!(
+        unrecorded(&out).is_empty(),
+        "nothing is left unrecorded when the spare place takes it: {}",
+        stderr(&out)
+    );
+    let spare_dir = home.path().join("nivis/rescue");
+    let spares: Vec<PathBuf> = std::fs::read_dir(&spare_dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        spares.len(),
+        1,
+        "one rescue file in {}",
+        spare_dir.display()
+    );
+    let message = failure_message(&out);
+    assert!(message.contains(spares[0].to_str().unwrap()), "{message}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&spares[0]).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    fs.grow("64m");
+    let p = p.env("NIVIS_FAKE_COUNTER", "100000");
+    let done = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&done);
+    p.assert_remote_matches_state(&[]);
+    assert_eq!(p.objects().created(), 40, "nothing was created twice");
+    assert!(!spares[0].exists(), "the spare rescue file was folded in");
 }
