@@ -579,8 +579,8 @@ fn deposed_note(deposed: &Option<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::wire::ChangeRecord;
     use crate::value::PathStep;
-    use jsonl::change_json;
 
     #[test]
     fn changes_render_with_sensitivity_and_unknowns() {
@@ -611,13 +611,14 @@ mod tests {
             forces_replacement: false,
         };
         assert_eq!(show_change(&c), "id = (known after apply)");
-        let j = change_json(&AttrChange {
+        let j = serde_json::to_value(ChangeRecord::from(&AttrChange {
             path: vec![PathStep::Attr("secret".into())],
             before: None,
             after: Some(Value::String("x".into())),
             sensitive: true,
             forces_replacement: false,
-        });
+        }))
+        .unwrap();
         assert!(!j.to_string().contains("\"x\""));
     }
 

@@ -147,7 +147,8 @@ impl Engine<'_> {
         let saved = match self.opts.save {
             true => {
                 let basis = self.basis(&ir, holder.state())?;
-                let mut plan = crate::savedplan::SavedPlan::new(basis, &self.sink.take_kept());
+                let mut plan =
+                    crate::engine::plan_file::SavedPlan::new(basis, &self.sink.take_kept());
                 plan.destroy = true;
                 Some(plan)
             }
