@@ -15,8 +15,8 @@ use super::events::{Action, AttrChange, Event, Wait};
 use crate::value::{render_path, Value};
 
 /// One changed attribute on the wire: `path` rendered, `before`/`after` plain JSON, `null`
-/// when absent, `{"unknown": true}` when known only after apply, `"(sensitive)"` for a
-/// sensitive value.
+/// when absent, `{"unknown": true}` for a value (or a part of one) known only after apply,
+/// `"(sensitive)"` for a sensitive value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChangeRecord {
@@ -32,8 +32,7 @@ impl From<&AttrChange> for ChangeRecord {
         let side = |v: &Option<Value>| match v {
             None => Json::Null,
             Some(_) if c.sensitive => json!("(sensitive)"),
-            Some(Value::Unknown) => json!({"unknown": true}),
-            Some(v) => crate::value::json::to_plain_json(v).unwrap_or(Json::Null),
+            Some(v) => wire_value(v),
         };
         ChangeRecord {
             path: render_path(&c.path),
@@ -50,10 +49,9 @@ impl ChangeRecord {
     pub fn to_change(&self) -> Result<AttrChange, String> {
         let side = |v: &Json| match v {
             Json::Null => None,
-            Json::Object(m) if m.len() == 1 && m.get("unknown") == Some(&Json::Bool(true)) => {
-                Some(Value::Unknown)
-            }
-            other => Some(crate::value::json::from_plain_json(other)),
+            other => Some(crate::value::json::from_plain_json_with(other, &mut |m| {
+                is_unknown_marker(m).then_some(Value::Unknown)
+            })),
         };
         let path = match self.path.as_str() {
             "" => Vec::new(),
@@ -69,6 +67,22 @@ impl ChangeRecord {
             forces_replacement: self.forces_replacement,
         })
     }
+}
+
+/// A value as plain JSON with `{"unknown": true}` wherever a part is unknown (plain JSON
+/// alone would lose the whole value to one unknown element).
+fn wire_value(v: &Value) -> Json {
+    match v {
+        Value::Unknown => json!({"unknown": true}),
+        Value::List(items) => Json::Array(items.iter().map(wire_value).collect()),
+        Value::Map(m) => Json::Object(m.iter().map(|(k, v)| (k.clone(), wire_value(v))).collect()),
+        Value::Dynamic { value, .. } => wire_value(value),
+        other => crate::value::json::to_plain_json(other).unwrap_or(Json::Null),
+    }
+}
+
+fn is_unknown_marker(m: &serde_json::Map<String, Json>) -> bool {
+    m.len() == 1 && m.get("unknown") == Some(&Json::Bool(true))
 }
 
 /// The records of a list of changes.
@@ -360,6 +374,20 @@ mod tests {
             r#"[{"kind":"nix","resource":"a","attribute":"id"},{"kind":"nix","resource":"a","attribute":null},{"kind":"resource","resource":"b"},{"kind":"provider-config","provider":"p"}]"#
         );
         assert_eq!(serde_json::from_str::<Vec<Wait>>(&text).unwrap(), waits);
+    }
+
+    #[test]
+    fn a_value_with_an_unknown_part_keeps_its_known_parts() {
+        let change = AttrChange {
+            path: vec![crate::value::PathStep::Attr("ids".into())],
+            before: None,
+            after: Some(Value::List(vec![Value::String("a".into()), Value::Unknown])),
+            sensitive: false,
+            forces_replacement: false,
+        };
+        let record = ChangeRecord::from(&change);
+        assert_eq!(record.after, json!(["a", {"unknown": true}]));
+        assert_eq!(record.to_change().unwrap(), change);
     }
 
     #[test]

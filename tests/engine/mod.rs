@@ -9,6 +9,7 @@
 
 mod lifecycle;
 mod phases;
+mod plan_roundtrip;
 mod saved;
 mod truth;
 
