@@ -96,14 +96,8 @@ impl Engine<'_> {
             failed: 0,
             recorder: Recorder::default(),
         };
-        let workers = self.opts.parallelism;
-        let statuses = sched::run(
-            &mut owner,
-            &DestroyWorker(mutation),
-            &deps,
-            workers,
-            interrupt_flag(),
-        );
+        let (workers, worker) = (self.opts.parallelism, DestroyWorker(mutation));
+        let statuses = sched::run(&mut owner, &worker, &deps, workers, interrupt_flag());
         let recorder = std::mem::take(&mut owner.recorder);
         recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
         let mut destroyed = std::mem::take(&mut owner.destroyed);
