@@ -47,7 +47,6 @@ pub mod provider;
 pub mod registry;
 pub mod render;
 pub mod rundir;
-pub mod savedplan;
 pub mod sched;
 pub mod schema;
 pub mod secrets;

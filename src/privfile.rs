@@ -5,7 +5,7 @@
 //! Owns: deciding whether a file (or a directory for such files) may be trusted, opening it so
 //! that what was checked is what is used, and the refusal, which names the path, what is wrong
 //! and the fix. Not: where these files are (their owners: `state`, `rundir`, `cli::vars`,
-//! `savedplan`), what they hold, nor whether Nix copies them into the store (`project`).
+//! `engine::plan_file`), what they hold, nor whether Nix copies them into the store (`project`).
 //!
 //! The rule, OpenSSH's StrictModes applied to every such file:
 //! - the file is ours (owner = effective uid) and a regular file, not writable by group or

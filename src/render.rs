@@ -280,10 +280,17 @@ impl Human {
 }
 
 impl Sink for Human {
-    // Long because it is one arm per event type, each printing that event's lines.
     fn event(&mut self, event: Event) {
+        self.write_event(&mut stdout(), event);
+    }
+}
+
+impl Human {
+    /// Writes one event's lines to `out` (stdout, as a sink; a buffer, in tests); warnings and
+    /// failures go to stderr.
+    // Long because it is one arm per event type, each printing that event's lines.
+    pub fn write_event(&mut self, out: &mut dyn Write, event: Event) {
         let s = self.style;
-        let mut out = stdout();
         match event {
             Event::Evaluated {
                 phase,
@@ -370,7 +377,7 @@ impl Sink for Human {
                 changes,
             } => {
                 if self.progress && action != Action::NoOp {
-                    self.header(&mut out, phase);
+                    self.header(out, phase);
                     let head = format!("  {} {}", s.action(action), s.name(&id));
                     let _ = writeln!(out, "{head}: {}…", doing_verb(action));
                     // The diff as decided in this phase, unless the confirmed plan showed it.
@@ -397,7 +404,7 @@ impl Sink for Human {
             } => {
                 self.ticker.finish(&id);
                 if self.progress && action != Action::NoOp {
-                    self.header(&mut out, phase);
+                    self.header(out, phase);
                     let _ = writeln!(
                         out,
                         "  {} {}{}: {}",
@@ -579,8 +586,8 @@ fn deposed_note(deposed: &Option<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::wire::ChangeRecord;
     use crate::value::PathStep;
-    use jsonl::change_json;
 
     #[test]
     fn changes_render_with_sensitivity_and_unknowns() {
@@ -611,13 +618,14 @@ mod tests {
             forces_replacement: false,
         };
         assert_eq!(show_change(&c), "id = (known after apply)");
-        let j = change_json(&AttrChange {
+        let j = serde_json::to_value(ChangeRecord::from(&AttrChange {
             path: vec![PathStep::Attr("secret".into())],
             before: None,
             after: Some(Value::String("x".into())),
             sensitive: true,
             forces_replacement: false,
-        });
+        }))
+        .unwrap();
         assert!(!j.to_string().contains("\"x\""));
     }
 

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use super::args::RunSpec;
 use super::{exit, fail, options};
+use crate::engine::plan_file::{self, SavedPlan, VariableRecord};
 use crate::engine::{Engine, EngineError, Event, Options, Report, Sink, Timing};
 use crate::render::{self, Human, JsonLines, Style, Tally};
-use crate::savedplan::{self, SavedPlan, VariableRecord};
 use serde_json::Value as Json;
 
 /// A verb that runs the engine.
@@ -263,7 +263,7 @@ fn read_saved_plan(file: &Path) -> Result<(SavedPlan, String), String> {
             file.display()
         ));
     }
-    Ok((saved, savedplan::sha256(&bytes)))
+    Ok((saved, plan_file::sha256(&bytes)))
 }
 
 /// Writes the saved plan's canonical bytes to `out` (mode 0600, never through a link); returns
@@ -274,7 +274,7 @@ fn write_saved_plan(out: &Path, saved: &SavedPlan) -> Result<String, String> {
     crate::privfile::check_dirs(dir.unwrap_or(Path::new(".")), "the saved plan")?;
     crate::rundir::write_private_file(out, text.as_bytes())
         .map_err(|e| format!("cannot write the plan to {}: {e}", out.display()))?;
-    Ok(savedplan::sha256(text.as_bytes()))
+    Ok(plan_file::sha256(text.as_bytes()))
 }
 
 /// `nivis show FILE [--json]`: a saved plan, as `nivis plan` printed it, or its JSON.
@@ -291,8 +291,12 @@ pub(super) fn show(file: &Path, json: bool, style: Style) -> i32 {
     }
     render::print_saved_plan_head(&file.display().to_string(), &sha256, &saved);
     let mut human = Human::new(style);
+    let events = match saved.events() {
+        Ok(events) => events,
+        Err(e) => return fail(&format!("{}: {e}", file.display())),
+    };
     let mut tally = Tally::new(&mut human);
-    for event in saved.events() {
+    for event in events {
         tally.event(event);
     }
     render::print_summary("plan", None, &tally);

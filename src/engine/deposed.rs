@@ -5,7 +5,7 @@
 //! Owns only that ordering and its bookkeeping; deleting a deposed object is `node`'s, and a
 //! deletion that fails leaves the object deposed in state for the next apply (see DESIGN §18).
 
-use super::node::{self, DeposedGone};
+use super::node::{self, DeposedGone, Mode};
 use super::phase_owner::PhaseOwner;
 use super::{EngineError, Event};
 use crate::diag::Diagnostics;
@@ -19,6 +19,10 @@ pub(super) fn delete_old_objects(
     deps: &[Vec<usize>],
     statuses: &[Status],
 ) -> Result<usize, EngineError> {
+    // Old objects are kept only while applying: a plan has none to delete.
+    let Mode::Apply(mutation) = owner.mode else {
+        return Ok(0);
+    };
     let mut failed = 0;
     let kept = std::mem::take(&mut owner.old_objects);
     for id in kept.iter().rev() {
@@ -40,7 +44,8 @@ pub(super) fn delete_old_objects(
         let gone = std::cell::RefCell::new(Vec::new());
         let mut diags = Diagnostics::new();
         let collect = |g: DeposedGone| gone.borrow_mut().push(g);
-        let result = node::destroy_deposed(provider.as_ref(), &record, &collect, &mut diags);
+        let result =
+            node::destroy_deposed(provider.as_ref(), &record, &collect, &mut diags, mutation);
         for g in gone.into_inner() {
             let (event, change) = g.into_event_and_change(owner.phase);
             owner.holder.commit(&[change])?;

@@ -55,7 +55,7 @@ impl Engine<'_> {
         holder: &mut dyn LockedStore,
         ids: &[String],
         phase: u32,
-        _mutation: Mutation,
+        mutation: Mutation,
     ) -> Result<Vec<(String, Action)>, EngineError> {
         let index: HashMap<&str, usize> = ids
             .iter()
@@ -96,8 +96,8 @@ impl Engine<'_> {
             failed: 0,
             recorder: Recorder::default(),
         };
-        let workers = self.opts.parallelism;
-        let statuses = sched::run(&mut owner, &DestroyWorker, &deps, workers, interrupt_flag());
+        let (workers, worker) = (self.opts.parallelism, DestroyWorker(mutation));
+        let statuses = sched::run(&mut owner, &worker, &deps, workers, interrupt_flag());
         let recorder = std::mem::take(&mut owner.recorder);
         recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
         let mut destroyed = std::mem::take(&mut owner.destroyed);
@@ -147,7 +147,8 @@ impl Engine<'_> {
         let saved = match self.opts.save {
             true => {
                 let basis = self.basis(&ir, holder.state())?;
-                let mut plan = crate::savedplan::SavedPlan::new(basis, &self.sink.take_kept());
+                let mut plan =
+                    crate::engine::plan_file::SavedPlan::new(basis, &self.sink.take_kept());
                 plan.destroy = true;
                 Some(plan)
             }
@@ -365,7 +366,8 @@ impl sched::Owner for DestroyOwner<'_> {
     }
 }
 
-pub(super) struct DestroyWorker;
+/// Deletes one object per call, with the permission the destroy was given.
+pub(super) struct DestroyWorker(Mutation);
 
 impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
     fn run(
@@ -384,7 +386,7 @@ impl<'a> sched::Worker<DestroyOwner<'a>> for DestroyWorker {
                 started.elapsed(),
             );
         };
-        let result = node::destroy(provider.as_ref(), &state, &|g| reporter.report(g));
+        let result = node::destroy(provider.as_ref(), &state, &|g| reporter.report(g), self.0);
         (state.id, Action::Delete, result, started.elapsed())
     }
 }

@@ -2,12 +2,13 @@
 //!
 //! The engine pushes [`Event`]s into a [`Sink`]; `render` implements human and JSON-lines
 //! sinks, and tests collect events into a Vec. Nothing here formats text; the JSON spelling
-//! of a change and of a wait (shared by the `--json` stream and saved plans) is here.
+//! of a change and of a wait (shared by the `--json` stream and saved plans) is `wire`'s.
 
 use std::time::Duration;
 
-use serde_json::{json, Value as Json};
+use serde::{Deserialize, Serialize};
 
+use super::wire::WaitRecord;
 use crate::diag::Diagnostic;
 use crate::value::{PathStep, Value};
 
@@ -28,38 +29,9 @@ pub struct AttrChange {
     pub forces_replacement: bool,
 }
 
-impl AttrChange {
-    /// The change as JSON (the `--json` stream's and saved plans' spelling): `path` rendered,
-    /// `before`/`after` plain JSON, `null` when absent, `{"unknown": true}` when known only
-    /// after apply, `"(sensitive)"` for a sensitive value.
-    pub fn to_json(&self) -> Json {
-        let side = |v: &Option<Value>| match v {
-            None => Json::Null,
-            Some(_) if self.sensitive => json!("(sensitive)"),
-            Some(Value::Unknown) => json!({"unknown": true}),
-            Some(v) => crate::value::json::to_plain_json(v).unwrap_or(Json::Null),
-        };
-        json!({"path": crate::value::render_path(&self.path), "before": side(&self.before), "after": side(&self.after), "sensitive": self.sensitive, "forcesReplacement": self.forces_replacement})
-    }
-}
-
-impl Wait {
-    /// What is waited on, as JSON (the `--json` stream's `waitsOn` items).
-    pub fn to_json(&self) -> Json {
-        match self {
-            Wait::Nix {
-                resource,
-                attribute,
-            } => json!({"kind": "nix", "resource": resource, "attribute": attribute}),
-            Wait::Resource(id) => json!({"kind": "resource", "resource": id}),
-            Wait::Recomputed(id) => json!({"kind": "nix", "resource": id, "attribute": null}),
-            Wait::ProviderConfig(p) => json!({"kind": "provider-config", "provider": p}),
-        }
-    }
-}
-
 /// Something the engine waits on before it can decide a resource.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "WaitRecord", from = "WaitRecord")]
 pub enum Wait {
     /// A Nix re-evaluation needs this output (`resource`, `attribute`).
     Nix { resource: String, attribute: String },

@@ -21,6 +21,7 @@ mod moves;
 mod node;
 mod phase_owner;
 mod phases;
+pub mod plan_file;
 mod providers;
 mod providers_run;
 mod record;
@@ -32,6 +33,7 @@ mod stale;
 mod store;
 mod untyped;
 mod validate;
+pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -99,7 +101,7 @@ pub struct Options {
     /// How providers given by registry address are installed (mirrors, cache, lock file).
     pub install: crate::registry::InstallOptions,
     /// `apply FILE`: the reviewed plan this apply must match, and stay within.
-    pub saved: Option<std::sync::Arc<crate::savedplan::SavedPlan>>,
+    pub saved: Option<std::sync::Arc<crate::engine::plan_file::SavedPlan>>,
     /// `plan --out`: build the saved plan (the report carries it).
     pub save: bool,
 }
@@ -135,7 +137,7 @@ pub struct Report {
     /// Time spent in Nix.
     pub nix_time: Duration,
     /// `plan` with `save`: the plan to write.
-    pub saved: Option<crate::savedplan::SavedPlan>,
+    pub saved: Option<crate::engine::plan_file::SavedPlan>,
 }
 
 /// The interrupt flag set by Ctrl-C.

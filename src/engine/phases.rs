@@ -198,7 +198,7 @@ impl Engine<'_> {
         }
         let kept = self.sink.take_kept();
         let saved = basis.map(|b| {
-            let mut plan = crate::savedplan::SavedPlan::new(b, &kept);
+            let mut plan = crate::engine::plan_file::SavedPlan::new(b, &kept);
             plan.data_reads = saved::data_read_records(&result.reads);
             plan
         });
@@ -429,11 +429,8 @@ impl Engine<'_> {
     ) -> Result<bool, EngineError> {
         let renames = self.resolve_moves(ir, holder.state())?;
         if let Some(saved) = &self.opts.saved {
-            let now: Vec<Json> = renames
-                .iter()
-                .map(|r| serde_json::json!({"from": r.from, "to": r.to}))
-                .collect();
-            if now != saved.moved {
+            let now = renames.iter().map(|r| (&r.from, &r.to));
+            if !now.eq(saved.moved.iter().map(|m| (&m.from, &m.to))) {
                 return Err(saved::refused(
                     "the moves (lib.moved) differ from the saved plan's",
                 ));

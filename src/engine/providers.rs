@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::engine::plan_file::ProviderIdentity;
 use crate::ir::{ProviderDecl, ProviderKind};
 use crate::nixops4::Nixops4Provider;
 use crate::plugin::{GrpcProvider, LaunchSpec};
 use crate::provider::Provider;
-use crate::savedplan::ProviderIdentity;
 use crate::value::Value;
 
 struct Running {
@@ -156,7 +156,7 @@ impl ProviderSet {
             version: decl.version.clone(),
             // A binary that cannot be read (an in-process provider) is named by its path.
             sha256: std::fs::read(&info.path)
-                .map(|bytes| crate::savedplan::sha256(&bytes))
+                .map(|bytes| crate::engine::plan_file::sha256(&bytes))
                 .unwrap_or_else(|_| format!("unreadable {}", info.path.display())),
             protocol: info.protocol.clone(),
         });

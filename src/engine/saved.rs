@@ -1,11 +1,12 @@
 //! Saved plans in the engine: what `plan --out` records (the basis and the plan's events), and
 //! what `apply FILE` proves before it changes anything (same state, variables, IR, provider
 //! binaries, and a re-plan of phase 1 equal to the saved one) and while it applies (each
-//! resource within what the saved plan allows it; see `savedplan::SavedPlan::allowed`).
+//! resource within what the saved plan allows it; see `plan_file::SavedPlan::allowed`).
 
+use super::plan_file::{self, Basis, DeferredChange, SavedPlan, StateBasis, VariableRecord};
+use super::wire::PlanRow;
 #[allow(unused_imports)]
 use super::*;
-use crate::savedplan::{self, Basis, SavedPlan, StateBasis, VariableRecord};
 
 impl Engine<'_> {
     /// What the plan is made from: the first evaluation's IR, the state, the variables, and
@@ -14,7 +15,7 @@ impl Engine<'_> {
         let everything: Vec<String> = first.nodes().map(|n| n.id.clone()).collect();
         self.prepare_providers(first, state, &everything, false)?;
         Ok(Basis {
-            ir_digest: savedplan::ir_digest(&first.to_json()),
+            ir_digest: plan_file::ir_digest(&first.to_json()),
             state: StateBasis {
                 lineage: lineage_of(state),
                 serial: state.serial,
@@ -28,12 +29,12 @@ impl Engine<'_> {
     }
 
     /// Every variable given to the run; a sensitive one (or one the plan does not declare) as
-    /// a digest keyed with what only `state` holds (see `savedplan::variable_key`).
+    /// a digest keyed with what only `state` holds (see `plan_file::variable_key`).
     fn variable_records(&self, ir: &Ir, state: &StateFile) -> BTreeMap<String, VariableRecord> {
         let holds_secrets = state.iter().any(|r| !r.sensitive_paths.is_empty());
         let key = serde_json::to_value(state)
             .ok()
-            .and_then(|json| savedplan::variable_key(&json, holds_secrets));
+            .and_then(|json| plan_file::variable_key(&json, holds_secrets));
         let given = self
             .opts
             .vars
@@ -48,7 +49,7 @@ impl Engine<'_> {
         given
             .map(|(name, value)| {
                 let sensitive = ir.variables.get(&name).is_none_or(|d| d.sensitive);
-                let record = savedplan::variable_record(&value, sensitive, key.as_ref());
+                let record = plan_file::variable_record(&value, sensitive, key.as_ref());
                 (name, record)
             })
             .collect()
@@ -103,7 +104,7 @@ impl Engine<'_> {
         if (&was.targets, &was.replace) != (&self.opts.targets, &self.opts.replace) {
             return stale("--target or --replace differ from the plan's".into());
         }
-        let ir_digest = savedplan::ir_digest(&first.to_json());
+        let ir_digest = plan_file::ir_digest(&first.to_json());
         if was.ir_digest != ir_digest {
             return stale(format!(
                 "the plan's configuration (its IR) changed: {} then, {ir_digest} now",
@@ -117,15 +118,15 @@ impl Engine<'_> {
     /// saved plan's phase 1.
     pub(super) fn check_replan(&mut self, saved: &SavedPlan) -> Result<(), EngineError> {
         let (mut changes, mut deferred) = (Vec::new(), Vec::new());
-        for e in self.sink.take_kept() {
-            match e {
-                Event::Planned { .. } => changes.extend(savedplan::change_json(&e)),
-                Event::Deferred { .. } => deferred.extend(savedplan::change_json(&e)),
-                _ => {}
+        for row in self.sink.take_kept().iter().filter_map(PlanRow::of) {
+            match row {
+                PlanRow::Planned(c) => changes.push(c),
+                PlanRow::Deferred(d) => deferred.push(DeferredChange::from(d)),
+                PlanRow::Moved(..) | PlanRow::Imported(..) => {}
             }
         }
-        let difference = savedplan::first_difference(&saved.changes, &changes)
-            .or_else(|| savedplan::first_difference(&saved.deferred, &deferred));
+        let difference = plan_file::first_difference(&saved.changes, &changes)
+            .or_else(|| plan_file::first_difference(&saved.deferred, &deferred));
         difference.map_or(Ok(()), |why| Err(refused(why)))
     }
 
@@ -135,11 +136,7 @@ impl Engine<'_> {
             return Ok(());
         };
         for id in ids {
-            let planned = saved.changes.iter().any(|c| {
-                c["id"] == id.as_str()
-                    && matches!(c["action"].as_str(), Some("delete") | Some("forget"))
-            });
-            if !planned {
+            if !saved.removes(id) {
                 return Err(EngineError::StalePlan(format!(
                     "{id} would be removed, which the saved plan does not show"
                 )));
@@ -152,12 +149,12 @@ impl Engine<'_> {
 /// What a saved plan records of the data sources its phase 1 read, in address order.
 pub(super) fn data_read_records(
     reads: &HashMap<String, node::DataRead>,
-) -> Vec<savedplan::DataReadRecord> {
-    let mut records: Vec<savedplan::DataReadRecord> = reads
+) -> Vec<plan_file::DataReadRecord> {
+    let mut records: Vec<plan_file::DataReadRecord> = reads
         .iter()
         .map(|(id, read)| {
             let config = crate::value::json::to_plain_json(&read.config).unwrap_or(Json::Null);
-            savedplan::DataReadRecord::new(id, &config, &read.attributes, read.sensitive)
+            plan_file::DataReadRecord::new(id, &config, &read.attributes, read.sensitive)
         })
         .collect();
     records.sort_by(|a, b| a.id.cmp(&b.id));

@@ -8,7 +8,7 @@ use std::fmt;
 use crate::value::{render_path, PathStep};
 
 /// What happens (or would happen) to one resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case", rename_all_fields = "camelCase")]
 pub enum Action {
     /// A new object.

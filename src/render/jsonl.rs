@@ -7,13 +7,15 @@
 use std::io::Write;
 use std::time::SystemTime;
 
-use serde_json::json;
+use serde::Serialize;
+use serde_json::{json, Value as Json};
 
 #[allow(unused_imports)] // named in the docs
 use super::summary::Tally;
 use super::{json_text, stdout};
 use crate::diag::Diagnostic;
-use crate::engine::{AttrChange, Event, Sink, Wait};
+use crate::engine::wire::{change_records, object, PlanRow};
+use crate::engine::{Event, Sink};
 use crate::value::render_path;
 
 /// The version of the event stream's format: a field is only ever added within one version.
@@ -66,12 +68,35 @@ fn timestamp(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
-fn wait_json(w: &Wait) -> serde_json::Value {
-    w.to_json()
+/// An event line: `type`, then `phase` when it has one, then `record`'s fields, then `extra`.
+fn line_of(
+    kind: &str,
+    phase: Option<u32>,
+    record: &impl Serialize,
+    extra: &[(&str, Json)],
+) -> Json {
+    let mut line = serde_json::Map::new();
+    line.insert("type".into(), json!(kind));
+    if let Some(phase) = phase {
+        line.insert("phase".into(), json!(phase));
+    }
+    line.extend(object(record));
+    line.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    Json::Object(line)
 }
 
-pub(super) fn change_json(c: &AttrChange) -> serde_json::Value {
-    c.to_json()
+/// A plan row's line (`planned`, `deferred`, `moved`, `imported`): the wire record.
+fn row_json(phase: u32, row: &PlanRow) -> Json {
+    match row {
+        PlanRow::Planned(c) => line_of("planned", Some(phase), c, &[]),
+        PlanRow::Deferred(d) => line_of("deferred", Some(phase), d, &[]),
+        PlanRow::Moved(m, recorded) => {
+            line_of("moved", Some(phase), m, &[("recorded", json!(recorded))])
+        }
+        PlanRow::Imported(i, recorded) => {
+            line_of("imported", Some(phase), i, &[("recorded", json!(recorded))])
+        }
+    }
 }
 
 fn diag_json(d: &Diagnostic) -> serde_json::Value {
@@ -96,53 +121,15 @@ pub fn event_json(event: &Event) -> serde_json::Value {
         } => {
             json!({"type": "evaluated", "phase": phase, "seconds": duration.as_secs_f64(), "resources": resources, "data": data})
         }
-        Event::Planned {
-            phase,
-            id,
-            type_name,
-            action,
-            changes,
-            deposed,
-            drifted,
-        } => {
-            let mut ev = json!({"type": "planned", "phase": phase, "id": id, "resourceType": type_name, "action": action, "changes": changes.iter().map(change_json).collect::<Vec<_>>()});
-            if let Some(key) = deposed {
-                ev["deposed"] = json!(key);
-            }
-            if !drifted.is_empty() {
-                ev["drifted"] = json!(drifted);
-            }
-            ev
-        }
-        Event::Moved {
-            phase,
-            from,
-            to,
-            type_name,
-            recorded,
-        } => {
-            json!({"type": "moved", "phase": phase, "from": from, "to": to, "resourceType": type_name, "recorded": recorded})
-        }
-        Event::Imported {
-            phase,
-            id,
-            type_name,
-            import_id,
-            recorded,
-        } => {
-            json!({"type": "imported", "phase": phase, "id": id, "resourceType": type_name, "importId": import_id, "recorded": recorded})
-        }
-        Event::Deferred {
-            phase,
-            id,
-            type_name,
-            in_state,
-            waits,
-        } => {
-            json!({"type": "deferred", "phase": phase, "id": id, "resourceType": type_name, "inState": in_state, "waitsOn": waits.iter().map(wait_json).collect::<Vec<_>>()})
+        Event::Planned { phase, .. }
+        | Event::Deferred { phase, .. }
+        | Event::Moved { phase, .. }
+        | Event::Imported { phase, .. } => {
+            let row = PlanRow::of(event).expect("a plan event is a plan row");
+            row_json(*phase, &row)
         }
         Event::ConsumerPending { id, waits } => {
-            json!({"type": "consumer-pending", "id": id, "waitsOn": waits.iter().map(wait_json).collect::<Vec<_>>()})
+            json!({"type": "consumer-pending", "id": id, "waitsOn": waits})
         }
         Event::Started {
             phase,
@@ -150,7 +137,7 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             action,
             changes,
         } => {
-            json!({"type": "started", "phase": phase, "id": id, "action": action, "changes": changes.iter().map(change_json).collect::<Vec<_>>()})
+            json!({"type": "started", "phase": phase, "id": id, "action": action, "changes": change_records(changes)})
         }
         Event::Finished {
             phase,
@@ -184,7 +171,7 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             json!({"type": "skipped", "phase": phase, "id": id, "because": because})
         }
         Event::Drift { id, changes, gone } => {
-            json!({"type": "drift", "id": id, "gone": gone, "changes": changes.iter().map(change_json).collect::<Vec<_>>()})
+            json!({"type": "drift", "id": id, "gone": gone, "changes": change_records(changes)})
         }
         Event::Warning(d) => json!({"type": "warning", "diagnostic": diag_json(d)}),
         Event::PhaseDone { phase, changed } => {

@@ -6,8 +6,8 @@
 use super::summary::Tally;
 use super::{done_verb, escape, json_text, out, outln, plan_summary, write_diagnostic, Style};
 use crate::diag::Diagnostic;
+use crate::engine::plan_file::{SavedPlan, VariableRecord};
 use crate::engine::{describe_waits, Action, Report};
-use crate::savedplan::{SavedPlan, VariableRecord};
 
 /// Asks `question` below the plan just printed, set off by a blank line; only `yes` agrees.
 pub fn confirm_plan(question: &str) -> bool {

@@ -164,7 +164,13 @@ fn a_reviewed_plan_applies_from_another_checkout_and_stale_ones_are_refused() {
         ),
         "it was edited",
     );
-    std::fs::write(&edited, text.replacen("{\"replace\"", "{\"update\"", 1)).unwrap();
+    // (A valid action: an unknown one, or one of the wrong shape, is not a saved plan at all.)
+    let replace = ["false", "true"]
+        .map(|cbd| format!("{{\"replace\":{{\"createBeforeDestroy\":{cbd}}}}}"))
+        .into_iter()
+        .find(|r| text.contains(r.as_str()))
+        .expect("a replace in the plan");
+    std::fs::write(&edited, text.replacen(&replace, "\"update\"", 1)).unwrap();
     refused(
         &s.nivis(
             "review",
@@ -279,4 +285,73 @@ fn action_class(action: &serde_json::Value) -> String {
         serde_json::Value::Object(m) => m.keys().next().unwrap().clone(),
         _ => String::new(),
     }
+}
+
+/// A plan with a move, an import and a create, saved: `nivis show` prints its rows as `nivis
+/// plan` printed them, type names included (a move used to show `()`).
+#[test]
+fn show_prints_moves_and_imports_as_plan_printed_them() {
+    let token = |name: &str, extra: &str| {
+        format!(
+            "(lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"{name}\"; config.label = \"l\"; {extra} }})"
+        )
+    };
+    let plan_of = |resources: &[String], moved: &str| {
+        format!(
+            "ledger: lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; resources = [ {} ]; moved = [ {moved} ]; inherit ledger; }}",
+            resources.join(" ")
+        )
+    };
+    let p = Project::new(&plan_of(&[token("old", ""), token("a", "")], "")).with_object_log();
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let id = p.outputs()["alpha.alpha_token.a"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_success(&p.state_cmd(&["state", "rm", "alpha.alpha_token.a"]));
+    p.set_plan(&plan_of(
+        &[
+            token("new", ""),
+            token("a", &format!("importId = \"{id}\";")),
+            token("fresh", ""),
+        ],
+        "(lib.moved { from = \"alpha.alpha_token.old\"; to = \"alpha.alpha_token.new\"; })",
+    ));
+    let file = p.dir.path().join("moves.plan").display().to_string();
+    let planned = p.run(&["plan"], &["--out", &file]);
+    assert_success(&planned);
+    let shown = Command::new(nivis_bin())
+        .args(["show", &file])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_success(&shown);
+    let (planned, shown) = (stdout(&planned), stdout(&shown));
+    for row in [
+        "-> alpha.alpha_token.old moved to alpha.alpha_token.new (alpha_token)".to_string(),
+        format!("<= alpha.alpha_token.a to import from id \"{id}\" (alpha_token)"),
+        "+ alpha.alpha_token.fresh (alpha_token)".to_string(),
+    ] {
+        assert!(planned.contains(&row), "plan: {row:?} in {planned}");
+        assert!(shown.contains(&row), "show: {row:?} in {shown}");
+    }
+    // Every row plan printed, in its order, and the same summary line.
+    let rows = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("->"))
+            .take_while(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        rows(&shown),
+        rows(&planned),
+        "plan:\n{planned}\nshow:\n{shown}"
+    );
+    let summary = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("Plan:"))
+            .map(str::to_string)
+    };
+    assert_eq!(summary(&shown), summary(&planned));
 }

@@ -9,6 +9,7 @@
 
 mod lifecycle;
 mod phases;
+mod plan_roundtrip;
 mod saved;
 mod truth;
 
@@ -133,7 +134,7 @@ struct World {
     /// `plan --out`: the report carries the saved plan.
     save: bool,
     /// `apply FILE`.
-    saved: Option<Arc<nivis::savedplan::SavedPlan>>,
+    saved: Option<Arc<nivis::engine::plan_file::SavedPlan>>,
 }
 
 /// What a command did: its result and every event.

@@ -20,7 +20,7 @@ fn growing(ledger: &Ledger) -> Json {
 fn saved_plan(
     world: &mut World,
     plan: impl FnMut(&Ledger) -> Json + Send + 'static,
-) -> Arc<nivis::savedplan::SavedPlan> {
+) -> Arc<nivis::engine::plan_file::SavedPlan> {
     world.save = true;
     let run = world.plan(plan);
     world.save = false;

@@ -172,7 +172,7 @@ fn earlier_result(
 /// The digest of a data source's configuration, as saved plans record it.
 fn config_digest(config: &Value) -> String {
     let plain = value::json::to_plain_json(config).unwrap_or(Json::Null);
-    crate::savedplan::sha256(crate::savedplan::canonical(&plain).as_bytes())
+    crate::engine::plan_file::sha256(crate::engine::plan_file::canonical(&plain).as_bytes())
 }
 
 /// A data source the saved plan holds only as a digest (its result is secret) was read
@@ -184,7 +184,7 @@ fn check_saved_digest(input: &NodeInput, record: &ResourceState) -> Result<(), D
     let Some(digest) = &saved.result_sha256 else {
         return Ok(());
     };
-    if crate::savedplan::result_digest(&record.attributes) == *digest {
+    if crate::engine::plan_file::result_digest(&record.attributes) == *digest {
         return Ok(());
     }
     Err(Diagnostic::error(format!(

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::engine::Mutation;
 
 /// Deletes an object (apply with a null plan).
 pub(super) fn destroy_object(
@@ -11,6 +12,7 @@ pub(super) fn destroy_object(
     prior: &Value,
     private: &[u8],
     diags: &mut Diagnostics,
+    _mutation: Mutation,
 ) -> Result<(), ()> {
     match provider.apply_resource_change(ApplyRequest {
         type_name,
@@ -42,6 +44,7 @@ pub(in crate::engine) fn destroy_deposed(
     prior: &ResourceState,
     gone: &dyn Fn(DeposedGone),
     diags: &mut Diagnostics,
+    mutation: Mutation,
 ) -> Result<(), Vec<String>> {
     let mut remaining = prior.deposed.clone();
     for old in &prior.deposed {
@@ -54,6 +57,7 @@ pub(in crate::engine) fn destroy_deposed(
             old.schema_version,
             old.private.as_deref().unwrap_or_default(),
             &mut old_diags,
+            mutation,
         );
         if destroyed.is_ok() {
             remaining.retain(|d| d.key != old.key);
@@ -90,6 +94,7 @@ pub(super) fn destroy_stored(
     schema_version: i64,
     private: &[u8],
     diags: &mut Diagnostics,
+    mutation: Mutation,
 ) -> Result<(), ()> {
     let raw = serde_json::to_vec(attributes).expect("state attributes serialise");
     let (current, upgrade_diags) =
@@ -104,7 +109,7 @@ pub(super) fn destroy_stored(
     // errors fail the result.
     let upgrade_failed = upgrade_diags.has_errors();
     diags.extend(upgrade_diags);
-    let deleted = destroy_object(provider, type_name, &current, private, diags);
+    let deleted = destroy_object(provider, type_name, &current, private, diags, mutation);
     if upgrade_failed {
         return Err(());
     }
@@ -117,9 +122,10 @@ pub fn destroy(
     provider: &dyn Provider,
     state: &ResourceState,
     gone: &dyn Fn(DeposedGone),
+    mutation: Mutation,
 ) -> Result<Diagnostics, Diagnostics> {
     let mut diags = Diagnostics::new();
-    let destroyed = destroy_deposed(provider, state, gone, &mut diags).is_ok()
+    let destroyed = destroy_deposed(provider, state, gone, &mut diags, mutation).is_ok()
         && destroy_stored(
             provider,
             &state.type_name,
@@ -127,6 +133,7 @@ pub fn destroy(
             state.schema_version,
             state.private.as_deref().unwrap_or_default(),
             &mut diags,
+            mutation,
         )
         .is_ok();
     if destroyed {

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::engine::Mutation;
 
 /// Attribute changes found by refresh, and whether the object is gone.
 pub type Drift = (Vec<AttrChange>, bool);
@@ -72,12 +73,12 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
         Ok(p) => p,
         Err(out) => return *out,
     };
-    if !input.mode.applies() {
+    let Mode::Apply(mutation) = input.mode else {
         let mut out = planned.out;
         out.diagnostics = planned.diags;
         return out;
-    }
-    apply_managed(input, planned, report)
+    };
+    apply_managed(input, planned, report, mutation)
 }
 
 /// A failed turn's output, boxed (it is the large side of `plan_managed`'s result).
@@ -299,6 +300,7 @@ fn apply_managed(
     input: &NodeInput,
     planned: Planned<'_>,
     report: &dyn Fn(NodeProgress),
+    mutation: Mutation,
 ) -> NodeOutput {
     let (s, ty, action) = (planned.schema, planned.ty, planned.action);
     let (config, plan) = (planned.config, planned.plan);
@@ -316,7 +318,7 @@ fn apply_managed(
     // written below has room for none of them.
     if let (false, Some(prior)) = (out.deposed.is_empty(), &input.prior) {
         let gone = |g| report(NodeProgress::DeposedGone(g));
-        if let Err(failed) = destroy_deposed(&*input.provider, prior, &gone, &mut diags) {
+        if let Err(failed) = destroy_deposed(&*input.provider, prior, &gone, &mut diags, mutation) {
             out.ok = false;
             out.deposed.retain(|k| !failed.contains(k));
             out.diagnostics = diags;
@@ -345,6 +347,7 @@ fn apply_managed(
             &config,
             &plan.planned_private,
             &mut diags,
+            mutation,
         ),
         Action::Replace {
             create_before_destroy: false,
@@ -356,6 +359,7 @@ fn apply_managed(
                 &prior,
                 &prior_private,
                 &mut diags,
+                mutation,
             ) {
                 Ok(()) => report(NodeProgress::Commit(Box::new(Change::Remove(
                     input.id.clone(),
@@ -374,6 +378,7 @@ fn apply_managed(
                 &config,
                 &plan.planned_private,
                 &mut diags,
+                mutation,
             )
         }
         Action::Replace {
@@ -392,6 +397,7 @@ fn apply_managed(
                 &plan.planned_private,
                 &mut diags,
                 report,
+                mutation,
             )
         }
         Action::Delete | Action::Read | Action::Forget | Action::Recreate => {
@@ -460,6 +466,7 @@ pub(super) fn apply_change(
     config: &Value,
     planned_private: &[u8],
     diags: &mut Diagnostics,
+    _mutation: Mutation,
 ) -> Applied {
     if !config.is_known() {
         diags.push(Diagnostic::error(
@@ -535,6 +542,7 @@ pub(super) fn apply_change(
 }
 
 /// Plans and applies a create with no prior object (second half of a replace).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn create_fresh(
     input: &NodeInput,
     block: &Block,
@@ -543,6 +551,7 @@ pub(super) fn create_fresh(
     config: &Value,
     first_private: &[u8],
     diags: &mut Diagnostics,
+    mutation: Mutation,
 ) -> Applied {
     let proposed = plan::proposed_new(block, &Value::Null, config);
     let plan = match input.provider.plan_resource_change(PlanRequest {
@@ -572,6 +581,7 @@ pub(super) fn create_fresh(
         config,
         &plan.planned_private,
         diags,
+        mutation,
     )
 }
 
@@ -737,10 +747,20 @@ fn replace_create_first(
     planned_private: &[u8],
     diags: &mut Diagnostics,
     report: &dyn Fn(NodeProgress),
+    mutation: Mutation,
 ) -> Applied {
     let (s, ty, prior, prior_private) = (old.schema, old.ty, old.value, old.private);
     let block = &s.block;
-    let created = create_fresh(input, block, ty, s.version, config, planned_private, diags);
+    let created = create_fresh(
+        input,
+        block,
+        ty,
+        s.version,
+        config,
+        planned_private,
+        diags,
+        mutation,
+    );
     match created {
         Ok(Some(mut new_record)) => {
             // The old object is deposed until it is destroyed.
@@ -764,6 +784,7 @@ fn replace_create_first(
                 prior,
                 prior_private,
                 diags,
+                mutation,
             )
             .is_ok()
             {

@@ -107,7 +107,7 @@ pub enum EarlierRead {
     /// Read by this run's plan of the phase.
     Here(Box<DataRead>),
     /// Recorded by the saved plan being applied.
-    Saved(crate::savedplan::DataReadRecord),
+    Saved(crate::engine::plan_file::DataReadRecord),
 }
 
 /// What a worker reports before it is done.

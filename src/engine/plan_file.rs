@@ -7,6 +7,9 @@
 //! to do. No secret is in it: sensitive values are `"(sensitive)"`, sensitive variables are
 //! digests, and every known secret inside a string is redacted.
 //!
+//! Its rows are the typed records of `wire` (the `--json` stream's spelling); reading a file
+//! that holds an unknown action or wait is an error.
+//!
 //! Not: planning or applying (the engine asks this module), reading or writing files (the CLI),
 //! printing (`render`).
 
@@ -16,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 
-use crate::engine::{Action, AttrChange, Event, Wait};
-use crate::value::Value;
+use super::events::{Action, Event};
+use super::wire::{DeferredRow, ImportRecord, MoveRecord, PlanRow, PlannedChange};
 
 /// The artifact's format version: fields may be added within it, never changed.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -84,14 +87,14 @@ pub struct ProviderIdentity {
 pub struct SavedPlan {
     pub meta: Meta,
     pub basis: Basis,
-    /// Phase 1's changes: `{id, resourceType, action, changes[, deposed]}`, in plan order.
-    pub changes: Vec<Json>,
-    /// What later phases decide: `{id, resourceType, inState, possibleActions, waitsOn}`.
-    pub deferred: Vec<Json>,
-    /// Renames (`lib.moved`): `{from, to}`.
-    pub moved: Vec<Json>,
-    /// Adoptions (`importId`): `{id, importId}`.
-    pub imported: Vec<Json>,
+    /// Phase 1's changes, in plan order.
+    pub changes: Vec<PlannedChange>,
+    /// What later phases decide.
+    pub deferred: Vec<DeferredChange>,
+    /// Renames (`lib.moved`).
+    pub moved: Vec<MoveRecord>,
+    /// Adoptions (`importId`).
+    pub imported: Vec<ImportRecord>,
     /// The data sources phase 1 read, for apply to use what the plan showed (added within
     /// schema version 1: absent when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -101,6 +104,25 @@ pub struct SavedPlan {
     /// when false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub destroy: bool,
+}
+
+/// A deferred resource as a saved plan keeps it: the `--json` stream's row and the action
+/// classes apply may take for it later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeferredChange {
+    #[serde(flatten)]
+    pub row: DeferredRow,
+    pub possible_actions: Vec<String>,
+}
+
+impl From<DeferredRow> for DeferredChange {
+    fn from(row: DeferredRow) -> DeferredChange {
+        DeferredChange {
+            possible_actions: row.possible_actions(),
+            row,
+        }
+    }
 }
 
 /// One data source's read as a saved plan carries it: its result when nothing in it is
@@ -164,23 +186,13 @@ impl SavedPlan {
             data_reads: Vec::new(),
             destroy: false,
         };
-        for e in events {
-            match e {
-                Event::Planned { .. } => plan.changes.extend(change_json(e)),
-                Event::Deferred { .. } => plan.deferred.extend(change_json(e)),
-                Event::Moved {
-                    from,
-                    to,
-                    recorded: false,
-                    ..
-                } => plan.moved.push(json!({"from": from, "to": to})),
-                Event::Imported {
-                    id,
-                    import_id,
-                    recorded: false,
-                    ..
-                } => plan.imported.push(json!({"id": id, "importId": import_id})),
-                _ => {}
+        for row in events.iter().filter_map(PlanRow::of) {
+            match row {
+                PlanRow::Planned(c) => plan.changes.push(c),
+                PlanRow::Deferred(d) => plan.deferred.push(d.into()),
+                PlanRow::Moved(m, false) => plan.moved.push(m),
+                PlanRow::Imported(i, false) => plan.imported.push(i),
+                PlanRow::Moved(..) | PlanRow::Imported(..) => {}
             }
         }
         plan
@@ -203,7 +215,11 @@ impl SavedPlan {
                 value["meta"]["schemaVersion"]
             ));
         }
-        serde_json::from_value(value).map_err(|e| format!("not a saved plan: {e}"))
+        let plan: SavedPlan =
+            serde_json::from_value(value).map_err(|e| format!("not a saved plan: {e}"))?;
+        plan.events()
+            .map_err(|e| format!("not a saved plan: {e}"))?;
+        Ok(plan)
     }
 
     /// Whether the plan changes anything.
@@ -218,241 +234,131 @@ impl SavedPlan {
     /// phases the possible actions of a deferred resource; nothing else (a no-op is always
     /// allowed).
     pub fn allowed(&self, id: &str, phase: u32) -> BTreeSet<String> {
-        let of = |list: &[Json], key: &str| -> BTreeSet<String> {
-            list.iter()
-                .filter(|c| c["id"] == id && c.get("deposed").is_none())
-                .flat_map(|c| match &c[key] {
-                    Json::Array(items) => items.iter().filter_map(action_class).collect::<Vec<_>>(),
-                    single => action_class(single).into_iter().collect(),
-                })
-                .collect()
-        };
-        let mut allowed = of(&self.deferred, "possibleActions");
+        let mut allowed: BTreeSet<String> = self
+            .deferred
+            .iter()
+            .filter(|d| d.row.id == id)
+            .flat_map(|d| d.possible_actions.iter().cloned())
+            .collect();
         if phase <= 1 {
-            allowed.extend(of(&self.changes, "action"));
+            allowed.extend(
+                self.changes
+                    .iter()
+                    .filter(|c| c.id == id && c.deposed.is_none())
+                    .map(|c| c.action.class().to_string()),
+            );
         }
         allowed
+    }
+
+    /// Whether the plan shows `id` removed (deleted or forgotten).
+    pub fn removes(&self, id: &str) -> bool {
+        self.changes
+            .iter()
+            .any(|c| c.id == id && matches!(c.action, Action::Delete | Action::Forget))
     }
 }
 
 impl SavedPlan {
-    /// The plan's events again (phase 1), for `nivis show` to print as `nivis plan` did.
-    pub fn events(&self) -> Vec<Event> {
-        let text = |v: &Json| v.as_str().unwrap_or_default().to_string();
-        let mut out: Vec<Event> = Vec::new();
-        for m in &self.moved {
-            out.push(Event::Moved {
-                phase: 1,
-                from: text(&m["from"]),
-                to: text(&m["to"]),
-                type_name: String::new(),
-                recorded: false,
-            });
-        }
-        for i in &self.imported {
-            out.push(Event::Imported {
-                phase: 1,
-                id: text(&i["id"]),
-                type_name: String::new(),
-                import_id: text(&i["importId"]),
-                recorded: false,
-            });
-        }
-        for c in &self.changes {
-            out.push(Event::Planned {
-                phase: 1,
-                id: text(&c["id"]),
-                type_name: text(&c["resourceType"]),
-                action: action_from_json(&c["action"]),
-                changes: c["changes"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(change_from_json)
-                    .collect(),
-                deposed: c.get("deposed").map(text),
-                drifted: c["drifted"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(text)
-                    .collect(),
-            });
-        }
-        for d in &self.deferred {
-            out.push(Event::Deferred {
-                phase: 1,
-                id: text(&d["id"]),
-                type_name: text(&d["resourceType"]),
-                in_state: d["inState"].as_bool().unwrap_or(false),
-                waits: d["waitsOn"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(wait_from_json)
-                    .collect(),
-            });
-        }
-        out
+    /// The plan's events again (phase 1), for `nivis show` to print as `nivis plan` did; an
+    /// error names a change that does not read back.
+    pub fn events(&self) -> Result<Vec<Event>, String> {
+        let moved = self.moved.iter().map(|m| PlanRow::Moved(m.clone(), false));
+        let imported = self
+            .imported
+            .iter()
+            .map(|i| PlanRow::Imported(i.clone(), false));
+        let changes = self.changes.iter().cloned().map(PlanRow::Planned);
+        let deferred = self
+            .deferred
+            .iter()
+            .map(|d| PlanRow::Deferred(d.row.clone()));
+        moved
+            .chain(imported)
+            .chain(changes)
+            .chain(deferred)
+            .map(|row| row.to_event(1))
+            .collect()
     }
 }
 
-fn action_from_json(a: &Json) -> Action {
-    match a.as_str() {
-        Some("create") => Action::Create,
-        Some("update") => Action::Update,
-        Some("delete") => Action::Delete,
-        Some("forget") => Action::Forget,
-        Some("recreate") => Action::Recreate,
-        Some("read") => Action::Read,
-        Some(_) => Action::NoOp,
-        None => Action::Replace {
-            create_before_destroy: a["replace"]["createBeforeDestroy"]
-                .as_bool()
-                .unwrap_or(false),
-        },
-    }
+/// A saved plan's row as a re-plan is compared with it.
+pub trait ComparedRow: Serialize {
+    /// Its address (with the deposed object it is on).
+    fn key(&self) -> String;
+    /// Its action; `None`: a later phase decides.
+    fn action(&self) -> Option<Action>;
 }
 
-fn change_from_json(c: &Json) -> AttrChange {
-    let sensitive = c["sensitive"].as_bool().unwrap_or(false);
-    let side = |v: &Json| match v {
-        Json::Null => None,
-        Json::Object(m) if m.len() == 1 && m.get("unknown") == Some(&Json::Bool(true)) => {
-            Some(Value::Unknown)
+impl ComparedRow for PlannedChange {
+    fn key(&self) -> String {
+        match &self.deposed {
+            Some(d) => format!("{} (deposed {d})", self.id),
+            None => self.id.clone(),
         }
-        other => Some(crate::value::json::from_plain_json(other)),
-    };
-    AttrChange {
-        path: crate::ir::parse_path(c["path"].as_str().unwrap_or_default())
-            .map(|p| crate::ir::value_path(&p))
-            .unwrap_or_default(),
-        before: side(&c["before"]),
-        after: side(&c["after"]),
-        sensitive,
-        forces_replacement: c["forcesReplacement"].as_bool().unwrap_or(false),
+    }
+    fn action(&self) -> Option<Action> {
+        Some(self.action)
     }
 }
 
-fn wait_from_json(w: &Json) -> Wait {
-    let text = |v: &Json| v.as_str().unwrap_or_default().to_string();
-    match (w["kind"].as_str(), &w["attribute"]) {
-        (Some("nix"), Json::Null) => Wait::Recomputed(text(&w["resource"])),
-        (Some("nix"), attribute) => Wait::Nix {
-            resource: text(&w["resource"]),
-            attribute: text(attribute),
-        },
-        (Some("provider-config"), _) => Wait::ProviderConfig(text(&w["provider"])),
-        _ => Wait::Resource(text(&w["resource"])),
+impl ComparedRow for DeferredChange {
+    fn key(&self) -> String {
+        self.row.id.clone()
+    }
+    fn action(&self) -> Option<Action> {
+        None
     }
 }
 
-fn action_class(action: &Json) -> Option<String> {
-    match action {
-        Json::String(s) => Some(s.clone()),
-        Json::Object(m) => m.keys().next().cloned(),
-        _ => None,
-    }
-}
-
-/// A planned or deferred event as a saved plan holds it (no phase: a plan's changes are all
-/// phase 1, and a re-plan is compared with it).
-pub fn change_json(event: &Event) -> Option<Json> {
-    match event {
-        Event::Planned {
-            id,
-            type_name,
-            action,
-            changes,
-            deposed,
-            drifted,
-            ..
-        } => {
-            let mut c = json!({"id": id, "resourceType": type_name, "action": action,
-                "changes": changes.iter().map(|c| c.to_json()).collect::<Vec<_>>()});
-            if let Some(key) = deposed {
-                c["deposed"] = json!(key);
-            }
-            if !drifted.is_empty() {
-                c["drifted"] = json!(drifted);
-            }
-            Some(redacted(c))
-        }
-        Event::Deferred {
-            id,
-            type_name,
-            in_state,
-            waits,
-            ..
-        } => {
-            let possible: &[&str] = if *in_state {
-                &["update", "replace"]
-            } else {
-                &["create"]
-            };
-            Some(
-                json!({"id": id, "resourceType": type_name, "inState": in_state,
-                "possibleActions": possible,
-                "waitsOn": waits.iter().map(|w| w.to_json()).collect::<Vec<_>>()}),
-            )
-        }
-        _ => None,
-    }
-}
-
-/// The first difference between what was saved and what a re-plan found, named.
-pub fn first_difference(saved: &[Json], now: &[Json]) -> Option<String> {
-    let by_id = |list: &[Json]| -> BTreeMap<String, Json> {
+/// The first difference between what was saved and what a re-plan found, named. Rows are
+/// compared with every known secret redacted, as the file keeps them.
+pub fn first_difference<R: ComparedRow>(saved: &[R], now: &[R]) -> Option<String> {
+    let by_key = |list: &'_ [R]| -> BTreeMap<String, (Option<Action>, Json)> {
+        let json = |r: &R| redacted(serde_json::to_value(r).expect("wire records serialise"));
         list.iter()
-            .map(|c| {
-                let key = format!(
-                    "{}{}",
-                    c["id"].as_str().unwrap_or_default(),
-                    c["deposed"]
-                        .as_str()
-                        .map(|d| format!(" (deposed {d})"))
-                        .unwrap_or_default()
-                );
-                (key, c.clone())
-            })
+            .map(|r| (r.key(), (r.action(), json(r))))
             .collect()
     };
-    let (saved, now) = (by_id(saved), by_id(now));
-    for (id, c) in &now {
+    let (saved, now) = (by_key(saved), by_key(now));
+    for (id, (action, c)) in &now {
         match saved.get(id) {
             None => {
                 return Some(format!(
                     "{id} would now {}, which the saved plan does not show",
-                    describe(c)
+                    describe(*action)
                 ))
             }
-            Some(s) if s["action"] != c["action"] => {
+            Some((was, _)) if was != action => {
                 return Some(format!(
                     "{id} was planned to {} and would now {}",
-                    describe(s),
-                    describe(c)
+                    describe(*was),
+                    describe(*action)
                 ))
             }
-            Some(s) if s != c => {
+            Some((_, s)) if s != c => {
                 return Some(format!(
                     "{id}: its planned attribute changes differ from the saved plan's ({} now)",
-                    describe(c)
+                    describe(*action)
                 ))
             }
             Some(_) => {}
         }
     }
-    saved.keys().find(|id| !now.contains_key(*id)).map(|id| {
-        format!(
-            "{id} was planned to {}, and now nothing would change",
-            describe(&saved[id])
-        )
-    })
+    saved
+        .iter()
+        .find(|(id, _)| !now.contains_key(*id))
+        .map(|(id, (was, _))| {
+            format!(
+                "{id} was planned to {}, and now nothing would change",
+                describe(*was)
+            )
+        })
 }
 
-fn describe(c: &Json) -> String {
-    match c.get("action") {
-        Some(a) => action_class(a).unwrap_or_default(),
+fn describe(action: Option<Action>) -> String {
+    match action {
+        Some(a) => a.class().into(),
         None => "be decided in a later phase".into(),
     }
 }
@@ -547,6 +453,20 @@ fn redacted(value: Json) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{AttrChange, Wait};
+    use crate::value::Value;
+    use serde_json::json;
+
+    fn planned(id: &str, action: Action) -> PlannedChange {
+        PlannedChange {
+            id: id.into(),
+            resource_type: "t".into(),
+            action,
+            changes: Vec::new(),
+            deposed: None,
+            drifted: Vec::new(),
+        }
+    }
 
     fn basis() -> Basis {
         Basis {
@@ -595,7 +515,7 @@ mod tests {
         };
         let plan = SavedPlan::new(basis(), &[planned.clone(), deferred.clone()]);
         let again = SavedPlan::parse(plan.to_canonical().as_bytes()).unwrap();
-        let events = again.events();
+        let events = again.events().unwrap();
         assert_eq!(
             format!("{:?}", events),
             format!("{:?}", vec![planned, deferred])
@@ -655,10 +575,13 @@ mod tests {
 
     #[test]
     fn differences_are_named() {
-        let saved = vec![json!({"id": "a", "action": "update", "changes": []})];
-        let replace = vec![
-            json!({"id": "a", "action": {"replace": {"createBeforeDestroy": false}}, "changes": []}),
-        ];
+        let saved = vec![planned("a", Action::Update)];
+        let replace = vec![planned(
+            "a",
+            Action::Replace {
+                create_before_destroy: false,
+            },
+        )];
         assert_eq!(
             first_difference(&saved, &replace).unwrap(),
             "a was planned to update and would now replace"
@@ -668,7 +591,7 @@ mod tests {
             first_difference(&saved, &[]).unwrap(),
             "a was planned to update, and now nothing would change"
         );
-        let other = vec![json!({"id": "b", "action": "create", "changes": []})];
+        let other = vec![planned("b", Action::Create)];
         assert!(first_difference(&[], &other)
             .unwrap()
             .starts_with("b would now create"));
@@ -693,8 +616,19 @@ mod tests {
                 nivis: "t".into(),
             },
             basis: basis(),
-            changes: vec![json!({"id": "a", "action": {"replace": {"createBeforeDestroy": true}}})],
-            deferred: vec![json!({"id": "b", "possibleActions": ["update", "replace"]})],
+            changes: vec![planned(
+                "a",
+                Action::Replace {
+                    create_before_destroy: true,
+                },
+            )],
+            deferred: vec![DeferredRow {
+                id: "b".into(),
+                resource_type: "t".into(),
+                in_state: true,
+                waits_on: Vec::new(),
+            }
+            .into()],
             moved: Vec::new(),
             imported: Vec::new(),
             data_reads: Vec::new(),
@@ -712,6 +646,9 @@ mod tests {
         assert!(plan.allowed("c", 1).is_empty());
         let text = plan.to_canonical();
         assert_eq!(SavedPlan::parse(text.as_bytes()).unwrap(), plan);
+        let unknown = text.replacen("{\"replace\"", "{\"frobnicate\"", 1);
+        let err = SavedPlan::parse(unknown.as_bytes()).unwrap_err();
+        assert!(err.contains("unknown variant `frobnicate`"), "{err}");
         assert!(SavedPlan::parse(br#"{"meta": {"schemaVersion": 2}}"#)
             .unwrap_err()
             .contains("schemaVersion is 2"));

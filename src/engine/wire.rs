@@ -1,0 +1,404 @@
+//! The wire model of a plan: the typed records the `--json` stream (`render::jsonl`), saved
+//! plans (`plan_file`) and the saved-plan check (`saved`) all write and read, so a planned
+//! change is spelled once. Reading is strict: an unknown action or wait kind is an error, never
+//! a guess.
+//!
+//! Owns: the records ([`ChangeRecord`], [`PlannedChange`], [`DeferredRow`], [`MoveRecord`],
+//! [`ImportRecord`]), their conversion from and back to engine [`Event`]s, and the JSON of a
+//! [`Wait`]. Not: the saved plan's envelope and checks (`plan_file`, `saved`), the stream's
+//! frame and the other events (`render::jsonl`), printing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value as Json};
+
+use super::events::{Action, AttrChange, Event, Wait};
+use crate::value::{render_path, Value};
+
+/// One changed attribute on the wire: `path` rendered, `before`/`after` plain JSON, `null`
+/// when absent, `{"unknown": true}` for a value (or a part of one) known only after apply,
+/// `"(sensitive)"` for a sensitive value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeRecord {
+    pub path: String,
+    pub before: Json,
+    pub after: Json,
+    pub sensitive: bool,
+    pub forces_replacement: bool,
+}
+
+impl From<&AttrChange> for ChangeRecord {
+    fn from(c: &AttrChange) -> ChangeRecord {
+        let side = |v: &Option<Value>| match v {
+            None => Json::Null,
+            Some(_) if c.sensitive => json!("(sensitive)"),
+            Some(v) => wire_value(v),
+        };
+        ChangeRecord {
+            path: render_path(&c.path),
+            before: side(&c.before),
+            after: side(&c.after),
+            sensitive: c.sensitive,
+            forces_replacement: c.forces_replacement,
+        }
+    }
+}
+
+impl ChangeRecord {
+    /// The change again; an error names a path that does not parse.
+    pub fn to_change(&self) -> Result<AttrChange, String> {
+        let side = |v: &Json| match v {
+            Json::Null => None,
+            other => Some(crate::value::json::from_plain_json_with(other, &mut |m| {
+                is_unknown_marker(m).then_some(Value::Unknown)
+            })),
+        };
+        let path = match self.path.as_str() {
+            "" => Vec::new(),
+            text => crate::ir::parse_path(text)
+                .map(|p| crate::ir::value_path(&p))
+                .ok_or_else(|| format!("the attribute path {text:?} does not parse"))?,
+        };
+        Ok(AttrChange {
+            path,
+            before: side(&self.before),
+            after: side(&self.after),
+            sensitive: self.sensitive,
+            forces_replacement: self.forces_replacement,
+        })
+    }
+}
+
+/// A value as plain JSON with `{"unknown": true}` wherever a part is unknown (plain JSON
+/// alone would lose the whole value to one unknown element).
+fn wire_value(v: &Value) -> Json {
+    match v {
+        Value::Unknown => json!({"unknown": true}),
+        Value::List(items) => Json::Array(items.iter().map(wire_value).collect()),
+        Value::Map(m) => Json::Object(m.iter().map(|(k, v)| (k.clone(), wire_value(v))).collect()),
+        Value::Dynamic { value, .. } => wire_value(value),
+        other => crate::value::json::to_plain_json(other).unwrap_or(Json::Null),
+    }
+}
+
+fn is_unknown_marker(m: &serde_json::Map<String, Json>) -> bool {
+    m.len() == 1 && m.get("unknown") == Some(&Json::Bool(true))
+}
+
+/// The records of a list of changes.
+pub fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
+    changes.iter().map(ChangeRecord::from).collect()
+}
+
+/// A resource's planned action (an `Event::Planned` without its phase).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedChange {
+    pub id: String,
+    pub resource_type: String,
+    pub action: Action,
+    pub changes: Vec<ChangeRecord>,
+    /// The deposed object the action is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deposed: Option<String>,
+    /// The drifted resources that caused it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<String>,
+}
+
+/// A resource a phase cannot decide (an `Event::Deferred` without its phase), as the `--json`
+/// stream spells it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeferredRow {
+    pub id: String,
+    pub resource_type: String,
+    pub in_state: bool,
+    pub waits_on: Vec<Wait>,
+}
+
+impl DeferredRow {
+    /// The action classes a later phase may take: update or replace a recorded object,
+    /// create a new one.
+    pub fn possible_actions(&self) -> Vec<String> {
+        let classes: &[&str] = if self.in_state {
+            &["update", "replace"]
+        } else {
+            &["create"]
+        };
+        classes.iter().map(|c| c.to_string()).collect()
+    }
+}
+
+/// A planned rename (an `Event::Moved` without its phase and `recorded`). `resourceType` was
+/// added within saved-plan schema version 1: a plan file written before has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveRecord {
+    pub from: String,
+    pub to: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_type: String,
+}
+
+/// A planned adoption (an `Event::Imported` without its phase and `recorded`); `resourceType`
+/// as for [`MoveRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportRecord {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_type: String,
+    pub import_id: String,
+}
+
+/// One row of a plan: what `nivis plan` lists and a saved plan keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanRow {
+    Planned(PlannedChange),
+    Deferred(DeferredRow),
+    /// With whether the move is recorded in state already.
+    Moved(MoveRecord, bool),
+    /// With whether the import is recorded in state already.
+    Imported(ImportRecord, bool),
+}
+
+impl PlanRow {
+    /// The row of a plan event (planned, deferred, moved, imported); `None` for any other.
+    pub fn of(event: &Event) -> Option<PlanRow> {
+        Some(match event.clone() {
+            Event::Planned {
+                id,
+                type_name,
+                action,
+                changes,
+                deposed,
+                drifted,
+                ..
+            } => PlanRow::Planned(PlannedChange {
+                id,
+                resource_type: type_name,
+                action,
+                changes: change_records(&changes),
+                deposed,
+                drifted,
+            }),
+            Event::Deferred {
+                id,
+                type_name,
+                in_state,
+                waits,
+                ..
+            } => PlanRow::Deferred(DeferredRow {
+                id,
+                resource_type: type_name,
+                in_state,
+                waits_on: waits,
+            }),
+            Event::Moved {
+                from,
+                to,
+                type_name,
+                recorded,
+                ..
+            } => PlanRow::Moved(
+                MoveRecord {
+                    from,
+                    to,
+                    resource_type: type_name,
+                },
+                recorded,
+            ),
+            Event::Imported {
+                id,
+                type_name,
+                import_id,
+                recorded,
+                ..
+            } => PlanRow::Imported(
+                ImportRecord {
+                    id,
+                    resource_type: type_name,
+                    import_id,
+                },
+                recorded,
+            ),
+            _ => return None,
+        })
+    }
+
+    /// The event of this row in `phase`; an error names a change that does not read back.
+    pub fn to_event(&self, phase: u32) -> Result<Event, String> {
+        Ok(match self.clone() {
+            PlanRow::Planned(c) => Event::Planned {
+                phase,
+                changes: c
+                    .changes
+                    .iter()
+                    .map(ChangeRecord::to_change)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("{}: {e}", c.id))?,
+                id: c.id,
+                type_name: c.resource_type,
+                action: c.action,
+                deposed: c.deposed,
+                drifted: c.drifted,
+            },
+            PlanRow::Deferred(d) => Event::Deferred {
+                phase,
+                id: d.id,
+                type_name: d.resource_type,
+                in_state: d.in_state,
+                waits: d.waits_on,
+            },
+            PlanRow::Moved(m, recorded) => Event::Moved {
+                phase,
+                from: m.from,
+                to: m.to,
+                type_name: m.resource_type,
+                recorded,
+            },
+            PlanRow::Imported(i, recorded) => Event::Imported {
+                phase,
+                id: i.id,
+                type_name: i.resource_type,
+                import_id: i.import_id,
+                recorded,
+            },
+        })
+    }
+}
+
+/// A [`Wait`] on the wire (`{"kind": ...}`); a re-computed value is a `nix` wait without an
+/// attribute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub(super) enum WaitRecord {
+    Nix {
+        resource: String,
+        attribute: Option<String>,
+    },
+    Resource {
+        resource: String,
+    },
+    ProviderConfig {
+        provider: String,
+    },
+}
+
+impl From<Wait> for WaitRecord {
+    fn from(w: Wait) -> WaitRecord {
+        match w {
+            Wait::Nix {
+                resource,
+                attribute,
+            } => WaitRecord::Nix {
+                resource,
+                attribute: Some(attribute),
+            },
+            Wait::Resource(resource) => WaitRecord::Resource { resource },
+            Wait::Recomputed(resource) => WaitRecord::Nix {
+                resource,
+                attribute: None,
+            },
+            Wait::ProviderConfig(provider) => WaitRecord::ProviderConfig { provider },
+        }
+    }
+}
+
+impl From<WaitRecord> for Wait {
+    fn from(w: WaitRecord) -> Wait {
+        match w {
+            WaitRecord::Nix {
+                resource,
+                attribute: Some(attribute),
+            } => Wait::Nix {
+                resource,
+                attribute,
+            },
+            WaitRecord::Nix {
+                resource,
+                attribute: None,
+            } => Wait::Recomputed(resource),
+            WaitRecord::Resource { resource } => Wait::Resource(resource),
+            WaitRecord::ProviderConfig { provider } => Wait::ProviderConfig(provider),
+        }
+    }
+}
+
+/// `value` as a JSON object (records are structs; anything else is a bug).
+pub fn object(value: &impl Serialize) -> serde_json::Map<String, Json> {
+    match serde_json::to_value(value) {
+        Ok(Json::Object(m)) => m,
+        other => unreachable!("a wire record serialises to an object, not {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_action_or_wait_kind_is_an_error() {
+        let row = json!({"id": "a", "resourceType": "t", "action": "frobnicate", "changes": []});
+        let err = serde_json::from_value::<PlannedChange>(row).unwrap_err();
+        assert!(err.to_string().contains("frobnicate"), "{err}");
+        let wait = json!({"kind": "telepathy", "resource": "a"});
+        assert!(serde_json::from_value::<Wait>(wait).is_err());
+    }
+
+    #[test]
+    fn actions_and_waits_keep_their_spelling() {
+        let replace = Action::Replace {
+            create_before_destroy: true,
+        };
+        let text = serde_json::to_string(&replace).unwrap();
+        assert_eq!(text, r#"{"replace":{"createBeforeDestroy":true}}"#);
+        assert_eq!(serde_json::from_str::<Action>(&text).unwrap(), replace);
+        assert_eq!(
+            serde_json::from_str::<Action>("\"no-op\"").unwrap(),
+            Action::NoOp
+        );
+        let waits = [
+            Wait::Nix {
+                resource: "a".into(),
+                attribute: "id".into(),
+            },
+            Wait::Recomputed("a".into()),
+            Wait::Resource("b".into()),
+            Wait::ProviderConfig("p".into()),
+        ];
+        let text = serde_json::to_string(&waits).unwrap();
+        assert_eq!(
+            text,
+            r#"[{"kind":"nix","resource":"a","attribute":"id"},{"kind":"nix","resource":"a","attribute":null},{"kind":"resource","resource":"b"},{"kind":"provider-config","provider":"p"}]"#
+        );
+        assert_eq!(serde_json::from_str::<Vec<Wait>>(&text).unwrap(), waits);
+    }
+
+    #[test]
+    fn a_value_with_an_unknown_part_keeps_its_known_parts() {
+        let change = AttrChange {
+            path: vec![crate::value::PathStep::Attr("ids".into())],
+            before: None,
+            after: Some(Value::List(vec![Value::String("a".into()), Value::Unknown])),
+            sensitive: false,
+            forces_replacement: false,
+        };
+        let record = ChangeRecord::from(&change);
+        assert_eq!(record.after, json!(["a", {"unknown": true}]));
+        assert_eq!(record.to_change().unwrap(), change);
+    }
+
+    #[test]
+    fn a_path_that_does_not_parse_is_named() {
+        let record = ChangeRecord {
+            path: "tags[".into(),
+            before: Json::Null,
+            after: json!(1),
+            sensitive: false,
+            forces_replacement: false,
+        };
+        assert!(record.to_change().unwrap_err().contains("tags["));
+    }
+}
