@@ -40,6 +40,8 @@
 #                                           sensitive one can be passed on or used in
 #                                           str / compute (the result stays sensitive)
 #   typecheck                               checks used by `nivis gen` constructors
+#   policy.static / policy.plan / policy.phase { name; level; check; message; }
+#                                           rules for nivis.policies (lib/policy.nix)
 #   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
 #
 # References and derived values are inert until toIR resolves them against the
@@ -52,6 +54,7 @@ let
   vars = import ./lib/vars.nix { inherit names values; };
   ir = import ./lib/ir.nix { inherit names values nodes vars; };
   typecheck = import ./lib/typecheck.nix { inherit names values; };
+  policy = import ./lib/policy.nix;
 in
 {
   schemaVersion = 1;
@@ -59,6 +62,8 @@ in
   inherit (values) str compute;
   inherit (vars) vars;
   inherit (ir) toIR;
+  # Policy as code, listed beside the plan as nivis.policies (lib/policy.nix).
+  policy = { inherit (policy) static plan phase; };
   # Runtime type checks used by constructors that `nivis gen` writes.
   inherit typecheck;
 }

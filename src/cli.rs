@@ -264,6 +264,10 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         lock_timeout: spec.lock_timeout,
         command: format!("nivis {verb}"),
         install: spec.install.options()?,
+        overrides: crate::policy::Overrides {
+            rules: spec.overrides.to_vec(),
+            reason: spec.override_reason.map(str::to_string),
+        },
     })
 }
 

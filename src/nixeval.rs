@@ -439,6 +439,78 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
     })
 }
 
+/// The Nix expression selecting the policies beside the plan at `source` (`a.b.policies` for
+/// the plan `a.b.plan`, `[ ]` when there are none there); `None` when nothing can be beside
+/// the plan (a plain file without `--attr` evaluates to the plan function itself).
+fn policies_expr(source: &PlanSource) -> Option<String> {
+    let beside = |attr: &str| {
+        let mut path = attr_path(attr);
+        path.pop();
+        path.push("policies".into());
+        path
+    };
+    match source {
+        PlanSource::Flake { flake, attr } => {
+            Some(format!("{} or [ ]", flake_attr(flake, &beside(attr))))
+        }
+        PlanSource::File {
+            path,
+            attr: Some(attr),
+        } => {
+            let select: String = (beside(attr).iter())
+                .map(|a| format!(".{}", nix_string(a)))
+                .collect();
+            let file = nix_string(&path.display().to_string());
+            Some(format!("(import {file}){select} or [ ]"))
+        }
+        PlanSource::File { attr: None, .. } => None,
+    }
+}
+
+/// Evaluates `runner` (a Nix expression of a function `policies: input: result`) on the
+/// policies beside the plan at `source` and the JSON file at `input_path`; returns the
+/// result's JSON bytes and the time Nix took, or `None` when the plan has no place for
+/// policies. `inherit` as for [`evaluate`].
+pub fn evaluate_policies(
+    source: &PlanSource,
+    runner: &str,
+    input_path: &Path,
+    inherit: Option<RawFd>,
+) -> Result<Option<(Vec<u8>, Duration)>, EvalError> {
+    let what = format!("the policies beside {source}");
+    let Some(policies) = policies_expr(source) else {
+        return Ok(None);
+    };
+    let input = input_path.to_str().ok_or_else(|| EvalError {
+        what: what.clone(),
+        message: format!("{} is not UTF-8", input_path.display()),
+    })?;
+    let expr = format!(
+        "({runner}) ({policies}) (builtins.fromJSON (builtins.readFile {}))",
+        nix_string(input)
+    );
+    let eval = || {
+        let mut cmd = nix_command();
+        if let Some(fd) = inherit {
+            keep_open_in_child(&mut cmd, fd);
+        }
+        cmd.args(["eval", "--json", "--impure", "--expr", &expr]);
+        run_nix(&mut cmd, &what)
+    };
+    let started = Instant::now();
+    let output = match source {
+        PlanSource::Flake { flake, .. } => locking_if_needed(flake, &what, eval)?,
+        PlanSource::File { .. } => eval()?,
+    };
+    if !output.status.success() {
+        return Err(EvalError {
+            what,
+            message: source.located(&String::from_utf8_lossy(&output.stderr)),
+        });
+    }
+    Ok(Some((output.stdout, started.elapsed())))
+}
+
 /// Makes sure a build output exists in the store, building its derivation if needed.
 pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
     let store_path = store_path_prefix(path);

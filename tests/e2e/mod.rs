@@ -19,6 +19,7 @@ mod local_adversary;
 mod moves;
 mod nixops4;
 mod plan_truth;
+mod policy;
 mod real_null;
 mod remote;
 mod remote_encrypt;
