@@ -16,6 +16,7 @@ mod identity;
 mod imports;
 mod lifecycle;
 mod local_adversary;
+mod modules;
 mod moves;
 mod nixops4;
 mod plan_truth;
