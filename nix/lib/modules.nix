@@ -135,15 +135,8 @@ let
       elem = t;
       merge =
         path: defs:
-        let
-          names = attrNames (foldl' (acc: d: acc // d.value) { } defs);
-          at = name: concatMap (d: if d.value ? ${name} then [ (d // { value = d.value.${name}; }) ] else [ ]) defs;
-        in
-        builtins.listToAttrs (
-          map (name: {
-            inherit name;
-            value = t.merge (path ++ [ name ]) (checked t (path ++ [ name ]) (at name));
-          }) names
+        builtins.mapAttrs (name: ds: t.merge (path ++ [ name ]) (checked t (path ++ [ name ]) ds)) (
+          byAttr defs
         );
     };
   };
@@ -227,12 +220,11 @@ let
   mergeOptions =
     path: decls:
     let
-      names = attrNames (foldl' (acc: d: acc // d.value) { } decls);
-      at = name: concatMap (d: if d.value ? ${name} then [ (d // { value = d.value.${name}; }) ] else [ ]) decls;
+      byName = byAttr decls;
       one =
         name:
         let
-          ds = at name;
+          ds = byName.${name};
           options = filter (d: isOption d.value) ds;
         in
         if options == [ ] then
@@ -244,11 +236,26 @@ let
         else
           (head options).value // { _file = (head options).file; };
     in
-    builtins.listToAttrs (
-      map (name: {
-        inherit name;
-        value = one name;
-      }) names
+    builtins.mapAttrs (name: _: one name) byName;
+
+  # `defs` (each { value; ... } with an attribute set as value) split by attribute name:
+  # name -> the defs with value = that attribute's value, in order.
+  byAttr =
+    defs:
+    builtins.mapAttrs (_: map (p: removeAttrs p [ "__name" ])) (
+      builtins.groupBy (p: p.__name) (
+        concatMap (
+          d:
+          map (
+            name:
+            d
+            // {
+              __name = name;
+              value = d.value.${name};
+            }
+          ) (attrNames d.value)
+        ) defs
+      )
     );
 
   # The definitions at `path` in one module's config value `v`, with the conditions of the
@@ -293,10 +300,35 @@ let
     else
       { priority = 100; } // d;
 
+  # The names at the top of a config value (through mkIf and mkMerge).
+  topNames =
+    v:
+    if wrapped "if" v then
+      topNames v.content
+    else if wrapped "merge" v then
+      concatMap topNames v.contents
+    else if isAttrs v && !(v ? _type) then
+      attrNames v
+    else
+      [ ];
+
+  # Top-level name -> the definitions under it, module by module: an option's definitions
+  # are looked up only in the modules that define something under its first name.
+  definitionsByTop =
+    modules:
+    builtins.groupBy (d: d.top) (
+      concatMap (
+        m:
+        concatMap (top: map (d: d // { inherit top; }) (defsAt m.file [ ] m.config [ top ])) (
+          builtins.attrNames (builtins.listToAttrs (map (name: { inherit name; value = null; }) (topNames m.config)))
+        )
+      ) modules
+    );
+
   optionValue =
-    modules: path: opt:
+    byTop: path: opt:
     let
-      all' = concatMap (m: defsAt m.file [ ] m.config path) modules;
+      all' = concatMap (d: defsAt d.file d.conds d.value (tail path)) (byTop.${head path} or [ ]);
       active = filter (d: all (c: c) d.conds) (map prioritised all');
       best = foldl' (p: d: if d.priority < p then d.priority else p) 2000 active;
       chosen = filter (d: d.priority == best) active;
@@ -356,11 +388,12 @@ let
         }) all'
       );
       unknown = undeclared options all';
+      byTop = definitionsByTop all';
       config =
         if unknown != [ ] then
           throw "No such option: ${builtins.concatStringsSep "; " unknown}; declare it with lib.modules.mkOption in some module's `options`"
         else
-          mapOptions (optionValue all') [ ] options;
+          mapOptions (optionValue byTop) [ ] options;
     in
     {
       inherit config options;
@@ -368,7 +401,7 @@ let
       failedAssertions = filter (a: !a.assertion) (
         concatMap (d: map (a: a // { inherit (d) file; }) d.value) (
           filter (d: all (c: c) d.conds) (
-            map prioritised (concatMap (m: defsAt m.file [ ] m.config [ "assertions" ]) all')
+            map prioritised (byTop.assertions or [ ])
           )
         )
       );
