@@ -158,7 +158,25 @@ pub fn evaluate(
             ))),
         });
     }
+    log_plan_warnings(&output.stderr);
     Ok((output.stdout, started.elapsed()))
+}
+
+/// Logs the plan's warnings (`warnings` of `lib.modules`, traced as `nivis warning: TEXT`),
+/// each once per run (every phase evaluates them again); a line that quotes a value derived
+/// from a secret is left out, as in errors.
+fn log_plan_warnings(stderr: &[u8]) {
+    static SHOWN: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let (kept, _) = crate::secrets::without_derived_lines(&String::from_utf8_lossy(stderr));
+    for line in kept.lines() {
+        if let Some(warning) = line.strip_prefix("trace: nivis warning: ") {
+            let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
+            if shown.insert(warning.to_string()) {
+                log::warn!("the plan warns: {warning}");
+            }
+        }
+    }
 }
 
 /// Nix's error `raw` without the lines quoting a value derived from a known secret (see

@@ -102,6 +102,22 @@ fn three_modules_evaluate_to_the_ir_of_their_single_file_form_and_apply() {
         o["null.null_resource.db_ready"]["triggers"]["net"],
         o["alpha.alpha_token.net"]["id"]
     );
+    // A module's warning is shown once, however many phases evaluate it.
+    write_modules(
+        p.dir.path(),
+        &null,
+        "warnings = [ \"the app runs without a load balancer\" ];",
+    );
+    let out = p.run(&["plan"], &[]);
+    assert_success(&out);
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("[WARN] the plan warns: the app runs without a load balancer")
+            .count(),
+        1,
+        "{err}"
+    );
+    write_modules(p.dir.path(), &null, "");
     // Evaluated again with the outputs, still the single file's IR.
     assert_eq!(p.eval_ir(), single.eval_ir_with(&p.outputs()));
     p.assert_no_leftover_processes();
