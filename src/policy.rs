@@ -82,6 +82,8 @@ pub struct Verdict {
     pub static_rules: usize,
     /// How many plan and phase rules the project has.
     pub plan_rules: usize,
+    /// The names of all the project's rules.
+    pub names: Vec<String>,
     pub violations: Vec<Violation>,
 }
 
@@ -93,6 +95,14 @@ pub struct Overrides {
 }
 
 impl Overrides {
+    /// The overridden rules `verdict` does not name: a misspelt `--override` overrides nothing.
+    pub fn unknown<'a>(&'a self, verdict: &Verdict) -> Vec<&'a str> {
+        (self.rules.iter())
+            .filter(|r| !verdict.names.contains(r))
+            .map(String::as_str)
+            .collect()
+    }
+
     /// Marks the mandatory violations of overridden rules with the reason.
     pub fn apply(&self, verdict: &mut Verdict) {
         for v in &mut verdict.violations {
@@ -170,7 +180,11 @@ fn parse_verdict(bytes: &[u8]) -> Result<Verdict, String> {
             overridden: None,
         });
     }
+    let names = (json["names"].as_array().into_iter().flatten())
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .collect();
     Ok(Verdict {
+        names,
         static_rules: count("staticRules"),
         plan_rules: count("planRules"),
         violations,
@@ -319,11 +333,16 @@ mod tests {
 
     #[test]
     fn the_runner_result_parses() {
-        let out = br#"{"staticRules":1,"planRules":2,"violations":[{"rule":"r","level":"advisory","address":null,"message":"too many"}]}"#;
+        let out = br#"{"names":["r"],"staticRules":1,"planRules":2,"violations":[{"rule":"r","level":"advisory","address":null,"message":"too many"}]}"#;
         let verdict = parse_verdict(out).unwrap();
         assert_eq!(verdict.static_rules, 1);
         assert_eq!(verdict.plan_rules, 2);
         assert_eq!(verdict.violations[0].level, Level::Advisory);
         assert_eq!(verdict.violations[0].address, None);
+        let overrides = Overrides {
+            rules: vec!["r".into(), "typo".into()],
+            reason: Some("why".into()),
+        };
+        assert_eq!(overrides.unknown(&verdict), ["typo"]);
     }
 }

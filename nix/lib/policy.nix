@@ -111,6 +111,7 @@ let
       );
     in
     {
+      names = map (r: r.name) rules;
       staticRules = builtins.length (of "static");
       planRules = builtins.length (of "plan") + builtins.length (of "phase");
       violations = if input.kind == "static" then static else perChange ++ perPhase;

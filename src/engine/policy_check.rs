@@ -74,6 +74,9 @@ impl Engine<'_> {
             return Ok(());
         };
         self.nix_time += took;
+        if self.policy_rules.is_none() {
+            self.warn_unknown_overrides(&verdict);
+        }
         self.policy_rules = Some((verdict.static_rules, verdict.plan_rules));
         if verdict.static_rules + verdict.plan_rules == 0 {
             self.policies = None;
@@ -96,5 +99,23 @@ impl Engine<'_> {
             refusing.len(),
             refusing.join("\n  ")
         )))
+    }
+
+    /// Warns, once per run, of each `--override` naming no rule of the project.
+    fn warn_unknown_overrides(&mut self, verdict: &policy::Verdict) {
+        let unknown = self.opts.overrides.unknown(verdict);
+        if unknown.is_empty() {
+            return;
+        }
+        let known = match verdict.names.len() {
+            0 => "it has none".to_string(),
+            _ => format!("its rules: {}", verdict.names.join(", ")),
+        };
+        let message = format!(
+            "--override {}: the project has no such policy rule ({known}); check the spelling",
+            unknown.join(", ")
+        );
+        self.sink
+            .event(Event::Warning(crate::diag::Diagnostic::warning(message)));
     }
 }

@@ -104,10 +104,25 @@ fn a_mandatory_plan_rule_refuses_a_later_phase_before_it_changes_anything() {
         after["alpha.alpha_token.b"]["keeper"],
         before["alpha.alpha_token.b"]["keeper"]
     );
-    // The human output names the rule, the address and what to do.
-    let out = run_plan(&p, &["apply"], &["--auto-approve"]);
+    // The human output names the rule, the address and what to do; a misspelt override
+    // overrides nothing, and says so.
+    let out = run_plan(
+        &p,
+        &["apply"],
+        &[
+            "--auto-approve",
+            "--override",
+            "never-replace-token",
+            "--reason",
+            "typo",
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
+    assert!(
+        err.contains("--override never-replace-token: the project has no such policy rule (its rules: never-replace-tokens)"),
+        "{err}"
+    );
     assert!(
         err.contains(
             "Policy violation [alpha.alpha_token.b]: rule never-replace-tokens (mandatory)"

@@ -393,7 +393,7 @@ in
       (lib.policy.plan { name = "p"; level = "advisory"; check = c: if c.action == "delete" then "no deletes" else true; })
       (lib.policy.phase { name = "f"; check = cs: builtins.length cs < 2; })
     ] { kind = "plan"; resources = [ ]; changes = [ { address = "a"; action = "delete"; } { address = "b"; action = "create"; } ]; };
-    expected = { staticRules = 1; planRules = 2; violations = [
+    expected = { names = [ "s" "p" "f" ]; staticRules = 1; planRules = 2; violations = [
       { rule = "p"; level = "advisory"; address = "a"; message = "no deletes"; }
       { rule = "f"; level = "mandatory"; address = null; message = "the rule f does not hold"; }
     ]; }; }
