@@ -16,7 +16,7 @@ use super::parse_duration;
 
 mod inspect;
 mod state;
-pub use self::inspect::{ConsoleArgs, GraphArgs, VersionArgs};
+pub use self::inspect::{ConsoleArgs, GraphArgs, PolicyCommand, PolicyTestArgs, VersionArgs};
 pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
@@ -105,6 +105,9 @@ pub enum Command {
     /// message), locally or in the remote backend.
     #[command(after_help = "Example:\n  nivis force-unlock 2f0c61a4-4a1e-4c39-9d7e-1f0f9c1e8b11")]
     ForceUnlock(ForceUnlockArgs),
+    /// The project's policies: run them on fixture plans (`nivis policy test`).
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Environments (`--env`): each has its own state under the backend's environment prefix.
     #[command(subcommand)]
     Env(EnvCommand),

@@ -202,6 +202,7 @@ fn the_modules_and_policies_chapter_runs_as_written() {
     let out = run_chapter("modules-and-policies.md");
     for want in [
         "Applied 4 resource(s) across 2 phase(s)",
+        "2 fixture(s): 2 passed, 0 failed",
         "plan failed: exit 1",
         "apply refused: exit 1",
         "Applied 3 resource(s) across 1 phase(s)",

@@ -276,3 +276,53 @@ fn a_saved_plan_is_checked_against_the_policies_again_at_apply_time() {
     assert!(actions(&out, "started").is_empty());
     assert!(!p.state.exists() || p.outputs().as_object().is_none_or(|o| o.is_empty()));
 }
+
+#[test]
+fn policy_test_compares_fixture_verdicts() {
+    let p = Project::new(&chained_tokens("one", &never_replace("mandatory")));
+    let fixture = |name: &str, action: &str, expect: &str| {
+        let path = p.dir.path().join(name);
+        let text = format!(
+            r#"{{"kind": "plan", "changes": [{{"address": "alpha.alpha_token.b", "type": "alpha_token", "action": "{action}"}}], "expect": [{expect}]}}"#
+        );
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let replaced = fixture(
+        "replaced.json",
+        "replace",
+        r#"{"rule": "never-replace-tokens", "address": "alpha.alpha_token.b"}"#,
+    );
+    let updated = fixture("updated.json", "update", "");
+    // `policy test` reads no state: no --state, unlike `Project::run`.
+    let policy_test = |fixtures: &[&str]| {
+        std::process::Command::new(nivis_bin())
+            .args(["policy", "test"])
+            .args(fixtures)
+            .arg("--file")
+            .arg(&p.plan)
+            .args(["--attr", "plan"])
+            .current_dir(p.dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let out = policy_test(&[&replaced, &updated]);
+    assert_success(&out);
+    assert!(
+        stdout(&out).contains("2 fixture(s): 2 passed, 0 failed"),
+        "{}",
+        stdout(&out)
+    );
+    // A fixture expecting nothing where the rule refuses fails, and says what was found.
+    let wrong = fixture("wrong.json", "replace", "");
+    let out = policy_test(&[&wrong]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("FAIL "), "{text}");
+    assert!(text.contains("expected: no violation"), "{text}");
+    assert!(
+        text.contains("found: never-replace-tokens on alpha.alpha_token.b"),
+        "{text}"
+    );
+}
