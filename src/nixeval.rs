@@ -599,6 +599,28 @@ mod tests {
     }
 
     #[test]
+    fn policies_are_read_beside_the_plan() {
+        let flake = PlanSource::Flake {
+            flake: "github:o/r".into(),
+            attr: "nivis.\"prod.eu\".plan".into(),
+        };
+        assert_eq!(
+            policies_expr(&flake).unwrap(),
+            "(builtins.getFlake \"github:o/r\").\"nivis\".\"prod.eu\".\"policies\" or [ ]"
+        );
+        let file = |attr: Option<&str>| PlanSource::File {
+            path: "/p/plan.nix".into(),
+            attr: attr.map(str::to_string),
+        };
+        assert_eq!(
+            policies_expr(&file(Some("plan"))).unwrap(),
+            "(import \"/p/plan.nix\").\"policies\" or [ ]"
+        );
+        // A file evaluating to the plan function itself has nothing beside it.
+        assert_eq!(policies_expr(&file(None)), None);
+    }
+
+    #[test]
     fn attribute_paths_split_like_nix() {
         assert_eq!(attr_path("nivis.plan"), ["nivis", "plan"]);
         assert_eq!(attr_path("nivis.\"prod.eu\".x"), ["nivis", "prod.eu", "x"]);
