@@ -71,6 +71,13 @@ impl Engine<'_> {
         };
         let Some((mut verdict, took)) = runner.check(input).map_err(EngineError::Eval)? else {
             self.policies = None;
+            if !self.opts.overrides.rules.is_empty() {
+                self.sink
+                    .event(Event::Warning(crate::diag::Diagnostic::warning(
+                    "--override: this plan has no policies (a plain file read without --attr has \
+                     nothing beside its plan function)",
+                )));
+            }
             return Ok(());
         };
         self.nix_time += took;
