@@ -62,6 +62,23 @@
         '';
       };
 
+      # `nix flake init -t <this flake>#modules`: the same, written as modules (network,
+      # database, app) with policies beside the plan.
+      templates.modules = {
+        path = ./nix/template-modules;
+        description = "A Nivis project written as modules (network, database, app), with policies";
+        welcomeText = ''
+          # A Nivis project written as modules
+
+          `app.nix` imports `network.nix` and `database.nix` and sets their options;
+          `flake.nix` evaluates them with lib.modules.toIR and lists the policies
+          `nivis plan` and `nivis apply` check. Next:
+
+              nivis plan
+              nivis apply
+        '';
+      };
+
       overlays.default = final: prev: { nivis = final.callPackage ./nix/package.nix { }; };
 
       packages = forSystems (

@@ -40,6 +40,10 @@
 #                                           sensitive one can be passed on or used in
 #                                           str / compute (the result stays sensitive)
 #   typecheck                               checks used by `nivis gen` constructors
+#   policy.static / policy.plan / policy.phase { name; level; check; message; }
+#                                           rules for nivis.policies (lib/policy.nix)
+#   modules.toIR { modules; ledger; }        the IR of a project written as modules
+#                                           (lib/modules.nix: mkOption, types, mkIf, ...)
 #   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
 #
 # References and derived values are inert until toIR resolves them against the
@@ -52,13 +56,19 @@ let
   vars = import ./lib/vars.nix { inherit names values; };
   ir = import ./lib/ir.nix { inherit names values nodes vars; };
   typecheck = import ./lib/typecheck.nix { inherit names values; };
+  policy = import ./lib/policy.nix;
+  self = {
+    schemaVersion = 1;
+    inherit (nodes) mkProvider mkResource mkData count forEach byKey drv moved;
+    inherit (values) str compute;
+    inherit (vars) vars;
+    inherit (ir) toIR;
+    # Policy as code, listed beside the plan as nivis.policies (lib/policy.nix).
+    policy = { inherit (policy) static plan phase; };
+    # Infrastructure as modules (lib/modules.nix): options, imports, merging, assertions.
+    modules = import ./lib/modules.nix { nivisLib = self; inherit ir; };
+    # Runtime type checks used by constructors that `nivis gen` writes.
+    inherit typecheck;
+  };
 in
-{
-  schemaVersion = 1;
-  inherit (nodes) mkProvider mkResource mkData count forEach byKey drv moved;
-  inherit (values) str compute;
-  inherit (vars) vars;
-  inherit (ir) toIR;
-  # Runtime type checks used by constructors that `nivis gen` writes.
-  inherit typecheck;
-}
+self

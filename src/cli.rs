@@ -17,6 +17,7 @@ mod gen;
 mod graph;
 mod import;
 mod output;
+mod policy;
 mod run;
 mod state;
 mod suggest;
@@ -39,8 +40,8 @@ use crate::render::{self, outln, Style};
 use crate::state::{Backend, DEFAULT_ENV};
 
 use self::args::{
-    Command, EnvCommand, ForceUnlockArgs, InstallArgs, ManArgs, ProvidersCommand, RunSpec,
-    StateArgs,
+    Command, EnvCommand, ForceUnlockArgs, InstallArgs, ManArgs, PolicyCommand, ProvidersCommand,
+    RunSpec, StateArgs,
 };
 
 impl InstallArgs {
@@ -127,6 +128,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Version(args) => version::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Console(args) => console::run(&args),
+        Command::Policy(PolicyCommand::Test(args)) => policy::test(&args),
     }
 }
 
@@ -264,6 +266,10 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         lock_timeout: spec.lock_timeout,
         command: format!("nivis {verb}"),
         install: spec.install.options()?,
+        overrides: crate::policy::Overrides {
+            rules: spec.overrides.to_vec(),
+            reason: spec.override_reason.map(str::to_string),
+        },
     })
 }
 

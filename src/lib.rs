@@ -24,6 +24,9 @@
 //! (ours, not writable by others, in directories nobody else can change, never through a link),
 //! [`secrets`] redacts every known secret from what is printed.
 //!
+//! Policy as code: [`policy`] runs the rules a project lists beside its plan on the IR and on
+//! each phase's planned changes (the engine checks them before a phase changes anything).
+//!
 //! Providers given by registry address are found, verified and cached by [`registry`].
 //!
 //! Beside the pipeline, [`codegen`] turns a provider schema into typed Nix constructors and
@@ -41,6 +44,7 @@ pub mod nixeval;
 pub mod nixops4;
 pub mod plan;
 pub mod plugin;
+pub mod policy;
 pub mod privfile;
 pub mod project;
 pub mod provider;

@@ -158,7 +158,25 @@ pub fn evaluate(
             ))),
         });
     }
+    log_plan_warnings(&output.stderr);
     Ok((output.stdout, started.elapsed()))
+}
+
+/// Logs the plan's warnings (`warnings` of `lib.modules`, traced as `nivis warning: TEXT`),
+/// each once per run (every phase evaluates them again); a line that quotes a value derived
+/// from a secret is left out, as in errors.
+fn log_plan_warnings(stderr: &[u8]) {
+    static SHOWN: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let (kept, _) = crate::secrets::without_derived_lines(&String::from_utf8_lossy(stderr));
+    for line in kept.lines() {
+        if let Some(warning) = line.strip_prefix("trace: nivis warning: ") {
+            let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
+            if shown.insert(warning.to_string()) {
+                log::warn!("the plan warns: {warning}");
+            }
+        }
+    }
 }
 
 /// Nix's error `raw` without the lines quoting a value derived from a known secret (see
@@ -439,6 +457,78 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
     })
 }
 
+/// The Nix expression selecting the policies beside the plan at `source` (`a.b.policies` for
+/// the plan `a.b.plan`, `[ ]` when there are none there); `None` when nothing can be beside
+/// the plan (a plain file without `--attr` evaluates to the plan function itself).
+fn policies_expr(source: &PlanSource) -> Option<String> {
+    let beside = |attr: &str| {
+        let mut path = attr_path(attr);
+        path.pop();
+        path.push("policies".into());
+        path
+    };
+    match source {
+        PlanSource::Flake { flake, attr } => {
+            Some(format!("{} or [ ]", flake_attr(flake, &beside(attr))))
+        }
+        PlanSource::File {
+            path,
+            attr: Some(attr),
+        } => {
+            let select: String = (beside(attr).iter())
+                .map(|a| format!(".{}", nix_string(a)))
+                .collect();
+            let file = nix_string(&path.display().to_string());
+            Some(format!("(import {file}){select} or [ ]"))
+        }
+        PlanSource::File { attr: None, .. } => None,
+    }
+}
+
+/// Evaluates `runner` (a Nix expression of a function `policies: input: result`) on the
+/// policies beside the plan at `source` and the JSON file at `input_path`; returns the
+/// result's JSON bytes and the time Nix took, or `None` when the plan has no place for
+/// policies. `inherit` as for [`evaluate`].
+pub fn evaluate_policies(
+    source: &PlanSource,
+    runner: &str,
+    input_path: &Path,
+    inherit: Option<RawFd>,
+) -> Result<Option<(Vec<u8>, Duration)>, EvalError> {
+    let what = format!("the policies beside {source}");
+    let Some(policies) = policies_expr(source) else {
+        return Ok(None);
+    };
+    let input = input_path.to_str().ok_or_else(|| EvalError {
+        what: what.clone(),
+        message: format!("{} is not UTF-8", input_path.display()),
+    })?;
+    let expr = format!(
+        "({runner}) ({policies}) (builtins.fromJSON (builtins.readFile {}))",
+        nix_string(input)
+    );
+    let eval = || {
+        let mut cmd = nix_command();
+        if let Some(fd) = inherit {
+            keep_open_in_child(&mut cmd, fd);
+        }
+        cmd.args(["eval", "--json", "--impure", "--expr", &expr]);
+        run_nix(&mut cmd, &what)
+    };
+    let started = Instant::now();
+    let output = match source {
+        PlanSource::Flake { flake, .. } => locking_if_needed(flake, &what, eval)?,
+        PlanSource::File { .. } => eval()?,
+    };
+    if !output.status.success() {
+        return Err(EvalError {
+            what,
+            message: source.located(&String::from_utf8_lossy(&output.stderr)),
+        });
+    }
+    Ok(Some((output.stdout, started.elapsed())))
+}
+
 /// Makes sure a build output exists in the store, building its derivation if needed.
 pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
     let store_path = store_path_prefix(path);
@@ -506,6 +596,28 @@ mod tests {
         let path_ref = format!("path:{}", root.display());
         assert_eq!(flake_ref_for_nix(&path_ref), path_ref);
         assert_eq!(flake_ref_for_nix("github:o/r"), "github:o/r");
+    }
+
+    #[test]
+    fn policies_are_read_beside_the_plan() {
+        let flake = PlanSource::Flake {
+            flake: "github:o/r".into(),
+            attr: "nivis.\"prod.eu\".plan".into(),
+        };
+        assert_eq!(
+            policies_expr(&flake).unwrap(),
+            "(builtins.getFlake \"github:o/r\").\"nivis\".\"prod.eu\".\"policies\" or [ ]"
+        );
+        let file = |attr: Option<&str>| PlanSource::File {
+            path: "/p/plan.nix".into(),
+            attr: attr.map(str::to_string),
+        };
+        assert_eq!(
+            policies_expr(&file(Some("plan"))).unwrap(),
+            "(import \"/p/plan.nix\").\"policies\" or [ ]"
+        );
+        // A file evaluating to the plan function itself has nothing beside it.
+        assert_eq!(policies_expr(&file(None)), None);
     }
 
     #[test]

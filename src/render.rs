@@ -237,6 +237,29 @@ pub fn write_diagnostic(out: &mut dyn Write, style: Style, d: &Diagnostic) {
     }
 }
 
+/// Writes a policy violation in the human format: the rule, its level, where, the message, and
+/// the override's reason when one lets it pass.
+fn write_policy_violation(out: &mut dyn Write, style: Style, v: &crate::policy::Violation) {
+    let label = match (v.level, &v.overridden) {
+        (crate::policy::Level::Mandatory, None) => style.paint("1;31", "Policy violation"),
+        _ => style.paint("1;33", "Policy warning"),
+    };
+    let at = match &v.address {
+        Some(a) => style.name(&escape(a)),
+        None => "the phase's changes".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "{label} [{at}]: rule {} ({}): {}",
+        escape(&v.rule),
+        v.level.name(),
+        escape_text(&v.message)
+    );
+    if let Some(reason) = &v.overridden {
+        let _ = writeln!(out, "    overridden: {}", escape_text(reason));
+    }
+}
+
 /// The human printer.
 pub struct Human {
     style: Style,
@@ -516,6 +539,9 @@ impl Human {
                 }
             }
             Event::Warning(d) => write_diagnostic(&mut std::io::stderr().lock(), s, &d),
+            Event::PolicyViolation { violation: v, .. } => {
+                write_policy_violation(&mut std::io::stderr().lock(), s, &v)
+            }
             Event::PhaseDone { .. } => {}
             Event::Fixpoint {
                 evaluations,

@@ -250,7 +250,12 @@ impl Project {
 
     /// Evaluates the plan with the ledger built from current state; returns the IR.
     pub fn eval_ir(&self) -> Json {
-        let ledger = serde_json::json!({"phase": 99, "outputs": self.outputs(), "vars": {}});
+        self.eval_ir_with(&self.outputs())
+    }
+
+    /// Evaluates the plan with a ledger of `outputs`; returns the IR.
+    pub fn eval_ir_with(&self, outputs: &Json) -> Json {
+        let ledger = serde_json::json!({"phase": 99, "outputs": outputs, "vars": {}});
         let ledger_path = self.dir.path().join("test-ledger.json");
         std::fs::write(&ledger_path, ledger.to_string()).unwrap();
         let out = Command::new("nix")

@@ -16,7 +16,7 @@ use super::parse_duration;
 
 mod inspect;
 mod state;
-pub use self::inspect::{ConsoleArgs, GraphArgs, VersionArgs};
+pub use self::inspect::{ConsoleArgs, GraphArgs, PolicyCommand, PolicyTestArgs, VersionArgs};
 pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
@@ -105,6 +105,9 @@ pub enum Command {
     /// message), locally or in the remote backend.
     #[command(after_help = "Example:\n  nivis force-unlock 2f0c61a4-4a1e-4c39-9d7e-1f0f9c1e8b11")]
     ForceUnlock(ForceUnlockArgs),
+    /// The project's policies: run them on fixture plans (`nivis policy test`).
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Environments (`--env`): each has its own state under the backend's environment prefix.
     #[command(subcommand)]
     Env(EnvCommand),
@@ -250,6 +253,18 @@ pub struct ReplaceArgs {
     pub replace: Vec<String>,
 }
 
+/// Mandatory policy rules this run may break (`nivis.policies`), with the reason.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Policy")]
+pub struct OverrideArgs {
+    /// Let this mandatory policy rule's violations pass (repeatable); needs --reason.
+    #[arg(long = "override", value_name = "RULE", requires = "reason")]
+    pub overrides: Vec<String>,
+    /// Why the overridden rules may be broken; reported with every violation it lets pass.
+    #[arg(long, value_name = "TEXT", requires = "overrides")]
+    pub reason: Option<String>,
+}
+
 /// CI's exit status convention.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Output")]
@@ -318,6 +333,8 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub replace: ReplaceArgs,
     #[command(flatten)]
+    pub policy: OverrideArgs,
+    #[command(flatten)]
     pub exit: DetailedExitcodeArg,
     #[command(flatten)]
     pub source: SourceArgs,
@@ -354,6 +371,8 @@ pub struct ApplyArgs {
     pub build: bool,
     #[command(flatten)]
     pub replace: ReplaceArgs,
+    #[command(flatten)]
+    pub policy: OverrideArgs,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
@@ -502,6 +521,9 @@ pub struct RunSpec<'a> {
     pub out: Option<&'a std::path::Path>,
     /// `apply FILE`.
     pub plan_file: Option<&'a std::path::Path>,
+    /// `--override RULE`s, and their `--reason`.
+    pub overrides: &'a [String],
+    pub override_reason: Option<&'a str>,
 }
 
 impl<'a> RunSpec<'a> {
@@ -526,6 +548,8 @@ impl<'a> RunSpec<'a> {
             plan_destroy: false,
             out: None,
             plan_file: None,
+            overrides: &[],
+            override_reason: None,
         }
     }
 }
@@ -543,6 +567,8 @@ impl PlanArgs {
             refresh_only: self.refresh_only,
             plan_destroy: self.destroy,
             out: self.out.as_deref(),
+            overrides: &self.policy.overrides,
+            override_reason: self.policy.reason.as_deref(),
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
     }
@@ -562,6 +588,8 @@ impl ApplyArgs {
             build: self.build,
             replace: &self.replace.replace,
             plan_file: self.plan_file.as_deref(),
+            overrides: &self.policy.overrides,
+            override_reason: self.policy.reason.as_deref(),
             ..RunSpec::new(&self.source, &self.vars, &self.install)
         }
     }

@@ -140,6 +140,12 @@ pub enum Event {
     },
     /// A warning from a provider or from Nivis.
     Warning(Diagnostic),
+    /// A policy rule (`nivis.policies`) does not hold, found before phase `phase` changed
+    /// anything; with `violation.overridden`, the reason it does not refuse.
+    PolicyViolation {
+        phase: u32,
+        violation: crate::policy::Violation,
+    },
     /// A phase ended.
     PhaseDone { phase: u32, changed: usize },
     /// No new value resolves any more.
@@ -226,6 +232,11 @@ pub(super) struct Output<'s> {
     /// Plan rows (planned, deferred, moved, imported) sent so far: a prompt after a preview
     /// that listed none has nothing to ask about.
     listed: usize,
+    /// While collecting, the `Planned` events sent (a phase's changes, for its policy check).
+    planned: Option<Vec<Event>>,
+    /// Plan rows are collected but not sent (the silent preview of a later phase, planned only
+    /// for its policy check).
+    quiet: bool,
 }
 
 impl<'s> Output<'s> {
@@ -234,7 +245,24 @@ impl<'s> Output<'s> {
             inner,
             kept: None,
             listed: 0,
+            planned: None,
+            quiet: false,
         }
+    }
+
+    /// Starts collecting `Planned` events (dropping any collected before).
+    pub(super) fn collect_planned(&mut self) {
+        self.planned = Some(Vec::new());
+    }
+
+    /// The `Planned` events collected since [`Output::collect_planned`]; collecting stops.
+    pub(super) fn take_planned(&mut self) -> Vec<Event> {
+        self.planned.take().unwrap_or_default()
+    }
+
+    /// While `quiet`, plan rows are not sent on (nor counted as listed).
+    pub(super) fn set_quiet(&mut self, quiet: bool) {
+        self.quiet = quiet;
     }
 
     /// How many plan rows were sent so far.
@@ -262,6 +290,12 @@ impl Sink for Output<'_> {
                 | Event::Moved { .. }
                 | Event::Imported { .. }
         );
+        if let (Some(planned), Event::Planned { .. }) = (&mut self.planned, &event) {
+            planned.push(event.clone());
+        }
+        if row && self.quiet {
+            return;
+        }
         if row {
             self.listed += 1;
             if let Some(kept) = &mut self.kept {

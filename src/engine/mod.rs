@@ -22,6 +22,7 @@ mod node;
 mod phase_owner;
 mod phases;
 pub mod plan_file;
+mod policy_check;
 mod providers;
 mod providers_run;
 mod record;
@@ -104,6 +105,8 @@ pub struct Options {
     pub saved: Option<std::sync::Arc<crate::engine::plan_file::SavedPlan>>,
     /// `plan --out`: build the saved plan (the report carries it).
     pub save: bool,
+    /// `--override RULE --reason TEXT`: the mandatory policy rules this run may break.
+    pub overrides: crate::policy::Overrides,
 }
 
 /// Renders what something waits on, for errors and pending reports.
@@ -206,13 +209,21 @@ pub struct Engine<'s> {
     vars_settled: bool,
     /// The data sources the preview of the coming apply phase read: the apply uses them.
     data_reads: HashMap<String, node::DataRead>,
+    /// The project's policies (`nivis.policies`); `None` without any (or in the engine's unit
+    /// tests, whose plans are canned).
+    policies: Option<crate::policy::PolicyRunner>,
+    /// (static, plan) rule counts, once the first check told them.
+    policy_rules: Option<(usize, usize)>,
 }
 
 impl<'s> Engine<'s> {
     /// Prepares a run against Nix, provider processes and the configured state.
     pub fn new(opts: Options, sink: &'s mut dyn Sink) -> Self {
         let seams = Seams::production(&opts);
-        Engine::with_seams(opts, sink, seams)
+        let policies = crate::policy::PolicyRunner::new(opts.source.clone());
+        let mut engine = Engine::with_seams(opts, sink, seams);
+        engine.policies = Some(policies);
+        engine
     }
 
     /// Prepares a run whose evaluator, providers and state come from `seams`.
@@ -229,6 +240,8 @@ impl<'s> Engine<'s> {
             nix_time: Duration::ZERO,
             vars_settled: false,
             data_reads: HashMap::new(),
+            policies: None,
+            policy_rules: None,
         }
     }
 

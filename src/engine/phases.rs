@@ -172,15 +172,21 @@ impl Engine<'_> {
             ir = self.evaluate(holder.state(), 0)?;
         }
         let analysis = self.analyse(&ir, holder.state())?;
+        self.check_static_policies(&ir, 1)?;
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
         self.check_references(&ir)?;
         self.announce_open_set(&ir, holder.state());
         let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
         self.commit_imports(&imports, &mut *holder, 1, false)?;
+        self.sink.collect_planned();
         let result = self.run_nodes(&ir, &analysis, &mut *holder, 1, Mode::Plan)?;
         self.emit_deferred(&analysis, holder.state(), 1);
         if self.opts.targets.is_empty() {
             self.emit_orphans(&ir, holder.state(), 1);
+        }
+        let planned = self.sink.take_planned();
+        if result.failed == 0 {
+            self.check_plan_policies(&planned, 1)?;
         }
         for c in &ir.consumers {
             let mut waits = Vec::new();
@@ -275,6 +281,7 @@ impl Engine<'_> {
                 return Ok(report);
             }
             phase += 1;
+            self.check_static_policies(&ir, phase)?;
             self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
             self.check_references(&ir)?;
             let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
@@ -285,10 +292,13 @@ impl Engine<'_> {
                     self.sink.keep();
                 }
                 let listed = self.sink.listed();
+                self.sink.collect_planned();
                 self.preview_phase(&ir, &analysis, holder, phase, &imports)?;
+                let planned = self.sink.take_planned();
                 if let Some(saved) = &saved {
                     self.check_replan(saved)?;
                 }
+                self.check_plan_policies(&planned, phase)?;
                 if let Some(ask) = confirm.take() {
                     let open = self.announce_open_set(&ir, holder.state());
                     if open {
@@ -300,6 +310,8 @@ impl Engine<'_> {
                         return Err(EngineError::Declined);
                     }
                 }
+            } else if self.wants_plan_policies() {
+                self.policy_preview(&ir, &analysis, holder, phase, &imports)?;
             }
             if !imports.is_empty() {
                 self.commit_imports(&imports, holder, phase, true)?;
@@ -393,6 +405,27 @@ impl Engine<'_> {
         let mut copy = MemoryStore::from_state(holder.state().clone());
         self.commit_imports(imports, &mut copy, phase, false)?;
         self.preview(ir, analysis, &mut copy, phase)
+    }
+
+    /// Phase `phase`'s plan, made only for the policy check (not shown: the apply shows each
+    /// change as it starts), then checked. What the run settled so far stays settled.
+    fn policy_preview(
+        &mut self,
+        ir: &Ir,
+        analysis: &Analysis<'_>,
+        holder: &mut dyn LockedStore,
+        phase: u32,
+        imports: &[(crate::state::ResourceState, String)],
+    ) -> Result<(), EngineError> {
+        let settled = self.settled.clone();
+        self.sink.collect_planned();
+        self.sink.set_quiet(true);
+        let previewed = self.preview_phase(ir, analysis, holder, phase, imports);
+        self.sink.set_quiet(false);
+        let planned = self.sink.take_planned();
+        self.settled = settled;
+        previewed?;
+        self.check_plan_policies(&planned, phase)
     }
 
     /// The first phase's plan, as events, without changing anything.

@@ -174,6 +174,12 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             json!({"type": "drift", "id": id, "gone": gone, "changes": change_records(changes)})
         }
         Event::Warning(d) => json!({"type": "warning", "diagnostic": diag_json(d)}),
+        Event::PolicyViolation {
+            phase,
+            violation: v,
+        } => {
+            json!({"type": "policy-violation", "phase": phase, "rule": v.rule, "level": v.level.name(), "address": v.address, "message": v.message, "overridden": v.overridden.is_some(), "reason": v.overridden})
+        }
         Event::PhaseDone { phase, changed } => {
             json!({"type": "phase-done", "phase": phase, "changed": changed})
         }

@@ -1,6 +1,6 @@
 //! The book's chapters that users type along with are run, command for command: every ```sh
-//! block of docs/book/src/getting-started.md, tutorial-null.md and remote-state.md, in order,
-//! in one bash, offline.
+//! block of docs/book/src/getting-started.md, tutorial-null.md, modules-and-policies.md and
+//! remote-state.md, in order, in one bash, offline.
 //!
 //! The only change to the text: the public flake reference `github:wearetechnative/nivis`
 //! becomes `git+file://` of a git clone of this repository's flake (what the chapters advise
@@ -191,6 +191,21 @@ fn the_null_tutorial_runs_as_written() {
     for want in [
         "Applied 5 resource(s) across 2 phase(s)",
         "The plan is valid.",
+        "Destroyed 4 resource(s)",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn the_modules_and_policies_chapter_runs_as_written() {
+    let out = run_chapter("modules-and-policies.md");
+    for want in [
+        "Applied 4 resource(s) across 2 phase(s)",
+        "2 fixture(s): 2 passed, 0 failed",
+        "plan failed: exit 1",
+        "apply refused: exit 1",
+        "Applied 3 resource(s) across 1 phase(s)",
         "Destroyed 4 resource(s)",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");

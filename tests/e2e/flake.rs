@@ -170,6 +170,7 @@ const OUTPUTS: &[&str] = &[
     "formatter.x86_64-linux",
     "overlays.default",
     "templates.default",
+    "templates.modules",
     "lib",
     "nivis",
 ];

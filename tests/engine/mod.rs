@@ -224,6 +224,7 @@ impl World {
             lock_timeout: None,
             command: "engine unit test".into(),
             install: nivis::registry::InstallOptions::new("/nonexistent", "/nonexistent"),
+            overrides: Default::default(),
         }
     }
 

@@ -255,4 +255,32 @@ in
     expr = toIR { inherit providers; consumers."bad id" = 1; };
     expect = "consumer id 'bad id' may only contain";
   };
+  modulesConflict = {
+    expr = (lib.modules.eval { modules = [
+      { _file = "one.nix"; options.a = lib.modules.mkOption { type = lib.modules.types.str; }; config.a = "x"; }
+      { _file = "two.nix"; a = "y"; }
+    ]; }).config.a;
+    expect = "The option `a' has conflicting definitions: string \"x\" in one.nix, string \"y\" in two.nix";
+  };
+  modulesListElementType = {
+    expr = (lib.modules.eval { modules = [
+      { _file = "l.nix"; options.l = lib.modules.mkOption { type = lib.modules.types.listOf lib.modules.types.int; }; config.l = [ 1 "two" ]; }
+    ]; }).config.l;
+    expect = "The option `l' defined in l.nix is not a list of an integer: an element is string \"two\", not an integer";
+  };
+  modulesDeclaredTwice = {
+    expr = (lib.modules.eval { modules = [
+      { _file = "a.nix"; options.x = lib.modules.mkOption { }; }
+      { _file = "b.nix"; options.x = lib.modules.mkOption { }; }
+    ]; }).config.x;
+    expect = "The option `x' is declared more than once: in a.nix and b.nix";
+  };
+  policyBadLevel = {
+    expr = lib.policy.plan { name = "r"; level = "soft"; check = c: true; };
+    expect = "lib.policy.plan r: level must be \"advisory\" or \"mandatory\", not \"soft\"";
+  };
+  policyBadResult = {
+    expr = (import ../../nix/lib/policy.nix).run [ (lib.policy.static { name = "r"; check = r: 1; }) ] { kind = "static"; resources = [ { id = "x"; } ]; changes = [ ]; };
+    expect = "policy r: check returned a int for x";
+  };
 }

@@ -352,4 +352,49 @@ in
         token = sensitiveMarker "tok-456";
       };
     }; }
+
+  # lib.modules: priorities, conditions, merging.
+  { name = "modules: plain beats mkDefault, mkForce beats plain, mkIf false drops";
+    expr = let
+      m = lib.modules; t = m.types;
+      ev = m.eval { modules = [
+        { options.a = m.mkOption { type = t.str; }; options.b = m.mkOption { type = t.int; default = 1; };
+          options.c = m.mkOption { type = t.str; default = "d"; }; config.a = m.mkDefault "low"; }
+        { a = "plain"; b = m.mkForce 7; }
+        { b = 3; c = m.mkIf false "never"; }
+      ]; };
+    in { inherit (ev.config) a b c; };
+    expected = { a = "plain"; b = 7; c = "d"; }; }
+  { name = "modules: lists concatenate in module order, attrsOf merges per key, mkMerge";
+    expr = let
+      m = lib.modules; t = m.types;
+      ev = m.eval { modules = [
+        { options.l = m.mkOption { type = t.listOf t.int; default = [ ]; };
+          options.s = m.mkOption { type = t.attrsOf t.str; default = { }; };
+          config = m.mkMerge [ { l = [ 1 ]; } { s.x = "1"; } ]; }
+        ({ config, ... }: { l = [ 2 ]; s.y = "from-${config.s.x}"; })
+      ]; };
+    in { inherit (ev.config) l s; };
+    expected = { l = [ 1 2 ]; s = { x = "1"; y = "from-1"; }; }; }
+  { name = "modules: a condition may read config; imports are followed once";
+    expr = let
+      m = lib.modules; t = m.types;
+      shared = { options.on = m.mkOption { type = t.bool; default = true; }; };
+      ev = m.eval { modules = [
+        { imports = [ shared ]; options.v = m.mkOption { type = t.int; default = 0; }; }
+        ({ config, ... }: { config = m.mkIf config.on { v = 5; }; })
+      ]; };
+    in ev.config.v;
+    expected = 5; }
+  # lib.policy: the runner.
+  { name = "policy: static, plan and phase rules; messages; levels";
+    expr = (import ../../nix/lib/policy.nix).run [
+      (lib.policy.static { name = "s"; check = r: r.config ? team; message = r: "no team on ${r.id}"; })
+      (lib.policy.plan { name = "p"; level = "advisory"; check = c: if c.action == "delete" then "no deletes" else true; })
+      (lib.policy.phase { name = "f"; check = cs: builtins.length cs < 2; })
+    ] { kind = "plan"; resources = [ ]; changes = [ { address = "a"; action = "delete"; } { address = "b"; action = "create"; } ]; };
+    expected = { names = [ "s" "p" "f" ]; staticRules = 1; planRules = 2; violations = [
+      { rule = "p"; level = "advisory"; address = "a"; message = "no deletes"; }
+      { rule = "f"; level = "mandatory"; address = null; message = "the rule f does not hold"; }
+    ]; }; }
 ]

@@ -1,9 +1,9 @@
 //! The flags of the verbs that look without changing anything or starting a provider:
-//! `version`, `graph` and `console`. (A part of `cli::args`, kept apart so each file stays readable.)
+//! `version`, `graph`, `console` and `policy test`. (A part of `cli::args`, kept apart so each file stays readable.)
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueHint};
+use clap::{Args, Subcommand, ValueHint};
 
 use super::{SourceArgs, StateArgs, VarArgs};
 
@@ -36,4 +36,23 @@ pub struct ConsoleArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub state: StateArgs,
+}
+
+/// The project's policies (`nivis.policies`).
+#[derive(Subcommand, Debug, Clone)]
+pub enum PolicyCommand {
+    /// Run the policies on fixture plans and compare their violations with the expected ones.
+    #[command(
+        after_help = "Examples:\n  nivis policy test policy-tests/*.json\n\nA fixture is a JSON file: {\"kind\": \"plan\", \"changes\": [{\"address\", \"type\", \"action\", \"before\", \"after\"}],\n\"expect\": [{\"rule\", \"address\"}]} for plan and phase rules, or {\"kind\": \"static\",\n\"resources\": [{\"id\", \"type\", \"config\"}], \"expect\": [...]} for static rules."
+    )]
+    Test(PolicyTestArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PolicyTestArgs {
+    /// The fixture files.
+    #[arg(required = true, value_name = "FIXTURE", value_hint = ValueHint::FilePath)]
+    pub fixtures: Vec<PathBuf>,
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
