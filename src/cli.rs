@@ -17,6 +17,7 @@ mod gen;
 mod graph;
 mod import;
 mod output;
+mod review;
 mod run;
 mod state;
 mod suggest;
@@ -127,6 +128,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Version(args) => version::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Console(args) => console::run(&args),
+        Command::Diff(args) => review::diff(&args),
+        Command::Why(args) => review::why(&args),
     }
 }
 

@@ -15,8 +15,10 @@ use super::complete::state_ids;
 use super::parse_duration;
 
 mod inspect;
+mod review;
 mod state;
 pub use self::inspect::{ConsoleArgs, GraphArgs, VersionArgs};
+pub use self::review::{DiffArgs, WhyArgs};
 pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
@@ -139,6 +141,18 @@ pub enum Command {
         after_help = "Examples:\n  nivis console                     then: outputs, plan.resources, lib, :q\n  echo 'builtins.attrNames outputs' | nivis console"
     )]
     Console(ConsoleArgs),
+    /// Compare the plan of two git revisions (default: HEAD and the work tree), both evaluated
+    /// against the outputs recorded in the state; no provider is started.
+    #[command(
+        after_help = "Examples:\n  nivis diff                        HEAD against the work tree\n  nivis diff main HEAD --json       what a branch changes, for a bot\n  nivis diff HEAD~1 HEAD --detailed-exitcode\n\nIt compares what Nix produces. What the providers would plan (replacements, computed\nvalues) and drift of the real objects are not known without them: run `nivis plan`."
+    )]
+    Diff(DiffArgs),
+    /// Where a resource or attribute comes from: its Nix file and line, the outputs it was
+    /// computed from, and what reads it; no provider is started.
+    #[command(
+        after_help = "Examples:\n  nivis why alpha.alpha_token.C.label\n  nivis why beta.beta_record.B --json"
+    )]
+    Why(WhyArgs),
 }
 
 /// Where the plan comes from.

@@ -1,0 +1,208 @@
+//! Reviewing a change without providers: `nivis diff` between git revisions, `nivis why` on
+//! an attribute, through the CLI, with real Nix and the fake providers (started only by the
+//! `apply` that records the outputs; the review must start none).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value as Json;
+
+use crate::util::*;
+
+/// A provider wrapper: logs each start to `starts.log`, then runs the fake.
+fn write_wrapper(dir: &Path, name: &str) {
+    let script = format!(
+        "#!/bin/sh\necho {name} >> '{}'\nexec '{}' \"$@\"\n",
+        dir.join("starts.log").display(),
+        bin_dir().join(format!("provider-{name}")).display()
+    );
+    let path = dir.join(format!("{name}.sh"));
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn starts(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("starts.log")).map_or(0, |s| s.lines().count())
+}
+
+const PROVIDERS: &str = "providers.alpha = lib.mkProvider { source = \"./alpha.sh\"; };\n  \
+     providers.beta = lib.mkProvider { source = \"./beta.sh\"; };";
+
+/// The first commit: a token, a configured token, a record whose `from` Nix builds from the
+/// token's value, and a token labelled from the record's endpoint.
+fn first_plan() -> String {
+    format!(
+        "ledger:
+let
+  old = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"old\"; config.label = \"db\"; }};
+  conf = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"conf\"; config.label = \"v1\"; }};
+  record = lib.mkResource {{ provider = \"beta\"; type = \"beta_record\"; name = \"record\"; config.from = lib.str [ \"rec-\" (old.refAttr \"value\") ]; }};
+  after = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"after\"; config.label = lib.str [ \"at-\" (record.refAttr \"endpoint\") ]; }};
+in lib.toIR {{
+  {PROVIDERS}
+  resources = [ old conf record after ];
+  inherit ledger;
+}}"
+    )
+}
+
+/// The second commit: `old` renamed with lib.moved, `conf` relabelled, `extra` added, and
+/// the string Nix builds for `record` changed (so `after` may change once it is applied).
+fn second_plan() -> String {
+    format!(
+        "ledger:
+let
+  renamed = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"renamed\"; config.label = \"db\"; }};
+  conf = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"conf\"; config.label = \"v2\"; }};
+  extra = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"extra\"; config.label = \"new\"; }};
+  record = lib.mkResource {{ provider = \"beta\"; type = \"beta_record\"; name = \"record\"; config.from = lib.str [ \"record-\" (renamed.refAttr \"value\") ]; }};
+  after = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"after\"; config.label = lib.str [ \"at-\" (record.refAttr \"endpoint\") ]; }};
+in lib.toIR {{
+  {PROVIDERS}
+  resources = [ renamed conf extra record after ];
+  moved = [ (lib.moved {{ from = \"alpha.alpha_token.old\"; to = renamed; }}) ];
+  inherit ledger;
+}}"
+    )
+}
+
+/// A project in git with the first plan applied and the second committed on top.
+fn reviewed_project() -> Project {
+    let p = Project::new(&first_plan());
+    let dir = p.dir.path();
+    write_wrapper(dir, "alpha");
+    write_wrapper(dir, "beta");
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "plan.nix", "alpha.sh", "beta.sh"]);
+    git(dir, &["commit", "-q", "-m", "first"]);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    assert!(starts(dir) > 0, "the apply started no provider");
+    p.set_plan(&second_plan());
+    git(dir, &["commit", "-q", "-am", "second"]);
+    p
+}
+
+/// `nivis ARGS --file plan.nix --state STATE` with the project's environment, inside a new
+/// network namespace (no network at all) when `unshare -n` works here.
+fn offline(p: &Project, args: &[&str]) -> Output {
+    let isolated = Command::new("unshare")
+        .args(["-n", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut cmd = if isolated {
+        let mut c = Command::new("unshare");
+        c.arg("-n").arg(nivis_bin());
+        c
+    } else {
+        Command::new(nivis_bin())
+    };
+    cmd.args(args)
+        .arg("--file")
+        .arg(&p.plan)
+        .arg("--state")
+        .arg(&p.state)
+        .current_dir(p.dir.path())
+        .env("NO_COLOR", "1")
+        .env_remove("NIVIS_LOG");
+    for (k, v) in &p.env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run nivis")
+}
+
+/// Validates `doc` against docs/`schema` with python3's jsonschema.
+fn assert_valid(doc: &Json, schema: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("doc.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])), cls=jsonschema.Draft202012Validator)",
+        ])
+        .arg(repo().join("docs").join(schema))
+        .arg(&file)
+        .output()
+        .expect("python3 with jsonschema");
+    assert_success(&out);
+}
+
+#[test]
+fn diff_between_commits_names_each_change_and_the_dependent_without_a_provider() {
+    let p = reviewed_project();
+    let dir = p.dir.path();
+    let started = starts(dir);
+
+    let out = offline(&p, &["diff", "HEAD~1", "HEAD", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stdout(&out);
+    let value = p.outputs()["alpha.alpha_token.old"]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for want in [
+        "-> alpha.alpha_token.old moved to alpha.alpha_token.renamed".to_string(),
+        "~ alpha.alpha_token.conf changed\n    config.label: \"v1\" -> \"v2\"".into(),
+        "+ alpha.alpha_token.extra added\n    config.label = \"new\"".into(),
+        format!(
+            "~ beta.beta_record.record changed\n    config.from: \"rec-{value}\" -> \"record-{value}\""
+        ),
+        "? alpha.alpha_token.after (after beta.beta_record.record)".into(),
+        "Diff: 1 added, 0 removed, 1 moved, 2 changed; 1 may change in a later phase.".into(),
+        "No provider was started.".into(),
+        "Not known without the providers".into(),
+    ] {
+        assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+    }
+
+    let out = offline(&p, &["diff", "HEAD~1", "HEAD", "--json"]);
+    assert_success(&out);
+    let doc: Json = serde_json::from_slice(&out.stdout).expect("diff --json is JSON");
+    assert_valid(&doc, "diff-schema.json");
+    let listed: Vec<(&str, &str)> = (doc["resources"].as_array().unwrap().iter())
+        .map(|r| {
+            (
+                r["address"].as_str().unwrap(),
+                r["change"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("alpha.alpha_token.conf", "changed"),
+            ("alpha.alpha_token.extra", "added"),
+            ("alpha.alpha_token.renamed", "moved"),
+            ("beta.beta_record.record", "changed"),
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(doc["resources"][2]["movedFrom"], "alpha.alpha_token.old");
+    assert_eq!(doc["resources"][2]["attributes"], serde_json::json!([]));
+    assert_eq!(
+        doc["mayChangeLater"],
+        serde_json::json!([{"address": "alpha.alpha_token.after", "becauseOf": ["beta.beta_record.record"]}])
+    );
+    assert_eq!(doc["from"]["revision"], "HEAD~1");
+
+    // HEAD against the work tree (the default): nothing differs.
+    let out = offline(&p, &["diff", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("No differences"), "{}", stdout(&out));
+
+    assert_eq!(starts(dir), started, "a review started a provider");
+    p.assert_no_leftover_processes();
+}
+
+#[test]
+fn diff_names_a_revision_it_cannot_find() {
+    let p = reviewed_project();
+    let out = offline(&p, &["diff", "no-such-branch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no-such-branch names no commit"),
+        "{}",
+        stderr(&out)
+    );
+}
