@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 use crate::codegen::nix_string;
 
 mod located;
+mod positions;
+
+pub use self::positions::positions;
 
 /// Where the plan function lives.
 #[derive(Debug, Clone)]
@@ -143,6 +146,16 @@ pub fn evaluate(
         "plan: plan (builtins.fromJSON (builtins.readFile {}))",
         nix_string(ledger)
     );
+    evaluate_applied(source, &apply, inherit)
+}
+
+/// Evaluates the plan at `source` through `apply` (a function of the plan function).
+fn evaluate_applied(
+    source: &PlanSource,
+    apply: &str,
+    inherit: Option<RawFd>,
+) -> Result<(Vec<u8>, Duration), EvalError> {
+    let apply = apply.to_string();
     let started = Instant::now();
     let output = match source {
         PlanSource::Flake { flake, .. } => locking_if_needed(flake, &source.to_string(), || {

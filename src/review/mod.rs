@@ -9,3 +9,4 @@
 
 pub mod diff;
 pub mod revision;
+pub mod why;

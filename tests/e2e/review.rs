@@ -206,3 +206,92 @@ fn diff_names_a_revision_it_cannot_find() {
         stderr(&out)
     );
 }
+
+/// A value Nix builds from two providers' outputs (`c.label`), read by `d`; line numbers
+/// count the line `Project` puts first.
+const WHY_PLAN: &str = "ledger:
+let
+  a = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; config.label = \"plain\"; };
+  b = lib.mkResource { provider = \"beta\"; type = \"beta_record\"; name = \"b\"; config.from = lib.str [ \"rec-\" (a.refAttr \"value\") ]; };
+  c = lib.mkResource {
+    provider = \"alpha\"; type = \"alpha_token\"; name = \"c\";
+    config.label = lib.str [ (b.refAttr \"endpoint\") \"::\" (a.refAttr \"value\") ];
+  };
+  d = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"d\"; config.label = c.refAttr \"value\"; };
+in lib.toIR {
+  PROVIDERS
+  resources = [ a b c d ];
+  inherit ledger;
+}";
+
+#[test]
+fn why_names_both_origins_with_their_lines_and_the_reader() {
+    let p = Project::new(&WHY_PLAN.replace("PROVIDERS", PROVIDERS));
+    let dir = p.dir.path();
+    write_wrapper(dir, "alpha");
+    write_wrapper(dir, "beta");
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let started = starts(dir);
+    let outputs = p.outputs();
+    let a_value = outputs["alpha.alpha_token.a"]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b_endpoint = outputs["beta.beta_record.b"]["endpoint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let out = offline(&p, &["why", "alpha.alpha_token.c.label"]);
+    assert_success(&out);
+    let text = stdout(&out);
+    for want in [
+        format!("alpha.alpha_token.c.label = \"{b_endpoint}::{a_value}\""),
+        "defined at plan.nix:8 (the resource at plan.nix:7)".into(),
+        format!("beta.beta_record.b.endpoint = \"{b_endpoint}\" (computed by Nix at label) defined at plan.nix:5"),
+        format!("alpha.alpha_token.a.value = \"{a_value}\" (computed by Nix at from) defined at plan.nix:4"),
+        format!("alpha.alpha_token.a.value = \"{a_value}\" (computed by Nix at label) defined at plan.nix:4"),
+        "alpha.alpha_token.d (reference at label, reads value) defined at plan.nix:10".into(),
+    ] {
+        assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+    }
+
+    let out = offline(&p, &["why", "alpha.alpha_token.c.label", "--json"]);
+    assert_success(&out);
+    let doc: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&doc, "why-schema.json");
+    let origins: Vec<(&str, u64)> = (doc["origins"].as_array().unwrap().iter())
+        .map(|o| {
+            (
+                o["address"].as_str().unwrap(),
+                o["definedAt"]["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        origins,
+        [("alpha.alpha_token.a", 4), ("beta.beta_record.b", 5)],
+        "{doc:#}"
+    );
+    assert_eq!(doc["readers"][0]["address"], "alpha.alpha_token.d");
+    assert_eq!(doc["readers"][0]["definedAt"]["line"], 10);
+    assert_eq!(doc["definedAt"]["line"], 8);
+
+    // A literal: its own line, nothing upstream.
+    let out = offline(&p, &["why", "alpha.alpha_token.a.label"]);
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(
+        text.contains("alpha.alpha_token.a.label = \"plain\"\n  defined at plan.nix:4")
+            && text.contains("computed from no other resource's outputs"),
+        "{text}"
+    );
+    let out = offline(&p, &["why", "alpha.alpha_token.zz"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("declares no such resource"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(starts(dir), started, "a review started a provider");
+}
