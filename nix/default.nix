@@ -42,6 +42,12 @@
 #   typecheck                               checks used by `nivis gen` constructors
 #   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
 #
+#   checks { plan; ledger ? {}; golden ? null; name ? "nivis-plan"; }
+#                                           a flake's `checks`: the plan evaluated offline
+#                                           against a recorded ledger, its IR well formed
+#                                           (and equal to the golden snapshot); see
+#                                           lib/checks.nix
+#
 # References and derived values are inert until toIR resolves them against the
 # ledger. docs/IR-CONTRACT.md describes the IR that toIR returns and the ledger
 # it reads.
@@ -52,6 +58,7 @@ let
   vars = import ./lib/vars.nix { inherit names values; };
   ir = import ./lib/ir.nix { inherit names values nodes vars; };
   typecheck = import ./lib/typecheck.nix { inherit names values; };
+  checks = import ./lib/checks.nix { };
 in
 {
   schemaVersion = 1;
@@ -59,6 +66,7 @@ in
   inherit (values) str compute;
   inherit (vars) vars;
   inherit (ir) toIR;
+  inherit (checks) checks;
   # Runtime type checks used by constructors that `nivis gen` writes.
   inherit typecheck;
 }

@@ -295,3 +295,82 @@ fn why_names_both_origins_with_their_lines_and_the_reader() {
     );
     assert_eq!(starts(dir), started, "a review started a provider");
 }
+
+/// `nix ARGS path:PROJECT#ATTR` on a project made from the template, offline (the sealed Nix
+/// of the flake tests), with this checkout's library as the `nivis` input.
+fn nix_on(root: &Path, project: &Path, args: &[&str], attr: &str) -> Output {
+    let stub = format!("path:{}", repo().join("tests/nix/stub-nixpkgs").display());
+    let src = format!("path:{}", root.join("nivis-src").display());
+    let mut cmd = Command::new("nix");
+    cmd.args(["--extra-experimental-features", "nix-command flakes"])
+        .args(args)
+        .arg(format!("path:{}{attr}", project.display()))
+        .args(["--no-write-lock-file", "--override-input", "nivis", &src])
+        .args(["--override-input", "nivis/nixpkgs", &stub]);
+    super::flake::sealed(&mut cmd, root);
+    cmd.output().expect("run nix")
+}
+
+#[test]
+fn the_templates_flake_check_evaluates_the_plan_and_fails_when_it_breaks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, project) = (tmp.path(), tmp.path().join("project"));
+    super::flake::copy_flake_source(&root.join("nivis-src"));
+    super::flake::copy_dir(&repo().join("nix/template"), &project);
+    let check = || nix_on(root, &project, &["flake", "check"], "");
+    assert_success(&check());
+
+    // A recorded ledger and a pinned IR: the check evaluates with those outputs.
+    std::fs::write(
+        project.join("nivis-ledger.json"),
+        r#"{"resources": {"null.null_resource.first": {"id": "4242", "triggers": {"greeting": "hello"}}}}"#,
+    )
+    .unwrap();
+    let attr = "#checks.x86_64-linux.nivis-plan.ir";
+    let out = nix_on(root, &project, &["eval", "--json"], attr);
+    assert_success(&out);
+    let ir: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        ir["resources"][1]["config"]["triggers"]["after"], "after-4242",
+        "the check did not evaluate with the recorded ledger: {ir:#}"
+    );
+    std::fs::write(project.join("nivis-ir.json"), &out.stdout).unwrap();
+    assert_success(&check());
+
+    // A change to the plan: the snapshot check names the resource that differs.
+    let flake = project.join("flake.nix");
+    let text = std::fs::read_to_string(&flake).unwrap();
+    std::fs::write(
+        &flake,
+        text.replace("default = \"hello\";", "default = \"hi\";"),
+    )
+    .unwrap();
+    let out = check();
+    assert!(
+        !out.status.success(),
+        "a changed IR passed the snapshot check"
+    );
+    assert!(
+        stderr(&out)
+            .contains("differs from the snapshot nivis-ir.json at: null.null_resource.first"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A broken plan (a provider typo) fails the plan check, snapshot or not.
+    std::fs::remove_file(project.join("nivis-ir.json")).unwrap();
+    let typo = "provider = \"nul\";\n            type = \"null_resource\";\n            name = \"second\";";
+    let broken = text.replace(&typo.replace("nul\"", "null\""), typo);
+    assert_ne!(broken, text, "the test did not break the plan");
+    std::fs::write(&flake, broken).unwrap();
+    let out = check();
+    assert!(
+        !out.status.success(),
+        "a broken plan passed nix flake check"
+    );
+    assert!(
+        stderr(&out).contains("provider 'nul' is not declared"),
+        "{}",
+        stderr(&out)
+    );
+}
