@@ -130,6 +130,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Console(args) => console::run(&args),
         Command::Diff(args) => review::diff(&args),
         Command::Why(args) => review::why(&args),
+        Command::Test(args) => review::test(&args),
     }
 }
 

@@ -18,7 +18,7 @@ mod inspect;
 mod review;
 mod state;
 pub use self::inspect::{ConsoleArgs, GraphArgs, VersionArgs};
-pub use self::review::{DiffArgs, WhyArgs};
+pub use self::review::{DiffArgs, TestArgs, WhyArgs};
 pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
@@ -153,6 +153,12 @@ pub enum Command {
         after_help = "Examples:\n  nivis why alpha.alpha_token.C.label\n  nivis why beta.beta_record.B --json"
     )]
     Why(WhyArgs),
+    /// Apply the plan against a throwaway state with local provider binaries (the fakes), to
+    /// its fixpoint, and check the phases and outputs against expectations.
+    #[command(
+        after_help = "Example:\n  nivis test --expect tests/round-trip.json\n\nIt starts the plan's providers for real: it refuses providers from a registry, and\ndestroys what it created when done."
+    )]
+    Test(TestArgs),
 }
 
 /// Where the plan comes from.

@@ -19,7 +19,9 @@ use crate::review::diff::{self, AttrChange, ChangeKind, Diff, Shown};
 use crate::review::revision::{self, Side};
 use crate::state::StateFile;
 
+mod test;
 mod why;
+pub use self::test::test;
 pub use self::why::why;
 
 /// What a review cannot know, said with every diff.

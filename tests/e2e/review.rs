@@ -374,3 +374,72 @@ fn the_templates_flake_check_evaluates_the_plan_and_fails_when_it_breaks() {
         stderr(&out)
     );
 }
+
+/// `nivis test --flake REPO --expect FILE` from a directory of its own.
+fn nivis_test(expect: &Path) -> Output {
+    let tmp = tempfile::tempdir().unwrap();
+    Command::new(nivis_bin())
+        .args(["test", "--flake"])
+        .arg(repo())
+        .arg("--expect")
+        .arg(expect)
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .env_remove("NIVIS_LOG")
+        .output()
+        .expect("run nivis")
+}
+
+#[test]
+fn nivis_test_checks_the_bundled_round_trip_with_the_fakes() {
+    let expect = repo().join("nix/examples/two-providers.test.json");
+    let out = nivis_test(&expect);
+    assert_success(&out);
+    assert!(
+        stdout(&out).contains(
+            "Test passed: 3 resource(s) applied in 3 phase(s); 4 expected output value(s) match."
+        ),
+        "{}",
+        stdout(&out)
+    );
+
+    // Wrong expectations fail, each named.
+    let tmp = tempfile::tempdir().unwrap();
+    let wrong = tmp.path().join("wrong.json");
+    std::fs::write(
+        &wrong,
+        r#"{"phases": 2, "outputs": {"alpha.alpha_token.A": {"value": "alpha::9", "secret": "guess"}, "alpha.alpha_token.Z": {"id": "x"}}}"#,
+    )
+    .unwrap();
+    let out = nivis_test(&wrong);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    for want in [
+        "phases: expected 2, applied in 3",
+        "alpha.alpha_token.A.value: expected \"alpha::9\", got \"alpha::0\"",
+        "alpha.alpha_token.A.secret: not the expected (sensitive) value",
+        "alpha.alpha_token.Z: not created",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn nivis_test_refuses_registry_providers() {
+    let p = Project::new(
+        "ledger: lib.toIR { providers.null = lib.mkProvider { source = \"hashicorp/null\"; }; resources = [ (lib.mkResource { provider = \"null\"; type = \"null_resource\"; name = \"x\"; }) ]; inherit ledger; }",
+    );
+    std::fs::write(p.dir.path().join("e.json"), "{}").unwrap();
+    let out = Command::new(nivis_bin())
+        .args(["test", "--expect", "e.json", "--file"])
+        .arg(&p.plan)
+        .current_dir(p.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("provider null comes from a registry (hashicorp/null)"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -43,3 +43,15 @@ pub struct WhyArgs {
     #[command(flatten)]
     pub state: StateArgs,
 }
+
+#[derive(Args, Debug, Clone)]
+pub struct TestArgs {
+    /// The expectations, a JSON file: `{"phases": N, "outputs": {"ADDR": {"ATTR": VALUE}}}`
+    /// (both optional; outputs are compared attribute by attribute).
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub expect: std::path::PathBuf,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+}
