@@ -443,3 +443,57 @@ fn nivis_test_refuses_registry_providers() {
         stderr(&out)
     );
 }
+
+#[test]
+fn diff_and_why_never_print_a_secret() {
+    let plan = |prefix: &str| {
+        format!(
+            "ledger:
+let
+  a = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; }};
+  b = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"b\"; config.label = lib.str [ \"{prefix}\" (a.refAttr \"secret\") ]; }};
+in lib.toIR {{
+  {PROVIDERS}
+  resources = [ a b ];
+  inherit ledger;
+}}"
+        )
+    };
+    let p = Project::new(&plan("s-"));
+    let dir = p.dir.path();
+    write_wrapper(dir, "alpha");
+    write_wrapper(dir, "beta");
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "plan.nix", "alpha.sh", "beta.sh"]);
+    git(dir, &["commit", "-q", "-m", "first"]);
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let state = p.state_json();
+    let secret = state["resources"]["alpha.alpha_token.a"]["attributes"]["secret"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no secret recorded for a: {state}"))
+        .to_string();
+    assert!(secret.len() >= 6, "{secret:?}");
+    p.set_plan(&plan("t-"));
+    git(dir, &["commit", "-q", "-am", "second"]);
+
+    let out = offline(&p, &["diff", "HEAD~1", "HEAD"]);
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(
+        text.contains("config.label: (sensitive value) -> (sensitive value)"),
+        "{text}"
+    );
+    let json = offline(&p, &["diff", "HEAD~1", "HEAD", "--json"]);
+    let why = offline(&p, &["why", "alpha.alpha_token.b.label", "--json"]);
+    let why_text = offline(&p, &["why", "alpha.alpha_token.b.label"]);
+    for out in [&out, &json, &why, &why_text] {
+        assert_success(out);
+        let all = format!("{}{}", stdout(out), stderr(out));
+        assert!(!all.contains(&secret), "the secret was printed:\n{all}");
+    }
+    assert!(
+        stdout(&why_text).contains("alpha.alpha_token.a.secret = (sensitive value)"),
+        "{}",
+        stdout(&why_text)
+    );
+}
