@@ -360,3 +360,7 @@ impl Why {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "why_tests.rs"]
+mod tests;
