@@ -452,6 +452,42 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
     })
 }
 
+/// The value (as JSON) of the attribute `name` beside the plan attribute of `flake` (for
+/// `a.b.plan`, `a.b.NAME`: `nivis.test` for `nivis test`); `None` when it is missing.
+pub fn plan_sibling(
+    flake: &str,
+    plan_attr: &str,
+    name: &str,
+) -> Result<Option<serde_json::Value>, EvalError> {
+    let mut path = attr_path(plan_attr);
+    path.pop();
+    path.push(name.to_string());
+    let what = format!("{flake}#{}", path.join("."));
+    let expr = format!("{} or null", flake_attr(flake, &path));
+    let output = locking_if_needed(flake, &what, || {
+        run_nix(
+            nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
+            &what,
+        )
+    })?;
+    if !output.status.success() {
+        let message = String::from_utf8_lossy(&output.stderr);
+        return Err(EvalError {
+            what,
+            message: match local_flake_dir(flake) {
+                Some(dir) => located::in_project(&message, &dir),
+                None => message.into_owned(),
+            },
+        });
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| EvalError {
+            what,
+            message: format!("not JSON: {e}"),
+        })?;
+    Ok(Some(value).filter(|v| !v.is_null()))
+}
+
 /// Makes sure a build output exists in the store, building its derivation if needed.
 pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
     let store_path = store_path_prefix(path);

@@ -47,9 +47,10 @@ pub struct WhyArgs {
 #[derive(Args, Debug, Clone)]
 pub struct TestArgs {
     /// The expectations, a JSON file: `{"phases": N, "outputs": {"ADDR": {"ATTR": VALUE}}}`
-    /// (both optional; outputs are compared attribute by attribute).
+    /// (both optional; outputs are compared attribute by attribute) [default: the flake's
+    /// attribute `test` beside the plan, e.g. `nivis.test`].
     #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub expect: std::path::PathBuf,
+    pub expect: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]

@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 use super::super::args::{InstallArgs, RunSpec, TestArgs};
 use super::super::{exit, fail, options};
 use crate::engine::{Collect, Engine, Options};
+use crate::nixeval::PlanSource;
 use crate::render::{self, outln};
 use crate::state::{Backend, DEFAULT_ENV};
 
@@ -28,27 +29,43 @@ struct Expectations {
     outputs: serde_json::Map<String, Json>,
 }
 
-fn expectations(path: &std::path::Path) -> Result<Expectations, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--expect {}: {e}", path.display()))?;
-    let doc: Json = serde_json::from_str(&text)
-        .map_err(|e| format!("--expect {}: not JSON: {e}", path.display()))?;
+/// The expectations from `--expect FILE`, or from the flake's `test` beside the plan.
+fn expectations(args: &TestArgs, source: &PlanSource) -> Result<Expectations, String> {
+    if let Some(path) = &args.expect {
+        let what = format!("--expect {}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{what}: {e}"))?;
+        let doc: Json =
+            serde_json::from_str(&text).map_err(|e| format!("{what}: not JSON: {e}"))?;
+        return parse_expectations(&doc, &what);
+    }
+    let PlanSource::Flake { flake, attr } = source else {
+        return Err("a plan file has no expectations beside it: give --expect FILE".into());
+    };
+    let doc = crate::nixeval::plan_sibling(flake, attr, "test")
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "{flake}#{attr} has no `test` beside it: give --expect FILE, or declare the \
+                 expectations as the attribute `test` next to the plan"
+            )
+        })?;
+    parse_expectations(&doc, &format!("the expectations `test` beside {attr}"))
+}
+
+fn parse_expectations(doc: &Json, what: &str) -> Result<Expectations, String> {
     let phases = match &doc["phases"] {
         Json::Null => None,
-        p => Some(p.as_u64().ok_or_else(|| {
-            format!(
-                "--expect {}: `phases` must be a whole number",
-                path.display()
-            )
-        })?),
+        p => Some(
+            p.as_u64()
+                .ok_or_else(|| format!("{what}: `phases` must be a whole number"))?,
+        ),
     };
     let outputs = match &doc["outputs"] {
         Json::Null => serde_json::Map::new(),
         Json::Object(m) => m.clone(),
         _ => {
             return Err(format!(
-                "--expect {}: `outputs` must be an object ADDR -> {{ATTR: VALUE}}",
-                path.display()
+                "{what}: `outputs` must be an object ADDR -> {{ATTR: VALUE}}"
             ))
         }
     };
@@ -56,9 +73,9 @@ fn expectations(path: &std::path::Path) -> Result<Expectations, String> {
 }
 
 fn run(args: &TestArgs) -> Result<i32, String> {
-    let expected = expectations(&args.expect)?;
     let install = InstallArgs::none();
     let mut opts = options(&RunSpec::new(&args.source, &args.vars, &install), "test")?;
+    let expected = expectations(args, &opts.source)?;
     let dir = crate::rundir::RunDir::create()?;
     opts.backend = Backend::configure(None, &[], DEFAULT_ENV, &dir.path().join("test.state.json"))?;
     opts.command = "nivis test".into();
