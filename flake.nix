@@ -36,6 +36,8 @@
       nivis = {
         # Two fake providers, three Nix-mediated hops: applies in three phases.
         plan = import ./nix/examples/two-providers.nix { inherit lib; };
+        # What `nivis test` expects of it with the fake providers: three phases, these outputs.
+        test = builtins.fromJSON (builtins.readFile ./nix/examples/two-providers.test.json);
         # The same graph with A.label derived from C.value: a dependency cycle.
         cycle = import ./nix/examples/two-providers.nix {
           inherit lib;

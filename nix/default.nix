@@ -46,6 +46,12 @@
 #                                           (lib/modules.nix: mkOption, types, mkIf, ...)
 #   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
 #
+#   checks { plan; ledger ? {}; golden ? null; name ? "nivis-plan"; }
+#                                           a flake's `checks`: the plan evaluated offline
+#                                           against a recorded ledger, its IR well formed
+#                                           (and equal to the golden snapshot); see
+#                                           lib/checks.nix
+#
 # References and derived values are inert until toIR resolves them against the
 # ledger. docs/IR-CONTRACT.md describes the IR that toIR returns and the ledger
 # it reads.
@@ -57,12 +63,14 @@ let
   ir = import ./lib/ir.nix { inherit names values nodes vars; };
   typecheck = import ./lib/typecheck.nix { inherit names values; };
   policy = import ./lib/policy.nix;
+  checks = import ./lib/checks.nix { };
   self = {
     schemaVersion = 1;
     inherit (nodes) mkProvider mkResource mkData count forEach byKey drv moved;
     inherit (values) str compute;
     inherit (vars) vars;
     inherit (ir) toIR;
+    inherit (checks) checks;
     # Policy as code, listed beside the plan as nivis.policies (lib/policy.nix).
     policy = { inherit (policy) static plan phase; };
     # Infrastructure as modules (lib/modules.nix): options, imports, merging, assertions.

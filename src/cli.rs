@@ -18,6 +18,7 @@ mod graph;
 mod import;
 mod output;
 mod policy;
+mod review;
 mod run;
 mod state;
 mod suggest;
@@ -129,6 +130,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Graph(args) => graph::run(&args),
         Command::Console(args) => console::run(&args),
         Command::Policy(PolicyCommand::Test(args)) => policy::test(&args),
+        Command::Diff(args) => review::diff(&args),
+        Command::Why(args) => review::why(&args),
+        Command::Test(args) => review::test(&args),
     }
 }
 

@@ -29,6 +29,9 @@
 //!
 //! Providers given by registry address are found, verified and cached by [`registry`].
 //!
+//! Reviewing a change without credentials ([`review`]: `nivis diff`, `nivis why`) compares and
+//! explains IRs evaluated against the recorded outputs, starting no provider.
+//!
 //! Beside the pipeline, [`codegen`] turns a provider schema into typed Nix constructors and
 //! reference docs (`nivis gen`).
 
@@ -50,6 +53,7 @@ pub mod project;
 pub mod provider;
 pub mod registry;
 pub mod render;
+pub mod review;
 pub mod rundir;
 pub mod sched;
 pub mod schema;

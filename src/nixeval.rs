@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 use crate::codegen::nix_string;
 
 mod located;
+mod positions;
+
+pub use self::positions::positions;
 
 /// Where the plan function lives.
 #[derive(Debug, Clone)]
@@ -143,6 +146,16 @@ pub fn evaluate(
         "plan: plan (builtins.fromJSON (builtins.readFile {}))",
         nix_string(ledger)
     );
+    evaluate_applied(source, &apply, inherit)
+}
+
+/// Evaluates the plan at `source` through `apply` (a function of the plan function).
+fn evaluate_applied(
+    source: &PlanSource,
+    apply: &str,
+    inherit: Option<RawFd>,
+) -> Result<(Vec<u8>, Duration), EvalError> {
+    let apply = apply.to_string();
     let started = Instant::now();
     let output = match source {
         PlanSource::Flake { flake, .. } => locking_if_needed(flake, &source.to_string(), || {
@@ -527,6 +540,42 @@ pub fn evaluate_policies(
         });
     }
     Ok(Some((output.stdout, started.elapsed())))
+}
+
+/// The value (as JSON) of the attribute `name` beside the plan attribute of `flake` (for
+/// `a.b.plan`, `a.b.NAME`: `nivis.test` for `nivis test`); `None` when it is missing.
+pub fn plan_sibling(
+    flake: &str,
+    plan_attr: &str,
+    name: &str,
+) -> Result<Option<serde_json::Value>, EvalError> {
+    let mut path = attr_path(plan_attr);
+    path.pop();
+    path.push(name.to_string());
+    let what = format!("{flake}#{}", path.join("."));
+    let expr = format!("{} or null", flake_attr(flake, &path));
+    let output = locking_if_needed(flake, &what, || {
+        run_nix(
+            nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
+            &what,
+        )
+    })?;
+    if !output.status.success() {
+        let message = String::from_utf8_lossy(&output.stderr);
+        return Err(EvalError {
+            what,
+            message: match local_flake_dir(flake) {
+                Some(dir) => located::in_project(&message, &dir),
+                None => message.into_owned(),
+            },
+        });
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| EvalError {
+            what,
+            message: format!("not JSON: {e}"),
+        })?;
+    Ok(Some(value).filter(|v| !v.is_null()))
 }
 
 /// Makes sure a build output exists in the store, building its derivation if needed.

@@ -221,6 +221,10 @@ let
     else if !isAttrs consumers || nodes.isNode consumers then throw "nivis: toIR: consumers must be an attrset id -> value"
     else if duplicates != [ ] then
       throw "nivis: toIR: duplicate resource id ${head duplicates} (ids must be unique across resources and data)"
+    # `nivis why` asks (ledger.positions = true, in an evaluation of its own) where each
+    # node and config attribute was written, instead of the IR.
+    else if isAttrs ledger && (ledger.positions or false) == true then
+      { positions = listToAttrs (map (n: { name = n.id; value = nodes.positions n; }) allNodes); }
     else seq varsChecked ir;
 in
 {

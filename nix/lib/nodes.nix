@@ -177,6 +177,31 @@ let
     else if !(args ? from && args ? to) then throw "nivis: lib.moved needs both from and to"
     else { _type = "nivis:moved"; from = end "from"; to = end "to"; };
 
+  # Where a node was written, for `nivis why`: the position of its definition (its `type`
+  # attribute) and of every attribute of its config, nested plain attrsets included, keyed
+  # by rendered path ({ file; line; column; } each; attributes Nix has no position for are
+  # left out). Only evaluated when the ledger asks for positions (see toIR).
+  positions = n:
+    let
+      pos = set: k:
+        let p = builtins.unsafeGetAttrPos k set; in
+        if p == null then null else { inherit (p) file line column; };
+      firstOf = ks:
+        let found = filter (p: p != null) (map (pos n._args) ks); in
+        if found == [ ] then null else head found;
+      plain = v: isAttrs v && !(v ? _type) && (v.type or null) != "derivation" && !(v ? outPath)
+        && !(v ? __build) && !(v ? __toString);
+      attrs = prefix: set: builtins.concatMap (k:
+        let here = prefix ++ [ k ]; v = set.${k}; in
+        [ { name = names.renderPath here; value = pos set k; } ]
+        ++ (if plain v then attrs here v else [ ])) (attrNames set);
+      config = n._args.config or { };
+    in
+    {
+      definition = firstOf [ "type" "provider" "name" ];
+      attributes = listToAttrs (filter (a: a.value != null) (if isAttrs config then attrs [ ] config else [ ]));
+    };
+
   # A build output as a __build leaf: the executor realises it before apply.
   drv = d:
     let
@@ -194,5 +219,6 @@ let
     else throw "nivis: lib.drv expects a derivation or an absolute store path, got ${names.describe d}";
 in
 {
-  inherit isNode isProvider isMoved moved mkProvider mkResource mkData count forEach byKey drv;
+  inherit isNode isProvider isMoved moved mkProvider mkResource mkData count forEach byKey drv
+    positions;
 }

@@ -23,6 +23,26 @@
       # clone), name the project instead; every project needs its own name:
       # nivis.project = "hello-nivis";
 
+      # `nix flake check` evaluates the plan offline (no provider, no credentials) and checks
+      # its IR: against the outputs in nivis-ledger.json once you record them
+      # (`nivis output --json > nivis-ledger.json`), and against the IR snapshot in
+      # nivis-ir.json once you pin one (the book's "Reviewing changes" chapter says how).
+      checks = builtins.listToAttrs (
+        map
+          (system: {
+            name = system;
+            value = lib.checks {
+              plan = self.nivis.plan;
+              ledger = if builtins.pathExists ./nivis-ledger.json then ./nivis-ledger.json else { };
+              golden = if builtins.pathExists ./nivis-ir.json then ./nivis-ir.json else null;
+            };
+          })
+          [
+            "x86_64-linux"
+            "aarch64-linux"
+          ]
+      );
+
       # `nivis plan` and `nivis apply` evaluate this function of the outputs ledger (what the
       # providers have produced so far), phase after phase.
       nivis.plan =

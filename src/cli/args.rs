@@ -15,8 +15,10 @@ use super::complete::state_ids;
 use super::parse_duration;
 
 mod inspect;
+mod review;
 mod state;
 pub use self::inspect::{ConsoleArgs, GraphArgs, PolicyCommand, PolicyTestArgs, VersionArgs};
+pub use self::review::{DiffArgs, TestArgs, WhyArgs};
 pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
@@ -142,6 +144,24 @@ pub enum Command {
         after_help = "Examples:\n  nivis console                     then: outputs, plan.resources, lib, :q\n  echo 'builtins.attrNames outputs' | nivis console"
     )]
     Console(ConsoleArgs),
+    /// Compare the plan of two git revisions (default: HEAD and the work tree), both evaluated
+    /// against the outputs recorded in the state; no provider is started.
+    #[command(
+        after_help = "Examples:\n  nivis diff                        HEAD against the work tree\n  nivis diff main HEAD --json       what a branch changes, for a bot\n  nivis diff HEAD~1 HEAD --detailed-exitcode\n\nIt compares what Nix produces. What the providers would plan (replacements, computed\nvalues) and drift of the real objects are not known without them: run `nivis plan`."
+    )]
+    Diff(DiffArgs),
+    /// Where a resource or attribute comes from: its Nix file and line, the outputs it was
+    /// computed from, and what reads it; no provider is started.
+    #[command(
+        after_help = "Examples:\n  nivis why alpha.alpha_token.C.label\n  nivis why beta.beta_record.B --json"
+    )]
+    Why(WhyArgs),
+    /// Apply the plan against a throwaway state with local provider binaries (the fakes), to
+    /// its fixpoint, and check the phases and outputs against expectations.
+    #[command(
+        after_help = "Example:\n  nivis test --expect tests/round-trip.json\n\nIt starts the plan's providers for real: it refuses providers from a registry, and\ndestroys what it created when done."
+    )]
+    Test(TestArgs),
 }
 
 /// Where the plan comes from.

@@ -143,4 +143,11 @@ impl Engine<'_> {
         let holder = self.open_state(false)?;
         self.evaluate(holder.state(), 0)
     }
+
+    /// Evaluates the plan once with the ledger built from `state` (read by the caller, so
+    /// several plans can be evaluated against the very same outputs: `nivis diff`).
+    pub fn declarations_from(&mut self, state: &StateFile) -> Result<Ir, EngineError> {
+        crate::secrets::remember_state(state);
+        self.evaluate(state, 0)
+    }
 }

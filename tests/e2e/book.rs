@@ -1,5 +1,6 @@
 //! The book's chapters that users type along with are run, command for command: every ```sh
-//! block of docs/book/src/getting-started.md, tutorial-null.md, modules-and-policies.md and
+//! block of docs/book/src/getting-started.md, tutorial-null.md, modules-and-policies.md,
+//! reviewing-changes.md and
 //! remote-state.md, in order, in one bash, offline.
 //!
 //! The only change to the text: the public flake reference `github:wearetechnative/nivis`
@@ -207,6 +208,23 @@ fn the_modules_and_policies_chapter_runs_as_written() {
         "apply refused: exit 1",
         "Applied 3 resource(s) across 1 phase(s)",
         "Destroyed 4 resource(s)",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn the_reviewing_chapter_runs_as_written() {
+    let out = run_chapter("reviewing-changes.md");
+    for want in [
+        "~ null.null_resource.first changed\n    config.triggers.greeting: \"hello\" -> \"hi\"",
+        "? null.null_resource.second (after null.null_resource.first)",
+        "No provider was started.",
+        "No differences",
+        "null.null_resource.first.id = \"",
+        "(computed by Nix at triggers.after) defined at ./flake.nix:",
+        "differs from the snapshot nivis-ir.json at: null.null_resource.first",
+        "Destroyed 2 resource(s)",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }

@@ -25,6 +25,7 @@ mod real_null;
 mod remote;
 mod remote_encrypt;
 mod remote_secrets;
+mod review;
 mod sandbox;
 mod saved_plans;
 mod secrets;

@@ -23,6 +23,14 @@ let
   secretDecls = { token = { type = "string"; sensitive = true; }; count = { type = "number"; sensitive = true; }; };
 in
 {
+  checksGoldenDiffers = {
+    expr = (lib.checks { plan = ledger: plan [ A ]; golden = builtins.toFile "ir.json" "{}"; }).nivis-plan-golden.drvPath;
+    expect = "the plan's IR differs from the snapshot";
+  };
+  checksUndeclaredEdge = {
+    expr = (lib.checks { plan = _: { schemaVersion = 1; providers = { }; resources = [ ]; edges = [ { from = "x.y.z"; to = "x.y.w"; via = "a"; } ]; }; }).nivis-plan.drvPath;
+    expect = "an edge of x.y.w reads x.y.z, which the plan does not declare";
+  };
   providerKindUnknown = {
     expr = mkProvider { source = "x"; kind = "terraform"; };
     expect = "mkProvider x: 'kind' must be \"tfplugin\" (the default) or \"nixops4\", got the string \"terraform\"";

@@ -397,4 +397,22 @@ in
       { rule = "p"; level = "advisory"; address = "a"; message = "no deletes"; }
       { rule = "f"; level = "mandatory"; address = null; message = "the rule f does not hold"; }
     ]; }; }
+  { name = "positions: asked by the ledger, toIR gives each node's and config attribute's line instead of the IR";
+    expr = let
+      P = mkResource {
+        provider = "alpha";
+        type = "alpha_token";
+        name = "P";
+        config.tags.env = "x";
+      };
+      pos = (toIR { inherit providers; resources = [ P ]; ledger = { positions = true; }; }).positions."alpha.alpha_token.P";
+      line = p: p.line - (builtins.unsafeGetAttrPos "provider" P._args).line;
+    in { definition = line pos.definition; tags = line pos.attributes.tags; env = line pos.attributes."tags.env"; keys = builtins.attrNames pos; };
+    expected = { definition = 1; tags = 3; env = 3; keys = [ "attributes" "definition" ]; }; }
+  { name = "lib.checks: a well-formed plan gives a check per file, each carrying the IR it evaluated";
+    expr = let
+      plan = ledger: toIR { inherit providers ledger; resources = [ A (mkResource { provider = "alpha"; type = "alpha_token"; name = "D"; config.label = str [ "v-" (A.refAttr "value") ]; }) ]; };
+      checks = lib.checks { inherit plan; ledger = { resources = ledgerA.outputs; }; golden = builtins.toFile "ir.json" (builtins.toJSON (plan ledgerA)); };
+    in { names = builtins.attrNames checks; label = (builtins.elemAt checks.nivis-plan.ir.resources 1).config.label; type = checks.nivis-plan-golden.type; builder = checks.nivis-plan.builder; };
+    expected = { names = [ "nivis-plan" "nivis-plan-golden" ]; label = "v-alpha::0"; type = "derivation"; builder = "builtin:buildenv"; }; }
 ]
