@@ -9,6 +9,8 @@
 //! `state`'s read API.
 
 mod args;
+mod audit;
+mod audit_log;
 mod backend;
 mod complete;
 mod console;
@@ -102,7 +104,14 @@ pub fn run(cli: Cli) -> i32 {
     init_logging(cli.verbose);
     install_interrupt_handler();
     let style = Style::detect(cli.no_color);
-    match cli.command {
+    let status = dispatch(cli.command, style);
+    // A mutating verb's record goes to the state's audit log with its outcome.
+    audit::finish(status);
+    status
+}
+
+fn dispatch(command: Command, style: Style) -> i32 {
+    match command {
         Command::Plan(args) => run::run_engine(&args.spec(), style, run::Verb::Plan),
         Command::Apply(args) => run::run_engine(&args.spec(), style, run::Verb::Apply),
         Command::Destroy(args) => run::run_engine(&args.spec(), style, run::Verb::Destroy),
@@ -127,6 +136,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Version(args) => version::run(&args),
         Command::Graph(args) => graph::run(&args),
         Command::Console(args) => console::run(&args),
+        Command::Log(args) => audit_log::run(&args),
     }
 }
 

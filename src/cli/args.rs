@@ -16,7 +16,7 @@ use super::parse_duration;
 
 mod inspect;
 mod state;
-pub use self::inspect::{ConsoleArgs, GraphArgs, VersionArgs};
+pub use self::inspect::{ConsoleArgs, GraphArgs, LogArgs, VersionArgs};
 pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
@@ -139,6 +139,12 @@ pub enum Command {
         after_help = "Examples:\n  nivis console                     then: outputs, plan.resources, lib, :q\n  echo 'builtins.attrNames outputs' | nivis console"
     )]
     Console(ConsoleArgs),
+    /// The audit trail kept with the state: who ran which mutating command, when, and what
+    /// it changed; `--verify` checks the records' hash chain.
+    #[command(
+        after_help = "Examples:\n  nivis log\n  nivis log --address null.null_resource.first --since 2d --user alice\n  nivis log --json\n  nivis log --verify                exit 1 naming the first deleted, edited or reordered record"
+    )]
+    Log(LogArgs),
 }
 
 /// Where the plan comes from.

@@ -217,6 +217,7 @@ pub fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Duration>) -
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    super::audit::begin(&backend, "nivis state push");
     let store = match backend.open(LockHolder::current("nivis state push"), wait) {
         Ok(s) => s,
         Err(e) => return fail(&e),
@@ -285,6 +286,7 @@ pub fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    super::audit::begin(&backend, "nivis state migrate");
     let local = backend.local_path().to_path_buf();
     if !local.exists() {
         return fail(&format!(
@@ -344,6 +346,11 @@ pub fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Duration>) 
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    let command = match conversion {
+        Conversion::Encrypt => "nivis state migrate --encrypt",
+        Conversion::Decrypt => "nivis state migrate --decrypt",
+    };
+    super::audit::begin(&backend, command);
     let holder = LockHolder::current("nivis state migrate");
     let (resources, deleted) = match backend.convert(holder, wait, conversion) {
         Ok(done) => done,
@@ -374,6 +381,7 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    super::audit::begin(&backend, "nivis force-unlock");
     let terminal = std::io::stdin().is_terminal();
     let ask = !args.force && terminal;
     // Without a terminal nobody can be asked: a holder on another host, whose end (and any

@@ -131,6 +131,12 @@ fn drive(
     sink: &mut dyn Sink,
 ) -> Result<Option<Report>, Failure> {
     let mut opts = options(spec, verb.name()).map_err(Failure::Setup)?;
+    // Plans change nothing (`plan --refresh-only` and `--destroy` are plans too).
+    if verb.asks() {
+        super::audit::begin(&opts.backend, &format!("nivis {}", verb.name()));
+    }
+    let mut recorder = super::audit::Recorder { inner: sink };
+    let sink: &mut dyn Sink = &mut recorder;
     opts.save = spec.out.is_some();
     let mut saved_destroy = false;
     if let Some(file) = spec.plan_file {

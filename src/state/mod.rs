@@ -133,6 +133,7 @@
 //! the lock when its holder exits, however it exits; see [`Store::force_unlock`] for the
 //! network-filesystem case. [`Store::read_only`] takes no lock and writes nothing.
 
+pub mod audit;
 mod backend;
 pub mod backup;
 #[cfg(test)]
@@ -155,6 +156,7 @@ pub use file::{
     parse_snapshot, StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH,
     JOURNAL_RESERVE_BYTES,
 };
+pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
 pub use holder::{ForceUnlock, KeptFor, Liveness, LockHolder};
 pub use memory::{MemoryStore, Mirror};
 pub use model::{

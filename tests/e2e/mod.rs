@@ -1,5 +1,6 @@
 //! End-to-end tests through the CLI: real Nix, real provider processes, real state files.
 
+mod audit;
 mod backups;
 mod book;
 mod cli;

@@ -48,6 +48,7 @@
 //! them, `store` the [`S3Store`] itself (lock, fencing, rescue), `config` the backend
 //! configuration (and where the rescue file lives).
 
+pub mod audit;
 mod client;
 pub(crate) mod config;
 mod crypt;
