@@ -50,6 +50,7 @@ pub mod rundir;
 pub mod savedplan;
 pub mod sched;
 pub mod schema;
+pub mod secret_sources;
 pub mod secrets;
 pub mod state;
 pub mod value;

@@ -26,6 +26,7 @@ mod remote_encrypt;
 mod remote_secrets;
 mod sandbox;
 mod saved_plans;
+mod secret_sources;
 mod secrets;
 mod secrets_property;
 mod state_files;
