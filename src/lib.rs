@@ -22,7 +22,8 @@
 //! copies into the store, [`rundir`] is the run's private directory (ledger, channel of
 //! secrets), [`privfile`] is the one rule every file that holds or drives secrets must pass
 //! (ours, not writable by others, in directories nobody else can change, never through a link),
-//! [`secrets`] redacts every known secret from what is printed.
+//! [`secrets`] redacts every known secret from what is printed, [`secret_sources`] reads
+//! variables from secret stores (sops, age, a command) straight into memory.
 //!
 //! Providers given by registry address are found, verified and cached by [`registry`].
 //!

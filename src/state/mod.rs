@@ -35,6 +35,7 @@
 //! | `P.lock`      | the lock; while held, a [`LockHolder`] record as JSON               |
 //! | `P.tmp`       | exists only during compaction                                       |
 //! | `P.backup`    | the snapshot before the last run that replaced it (`backup.rs`)      |
+//! | `P.audit`     | the audit log: one hash-chained record per mutating run (`audit.rs`) |
 //! | `P.rescue`    | exists only after a run could not write its journal (see below; its  |
 //! |               | format, shared with the S3 store, is described in `rescue.rs`)       |
 //!
