@@ -256,6 +256,10 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
             secret_sources_of(&source)?,
         ),
     };
+    // The commands that change things (a plan of any kind changes nothing) are audited.
+    if matches!(verb, "apply" | "destroy" | "refresh" | "import") {
+        audit::begin(&backend, &format!("nivis {verb}"));
+    }
     // Before any evaluation or provider call.
     let secret_vars = vars::add_secret_sources(&mut vars, sources.as_ref(), &source.base_dir())?;
     Ok(Options {

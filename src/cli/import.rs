@@ -32,7 +32,6 @@ fn import(args: &ImportArgs, style: Style, sink: &mut dyn Sink) -> i32 {
     let result = options(&args.spec(), "import").map_err(|e| (e, Vec::new()));
     let mut recorder = super::audit::Recorder { inner: sink };
     let result = result.and_then(|opts| {
-        super::audit::begin(&opts.backend, "nivis import");
         Engine::new(opts, &mut recorder)
             .import(&args.address, &args.id)
             .map_err(|e| match e {

@@ -75,7 +75,9 @@ fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>)
     let started = Instant::now();
     let calls_before = crate::plugin::call_times();
     let cpu_before = own_cpu_time();
-    let result = drive(spec, style, verb, &mut *tally);
+    // What the run does is noted for its audit record.
+    let mut recorder = super::audit::Recorder { inner: &mut *tally };
+    let result = drive(spec, style, verb, &mut recorder);
     match result {
         Ok(report) => {
             if let Some(r) = &report {
@@ -131,12 +133,6 @@ fn drive(
     sink: &mut dyn Sink,
 ) -> Result<Option<Report>, Failure> {
     let mut opts = options(spec, verb.name()).map_err(Failure::Setup)?;
-    // Plans change nothing (`plan --refresh-only` and `--destroy` are plans too).
-    if verb.asks() {
-        super::audit::begin(&opts.backend, &format!("nivis {}", verb.name()));
-    }
-    let mut recorder = super::audit::Recorder { inner: sink };
-    let sink: &mut dyn Sink = &mut recorder;
     opts.save = spec.out.is_some();
     let mut saved_destroy = false;
     if let Some(file) = spec.plan_file {

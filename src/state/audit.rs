@@ -12,7 +12,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -250,6 +250,14 @@ fn open_local(path: &Path, create: bool) -> Result<std::fs::File, crate::privfil
 
 fn append_local(path: &Path, entry: Entry) -> Result<Record, String> {
     let fail = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // A run that failed before opening the state may come first: private, as the state's.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| fail("create the directory of", e))?;
+    }
     let mut file = open_local(path, true).map_err(|e| e.message(path))?;
     // Two runs ending at once each chain onto the other's record, never onto the same one.
     fs2::FileExt::lock_exclusive(&file).map_err(|e| fail("lock", e))?;
@@ -340,7 +348,7 @@ mod tests {
         let mut deleted = chain(4);
         deleted.remove(1);
         let e = verify(&deleted).unwrap();
-        assert!(e.contains("record 2 is missing (deleted)"), "{e}");
+        assert!(e.contains("record 2 is missing (deleted or moved)"), "{e}");
         let mut edited = chain(4);
         edited[2].bytes = String::from_utf8(edited[2].bytes.clone())
             .unwrap()
