@@ -81,6 +81,7 @@ fn one_line_error(s: &Sandbox, variable: &str, source: &str) -> String {
     for needle in [format!("variable {variable}:"), source.to_string()] {
         assert!(err.contains(&needle), "{needle:?} missing from: {err}");
     }
+    println!("{err}");
     err
 }
 
