@@ -191,6 +191,11 @@ fn a_local_state_keeps_its_log_beside_it_private_and_chained() {
     );
     assert!(!s.nivis(&["apply", "--auto-approve"]).status.success());
     s.set_env("NIVIS_FAKE_FAIL_ON", None);
+    // The state verbs are recorded too; plans and reads are not.
+    ok(&s.nivis(&["state", "mv", "alpha.alpha_token.A", "alpha.alpha_token.A2"]));
+    ok(&s.nivis(&["force-unlock", "no-such-lock"]));
+    ok(&s.nivis(&["plan"]));
+    ok(&s.nivis(&["state", "list"]));
     ok(&s.nivis(&["destroy", "--auto-approve"]));
 
     let all = records(&s, &[]);
@@ -208,10 +213,17 @@ fn a_local_state_keeps_its_log_beside_it_private_and_chained() {
         [
             ("nivis apply".to_string(), "ok".to_string()),
             ("nivis apply".into(), "failed".into()),
+            ("nivis state mv".into(), "ok".into()),
+            ("nivis force-unlock".into(), "ok".into()),
             ("nivis destroy".into(), "ok".into()),
         ]
     );
-    assert_eq!(all[2]["changes"][0]["action"], "delete");
+    assert_eq!(
+        all[2]["changes"],
+        serde_json::json!([{"address": "alpha.alpha_token.A2", "action": "move from alpha.alpha_token.A"}])
+    );
+    assert_eq!(all[4]["changes"][0]["action"], "delete");
+    assert_eq!(all[4]["changes"][0]["address"], "alpha.alpha_token.A2");
 
     // The log lies beside the state, 0600.
     let mut files = Vec::new();
