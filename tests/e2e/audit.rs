@@ -196,6 +196,11 @@ fn a_local_state_keeps_its_log_beside_it_private_and_chained() {
     ok(&s.nivis(&["force-unlock", "no-such-lock"]));
     ok(&s.nivis(&["plan"]));
     ok(&s.nivis(&["state", "list"]));
+    // A saved plan applied is named by its sha256.
+    let saved = s.path("reviewed.plan");
+    ok(&s.nivis(&["plan", "--out", saved.to_str().unwrap()]));
+    ok(&s.nivis(&["apply", saved.to_str().unwrap()]));
+    let saved_sha256 = nivis::savedplan::sha256(&std::fs::read(&saved).unwrap());
     ok(&s.nivis(&["destroy", "--auto-approve"]));
 
     let all = records(&s, &[]);
@@ -215,6 +220,7 @@ fn a_local_state_keeps_its_log_beside_it_private_and_chained() {
             ("nivis apply".into(), "failed".into()),
             ("nivis state mv".into(), "ok".into()),
             ("nivis force-unlock".into(), "ok".into()),
+            ("nivis apply".into(), "ok".into()),
             ("nivis destroy".into(), "ok".into()),
         ]
     );
@@ -222,8 +228,37 @@ fn a_local_state_keeps_its_log_beside_it_private_and_chained() {
         all[2]["changes"],
         serde_json::json!([{"address": "alpha.alpha_token.A2", "action": "move from alpha.alpha_token.A"}])
     );
-    assert_eq!(all[4]["changes"][0]["action"], "delete");
-    assert_eq!(all[4]["changes"][0]["address"], "alpha.alpha_token.A2");
+    assert_eq!(all[4]["savedPlanSha256"], Json::String(saved_sha256));
+    // The plan declares A (not A2) and B, which failed before: the saved plan creates both and
+    // deletes A2.
+    let actions = |i: usize| -> Vec<String> {
+        let mut rows: Vec<String> = all[i]["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["action"].as_str().unwrap(),
+                    c["address"].as_str().unwrap()
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(
+        actions(4),
+        [
+            "create alpha.alpha_token.A",
+            "create alpha.alpha_token.B",
+            "delete alpha.alpha_token.A2"
+        ]
+    );
+    assert_eq!(
+        actions(5),
+        ["delete alpha.alpha_token.A", "delete alpha.alpha_token.B"]
+    );
 
     // The log lies beside the state, 0600.
     let mut files = Vec::new();
