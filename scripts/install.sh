@@ -16,6 +16,7 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v groff >/dev/null 2>&1 || need+=(groff-base)   # the man page test renders them
 command -v dot >/dev/null 2>&1 || need+=(graphviz)       # the `nivis graph` test renders its DOT
+command -v age >/dev/null 2>&1 || need+=(age)            # the secret-store input tests encrypt with it
 
 if [ "${#need[@]}" -gt 0 ]; then
   echo "install.sh: installing ${need[*]}" >&2

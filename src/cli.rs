@@ -9,6 +9,8 @@
 //! `state`'s read API.
 
 mod args;
+mod audit;
+mod audit_log;
 mod backend;
 mod complete;
 mod console;
@@ -104,7 +106,14 @@ pub fn run(cli: Cli) -> i32 {
     init_logging(cli.verbose);
     install_interrupt_handler();
     let style = Style::detect(cli.no_color);
-    match cli.command {
+    let status = dispatch(cli.command, style);
+    // A mutating verb's record goes to the state's audit log with its outcome.
+    audit::finish(status);
+    status
+}
+
+fn dispatch(command: Command, style: Style) -> i32 {
+    match command {
         Command::Plan(args) => run::run_engine(&args.spec(), style, run::Verb::Plan),
         Command::Apply(args) => run::run_engine(&args.spec(), style, run::Verb::Apply),
         Command::Destroy(args) => run::run_engine(&args.spec(), style, run::Verb::Destroy),
@@ -133,6 +142,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Diff(args) => review::diff(&args),
         Command::Why(args) => review::why(&args),
         Command::Test(args) => review::test(&args),
+        Command::Log(args) => audit_log::run(&args),
     }
 }
 
@@ -232,9 +242,10 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         let _ = writeln!(std::io::stderr(), "Note: {}", render::escape_text(note));
     }
     crate::project::warn_if_copy_is_large(&source);
-    let backend = match spec.state {
+    let mut vars = vars;
+    let (backend, sources) = match spec.state {
         Some(state) => {
-            let (backend, placement) = backend::resolve_project(state, &source)?;
+            let (backend, placement, sources) = backend::resolve_project(state, &source)?;
             let local = matches!(backend, Backend::Local { .. }) && backend.env() == DEFAULT_ENV;
             let relative = placement.as_ref().and_then(|p| p.unclaimed_relative());
             if let Some(refusal) = relative.filter(|_| local && matches!(verb, "plan" | "apply")) {
@@ -243,11 +254,20 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
             if verb == "apply" && matches!(backend, Backend::Local { .. }) {
                 hint_path_keyed(placement.as_ref().map(|p| &p.identity), &source);
             }
-            backend
+            (backend, sources)
         }
         // A verb that reads no state (validate): a local backend that is never opened.
-        None => Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"))?,
+        None => (
+            Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"))?,
+            secret_sources_of(&source)?,
+        ),
     };
+    // The commands that change things (a plan of any kind changes nothing) are audited.
+    if matches!(verb, "apply" | "destroy" | "refresh" | "import") {
+        audit::begin(&backend, &format!("nivis {verb}"));
+    }
+    // Before any evaluation or provider call.
+    let secret_vars = vars::add_secret_sources(&mut vars, sources.as_ref(), &source.base_dir())?;
     Ok(Options {
         source,
         backend,
@@ -267,6 +287,7 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
             .iter()
             .filter_map(|v| v.split_once('=').map(|(name, _)| name.to_string()))
             .collect(),
+        secret_vars,
         lock_timeout: spec.lock_timeout,
         command: format!("nivis {verb}"),
         install: spec.install.options()?,
@@ -275,6 +296,21 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
             reason: spec.override_reason.map(str::to_string),
         },
     })
+}
+
+/// The flake's `secretSources`, for a verb that reads no state (the others read them with
+/// the backend, in one evaluation).
+fn secret_sources_of(source: &PlanSource) -> Result<Option<serde_json::Value>, String> {
+    match source {
+        PlanSource::Flake { flake, attr }
+            if !Path::new(flake).is_dir() || Path::new(flake).join("flake.nix").exists() =>
+        {
+            crate::nixeval::project_settings(flake, attr)
+                .map(|s| s.secret_sources)
+                .map_err(|e| e.to_string())
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Says, on `apply` with a local state, that a local project's state is keyed by its path (it

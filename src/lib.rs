@@ -22,7 +22,8 @@
 //! copies into the store, [`rundir`] is the run's private directory (ledger, channel of
 //! secrets), [`privfile`] is the one rule every file that holds or drives secrets must pass
 //! (ours, not writable by others, in directories nobody else can change, never through a link),
-//! [`secrets`] redacts every known secret from what is printed.
+//! [`secrets`] redacts every known secret from what is printed, [`secret_sources`] reads
+//! variables from secret stores (sops, age, a command) straight into memory.
 //!
 //! Policy as code: [`policy`] runs the rules a project lists beside its plan on the IR and on
 //! each phase's planned changes (the engine checks them before a phase changes anything).
@@ -57,6 +58,7 @@ pub mod review;
 pub mod rundir;
 pub mod sched;
 pub mod schema;
+pub mod secret_sources;
 pub mod secrets;
 pub mod state;
 pub mod value;

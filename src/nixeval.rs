@@ -401,12 +401,13 @@ fn attr_path(attr: &str) -> Vec<String> {
 }
 
 /// What a flake declares beside its plan: for plan attribute `a.b.plan`, `a.b.backend` (the
-/// state backend) and `a.b.project` (the project's name), `nivis.backend` and `nivis.project`
-/// by default.
+/// state backend), `a.b.project` (the project's name) and `a.b.secretSources` (variables read
+/// from secret stores, `secret_sources`), `nivis.backend` ... by default.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProjectSettings {
     pub backend: Option<serde_json::Value>,
     pub project: Option<serde_json::Value>,
+    pub secret_sources: Option<serde_json::Value>,
 }
 
 /// Reads the [`ProjectSettings`] of `flake` in one evaluation (each costs a Nix start and the
@@ -432,14 +433,15 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
         format!("{name} = flake{select} or null;")
     };
     let expr = format!(
-        "let flake = builtins.getFlake {}; in {{ {} {} }}",
+        "let flake = builtins.getFlake {}; in {{ {} {} {} }}",
         nix_string(&flake_ref_for_nix(flake)),
         select("backend"),
-        select("project")
+        select("project"),
+        select("secretSources")
     );
     // The plan is what the user asked for: name it, and the settings beside it.
     let what = format!(
-        "the plan {flake}#{plan_attr} (reading its settings {}.{{backend,project}})",
+        "the plan {flake}#{plan_attr} (reading its settings {}.{{backend,project,secretSources}})",
         path.join(".")
     );
     let output = locking_if_needed(flake, &what, || {
@@ -467,6 +469,7 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
     Ok(ProjectSettings {
         backend: take("backend"),
         project: take("project"),
+        secret_sources: take("secretSources"),
     })
 }
 

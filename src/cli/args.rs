@@ -17,7 +17,9 @@ use super::parse_duration;
 mod inspect;
 mod review;
 mod state;
-pub use self::inspect::{ConsoleArgs, GraphArgs, PolicyCommand, PolicyTestArgs, VersionArgs};
+pub use self::inspect::{
+    ConsoleArgs, GraphArgs, LogArgs, PolicyCommand, PolicyTestArgs, VersionArgs,
+};
 pub use self::review::{DiffArgs, TestArgs, WhyArgs};
 pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
@@ -162,6 +164,12 @@ pub enum Command {
         after_help = "Example:\n  nivis test --expect tests/round-trip.json\n\nIt starts the plan's providers for real: it refuses providers from a registry, and\ndestroys what it created when done."
     )]
     Test(TestArgs),
+    /// The audit trail kept with the state: who ran which mutating command, when, and what
+    /// it changed; `--verify` checks the records' hash chain.
+    #[command(
+        after_help = "Examples:\n  nivis log\n  nivis log --address null.null_resource.first --since 2d --user alice\n  nivis log --json\n  nivis log --verify                exit 1 naming the first deleted, edited or reordered record"
+    )]
+    Log(LogArgs),
 }
 
 /// Where the plan comes from.

@@ -29,7 +29,7 @@ use crate::state::{
 /// attribute's sibling `backend`; a plain Nix file or a directory without `flake.nix` has
 /// none), then `--backend-config` overrides, for `--env`.
 pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
-    resolve_project(args, source).map(|(backend, _)| backend)
+    resolve_project(args, source).map(|(backend, _, _)| backend)
 }
 
 /// [`resolve`], and the project's identity when its default state is used (not `--state`).
@@ -38,10 +38,11 @@ pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String>
 /// the path-keyed place before anything evaluates the flake; the flake's settings (backend and
 /// `nivis.project`) are read in one evaluation; then the project's states under earlier keys
 /// move to its identity's place.
+/// The flake's `secretSources` come along: they are read in the same evaluation.
 pub fn resolve_project(
     args: &StateArgs,
     source: &PlanSource,
-) -> Result<(Backend, Option<Placement>), String> {
+) -> Result<(Backend, Option<Placement>, Option<Json>), String> {
     let location = state_path(args, source)?;
     let settings = match source {
         PlanSource::Flake { flake, attr } => {
@@ -70,7 +71,7 @@ pub fn resolve_project(
         &local,
     )
     .map_err(|e| format!("state backend: {e}"))?;
-    Ok((backend, placement))
+    Ok((backend, placement, settings.secret_sources))
 }
 
 /// The local state path of the default environment: `--state` (refused inside a tree Nix
@@ -122,7 +123,7 @@ pub fn read_project(
     source: &SourceArgs,
     state: &StateArgs,
 ) -> Result<(Backend, Option<Identity>, StateFile), String> {
-    let (backend, placement) = resolve_project(state, &plan_source(source)?)?;
+    let (backend, placement, _) = resolve_project(state, &plan_source(source)?)?;
     let read = backend.read_only().map_err(|e| e.to_string())?;
     crate::secrets::remember_state(&read);
     Ok((backend, placement.map(|p| p.identity), read))
@@ -217,6 +218,7 @@ pub fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Duration>) -
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    super::audit::begin(&backend, "nivis state push");
     let store = match backend.open(LockHolder::current("nivis state push"), wait) {
         Ok(s) => s,
         Err(e) => return fail(&e),
@@ -285,6 +287,7 @@ pub fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    super::audit::begin(&backend, "nivis state migrate");
     let local = backend.local_path().to_path_buf();
     if !local.exists() {
         return fail(&format!(
@@ -344,6 +347,11 @@ pub fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Duration>) 
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    let command = match conversion {
+        Conversion::Encrypt => "nivis state migrate --encrypt",
+        Conversion::Decrypt => "nivis state migrate --decrypt",
+    };
+    super::audit::begin(&backend, command);
     let holder = LockHolder::current("nivis state migrate");
     let (resources, deleted) = match backend.convert(holder, wait, conversion) {
         Ok(done) => done,
@@ -374,6 +382,7 @@ pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    super::audit::begin(&backend, "nivis force-unlock");
     let terminal = std::io::stdin().is_terminal();
     let ask = !args.force && terminal;
     // Without a terminal nobody can be asked: a holder on another host, whose end (and any

@@ -30,8 +30,9 @@ pub fn run(args: &ImportArgs, style: Style) -> i32 {
 fn import(args: &ImportArgs, style: Style, sink: &mut dyn Sink) -> i32 {
     let json = args.output.json;
     let result = options(&args.spec(), "import").map_err(|e| (e, Vec::new()));
+    let mut recorder = super::audit::Recorder { inner: sink };
     let result = result.and_then(|opts| {
-        Engine::new(opts, &mut *sink)
+        Engine::new(opts, &mut recorder)
             .import(&args.address, &args.id)
             .map_err(|e| match e {
                 EngineError::Diagnostics(d) => (format!("{} error(s)", d.errors().count()), d.0),

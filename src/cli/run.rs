@@ -75,7 +75,9 @@ fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>)
     let started = Instant::now();
     let calls_before = crate::plugin::call_times();
     let cpu_before = own_cpu_time();
-    let result = drive(spec, style, verb, &mut *tally);
+    // What the run does is noted for its audit record.
+    let mut recorder = super::audit::Recorder { inner: &mut *tally };
+    let result = drive(spec, style, verb, &mut recorder);
     match result {
         Ok(report) => {
             if let Some(r) = &report {

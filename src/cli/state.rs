@@ -136,6 +136,7 @@ fn open_locked(
     wait: Option<Duration>,
 ) -> Result<Box<dyn LockedStore>, String> {
     backend::of(&target.source, &target.state).and_then(|b| {
+        super::audit::begin(&b, command);
         b.open(LockHolder::current(command), wait)
             .map_err(|e| e.to_string())
     })
@@ -175,6 +176,7 @@ fn rename(from: &str, to: &str, target: &StateTarget, wait: Option<Duration>) ->
     if let Err(e) = store.commit(&changes) {
         return fail(&e);
     }
+    super::audit::change(to, &format!("move from {from}"));
     if let Err(e) = store.close() {
         return fail(&e);
     }
@@ -200,6 +202,9 @@ fn remove(ids: &[String], target: &StateTarget, wait: Option<Duration>) -> i32 {
     let changes: Vec<Change> = ids.iter().map(|id| Change::Remove(id.clone())).collect();
     if let Err(e) = store.commit(&changes) {
         return fail(&e);
+    }
+    for id in ids {
+        super::audit::change(id, "forget");
     }
     if let Err(e) = store.close() {
         return fail(&e);

@@ -42,6 +42,27 @@ impl VarValues {
     }
 }
 
+/// Adds the values of the variables the flake's `secretSources` declare and nothing else
+/// gives (a `--var`, `--var-file` or `NIVIS_VAR_x` wins, so CI can override a source without
+/// running it), read now (`secret_sources`: each is masked from the moment it is read); returns
+/// the names of those read.
+pub fn add_secret_sources(
+    vars: &mut VarValues,
+    sources: Option<&Json>,
+    base: &Path,
+) -> Result<Vec<String>, String> {
+    let Some(sources) = sources else {
+        return Ok(Vec::new());
+    };
+    let mut declared = crate::secret_sources::parse(sources, base)?;
+    declared.retain(|name, _| !vars.values.contains_key(name));
+    let values = crate::secret_sources::resolve(&declared)?;
+    for (name, value) in &values {
+        vars.set_json(name, Json::String(value.clone()));
+    }
+    Ok(values.into_keys().collect())
+}
+
 /// Largest `--var-file` read.
 const VAR_FILE_LIMIT: u64 = 64 << 20;
 

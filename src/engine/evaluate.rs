@@ -112,6 +112,23 @@ impl Engine<'_> {
                 ir.variables.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         };
+        // A value from a secret store must never be recorded in plain text (a saved plan
+        // keeps non-sensitive variables' values).
+        if let Some(name) = (self.opts.secret_vars.iter())
+            .find(|name| !ir.variables.get(*name).is_some_and(|d| d.sensitive))
+        {
+            return Err(EngineError::Diagnostics(
+                Diagnostic::error(format!(
+                    "variable {name} is read from a secret store (secretSources.{name}), but                      the plan {}: declare it in the plan's `variables` with sensitive = true",
+                    if ir.variables.contains_key(name) {
+                        "does not declare it sensitive"
+                    } else {
+                        "declares no such variable"
+                    }
+                ))
+                .into(),
+            ));
+        }
         let undeclared: Vec<&String> = (self.opts.flag_vars.iter())
             .filter(|name| !ir.variables.contains_key(*name))
             .collect();

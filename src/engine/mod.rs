@@ -95,6 +95,9 @@ pub struct Options {
     /// The names given with `--var`: the plan must declare each (an error, as in Terraform; a
     /// name only in a `--var-file` or the environment is a warning).
     pub flag_vars: Vec<String>,
+    /// The variables read from secret stores (`secret_sources`): the plan must declare each
+    /// sensitive.
+    pub secret_vars: Vec<String>,
     /// How long to wait for the state lock.
     pub lock_timeout: Option<Duration>,
     /// The command line, recorded in the lock.

@@ -270,7 +270,7 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the pointer and length describe `buf`, which outlives the call; gethostname writes
     // at most `len` bytes into it.
@@ -282,7 +282,7 @@ fn host_name() -> String {
     }
 }
 
-fn user_name() -> String {
+pub(crate) fn user_name() -> String {
     for var in ["USER", "LOGNAME"] {
         if let Ok(name) = std::env::var(var) {
             if !name.is_empty() {

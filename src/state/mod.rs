@@ -35,6 +35,7 @@
 //! | `P.lock`      | the lock; while held, a [`LockHolder`] record as JSON               |
 //! | `P.tmp`       | exists only during compaction                                       |
 //! | `P.backup`    | the snapshot before the last run that replaced it (`backup.rs`)      |
+//! | `P.audit`     | the audit log: one hash-chained record per mutating run (`audit.rs`) |
 //! | `P.rescue`    | exists only after a run could not write its journal (see below; its  |
 //! |               | format, shared with the S3 store, is described in `rescue.rs`)       |
 //!
@@ -133,6 +134,7 @@
 //! the lock when its holder exits, however it exits; see [`Store::force_unlock`] for the
 //! network-filesystem case. [`Store::read_only`] takes no lock and writes nothing.
 
+pub mod audit;
 mod backend;
 pub mod backup;
 #[cfg(test)]
@@ -155,6 +157,7 @@ pub use file::{
     parse_snapshot, StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH,
     JOURNAL_RESERVE_BYTES,
 };
+pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
 pub use holder::{ForceUnlock, KeptFor, Liveness, LockHolder};
 pub use memory::{MemoryStore, Mirror};
 pub use model::{

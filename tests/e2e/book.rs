@@ -288,6 +288,7 @@ fn the_remote_state_chapter_runs_as_written() {
         "No changes. The infrastructure matches the plan.",
         "* default\n  staging\n",
         "Pushed ../team-infra-backup.json",
+        "record(s); the chain is intact.",
         "Destroyed 2 resource(s)",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");

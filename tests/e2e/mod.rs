@@ -1,5 +1,6 @@
 //! End-to-end tests through the CLI: real Nix, real provider processes, real state files.
 
+mod audit;
 mod backups;
 mod book;
 mod cli;
@@ -28,6 +29,7 @@ mod remote_secrets;
 mod review;
 mod sandbox;
 mod saved_plans;
+mod secret_sources;
 mod secrets;
 mod secrets_property;
 mod state_files;

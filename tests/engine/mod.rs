@@ -221,6 +221,7 @@ impl World {
             vars: BTreeMap::new(),
             var_text: BTreeMap::new(),
             flag_vars: Vec::new(),
+            secret_vars: Vec::new(),
             lock_timeout: None,
             command: "engine unit test".into(),
             install: nivis::registry::InstallOptions::new("/nonexistent", "/nonexistent"),

@@ -1,11 +1,11 @@
 //! The flags of the verbs that look without changing anything or starting a provider:
-//! `version`, `graph`, `console` and `policy test`. (A part of `cli::args`, kept apart so each file stays readable.)
+//! `version`, `graph`, `console`, `policy test` and `log`. (A part of `cli::args`, kept apart so each file stays readable.)
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueHint};
 
-use super::{SourceArgs, StateArgs, VarArgs};
+use super::{SourceArgs, StateArgs, StateTarget, VarArgs};
 
 #[derive(Args, Debug, Clone)]
 pub struct VersionArgs {
@@ -55,4 +55,27 @@ pub struct PolicyTestArgs {
     pub fixtures: Vec<PathBuf>,
     #[command(flatten)]
     pub source: SourceArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LogArgs {
+    /// Only records of runs that changed this address.
+    #[arg(long, value_name = "ADDRESS", help_heading = "Filter")]
+    pub address: Option<String>,
+    /// Only records since this time: RFC 3339 (2026-11-25T10:00:00Z), a date (2026-11-25) or
+    /// an age (2h, 3d).
+    #[arg(long, value_name = "WHEN", help_heading = "Filter")]
+    pub since: Option<String>,
+    /// Only records of this user.
+    #[arg(long, value_name = "USER", help_heading = "Filter")]
+    pub user: Option<String>,
+    /// One JSON object per line: the records as stored.
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+    /// Check the hash chain instead of listing: exit 1 naming the first record deleted,
+    /// edited or reordered.
+    #[arg(long, conflicts_with_all = ["address", "since", "user", "json"])]
+    pub verify: bool,
+    #[command(flatten)]
+    pub target: StateTarget,
 }

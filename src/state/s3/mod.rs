@@ -9,6 +9,7 @@
 //! | `K`                            | snapshot: one state, as the local snapshot file            |
 //! | `K.journal/SSSSSSSSSSSS/NNNNNNNNNNNN` | journal segment `N` extending snapshot serial `S`: one record of the local journal's format (one group commit) |
 //! | `K.lock`                       | the lock while held: a [`LockHolder`](crate::state::LockHolder), as in the local lock file |
+//! | `K.audit/NNNNNNNNNNNN`         | audit record `N`, created with `If-None-Match: *` (`audit.rs`, `state::audit`) |
 //!
 //! Snapshot and segments use the local store's versioned formats (`schemaVersion`) and are read
 //! by the same code (`file::parse_snapshot`, `journal::replay`).
@@ -46,8 +47,9 @@
 //! `sigv4` signs, `client` talks HTTP, `xml` reads S3's answers, `lock` is the lock object,
 //! `crypt` the optional AES-GCM sealing, `remote` the state's objects and conditional writes on
 //! them, `store` the [`S3Store`] itself (lock, fencing, rescue), `config` the backend
-//! configuration (and where the rescue file lives).
+//! configuration (and where the rescue file lives), `audit` the audit log's objects.
 
+pub mod audit;
 mod client;
 pub(crate) mod config;
 mod crypt;

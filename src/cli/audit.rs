@@ -1,0 +1,194 @@
+//! The audit record of the mutating command this process runs: begun where a verb knows its
+//! state (`begin`), filled from the engine's events (`Recorder`) or by the verb (`change`),
+//! and appended to the state's audit log once the command's exit status is known (`finish`,
+//! called by `cli::run` for every verb).
+//!
+//! One process runs one command, so the record being made is kept in one place for the
+//! process: verbs that never call `begin` (plan, output, ...) append nothing. Not: the
+//! record's format, the chain or where the log lives (`state::audit`).
+
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+
+use super::exit;
+use crate::engine::{Event, Sink};
+use crate::state::audit::{Change, Entry, Log};
+use crate::state::Backend;
+
+/// The standard variables naming a CI job, first set wins.
+const CI_JOB_VARIABLES: &[&str] = &[
+    "CI_JOB_ID",
+    "GITHUB_RUN_ID",
+    "BUILDKITE_JOB_ID",
+    "CIRCLE_WORKFLOW_JOB_ID",
+    "BUILD_ID",
+    "BUILD_NUMBER",
+];
+
+/// The record being made.
+struct Pending {
+    backend: Backend,
+    command: String,
+    serial_before: Option<u64>,
+    saved_plan_sha256: Option<String>,
+    /// Planned rows `phase\taddress\taction`, for the plan digest.
+    planned: Vec<String>,
+    /// The same rows of the operations started (a run that showed no plan first).
+    started: Vec<String>,
+    changes: Vec<Change>,
+}
+
+static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
+
+fn with_pending(f: impl FnOnce(&mut Pending)) {
+    if let Some(p) = PENDING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        f(p);
+    }
+}
+
+/// This process runs `command`, which may change the state of `backend`: its record is
+/// appended when the command ends.
+pub(super) fn begin(backend: &Backend, command: &str) {
+    let serial_before = backend.read_only().ok().map(|s| s.serial);
+    *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending {
+        backend: backend.clone(),
+        command: command.to_string(),
+        serial_before,
+        saved_plan_sha256: None,
+        planned: Vec::new(),
+        started: Vec::new(),
+        changes: Vec::new(),
+    });
+}
+
+/// `address` changed by `action` (for verbs that change the state without the engine).
+pub(super) fn change(address: &str, action: &str) {
+    with_pending(|p| {
+        p.changes.push(Change {
+            address: address.to_string(),
+            action: action.to_string(),
+        })
+    });
+}
+
+/// Forwards every event to `inner` and notes what the record needs: changes carried out and
+/// recorded, the plan's rows, the saved plan applied.
+pub(super) struct Recorder<'a> {
+    pub(super) inner: &'a mut dyn Sink,
+}
+
+impl Sink for Recorder<'_> {
+    fn event(&mut self, event: Event) {
+        match &event {
+            Event::Finished {
+                id,
+                action,
+                deposed,
+                ..
+            } if action.class() != "no-op" && action.class() != "read" => {
+                let address = match deposed {
+                    Some(key) => format!("{id} (deposed {key})"),
+                    None => id.clone(),
+                };
+                change(&address, action.class());
+            }
+            Event::Moved {
+                from,
+                to,
+                recorded: true,
+                ..
+            } => change(to, &format!("move from {from}")),
+            Event::Imported {
+                id, recorded: true, ..
+            } => change(id, "import"),
+            Event::Drift { id, gone, .. } => {
+                change(id, if *gone { "refresh (gone)" } else { "refresh" })
+            }
+            Event::Planned {
+                phase, id, action, ..
+            } if action.class() != "no-op" => {
+                with_pending(|p| p.planned.push(format!("{phase}\t{id}\t{}", action.class())))
+            }
+            Event::Started {
+                phase, id, action, ..
+            } => with_pending(|p| p.started.push(format!("{phase}\t{id}\t{}", action.class()))),
+            Event::PlanFile {
+                sha256,
+                applying: true,
+                ..
+            } => with_pending(|p| p.saved_plan_sha256 = Some(sha256.clone())),
+            _ => {}
+        }
+        self.inner.event(event);
+    }
+}
+
+/// Appends the record of the command begun, if any, with its exit `status`; a log that cannot
+/// be written is a warning (the command's own outcome stands).
+pub(super) fn finish(status: i32) {
+    let Some(pending) = PENDING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return;
+    };
+    let entry = entry(&pending, status);
+    let appended = Log::of(&pending.backend).and_then(|log| {
+        log.append(entry)
+            .map_err(|e| format!("{e} (audit log {})", log.describe()))
+    });
+    if let Err(e) = appended {
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!(
+                "Warning: the audit record of this run was not written: {}\n",
+                crate::render::escape_text(&e)
+            ),
+        );
+    }
+}
+
+fn entry(p: &Pending, status: i32) -> Entry {
+    // The plan shown before the run went ahead; without one (--auto-approve), what it started.
+    let rows = if p.planned.is_empty() {
+        &p.started
+    } else {
+        &p.planned
+    };
+    let plan_digest = (!rows.is_empty()).then(|| {
+        let mut hasher = Sha256::new();
+        for row in rows {
+            hasher.update(row.as_bytes());
+            hasher.update(b"\n");
+        }
+        hex::encode(hasher.finalize())
+    });
+    Entry {
+        time: crate::state::format_utc(crate::state::unix_now()),
+        user: crate::state::user_name(),
+        uid: crate::privfile::euid(),
+        host: crate::state::host_name(),
+        ci_job: ci_job(),
+        command: p.command.clone(),
+        env: p.backend.env().to_string(),
+        saved_plan_sha256: p.saved_plan_sha256.clone(),
+        plan_digest,
+        serial_before: p.serial_before,
+        serial_after: p.backend.read_only().ok().map(|s| s.serial),
+        changes: p.changes.clone(),
+        policy_overrides: Vec::new(),
+        result: match status {
+            exit::OK | exit::CHANGES => "ok",
+            exit::INTERRUPTED => "interrupted",
+            _ => "failed",
+        }
+        .to_string(),
+    }
+}
+
+fn ci_job() -> Option<String> {
+    CI_JOB_VARIABLES.iter().find_map(|var| {
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|v| format!("{var}={v}"))
+    })
+}

@@ -1,0 +1,129 @@
+//! `nivis log`: the audit trail kept with the state, listed (filtered by address, time and
+//! user; `--json`) or checked (`--verify`).
+//!
+//! Owns what the verb prints. Not: the records' format, the chain or where the log lives
+//! (`state::audit`).
+
+use std::time::{Duration, SystemTime};
+
+use super::args::LogArgs;
+use super::{backend, exit, fail};
+use crate::render::{self, outln};
+use crate::state::audit::{verify, Log, Record};
+
+pub fn run(args: &LogArgs) -> i32 {
+    match list(args) {
+        Ok(status) => status,
+        Err(e) => fail(&e),
+    }
+}
+
+fn list(args: &LogArgs) -> Result<i32, String> {
+    let backend = backend::of(&args.target.source, &args.target.state)?;
+    let log = Log::of(&backend)?;
+    let stored = log.read()?;
+    if args.verify {
+        return Ok(match verify(&stored) {
+            None => {
+                outln!(
+                    "{}",
+                    render::escape(&format!(
+                        "The audit log {} holds {} record(s); the chain is intact.",
+                        log.describe(),
+                        stored.len()
+                    ))
+                );
+                exit::OK
+            }
+            Some(problem) => fail(&format!(
+                "the audit log {} was changed: {problem}. Records before it are intact; \
+                 compare the log with a copy you trust (or the bucket's object versions)",
+                log.describe()
+            )),
+        });
+    }
+    let since = args.since.as_deref().map(parse_since).transpose()?;
+    if stored.is_empty() && !args.json {
+        eprintln!(
+            "{}",
+            render::escape_text(&format!("No audit records in {}.", log.describe()))
+        );
+    }
+    for s in &stored {
+        let Some(record) = s.record() else {
+            return Err(format!(
+                "{} is not an audit record: run `nivis log --verify`",
+                s.place
+            ));
+        };
+        if !selected(&record, args, since) {
+            continue;
+        }
+        if args.json {
+            let value = serde_json::to_value(&record).expect("a record serializes");
+            outln!("{}", render::json_text(&value, false));
+        } else {
+            outln!("{}", render::escape(&describe(&record)));
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn selected(record: &Record, args: &LogArgs, since: Option<SystemTime>) -> bool {
+    let e = &record.entry;
+    let address = args.address.as_deref().is_none_or(|a| {
+        e.changes
+            .iter()
+            .any(|c| c.address == a || c.address.starts_with(&format!("{a} (")))
+    });
+    let user = args.user.as_deref().is_none_or(|u| e.user == u);
+    let time =
+        since.is_none_or(|since| humantime::parse_rfc3339_weak(&e.time).is_ok_and(|t| t >= since));
+    address && user && time
+}
+
+/// `--since`: RFC 3339, a date (midnight UTC), or an age (`2h`, `3d`).
+fn parse_since(text: &str) -> Result<SystemTime, String> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+        return Ok(t);
+    }
+    if let Ok(t) = humantime::parse_rfc3339_weak(&format!("{text}T00:00:00Z")) {
+        return Ok(t);
+    }
+    let age: Duration = humantime::parse_duration(text).map_err(|_| {
+        format!("--since {text:?}: give a time (2026-11-25T10:00:00Z), a date (2026-11-25) or an age (2h, 3d)")
+    })?;
+    SystemTime::now()
+        .checked_sub(age)
+        .ok_or_else(|| format!("--since {text:?} is before the epoch"))
+}
+
+/// One record, human-readable: the header line, then one line per change.
+fn describe(r: &Record) -> String {
+    let e = &r.entry;
+    let mut text = format!("#{} {} {}@{}", r.seq, e.time, e.user, e.host);
+    if let Some(job) = &e.ci_job {
+        text.push_str(&format!(" ({job})"));
+    }
+    text.push_str(&format!(" {} [{}]: {}", e.command, e.env, e.result));
+    match (e.serial_before, e.serial_after) {
+        (Some(a), Some(b)) => text.push_str(&format!(", serial {a} -> {b}")),
+        (None, Some(b)) => text.push_str(&format!(", serial {b}")),
+        _ => {}
+    }
+    if let Some(sha) = &e.saved_plan_sha256 {
+        text.push_str(&format!("\n    saved plan sha256 {sha}"));
+    } else if let Some(digest) = &e.plan_digest {
+        text.push_str(&format!("\n    plan digest {digest}"));
+    }
+    for c in &e.changes {
+        text.push_str(&format!("\n    {} {}", c.action, c.address));
+    }
+    if e.changes.is_empty() {
+        text.push_str("\n    (no changes)");
+    }
+    for o in &e.policy_overrides {
+        text.push_str(&format!("\n    policy {} overridden: {}", o.rule, o.reason));
+    }
+    text
+}

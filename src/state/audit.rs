@@ -1,0 +1,394 @@
+//! The audit trail kept with a state: one record per mutating run, hash-chained, so a record
+//! deleted, edited or reordered afterwards is found by [`verify`].
+//!
+//! Owns the record's format (JSON, format version [`FORMAT`]), the chain (each record holds
+//! its own hash and the previous record's), checking a chain, and the local log: `P.audit`
+//! beside the state file `P`, JSON lines, 0600 under the file rule (`privfile`), appended under
+//! an exclusive `flock` of its own. The S3 log (one object per record) is `s3::audit`. Not:
+//! what a run did (the CLI fills the [`Entry`]), printing, or the state's own files.
+//!
+//! A record holds no value of any attribute or variable (addresses and actions only), so no
+//! secret can enter it.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+use sha2::{Digest, Sha256};
+
+use super::backend::Backend;
+use super::file::StatePaths;
+
+/// The record format's major version.
+pub const FORMAT: u32 = 1;
+
+/// What a run did, as the CLI saw it: the part of a record the chain does not decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// When the run ended, RFC 3339 UTC.
+    pub time: String,
+    /// `$USER` (else `$LOGNAME`), as the machine says.
+    pub user: String,
+    /// The effective uid.
+    pub uid: u32,
+    pub host: String,
+    /// The CI job, `VARIABLE=value` of the first standard variable set (`CI_JOB_ID`, ...).
+    pub ci_job: Option<String>,
+    /// The verb (`nivis apply`, `nivis state rm`, ...); never its arguments (a `--var` may
+    /// hold a secret).
+    pub command: String,
+    /// The environment (`--env`).
+    pub env: String,
+    /// `apply FILE`: the saved plan's sha256.
+    pub saved_plan_sha256: Option<String>,
+    /// sha256 of the plan the run showed: its rows (phase, address, action) one per line; a run
+    /// that showed none first (`--auto-approve`): of the operations it started.
+    pub plan_digest: Option<String>,
+    pub serial_before: Option<u64>,
+    pub serial_after: Option<u64>,
+    /// What changed, in order: addresses and actions only.
+    pub changes: Vec<Change>,
+    /// Policy checks overridden, with the reasons given (no policy engine exists yet: empty).
+    pub policy_overrides: Vec<PolicyOverride>,
+    /// `ok`, `failed`, `interrupted`.
+    pub result: String,
+}
+
+/// One changed address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub address: String,
+    pub action: String,
+}
+
+/// A policy check overridden, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyOverride {
+    pub rule: String,
+    pub reason: String,
+}
+
+/// A record as stored: the entry, its place in the chain and its hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub format: u32,
+    /// 1 for the first record, one more for each after it.
+    pub seq: u64,
+    /// The previous record's `hash` (none for the first).
+    pub prev: Option<String>,
+    #[serde(flatten)]
+    pub entry: Entry,
+    /// sha256 (hex) of this record's bytes without this field (see [`hash_of`]).
+    pub hash: String,
+}
+
+impl Record {
+    /// The record following `last` (none: the first).
+    pub fn next(last: Option<&Record>, entry: Entry) -> Record {
+        let mut record = Record {
+            format: FORMAT,
+            seq: last.map_or(1, |l| l.seq + 1),
+            prev: last.map(|l| l.hash.clone()),
+            entry,
+            hash: String::new(),
+        };
+        let value = serde_json::to_value(&record).expect("a record serializes");
+        record.hash = hash_of(&value).expect("a record is an object");
+        record
+    }
+
+    /// The stored bytes: one JSON line, without the newline.
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).expect("a record serializes")
+    }
+}
+
+/// The hash a stored record must hold: sha256 of its JSON bytes with its `hash` field left out
+/// (fields in their stored order, so the bytes are the ones written).
+pub fn hash_of(stored: &Json) -> Option<String> {
+    let mut fields: Map<String, Json> = stored.as_object()?.clone();
+    fields.shift_remove("hash");
+    let bytes = serde_json::to_vec(&Json::Object(fields)).ok()?;
+    Some(hex::encode(Sha256::digest(&bytes)))
+}
+
+/// One stored record as read back: where it is (`line N` or an object key) and its bytes.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub place: String,
+    pub bytes: Vec<u8>,
+    /// The sequence number the place says (an object's key), if it says one.
+    pub named_seq: Option<u64>,
+}
+
+impl Stored {
+    /// The record, if the bytes are one.
+    pub fn record(&self) -> Option<Record> {
+        serde_json::from_slice(&self.bytes).ok()
+    }
+}
+
+/// The first place the chain is broken, in words naming the record; `None`: intact.
+pub fn verify(stored: &[Stored]) -> Option<String> {
+    let mut last: Option<Record> = None;
+    for s in stored {
+        let expected = last.as_ref().map_or(1, |l| l.seq + 1);
+        let Ok(value) = serde_json::from_slice::<Json>(&s.bytes) else {
+            return Some(format!(
+                "{}: not a record (edited or damaged): the record {expected} expected there",
+                s.place
+            ));
+        };
+        let Some(record) = s.record() else {
+            return Some(format!(
+                "{}: not a record of a known format (edited): the record {expected} expected there",
+                s.place
+            ));
+        };
+        let seq = record.seq;
+        if hash_of(&value).as_deref() != Some(record.hash.as_str()) {
+            return Some(format!(
+                "record {seq} ({}) was edited: its content does not match its hash",
+                s.place
+            ));
+        }
+        if s.named_seq.is_some_and(|n| n != seq) {
+            return Some(format!(
+                "record {seq} is stored as {}: renamed or moved",
+                s.place
+            ));
+        }
+        if seq > expected {
+            return Some(format!(
+                "record {expected} is missing (deleted or moved): record {seq} ({}) follows record {}",
+                s.place,
+                expected - 1
+            ));
+        }
+        if seq < expected {
+            return Some(format!(
+                "record {seq} ({}) is out of order: record {expected} was expected (reordered or copied)",
+                s.place
+            ));
+        }
+        if record.prev != last.as_ref().map(|l| l.hash.clone()) {
+            return Some(format!(
+                "record {seq} ({}) does not follow record {}: its predecessor was replaced",
+                s.place,
+                expected - 1
+            ));
+        }
+        last = Some(record);
+    }
+    None
+}
+
+/// The audit log of the state `backend` names.
+pub enum Log {
+    /// `P.audit` beside a local state.
+    Local(PathBuf),
+    /// Objects under `KEY.audit/` beside an S3 state.
+    S3(Box<super::s3::audit::ObjectLog>),
+}
+
+impl Log {
+    /// The log kept with `backend`'s state.
+    pub fn of(backend: &Backend) -> Result<Log, String> {
+        match backend {
+            Backend::Local { path, .. } => {
+                let paths = StatePaths::resolve(path).map_err(|e| e.to_string())?;
+                Ok(Log::Local(local_path(&paths.snapshot)))
+            }
+            Backend::S3 { backend, .. } => Ok(Log::S3(Box::new(
+                super::s3::audit::ObjectLog::new(backend).map_err(|e| e.to_string())?,
+            ))),
+        }
+    }
+
+    /// Where the log is, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Log::Local(path) => path.display().to_string(),
+            Log::S3(log) => log.describe(),
+        }
+    }
+
+    /// Appends `entry` as the next record; returns it.
+    pub fn append(&self, entry: Entry) -> Result<Record, String> {
+        match self {
+            Log::Local(path) => append_local(path, entry),
+            Log::S3(log) => log.append(entry),
+        }
+    }
+
+    /// Every stored record, in order.
+    pub fn read(&self) -> Result<Vec<Stored>, String> {
+        match self {
+            Log::Local(path) => read_local(path),
+            Log::S3(log) => log.read(),
+        }
+    }
+}
+
+/// The local log of the snapshot `P`: `P.audit`.
+pub fn local_path(snapshot: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.audit", snapshot.display()))
+}
+
+fn open_local(path: &Path, create: bool) -> Result<std::fs::File, crate::privfile::OpenError> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    if create {
+        options.append(true).create(true).mode(0o600);
+    }
+    crate::privfile::open(path, &mut options, "the audit log")
+}
+
+fn append_local(path: &Path, entry: Entry) -> Result<Record, String> {
+    let fail = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // A run that failed before opening the state may come first: private, as the state's.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| fail("create the directory of", e))?;
+    }
+    let mut file = open_local(path, true).map_err(|e| e.message(path))?;
+    // Two runs ending at once each chain onto the other's record, never onto the same one.
+    fs2::FileExt::lock_exclusive(&file).map_err(|e| fail("lock", e))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|e| fail("read", e))?;
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| serde_json::from_str::<Record>(l).ok());
+    let record = Record::next(last.as_ref(), entry);
+    let mut line = record.to_line();
+    line.push('\n');
+    file.write_all(line.as_bytes())
+        .and_then(|()| file.sync_data())
+        .map_err(|e| fail("append to", e))?;
+    Ok(record)
+}
+
+fn read_local(path: &Path) -> Result<Vec<Stored>, String> {
+    let mut file = match open_local(path, false) {
+        Ok(f) => f,
+        Err(crate::privfile::OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Vec::new())
+        }
+        Err(e) => return Err(e.message(path)),
+    };
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| Stored {
+            place: format!("{} line {}", path.display(), i + 1),
+            bytes: l.as_bytes().to_vec(),
+            named_seq: None,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(user: &str) -> Entry {
+        Entry {
+            time: "2026-11-25T00:00:00Z".into(),
+            user: user.into(),
+            uid: 1000,
+            host: "h".into(),
+            ci_job: None,
+            command: "nivis apply".into(),
+            env: "default".into(),
+            saved_plan_sha256: None,
+            plan_digest: None,
+            serial_before: Some(1),
+            serial_after: Some(2),
+            changes: vec![Change {
+                address: "null.null_resource.a".into(),
+                action: "create".into(),
+            }],
+            policy_overrides: Vec::new(),
+            result: "ok".into(),
+        }
+    }
+
+    fn chain(n: usize) -> Vec<Stored> {
+        let mut last: Option<Record> = None;
+        let mut out = Vec::new();
+        for i in 0..n {
+            let r = Record::next(last.as_ref(), entry(&format!("u{i}")));
+            out.push(Stored {
+                place: format!("line {}", i + 1),
+                bytes: r.to_line().into_bytes(),
+                named_seq: None,
+            });
+            last = Some(r);
+        }
+        out
+    }
+
+    #[test]
+    fn an_intact_chain_verifies_and_each_break_names_the_record() {
+        assert_eq!(verify(&chain(4)), None);
+        let mut deleted = chain(4);
+        deleted.remove(1);
+        let e = verify(&deleted).unwrap();
+        assert!(e.contains("record 2 is missing (deleted or moved)"), "{e}");
+        let mut edited = chain(4);
+        edited[2].bytes = String::from_utf8(edited[2].bytes.clone())
+            .unwrap()
+            .replace("u2", "mallory")
+            .into_bytes();
+        let e = verify(&edited).unwrap();
+        assert!(e.contains("record 3 (line 3) was edited"), "{e}");
+        let mut swapped = chain(4);
+        swapped.swap(1, 2);
+        let e = verify(&swapped).unwrap();
+        assert!(e.contains("record 2 is missing"), "{e}");
+        // A record rewritten whole, with a hash of its own: the next one no longer follows.
+        let mut forged = chain(4);
+        let mut r = forged[1].record().unwrap();
+        r.entry.user = "mallory".into();
+        let first = forged[0].record().unwrap();
+        let r = Record::next(Some(&first), r.entry);
+        forged[1].bytes = r.to_line().into_bytes();
+        let e = verify(&forged).unwrap();
+        assert!(
+            e.contains("record 3 (line 3) does not follow record 2"),
+            "{e}"
+        );
+        let mut garbage = chain(2);
+        garbage[1].bytes = b"{not json".to_vec();
+        assert!(verify(&garbage).unwrap().contains("line 2: not a record"));
+    }
+
+    #[test]
+    fn the_local_log_appends_a_chain_of_private_lines() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json.audit");
+        append_local(&path, entry("a")).unwrap();
+        let second = append_local(&path, entry("b")).unwrap();
+        assert_eq!(second.seq, 2);
+        let stored = read_local(&path).unwrap();
+        assert_eq!(stored.len(), 2);
+        assert_eq!(verify(&stored), None);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
