@@ -42,6 +42,9 @@ pub struct Knobs {
     /// (URL-encoded, Go-JSON-escaped, hex, base64 at three alignments), also written to its
     /// stderr (`NIVIS_FAKE_LEAK_LABEL`): a sensitive label must stay masked in every form.
     pub leak_label: bool,
+    /// Ephemeral resources ask to be renewed this long after each open or renewal
+    /// (`NIVIS_FAKE_RENEW_MS`; unset: never).
+    pub renew_after: Option<Duration>,
 }
 
 /// Reads an environment knob; empty counts as unset.
@@ -79,6 +82,9 @@ impl Knobs {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
             leak_label: env("NIVIS_FAKE_LEAK_LABEL").is_some(),
+            renew_after: env("NIVIS_FAKE_RENEW_MS")
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_millis),
         }
     }
 }
