@@ -11,6 +11,10 @@
 #     importId: the provider's id of an existing object, adopted (imported) when
 #     nothing is recorded at this address yet
 #   mkData     { provider; type; name; config ? {}; dependsOn ? []; }
+#   mkEphemeral { provider; type; name; config ? {}; }
+#     an ephemeral resource ("ephemeral." id prefix): opened for one run, never stored;
+#     its outputs (refAttr, str, compute) reach configs as __ephemeral values, allowed
+#     only in write-only attributes, provider configs and other ephemeral configs
 #     r.id                     "alpha.alpha_token.A" ("data." prefix for mkData)
 #     r.refAttr "value"        a reference to one output attribute
 #     r.ref [ "net" 0 "ip" ]   a reference into nested outputs (keys and indices)
@@ -40,7 +44,7 @@
 #                                           sensitive one can be passed on or used in
 #                                           str / compute (the result stays sensitive)
 #   typecheck                               checks used by `nivis gen` constructors
-#   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
+#   toIR { providers; resources; data ? []; ephemeral ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
 #
 # References and derived values are inert until toIR resolves them against the
 # ledger. docs/IR-CONTRACT.md describes the IR that toIR returns and the ledger
@@ -55,7 +59,7 @@ let
 in
 {
   schemaVersion = 1;
-  inherit (nodes) mkProvider mkResource mkData count forEach byKey drv moved;
+  inherit (nodes) mkProvider mkResource mkData mkEphemeral count forEach byKey drv moved;
   inherit (values) str compute;
   inherit (vars) vars;
   inherit (ir) toIR;

@@ -16,7 +16,8 @@ use super::rules::{is_ident, is_node_id, is_provider_id, IDENT_PATTERN, PROVIDER
 use super::{EphemeralNode, Ir, IrError, ProviderKind, Tree};
 
 /// The pattern of an ephemeral node's id.
-pub(super) const EPHEMERAL_ID_PATTERN: &str = r"^ephemeral\.[A-Za-z0-9][A-Za-z0-9_./-]*\.[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_-]*$";
+pub(super) const EPHEMERAL_ID_PATTERN: &str =
+    r"^ephemeral\.[A-Za-z0-9][A-Za-z0-9_./-]*\.[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_-]*$";
 
 /// Whether `s` is an ephemeral node id.
 pub(super) fn is_ephemeral_id(s: &str) -> bool {

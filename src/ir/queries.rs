@@ -68,6 +68,14 @@ impl Ir {
                 .map(|m| serde_json::json!({"from": m.from, "to": m.to}))
                 .collect();
         }
+        if !self.ephemeral.is_empty() {
+            doc["ephemeral"] = (self.ephemeral.iter())
+                .map(|e| {
+                    serde_json::json!({"id": e.id, "provider": e.provider, "type": e.type_name,
+                        "name": e.name, "config": e.config.to_json()})
+                })
+                .collect();
+        }
         doc
     }
 }
