@@ -46,7 +46,7 @@ let
 
   checkRef = ctx: path: ref:
     if ctx.declared ? ${ref.resource} || isEphemeralId ctx ref.resource then ref
-    else fail ctx path "refers to ${ref.resource}, which is not in toIR's resources, data or ephemeral";
+    else fail ctx path "refers to ${ref.resource}, which is not in toIR's resources or data${if ctx ? ephemeral && ctx.ephemeral != { } then " (nor ephemeral)" else ""}";
 
   walkSet = ctx: path: x:
     let kind = x._type or null; in
@@ -158,7 +158,7 @@ let
           let n = elemAt items i; in
           if nodes.isNode n && n.kind == kind then n
           else if nodes.isNode n then
-            throw "nivis: toIR: ${n.id} is listed in ${section}; list ${if n.kind == "managed" then "resources in resources" else if n.kind == "ephemeral" then "ephemeral resources in ephemeral" else "data sources in data"}"
+            throw "nivis: toIR: ${n.id} is ${if n.kind == "managed" then "a managed resource; list it in resources" else if n.kind == "ephemeral" then "an ephemeral resource; list it in ephemeral" else "a data source; list it in data"}"
           else throw "nivis: toIR: ${section}[${toString i}] is ${names.describe n}, not a ${if kind == "managed" then "resource made with mkResource" else if kind == "ephemeral" then "resource made with mkEphemeral" else "data source made with mkData"}")
           (length items);
 
@@ -172,7 +172,7 @@ let
       everyNode = allNodes ++ ephemeralNodes;
       duplicates =
         if length (attrNames declared) + length (attrNames ephemeralIds) == length everyNode then [ ]
-        else filter (id: length (groupBy (n: n.id) everyNode).${id} > 1) (attrNames declared // ephemeralIds);
+        else filter (id: length (groupBy (n: n.id) everyNode).${id} > 1) (attrNames (declared // ephemeralIds));
 
       nodeIR = n:
         let

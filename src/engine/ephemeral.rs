@@ -197,7 +197,7 @@ fn refusal(node: &Node, path: &[PathStep], from: Option<&str>) -> Diagnostic {
     } else {
         "resource"
     };
-    let source = from.map_or("an ephemeral resource".to_string(), |id| format!("{id}"));
+    let source = from.unwrap_or("an ephemeral resource");
     Diagnostic::error(format!(
         "{what} {}: config.{} takes a value computed from {source}, which is never stored; \
          ephemeral values may go only into write-only attributes, provider configurations and \
