@@ -56,7 +56,9 @@ fn world(version: u32) -> World {
 
 fn entries(log: &Path) -> Vec<Json> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn of(log: &Path, op: &str) -> Vec<Json> {
@@ -122,7 +124,11 @@ fn an_ephemeral_token_feeds_a_write_only_password_and_is_stored_nowhere() {
         .filter(|e| e["type"] == "finished")
         .map(|e| e["phase"].as_u64().unwrap())
         .collect();
-    assert_eq!(finished, vec![1, 2], "A in phase 1, the ticket and B in 2:\n{out}");
+    assert_eq!(
+        finished,
+        vec![1, 2],
+        "A in phase 1, the ticket and B in 2:\n{out}"
+    );
     let written = of(&w.log, "write-only");
     assert_eq!(written.len(), 1, "{:#?}", entries(&w.log));
     let token = tokens(&w.log)[0].clone();
@@ -171,9 +177,15 @@ fn an_ephemeral_value_in_a_normal_attribute_is_refused_with_its_path() {
         "{err}"
     );
     assert!(of(&w.log, "create").is_empty(), "nothing applied");
-    assert!(of(&w.log, "open").is_empty(), "refused before the ticket opened");
+    assert!(
+        of(&w.log, "open").is_empty(),
+        "refused before the ticket opened"
+    );
     let listed = w.s.nivis(&["state", "list"]);
-    assert!(stderr(&listed).contains("No state found"), "nothing recorded");
+    assert!(
+        stderr(&listed).contains("No state found"),
+        "nothing recorded"
+    );
 }
 
 #[test]
@@ -183,7 +195,11 @@ fn every_open_is_closed_after_an_error_over_protocol_5() {
     w.s.set_env("NIVIS_FAKE_FAIL_ON", Some("app"));
     let out = w.s.nivis(&["apply", "--auto-approve"]);
     assert!(!out.status.success(), "{}", stdout(&out));
-    assert!(stderr(&out).contains("injected failure"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("injected failure"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(of(&w.log, "open").len(), 1, "{:#?}", entries(&w.log));
     assert_every_open_closed(&w.log);
     hunt(&w);
