@@ -11,6 +11,10 @@
 #     importId: the provider's id of an existing object, adopted (imported) when
 #     nothing is recorded at this address yet
 #   mkData     { provider; type; name; config ? {}; dependsOn ? []; }
+#   mkEphemeral { provider; type; name; config ? {}; }
+#     an ephemeral resource ("ephemeral." id prefix): opened for one run, never stored;
+#     its outputs (refAttr, str, compute) reach configs as __ephemeral values, allowed
+#     only in write-only attributes, provider configs and other ephemeral configs
 #     r.id                     "alpha.alpha_token.A" ("data." prefix for mkData)
 #     r.refAttr "value"        a reference to one output attribute
 #     r.ref [ "net" 0 "ip" ]   a reference into nested outputs (keys and indices)
@@ -44,7 +48,7 @@
 #                                           rules for nivis.policies (lib/policy.nix)
 #   modules.toIR { modules; ledger; }        the IR of a project written as modules
 #                                           (lib/modules.nix: mkOption, types, mkIf, ...)
-#   toIR { providers; resources; data ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
+#   toIR { providers; resources; data ? []; ephemeral ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
 #
 #   checks { plan; ledger ? {}; golden ? null; name ? "nivis-plan"; }
 #                                           a flake's `checks`: the plan evaluated offline
@@ -66,7 +70,7 @@ let
   checks = import ./lib/checks.nix { };
   self = {
     schemaVersion = 1;
-    inherit (nodes) mkProvider mkResource mkData count forEach byKey drv moved;
+    inherit (nodes) mkProvider mkResource mkData mkEphemeral count forEach byKey drv moved;
     inherit (values) str compute;
     inherit (vars) vars;
     inherit (ir) toIR;

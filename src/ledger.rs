@@ -2,8 +2,9 @@
 //! private channel that carries the secrets Nix may compute with.
 //!
 //! Owns: the ledger's shape (`{phase, outputs, env, secretsFile}`), replacing sensitive outputs by
-//! `__sensitiveRef` placeholders, the channel's shape (`{outputs, vars, varsText}`: the values
-//! behind the placeholders and every variable value, also as typed text), and writing both as
+//! `__sensitiveRef` placeholders, the channel's shape (`{outputs, vars, varsText, ephemeral}`:
+//! the values behind the placeholders, every variable value, also as typed text, and the results
+//! of the ephemeral resources open in this run), and writing both as
 //! private files. Not: where outputs come from (the engine fills it from state and from
 //! applies), the directory they are written to (`rundir`), nor running Nix.
 //!
@@ -45,6 +46,9 @@ pub struct Ledger {
     secrets: BTreeMap<String, Outputs>,
     /// The selected environment (`--env`), if the caller sets one.
     pub env: Option<String>,
+    /// The results of the ephemeral resources open in this run, by id (the channel only:
+    /// they never enter the ledger).
+    pub ephemeral: BTreeMap<String, Json>,
 }
 
 impl Ledger {
@@ -99,7 +103,12 @@ impl Ledger {
 
     /// The channel as JSON: secrets behind the placeholders, and the variables.
     pub fn channel_json(&self) -> Json {
-        json!({ "outputs": self.secrets, "vars": self.vars, "varsText": self.vars_text })
+        let mut json =
+            json!({ "outputs": self.secrets, "vars": self.vars, "varsText": self.vars_text });
+        if !self.ephemeral.is_empty() {
+            json["ephemeral"] = json!(self.ephemeral);
+        }
+        json
     }
 
     /// Writes the channel and the ledger (naming the channel in `secretsFile`) into `dir`, both

@@ -265,7 +265,7 @@ pub fn masked(tree: &Tree) -> Json {
         Tree::Object(fields) => {
             Json::Object(fields.iter().map(|(k, v)| (k.clone(), masked(v))).collect())
         }
-        Tree::Sensitive(_) | Tree::SensitiveRef(_) => json!("(sensitive)"),
+        Tree::Sensitive(_) | Tree::SensitiveRef(_) | Tree::Ephemeral(_) => json!("(sensitive)"),
         Tree::Ref(_) | Tree::Derived(_) => json!({"unknown": true}),
         Tree::Build(b) => Json::String(b.path.clone()),
     }

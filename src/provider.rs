@@ -9,7 +9,9 @@
 //! the call failed, the answer could not be decoded); an `Ok` response may still carry error
 //! diagnostics, e.g. an apply that failed half-way and returned a partial object.
 
-use crate::diag::Diagnostics;
+use std::time::SystemTime;
+
+use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::ProviderKind;
 use crate::schema::ProviderSchema;
 use crate::value::{PathStep, Value};
@@ -128,6 +130,34 @@ pub struct ImportedResource {
     pub private: Vec<u8>,
 }
 
+/// Outputs of OpenEphemeralResource: a value for this run only, never stored.
+#[derive(Debug, Clone)]
+pub struct OpenedEphemeral {
+    /// The value (the ephemeral type's schema object).
+    pub result: Value,
+    /// Opaque bytes to hand to Renew and Close (absent: the provider keeps none).
+    pub private: Option<Vec<u8>>,
+    /// When the provider wants RenewEphemeralResource called (absent: never).
+    pub renew_at: Option<SystemTime>,
+    /// Warnings and errors.
+    pub diagnostics: Diagnostics,
+}
+
+/// Outputs of RenewEphemeralResource.
+#[derive(Debug, Clone)]
+pub struct RenewedEphemeral {
+    /// Replacement private bytes (absent: the provider keeps none).
+    pub private: Option<Vec<u8>>,
+    /// The next renewal (absent: no more renewals).
+    pub renew_at: Option<SystemTime>,
+    /// Warnings and errors.
+    pub diagnostics: Diagnostics,
+}
+
+fn no_ephemeral_resources() -> Diagnostics {
+    Diagnostic::error("this provider has no ephemeral resource types").into()
+}
+
 /// The operations Nivis needs from a provider.
 ///
 /// Implementations must be callable from many threads at once, as OpenTofu calls providers.
@@ -171,4 +201,32 @@ pub trait Provider: Send + Sync {
         -> CallResult<(Value, Diagnostics)>;
     /// Asks the provider to cancel in-flight operations (Ctrl-C).
     fn stop(&self) -> CallResult<()>;
+    /// Checks an ephemeral resource configuration (default: the provider has none).
+    fn validate_ephemeral_config(
+        &self,
+        _type_name: &str,
+        _config: &Value,
+    ) -> CallResult<Diagnostics> {
+        Err(no_ephemeral_resources())
+    }
+    /// Opens an ephemeral resource: a value for this run only.
+    fn open_ephemeral(&self, _type_name: &str, _config: &Value) -> CallResult<OpenedEphemeral> {
+        Err(no_ephemeral_resources())
+    }
+    /// Renews an open ephemeral resource (at the `renew_at` it asked for).
+    fn renew_ephemeral(
+        &self,
+        _type_name: &str,
+        _private: Option<&[u8]>,
+    ) -> CallResult<RenewedEphemeral> {
+        Err(no_ephemeral_resources())
+    }
+    /// Closes an open ephemeral resource (the provider may revoke what it handed out).
+    fn close_ephemeral(
+        &self,
+        _type_name: &str,
+        _private: Option<&[u8]>,
+    ) -> CallResult<Diagnostics> {
+        Err(no_ephemeral_resources())
+    }
 }

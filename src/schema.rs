@@ -30,6 +30,8 @@ pub struct ProviderSchema {
     pub resources: BTreeMap<String, Schema>,
     /// Data source types by name.
     pub data_sources: BTreeMap<String, Schema>,
+    /// Ephemeral resource types by name (opened for one run, never stored).
+    pub ephemeral_resources: BTreeMap<String, Schema>,
     /// The provider wants PlanResourceChange for destroys (server capability).
     pub plan_destroy: bool,
     /// The provider needs no GetProviderSchema call per process (server capability).
@@ -45,6 +47,11 @@ impl ProviderSchema {
     /// The schema of a data source type.
     pub fn data_source(&self, type_name: &str) -> Option<&Schema> {
         self.data_sources.get(type_name)
+    }
+
+    /// The schema of an ephemeral resource type.
+    pub fn ephemeral_resource(&self, type_name: &str) -> Option<&Schema> {
+        self.ephemeral_resources.get(type_name)
     }
 }
 
@@ -373,6 +380,16 @@ impl Block {
             &|a| a.write_only,
         );
         out
+    }
+
+    /// Sets every write-only attribute in `value` to null: what a provider must do to its
+    /// planned and new objects, and what Nivis does again before anything is stored.
+    pub fn null_write_only(&self, value: &mut Value) {
+        for path in self.write_only_paths(value) {
+            if let Some(slot) = value.get_path_mut(&path) {
+                *slot = Value::Null;
+            }
+        }
     }
 }
 

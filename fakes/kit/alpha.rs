@@ -7,6 +7,10 @@
 //! incremented by every create or update. With schema version 1 (a knob), computed `revision`,
 //! filled by the state upgrader from version 0. A label containing `invalid` fails validation.
 //! Data source `alpha_lookup`: `key` (required) → `result` = `lookup:<key>`.
+//! Resource `alpha_account`: `name` (required), the write-only `password_wo` (sensitive, never
+//! returned) and `password_wo_version` (the companion that drives a change), computed `id` =
+//! `account-N`. Ephemeral type `alpha_ticket`: `scope` (optional) → the sensitive `token` =
+//! `<secret prefix>-ticket-<pid>-N`, a new one per open (the pid keeps them unique across runs).
 //! Every fault knob is matched against `label`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +45,30 @@ impl Alpha {
     /// The generated secret for counter value `n`.
     fn secret(&self, n: impl std::fmt::Display) -> String {
         format!("{}-{n}", self.secret_prefix)
+    }
+}
+
+impl Alpha {
+    /// Creates or updates an account; a name in the fail list fails the apply.
+    fn apply_account(
+        &self,
+        prior: &Value,
+        planned: &Value,
+        knobs: &Knobs,
+    ) -> Result<Value, (Option<Value>, String)> {
+        if planned.is_null() {
+            return Ok(Value::Null);
+        }
+        let name = get_str(planned, "name").unwrap_or_default();
+        if named(&knobs.fail_on, &name) {
+            return Err((None, format!("injected failure applying account {name:?}")));
+        }
+        let mut new = planned.clone();
+        if prior.is_null() {
+            let n = self.counter.fetch_add(1, Ordering::SeqCst);
+            set(&mut new, "id", Value::String(format!("account-{n}")));
+        }
+        Ok(new)
     }
 }
 
@@ -95,6 +123,9 @@ impl Behaviour for Alpha {
             "alpha_token".into(),
             schema(self.schema_version, "A token.", token),
         );
+        s.resources.insert("alpha_account".into(), account_schema());
+        s.ephemeral_resources
+            .insert("alpha_ticket".into(), ticket_schema());
         s.data_sources.insert(
             "alpha_lookup".into(),
             schema(
@@ -127,11 +158,17 @@ impl Behaviour for Alpha {
 
     fn plan(
         &self,
-        _type_name: &str,
+        type_name: &str,
         prior: &Value,
         proposed: &Value,
     ) -> Result<(Value, Vec<Vec<PathStep>>), String> {
         let mut planned = proposed.clone();
+        if type_name == "alpha_account" {
+            if prior.is_null() {
+                set(&mut planned, "id", Value::Unknown);
+            }
+            return Ok((planned, Vec::new()));
+        }
         if matches!(prior, Value::Null) {
             for computed in ["id", "value", "secret", "revision"] {
                 if self.schema_version >= 1 || computed != "revision" {
@@ -152,11 +189,14 @@ impl Behaviour for Alpha {
 
     fn apply(
         &self,
-        _type_name: &str,
+        type_name: &str,
         prior: &Value,
         planned: &Value,
         knobs: &Knobs,
     ) -> Result<Value, (Option<Value>, String)> {
+        if type_name == "alpha_account" {
+            return self.apply_account(prior, planned, knobs);
+        }
         if matches!(planned, Value::Null) {
             let label = get_str(prior, "label").unwrap_or_default();
             if named(&knobs.fail_delete_on, &label) {
@@ -242,7 +282,19 @@ impl Behaviour for Alpha {
     }
 
     fn object_label(&self, object: &Value) -> Option<String> {
-        get_str(object, "label")
+        get_str(object, "label").or_else(|| get_str(object, "name"))
+    }
+
+    fn open(&self, type_name: &str, config: &Value) -> Result<(String, Value), String> {
+        if type_name != "alpha_ticket" {
+            return Err(format!("fake: no ephemeral resource type {type_name}"));
+        }
+        let n = self.counter.fetch_add(1, Ordering::SeqCst);
+        let pid = std::process::id();
+        let mut result = config.clone();
+        let token = format!("{}-ticket-{pid}-{n}", self.secret_prefix);
+        set(&mut result, "token", Value::String(token));
+        Ok((format!("ticket-{pid}-{n}"), result))
     }
 
     fn import(&self, _type_name: &str, id: &str) -> Result<Value, String> {
@@ -288,4 +340,64 @@ fn rules_attribute() -> nivis::schema::Attribute {
         nesting: ObjectNesting::List,
     });
     a
+}
+
+/// `alpha_account`: a resource with a write-only password and its version.
+fn account_schema() -> nivis::schema::Schema {
+    let mut password = attr(
+        Type::String,
+        Mode::Optional,
+        true,
+        "The password; write-only: sent on create and update, never returned.",
+    );
+    password.write_only = true;
+    schema(
+        0,
+        "An account with a write-only password.",
+        vec![
+            (
+                "name",
+                attr(Type::String, Mode::Required, false, "The account name."),
+            ),
+            ("password_wo", password),
+            (
+                "password_wo_version",
+                attr(
+                    Type::Number,
+                    Mode::Optional,
+                    false,
+                    "Change it to send a new password.",
+                ),
+            ),
+            ("id", attr(Type::String, Mode::Computed, false, "account-N")),
+        ],
+    )
+}
+
+/// `alpha_ticket`: an ephemeral resource issuing a token per open.
+fn ticket_schema() -> nivis::schema::Schema {
+    schema(
+        0,
+        "A short-lived ticket.",
+        vec![
+            (
+                "scope",
+                attr(
+                    Type::String,
+                    Mode::Optional,
+                    false,
+                    "What the ticket is for.",
+                ),
+            ),
+            (
+                "token",
+                attr(
+                    Type::String,
+                    Mode::Computed,
+                    true,
+                    "The ticket's secret token.",
+                ),
+            ),
+        ],
+    )
 }

@@ -45,6 +45,9 @@ pub struct Knobs {
     /// The validation log: one JSON line per ValidateResourceConfig / ValidateDataResourceConfig
     /// call the fake answers (`NIVIS_FAKE_VALIDATE_LOG`), so a test sees which calls were spared.
     pub validate_log: Option<PathBuf>,
+    /// Ephemeral resources ask to be renewed this long after each open or renewal
+    /// (`NIVIS_FAKE_RENEW_MS`; unset: never).
+    pub renew_after: Option<Duration>,
 }
 
 /// Reads an environment knob; empty counts as unset.
@@ -83,6 +86,9 @@ impl Knobs {
                 .unwrap_or(0),
             leak_label: env("NIVIS_FAKE_LEAK_LABEL").is_some(),
             validate_log: env("NIVIS_FAKE_VALIDATE_LOG").map(PathBuf::from),
+            renew_after: env("NIVIS_FAKE_RENEW_MS")
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_millis),
         }
     }
 }

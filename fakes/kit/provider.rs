@@ -6,12 +6,15 @@
 //! also writes the object log and honours the slow and noise knobs. The wire belongs to
 //! `serve`; what a resource does belongs to the [`Behaviour`].
 
+use std::collections::BTreeSet;
 use std::io::Write;
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use nivis::diag::{Diagnostic, Diagnostics};
 use nivis::provider::{
-    ApplyRequest, ApplyResponse, CallResult, ImportedResource, PlanRequest, PlanResponse, Provider,
-    ReadResponse,
+    ApplyRequest, ApplyResponse, CallResult, ImportedResource, OpenedEphemeral, PlanRequest,
+    PlanResponse, Provider, ReadResponse, RenewedEphemeral,
 };
 use nivis::schema::ProviderSchema;
 use nivis::value::{self, PathStep, Value};
@@ -73,6 +76,10 @@ pub trait Behaviour: Send + Sync + 'static {
     }
     /// The configuration value that names an object in tests (alpha: `label`, beta: `from`).
     fn object_label(&self, object: &Value) -> Option<String>;
+    /// Opens an ephemeral resource: its ticket id (the private bytes) and its result.
+    fn open(&self, type_name: &str, _config: &Value) -> Result<(String, Value), String> {
+        Err(format!("fake: no ephemeral resource type {type_name}"))
+    }
 }
 
 /// A fake provider: a [`Behaviour`], its schema, its name and its knobs.
@@ -81,6 +88,8 @@ pub struct FakeProvider<B: Behaviour> {
     behaviour: B,
     schema: ProviderSchema,
     knobs: Knobs,
+    /// Ephemeral tickets opened and not closed yet: Renew and Close must name one.
+    open_tickets: Mutex<BTreeSet<String>>,
 }
 
 fn error(summary: impl Into<String>) -> Diagnostics {
@@ -95,6 +104,7 @@ impl<B: Behaviour> FakeProvider<B> {
             schema: behaviour.schema(),
             behaviour,
             knobs,
+            open_tickets: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -153,13 +163,20 @@ impl<B: Behaviour> FakeProvider<B> {
     /// deleted, written before the answer leaves the provider (the object exists, or is gone,
     /// from that moment). Tests compare the objects alive by this log with what state records.
     fn log_object(&self, op: &str, type_name: &str, id: &str, label: Option<&str>) {
+        self.log_line(serde_json::json!({
+            "op": op, "provider": self.name, "type": type_name, "id": id, "label": label,
+        }));
+    }
+
+    /// Appends one JSON line to the object log, if there is one. Besides creates and deletes:
+    /// `open`/`renew`/`close` of an ephemeral ticket (`id`; an open also gives the `token` it
+    /// issued) and `write-only` (`id` of the object, `attr`, and the `value` received), the
+    /// provider's view of the remote world.
+    fn log_line(&self, line: serde_json::Value) {
         let Some(path) = &self.knobs.object_log else {
             return;
         };
-        let mut line = serde_json::json!({
-            "op": op, "provider": self.name, "type": type_name, "id": id, "label": label,
-        })
-        .to_string();
+        let mut line = line.to_string();
         line.push('\n');
         // One write with O_APPEND: lines from concurrent handlers and processes never interleave.
         let written = std::fs::OpenOptions::new()
@@ -173,6 +190,45 @@ impl<B: Behaviour> FakeProvider<B> {
                 path.display()
             );
             std::process::exit(3);
+        }
+    }
+
+    /// Logs each write-only value an apply received in its configuration (the remote object
+    /// takes it; state never sees it).
+    fn log_write_only(&self, type_name: &str, config: &Value, new: &Value) {
+        let Some(block) = self.schema.resources.get(type_name).map(|s| &s.block) else {
+            return;
+        };
+        for path in block.write_only_paths(config) {
+            let received = config.get_path(&path).and_then(Value::as_str);
+            self.log_line(serde_json::json!({
+                "op": "write-only", "provider": self.name, "type": type_name,
+                "id": self.behaviour.object_id(new), "attr": value::render_path(&path),
+                "value": received,
+            }));
+        }
+    }
+
+    /// The time to ask for a renewal at, if the knobs want renewals.
+    fn renew_at(&self) -> Option<SystemTime> {
+        self.knobs.renew_after.map(|d| SystemTime::now() + d)
+    }
+
+    /// Checks that `private` names an open ticket (and forgets it when `closing`).
+    fn ticket(&self, rpc: &str, private: Option<&[u8]>, closing: bool) -> CallResult<String> {
+        let id = String::from_utf8_lossy(private.unwrap_or_default()).into_owned();
+        let mut open = self.open_tickets.lock().unwrap_or_else(|p| p.into_inner());
+        let known = if closing {
+            open.remove(&id)
+        } else {
+            open.contains(&id)
+        };
+        if known {
+            Ok(id)
+        } else {
+            Err(error(format!(
+                "fake: {rpc} for ticket {id:?}, which is not open (private data lost?)"
+            )))
         }
     }
 
@@ -270,10 +326,23 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
                 "fake: PlanResourceChange did not receive the object's private data",
             ));
         }
-        let (planned_state, requires_replace) = self
+        let Some(block) = self.schema.resources.get(r.type_name).map(|s| &s.block) else {
+            return Err(error(format!(
+                "fake: unknown resource type {}",
+                r.type_name
+            )));
+        };
+        if let Some(path) = block.write_only_paths(r.prior_state).first() {
+            return Err(error(format!(
+                "fake: the prior state holds the write-only attribute {}: it was stored",
+                value::render_path(path)
+            )));
+        }
+        let (mut planned_state, requires_replace) = self
             .behaviour
             .plan(r.type_name, r.prior_state, r.proposed_new_state)
             .map_err(error)?;
+        block.null_write_only(&mut planned_state);
         Ok(PlanResponse {
             planned_state,
             requires_replace,
@@ -312,6 +381,11 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
                 Ok(new) => (new, Diagnostics::new()),
                 Err((partial, e)) => (partial.unwrap_or_else(|| prior.clone()), error(e)),
             };
+        let mut new_state = new_state;
+        self.log_write_only(r.type_name, r.config, &new_state);
+        if let Some(s) = self.schema.resources.get(r.type_name) {
+            s.block.null_write_only(&mut new_state);
+        }
         self.log_apply(r.type_name, prior, &new_state);
         let private = if new_state.is_null() {
             Vec::new()
@@ -373,6 +447,60 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
 
     fn stop(&self) -> CallResult<()> {
         Ok(())
+    }
+
+    fn validate_ephemeral_config(
+        &self,
+        type_name: &str,
+        config: &Value,
+    ) -> CallResult<Diagnostics> {
+        let known = self.schema.ephemeral_resources.contains_key(type_name);
+        Ok(self.validate(type_name, config, known))
+    }
+
+    fn open_ephemeral(&self, type_name: &str, config: &Value) -> CallResult<OpenedEphemeral> {
+        if !config.is_known() {
+            return Err(error("fake: OpenEphemeralResource got an unknown config"));
+        }
+        let (id, result) = self.behaviour.open(type_name, config).map_err(error)?;
+        self.open_tickets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone());
+        let token = get_str(&result, "token");
+        self.log_line(serde_json::json!({
+            "op": "open", "provider": self.name, "type": type_name, "id": id, "token": token,
+        }));
+        Ok(OpenedEphemeral {
+            result,
+            private: Some(id.into_bytes()),
+            renew_at: self.renew_at(),
+            diagnostics: Diagnostics::new(),
+        })
+    }
+
+    fn renew_ephemeral(
+        &self,
+        type_name: &str,
+        private: Option<&[u8]>,
+    ) -> CallResult<RenewedEphemeral> {
+        let id = self.ticket("RenewEphemeralResource", private, false)?;
+        self.log_line(serde_json::json!({
+            "op": "renew", "provider": self.name, "type": type_name, "id": id,
+        }));
+        Ok(RenewedEphemeral {
+            private: Some(id.into_bytes()),
+            renew_at: self.renew_at(),
+            diagnostics: Diagnostics::new(),
+        })
+    }
+
+    fn close_ephemeral(&self, type_name: &str, private: Option<&[u8]>) -> CallResult<Diagnostics> {
+        let id = self.ticket("CloseEphemeralResource", private, true)?;
+        self.log_line(serde_json::json!({
+            "op": "close", "provider": self.name, "type": type_name, "id": id,
+        }));
+        Ok(Diagnostics::new())
     }
 }
 

@@ -199,6 +199,15 @@ fn data_type(schema: &ProviderSchema, type_name: &str) -> Result<Type, Diagnosti
         .ok_or_else(|| fake_error(format!("fake: unknown data source {type_name}")))
 }
 
+/// The ephemeral resource type's wire type, or a diagnostic naming the unknown type.
+fn ephemeral_type(schema: &ProviderSchema, type_name: &str) -> Result<Type, Diagnostics> {
+    schema
+        .ephemeral_resources
+        .get(type_name)
+        .map(|s| s.block.implied_type())
+        .ok_or_else(|| fake_error(format!("fake: unknown ephemeral resource type {type_name}")))
+}
+
 fn fake_error(summary: String) -> Diagnostics {
     Diagnostics::from(nivis::diag::Diagnostic::error(summary))
 }
@@ -321,10 +330,90 @@ macro_rules! protocol_server {
                 resp.data_source_schemas
                     .insert(name.clone(), schema_to_wire(s));
             }
+            for (name, s) in &schema.ephemeral_resources {
+                resp.ephemeral_resource_schemas
+                    .insert(name.clone(), schema_to_wire(s));
+            }
             let mut caps = pb::ServerCapabilities::new();
             caps.plan_destroy = false;
             resp.server_capabilities = MessageField::some(caps);
             resp
+        }
+
+        /// The ephemeral resource RPCs (the same messages in both protocols).
+        fn register_ephemeral(
+            b: ServiceBuilder,
+            provider: &Arc<dyn Provider>,
+            schema: &Arc<ProviderSchema>,
+        ) -> ServiceBuilder {
+            let b = register(b, concat!($prefix, "ValidateEphemeralResourceConfig"), {
+                let (p, schema) = (Arc::clone(provider), Arc::clone(schema));
+                move |req: pb::validate_ephemeral_resource_config::Request| {
+                    let mut resp = pb::validate_ephemeral_resource_config::Response::new();
+                    let result = ephemeral_type(&schema, &req.type_name)
+                        .and_then(|ty| decode_as(&req.config, &ty, "config"))
+                        .and_then(|c| p.validate_ephemeral_config(&req.type_name, &c));
+                    resp.diagnostics = diagnostics(&result.unwrap_or_else(|d| d));
+                    Ok(resp)
+                }
+            });
+            let b = register(b, concat!($prefix, "OpenEphemeralResource"), {
+                let (p, schema) = (Arc::clone(provider), Arc::clone(schema));
+                move |req: pb::open_ephemeral_resource::Request| {
+                    let mut resp = pb::open_ephemeral_resource::Response::new();
+                    let result = ephemeral_type(&schema, &req.type_name).and_then(|ty| {
+                        let config = decode_as(&req.config, &ty, "config")?;
+                        Ok((ty.clone(), p.open_ephemeral(&req.type_name, &config)?))
+                    });
+                    match result {
+                        Ok((ty, opened)) => {
+                            resp.result = encode(&opened.result, &ty);
+                            resp.private = opened.private;
+                            resp.renew_at = timestamp(opened.renew_at);
+                            resp.diagnostics = diagnostics(&opened.diagnostics);
+                        }
+                        Err(d) => resp.diagnostics = diagnostics(&d),
+                    }
+                    Ok(resp)
+                }
+            });
+            let b = register(b, concat!($prefix, "RenewEphemeralResource"), {
+                let p = Arc::clone(provider);
+                move |req: pb::renew_ephemeral_resource::Request| {
+                    let mut resp = pb::renew_ephemeral_resource::Response::new();
+                    match p.renew_ephemeral(&req.type_name, req.private.as_deref()) {
+                        Ok(r) => {
+                            resp.private = r.private;
+                            resp.renew_at = timestamp(r.renew_at);
+                            resp.diagnostics = diagnostics(&r.diagnostics);
+                        }
+                        Err(d) => resp.diagnostics = diagnostics(&d),
+                    }
+                    Ok(resp)
+                }
+            });
+            register(b, concat!($prefix, "CloseEphemeralResource"), {
+                let p = Arc::clone(provider);
+                move |req: pb::close_ephemeral_resource::Request| {
+                    let mut resp = pb::close_ephemeral_resource::Response::new();
+                    let d = p
+                        .close_ephemeral(&req.type_name, req.private.as_deref())
+                        .unwrap_or_else(|d| d);
+                    resp.diagnostics = diagnostics(&d);
+                    Ok(resp)
+                }
+            })
+        }
+
+        fn timestamp(at: Option<std::time::SystemTime>) -> MessageField<pb::Timestamp> {
+            let Some(at) = at else {
+                return MessageField::none();
+            };
+            let since = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let mut t = pb::Timestamp::new();
+            t.seconds = since.as_secs() as i64;
+            t.nanos = since.subsec_nanos() as i32;
+            MessageField::some(t)
         }
 
         /// Registers every method of the protocol, each calling `provider`.
@@ -524,6 +613,7 @@ macro_rules! protocol_server {
                     Ok(resp)
                 }
             });
+            b = register_ephemeral(b, &provider, &schema);
             b = register(b, concat!($prefix, $stop_rpc), {
                 let p = Arc::clone(&provider);
                 move |_req: pb::$stop::Request| {
@@ -564,6 +654,7 @@ pub mod v5 {
         a.optional = attr.optional;
         a.computed = attr.computed;
         a.sensitive = attr.sensitive;
+        a.write_only = attr.write_only;
         a
     }
 
@@ -631,6 +722,7 @@ pub mod v6 {
         a.optional = attr.optional;
         a.computed = attr.computed;
         a.sensitive = attr.sensitive;
+        a.write_only = attr.write_only;
         a
     }
 

@@ -34,15 +34,26 @@ let
     let w = walk (ctx // { secret = true; }) path value; in
     { v = { __sensitive = { value = w.v; }; }; e = w.e; };
 
+  # A value computed from an ephemeral result: { __ephemeral = { value; }; }, refused in a
+  # derivation like a secret.
+  ephemeralValue = ctx: path: value:
+    let w = walk (ctx // { secret = true; }) path value; in
+    { v = { __ephemeral = { value = w.v; }; }; e = w.e; };
+
+  isEphemeralId = ctx: id: (ctx.ephemeral or { }) ? ${id};
+
   fail = ctx: path: msg: throw "nivis: ${ctx.owner}: ${names.showAt ctx.root path} ${msg}";
 
   checkRef = ctx: path: ref:
-    if ctx.declared ? ${ref.resource} then ref
-    else fail ctx path "refers to ${ref.resource}, which is not in toIR's resources or data";
+    if ctx.declared ? ${ref.resource} || isEphemeralId ctx ref.resource then ref
+    else fail ctx path "refers to ${ref.resource}, which is not in toIR's resources or data${if ctx ? ephemeral && ctx.ephemeral != { } then " (nor ephemeral)" else ""}";
 
   walkSet = ctx: path: x:
     let kind = x._type or null; in
-    if kind == "nivis:ref" then
+    if kind == "nivis:ref" && isEphemeralId ctx x.resource then
+      # The executor cannot read an ephemeral result: it reaches a config only through Nix.
+      walkSet ctx path (values.mkDerived [ x ] builtins.head)
+    else if kind == "nivis:ref" then
       let
         ref = checkRef ctx path x;
         r = lookup ctx.outputs ref;
@@ -60,8 +71,10 @@ let
     else if kind == "nivis:secret" then sensitiveValue ctx path x.value
     else if kind == "nivis:derived" then
       let
-        r = resolveItem { inherit (ctx) outputs channel; checkRef = checkRef ctx path; at = "${ctx.owner}: ${names.showAt ctx.root path}"; } x;
-        froms = attrNames (listToAttrs (map (ref: { name = ref.resource; value = null; }) r.refs));
+        r = resolveItem { inherit (ctx) outputs channel; ephemeral = ctx.ephemeral or { }; checkRef = checkRef ctx path; at = "${ctx.owner}: ${names.showAt ctx.root path}"; } x;
+        # Ephemeral resources are no graph nodes: no edge, the value waits for Nix.
+        froms = filter (id: !(isEphemeralId ctx id))
+          (attrNames (listToAttrs (map (ref: { name = ref.resource; value = null; }) r.refs)));
         # `reads`: the outputs of `from` the computation read, so the executor defers it
         # only when one of those may change (not when another output of `from` does).
         edges = map (from: {
@@ -71,7 +84,8 @@ let
         }) froms;
         inputs = attrNames (listToAttrs (map (ref: { name = values.refInput ref; value = null; }) r.refs));
       in
-      if r.known && r.sensitive then let w = sensitiveValue ctx path r.value; in { v = w.v; e = edges ++ w.e; }
+      if r.known && (r.ephemeral or false) then let w = ephemeralValue ctx path r.value; in { v = w.v; e = edges ++ w.e; }
+      else if r.known && r.sensitive then let w = sensitiveValue ctx path r.value; in { v = w.v; e = edges ++ w.e; }
       else if r.known then let w = walk ctx path r.value; in { v = w.v; e = edges ++ w.e; }
       else { v = { __derived = { inherit inputs; }; }; e = edges; }
     else if kind == "nivis:resource" then
@@ -121,6 +135,7 @@ let
     , consumers ? { }
     , variables ? { }
     , moved ? [ ]
+    , ephemeral ? [ ]
     , ledger ? { }
     }:
     let
@@ -130,7 +145,7 @@ let
       providerIR = mapAttrs (id: p0:
         let
           p = if nodes.isProvider p0 then p0 else nodes.mkProvider p0;
-          ctx = { inherit outputs channel declared; owner = "provider ${id}"; root = "config"; };
+          ctx = { inherit outputs channel declared; ephemeral = ephemeralIds; owner = "provider ${id}"; root = "config"; };
         in
         if !names.isProviderId id then throw "nivis: provider id '${id}' may only contain letters, digits, '_', '-', '.' and '/'"
         else { inherit (p) source; config = (walk ctx [ ] p.config).v; }
@@ -143,23 +158,26 @@ let
           let n = elemAt items i; in
           if nodes.isNode n && n.kind == kind then n
           else if nodes.isNode n then
-            throw "nivis: toIR: ${n.id} is a ${if kind == "managed" then "data source; list it in data" else "managed resource; list it in resources"}"
-          else throw "nivis: toIR: ${section}[${toString i}] is ${names.describe n}, not a ${if kind == "managed" then "resource made with mkResource" else "data source made with mkData"}")
+            throw "nivis: toIR: ${n.id} is ${if n.kind == "managed" then "a managed resource; list it in resources" else if n.kind == "ephemeral" then "an ephemeral resource; list it in ephemeral" else "a data source; list it in data"}"
+          else throw "nivis: toIR: ${section}[${toString i}] is ${names.describe n}, not a ${if kind == "managed" then "resource made with mkResource" else if kind == "ephemeral" then "resource made with mkEphemeral" else "data source made with mkData"}")
           (length items);
 
       managed = collect "resources" "managed" resources;
       dataNodes = collect "data" "data" data;
+      ephemeralNodes = collect "ephemeral" "ephemeral" ephemeral;
       allNodes = managed ++ dataNodes;
 
       declared = listToAttrs (map (n: { name = n.id; value = null; }) allNodes);
+      ephemeralIds = listToAttrs (map (n: { name = n.id; value = null; }) ephemeralNodes);
+      everyNode = allNodes ++ ephemeralNodes;
       duplicates =
-        if length (attrNames declared) == length allNodes then [ ]
-        else filter (id: length (groupBy (n: n.id) allNodes).${id} > 1) (attrNames declared);
+        if length (attrNames declared) + length (attrNames ephemeralIds) == length everyNode then [ ]
+        else filter (id: length (groupBy (n: n.id) everyNode).${id} > 1) (attrNames (declared // ephemeralIds));
 
       nodeIR = n:
         let
           owner = if n.kind == "managed" then "resource ${n.id}" else "data source ${n.id}";
-          ctx = { inherit outputs channel declared owner; root = "config"; };
+          ctx = { inherit outputs channel declared owner; ephemeral = ephemeralIds; root = "config"; };
           w = walk ctx [ ] n.config;
           deps = map (d:
             let id = if nodes.isNode d then d.id else d; in
@@ -189,13 +207,24 @@ let
         };
 
       converted = map nodeIR allNodes;
+
+      # Ephemeral resources: no edges (they are not graph nodes), no meta.
+      ephemeralIR = map (n:
+        let
+          provider =
+            if providers ? ${n.provider} then n.provider
+            else throw "nivis: ephemeral resource ${n.id}: provider '${n.provider}' is not declared in toIR's providers";
+          ctx = { inherit outputs channel declared; ephemeral = ephemeralIds; owner = "ephemeral resource ${n.id}"; root = "config"; };
+        in
+        { inherit (n) id type name; inherit provider; config = (walk ctx [ ] n.config).v; })
+        ephemeralNodes;
       nManaged = length managed;
 
       consumerIR = map (id:
         if !names.isConsumerId id then throw "nivis: toIR: consumer id '${id}' may only contain letters, digits, '_', '-' and '.'"
         else {
           inherit id;
-          value = (walk { inherit outputs channel declared; owner = "consumer ${id}"; root = "value"; } [ ] consumers.${id}).v;
+          value = (walk { inherit outputs channel declared; ephemeral = ephemeralIds; owner = "consumer ${id}"; root = "value"; } [ ] consumers.${id}).v;
         }) (attrNames consumers);
 
       variablesIR = vars.toIR variables;
@@ -215,7 +244,8 @@ let
         edges = concatMap (c: c.edges) converted;
         nixConsumers = consumerIR;
         variables = variablesIR;
-      } // (if movedIR == [ ] then { } else { moved = movedIR; });
+      } // (if movedIR == [ ] then { } else { moved = movedIR; })
+        // (if ephemeralIR == [ ] then { } else { ephemeral = ephemeralIR; });
     in
     if !isAttrs providers then throw "nivis: toIR: providers must be an attrset of mkProvider values"
     else if !isAttrs consumers || nodes.isNode consumers then throw "nivis: toIR: consumers must be an attrset id -> value"

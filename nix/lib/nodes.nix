@@ -69,14 +69,18 @@ let
   mkNode = kind: args:
     let
       managed = kind == "managed";
-      fn = if managed then "mkResource" else "mkData";
-      allowed = [ "provider" "type" "name" "config" "dependsOn" ] ++ (if managed then [ "lifecycle" "importId" ] else [ ]);
+      ephemeral = kind == "ephemeral";
+      fn = if managed then "mkResource" else if ephemeral then "mkEphemeral" else "mkData";
+      allowed = [ "provider" "type" "name" "config" ]
+        ++ (if ephemeral then [ ] else [ "dependsOn" ])
+        ++ (if managed then [ "lifecycle" "importId" ] else [ ]);
       unknown = filter (k: !elem k allowed) (attrNames args);
       part = k: let v = if isAttrs args then args.${k} or null else null; in if isString v then v else "?";
       label = "${fn} ${part "provider"}.${part "type"}.${part "name"}";
       hint = k:
         if elem k [ "count" "forEach" "for_each" ] then "; expand instances with lib.count or lib.forEach"
-        else if k == "lifecycle" then "; data sources have no lifecycle"
+        else if ephemeral && k == "dependsOn" then "; an ephemeral resource is opened when its config is known"
+        else if k == "lifecycle" then "; ${if ephemeral then "ephemeral resources" else "data sources"} have no lifecycle"
         else if k == "importId" then "; data sources are read, not imported"
         else "";
       problem =
@@ -95,7 +99,7 @@ let
         else if (args.importId or "x") == "" || !isString (args.importId or "x") then
           "'importId' must be the provider's id of an existing object (a non-empty string), got ${names.describe (args.importId or null)}"
         else null;
-      id = (if managed then "" else "data.") + "${args.provider}.${args.type}.${args.name}";
+      id = (if managed then "" else if ephemeral then "ephemeral." else "data.") + "${args.provider}.${args.type}.${args.name}";
       self = {
         _type = "nivis:resource";
         inherit kind;
@@ -121,6 +125,10 @@ let
 
   mkResource = mkNode "managed";
   mkData = mkNode "data";
+  # An ephemeral resource: opened by the executor for one run, its result never stored;
+  # usable (refAttr, str, compute) only in write-only attributes, provider configurations
+  # and other ephemeral resources' configurations.
+  mkEphemeral = mkNode "ephemeral";
 
   # Rename one expanded instance to <name>__<key> and remember its key.
   instance = helper: key: suffix: r:
@@ -219,6 +227,6 @@ let
     else throw "nivis: lib.drv expects a derivation or an absolute store path, got ${names.describe d}";
 in
 {
-  inherit isNode isProvider isMoved moved mkProvider mkResource mkData count forEach byKey drv
-    positions;
+  inherit isNode isProvider isMoved moved mkProvider mkResource mkData mkEphemeral count forEach
+    byKey drv positions;
 }

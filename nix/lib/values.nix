@@ -13,6 +13,11 @@
 # __sensitiveRef. A value derived from it (or from a sensitive variable, see vars.nix)
 # is computed with the secret read from the channel and emitted as
 # { __sensitive = { value = ...; }; }, so the executor keeps it secret.
+#
+# Ephemeral resources (mkEphemeral): their results are never in the ledger, only in the
+# channel's `ephemeral` section while the executor holds them open. A value built from one
+# (or a reference to one) is emitted as { __ephemeral = { value = ...; }; } once the result
+# is there, and as __derived until then.
 { names }:
 let
   inherit (builtins)
@@ -159,7 +164,16 @@ let
   # A sensitive input is known: its value comes from the channel (read only if the
   # computation uses it), and it makes the result sensitive.
   resolveItem = ctx: x:
-    if isRef x then
+    if isRef x && (ctx.ephemeral or { }) ? ${x.resource} then
+      # An ephemeral resource's result: only in the channel, only while the executor holds
+      # it open; unknown (the value waits for Nix) until then.
+      let
+        ref = ctx.checkRef x;
+        opened = if ctx.channel == null then { } else ctx.channel.ephemeral or { };
+        r = lookup opened ref;
+      in
+      { known = r.state == "known"; sensitive = false; ephemeral = true; value = r.value or null; refs = [ ref ]; }
+    else if isRef x then
       let
         ref = ctx.checkRef x;
         r = lookup ctx.outputs ref;
@@ -173,12 +187,13 @@ let
       {
         inherit known;
         sensitive = any (r: r.sensitive) rs;
+        ephemeral = any (r: r.ephemeral or false) rs;
         refs = concatMap (r: r.refs) rs;
         value = if known then x.fn (map (r: r.value) rs) else null;
       }
     else { known = true; sensitive = false; value = x; refs = [ ]; };
 in
 {
-  inherit isRef isDerived isSecret isDeferred isPlaceholder mkRef mkSecret str compute lookup
+  inherit isRef isDerived isSecret isDeferred isPlaceholder mkRef mkDerived mkSecret str compute lookup
     resolveItem refInput showRef channel;
 }

@@ -254,7 +254,7 @@ pub(super) fn collect_deps(tree: &Tree, out: &mut BTreeSet<String>) {
         Tree::Ref(r) | Tree::SensitiveRef(r) => {
             out.insert(r.resource.clone());
         }
-        Tree::Sensitive(inner) => collect_deps(inner, out),
+        Tree::Sensitive(inner) | Tree::Ephemeral(inner) => collect_deps(inner, out),
         Tree::Derived(inputs) => out.extend(inputs.iter().map(|i| i.resource.clone())),
         Tree::List(items) => items.iter().for_each(|t| collect_deps(t, out)),
         Tree::Object(map) => map.values().for_each(|t| collect_deps(t, out)),
@@ -268,7 +268,7 @@ pub(super) fn collect_derived(tree: &Tree, out: &mut Vec<Wait>) {
             resource: i.resource.clone(),
             attribute: i.attr.clone(),
         })),
-        Tree::Sensitive(inner) => collect_derived(inner, out),
+        Tree::Sensitive(inner) | Tree::Ephemeral(inner) => collect_derived(inner, out),
         Tree::List(items) => items.iter().for_each(|t| collect_derived(t, out)),
         Tree::Object(map) => map.values().for_each(|t| collect_derived(t, out)),
         _ => {}
@@ -278,7 +278,7 @@ pub(super) fn collect_derived(tree: &Tree, out: &mut Vec<Wait>) {
 pub(super) fn collect_refs_as_waits(tree: &Tree, out: &mut Vec<Wait>) {
     match tree {
         Tree::Ref(r) => out.push(Wait::Resource(r.resource.clone())),
-        Tree::Sensitive(inner) => collect_refs_as_waits(inner, out),
+        Tree::Sensitive(inner) | Tree::Ephemeral(inner) => collect_refs_as_waits(inner, out),
         Tree::List(items) => items.iter().for_each(|t| collect_refs_as_waits(t, out)),
         Tree::Object(map) => map.values().for_each(|t| collect_refs_as_waits(t, out)),
         _ => {}

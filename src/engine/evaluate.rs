@@ -66,11 +66,22 @@ impl Engine<'_> {
         for r in state.iter() {
             ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
         }
+        ledger.ephemeral = self.ephemerals.results();
         ledger
     }
 
-    /// Evaluates the plan with a ledger built from `state`.
+    /// Evaluates the plan with a ledger built from `state`, opening the ephemeral resources it
+    /// declares as they become ready (see `ephemeral`).
     pub(super) fn evaluate(&mut self, state: &StateFile, phase: u32) -> Result<Ir, EngineError> {
+        self.evaluate_with_ephemerals(state, phase)
+    }
+
+    /// One evaluation of the plan with a ledger built from `state`.
+    pub(super) fn evaluate_once(
+        &mut self,
+        state: &StateFile,
+        phase: u32,
+    ) -> Result<Ir, EngineError> {
         let ledger = self.ledger_from(state, phase);
         if !self.vars_settled {
             for values in self.variable_values() {
@@ -157,6 +168,7 @@ impl Engine<'_> {
     /// Evaluates the plan once (phase 0, ledger from state) and returns its IR; for commands
     /// that only need the declarations (`providers lock|mirror|list`).
     pub fn declarations(&mut self) -> Result<Ir, EngineError> {
+        self.open_ephemerals = false;
         let holder = self.open_state(false)?;
         self.evaluate(holder.state(), 0)
     }

@@ -13,6 +13,7 @@ mod analysis;
 mod announced;
 mod deposed;
 mod destroy;
+mod ephemeral;
 mod error;
 mod evaluate;
 pub mod events;
@@ -203,6 +204,12 @@ pub struct Engine<'s> {
     sink: events::Output<'s>,
     evaluator: Box<dyn Evaluator>,
     state_access: Box<dyn StateAccess>,
+    /// Ephemeral resources open in this run; closed when the engine goes (before the
+    /// providers, which it keeps alive until then).
+    ephemerals: ephemeral::EphemeralSet,
+    /// Whether evaluations open ephemeral resources (not for commands that only read the
+    /// declarations, nor `validate`).
+    open_ephemerals: bool,
     providers: ProviderSet,
     live: Arc<Mutex<Vec<Arc<dyn Provider>>>>,
     /// id -> fingerprint of resources settled in this run.
@@ -237,6 +244,8 @@ impl<'s> Engine<'s> {
             sink: events::Output::new(sink),
             evaluator: seams.evaluator,
             state_access: seams.state,
+            ephemerals: ephemeral::EphemeralSet::default(),
+            open_ephemerals: true,
             providers: ProviderSet::new(seams.launcher, expected),
             live: Arc::new(Mutex::new(Vec::new())),
             settled: HashMap::new(),

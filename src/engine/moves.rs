@@ -125,7 +125,8 @@ fn is_plain(t: &Tree) -> bool {
         | Tree::SensitiveRef(_)
         | Tree::Derived(_)
         | Tree::Build(_)
-        | Tree::Sensitive(_) => false,
+        | Tree::Sensitive(_)
+        | Tree::Ephemeral(_) => false,
         _ => true,
     }
 }

@@ -369,12 +369,16 @@ pub fn sha256(bytes: &[u8]) -> String {
 }
 
 /// The digest of an IR document: canonical JSON with every `__sensitive` value blanked, so
-/// that the digest of a plan says nothing about its secrets (their variables have their own).
+/// that the digest of a plan says nothing about its secrets (their variables have their own),
+/// and every `__ephemeral` value too (a new one is opened for each run).
 pub fn ir_digest(ir: &Json) -> String {
     fn blank(v: &Json) -> Json {
         match v {
             Json::Object(m) if m.contains_key("__sensitive") => {
                 json!({"__sensitive": "(sensitive)"})
+            }
+            Json::Object(m) if m.contains_key("__ephemeral") => {
+                json!({"__ephemeral": "(ephemeral)"})
             }
             Json::Object(m) => Json::Object(m.iter().map(|(k, v)| (k.clone(), blank(v))).collect()),
             Json::Array(a) => Json::Array(a.iter().map(blank).collect()),

@@ -20,6 +20,11 @@ impl Engine<'_> {
             .filter(|n| wanted.contains(n.id.as_str()))
             .map(|n| n.provider.as_str())
             .chain(
+                (ir.ephemeral.iter())
+                    .filter(|e| wanted.contains(e.id.as_str()))
+                    .map(|e| e.provider.as_str()),
+            )
+            .chain(
                 ids.iter()
                     .filter_map(|id| state.get(id).map(|r| r.provider.as_str())),
             )

@@ -132,7 +132,9 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
             out.builds.push((b.path.clone(), b.drv_path.clone()));
             Value::String(b.path.clone())
         }
-        Tree::Sensitive(inner) => {
+        // An ephemeral value is a secret too; that it is never stored is checked before any
+        // plan (`engine::ephemeral`), and write-only attributes are nulled before recording.
+        Tree::Sensitive(inner) | Tree::Ephemeral(inner) => {
             out.touched_sensitive = true;
             let v = walk(inner, lookup, out);
             crate::secrets::remember_value(&v);

@@ -9,6 +9,7 @@ impl Engine<'_> {
     /// without configuring providers or touching state.
     pub fn validate(&mut self) -> Result<Diagnostics, EngineError> {
         let holder = MemoryStore::new();
+        self.open_ephemerals = false;
         let ir = self.evaluate(holder.state(), 0)?;
         let mut all = Diagnostics::new();
         let ids: Vec<String> = ir

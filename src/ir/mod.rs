@@ -22,6 +22,7 @@
 //! [`Tree`] ([`Tree::dependencies`], [`Tree::is_known`], [`Tree::to_json`])
 //! are what they need from it.
 
+mod ephemeral;
 mod model;
 mod parse;
 mod path;
@@ -42,7 +43,7 @@ pub use self::model::*;
 pub use self::parse::{parse, parse_value};
 pub use self::path::{parse_path, render_path, value_path};
 #[allow(unused_imports)]
-use self::{parse::*, path::*, references::*, rules::*};
+use self::{ephemeral::*, parse::*, path::*, references::*, rules::*};
 
 /// The IR version this module reads and the Nix library writes.
 pub const SCHEMA_VERSION: u64 = 1;

@@ -14,6 +14,22 @@ pub struct Ir {
     pub variables: BTreeMap<String, VariableDecl>,
     /// `moved[]`: addresses whose recorded objects now belong to another address.
     pub moved: Vec<Moved>,
+    /// `ephemeral[]`: ephemeral resources, opened for one run and never recorded.
+    pub ephemeral: Vec<EphemeralNode>,
+}
+
+/// `ephemeral[i]`: an ephemeral resource (id `ephemeral.<provider>.<type>.<name>`). Its result
+/// is never stored: the executor opens it for the run, hands the result to Nix through the
+/// private channel, and closes it at the end. It is not a graph node: nothing waits on it
+/// through an edge, a configuration computed from its result waits for Nix (`__derived`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EphemeralNode {
+    pub id: String,
+    pub provider: String,
+    pub type_name: String,
+    pub name: String,
+    /// Always a [`Tree::Object`]; may hold references to resources and data sources.
+    pub config: Tree,
 }
 
 /// `moved[i]`: the object recorded at `from` is now the object of `to` (a rename, or a move
@@ -107,7 +123,7 @@ pub enum PathStep {
 }
 
 /// A config, provider config or consumer value. Objects are either plain
-/// (`Object`) or one of the five leaf markers.
+/// (`Object`) or one of the six leaf markers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tree {
     Null,
@@ -127,6 +143,10 @@ pub enum Tree {
     /// `__sensitive`: a value Nix computed from a secret (a sensitive output or variable); it
     /// and everything resolved from it are secret.
     Sensitive(Box<Tree>),
+    /// `__ephemeral`: a value Nix computed from an ephemeral resource's result: secret, for
+    /// this run only, allowed only where nothing is stored (write-only attributes, provider
+    /// and ephemeral configurations).
+    Ephemeral(Box<Tree>),
 }
 
 /// The body of a `__ref` / `__sensitiveRef` marker.

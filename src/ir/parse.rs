@@ -28,7 +28,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         return Err(p.errors);
     };
     // Derived inputs are split at the longest declared id, so collect ids first.
-    for section in ["resources", "data"] {
+    for section in ["resources", "data", "ephemeral"] {
         if let Some(Value::Array(items)) = top.get(section) {
             for item in items {
                 if let Some(Value::String(id)) = item.get("id") {
@@ -58,6 +58,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
             "nixConsumers",
             "variables",
             "moved",
+            "ephemeral",
         ],
     );
     if let Some(v) = top.get("schemaVersion") {
@@ -87,6 +88,10 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         .map(|v| p.variables(v))
         .unwrap_or_default();
     let moved = top.get("moved").map(|v| p.moved(v)).unwrap_or_default();
+    let ephemeral = top
+        .get("ephemeral")
+        .map(|v| p.ephemeral(v))
+        .unwrap_or_default();
     if !p.errors.is_empty() {
         return Err(p.errors);
     }
@@ -98,6 +103,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         consumers,
         variables,
         moved,
+        ephemeral,
     };
     let errors = check_references(&ir);
     if errors.is_empty() {
@@ -572,7 +578,7 @@ impl Parser {
         out
     }
 
-    fn tree(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
+    pub(super) fn tree(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
         match v {
             Value::Null => Tree::Null,
             Value::Bool(b) => Tree::Bool(*b),
@@ -592,6 +598,7 @@ impl Parser {
                     "__derived",
                     "__build",
                     "__sensitive",
+                    "__ephemeral",
                 ] {
                     if let Some(body) = obj.get(marker) {
                         self.object_keys(el, path, obj, &[], &[marker]);
@@ -604,7 +611,7 @@ impl Parser {
     }
 
     /// A tree that must be a plain object (configs).
-    fn plain_object(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
+    pub(super) fn plain_object(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
         match self.object(el, path, v) {
             Some(obj) => self.plain_entries(el, path, obj),
             None => Tree::Object(BTreeMap::new()),
@@ -677,13 +684,17 @@ impl Parser {
                 }
                 Tree::Derived(inputs)
             }
-            "__sensitive" => {
+            "__sensitive" | "__ephemeral" => {
                 self.object_keys(el, path, obj, &["value"], &["value"]);
                 let value = obj
                     .get("value")
                     .map(|v| self.tree(el, &child(path, key("value")), v))
                     .unwrap_or(Tree::Null);
-                Tree::Sensitive(Box::new(value))
+                if marker == "__sensitive" {
+                    Tree::Sensitive(Box::new(value))
+                } else {
+                    Tree::Ephemeral(Box::new(value))
+                }
             }
             _ => {
                 self.object_keys(el, path, obj, &["path"], &["path", "drvPath"]);

@@ -68,6 +68,14 @@ impl Ir {
                 .map(|m| serde_json::json!({"from": m.from, "to": m.to}))
                 .collect();
         }
+        if !self.ephemeral.is_empty() {
+            doc["ephemeral"] = (self.ephemeral.iter())
+                .map(|e| {
+                    serde_json::json!({"id": e.id, "provider": e.provider, "type": e.type_name,
+                        "name": e.name, "config": e.config.to_json()})
+                })
+                .collect();
+        }
         doc
     }
 }
@@ -126,6 +134,17 @@ pub(super) fn path_json(path: &[PathStep]) -> Value {
 }
 
 impl Tree {
+    /// Whether a secret value is inside: a `__sensitive` or `__ephemeral` marker (a
+    /// `__sensitiveRef` holds no value, only where to read one).
+    pub fn holds_secret(&self) -> bool {
+        match self {
+            Tree::Sensitive(_) | Tree::Ephemeral(_) => true,
+            Tree::List(items) => items.iter().any(Tree::holds_secret),
+            Tree::Object(map) => map.values().any(Tree::holds_secret),
+            _ => false,
+        }
+    }
+
     /// Visit every leaf (scalars, empty containers and markers) with its path.
     pub fn walk_leaves<'a, F: FnMut(&[PathStep], &'a Tree)>(&'a self, mut f: F) {
         self.visit(&mut Vec::new(), &mut f);
@@ -133,8 +152,9 @@ impl Tree {
 
     fn visit<'a, F: FnMut(&[PathStep], &'a Tree)>(&'a self, path: &mut Vec<PathStep>, f: &mut F) {
         match self {
-            // A sensitive value sits where the marker is; its inside is walked in place.
-            Tree::Sensitive(inner) => inner.visit(path, f),
+            // A sensitive or ephemeral value sits where the marker is; its inside is walked in
+            // place.
+            Tree::Sensitive(inner) | Tree::Ephemeral(inner) => inner.visit(path, f),
             Tree::List(items) if !items.is_empty() => {
                 for (i, item) in items.iter().enumerate() {
                     path.push(PathStep::Index(i as u64));
@@ -183,7 +203,7 @@ impl Tree {
         fn go(t: &Tree, inside: bool, path: &mut Vec<PathStep>, f: &mut dyn FnMut(&[PathStep])) {
             match t {
                 Tree::Build(_) if inside => f(path),
-                Tree::Sensitive(inner) => go(inner, true, path, f),
+                Tree::Sensitive(inner) | Tree::Ephemeral(inner) => go(inner, true, path, f),
                 Tree::List(items) => {
                     for (i, item) in items.iter().enumerate() {
                         path.push(PathStep::Index(i as u64));
@@ -220,7 +240,7 @@ impl Tree {
     pub fn is_known(&self) -> bool {
         match self {
             Tree::Ref(_) | Tree::SensitiveRef(_) | Tree::Derived(_) => false,
-            Tree::Sensitive(inner) => inner.is_known(),
+            Tree::Sensitive(inner) | Tree::Ephemeral(inner) => inner.is_known(),
             Tree::List(items) => items.iter().all(Tree::is_known),
             Tree::Object(map) => map.values().all(Tree::is_known),
             _ => true,
@@ -231,7 +251,7 @@ impl Tree {
     pub fn needs_nix(&self) -> bool {
         match self {
             Tree::Derived(_) => true,
-            Tree::Sensitive(inner) => inner.needs_nix(),
+            Tree::Sensitive(inner) | Tree::Ephemeral(inner) => inner.needs_nix(),
             Tree::List(items) => items.iter().any(Tree::needs_nix),
             Tree::Object(map) => map.values().any(Tree::needs_nix),
             _ => false,
@@ -269,6 +289,37 @@ impl Tree {
             Tree::Sensitive(inner) => {
                 serde_json::json!({"__sensitive": {"value": inner.to_json()}})
             }
+            Tree::Ephemeral(inner) => {
+                serde_json::json!({"__ephemeral": {"value": inner.to_json()}})
+            }
         }
+    }
+
+    /// The paths of the `__ephemeral` values in this tree (outermost only).
+    pub fn ephemeral_paths(&self) -> Vec<Vec<PathStep>> {
+        fn go(t: &Tree, path: &mut Vec<PathStep>, out: &mut Vec<Vec<PathStep>>) {
+            match t {
+                Tree::Ephemeral(_) => out.push(path.clone()),
+                Tree::Sensitive(inner) => go(inner, path, out),
+                Tree::List(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        path.push(PathStep::Index(i as u64));
+                        go(item, path, out);
+                        path.pop();
+                    }
+                }
+                Tree::Object(map) => {
+                    for (k, v) in map {
+                        path.push(PathStep::Key(k.clone()));
+                        go(v, path, out);
+                        path.pop();
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        go(self, &mut Vec::new(), &mut out);
+        out
     }
 }

@@ -104,6 +104,12 @@ pub(super) fn check_references(ir: &Ir) -> Vec<IrError> {
         }
     }
     let ids: HashSet<&str> = first_seen.keys().copied().collect();
+    let mut all_seen: HashMap<String, String> = (first_seen.iter())
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    check_ephemeral_nodes(ir, &mut all_seen, &mut errors);
+    // A value computed from an ephemeral result (`__derived`) names it; nothing else may.
+    let ephemeral_ids: HashSet<&str> = ir.ephemeral.iter().map(|e| e.id.as_str()).collect();
 
     let mut pairs: HashSet<(&str, &str)> = HashSet::new();
     for (i, edge) in ir.edges.iter().enumerate() {
@@ -141,6 +147,9 @@ pub(super) fn check_references(ir: &Ir) -> Vec<IrError> {
             let leaf_path: Vec<PathStep> = std::iter::once(key(root)).chain(at.iter().cloned()).collect();
             let mut targets: Vec<&str> = Vec::new();
             for (target, step) in bodies {
+                if marker == "__derived" && ephemeral_ids.contains(target) {
+                    continue;
+                }
                 if ids.contains(target) {
                     if !targets.contains(&target) {
                         targets.push(target);
@@ -199,6 +208,10 @@ pub(super) fn check_references(ir: &Ir) -> Vec<IrError> {
     for (id, provider) in &ir.providers {
         let label = render_path(&[key("providers"), key(id)]);
         check_tree(&mut errors, &label, "config", &provider.config, None);
+    }
+    for (i, node) in ir.ephemeral.iter().enumerate() {
+        let label = ephemeral_label(node, i);
+        check_tree(&mut errors, &label, "config", &node.config, None);
     }
     let mut consumer_ids: HashMap<&str, usize> = HashMap::new();
     for (i, consumer) in ir.consumers.iter().enumerate() {

@@ -55,7 +55,7 @@ impl Ir {
 /// exists.
 fn put_marker(tree: &mut Tree, at: &[PathStep], marker: Tree) -> bool {
     match (tree, at.split_first()) {
-        (Tree::Sensitive(inner), _) => put_marker(inner, at, marker),
+        (Tree::Sensitive(inner) | Tree::Ephemeral(inner), _) => put_marker(inner, at, marker),
         (Tree::Ref(_) | Tree::SensitiveRef(_), None) => true,
         (Tree::Derived(_) | Tree::Build(_), None) => false,
         (leaf, None) => {

@@ -21,7 +21,7 @@ pub(super) const PATH_BODY: &str = r#"(?:[A-Za-z_][A-Za-z0-9_-]*|\["(?:[^"\\\x00
 /// Largest list index a path may hold (2^53 - 1, exact in every JSON reader).
 pub const MAX_INDEX: u64 = 9_007_199_254_740_991;
 
-pub(super) const UNKNOWN_MARKER: &str = "unknown marker: keys starting with '__' are reserved for __ref, __sensitiveRef, __derived, __build and __sensitive";
+pub(super) const UNKNOWN_MARKER: &str = "unknown marker: keys starting with '__' are reserved for __ref, __sensitiveRef, __derived, __build, __sensitive and __ephemeral";
 pub(super) const BUILD_IN_SENSITIVE: &str = "__build inside __sensitive: a build output computed from a secret would put the secret in the world-readable Nix store";
 pub(super) const SCHEMA_VERSION_MESSAGE: &str =
     "unsupported schemaVersion: this IR reader understands schemaVersion 1";

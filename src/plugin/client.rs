@@ -13,6 +13,8 @@ use std::time::Duration;
 use grpcio::{CallOption, ChannelBuilder, Client, Environment, Marshaller, Method, MethodType};
 use protobuf::{Message, MessageField};
 
+mod ephemeral;
+
 use super::call_clock::InFlight;
 use super::launch::{LaunchError, LaunchSpec, PluginProcess};
 use super::protocol::{self, Methods};
@@ -21,8 +23,8 @@ use super::wire::plugin as go_plugin;
 use super::wire::tfplugin6 as pb;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::provider::{
-    ApplyRequest, ApplyResponse, CallResult, ImportedResource, PlanRequest, PlanResponse, Provider,
-    ReadResponse,
+    ApplyRequest, ApplyResponse, CallResult, ImportedResource, OpenedEphemeral, PlanRequest,
+    PlanResponse, Provider, ReadResponse, RenewedEphemeral,
 };
 use crate::schema::ProviderSchema;
 use crate::value::{self, Type, Value};
@@ -439,9 +441,12 @@ impl GrpcProvider {
     }
 
     fn capabilities() -> MessageField<pb::ClientCapabilities> {
-        // Write-only attributes stay disallowed until Nivis nulls them before persisting, and
-        // deferral stays off because Nivis does not handle Deferred answers (protocol facts §6).
-        MessageField::some(pb::ClientCapabilities::new())
+        // Write-only attributes are allowed: Nivis nulls them before anything is persisted
+        // (`engine::write_only`). Deferral stays off because Nivis does not handle Deferred
+        // answers (protocol facts §6).
+        let mut caps = pb::ClientCapabilities::new();
+        caps.write_only_attributes_allowed = true;
+        MessageField::some(caps)
     }
 
     /// Asks the provider to exit (GRPCController.Shutdown), waits up to two seconds, then kills it.
@@ -683,5 +688,29 @@ impl Provider for GrpcProvider {
         } else {
             Err(Diagnostic::error(format!("provider {} could not stop: {error}", self.name)).into())
         }
+    }
+
+    fn validate_ephemeral_config(
+        &self,
+        type_name: &str,
+        config: &Value,
+    ) -> CallResult<Diagnostics> {
+        self.validate_ephemeral_call(type_name, config)
+    }
+
+    fn open_ephemeral(&self, type_name: &str, config: &Value) -> CallResult<OpenedEphemeral> {
+        self.open_ephemeral_call(type_name, config)
+    }
+
+    fn renew_ephemeral(
+        &self,
+        type_name: &str,
+        private: Option<&[u8]>,
+    ) -> CallResult<RenewedEphemeral> {
+        self.renew_ephemeral_call(type_name, private)
+    }
+
+    fn close_ephemeral(&self, type_name: &str, private: Option<&[u8]>) -> CallResult<Diagnostics> {
+        self.close_ephemeral_call(type_name, private)
     }
 }

@@ -35,6 +35,10 @@ pub struct Methods {
     pub import_resource_state: &'static str,
     pub read_data_source: &'static str,
     pub stop: &'static str,
+    pub validate_ephemeral_config: &'static str,
+    pub open_ephemeral: &'static str,
+    pub renew_ephemeral: &'static str,
+    pub close_ephemeral: &'static str,
 }
 
 static V5: Methods = Methods {
@@ -50,6 +54,10 @@ static V5: Methods = Methods {
     import_resource_state: "/tfplugin5.Provider/ImportResourceState",
     read_data_source: "/tfplugin5.Provider/ReadDataSource",
     stop: "/tfplugin5.Provider/Stop",
+    validate_ephemeral_config: "/tfplugin5.Provider/ValidateEphemeralResourceConfig",
+    open_ephemeral: "/tfplugin5.Provider/OpenEphemeralResource",
+    renew_ephemeral: "/tfplugin5.Provider/RenewEphemeralResource",
+    close_ephemeral: "/tfplugin5.Provider/CloseEphemeralResource",
 };
 
 static V6: Methods = Methods {
@@ -65,6 +73,10 @@ static V6: Methods = Methods {
     import_resource_state: "/tfplugin6.Provider/ImportResourceState",
     read_data_source: "/tfplugin6.Provider/ReadDataSource",
     stop: "/tfplugin6.Provider/StopProvider",
+    validate_ephemeral_config: "/tfplugin6.Provider/ValidateEphemeralResourceConfig",
+    open_ephemeral: "/tfplugin6.Provider/OpenEphemeralResource",
+    renew_ephemeral: "/tfplugin6.Provider/RenewEphemeralResource",
+    close_ephemeral: "/tfplugin6.Provider/CloseEphemeralResource",
 };
 
 /// The method table for a negotiated protocol major (launch only accepts 5 and 6).
@@ -246,6 +258,10 @@ macro_rules! protocol_conversions {
                         provider_meta: meta,
                         resources: schema_map(&r.resource_schemas, "resource type")?,
                         data_sources: schema_map(&r.data_source_schemas, "data source")?,
+                        ephemeral_resources: schema_map(
+                            &r.ephemeral_resource_schemas,
+                            "ephemeral resource type",
+                        )?,
                         plan_destroy: caps.map(|c| c.plan_destroy).unwrap_or(false),
                         get_provider_schema_optional: caps
                             .map(|c| c.get_provider_schema_optional)
@@ -455,6 +471,38 @@ mod tests {
             (
                 v5::stop::Response::descriptor(),
                 v6::stop_provider::Response::descriptor(),
+            ),
+            (
+                v5::validate_ephemeral_resource_config::Request::descriptor(),
+                v6::validate_ephemeral_resource_config::Request::descriptor(),
+            ),
+            (
+                v5::validate_ephemeral_resource_config::Response::descriptor(),
+                v6::validate_ephemeral_resource_config::Response::descriptor(),
+            ),
+            (
+                v5::open_ephemeral_resource::Request::descriptor(),
+                v6::open_ephemeral_resource::Request::descriptor(),
+            ),
+            (
+                v5::open_ephemeral_resource::Response::descriptor(),
+                v6::open_ephemeral_resource::Response::descriptor(),
+            ),
+            (
+                v5::renew_ephemeral_resource::Request::descriptor(),
+                v6::renew_ephemeral_resource::Request::descriptor(),
+            ),
+            (
+                v5::renew_ephemeral_resource::Response::descriptor(),
+                v6::renew_ephemeral_resource::Response::descriptor(),
+            ),
+            (
+                v5::close_ephemeral_resource::Request::descriptor(),
+                v6::close_ephemeral_resource::Request::descriptor(),
+            ),
+            (
+                v5::close_ephemeral_resource::Response::descriptor(),
+                v6::close_ephemeral_resource::Response::descriptor(),
             ),
         ];
         for (a, b) in pairs {

@@ -84,7 +84,7 @@ fn entry_path(dir: &Path, hash: &str) -> PathBuf {
 }
 
 /// Version of the cache entry format; bump it whenever [`Entry`] or the schema model changes.
-const FORMAT: &str = "v2";
+const FORMAT: &str = "v3";
 
 /// The cached schema of the binary with this hash.
 pub fn load(dir: &Path, hash: &str) -> Option<Entry> {

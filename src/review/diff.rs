@@ -263,7 +263,7 @@ fn rename_refs(tree: &mut Tree, renames: &BTreeMap<String, String>) {
     match tree {
         Tree::Ref(r) | Tree::SensitiveRef(r) => renamed(&mut r.resource),
         Tree::Derived(inputs) => inputs.iter_mut().for_each(|i| renamed(&mut i.resource)),
-        Tree::Sensitive(inner) => rename_refs(inner, renames),
+        Tree::Sensitive(inner) | Tree::Ephemeral(inner) => rename_refs(inner, renames),
         Tree::List(items) => items.iter_mut().for_each(|t| rename_refs(t, renames)),
         Tree::Object(map) => map.values_mut().for_each(|t| rename_refs(t, renames)),
         _ => {}
@@ -353,19 +353,11 @@ fn compare_trees(
 fn shown(t: Option<&Tree>) -> Shown {
     match t {
         None => Shown::Absent,
-        Some(t) if holds_secret(t) => Shown::Sensitive,
+        Some(t) if t.holds_secret() => Shown::Sensitive,
         Some(t) => Shown::Value(t.to_json()),
     }
 }
 
-fn holds_secret(t: &Tree) -> bool {
-    match t {
-        Tree::Sensitive(_) => true,
-        Tree::List(items) => items.iter().any(holds_secret),
-        Tree::Object(map) => map.values().any(holds_secret),
-        _ => false,
-    }
-}
 
 /// The nodes of `after` not listed in `changes` that depend, through `after`'s edges, on a
 /// node added or whose attributes changed (a move alone changes no output).

@@ -137,7 +137,7 @@ pub fn target(ir: &Ir, address: &str) -> Result<Target, String> {
 fn value_at<'a>(tree: &'a Tree, path: &[PathStep]) -> Option<&'a Tree> {
     match (tree, path.split_first()) {
         (t, None) => Some(t),
-        (Tree::Sensitive(inner), _) => value_at(inner, path),
+        (Tree::Sensitive(inner) | Tree::Ephemeral(inner), _) => value_at(inner, path),
         (Tree::Object(m), Some((PathStep::Key(k), rest))) => value_at(m.get(k)?, rest),
         (Tree::List(items), Some((PathStep::Index(i), rest))) => {
             value_at(items.get(usize::try_from(*i).ok()?)?, rest)
@@ -161,7 +161,7 @@ pub fn explain(
 ) -> Why {
     let node = ir.node(&target.node).expect("target() found it");
     let value = match value_at(&node.config, &target.attr) {
-        Some(t) if holds_secret(t) => Shown::Sensitive,
+        Some(t) if t.holds_secret() => Shown::Sensitive,
         Some(t) => Shown::Value(t.to_json()),
         None => Shown::Absent,
     };
@@ -191,14 +191,6 @@ pub fn explain(
     }
 }
 
-fn holds_secret(t: &Tree) -> bool {
-    match t {
-        Tree::Sensitive(_) => true,
-        Tree::List(items) => items.iter().any(holds_secret),
-        Tree::Object(map) => map.values().any(holds_secret),
-        _ => false,
-    }
-}
 
 /// The output paths an edge reads, rendered (`value`, `net[0].ip`).
 fn read_paths(e: &Edge) -> Vec<String> {

@@ -372,6 +372,13 @@ fn sensitive_and_write_only_paths() {
         .map(|p| render_path(p))
         .collect();
     assert_eq!(paths, vec!["token", r#"sub["x"].k"#]);
+    // What a provider must return, and what Nivis records whatever it returned.
+    let mut stored = v.clone();
+    wo.null_write_only(&mut stored);
+    assert!(wo.write_only_paths(&stored).is_empty());
+    assert_eq!(stored.get_attr("token"), Some(&Value::Null));
+    let untouched = |v: &Value| v.get_attr("sub").and_then(|s| s.get_attr("y")).cloned();
+    assert_eq!(untouched(&stored), untouched(&v));
 }
 
 #[test]

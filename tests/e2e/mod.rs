@@ -7,6 +7,7 @@ mod cli;
 mod cli_conventions;
 mod disk_full;
 mod encoded_leaks;
+mod ephemeral;
 mod faults;
 mod flake;
 mod gen;

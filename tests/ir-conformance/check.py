@@ -7,7 +7,7 @@ Usage:
 
 Validation has two layers, run in order:
   1. structure: docs/ir-schema.json (JSON Schema 2020-12), which dispatches every
-     leaf marker (__ref, __sensitiveRef, __derived, __build, __sensitive) to its own
+     leaf marker (__ref, __sensitiveRef, __derived, __build, __sensitive, __ephemeral) to its own
      subschema;
   2. references: the rules a schema cannot express (ids match their parts and are
      unique, providers are declared, no data source uses a nixops4 provider, every
@@ -122,7 +122,7 @@ def locate(doc, path):
     if not path:
         return "ir"
     head = path[0]
-    if head in ("resources", "data", "edges", "nixConsumers", "moved") and len(path) > 1 and isinstance(path[1], int):
+    if head in ("resources", "data", "ephemeral", "edges", "nixConsumers", "moved") and len(path) > 1 and isinstance(path[1], int):
         element, rest = element_label(doc, head, path[1]), path[2:]
     elif head in ("providers", "variables") and len(path) > 1:
         element, rest = render_path(path[:2]), path[2:]
@@ -146,7 +146,7 @@ def schema_errors(doc, schema):
 
 # --- layer 2: references ------------------------------------------------------
 
-MARKERS = ("__ref", "__sensitiveRef", "__derived", "__build", "__sensitive")
+MARKERS = ("__ref", "__sensitiveRef", "__derived", "__build", "__sensitive", "__ephemeral")
 BUILD_IN_SENSITIVE = ("__build inside __sensitive: a build output computed from a secret would put "
                       "the secret in the world-readable Nix store")
 
@@ -163,7 +163,7 @@ def walk_references(tree, path, out, inside_sensitive=False):
         if marker is None:
             for key, value in tree.items():
                 walk_references(value, path + [key], out, inside_sensitive)
-        elif marker == "__sensitive":
+        elif marker in ("__sensitive", "__ephemeral"):
             walk_references(tree[marker]["value"], path, out, True)
         elif marker == "__build":
             if inside_sensitive:
@@ -222,6 +222,23 @@ def reference_errors(doc):
             errors.append(f"{where}: provider: provider '{node['provider']}' is of kind nixops4, "
                           "which has no data sources")
 
+    ephemeral_ids = set()
+    for i, node in enumerate(doc.get("ephemeral", [])):
+        where = element_label(doc, "ephemeral", i)
+        expected = f"ephemeral.{node['provider']}.{node['type']}.{node['name']}"
+        if node["id"] != expected:
+            errors.append(f"{where}: id: '{node['id']}' does not match its parts (expected '{expected}')")
+        if node["id"] in ids or node["id"] in ephemeral_ids:
+            first = ids.get(node["id"]) or next(
+                f"ephemeral[{k}]" for k, n in enumerate(doc["ephemeral"]) if n["id"] == node["id"])
+            errors.append(f"{where}: id: duplicate id '{node['id']}' (first declared at {first})")
+        ephemeral_ids.add(node["id"])
+        if node["provider"] not in providers:
+            errors.append(f"{where}: provider: provider '{node['provider']}' is not declared in providers")
+        elif providers[node["provider"]].get("kind", "tfplugin") != "tfplugin":
+            errors.append(f"{where}: provider: provider '{node['provider']}' is of kind "
+                          f"{providers[node['provider']]['kind']}, which has no ephemeral resources")
+
     def missing(target):
         return f"'{target}' is not a declared resource or data id"
 
@@ -245,6 +262,9 @@ def reference_errors(doc):
             if marker == "__derived":
                 targets = []
                 for k, text in enumerate(body["inputs"]):
+                    # An ephemeral result reaches a config only through Nix: no edge.
+                    if resolve_input(text, ephemeral_ids | set(ids)) in ephemeral_ids:
+                        continue
                     target = resolve_input(text, ids)
                     if target is None:
                         errors.append(f"{where}: {render_path(path + [marker, 'inputs', k])}: '{text}' does not "
@@ -275,6 +295,8 @@ def reference_errors(doc):
 
     for name, provider in providers.items():
         check_tree(render_path(["providers", name]), provider["config"], ["config"], None)
+    for i, node in enumerate(doc.get("ephemeral", [])):
+        check_tree(element_label(doc, "ephemeral", i), node["config"], ["config"], None)
 
     consumer_ids = {}
     for i, consumer in enumerate(doc["nixConsumers"]):

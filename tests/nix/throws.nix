@@ -199,6 +199,14 @@ in
     expr = count (-1) (i: A);
     expect = "lib.count expects a non-negative integer";
   };
+  ephemeralDependsOn = {
+    expr = lib.mkEphemeral { provider = "alpha"; type = "t"; name = "n"; dependsOn = [ A ]; };
+    expect = "mkEphemeral alpha.t.n: unknown argument 'dependsOn'; an ephemeral resource is opened when its config is known";
+  };
+  ephemeralInResources = {
+    expr = plan [ (lib.mkEphemeral { provider = "alpha"; type = "t"; name = "n"; }) ];
+    expect = "toIR: ephemeral.alpha.t.n is an ephemeral resource; list it in ephemeral";
+  };
   dataInResources = {
     expr = plan [ (mkData { provider = "alpha"; type = "t"; name = "n"; }) ];
     expect = "toIR: data.alpha.t.n is a data source; list it in data";

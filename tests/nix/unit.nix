@@ -415,4 +415,37 @@ in
       checks = lib.checks { inherit plan; ledger = { resources = ledgerA.outputs; }; golden = builtins.toFile "ir.json" (builtins.toJSON (plan ledgerA)); };
     in { names = builtins.attrNames checks; label = (builtins.elemAt checks.nivis-plan.ir.resources 1).config.label; type = checks.nivis-plan-golden.type; builder = checks.nivis-plan.builder; };
     expected = { names = [ "nivis-plan" "nivis-plan-golden" ]; label = "v-alpha::0"; type = "derivation"; builder = "builtin:buildenv"; }; }
+  { name = "an ephemeral result reaches a config only through Nix: __derived until the channel has it, then __ephemeral; no edge";
+    expr = let
+      t = lib.mkEphemeral { provider = "alpha"; type = "alpha_ticket"; name = "T"; config.scope = A.refAttr "id"; };
+      c = mkResource { provider = "alpha"; type = "alpha_account"; name = "C"; config = {
+        direct = t.refAttr "token";
+        built = str [ "pw-" (t.refAttr "token") ];
+      }; };
+      opened = ledgerA // {
+        secretsFile = builtins.toFile "channel.json" (builtins.toJSON {
+          outputs = { }; vars = { };
+          ephemeral."ephemeral.alpha.alpha_ticket.T" = { scope = "alpha-0"; token = "tok-1"; };
+        });
+      };
+      irOf = ledger: toIR { inherit providers ledger; resources = [ A c ]; ephemeral = [ t ]; };
+      before = irOf ledgerA;
+      after = irOf opened;
+    in {
+      before = (builtins.elemAt before.resources 1).config;
+      after = (builtins.elemAt after.resources 1).config;
+      inherit (after) ephemeral edges;
+    };
+    expected = {
+      before = {
+        direct = { __derived.inputs = [ "ephemeral.alpha.alpha_ticket.T.token" ]; };
+        built = { __derived.inputs = [ "ephemeral.alpha.alpha_ticket.T.token" ]; };
+      };
+      after = {
+        direct = { __ephemeral.value = "tok-1"; };
+        built = { __ephemeral.value = "pw-tok-1"; };
+      };
+      ephemeral = [ { id = "ephemeral.alpha.alpha_ticket.T"; provider = "alpha"; type = "alpha_ticket"; name = "T"; config.scope = "alpha-0"; } ];
+      edges = [ ];
+    }; }
 ]

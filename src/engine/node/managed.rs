@@ -498,6 +498,8 @@ pub(super) fn apply_change(
         return Err(None);
     }
     let mut new_state = resp.new_state;
+    // A write-only value is never stored, whatever the provider returned.
+    block.null_write_only(&mut new_state);
     if !new_state.is_known() {
         diags.push(Diagnostic::error("provider returned unknown values after apply (a bug in the provider); they are recorded as null"));
         new_state = unknowns_to_null(new_state);
