@@ -2,9 +2,29 @@
 //! analyse, plan and apply what is ready, record, evaluate again, to a fixpoint), and the
 //! scheduler owner that turns one phase's node results into events and state changes.
 
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+use super::analysis::{
+    collect_derived, collect_refs_as_waits, pending, resolved_fingerprint, tidy_waits, Analysis,
+};
+use super::error::EngineError;
+use super::events::{Event, Sink, Wait};
+use super::node::Mode;
 use super::phase_owner::{NodeWorker, PhaseOwner, PhaseResult};
-#[allow(unused_imports)]
-use super::*;
+use super::record::Recorder;
+use super::{
+    announced, deposed, describe_waits, interrupt_flag, refcheck, saved, stale, Confirm, Engine,
+    Mutation, Report,
+};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::Ir;
+use crate::provider::Provider;
+use crate::sched::{self, Status};
+use crate::state::{LockedStore, MemoryStore, StateFile, StateStore};
 
 impl Engine<'_> {
     /// References whose targets' providers are running, checked against their schemas.

@@ -3,9 +3,16 @@
 //! binaries, and a re-plan of phase 1 equal to the saved one) and while it applies (each
 //! resource within what the saved plan allows it; see `savedplan::SavedPlan::allowed`).
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::Value as Json;
+
+use super::error::EngineError;
+use super::events::Event;
+use super::{node, Engine};
+use crate::ir::Ir;
 use crate::savedplan::{self, Basis, SavedPlan, StateBasis, VariableRecord};
+use crate::state::StateFile;
 
 impl Engine<'_> {
     /// What the plan is made from: the first evaluation's IR, the state, the variables, and

@@ -1,7 +1,12 @@
 //! The typed IR: what [`parse`](super::parse) returns and the engine consumes.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::{Number, Value};
+
+use super::path::render_path;
+use super::rules::is_ident;
 
 /// A whole IR document.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,8 +1,8 @@
 //! Attribute paths as the IR writes them (edge `via`, `ignoreChanges`, error locations):
 //! parsing and rendering `disk[0].size`, `tags["a.b"]`.
 
-#[allow(unused_imports)]
-use super::*;
+use super::model::PathStep;
+use super::rules::is_ident;
 
 /// The same path in the value model's steps (the first step names an attribute), for
 /// diagnostics.

@@ -10,7 +10,10 @@
 //!
 //! Owns only the rewrite of node configurations; what a marker resolves to is `engine`'s.
 
-use super::*;
+use std::collections::HashMap;
+
+use super::model::{Ir, Node, PathStep, Ref, Tree};
+use super::path::parse_path;
 
 impl Ir {
     /// Turns every leaf that an edge with `ref` says was read from another node back into a
@@ -81,6 +84,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ir::parse;
 
     fn ir_with(config: serde_json::Value, edges: serde_json::Value) -> Ir {
         let doc = json!({

@@ -21,21 +21,17 @@ use serde_json::Value as Json;
 use super::events::{Action, AttrChange, Event};
 use super::Mutation;
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir::{IgnorePath, Lifecycle, NodeKind};
-use crate::plan;
-use crate::provider::{ApplyRequest, Capabilities, PlanRequest, Provider};
+use crate::ir::{Lifecycle, NodeKind};
+use crate::provider::{Capabilities, Provider};
 use crate::schema::Block;
-use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
-use crate::value::{self, PathStep, Type, Value};
+use crate::state::{Change, ResourceState};
+use crate::value::Value;
 
-use self::data::*;
+use self::data::run_data;
 pub use self::delete::destroy;
 pub(super) use self::delete::destroy_deposed;
-use self::delete::*;
 pub use self::managed::refresh;
-use self::managed::*;
-pub use self::record::display_changes;
-use self::record::*;
+use self::managed::{run_managed, Drift};
 
 /// Plan only, or plan and apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,8 +272,10 @@ pub(super) fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
 mod tests {
     use serde_json::json;
 
+    use super::record::{display_changes, overlaps};
     use super::*;
     use crate::schema::Attribute;
+    use crate::value::{self, PathStep, Type};
 
     fn block() -> Block {
         Block {
