@@ -30,7 +30,6 @@ mod resolve;
 mod saved;
 mod stale;
 mod store;
-mod untyped;
 mod validate;
 
 use std::collections::{BTreeMap, HashMap};

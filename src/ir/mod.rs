@@ -35,7 +35,7 @@ mod tests;
 
 pub use self::model::*;
 pub use self::parse::{parse, parse_value};
-pub use self::path::{parse_path, render_path, value_path};
+pub use self::path::{parse_path, render_path, value_path, PathStep};
 
 /// The IR version this module reads and the Nix library writes.
 pub const SCHEMA_VERSION: u64 = 1;

@@ -6,9 +6,9 @@ use serde_json::{Map, Value};
 
 use super::model::{
     Build, Consumer, DerivedInput, Edge, IgnorePath, Ir, IrError, Lifecycle, Node, NodeKind,
-    PathStep, ProviderDecl, ProviderKind, Ref, Tree,
+    ProviderDecl, ProviderKind, Ref, Tree,
 };
-use super::path::{parse_path, render_path};
+use super::path::{key, parse_path, render_path, PathStep};
 use super::references::{check_references, located};
 use super::rules::{
     expansion_message, integer_value, is_consumer_id, is_data_id, is_derived_input, is_drv_path,
@@ -133,10 +133,6 @@ pub(super) fn child(path: &[PathStep], step: PathStep) -> Vec<PathStep> {
     p.extend_from_slice(path);
     p.push(step);
     p
-}
-
-pub(super) fn key(k: &str) -> PathStep {
-    PathStep::Key(k.to_string())
 }
 
 pub(super) fn element_label(section: &str, index: usize, item: &Value) -> String {

@@ -2,9 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use super::model::{
-    Dependency, DependencyKind, Edge, Ir, Node, NodeKind, PathStep, ProviderKind, Ref, Tree,
-};
+use super::model::{Dependency, DependencyKind, Edge, Ir, Node, NodeKind, ProviderKind, Ref, Tree};
+use super::path::PathStep;
 use super::SCHEMA_VERSION;
 
 impl Ir {

@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::model::{Ir, IrError, Node, NodeKind, PathStep, ProviderKind, Tree};
-use super::parse::key;
+use super::model::{Ir, IrError, Node, NodeKind, ProviderKind, Tree};
 use super::path::render_path;
+use super::path::{key, PathStep};
 use super::rules::BUILD_IN_SENSITIVE;
 
 pub(super) fn node_label(node: &Node, index: usize) -> String {

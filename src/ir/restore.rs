@@ -12,8 +12,9 @@
 
 use std::collections::HashMap;
 
-use super::model::{Ir, Node, PathStep, Ref, Tree};
+use super::model::{Ir, Node, Ref, Tree};
 use super::path::parse_path;
+use super::path::PathStep;
 
 impl Ir {
     /// Turns every leaf that an edge with `ref` says was read from another node back into a

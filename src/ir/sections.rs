@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::model::{Moved, VariableDecl};
-use super::parse::{element_label, key, Parser};
+use super::parse::{element_label, Parser};
+use super::path::key;
 use super::path::render_path;
 use super::rules::{
     is_ident, is_node_id, no_match, py_repr, py_str, IDENT_PATTERN, NODE_ID_PATTERN, VARIABLE_TYPES,

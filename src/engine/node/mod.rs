@@ -11,6 +11,7 @@ mod data;
 mod delete;
 mod managed;
 mod record;
+mod untyped;
 pub(super) use record::path_json;
 
 use std::sync::Arc;
@@ -197,7 +198,7 @@ pub fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let mut out = match input.kind {
         NodeKind::Data => run_data(&input, report),
         NodeKind::Managed if input.capabilities.schemas => run_managed(&input, report),
-        NodeKind::Managed => super::untyped::run_managed(&input, report),
+        NodeKind::Managed => untyped::run_managed(&input, report),
     };
     out.diagnostics = std::mem::take(&mut out.diagnostics).for_resource(&id);
     out.elapsed = started.elapsed();
