@@ -18,6 +18,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use super::durable::sync_parent;
 use super::error::StateError;
 use super::journal::{self, BadLine};
 use super::model::{Change, StateFile, SCHEMA_VERSION};
@@ -96,7 +97,7 @@ pub(crate) fn rebind(path: &Path, lock: &str) -> Result<(), StateError> {
     let _ = fs::remove_file(&next);
     create(&next, &line)?;
     fs::rename(&next, path).map_err(|e| StateError::io(path, "replace", e))?;
-    super::file::sync_parent(path)
+    sync_parent(path)
 }
 
 /// Moves the rescue file `path` aside (to `PATH.stale-UNIXTIME`), where no run replays it, and
@@ -106,7 +107,7 @@ pub(crate) fn set_aside(path: &Path) -> Result<std::path::PathBuf, StateError> {
     name.push(format!(".stale-{}", super::holder::unix_now()));
     let aside = std::path::PathBuf::from(name);
     fs::rename(path, &aside).map_err(|e| StateError::io(path, "set aside", e))?;
-    super::file::sync_parent(path)?;
+    sync_parent(path)?;
     Ok(aside)
 }
 
@@ -123,7 +124,7 @@ fn create(path: &Path, line: &[u8]) -> Result<(), StateError> {
         let _ = fs::remove_file(path);
         return Err(StateError::io(path, "write", e));
     }
-    super::file::sync_parent(path)
+    sync_parent(path)
 }
 
 /// What the rescue file at `path` holds, if there is one.
@@ -192,7 +193,7 @@ pub(crate) fn read(path: &Path) -> Result<Option<Rescued>, StateError> {
 /// Removes the rescue file once its changes are durable in the state.
 pub(crate) fn remove(path: &Path) -> Result<(), StateError> {
     fs::remove_file(path).map_err(|e| StateError::io(path, "remove", e))?;
-    super::file::sync_parent(path)
+    sync_parent(path)
 }
 
 #[cfg(test)]
