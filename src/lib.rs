@@ -28,6 +28,10 @@
 //!
 //! Beside the pipeline, [`codegen`] turns a provider schema into typed Nix constructors and
 //! reference docs (`nivis gen`).
+//!
+//! On the ground floor, importing nothing of the crate: [`xdg`] (the per-user state and cache
+//! directories), [`nixsyntax`] (Nix string literals and attribute names) and [`percent`]
+//! (percent-encoding), for the floors above that need them.
 
 pub mod child;
 pub mod cli;
