@@ -35,6 +35,10 @@
 //!
 //! Beside the pipeline, [`codegen`] turns a provider schema into typed Nix constructors and
 //! reference docs (`nivis gen`).
+//!
+//! On the ground floor, importing nothing of the crate: [`xdg`] (the per-user state and cache
+//! directories), [`nixsyntax`] (Nix string literals and attribute names) and [`percent`]
+//! (percent-encoding), for the floors above that need them.
 
 pub mod child;
 pub mod cli;
@@ -46,6 +50,8 @@ pub mod ir;
 pub mod ledger;
 pub mod nixeval;
 pub mod nixops4;
+pub mod nixsyntax;
+pub mod percent;
 pub mod plan;
 pub mod plugin;
 pub mod policy;
@@ -62,3 +68,4 @@ pub mod secret_sources;
 pub mod secrets;
 pub mod state;
 pub mod value;
+pub mod xdg;

@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::codegen::nix_string;
+use crate::nixsyntax::nix_string;
+use crate::percent::percent_encode;
+use crate::xdg::state_home;
 
 mod located;
 mod positions;
@@ -215,7 +217,7 @@ fn without_derived_lines(raw: &str) -> String {
 
 /// Writes `raw` to `$XDG_STATE_HOME/nivis/eval-errors/<pid>.txt` under the file rule.
 fn keep_raw_error(raw: &str) -> Result<PathBuf, String> {
-    let dir = crate::project::state_home()?.join("nivis/eval-errors");
+    let dir = state_home()?.join("nivis/eval-errors");
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -283,6 +285,14 @@ fn flake_attr(flake: &str, names: &[String]) -> String {
     )
 }
 
+/// The work tree root of the git repository holding `dir`, if any (as Nix finds it: the nearest
+/// ancestor with a `.git` directory or file).
+pub(crate) fn git_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
 /// The reference to give Nix for `flake`. A local directory inside a git work tree becomes
 /// `git+file://ROOT?dir=SUB`, which is what the command line (`nix eval DIR#attr`) makes of it:
 /// `builtins.getFlake "/abs/dir"` takes any directory as a `path:` flake and copies all of it
@@ -293,10 +303,10 @@ fn flake_ref_for_nix(flake: &str) -> String {
     if !dir.is_absolute() || !dir.is_dir() {
         return flake.to_string();
     }
-    let Some(root) = crate::project::git_root(dir) else {
+    let Some(root) = git_root(dir) else {
         return flake.to_string();
     };
-    let encode = |p: &Path| crate::state::s3::uri_encode(&p.to_string_lossy(), false);
+    let encode = |p: &Path| percent_encode(&p.to_string_lossy(), false);
     let mut query = Vec::new();
     match dir.strip_prefix(&root) {
         Ok(sub) if !sub.as_os_str().is_empty() => query.push(format!("dir={}", encode(sub))),

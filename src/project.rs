@@ -28,8 +28,9 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::nixeval::PlanSource;
+use crate::nixeval::{git_root, PlanSource};
 use crate::state::{LockHolder, StatePaths, Store, DEFAULT_PATH};
+use crate::xdg::state_home;
 
 mod find;
 mod identity;
@@ -49,14 +50,6 @@ pub enum Copied {
     GitTracked(PathBuf),
     /// No local files (a plan file, a remote flake).
     Nothing,
-}
-
-/// The work tree root of the git repository holding `dir`, if any (as Nix finds it: the nearest
-/// ancestor with a `.git` directory or file).
-pub(crate) fn git_root(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .find(|d| d.join(".git").exists())
-        .map(Path::to_path_buf)
 }
 
 /// A local directory named by a flake reference (`DIR`, `path:DIR`, `git+file://DIR`), and
@@ -222,24 +215,6 @@ pub fn check_var_file(path: &Path, source: &PlanSource) -> Result<(), String> {
         }
         _ => Ok(()),
     }
-}
-
-/// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state` (never a
-/// shared temporary directory, where another user could prepare it).
-pub fn state_home() -> Result<PathBuf, String> {
-    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
-        if dir.is_absolute() {
-            return Ok(dir);
-        }
-    }
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute())
-        .map(|h| h.join(".local/state"))
-        .ok_or_else(|| {
-            "cannot find a place for the state: set XDG_STATE_HOME or HOME, or pass --state"
-                .to_string()
-        })
 }
 
 /// What identifies a project: its canonical flake directory or plan file, or the flake

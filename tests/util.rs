@@ -297,6 +297,16 @@ pub fn stdout(out: &Output) -> String {
 }
 
 /// stderr as text.
+/// A test that cannot run here (`reason` says why): under `CI=true` a failure, since CI must
+/// run every test; elsewhere a loud note on stderr, and the caller returns.
+pub fn not_run(reason: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "NOT RUN, and CI=true: {reason}; CI must run this test"
+    );
+    eprintln!("NOT RUN: {reason}");
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -10,8 +10,8 @@ use std::process::Command;
 
 use super::args::{ConsoleArgs, InstallArgs, RunSpec, VarArgs};
 use super::{exit, fail, options};
-use crate::codegen::nix_string;
 use crate::ledger::Ledger;
+use crate::nixsyntax::nix_string;
 use crate::render::outln;
 
 /// Runs `nivis console`; returns `nix repl`'s exit status.

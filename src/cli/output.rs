@@ -18,8 +18,8 @@ use serde_json::{json, Map, Value as Json};
 
 use super::args::{InstallArgs, OutputArgs, RunSpec};
 use super::{backend, fail, options};
-use crate::codegen::{nix_attr, nix_string};
 use crate::engine::{Collect, Engine};
+use crate::nixsyntax::{nix_attr, nix_string};
 use crate::render;
 use crate::state::StateFile;
 

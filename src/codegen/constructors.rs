@@ -9,8 +9,9 @@
 use std::fmt::Write as _;
 
 use super::body::{body_spec, Body, Emit, Shared};
-use super::nix::{comment, nix_attr, nix_string};
+use super::nix::comment;
 use super::{file_stem, Kind};
+use crate::nixsyntax::{nix_attr, nix_string};
 use crate::schema::{ProviderSchema, Schema};
 
 const HEADER: &str = concat!(

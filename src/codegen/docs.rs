@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use super::body::{Body, Shared};
-use super::nix::nix_attr;
 use super::{file_stem, Kind};
+use crate::nixsyntax::nix_attr;
 use crate::schema::{
     AttrType, Attribute, Block, BlockNesting, NestedBlock, NestedObject, ObjectNesting,
     ProviderSchema, Schema,

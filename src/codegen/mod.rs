@@ -42,7 +42,6 @@ use crate::schema::ProviderSchema;
 use body::{Body, Shared};
 use constructors::{constructor_file, index_file};
 use docs::{readme_head, type_section};
-pub(crate) use nix::{nix_attr, nix_string};
 
 /// One generated file: its path relative to the output directory, and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]

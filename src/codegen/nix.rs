@@ -1,48 +1,11 @@
-//! Nix syntax: string literals, attribute names, lists of strings and `#` comments.
+//! Nix syntax of the generated files: lists of strings and `#` comments (string literals and
+//! attribute names are `crate::nixsyntax`'s, shared with `nixeval` and `cli`).
 //!
-//! Owns escaping, so that no name or description from a schema can end a string or a comment
-//! early or interpolate (`${`). Not: what the generated files say or how they are laid out
-//! (`body`, `constructors`); nothing here knows the schema types.
+//! Owns escaping comments, so that no description from a schema can end a comment early. Not:
+//! what the generated files say or how they are laid out (`body`, `constructors`); nothing here
+//! knows the schema types.
 
-/// A Nix string literal for `s` (`"`, `\` and `$` escaped, so `${` never interpolates; NUL,
-/// which Nix strings cannot hold, dropped).
-pub(crate) fn nix_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '$' => out.push_str("\\$"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\0' => {}
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// `name` as a Nix attribute name: bare when it is an identifier, else a string literal.
-pub(crate) fn nix_attr(name: &str) -> String {
-    const KEYWORDS: [&str; 9] = [
-        "if", "then", "else", "assert", "with", "let", "in", "rec", "inherit",
-    ];
-    let mut chars = name.chars();
-    let ident = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '\''))
-        && !KEYWORDS.contains(&name)
-        && name != "or";
-    if ident {
-        name.to_owned()
-    } else {
-        nix_string(name)
-    }
-}
+use crate::nixsyntax::nix_string;
 
 /// A Nix list of string literals: `[ "a" "b" ]`, or `[ ]` when empty.
 pub(super) fn nix_list(items: impl IntoIterator<Item = impl AsRef<str>>) -> String {

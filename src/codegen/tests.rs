@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::{file_stem, generate, nix_attr, nix_string, GeneratedFile};
+use super::{file_stem, generate, GeneratedFile};
+use crate::nixsyntax::{nix_attr, nix_string};
 use crate::schema::{
     AttrType, Attribute, Block, BlockNesting, NestedBlock, NestedObject, ObjectNesting,
     ProviderSchema, Schema,

@@ -3,8 +3,16 @@
 //! configuration), and the fingerprints that say a settled resource need not run again.
 //! Pure reading of the IR and state: no provider calls, no events.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::error::EngineError;
+use super::events::{Action, Wait};
+use super::resolve::{resolve, Lookup};
+use super::Engine;
+use crate::graph::Graph;
+use crate::ir::{Ir, Node, Tree};
+use crate::provider::Capabilities;
+use crate::state::StateFile;
 
 impl Engine<'_> {
     /// Works out, for one evaluation, what runs now and what waits.

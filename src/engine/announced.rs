@@ -5,8 +5,16 @@
 //!
 //! Owns the probe and the check; not the phase loop (`phases`), nor the wording of the plan.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::BTreeSet;
+
+use serde_json::Value as Json;
+
+use super::error::EngineError;
+use super::events::{Event, Sink};
+use super::Engine;
+use crate::diag::Diagnostic;
+use crate::ir::{self, Ir};
+use crate::state::StateFile;
 
 /// What the plan says when the probe finds the resource set depends on the ledger.
 pub(super) const MAY_ADD: &str =

@@ -1,8 +1,22 @@
 //! Removing recorded objects: `destroy`, and orphans (in state, no longer declared) at the end
 //! of an apply. Reverse dependency order; objects whose provider cannot delete are forgotten.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::analysis::{needing_delete, orphans, removal};
+use super::error::EngineError;
+use super::events::{Action, Event, Sink};
+use super::record::Recorder;
+use super::{interrupt_flag, node, Confirm, Engine, Mutation, Report};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::graph::Graph;
+use crate::ir::Ir;
+use crate::provider::Provider;
+use crate::sched::{self, Reporter, Status};
+use crate::state::{Change, LockedStore, StateFile};
 
 impl Engine<'_> {
     /// The planned removal of every managed resource in state that the plan no longer declares.

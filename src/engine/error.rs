@@ -1,7 +1,13 @@
 //! Why a run did not complete: [`EngineError`], one variant per reason, the facts in fields.
 
-#[allow(unused_imports)]
-use super::*;
+use std::fmt;
+
+use super::describe_waits;
+use super::events::Wait;
+use super::record::WriteFailure;
+use crate::diag::Diagnostics;
+use crate::state::StateError;
+use crate::{ir, nixeval};
 
 /// Why a run did not complete.
 #[derive(Debug)]

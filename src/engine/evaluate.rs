@@ -2,8 +2,19 @@
 //! or canned documents in the engine's unit tests), the IR parsed, and what the first IR tells
 //! about variables.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use super::error::EngineError;
+use super::events::{Event, Sink};
+use super::Engine;
+use crate::diag::Diagnostic;
+use crate::ir::{self, Ir};
+use crate::ledger::Ledger;
+use crate::nixeval::{self, PlanSource};
+use crate::state::StateFile;
 
 /// Turns a ledger into the plan's IR.
 pub trait Evaluator {

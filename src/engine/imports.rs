@@ -8,9 +8,13 @@
 //! Not: planning the difference between the imported object and the configuration (the
 //! ordinary plan does that against the imported record), nor starting providers.
 
+use super::analysis::Analysis;
+use super::error::EngineError;
+use super::events::{Event, Sink};
 use super::node::path_json;
-#[allow(unused_imports)]
-use super::*;
+use super::{Engine, Report};
+use crate::ir::{Ir, Node, NodeKind};
+use crate::state::{Change, LockedStore, StateFile};
 use crate::state::{ResourceKind, ResourceState};
 
 impl Engine<'_> {

@@ -33,40 +33,27 @@ mod resolve;
 mod saved;
 mod stale;
 mod store;
-mod untyped;
 mod validate;
 pub mod wire;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use self::analysis::*;
 pub use self::error::EngineError;
 pub use self::evaluate::{Evaluator, NixEvaluator};
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
-use self::node::{Mode, NodeInput, NodeOutput, NodeProgress};
 use self::providers::ProviderSet;
 pub use self::providers::{locate, resolve_source, Launcher, ProcessLauncher, StartInfo};
-use self::record::Recorder;
 pub use self::record::{Outcome, Unrecorded, WriteFailure};
-use self::resolve::{resolve, Lookup};
 use self::store::close_after;
 pub use self::store::StateAccess;
-use crate::diag::{Diagnostic, Diagnostics};
-use crate::graph::Graph;
-use crate::ir::{self, Ir, Node, NodeKind, Tree};
-use crate::ledger::Ledger;
-use crate::nixeval::{self, PlanSource};
-use crate::provider::{Capabilities, Provider};
-use crate::sched::{self, Reporter, Status};
-use crate::state::{
-    Backend, Change, LockHolder, LockedStore, MemoryStore, StateError, StateFile, StateStore,
-};
+use crate::nixeval::PlanSource;
+use crate::provider::Provider;
+use crate::state::{Backend, LockHolder, LockedStore, MemoryStore};
 
 /// How a run is set up.
 #[derive(Debug, Clone)]

@@ -6,9 +6,15 @@
 //! destroy and re-create an object. Not: the rule that picks the renames
 //! (`plan::resolve_moves`), nor the record surgery (`StateFile::rename`).
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::BTreeSet;
+
+use super::error::EngineError;
+use super::events::{Event, Sink};
+use super::Engine;
+use crate::diag::Diagnostic;
+use crate::ir::{Ir, Node, Tree};
 use crate::plan::{self, Rename};
+use crate::state::{LockedStore, StateFile};
 
 impl Engine<'_> {
     /// The renames the IR's moves make on `state`; an error names both ends of each move that

@@ -4,8 +4,23 @@
 //!
 //! Not: the phase loop (`phases`), nor what a node does with its provider (`node`).
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use super::analysis::Analysis;
+use super::events::{Action, Event, Sink, Wait};
+use super::node::{self, Mode, NodeInput, NodeOutput, NodeProgress};
+use super::record::Recorder;
+use super::resolve::{resolve, Lookup, Resolved};
+use super::{stale, Options};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::{Ir, Node, NodeKind};
+use crate::provider::{Capabilities, Provider};
+use crate::sched::{self, Reporter};
+use crate::state::{Change, LockedStore};
 use crate::value::json::from_plain_json;
 use crate::value::Value;
 
@@ -101,7 +116,7 @@ impl PhaseOwner<'_, '_> {
 impl PhaseOwner<'_, '_> {
     /// `node`'s configuration with its references resolved: in plan mode, what changes in this
     /// phase is seen as planned; otherwise as recorded.
-    fn resolve_config(&self, node: &Node) -> resolve::Resolved {
+    fn resolve_config(&self, node: &Node) -> Resolved {
         let state = self.holder.state();
         let (running, unchanged, planned) = (&self.running, &self.unchanged, &self.planned);
         let mode = self.mode;

@@ -2,9 +2,27 @@
 //! analyse, plan and apply what is ready, record, evaluate again, to a fixpoint), and the
 //! scheduler owner that turns one phase's node results into events and state changes.
 
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::analysis::{
+    collect_derived, collect_refs_as_waits, pending, resolved_fingerprint, tidy_waits, Analysis,
+};
+use super::error::EngineError;
+use super::events::{Event, Sink, Wait};
+use super::node::Mode;
 use super::phase_owner::{NodeWorker, PhaseOwner, PhaseResult};
-#[allow(unused_imports)]
-use super::*;
+use super::record::Recorder;
+use super::{
+    announced, deposed, describe_waits, interrupt_flag, refcheck, saved, stale, Confirm, Engine,
+    Mutation, Report,
+};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::Ir;
+use crate::provider::Provider;
+use crate::sched::{self, Status};
+use crate::state::{LockedStore, MemoryStore, StateFile, StateStore};
 
 impl Engine<'_> {
     /// References whose targets' providers are running, checked against their schemas.
@@ -221,9 +239,21 @@ impl Engine<'_> {
         self.mutating(confirm, Self::apply_phases)
     }
 
+    /// The phase loop, and the one place its report gets the time spent in Nix.
+    pub(super) fn apply_phases(
+        &mut self,
+        holder: &mut dyn LockedStore,
+        confirm: Confirm<'_>,
+        mutation: Mutation,
+    ) -> Result<Report, EngineError> {
+        let mut report = self.phase_loop(holder, confirm, mutation)?;
+        report.nix_time = self.nix_time;
+        Ok(report)
+    }
+
     // Long because it is the phase loop itself: its exits (phase limit, fixpoint, unresolved waits,
     // failures, interruption) read best in one place.
-    pub(super) fn apply_phases(
+    fn phase_loop(
         &mut self,
         holder: &mut dyn LockedStore,
         mut confirm: Confirm<'_>,
@@ -257,11 +287,7 @@ impl Engine<'_> {
                     && (!analysis.run.is_empty() || !analysis.deferred.is_empty())
                 {
                     report.pending = pending(&ir, &analysis, true);
-                    self.sink.event(Event::PhaseLimit {
-                        apply_phases: report.apply_phases,
-                    });
-                    report.nix_time = self.nix_time;
-                    return Ok(report);
+                    return Ok(self.stop_at_phase_limit(report));
                 }
             }
             if analysis.run.is_empty() {
@@ -269,16 +295,8 @@ impl Engine<'_> {
                 if !unresolved.is_empty() {
                     return self.incomplete(unresolved, report);
                 }
-                self.sink.event(Event::Fixpoint {
-                    evaluations: report.evaluations,
-                    apply_phases: report.apply_phases,
-                });
-                if self.opts.targets.is_empty() {
-                    let removed = self.destroy_orphans(&ir, holder, phase + 1, mutation)?;
-                    report.changed.extend(removed);
-                }
-                report.nix_time = self.nix_time;
-                return Ok(report);
+                // No phase ran after this evaluation: orphans go in a phase of their own.
+                return self.finish_at_fixpoint(&ir, holder, phase + 1, mutation, report);
             }
             phase += 1;
             self.check_static_policies(&ir, phase)?;
@@ -337,25 +355,12 @@ impl Engine<'_> {
                 if report.apply_phases >= limit && !waiting.is_empty() {
                     // Stop without the next evaluation: report what this one left waiting.
                     report.pending = waiting;
-                    self.sink.event(Event::PhaseLimit {
-                        apply_phases: report.apply_phases,
-                    });
-                    report.nix_time = self.nix_time;
-                    return Ok(report);
+                    return Ok(self.stop_at_phase_limit(report));
                 }
             }
             if !result.outputs_changed && analysis.deferred.is_empty() {
                 // Nothing new for Nix to see: the next evaluation would be the same.
-                self.sink.event(Event::Fixpoint {
-                    evaluations: report.evaluations,
-                    apply_phases: report.apply_phases,
-                });
-                if self.opts.targets.is_empty() {
-                    let removed = self.destroy_orphans(&ir, holder, phase, mutation)?;
-                    report.changed.extend(removed);
-                }
-                report.nix_time = self.nix_time;
-                return Ok(report);
+                return self.finish_at_fixpoint(&ir, holder, phase, mutation, report);
             }
             if !result.outputs_changed {
                 return self.incomplete(pending(&ir, &analysis, false), report);
@@ -371,7 +376,7 @@ impl Engine<'_> {
     fn incomplete(
         &mut self,
         unresolved: Vec<(String, Vec<Wait>)>,
-        mut report: Report,
+        report: Report,
     ) -> Result<Report, EngineError> {
         if self.opts.targets.is_empty() {
             return Err(EngineError::Unresolved(unresolved));
@@ -385,8 +390,36 @@ impl Engine<'_> {
              --target to complete them",
             waiting.join("; ")
         ))));
-        report.nix_time = self.nix_time;
         Ok(report)
+    }
+
+    /// The fixpoint: reported, and then (without `--target`) the recorded resources the plan no
+    /// longer declares are destroyed, in `phase`.
+    fn finish_at_fixpoint(
+        &mut self,
+        ir: &Ir,
+        holder: &mut dyn LockedStore,
+        phase: u32,
+        mutation: Mutation,
+        mut report: Report,
+    ) -> Result<Report, EngineError> {
+        self.sink.event(Event::Fixpoint {
+            evaluations: report.evaluations,
+            apply_phases: report.apply_phases,
+        });
+        if self.opts.targets.is_empty() {
+            let removed = self.destroy_orphans(ir, holder, phase, mutation)?;
+            report.changed.extend(removed);
+        }
+        Ok(report)
+    }
+
+    /// `--max-phases` reached with work left: reported; `report.pending` says what waits.
+    fn stop_at_phase_limit(&mut self, report: Report) -> Report {
+        self.sink.event(Event::PhaseLimit {
+            apply_phases: report.apply_phases,
+        });
+        report
     }
 
     /// The first phase's plan, as events, without changing anything; imports are previewed

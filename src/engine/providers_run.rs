@@ -1,7 +1,17 @@
 //! Starting and configuring the providers a phase needs, and stopping them on Ctrl-C.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::error::EngineError;
+use super::events::{Event, Sink};
+use super::resolve::{resolve, Lookup};
+use super::{interrupt_flag, node, Engine};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::Ir;
+use crate::state::StateFile;
 
 impl Engine<'_> {
     /// Starts and configures the providers the given nodes use.

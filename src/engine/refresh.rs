@@ -1,8 +1,11 @@
 //! `refresh`: reconcile recorded objects with the real ones (ReadResource) and report drift;
 //! and `plan --refresh-only`, which reports the same drift and changes nothing.
 
-#[allow(unused_imports)]
-use super::*;
+use super::error::EngineError;
+use super::events::{Event, Sink};
+use super::{node, Confirm, Engine, Report};
+use crate::provider::Capabilities;
+use crate::state::{Change, LockedStore};
 
 impl Engine<'_> {
     /// `nivis refresh`: reads every recorded object, reports drift, and (once `confirm`, if

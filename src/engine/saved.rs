@@ -3,10 +3,16 @@
 //! binaries, and a re-plan of phase 1 equal to the saved one) and while it applies (each
 //! resource within what the saved plan allows it; see `plan_file::SavedPlan::allowed`).
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::Value as Json;
+
+use super::error::EngineError;
 use super::plan_file::{self, Basis, DeferredChange, SavedPlan, StateBasis, VariableRecord};
 use super::wire::PlanRow;
-#[allow(unused_imports)]
-use super::*;
+use super::{node, Engine};
+use crate::ir::Ir;
+use crate::state::StateFile;
 
 impl Engine<'_> {
     /// What the plan is made from: the first evaluation's IR, the state, the variables, and

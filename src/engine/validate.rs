@@ -1,8 +1,13 @@
 //! `validate`: the IR, then every provider's own validation of every configuration, without
 //! configuring providers or touching state.
 
-#[allow(unused_imports)]
-use super::*;
+use super::error::EngineError;
+use super::resolve::{resolve, Lookup};
+use super::{node, Engine};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::{Ir, NodeKind};
+use crate::provider::Capabilities;
+use crate::state::{MemoryStore, StateStore};
 
 impl Engine<'_> {
     /// `nivis validate`: the IR, then every provider's own validation of every configuration,

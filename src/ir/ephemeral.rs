@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::parse::{element_label, key, Parser};
+use super::parse::{element_label, Parser};
+use super::path::key;
 use super::references::located;
 use super::rules::{is_ident, is_node_id, is_provider_id, IDENT_PATTERN, PROVIDER_PATTERN};
 use super::{EphemeralNode, Ir, IrError, ProviderKind, Tree};

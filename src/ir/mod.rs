@@ -34,16 +34,9 @@ mod sections;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fmt;
-
-use serde_json::{Map, Number, Value};
-
 pub use self::model::*;
 pub use self::parse::{parse, parse_value};
-pub use self::path::{parse_path, render_path, value_path};
-#[allow(unused_imports)]
-use self::{ephemeral::*, parse::*, path::*, references::*, rules::*};
+pub use self::path::{parse_path, render_path, value_path, PathStep};
 
 /// The IR version this module reads and the Nix library writes.
 pub const SCHEMA_VERSION: u64 = 1;

@@ -1,7 +1,12 @@
 //! The typed IR: what [`parse`](super::parse) returns and the engine consumes.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::{Number, Value};
+
+use super::path::{render_path, PathStep};
+use super::rules::is_ident;
 
 /// A whole IR document.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,13 +118,6 @@ pub struct Lifecycle {
 pub enum IgnorePath {
     All,
     Path(Vec<PathStep>),
-}
-
-/// One step of an attribute path: an attribute/map key or a list index.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PathStep {
-    Key(String),
-    Index(u64),
 }
 
 /// A config, provider config or consumer value. Objects are either plain
@@ -235,13 +233,6 @@ impl fmt::Display for IrError {
 }
 
 impl std::error::Error for IrError {}
-
-impl fmt::Display for PathStep {
-    /// A step as it renders at the start of a path: `name`, `["a.b"]` or `[0]`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&render_path(std::slice::from_ref(self)))
-    }
-}
 
 impl fmt::Display for IgnorePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

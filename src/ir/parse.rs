@@ -1,7 +1,22 @@
 //! The structural layer: the rules of docs/ir-schema.json checked while the typed IR is built.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use serde_json::{Map, Value};
+
+use super::model::{
+    Build, Consumer, DerivedInput, Edge, IgnorePath, Ir, IrError, Lifecycle, Node, NodeKind,
+    ProviderDecl, ProviderKind, Ref, Tree,
+};
+use super::path::{key, parse_path, render_path, PathStep};
+use super::references::{check_references, located};
+use super::rules::{
+    expansion_message, integer_value, is_consumer_id, is_data_id, is_derived_input, is_drv_path,
+    is_ident, is_node_id, is_provider_id, no_match, not_of_type, py_str, BUILD_PATH_PATTERN,
+    CONSUMER_ID_PATTERN, DATA_ID_PATTERN, DERIVED_INPUT_PATTERN, DRV_PATH_PATTERN, IDENT_PATTERN,
+    KIND_MESSAGE, LIFECYCLE_ON_DATA, MAX_INDEX, NIXOPS4_CONFIG, NIXOPS4_VERSION, NODE_ID_PATTERN,
+    PATH_BODY, PROVIDER_PATTERN, SCHEMA_VERSION_MESSAGE, STATELESS_NOT_NIXOPS4, UNKNOWN_MARKER,
+};
 
 /// Parse and validate an IR document. On failure, every structural error, or
 /// (for a structurally sound document) every referential error.
@@ -124,10 +139,6 @@ pub(super) fn child(path: &[PathStep], step: PathStep) -> Vec<PathStep> {
     p.extend_from_slice(path);
     p.push(step);
     p
-}
-
-pub(super) fn key(k: &str) -> PathStep {
-    PathStep::Key(k.to_string())
 }
 
 pub(super) fn element_label(section: &str, index: usize, item: &Value) -> String {

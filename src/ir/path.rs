@@ -1,8 +1,28 @@
 //! Attribute paths as the IR writes them (edge `via`, `ignoreChanges`, error locations):
 //! parsing and rendering `disk[0].size`, `tags["a.b"]`.
 
-#[allow(unused_imports)]
-use super::*;
+use std::fmt;
+
+use super::rules::is_ident;
+
+/// One step of an attribute path: an attribute/map key or a list index.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathStep {
+    Key(String),
+    Index(u64),
+}
+
+impl fmt::Display for PathStep {
+    /// A step as it renders at the start of a path: `name`, `["a.b"]` or `[0]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&render_path(std::slice::from_ref(self)))
+    }
+}
+
+/// The step naming the attribute or map key `k`.
+pub(super) fn key(k: &str) -> PathStep {
+    PathStep::Key(k.to_string())
+}
 
 /// The same path in the value model's steps (the first step names an attribute), for
 /// diagnostics.

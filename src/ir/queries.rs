@@ -1,7 +1,10 @@
 //! What the IR's consumers ask of it: nodes, dependencies, whether a value is known, JSON.
 
-#[allow(unused_imports)]
-use super::*;
+use serde_json::{Map, Value};
+
+use super::model::{Dependency, DependencyKind, Edge, Ir, Node, NodeKind, ProviderKind, Ref, Tree};
+use super::path::PathStep;
+use super::SCHEMA_VERSION;
 
 impl Ir {
     /// Managed resources, then data sources.

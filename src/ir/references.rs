@@ -2,8 +2,15 @@
 //! unique, providers are declared, every referenced id exists, every reference has its edge,
 //! consumer ids are unique, variable defaults match their type.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::ephemeral::{check_ephemeral_nodes, ephemeral_label};
+use super::model::{Ir, IrError, Node, NodeKind, ProviderKind, Tree};
+use super::path::render_path;
+use super::path::{key, PathStep};
+use super::rules::BUILD_IN_SENSITIVE;
 
 pub(super) fn node_label(node: &Node, index: usize) -> String {
     let section = if node.kind == NodeKind::Data {

@@ -10,7 +10,11 @@
 //!
 //! Owns only the rewrite of node configurations; what a marker resolves to is `engine`'s.
 
-use super::*;
+use std::collections::HashMap;
+
+use super::model::{Ir, Node, Ref, Tree};
+use super::path::parse_path;
+use super::path::PathStep;
 
 impl Ir {
     /// Turns every leaf that an edge with `ref` says was read from another node back into a
@@ -81,6 +85,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ir::parse;
 
     fn ir_with(config: serde_json::Value, edges: serde_json::Value) -> Ir {
         let doc = json!({

@@ -1,8 +1,7 @@
 //! The contract's patterns (docs/ir-schema.json) and their matchers, and values rendered in
 //! messages the way the reference checker (Python) renders them, so both report alike.
 
-#[allow(unused_imports)]
-use super::*;
+use serde_json::{Number, Value};
 
 // Patterns as docs/ir-schema.json spells them; they appear in error messages
 // (and a test checks that the schema still contains each one). The matchers

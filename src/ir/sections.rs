@@ -1,8 +1,17 @@
 //! The structural layer for the optional top-level sections `variables` and `moved`
 //! (docs/ir-schema.json), split from [`super::parse`] to keep each file reviewable.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::model::{Moved, VariableDecl};
+use super::parse::{element_label, Parser};
+use super::path::key;
+use super::path::render_path;
+use super::rules::{
+    is_ident, is_node_id, no_match, py_repr, py_str, IDENT_PATTERN, NODE_ID_PATTERN, VARIABLE_TYPES,
+};
 
 impl Parser {
     pub(super) fn variables(&mut self, v: &Value) -> BTreeMap<String, VariableDecl> {

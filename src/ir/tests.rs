@@ -1,5 +1,12 @@
+use serde_json::{json, Value};
+
+use super::rules::{
+    expansion_message, is_data_id, is_derived_input, is_drv_path, is_node_id, BUILD_PATH_PATTERN,
+    CONSUMER_ID_PATTERN, DATA_ID_PATTERN, DERIVED_INPUT_PATTERN, DRV_PATH_PATTERN, IDENT_PATTERN,
+    LIFECYCLE_ON_DATA, MAX_INDEX, NODE_ID_PATTERN, PATH_BODY, PROVIDER_PATTERN,
+    SCHEMA_VERSION_MESSAGE, UNKNOWN_MARKER,
+};
 use super::*;
-use serde_json::json;
 
 fn two_nodes() -> Value {
     json!({

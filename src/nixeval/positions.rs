@@ -9,7 +9,7 @@ use std::os::fd::RawFd;
 use std::path::Path;
 
 use super::{evaluate_applied, EvalError, PlanSource};
-use crate::codegen::nix_string;
+use crate::nixsyntax::nix_string;
 
 /// Per node id, `{definition, attributes}` with `{file, line, column}` positions (files of a
 /// flake's store copy pointed back at the project's own files); `null` when the plan's Nivis

@@ -21,10 +21,7 @@ pub fn cache_dir() -> Option<PathBuf> {
     if std::env::var("NIVIS_SCHEMA_CACHE").is_ok_and(|v| v == "off") {
         return None;
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("nivis").join("schemas"))
+    Some(crate::xdg::cache_home()?.join("nivis").join("schemas"))
 }
 
 /// The sha256 of the binary at `path`, memoised by path, size and modification time.

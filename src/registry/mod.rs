@@ -101,11 +101,7 @@ impl InstallOptions {
 /// The default per-user cache: `$XDG_CACHE_HOME/nivis/providers`, else
 /// `$HOME/.cache/nivis/providers`.
 pub fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("nivis").join("providers"))
+    Some(crate::xdg::cache_home()?.join("nivis").join("providers"))
 }
 
 /// Where an installed provider came from.

@@ -10,8 +10,6 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::{json, Value as Json};
 
-#[allow(unused_imports)] // named in the docs
-use super::summary::Tally;
 use super::{json_text, stdout};
 use crate::diag::Diagnostic;
 use crate::engine::wire::{change_records, object, PlanRow};
@@ -41,7 +39,7 @@ impl JsonLines {
 
     /// Writes the stream's last line: what the command planned, did and found, and its exit
     /// status.
-    /// `summary` is [`Tally::summary_json`]'s.
+    /// `summary` is [`super::summary::Tally::summary_json`]'s.
     pub fn summary(&mut self, command: &str, mut summary: serde_json::Value, exit_status: i32) {
         summary["type"] = json!("summary");
         summary["command"] = json!(command);

@@ -358,7 +358,6 @@ fn shown(t: Option<&Tree>) -> Shown {
     }
 }
 
-
 /// The nodes of `after` not listed in `changes` that depend, through `after`'s edges, on a
 /// node added or whose attributes changed (a move alone changes no output).
 fn dependents(after: &Ir, changes: &[NodeChange]) -> Vec<Dependent> {

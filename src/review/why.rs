@@ -191,7 +191,6 @@ pub fn explain(
     }
 }
 
-
 /// The output paths an edge reads, rendered (`value`, `net[0].ip`).
 fn read_paths(e: &Edge) -> Vec<String> {
     match (&e.reference, &e.reads) {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::durable::sync_parent;
 use super::error::StateError;
 use super::holder::ForceUnlock;
 use super::holder::LockHolder;
@@ -678,17 +679,6 @@ fn write_json_synced(file: &File, state: &StateFile) -> io::Result<u64> {
     drop(out);
     file.sync_all()?;
     Ok(file.metadata()?.len())
-}
-
-/// Fsyncs the directory holding `path`, making renames and new entries in it durable.
-pub(super) fn sync_parent(path: &Path) -> Result<(), StateError> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StateError::io(dir, "sync the directory", e))
 }
 
 #[cfg(test)]

@@ -139,6 +139,7 @@ mod backend;
 pub mod backup;
 #[cfg(test)]
 mod crash_tests;
+mod durable;
 mod error;
 mod file;
 mod holder;

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::durable::sync_parent;
 use super::error::StateError;
 use super::journal::{self, BadLine};
 use super::model::{Change, StateFile, SCHEMA_VERSION};
@@ -80,7 +81,7 @@ impl Rescued {
 pub(crate) fn spare_path(snapshot: &Path) -> Option<PathBuf> {
     let dir = match std::env::var_os("NIVIS_RESCUE_DIR").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
-        None => crate::project::state_home().ok()?.join("nivis/rescue"),
+        None => crate::xdg::state_home().ok()?.join("nivis/rescue"),
     };
     let absolute = std::path::absolute(snapshot).ok()?;
     let readable: String = absolute
@@ -176,7 +177,7 @@ pub(crate) fn rebind(path: &Path, lock: &str) -> Result<(), StateError> {
     let _ = fs::remove_file(&next);
     create(&next, &line)?;
     fs::rename(&next, path).map_err(|e| StateError::io(path, "replace", e))?;
-    super::file::sync_parent(path)
+    sync_parent(path)
 }
 
 /// Moves the rescue file `path` aside (to `PATH.stale-UNIXTIME`), where no run replays it, and
@@ -186,7 +187,7 @@ pub(crate) fn set_aside(path: &Path) -> Result<std::path::PathBuf, StateError> {
     name.push(format!(".stale-{}", super::holder::unix_now()));
     let aside = std::path::PathBuf::from(name);
     fs::rename(path, &aside).map_err(|e| StateError::io(path, "set aside", e))?;
-    super::file::sync_parent(path)?;
+    sync_parent(path)?;
     Ok(aside)
 }
 
@@ -203,7 +204,7 @@ fn create(path: &Path, line: &[u8]) -> Result<(), StateError> {
         let _ = fs::remove_file(path);
         return Err(StateError::io(path, "write", e));
     }
-    super::file::sync_parent(path)
+    sync_parent(path)
 }
 
 /// What the rescue file at `path` holds, if there is one.
@@ -272,7 +273,7 @@ pub(crate) fn read(path: &Path) -> Result<Option<Rescued>, StateError> {
 /// Removes the rescue file once its changes are durable in the state.
 pub(crate) fn remove(path: &Path) -> Result<(), StateError> {
     fs::remove_file(path).map_err(|e| StateError::io(path, "remove", e))?;
-    super::file::sync_parent(path)
+    sync_parent(path)
 }
 
 #[cfg(test)]

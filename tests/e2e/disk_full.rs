@@ -2,7 +2,7 @@
 //! flight, and never leaves an object that exists remotely without a record or a mention.
 //!
 //! The full disk is real: a small tmpfs mounted by the test. That needs root; elsewhere the
-//! tests print why they skip.
+//! tests say they did not run, and under `CI=true` that is a failure (`not_run`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,11 +15,12 @@ struct SmallFs {
 }
 
 impl SmallFs {
-    /// Mounts a tmpfs of `size` (e.g. `512k`), or says why it cannot and returns `None`.
+    /// Mounts a tmpfs of `size` (e.g. `512k`), or says why it cannot and returns `None` (a
+    /// failure under `CI=true`).
     fn mount(size: &str) -> Option<SmallFs> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: mounting a small tmpfs to fill up needs root");
+            not_run("the disk-full tests mount a small tmpfs to fill up, which needs root");
             return None;
         }
         let dir = tempfile::tempdir().expect("mount point");

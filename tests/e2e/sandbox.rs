@@ -5,8 +5,17 @@
 //!
 //! [`Sandbox::hunt`] then looks for the token (as itself, base64 or hex: [`leak_forms`]) in the
 //! stdout and stderr of every command run, in every file under the root, and in every file of
-//! `/nix/store`; only the state files (mode 0600, outside the project) may hold it.
+//! the `/nix/store` paths added since the sandbox was made; only the state files (mode 0600,
+//! outside the project) may hold it.
+//!
+//! Only the added store paths: a store path never changes once it is valid, and its name
+//! carries the hash of what made it, so a secret that reaches the store lands in a path that
+//! was not there before. The hunt lists the store's top-level entries when the sandbox is
+//! made and walks every entry that is new at hunt time (what other tests add meanwhile too):
+//! it cannot miss a new path, and a large store costs a listing, not a walk.
 
+use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -26,6 +35,33 @@ pub struct Sandbox {
     env: Vec<(String, String)>,
     /// Every command's (label, stdout, stderr).
     seen: Mutex<Vec<Seen>>,
+    /// The top-level entries of `/nix/store` when the sandbox was made.
+    store_before: BTreeSet<OsString>,
+}
+
+/// Where Nix keeps its store.
+const STORE: &str = "/nix/store";
+
+/// The names of the store's top-level entries (store paths, and Nix's own `.links` and locks).
+fn store_entries() -> BTreeSet<OsString> {
+    std::fs::read_dir(STORE)
+        .expect("list /nix/store")
+        .map(|e| e.expect("read a /nix/store entry").file_name())
+        .collect()
+}
+
+/// Every regular file of the store paths added since `before`.
+fn store_files_added_since(before: &BTreeSet<OsString>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for name in store_entries().difference(before) {
+        let path = Path::new(STORE).join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => walk(&path, &mut files),
+            Ok(m) if m.is_file() => files.push(path),
+            _ => {} // a symbolic link (its target is a path of its own) or gone again
+        }
+    }
+    files
 }
 
 /// A token no earlier run can have produced.
@@ -64,6 +100,7 @@ impl Sandbox {
             secret,
             env,
             seen: Mutex::new(Vec::new()),
+            store_before: store_entries(),
         }
     }
 
@@ -204,7 +241,8 @@ impl Sandbox {
     }
 
     /// Asserts the secret token appears nowhere but in the state files: not in any command's
-    /// output, not in any other file under the sandbox, not in `/nix/store`. State files (names
+    /// output, not in any other file under the sandbox, not in a store path added since the
+    /// sandbox was made. State files (names
     /// starting with `nivis.state.json`, or listed in `state_files`) must be mode 0600 and lie
     /// outside the project directory unless listed.
     pub fn hunt(&self, state_files: &[PathBuf]) {
@@ -217,7 +255,7 @@ impl Sandbox {
         self.hunt_all(&[needle], state_files);
     }
 
-    /// [`hunt_for`](Self::hunt_for) several values at once (one walk of `/nix/store`).
+    /// [`hunt_for`](Self::hunt_for) several values at once (one walk of the added store paths).
     pub fn hunt_all(&self, needles: &[&str], state_files: &[PathBuf]) {
         let forms: Vec<Vec<u8>> = needles.iter().flat_map(|n| leak_forms(n)).collect();
         let needle = needles.join(", ");
@@ -252,9 +290,7 @@ impl Sandbox {
                 problems.push(format!("state file {} has mode {mode:o}", f.display()));
             }
         }
-        let mut store = Vec::new();
-        walk(Path::new("/nix/store"), &mut store);
-        for f in store {
+        for f in store_files_added_since(&self.store_before) {
             if std::fs::read(&f).is_ok_and(|b| found(&b)) {
                 problems.push(format!("store file {}", f.display()));
             }
@@ -305,6 +341,30 @@ pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(e.path());
         }
     }
+}
+
+#[test]
+fn the_hunt_finds_a_secret_in_a_store_path_added_after_the_sandbox_was_made() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.path("tmp").join("leak.txt");
+    std::fs::write(&file, format!("a leak: {}\n", sandbox.secret)).unwrap();
+    let out = Command::new("nix-store").arg("--add").arg(&file).output();
+    let out = out.expect("run nix-store --add");
+    assert_success(&out);
+    let added = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let hunt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sandbox.hunt(&[])));
+    // Removed again before judging, whatever the hunt said.
+    let _ = Command::new("nix-store")
+        .args(["--delete", &added])
+        .output();
+    let message = match hunt {
+        Ok(()) => panic!("the hunt missed {added}, added after the sandbox was made"),
+        Err(e) => e.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(
+        message.contains(&format!("store file {added}")),
+        "{message}"
+    );
 }
 
 #[test]

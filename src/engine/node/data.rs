@@ -1,7 +1,15 @@
 //! A data source's turn: read it now when its configuration is known, else plan the read.
 
-#[allow(unused_imports)]
-use super::*;
+use serde_json::Value as Json;
+
+use super::record::{display_changes, marked_sensitive, record, schema_sensitive_paths};
+use super::{conform, err, EarlierRead, Mode, NodeInput, NodeOutput, NodeProgress, PlannedObject};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::engine::events::Action;
+use crate::plan;
+use crate::schema::Block;
+use crate::state::{Change, ResourceKind, ResourceState};
+use crate::value::{self, Value};
 
 // Long because it is the data-source sequence (conform, validate, plan or read, check, record);
 // each step returns on failure.

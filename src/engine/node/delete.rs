@@ -1,9 +1,16 @@
 //! Deleting objects: a replaced object, the deposed objects of a create-before-destroy
 //! replacement, a recorded object on `destroy`.
 
-#[allow(unused_imports)]
-use super::*;
+use std::time::Instant;
+
+use serde_json::Value as Json;
+
+use super::DeposedGone;
+use crate::diag::Diagnostics;
 use crate::engine::Mutation;
+use crate::provider::{ApplyRequest, Provider};
+use crate::state::ResourceState;
+use crate::value::Value;
 
 /// Deletes an object (apply with a null plan).
 pub(super) fn destroy_object(

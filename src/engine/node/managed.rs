@@ -1,9 +1,23 @@
 //! A managed resource's turn: the current object (upgraded, refreshed), the plan, the action,
 //! and in apply mode the change carried out; and `refresh` of a recorded object.
 
-#[allow(unused_imports)]
-use super::*;
+use serde_json::Value as Json;
+
+use super::delete::{destroy_deposed, destroy_object};
+use super::record::{display_changes, marked_sensitive, path_json, record, schema_sensitive_paths};
+use super::{
+    check_allowed, conform, err, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress,
+    PlannedObject,
+};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::engine::events::{Action, AttrChange};
 use crate::engine::Mutation;
+use crate::ir::IgnorePath;
+use crate::plan;
+use crate::provider::{ApplyRequest, PlanRequest, Provider};
+use crate::schema::Block;
+use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
+use crate::value::{self, PathStep, Type, Value};
 
 /// Attribute changes found by refresh, and whether the object is gone.
 pub type Drift = (Vec<AttrChange>, bool);

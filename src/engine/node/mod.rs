@@ -11,6 +11,7 @@ mod data;
 mod delete;
 mod managed;
 mod record;
+mod untyped;
 pub(super) use record::path_json;
 
 use std::sync::Arc;
@@ -21,21 +22,17 @@ use serde_json::Value as Json;
 use super::events::{Action, AttrChange, Event};
 use super::Mutation;
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir::{IgnorePath, Lifecycle, NodeKind};
-use crate::plan;
-use crate::provider::{ApplyRequest, Capabilities, PlanRequest, Provider};
+use crate::ir::{Lifecycle, NodeKind};
+use crate::provider::{Capabilities, Provider};
 use crate::schema::Block;
-use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
-use crate::value::{self, PathStep, Type, Value};
+use crate::state::{Change, ResourceState};
+use crate::value::Value;
 
-use self::data::*;
+use self::data::run_data;
 pub use self::delete::destroy;
 pub(super) use self::delete::destroy_deposed;
-use self::delete::*;
 pub use self::managed::refresh;
-use self::managed::*;
-pub use self::record::display_changes;
-use self::record::*;
+use self::managed::{run_managed, Drift};
 
 /// Plan only, or plan and apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +198,7 @@ pub fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let mut out = match input.kind {
         NodeKind::Data => run_data(&input, report),
         NodeKind::Managed if input.capabilities.schemas => run_managed(&input, report),
-        NodeKind::Managed => super::untyped::run_managed(&input, report),
+        NodeKind::Managed => untyped::run_managed(&input, report),
     };
     out.diagnostics = std::mem::take(&mut out.diagnostics).for_resource(&id);
     out.elapsed = started.elapsed();
@@ -276,8 +273,10 @@ pub(super) fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
 mod tests {
     use serde_json::json;
 
+    use super::record::{display_changes, overlaps};
     use super::*;
     use crate::schema::Attribute;
+    use crate::value::{self, PathStep, Type};
 
     fn block() -> Block {
         Block {

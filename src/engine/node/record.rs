@@ -1,8 +1,15 @@
 //! Turning a provider's object into a state record: attributes as state JSON, private bytes,
 //! and the paths recorded as sensitive (the schema's, and those set from sensitive inputs).
 
-#[allow(unused_imports)]
-use super::*;
+use serde_json::Value as Json;
+
+use super::{err, NodeInput};
+use crate::diag::Diagnostics;
+use crate::engine::events::AttrChange;
+use crate::plan;
+use crate::schema::Block;
+use crate::state::{ResourceKind, ResourceState};
+use crate::value::{self, PathStep, Type, Value};
 
 /// Builds the state record for `value`.
 pub(super) fn record(

@@ -10,13 +10,11 @@ mod replace;
 mod validity;
 
 use super::*;
-#[allow(unused_imports)]
 pub(super) use crate::schema::{
     AttrType, Attribute, Block, BlockNesting, NestedBlock, NestedObject, ObjectNesting,
 };
 use crate::value::json::{from_plain_json, from_state_json, to_plain_json, to_state_json};
 use crate::value::msgpack;
-#[allow(unused_imports)]
 pub(super) use crate::value::{render_path, PathStep, Type, Value};
 use serde_json::json;
 

@@ -19,6 +19,7 @@ use ureq::http::{Request, Uri};
 
 use super::sigv4::{self, Credentials};
 use super::xml;
+use crate::percent::percent_encode;
 
 /// Largest object body read (a state of millions of resources still fits).
 const BODY_LIMIT: u64 = 1 << 30;
@@ -301,7 +302,7 @@ impl Client {
         let (host_header, base_path) = if target.path_style {
             (
                 authority,
-                format!("/{}", sigv4::uri_encode(&target.bucket, true)),
+                format!("/{}", percent_encode(&target.bucket, true)),
             )
         } else {
             (format!("{}.{authority}", target.bucket), String::new())
@@ -452,7 +453,7 @@ impl Client {
         body: &[u8],
     ) -> Result<Reply, S3Error> {
         let path = match key {
-            Some(key) => format!("{}/{}", self.base_path, sigv4::uri_encode(key, false)),
+            Some(key) => format!("{}/{}", self.base_path, percent_encode(key, false)),
             None if self.base_path.is_empty() => "/".to_string(),
             None => self.base_path.clone(),
         };

@@ -170,7 +170,7 @@ impl S3Backend {
     pub fn rescue_path(&self) -> Result<PathBuf, StateError> {
         let dir = match std::env::var_os("NIVIS_RESCUE_DIR").filter(|v| !v.is_empty()) {
             Some(dir) => PathBuf::from(dir),
-            None => crate::project::state_home()
+            None => crate::xdg::state_home()
                 .map_err(|_| {
                     RemoteError::Invalid(
                         "cannot find a place for the S3 rescue file of this machine: set \

@@ -57,8 +57,6 @@ mod lock;
 mod remote;
 mod sigv4;
 
-/// RFC 3986 percent-encoding (also used for `git+file:` flake references).
-pub(crate) use sigv4::uri_encode;
 mod store;
 mod xml;
 

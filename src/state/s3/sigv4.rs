@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use crate::percent::percent_encode;
+
 /// An access key pair (and session token) to sign with. `Debug` never shows the secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
@@ -146,7 +148,7 @@ pub struct Request<'a> {
     pub method: &'a str,
     /// The `Host` header value (with `:port` unless it is the scheme's default).
     pub host: &'a str,
-    /// The path, already URI-encoded as it goes on the wire (see [`uri_encode`]).
+    /// The path, already URI-encoded as it goes on the wire (see [`percent_encode`]).
     pub path: &'a str,
     /// Query parameters, not encoded.
     pub query: &'a [(&'a str, String)],
@@ -228,7 +230,7 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
 pub fn canonical_query(query: &[(&str, String)]) -> String {
     let mut pairs: Vec<(String, String)> = query
         .iter()
-        .map(|(k, v)| (uri_encode(k, true), uri_encode(v, true)))
+        .map(|(k, v)| (percent_encode(k, true), percent_encode(v, true)))
         .collect();
     pairs.sort();
     pairs
@@ -236,22 +238,6 @@ pub fn canonical_query(query: &[(&str, String)]) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join("&")
-}
-
-/// S3's URI encoding: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX` (uppercase hex); `/` is
-/// kept when `encode_slash` is false (object key paths).
-pub fn uri_encode(s: &str, encode_slash: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for &b in s.as_bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            b'/' if !encode_slash => out.push('/'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 /// Hex sha256 of `body`.
@@ -330,10 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn encodes_like_s3() {
-        assert_eq!(uri_encode("a b/c~d", false), "a%20b/c~d");
-        assert_eq!(uri_encode("env:/dev", true), "env%3A%2Fdev");
-        assert_eq!(uri_encode("é", true), "%C3%A9");
+    fn encodes_the_query_like_s3() {
         assert_eq!(
             canonical_query(&[("prefix", "a/b".into()), ("list-type", "2".into())]),
             "list-type=2&prefix=a%2Fb"

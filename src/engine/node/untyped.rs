@@ -11,9 +11,9 @@
 
 use serde_json::Value as Json;
 
-use super::events::{Action, AttrChange};
-use super::node::{check_allowed, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
+use super::{check_allowed, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::engine::events::{Action, AttrChange};
 use crate::ir::IgnorePath;
 use crate::plan;
 use crate::provider::{ApplyRequest, PlanRequest};

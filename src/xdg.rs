@@ -1,0 +1,36 @@
+//! The per-user base directories Nivis keeps things in (the XDG Base Directory rules): state
+//! under `$XDG_STATE_HOME`, caches under `$XDG_CACHE_HOME`, each with its `$HOME` default.
+//!
+//! Ground floor: it reads only the environment. Owns where those two bases are; not what goes
+//! under them (projects' states: `project`; kept Nix errors: `nixeval`; S3 rescue files:
+//! `state::s3`; providers: `registry`; schemas: `plugin::schema_cache`). The runtime directory
+//! (`$XDG_RUNTIME_DIR`) is `rundir`'s, with checks of its own.
+
+use std::path::PathBuf;
+
+/// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state` (never a
+/// shared temporary directory, where another user could prepare it).
+pub fn state_home() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
+        if dir.is_absolute() {
+            return Ok(dir);
+        }
+    }
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .map(|h| h.join(".local/state"))
+        .ok_or_else(|| {
+            "cannot find a place for the state: set XDG_STATE_HOME or HOME, or pass --state"
+                .to_string()
+        })
+}
+
+/// The directory per-user caches go in: `$XDG_CACHE_HOME` when set and not empty, else
+/// `$HOME/.cache`; `None` without either.
+pub fn cache_home() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+}
