@@ -4,7 +4,7 @@
 use serde_json::Value as Json;
 
 use super::delete::{destroy_deposed, destroy_object};
-use super::record::{display_changes, marked_sensitive, path_json, record, schema_sensitive_paths};
+use super::record::{display_changes, marked_sensitive, record, schema_sensitive_paths};
 use super::{
     check_allowed, conform, err, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress,
     PlannedObject,
@@ -14,7 +14,7 @@ use crate::engine::events::{Action, AttrChange};
 use crate::engine::Mutation;
 use crate::ir::IgnorePath;
 use crate::plan;
-use crate::provider::{ApplyRequest, PlanRequest, Provider};
+use crate::provider::{ApplyRequest, PlanRequest};
 use crate::schema::Block;
 use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
 use crate::value::{self, PathStep, Type, Value};
@@ -599,76 +599,6 @@ pub(super) fn create_fresh(
         diags,
         mutation,
     )
-}
-
-/// Reads a stored object back (`nivis refresh`): the change to record, if the provider's answer
-/// differs in any way (attributes, private data, schema version), and the drift to report, if
-/// the object itself differs (private data and a schema upgrade are no drift).
-pub fn refresh(
-    provider: &dyn Provider,
-    state: &ResourceState,
-) -> Result<(Option<Change>, Option<Drift>), Diagnostics> {
-    let schema = provider.schema();
-    let s = schema.resources.get(&state.type_name).ok_or_else(|| {
-        err(format!(
-            "provider has no resource type {:?}",
-            state.type_name
-        ))
-    })?;
-    let ty = s.block.implied_type();
-    let raw = serde_json::to_vec(&state.attributes).expect("state attributes serialise");
-    let (current, _) =
-        provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
-    let private = state.private.clone().unwrap_or_default();
-    let read = provider.read_resource(&state.type_name, &current, &private)?;
-    if read.diagnostics.has_errors() {
-        return Err(read.diagnostics);
-    }
-    if read.new_state.is_null() {
-        return Ok((
-            Some(Change::Remove(state.id.clone())),
-            Some((Vec::new(), true)),
-        ));
-    }
-    let attributes =
-        value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
-    let new_private = (!read.private.is_empty()).then_some(read.private.clone());
-    let drift = (!crate::plan::values_equal(&current, &read.new_state)).then(|| {
-        let changes = display_changes(
-            &s.block,
-            &current,
-            &read.new_state,
-            &[],
-            &state.sensitive_paths,
-        );
-        (changes, false)
-    });
-    if attributes == state.attributes
-        && new_private == state.private
-        && state.schema_version == s.version
-    {
-        return Ok((None, None));
-    }
-    let mut rec = state.clone();
-    rec.attributes = attributes;
-    rec.private = new_private;
-    rec.schema_version = s.version;
-    // What the schema marks now, plus what the record marked before (values set from secrets
-    // stay secret when the object is read again).
-    let mut paths: Vec<Json> = s
-        .block
-        .sensitive_paths(&read.new_state)
-        .iter()
-        .map(|p| path_json(p))
-        .collect();
-    for p in &state.sensitive_paths {
-        if !paths.contains(p) {
-            paths.push(p.clone());
-        }
-    }
-    rec.sensitive_paths = paths;
-    crate::secrets::remember_state_record(&rec);
-    Ok((Some(Change::Put(rec)), drift))
 }
 
 pub(super) fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {

@@ -11,6 +11,7 @@ mod data;
 mod delete;
 mod managed;
 mod record;
+mod refresh;
 mod untyped;
 pub(super) use record::path_json;
 
@@ -31,8 +32,8 @@ use crate::value::Value;
 use self::data::run_data;
 pub use self::delete::destroy;
 pub(super) use self::delete::destroy_deposed;
-pub use self::managed::refresh;
 use self::managed::{run_managed, Drift};
+pub use self::refresh::refresh;
 
 /// Plan only, or plan and apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

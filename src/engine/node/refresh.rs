@@ -1,0 +1,85 @@
+//! `nivis refresh`: one stored object read back through its provider, and what to record.
+//!
+//! Owns: upgrading the stored object, reading it, and turning the answer into a state change
+//! and the drift to report. Not: planning or applying anything (`managed`), deciding which
+//! objects to refresh or recording the change (the engine's `refresh`).
+
+use serde_json::Value as Json;
+
+use super::err;
+use super::managed::Drift;
+use super::record::{display_changes, path_json};
+use crate::diag::Diagnostics;
+use crate::provider::Provider;
+use crate::state::{Change, ResourceState};
+use crate::value;
+
+/// Reads a stored object back (`nivis refresh`): the change to record, if the provider's answer
+/// differs in any way (attributes, private data, schema version), and the drift to report, if
+/// the object itself differs (private data and a schema upgrade are no drift).
+pub fn refresh(
+    provider: &dyn Provider,
+    state: &ResourceState,
+) -> Result<(Option<Change>, Option<Drift>), Diagnostics> {
+    let schema = provider.schema();
+    let s = schema.resources.get(&state.type_name).ok_or_else(|| {
+        err(format!(
+            "provider has no resource type {:?}",
+            state.type_name
+        ))
+    })?;
+    let ty = s.block.implied_type();
+    let raw = serde_json::to_vec(&state.attributes).expect("state attributes serialise");
+    let (current, _) =
+        provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
+    let private = state.private.clone().unwrap_or_default();
+    let read = provider.read_resource(&state.type_name, &current, &private)?;
+    if read.diagnostics.has_errors() {
+        return Err(read.diagnostics);
+    }
+    if read.new_state.is_null() {
+        return Ok((
+            Some(Change::Remove(state.id.clone())),
+            Some((Vec::new(), true)),
+        ));
+    }
+    let attributes =
+        value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
+    let new_private = (!read.private.is_empty()).then_some(read.private.clone());
+    let drift = (!crate::plan::values_equal(&current, &read.new_state)).then(|| {
+        let changes = display_changes(
+            &s.block,
+            &current,
+            &read.new_state,
+            &[],
+            &state.sensitive_paths,
+        );
+        (changes, false)
+    });
+    if attributes == state.attributes
+        && new_private == state.private
+        && state.schema_version == s.version
+    {
+        return Ok((None, None));
+    }
+    let mut rec = state.clone();
+    rec.attributes = attributes;
+    rec.private = new_private;
+    rec.schema_version = s.version;
+    // What the schema marks now, plus what the record marked before (values set from secrets
+    // stay secret when the object is read again).
+    let mut paths: Vec<Json> = s
+        .block
+        .sensitive_paths(&read.new_state)
+        .iter()
+        .map(|p| path_json(p))
+        .collect();
+    for p in &state.sensitive_paths {
+        if !paths.contains(p) {
+            paths.push(p.clone());
+        }
+    }
+    rec.sensitive_paths = paths;
+    crate::secrets::remember_state_record(&rec);
+    Ok((Some(Change::Put(rec)), drift))
+}
