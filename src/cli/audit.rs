@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::exit;
 use crate::engine::{Event, Sink};
-use crate::state::audit::{Change, Entry, Log};
+use crate::state::audit::{Change, Entry, Log, PolicyOverride};
 use crate::state::Backend;
 
 /// The standard variables naming a CI job, first set wins.
@@ -37,6 +37,8 @@ struct Pending {
     /// The same rows of the operations started (a run that showed no plan first).
     started: Vec<String>,
     changes: Vec<Change>,
+    /// Mandatory policy violations let through by `--override`, with the reason given.
+    overrides: Vec<PolicyOverride>,
 }
 
 static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
@@ -59,6 +61,7 @@ pub(super) fn begin(backend: &Backend, command: &str) {
         planned: Vec::new(),
         started: Vec::new(),
         changes: Vec::new(),
+        overrides: Vec::new(),
     });
 }
 
@@ -118,6 +121,19 @@ impl Sink for Recorder<'_> {
                 applying: true,
                 ..
             } => with_pending(|p| p.saved_plan_sha256 = Some(sha256.clone())),
+            Event::PolicyViolation { violation, .. } => {
+                if let Some(reason) = &violation.overridden {
+                    let this = PolicyOverride {
+                        rule: violation.rule.clone(),
+                        reason: reason.clone(),
+                    };
+                    with_pending(|p| {
+                        if !p.overrides.contains(&this) {
+                            p.overrides.push(this)
+                        }
+                    })
+                }
+            }
             _ => {}
         }
         self.inner.event(event);
@@ -174,7 +190,7 @@ fn entry(p: &Pending, status: i32) -> Entry {
         serial_before: p.serial_before,
         serial_after: p.backend.read_only().ok().map(|s| s.serial),
         changes: p.changes.clone(),
-        policy_overrides: Vec::new(),
+        policy_overrides: p.overrides.clone(),
         result: match status {
             exit::OK | exit::CHANGES => "ok",
             exit::INTERRUPTED => "interrupted",

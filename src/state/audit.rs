@@ -52,7 +52,8 @@ pub struct Entry {
     pub serial_after: Option<u64>,
     /// What changed, in order: addresses and actions only.
     pub changes: Vec<Change>,
-    /// Policy checks overridden, with the reasons given (no policy engine exists yet: empty).
+    /// Mandatory policy rules overridden (`--override RULE --reason TEXT`), each once, with
+    /// the reason given.
     pub policy_overrides: Vec<PolicyOverride>,
     /// `ok`, `failed`, `interrupted`.
     pub result: String,

@@ -159,6 +159,16 @@ fn a_mandatory_plan_rule_refuses_a_later_phase_before_it_changes_anything() {
             .map(|v| format!("k-{v}"))
             .unwrap()
     );
+    // The audit trail keeps the override and its reason with the run's record.
+    let log = p.state_cmd(&["log", "--json"]);
+    assert_success(&log);
+    let last: Json = serde_json::from_str(stdout(&log).lines().last().expect("a record"))
+        .expect("a JSON record");
+    assert_eq!(
+        last["policyOverrides"],
+        serde_json::json!([{"rule": "never-replace-tokens", "reason": "rotating b, ticket 42"}]),
+        "{last}"
+    );
     p.assert_no_leftover_processes();
 }
 
