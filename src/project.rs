@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::nixeval::{git_root, PlanSource};
-use crate::state::{LockHolder, StatePaths, Store, DEFAULT_PATH};
+use crate::state::{audit, LockHolder, StatePaths, Store, DEFAULT_PATH};
 use crate::xdg::state_home;
 
 mod find;
@@ -373,6 +373,7 @@ fn move_state(
             return Err(fail("checking the copy", &"it differs from the original"));
         }
     }
+    move_audit_log(&old.snapshot, target).map_err(|e| fail("moving its audit log", &e))?;
     let link = std::fs::symlink_metadata(legacy).is_ok_and(|m| m.file_type().is_symlink());
     let link = link.then_some(legacy);
     // The backup the open above may have written goes too: it holds the old snapshot.
@@ -400,6 +401,25 @@ fn move_state(
         legacy.display(),
         target.display()
     )))
+}
+
+/// Moves the audit log beside the state at `from` to beside `to` (copied privately, then the
+/// old one removed); when `to` already keeps a log, both stay where they are (two chains are
+/// never spliced).
+fn move_audit_log(from: &Path, to: &Path) -> std::io::Result<()> {
+    let (old, new) = (audit::local_path(from), audit::local_path(to));
+    let bytes = match std::fs::read(&old) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if new.exists() {
+        return Ok(());
+    }
+    let tmp = PathBuf::from(format!("{}.tmp", new.display()));
+    let _ = std::fs::remove_file(&tmp);
+    crate::rundir::write_private(&tmp, &new, &bytes)?;
+    std::fs::remove_file(&old)
 }
 
 /// The same resources in the same state (serials differ after compactions).

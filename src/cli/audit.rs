@@ -146,12 +146,20 @@ pub(super) fn finish(status: i32) {
     let Some(pending) = PENDING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return;
     };
+    // A run that failed having changed nothing (its state could not even be opened, say):
+    // its error already told what went wrong, and the log is usually unreachable for the same
+    // reason; a warning would only repeat it.
+    let quiet = status != exit::OK && status != exit::CHANGES && pending.changes.is_empty();
     let entry = entry(&pending, status);
     let appended = Log::of(&pending.backend).and_then(|log| {
         log.append(entry)
             .map_err(|e| format!("{e} (audit log {})", log.describe()))
     });
     if let Err(e) = appended {
+        if quiet {
+            log::info!("the audit record of this failed run was not written: {e}");
+            return;
+        }
         let _ = std::io::Write::write_fmt(
             &mut std::io::stderr(),
             format_args!(

@@ -137,32 +137,37 @@ impl GrpcProvider {
         let cached = cache
             .as_ref()
             .and_then(|(dir, hash)| super::schema_cache::load(dir, hash));
-        // The schema, and the digest of the answer it came from (which keys the validations).
-        let (schema, answer) = match cached {
+        // The schema, and the digest of the converted model (which keys the validations).
+        let (schema, model) = match cached {
             // The provider says it needs no schema call, and the cache has its schema.
             Some(entry) if entry.schema.get_provider_schema_optional => {
-                (entry.schema, Some(entry.response))
+                (entry.schema, Some(entry.model))
             }
             cached => {
-                let known = cached.as_ref().map(|entry| entry.response.clone());
+                let known = cached.as_ref().map(|entry| entry.model.clone());
                 let (schema, digest) = provider
                     .fetch_schema(spec.start_timeout, cached)
                     .map_err(schema_error)?;
                 match (&cache, digest) {
                     (Some((dir, hash)), Some(response)) => {
-                        let entry = super::schema_cache::Entry { response, schema };
+                        let model = super::schema_cache::model_digest(&schema);
+                        let entry = super::schema_cache::Entry {
+                            response,
+                            model,
+                            schema,
+                        };
                         super::schema_cache::store(dir, hash, &entry);
-                        (entry.schema, Some(entry.response))
+                        (entry.schema, Some(entry.model))
                     }
                     // Converted afresh but not cached: no key for the validations either.
                     (_, Some(_)) => (schema, None),
-                    // The cached entry's answer, unchanged.
+                    // The cached entry's schema, unchanged.
                     (_, None) => (schema, known),
                 }
             }
         };
-        provider.validation = match (&cache, answer) {
-            (Some((dir, hash)), Some(answer)) => ValidationCache::open(dir, hash, &answer),
+        provider.validation = match (&cache, model) {
+            (Some((dir, hash)), Some(model)) => ValidationCache::open(dir, hash, &model),
             _ => None,
         };
         provider.set_schema(schema);

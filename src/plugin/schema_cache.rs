@@ -65,8 +65,18 @@ pub fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
 pub struct Entry {
     /// sha256 of the encoded GetSchema/GetProviderSchema response.
     pub response: String,
+    /// [`model_digest`] of the converted schema: stable where the raw answer is not (providers
+    /// encode their schema maps in random order), so it keys remembered validations.
+    pub model: String,
     /// The converted schema.
     pub schema: ProviderSchema,
+}
+
+/// The digest of a converted schema (its JSON; every map in it is ordered).
+pub fn model_digest(schema: &ProviderSchema) -> String {
+    hex::encode(Sha256::digest(
+        serde_json::to_vec(schema).unwrap_or_default(),
+    ))
 }
 
 /// The digest recorded for a raw schema answer.
@@ -81,7 +91,7 @@ fn entry_path(dir: &Path, hash: &str) -> PathBuf {
 }
 
 /// Version of the cache entry format; bump it whenever [`Entry`] or the schema model changes.
-const FORMAT: &str = "v3";
+const FORMAT: &str = "v4";
 
 /// The cached schema of the binary with this hash.
 pub fn load(dir: &Path, hash: &str) -> Option<Entry> {
@@ -149,6 +159,7 @@ mod tests {
             &h,
             &Entry {
                 response: response_digest(b"answer"),
+                model: "m".into(),
                 schema,
             },
         );
