@@ -454,27 +454,7 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
         "the plan {flake}#{plan_attr} (reading its settings {}.{{backend,project,secretSources}})",
         path.join(".")
     );
-    let output = locking_if_needed(flake, &what, || {
-        run_nix(
-            nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
-            &what,
-        )
-    })?;
-    if !output.status.success() {
-        let message = String::from_utf8_lossy(&output.stderr);
-        return Err(EvalError {
-            what,
-            message: match local_flake_dir(flake) {
-                Some(dir) => located::in_project(&message, &dir),
-                None => message.into_owned(),
-            },
-        });
-    }
-    let mut value: serde_json::Value =
-        serde_json::from_slice(&output.stdout).map_err(|e| EvalError {
-            what: what.clone(),
-            message: format!("not JSON: {e}"),
-        })?;
+    let mut value = eval_flake_json(flake, &what, &expr)?;
     let mut take = |name: &str| Some(value[name].take()).filter(|v| !v.is_null());
     Ok(ProjectSettings {
         backend: take("backend"),
@@ -555,6 +535,31 @@ pub fn evaluate_policies(
     Ok(Some((output.stdout, started.elapsed())))
 }
 
+/// `nix eval --json --impure --expr EXPR` of an expression reading the flake `flake`
+/// (locking it first when needed), as JSON; an error names `what` and the project's own files.
+fn eval_flake_json(flake: &str, what: &str, expr: &str) -> Result<serde_json::Value, EvalError> {
+    let output = locking_if_needed(flake, what, || {
+        run_nix(
+            nix_command().args(["eval", "--json", "--impure", "--expr", expr]),
+            what,
+        )
+    })?;
+    if !output.status.success() {
+        let message = String::from_utf8_lossy(&output.stderr);
+        return Err(EvalError {
+            what: what.to_string(),
+            message: match local_flake_dir(flake) {
+                Some(dir) => located::in_project(&message, &dir),
+                None => message.into_owned(),
+            },
+        });
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| EvalError {
+        what: what.to_string(),
+        message: format!("not JSON: {e}"),
+    })
+}
+
 /// The value (as JSON) of the attribute `name` beside the plan attribute of `flake` (for
 /// `a.b.plan`, `a.b.NAME`: `nivis.test` for `nivis test`); `None` when it is missing.
 pub fn plan_sibling(
@@ -567,27 +572,7 @@ pub fn plan_sibling(
     path.push(name.to_string());
     let what = format!("{flake}#{}", path.join("."));
     let expr = format!("{} or null", flake_attr(flake, &path));
-    let output = locking_if_needed(flake, &what, || {
-        run_nix(
-            nix_command().args(["eval", "--json", "--impure", "--expr", &expr]),
-            &what,
-        )
-    })?;
-    if !output.status.success() {
-        let message = String::from_utf8_lossy(&output.stderr);
-        return Err(EvalError {
-            what,
-            message: match local_flake_dir(flake) {
-                Some(dir) => located::in_project(&message, &dir),
-                None => message.into_owned(),
-            },
-        });
-    }
-    let value: serde_json::Value =
-        serde_json::from_slice(&output.stdout).map_err(|e| EvalError {
-            what,
-            message: format!("not JSON: {e}"),
-        })?;
+    let value = eval_flake_json(flake, &what, &expr)?;
     Ok(Some(value).filter(|v| !v.is_null()))
 }
 
