@@ -112,7 +112,7 @@ pub fn store(dir: &Path, hash: &str, entry: &Entry) {
 }
 
 /// Writes a 0600 file atomically, creating 0700 parent directories.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let parent = path.parent().expect("cache files have a parent");
     std::fs::create_dir_all(parent)?;
     std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))?;

@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -60,11 +60,7 @@ impl ValidationCache {
         if !hex(binary) || !hex(schema) {
             return None;
         }
-        let folder = dir.join("validated");
-        std::fs::create_dir_all(&folder).ok()?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).ok()?;
-        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)).ok()?;
-        let path = folder.join(format!("{binary}-{schema}.v1"));
+        let path = dir.join("validated").join(format!("{binary}-{schema}.v1"));
         match read(&path) {
             Some((salt, clean)) => Some(ValidationCache {
                 path,
@@ -150,32 +146,24 @@ fn read(path: &Path) -> Option<(String, HashSet<[u8; 32]>)> {
 }
 
 /// Writes a new file with a fresh salt (replacing a foreign or oversized one) and returns the
-/// salt. Another run starting the same file at the same moment wins or loses the rename; the
-/// loser's later lines land in the winner's file under the wrong salt and are never matched.
+/// salt (written privately through the schema cache's writer: 0600, 0700 directory, renamed
+/// into place). Another run starting the same file at the same moment wins or loses the
+/// rename; the loser's later lines land in the winner's file under the wrong salt and are
+/// never matched.
 fn start(path: &Path) -> Option<String> {
     let mut bytes = [0u8; 16];
     File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .ok()?;
     let salt = hex::encode(bytes);
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(format!("{MAGIC} {salt}\n").as_bytes()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return None;
-    }
+    super::schema_cache::write_private(path, format!("{MAGIC} {salt}\n").as_bytes()).ok()?;
     Some(salt)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

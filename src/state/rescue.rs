@@ -84,24 +84,29 @@ pub(crate) fn spare_path(snapshot: &Path) -> Option<PathBuf> {
         None => crate::xdg::state_home().ok()?.join("nivis/rescue"),
     };
     let absolute = std::path::absolute(snapshot).ok()?;
-    let readable: String = absolute
-        .file_name()?
-        .to_string_lossy()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(60)
-        .collect();
-    let digest = Sha256::digest(absolute.as_os_str().as_encoded_bytes());
-    Some(dir.join(format!(
-        "local-{readable}-{}.rescue",
-        hex::encode(&digest[..8])
+    let name = absolute.file_name()?.to_string_lossy();
+    Some(dir.join(file_name(
+        &format!("local-{name}"),
+        absolute.as_os_str().as_encoded_bytes(),
     )))
+}
+
+/// A rescue file's name: `readable` with anything but letters, digits, `-` and `.` replaced
+/// (80 characters at most), then a digest of `key`, which tells apart the states whose
+/// readable parts agree.
+pub(crate) fn file_name(readable: &str, key: &[u8]) -> String {
+    let readable: String = readable
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '.' => c,
+            _ => '_',
+        })
+        .take(80)
+        .collect();
+    format!(
+        "{readable}-{}.rescue",
+        hex::encode(&Sha256::digest(key)[..6])
+    )
 }
 
 /// Writes `changes` like [`write`] to `path`, or, when `path`'s filesystem fails (full,

@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use serde_json::{Map, Value as Json};
-use sha2::{Digest, Sha256};
 
 use super::client::{Client, Retry, Target};
 use super::crypt::{Cipher, KeySource};
@@ -238,17 +237,10 @@ impl S3Backend {
 
 /// A readable file name for the state `url` at `endpoint`, unique by a digest of both.
 fn rescue_file_name(endpoint: &str, url: &str) -> String {
-    let readable: String = url
-        .trim_start_matches("s3://")
-        .chars()
-        .map(|c| match c {
-            c if c.is_ascii_alphanumeric() || c == '-' || c == '.' => c,
-            _ => '_',
-        })
-        .take(80)
-        .collect();
-    let digest = Sha256::digest(format!("{endpoint}\n{url}").as_bytes());
-    format!("{readable}-{}.rescue", hex::encode(&digest[..6]))
+    crate::state::rescue::file_name(
+        url.trim_start_matches("s3://"),
+        format!("{endpoint}\n{url}").as_bytes(),
+    )
 }
 
 /// Environment names: letters, digits, `-`, `_`, `.`; not empty, not `.`/`..`.
