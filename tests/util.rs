@@ -8,17 +8,17 @@ use std::process::{Command, Output};
 use serde_json::Value as Json;
 
 /// The repository root.
-pub fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The built `nivis` binary.
-pub fn nivis_bin() -> PathBuf {
+pub(crate) fn nivis_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_nivis"))
 }
 
 /// A temporary project: a Nix plan file and a state file.
-pub struct Project {
+pub(crate) struct Project {
     pub dir: tempfile::TempDir,
     pub plan: PathBuf,
     pub state: PathBuf,
@@ -28,7 +28,7 @@ pub struct Project {
 impl Project {
     /// A project whose plan file has `lib` (the Nivis library) in scope; `body` must evaluate
     /// to a function `ledger: IR`.
-    pub fn new(body: &str) -> Project {
+    pub(crate) fn new(body: &str) -> Project {
         let dir = tempfile::tempdir().expect("temp dir");
         let plan = dir.path().join("plan.nix");
         let text = format!("let lib = import {}/nix; in\n{body}\n", repo().display());
@@ -49,7 +49,7 @@ impl Project {
     }
 
     /// The headline two-provider example.
-    pub fn two_providers(cycle: bool) -> Project {
+    pub(crate) fn two_providers(cycle: bool) -> Project {
         Project::new(&format!(
             "import {}/nix/examples/two-providers.nix {{ inherit lib; cycle = {cycle}; }}",
             repo().display()
@@ -57,12 +57,12 @@ impl Project {
     }
 
     /// The marker every process started for this project carries in its environment.
-    pub fn marker(&self) -> String {
+    pub(crate) fn marker(&self) -> String {
         self.env[0].1.clone()
     }
 
     /// Asserts no process started for this project is still alive.
-    pub fn assert_no_leftover_processes(&self) {
+    pub(crate) fn assert_no_leftover_processes(&self) {
         let mut left = processes_with_marker(&self.marker());
         for _ in 0..50 {
             if left.is_empty() {
@@ -75,27 +75,27 @@ impl Project {
     }
 
     /// Replaces the plan body.
-    pub fn set_plan(&self, body: &str) {
+    pub(crate) fn set_plan(&self, body: &str) {
         let text = format!("let lib = import {}/nix; in\n{body}\n", repo().display());
         std::fs::write(&self.plan, text).expect("write plan");
     }
 
     /// Adds an environment variable for every later command.
-    pub fn env(mut self, k: &str, v: &str) -> Project {
+    pub(crate) fn env(mut self, k: &str, v: &str) -> Project {
         self.env.push((k.into(), v.into()));
         self
     }
 
     /// Makes the fake providers log every object they create or delete (see
     /// [`Project::objects`]).
-    pub fn with_object_log(self) -> Project {
+    pub(crate) fn with_object_log(self) -> Project {
         let log = self.dir.path().join("objects.log");
         let log = log.to_str().expect("UTF-8 temp path").to_string();
         self.env("NIVIS_FAKE_OBJECT_LOG", &log)
     }
 
     /// The fakes' object log file (needs [`Project::with_object_log`]).
-    pub fn objects_path(&self) -> String {
+    pub(crate) fn objects_path(&self) -> String {
         self.env
             .iter()
             .rev()
@@ -105,24 +105,24 @@ impl Project {
     }
 
     /// What exists "remotely": the fakes' object log (needs [`Project::with_object_log`]).
-    pub fn objects(&self) -> ObjectLog {
+    pub(crate) fn objects(&self) -> ObjectLog {
         ObjectLog::read(std::path::Path::new(&self.objects_path()))
     }
 
     /// The remote identities of every object the local state records (current and deposed),
     /// read through the store as the next command would (journal and rescue file included).
-    pub fn recorded_objects(&self) -> BTreeMap<String, String> {
+    pub(crate) fn recorded_objects(&self) -> BTreeMap<String, String> {
         let state = nivis::state::Store::read_only(&self.state).expect("state readable");
         recorded_in(&state)
     }
 
     /// Compares what exists remotely (the object log) with what the local state records.
-    pub fn remote_vs_state(&self) -> RemoteDiff {
+    pub(crate) fn remote_vs_state(&self) -> RemoteDiff {
         self.remote_vs(&self.recorded_objects())
     }
 
     /// Compares what exists remotely (the object log) with `recorded` (see [`recorded_in`]).
-    pub fn remote_vs(&self, recorded: &BTreeMap<String, String>) -> RemoteDiff {
+    pub(crate) fn remote_vs(&self, recorded: &BTreeMap<String, String>) -> RemoteDiff {
         let live = self.objects().live();
         let orphans = live
             .iter()
@@ -149,13 +149,13 @@ impl Project {
     /// The fault tests' assertion: every object alive remotely is recorded in state, except
     /// the ones `unrecorded` names (provider ids an error listed); every recorded object is
     /// alive; and no resource has two live objects (nothing was created twice).
-    pub fn assert_remote_matches_state(&self, unrecorded: &[String]) {
+    pub(crate) fn assert_remote_matches_state(&self, unrecorded: &[String]) {
         self.assert_remote_matches(&self.recorded_objects(), unrecorded)
     }
 
     /// [`Project::assert_remote_matches_state`] against `recorded` (see [`recorded_in`]), for a
     /// state kept elsewhere.
-    pub fn assert_remote_matches(
+    pub(crate) fn assert_remote_matches(
         &self,
         recorded: &BTreeMap<String, String>,
         unrecorded: &[String],
@@ -178,7 +178,7 @@ impl Project {
 
     /// Runs `nivis VERB --file plan.nix --state STATE EXTRA...` (validate, which reads no
     /// state and refuses --state, without it).
-    pub fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
+    pub(crate) fn run(&self, verb: &[&str], extra: &[&str]) -> Output {
         let mut cmd = Command::new(nivis_bin());
         cmd.args(verb).arg("--file").arg(&self.plan);
         if verb != ["validate"] {
@@ -190,7 +190,7 @@ impl Project {
 
     /// Starts `nivis apply --auto-approve EXTRA...` in the background with this project's
     /// environment, its output discarded.
-    pub fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
+    pub(crate) fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
         Command::new(nivis_bin())
             .args(["apply", "--auto-approve", "--file"])
             .arg(&self.plan)
@@ -207,7 +207,7 @@ impl Project {
 
     /// Waits (up to 30 s) until a process holds this project's state lock and has recorded
     /// itself in it.
-    pub fn wait_for_lock(&self) {
+    pub(crate) fn wait_for_lock(&self) {
         let lock = self.state.with_extension("json.lock");
         let started = std::time::Instant::now();
         while std::fs::read_to_string(&lock).map_or(true, |s| s.is_empty())
@@ -218,7 +218,7 @@ impl Project {
     }
 
     /// Runs a state subcommand (`state list`, `output`, ...) against this project's state.
-    pub fn state_cmd(&self, args: &[&str]) -> Output {
+    pub(crate) fn state_cmd(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(nivis_bin());
         cmd.args(args).arg("--state").arg(&self.state);
         self.finish(cmd)
@@ -235,13 +235,13 @@ impl Project {
     }
 
     /// The state snapshot file (a command compacts its journal into it when it ends).
-    pub fn state_json(&self) -> Json {
+    pub(crate) fn state_json(&self) -> Json {
         serde_json::from_slice(&std::fs::read(&self.state).expect("state file"))
             .expect("state JSON")
     }
 
     /// The ledger's outputs per resource, as `nivis output --json` prints them.
-    pub fn outputs(&self) -> Json {
+    pub(crate) fn outputs(&self) -> Json {
         let out = self.state_cmd(&["output", "--json"]);
         assert_success(&out);
         let all: Json = serde_json::from_slice(&out.stdout).expect("output is JSON");
@@ -249,12 +249,12 @@ impl Project {
     }
 
     /// Evaluates the plan with the ledger built from current state; returns the IR.
-    pub fn eval_ir(&self) -> Json {
+    pub(crate) fn eval_ir(&self) -> Json {
         self.eval_ir_with(&self.outputs())
     }
 
     /// Evaluates the plan with a ledger of `outputs`; returns the IR.
-    pub fn eval_ir_with(&self, outputs: &Json) -> Json {
+    pub(crate) fn eval_ir_with(&self, outputs: &Json) -> Json {
         let ledger = serde_json::json!({"phase": 99, "outputs": outputs, "vars": {}});
         let ledger_path = self.dir.path().join("test-ledger.json");
         std::fs::write(&ledger_path, ledger.to_string()).unwrap();
@@ -281,7 +281,7 @@ impl Project {
 }
 
 /// Asserts a command succeeded, printing its output otherwise.
-pub fn assert_success(out: &Output) {
+pub(crate) fn assert_success(out: &Output) {
     assert!(
         out.status.success(),
         "command failed ({}):\nstdout:\n{}\nstderr:\n{}",
@@ -292,14 +292,14 @@ pub fn assert_success(out: &Output) {
 }
 
 /// stdout as text.
-pub fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// stderr as text.
 /// A test that cannot run here (`reason` says why): under `CI=true` a failure, since CI must
 /// run every test; elsewhere a loud note on stderr, and the caller returns.
-pub fn not_run(reason: &str) {
+pub(crate) fn not_run(reason: &str) {
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
         "NOT RUN, and CI=true: {reason}; CI must run this test"
@@ -307,18 +307,18 @@ pub fn not_run(reason: &str) {
     eprintln!("NOT RUN: {reason}");
 }
 
-pub fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The JSON events of a `--json` run, between the stream's `version` and `summary` lines
 /// (checked: first and last, and a timestamp on every line).
-pub fn events(out: &Output) -> Vec<Json> {
+pub(crate) fn events(out: &Output) -> Vec<Json> {
     stream(out).1
 }
 
 /// A `--json` run's stream: its `version` line, its events, its `summary` line.
-pub fn stream(out: &Output) -> (Json, Vec<Json>, Json) {
+pub(crate) fn stream(out: &Output) -> (Json, Vec<Json>, Json) {
     let mut lines: Vec<Json> = stdout(out)
         .lines()
         .filter(|l| l.starts_with('{'))
@@ -348,7 +348,7 @@ pub fn stream(out: &Output) -> (Json, Vec<Json>, Json) {
 }
 
 /// `(id, action)` of the `--json` events of one type (`planned`, `finished`, ...), in order.
-pub fn actions(out: &Output, event_type: &str) -> Vec<(String, Json)> {
+pub(crate) fn actions(out: &Output, event_type: &str) -> Vec<(String, Json)> {
     events(out)
         .into_iter()
         .filter(|e| e["type"] == event_type)
@@ -359,7 +359,7 @@ pub fn actions(out: &Output, event_type: &str) -> Vec<(String, Json)> {
 /// The path of a real provider binary (`null`, `workato`, `terraform`, `nixops4`), fetched and verified
 /// by tests/fetch-providers.py if the environment does not name it. Never skips: a missing
 /// binary fails the test.
-pub fn real_provider(name: &str) -> PathBuf {
+pub(crate) fn real_provider(name: &str) -> PathBuf {
     let var = format!("NIVIS_REAL_{}", name.to_uppercase());
     if let Some(p) = std::env::var_os(&var) {
         return PathBuf::from(p);
@@ -384,7 +384,7 @@ pub fn real_provider(name: &str) -> PathBuf {
 
 /// Process ids of live processes whose environment holds `NIVIS_TEST_MARKER=marker` (every
 /// process a project's commands start inherits it, providers included).
-pub fn processes_with_marker(marker: &str) -> Vec<u32> {
+pub(crate) fn processes_with_marker(marker: &str) -> Vec<u32> {
     let needle = format!("NIVIS_TEST_MARKER={marker}");
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -407,13 +407,13 @@ pub fn processes_with_marker(marker: &str) -> Vec<u32> {
 }
 
 /// The directory holding the fake providers (next to nivis).
-pub fn bin_dir() -> PathBuf {
+pub(crate) fn bin_dir() -> PathBuf {
     nivis_bin().parent().unwrap().to_path_buf()
 }
 
 /// The remote identities of every object `state` records (current and deposed): provider id
 /// -> resource id.
-pub fn recorded_in(state: &nivis::state::StateFile) -> BTreeMap<String, String> {
+pub(crate) fn recorded_in(state: &nivis::state::StateFile) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for r in state.iter().filter(|r| r.is_managed()) {
         let mut objects = vec![&r.attributes];
@@ -430,7 +430,7 @@ pub fn recorded_in(state: &nivis::state::StateFile) -> BTreeMap<String, String> 
 
 /// How the remote objects differ from state.
 #[derive(Debug)]
-pub struct RemoteDiff {
+pub(crate) struct RemoteDiff {
     /// Alive but not recorded: (provider id, label).
     pub orphans: Vec<(String, String)>,
     /// Recorded but not alive.
@@ -443,7 +443,7 @@ impl RemoteDiff {
     /// After Nivis was killed -9 mid-apply: everything recorded is alive and nothing was created
     /// twice; only creates whose answer was in flight can be alive unrecorded (nobody can record
     /// them, as in Terraform), at most one per worker.
-    pub fn assert_killed_mid_apply(&self, workers: usize) {
+    pub(crate) fn assert_killed_mid_apply(&self, workers: usize) {
         assert!(self.phantoms.is_empty(), "{self:?}");
         assert!(self.duplicated.is_empty(), "{self:?}");
         assert!(
@@ -454,7 +454,7 @@ impl RemoteDiff {
 
     /// After the run that followed `killed`: everything recorded is alive, the rerun orphaned
     /// nothing, and only resources whose object was orphaned by the kill have two objects.
-    pub fn assert_rerun_after(&self, killed: &RemoteDiff) {
+    pub(crate) fn assert_rerun_after(&self, killed: &RemoteDiff) {
         assert!(self.phantoms.is_empty(), "{self:?}");
         assert_eq!(self.orphans, killed.orphans, "the rerun orphaned nothing");
         let orphan_labels: Vec<&String> = killed.orphans.iter().map(|(_, l)| l).collect();
@@ -467,13 +467,13 @@ impl RemoteDiff {
 
 /// The fakes' object log (`NIVIS_FAKE_OBJECT_LOG`): one JSON line per remote object created or
 /// deleted, in order.
-pub struct ObjectLog {
+pub(crate) struct ObjectLog {
     pub entries: Vec<Json>,
 }
 
 impl ObjectLog {
     /// Reads the log at `path` (no file: nothing was ever created).
-    pub fn read(path: &std::path::Path) -> ObjectLog {
+    pub(crate) fn read(path: &std::path::Path) -> ObjectLog {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let entries = text
             .lines()
@@ -483,7 +483,7 @@ impl ObjectLog {
     }
 
     /// Objects alive now: provider id -> label.
-    pub fn live(&self) -> BTreeMap<String, String> {
+    pub(crate) fn live(&self) -> BTreeMap<String, String> {
         let mut live = BTreeMap::new();
         for e in &self.entries {
             let id = e["id"].as_str().expect("id").to_string();
@@ -505,14 +505,14 @@ impl ObjectLog {
     }
 
     /// How many objects were created in all.
-    pub fn created(&self) -> usize {
+    pub(crate) fn created(&self) -> usize {
         self.entries.iter().filter(|e| e["op"] == "create").count()
     }
 }
 
 /// Runs `git ARGS` in `dir` with a fixed identity (tests make their own commits), asserting
 /// success.
-pub fn git(dir: &std::path::Path, args: &[&str]) {
+pub(crate) fn git(dir: &std::path::Path, args: &[&str]) {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)

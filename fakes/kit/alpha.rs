@@ -23,7 +23,7 @@ use super::knobs::{named, Knobs};
 use super::provider::Behaviour;
 
 /// The alpha behaviour.
-pub struct Alpha {
+pub(crate) struct Alpha {
     counter: AtomicU64,
     schema_version: i64,
     secret_prefix: String,
@@ -31,7 +31,7 @@ pub struct Alpha {
 
 impl Alpha {
     /// An alpha whose counter and schema version come from `knobs`.
-    pub fn new(knobs: &Knobs) -> Alpha {
+    pub(crate) fn new(knobs: &Knobs) -> Alpha {
         Alpha {
             counter: AtomicU64::new(knobs.counter_seed),
             schema_version: knobs.alpha_schema_version,

@@ -12,7 +12,7 @@ use super::knobs::{named, Knobs};
 use super::provider::Behaviour;
 
 /// The beta behaviour.
-pub struct Beta;
+pub(crate) struct Beta;
 
 impl Behaviour for Beta {
     fn schema(&self) -> ProviderSchema {

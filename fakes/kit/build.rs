@@ -6,7 +6,7 @@ use nivis::schema::{AttrType, Attribute, Block, Schema};
 use nivis::value::{Type, Value};
 
 /// How an attribute may be set.
-pub enum Mode {
+pub(crate) enum Mode {
     Required,
     Optional,
     Computed,
@@ -14,7 +14,7 @@ pub enum Mode {
 }
 
 /// One attribute.
-pub fn attr(ty: Type, mode: Mode, sensitive: bool, description: &str) -> Attribute {
+pub(crate) fn attr(ty: Type, mode: Mode, sensitive: bool, description: &str) -> Attribute {
     let (required, optional, computed) = match mode {
         Mode::Required => (true, false, false),
         Mode::Optional => (false, true, false),
@@ -35,7 +35,7 @@ pub fn attr(ty: Type, mode: Mode, sensitive: bool, description: &str) -> Attribu
 }
 
 /// A schema from attributes.
-pub fn schema(version: i64, description: &str, attrs: Vec<(&str, Attribute)>) -> Schema {
+pub(crate) fn schema(version: i64, description: &str, attrs: Vec<(&str, Attribute)>) -> Schema {
     Schema {
         version,
         block: Block {
@@ -51,7 +51,7 @@ pub fn schema(version: i64, description: &str, attrs: Vec<(&str, Attribute)>) ->
 }
 
 /// Reads a string attribute of an object value.
-pub fn get_str(v: &Value, key: &str) -> Option<String> {
+pub(crate) fn get_str(v: &Value, key: &str) -> Option<String> {
     match v {
         Value::Map(m) => match m.get(key) {
             Some(Value::String(s)) => Some(s.clone()),
@@ -62,7 +62,7 @@ pub fn get_str(v: &Value, key: &str) -> Option<String> {
 }
 
 /// Sets an attribute of an object value.
-pub fn set(v: &mut Value, key: &str, new: Value) {
+pub(crate) fn set(v: &mut Value, key: &str, new: Value) {
     if let Value::Map(m) = v {
         m.insert(key.to_string(), new);
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 /// What a fake does besides its plain behaviour. Every list names objects by their label
 /// (alpha: `label`, beta: `from`).
 #[derive(Debug, Clone, Default)]
-pub struct Knobs {
+pub(crate) struct Knobs {
     /// Applies of these fail with a diagnostic, creating nothing (`NIVIS_FAKE_FAIL_ON`).
     pub fail_on: Vec<String>,
     /// Applies of these fail after the object exists, returning it (`NIVIS_FAKE_PARTIAL_ON`).
@@ -51,7 +51,7 @@ pub struct Knobs {
 }
 
 /// Reads an environment knob; empty counts as unset.
-pub fn env(name: &str) -> Option<String> {
+pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
@@ -63,7 +63,7 @@ fn list(name: &str) -> Vec<String> {
 
 impl Knobs {
     /// The knobs a spawned fake was given in its environment.
-    pub fn from_env() -> Knobs {
+    pub(crate) fn from_env() -> Knobs {
         Knobs {
             fail_on: list("NIVIS_FAKE_FAIL_ON"),
             partial_on: list("NIVIS_FAKE_PARTIAL_ON"),
@@ -94,13 +94,13 @@ impl Knobs {
 }
 
 /// Whether `label` is named in `list`.
-pub fn named(list: &[String], label: &str) -> bool {
+pub(crate) fn named(list: &[String], label: &str) -> bool {
     list.iter().any(|l| l == label)
 }
 
 /// Writes `kib` KiB of noise lines tagged `tag` to stdout and stderr, to prove a chatty
 /// provider never blocks its client.
-pub fn write_noise(kib: usize, tag: &str) {
+pub(crate) fn write_noise(kib: usize, tag: &str) {
     use std::io::Write;
     let line = format!("{tag}: {}\n", "noise ".repeat(20));
     let mut err = std::io::stderr().lock();
@@ -115,7 +115,7 @@ pub fn write_noise(kib: usize, tag: &str) {
 
 /// `text` in the encodings a provider's messages use: URL-encoded (RFC 3986), as a Go JSON
 /// string (`<`, `>`, `&` as `\u003c`...), hex, and base64 after 0, 1 and 2 bytes of prefix.
-pub fn encoded_forms(text: &str) -> Vec<String> {
+pub(crate) fn encoded_forms(text: &str) -> Vec<String> {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine as _;
     let url: String = text

@@ -12,20 +12,20 @@
 //! exercise one behaviour.
 #![allow(dead_code, unused_imports)]
 
-pub mod alpha;
-pub mod beta;
-pub mod build;
-pub mod knobs;
-pub mod provider;
-pub mod serve;
+pub(crate) mod alpha;
+pub(crate) mod beta;
+pub(crate) mod build;
+pub(crate) mod knobs;
+pub(crate) mod provider;
+pub(crate) mod serve;
 
-pub use knobs::Knobs;
-pub use provider::{Behaviour, FakeProvider};
+pub(crate) use knobs::Knobs;
+pub(crate) use provider::{Behaviour, FakeProvider};
 
 /// Serves the fake called `name` (`alpha` or `beta`) over the protocol chosen by the command
 /// line (`--protocol 5|6`) or `NIVIS_FAKE_PROTOCOL`, tfplugin6 by default, with the knobs
 /// read from the environment. Never returns.
-pub fn main(name: &'static str) -> ! {
+pub(crate) fn main(name: &'static str) -> ! {
     let knobs = Knobs::from_env();
     let provider: std::sync::Arc<dyn nivis::provider::Provider> = match name {
         "alpha" => std::sync::Arc::new(FakeProvider::new(name, alpha::Alpha::new(&knobs), knobs)),

@@ -23,12 +23,12 @@ use super::build::get_str;
 use super::knobs::{write_noise, Knobs};
 
 /// Private bytes the fakes hand out from plan and expect back in apply.
-pub const PLANNED_PRIVATE: &[u8] = b"{\"fake\":\"planned\"}";
+pub(crate) const PLANNED_PRIVATE: &[u8] = b"{\"fake\":\"planned\"}";
 /// Private bytes the fakes store with every object and expect back on read and plan.
-pub const STATE_PRIVATE: &[u8] = b"{\"fake\":\"state\"}";
+pub(crate) const STATE_PRIVATE: &[u8] = b"{\"fake\":\"state\"}";
 
 /// What one fake provider does with its resources; [`FakeProvider`] does the rest.
-pub trait Behaviour: Send + Sync + 'static {
+pub(crate) trait Behaviour: Send + Sync + 'static {
     /// The provider's schema.
     fn schema(&self) -> ProviderSchema;
     /// Extra validation of a resource or data source config; returns error messages with paths.
@@ -83,7 +83,7 @@ pub trait Behaviour: Send + Sync + 'static {
 }
 
 /// A fake provider: a [`Behaviour`], its schema, its name and its knobs.
-pub struct FakeProvider<B: Behaviour> {
+pub(crate) struct FakeProvider<B: Behaviour> {
     name: &'static str,
     behaviour: B,
     schema: ProviderSchema,
@@ -98,7 +98,7 @@ fn error(summary: impl Into<String>) -> Diagnostics {
 
 impl<B: Behaviour> FakeProvider<B> {
     /// The fake `name` (as the object log names it) doing what `behaviour` does.
-    pub fn new(name: &'static str, behaviour: B, knobs: Knobs) -> Self {
+    pub(crate) fn new(name: &'static str, behaviour: B, knobs: Knobs) -> Self {
         FakeProvider {
             name,
             schema: behaviour.schema(),
@@ -109,7 +109,7 @@ impl<B: Behaviour> FakeProvider<B> {
     }
 
     /// The knobs this fake runs with.
-    pub fn knobs(&self) -> &Knobs {
+    pub(crate) fn knobs(&self) -> &Knobs {
         &self.knobs
     }
 
@@ -152,7 +152,7 @@ impl<B: Behaviour> FakeProvider<B> {
     }
 
     /// Writes the noise the knobs ask for (see [`write_noise`]).
-    pub fn noise(&self, tag: &str) {
+    pub(crate) fn noise(&self, tag: &str) {
         if let Some(kib) = self.knobs.noise_kib {
             write_noise(kib, tag);
         }

@@ -27,7 +27,7 @@ use super::knobs::env;
 const MAGIC_COOKIE_VALUE: &str = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
 
 /// The protocol to serve: `--protocol N` on the command line, else `NIVIS_FAKE_PROTOCOL`, else 6.
-pub fn protocol_from_args() -> u32 {
+pub(crate) fn protocol_from_args() -> u32 {
     let args: Vec<String> = std::env::args().collect();
     let from_flag = args
         .iter()
@@ -46,7 +46,7 @@ pub fn protocol_from_args() -> u32 {
 
 /// Serves `provider` as a go-plugin provider speaking `protocol` (5 or 6) until the client
 /// shuts it down.
-pub fn serve(provider: Arc<dyn Provider>, protocol: u32) -> ! {
+pub(crate) fn serve(provider: Arc<dyn Provider>, protocol: u32) -> ! {
     if std::env::var("TF_PLUGIN_MAGIC_COOKIE").ok().as_deref() != Some(MAGIC_COOKIE_VALUE) {
         eprintln!("This binary is a plugin. These are not meant to be executed directly.");
         std::process::exit(1);
@@ -419,7 +419,7 @@ macro_rules! protocol_server {
         /// Registers every method of the protocol, each calling `provider`.
         // Long because it registers one handler per RPC, each a few lines of decode-call-encode;
         // the list is the protocol's.
-        pub fn register_all(
+        pub(crate) fn register_all(
             builder: ServiceBuilder,
             provider: Arc<dyn Provider>,
         ) -> ServiceBuilder {
@@ -630,7 +630,7 @@ macro_rules! protocol_server {
 }
 
 /// tfplugin5: SDKv2-era names, no nested attribute types, a config-preparing validation call.
-pub mod v5 {
+pub(crate) mod v5 {
     use super::*;
     use tfplugin5 as pb;
 
@@ -682,7 +682,7 @@ pub mod v5 {
 }
 
 /// tfplugin6: nested attribute types, plain provider-config validation.
-pub mod v6 {
+pub(crate) mod v6 {
     use super::*;
     use tfplugin6 as pb;
 

@@ -17,11 +17,11 @@ use super::parse_duration;
 mod inspect;
 mod review;
 mod state;
-pub use self::inspect::{
+pub(super) use self::inspect::{
     ConsoleArgs, GraphArgs, LogArgs, PolicyCommand, PolicyTestArgs, VersionArgs,
 };
-pub use self::review::{DiffArgs, TestArgs, WhyArgs};
-pub use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
+pub(super) use self::review::{DiffArgs, TestArgs, WhyArgs};
+pub(super) use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
 Examples:

@@ -11,7 +11,7 @@ use super::{backend, exit, fail};
 use crate::render::{self, outln};
 use crate::state::audit::{verify, Log, Record};
 
-pub fn run(args: &LogArgs) -> i32 {
+pub(super) fn run(args: &LogArgs) -> i32 {
     match list(args) {
         Ok(status) => status,
         Err(e) => fail(&e),

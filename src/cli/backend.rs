@@ -28,7 +28,7 @@ use crate::state::{
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
 /// attribute's sibling `backend`; a plain Nix file or a directory without `flake.nix` has
 /// none), then `--backend-config` overrides, for `--env`.
-pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
+pub(super) fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
     resolve_project(args, source).map(|(backend, _, _)| backend)
 }
 
@@ -39,7 +39,7 @@ pub fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String>
 /// `nivis.project`) are read in one evaluation; then the project's states under earlier keys
 /// move to its identity's place.
 /// The flake's `secretSources` come along: they are read in the same evaluation.
-pub fn resolve_project(
+pub(super) fn resolve_project(
     args: &StateArgs,
     source: &PlanSource,
 ) -> Result<(Backend, Option<Placement>, Option<Json>), String> {
@@ -108,18 +108,18 @@ fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> 
 }
 
 /// The backend of a command that evaluates no plan, for the plan `source` names.
-pub fn of(source: &SourceArgs, state: &StateArgs) -> Result<Backend, String> {
+pub(super) fn of(source: &SourceArgs, state: &StateArgs) -> Result<Backend, String> {
     resolve(state, &plan_source(source)?)
 }
 
 /// Reads the state without locking it; its secrets are remembered for redaction. Returns the
 /// backend too (for messages).
-pub fn read(source: &SourceArgs, state: &StateArgs) -> Result<(Backend, StateFile), String> {
+pub(super) fn read(source: &SourceArgs, state: &StateArgs) -> Result<(Backend, StateFile), String> {
     read_project(source, state).map(|(backend, _, read)| (backend, read))
 }
 
 /// [`read`], with the project's identity when its default state is used.
-pub fn read_project(
+pub(super) fn read_project(
     source: &SourceArgs,
     state: &StateArgs,
 ) -> Result<(Backend, Option<Identity>, StateFile), String> {
@@ -130,7 +130,7 @@ pub fn read_project(
 }
 
 /// The line saying which state a command uses: `State: <file or URL> (<project>)`.
-pub fn state_header(backend: &Backend, identity: Option<&Identity>) -> String {
+pub(super) fn state_header(backend: &Backend, identity: Option<&Identity>) -> String {
     let env = match backend.env() {
         DEFAULT_ENV => String::new(),
         env => format!(", environment {env}"),
@@ -142,7 +142,7 @@ pub fn state_header(backend: &Backend, identity: Option<&Identity>) -> String {
 }
 
 /// `nivis env list`.
-pub fn env_list(t: &StateTarget, json: bool) -> i32 {
+pub(super) fn env_list(t: &StateTarget, json: bool) -> i32 {
     let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
@@ -167,7 +167,7 @@ pub fn env_list(t: &StateTarget, json: bool) -> i32 {
 /// asked for), to a new private file (mode 0600, never through a link, never where Nix copies
 /// the plan's tree) or to standard output (terminal-unsafe characters escaped, the JSON
 /// unchanged).
-pub fn pull(t: &StateTarget, out: &Path) -> i32 {
+pub(super) fn pull(t: &StateTarget, out: &Path) -> i32 {
     if out != Path::new("-") {
         let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
         let checked = plan_source(&t.source)
@@ -209,7 +209,7 @@ pub fn pull(t: &StateTarget, out: &Path) -> i32 {
 
 /// `nivis state push FILE`: replaces the state by FILE's, refusing another lineage or an older
 /// serial unless `force`.
-pub fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Duration>) -> i32 {
+pub(super) fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Duration>) -> i32 {
     let pushed = match read_state_file(file) {
         Ok(s) => s,
         Err(e) => return fail(&e),
@@ -282,7 +282,7 @@ fn replace_and_close(mut store: Box<dyn LockedStore>, next: StateFile, done: &st
 }
 
 /// `nivis state migrate`: copies the local state file into the configured (remote) backend.
-pub fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
+pub(super) fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
     let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
@@ -342,7 +342,7 @@ pub fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
 
 /// `nivis state migrate --encrypt|--decrypt`: the remote state rewritten in place, sealed with
 /// the configured key or in plain text.
-pub fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Duration>) -> i32 {
+pub(super) fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Duration>) -> i32 {
     let backend = match of(&t.source, &t.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),
@@ -377,7 +377,7 @@ pub fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Duration>) 
 /// `nivis force-unlock LOCK_ID`, for whichever backend holds the state: the id must name the
 /// lock; a holder alive on this host keeps it unless `--force`; on a terminal the user confirms
 /// (unless `--force`).
-pub fn force_unlock(args: &ForceUnlockArgs) -> i32 {
+pub(super) fn force_unlock(args: &ForceUnlockArgs) -> i32 {
     let backend = match force_unlock_backend(&args.state) {
         Ok(b) => b,
         Err(e) => return fail(&e),

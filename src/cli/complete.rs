@@ -32,7 +32,7 @@ pub fn answer_if_asked() {
 }
 
 /// Writes the completion script for `shell`. The script calls `nivis` through PATH.
-pub fn write_script(shell: Shell, out: &mut dyn Write) -> std::io::Result<()> {
+pub(super) fn write_script(shell: Shell, out: &mut dyn Write) -> std::io::Result<()> {
     let completer: &dyn EnvCompleter = match shell {
         Shell::Bash => &Bash,
         Shell::Zsh => &Zsh,
@@ -45,7 +45,7 @@ pub fn write_script(shell: Shell, out: &mut dyn Write) -> std::io::Result<()> {
 /// NIVIS_STATE, then the default state of the project `--flake`/`--file` name). The local
 /// file only: a remote state is not fetched at every TAB. Nothing when there is no readable
 /// state: completion must never print errors into the user's prompt.
-pub fn state_ids() -> Vec<CompletionCandidate> {
+pub(super) fn state_ids() -> Vec<CompletionCandidate> {
     let Some(path) = state_path(
         std::env::args_os().collect(),
         std::env::var_os("NIVIS_STATE"),

@@ -15,7 +15,7 @@ use crate::nixsyntax::nix_string;
 use crate::render::outln;
 
 /// Runs `nivis console`; returns `nix repl`'s exit status.
-pub fn run(args: &ConsoleArgs) -> i32 {
+pub(super) fn run(args: &ConsoleArgs) -> i32 {
     match start(args) {
         Ok(code) => code,
         Err(e) => fail(&e),

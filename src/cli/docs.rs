@@ -19,12 +19,12 @@ fn tree() -> Command {
 }
 
 /// Writes the top-level man page.
-pub fn write_man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+pub(super) fn write_man(out: &mut dyn std::io::Write) -> std::io::Result<()> {
     clap_mangen::Man::new(tree()).render(out)
 }
 
 /// Writes `nivis.1` and one page per command (`nivis-plan.1`, `nivis-state-show.1`, ...).
-pub fn write_man_pages(dir: &Path) -> std::io::Result<()> {
+pub(super) fn write_man_pages(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     clap_mangen::generate_to(tree(), dir)
 }

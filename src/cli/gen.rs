@@ -23,7 +23,7 @@ fn provider_short_name(path: &Path) -> String {
     base.split(['_', '.']).next().unwrap_or(base).to_string()
 }
 
-pub fn run(args: &GenArgs) -> i32 {
+pub(super) fn run(args: &GenArgs) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_default();
     let install = match args.install.options() {
         Ok(o) => o,

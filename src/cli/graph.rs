@@ -43,7 +43,7 @@ struct PlanGraph {
 }
 
 /// Runs `nivis graph`.
-pub fn run(args: &GraphArgs) -> i32 {
+pub(super) fn run(args: &GraphArgs) -> i32 {
     let install = InstallArgs::none();
     let spec = RunSpec {
         state: Some(&args.state),

@@ -8,7 +8,7 @@ use super::{exit, fail, options};
 use crate::engine::{Engine, EngineError, Event, Sink};
 use crate::render::{self, outln, Human, JsonLines, Style, Tally};
 
-pub fn run(args: &ImportArgs, style: Style) -> i32 {
+pub(super) fn run(args: &ImportArgs, style: Style) -> i32 {
     let json = args.output.json;
     let mut human = Human::new(style);
     let mut jsonl = JsonLines::default();

@@ -39,7 +39,7 @@ struct Collected {
     revealed: Outputs,
 }
 
-pub fn run(args: &OutputArgs) -> i32 {
+pub(super) fn run(args: &OutputArgs) -> i32 {
     let Collected { shown, revealed } = match collect(args) {
         Ok(o) => o,
         Err(e) => return fail(&e),

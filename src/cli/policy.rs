@@ -18,7 +18,7 @@ use crate::render::{escape_text, outln};
 type Expected = BTreeSet<(String, Option<String>)>;
 
 /// Runs every fixture of `args`; exit 0 when each found exactly the violations it expects.
-pub fn test(args: &PolicyTestArgs) -> i32 {
+pub(super) fn test(args: &PolicyTestArgs) -> i32 {
     let source = match plan_source(&args.source) {
         Ok(s) => s,
         Err(e) => return fail(&e),

@@ -21,8 +21,8 @@ use crate::state::StateFile;
 
 mod test;
 mod why;
-pub use self::test::test;
-pub use self::why::why;
+pub(super) use self::test::test;
+pub(super) use self::why::why;
 
 /// What a review cannot know, said with every diff.
 const CANNOT_KNOW: &str = "Not known without the providers: what they would plan (replacements, \
@@ -30,7 +30,7 @@ const CANNOT_KNOW: &str = "Not known without the providers: what they would plan
     Run `nivis plan` for those.";
 
 /// Runs `nivis diff`.
-pub fn diff(args: &DiffArgs) -> i32 {
+pub(super) fn diff(args: &DiffArgs) -> i32 {
     match run_diff(args) {
         Ok(code) => code,
         Err(e) => fail(&e),

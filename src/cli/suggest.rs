@@ -43,7 +43,7 @@ pub fn parse() -> Cli {
 }
 
 /// For a Terraform verb Nivis spells another way (`taint`, `untaint`), what to type instead.
-pub fn terraform_verb_hint(args: &[OsString]) -> Option<String> {
+pub(super) fn terraform_verb_hint(args: &[OsString]) -> Option<String> {
     let verb = args.get(1)?.to_str()?;
     let instead = match verb {
         "taint" => "replace an object with `nivis apply --replace ID` (or plan it with `nivis plan --replace ID`)",
@@ -55,7 +55,7 @@ pub fn terraform_verb_hint(args: &[OsString]) -> Option<String> {
 
 /// `'-auto-approve' is not an option; did you mean '--auto-approve'?` when an argument
 /// before `--` is a long option of the chosen command spelled with one dash.
-pub fn single_dash_hint(args: &[OsString]) -> Option<String> {
+pub(super) fn single_dash_hint(args: &[OsString]) -> Option<String> {
     let root = Cli::command();
     let mut cmd = &root;
     for arg in args.iter().skip(1) {

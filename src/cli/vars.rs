@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 /// The environment variable prefix: `NIVIS_VAR_region=eu-west-1`.
-pub const ENV_PREFIX: &str = "NIVIS_VAR_";
+pub(super) const ENV_PREFIX: &str = "NIVIS_VAR_";
 
 /// Variable values, ready for the ledger.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct VarValues {
+pub(super) struct VarValues {
     /// Every value as JSON.
     pub values: BTreeMap<String, Json>,
     /// The text of values given as text (flags, environment), verbatim.
@@ -46,7 +46,7 @@ impl VarValues {
 /// gives (a `--var`, `--var-file` or `NIVIS_VAR_x` wins, so CI can override a source without
 /// running it), read now (`secret_sources`: each is masked from the moment it is read); returns
 /// the names of those read.
-pub fn add_secret_sources(
+pub(super) fn add_secret_sources(
     vars: &mut VarValues,
     sources: Option<&Json>,
     base: &Path,
@@ -101,7 +101,7 @@ fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
 
 /// Collects values from `--var-file` files, `--var NAME=VALUE` flags and `env` (the process
 /// environment, as pairs), lowest precedence first.
-pub fn collect(
+pub(super) fn collect(
     files: &[PathBuf],
     flags: &[String],
     env: impl IntoIterator<Item = (String, String)>,
@@ -182,7 +182,7 @@ fn not_json(file: &Path, text: &str, error: &str) -> String {
 /// The `NIVIS_VAR_*` pairs of this process's environment. Other variables may hold anything
 /// (`std::env::vars` would panic on one that is not UTF-8); a `NIVIS_VAR_*` value that is not
 /// UTF-8 is an error naming it, never its value.
-pub fn from_env() -> Result<Vec<(String, String)>, String> {
+pub(super) fn from_env() -> Result<Vec<(String, String)>, String> {
     let mut pairs = Vec::new();
     for (k, v) in std::env::vars_os() {
         let Some(key) = k.to_str().filter(|k| k.starts_with(ENV_PREFIX)) else {

@@ -15,7 +15,7 @@ use crate::registry::{LockFile, Platform};
 use crate::render::{self, outln};
 
 /// Runs `nivis version`.
-pub fn run(args: &VersionArgs) -> i32 {
+pub(super) fn run(args: &VersionArgs) -> i32 {
     let providers = match locked_providers(&args.lock_file) {
         Ok(p) => p,
         Err(e) => return fail(&e),

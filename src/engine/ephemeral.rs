@@ -43,14 +43,14 @@ type Held = Arc<Mutex<BTreeMap<String, Opened>>>;
 
 /// The ephemeral resources open in this run. Dropping it stops the renewals and closes each.
 #[derive(Default)]
-pub struct EphemeralSet {
+pub(super) struct EphemeralSet {
     held: Held,
     renewer: Option<(Sender<()>, JoinHandle<()>)>,
 }
 
 impl EphemeralSet {
     /// The results held open, by id: the channel's `ephemeral` section.
-    pub fn results(&self) -> BTreeMap<String, Json> {
+    pub(super) fn results(&self) -> BTreeMap<String, Json> {
         let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         held.iter()
             .map(|(id, o)| (id.clone(), o.result.clone()))

@@ -93,7 +93,7 @@ impl Launcher for ProcessLauncher {
 }
 
 /// The providers of one run, by IR provider id.
-pub struct ProviderSet {
+pub(super) struct ProviderSet {
     launcher: Box<dyn Launcher>,
     running: BTreeMap<String, Running>,
     /// `apply FILE`: the binaries the saved plan was made with; another one is refused.
@@ -115,7 +115,7 @@ pub struct StartInfo {
 
 impl ProviderSet {
     /// Providers started by `launcher`; with `expected`, each must be the binary named there.
-    pub fn new(
+    pub(super) fn new(
         launcher: Box<dyn Launcher>,
         expected: Option<BTreeMap<String, ProviderIdentity>>,
     ) -> Self {
@@ -128,7 +128,7 @@ impl ProviderSet {
     }
 
     /// Which binary each running provider is, for a saved plan.
-    pub fn identities(&self) -> BTreeMap<String, ProviderIdentity> {
+    pub(super) fn identities(&self) -> BTreeMap<String, ProviderIdentity> {
         self.running
             .iter()
             .filter_map(|(id, r)| Some((id.clone(), r.identity.clone()?)))
@@ -136,13 +136,17 @@ impl ProviderSet {
     }
 
     /// The running provider `id`, starting it if needed.
-    pub fn get(&mut self, id: &str, decl: &ProviderDecl) -> Result<Arc<dyn Provider>, Diagnostics> {
+    pub(super) fn get(
+        &mut self,
+        id: &str,
+        decl: &ProviderDecl,
+    ) -> Result<Arc<dyn Provider>, Diagnostics> {
         self.start(id, decl).map(|(p, _)| p)
     }
 
     /// Starts provider `id` if it is not running; returns it and, when it was just started,
     /// how that went.
-    pub fn start(
+    pub(super) fn start(
         &mut self,
         id: &str,
         decl: &ProviderDecl,
@@ -193,7 +197,7 @@ impl ProviderSet {
     /// Validates and configures provider `id` with `config` (conforming to its schema), once.
     /// A later call with a different configuration is an error: a provider process can only be
     /// configured once.
-    pub fn configure(&mut self, id: &str, config: &Value) -> Result<(), Diagnostics> {
+    pub(super) fn configure(&mut self, id: &str, config: &Value) -> Result<(), Diagnostics> {
         let running = self.running.get_mut(id).expect("configure after start");
         if let Some(previous) = &running.configured {
             if previous == config {
@@ -220,12 +224,12 @@ impl ProviderSet {
     }
 
     /// The schema of provider `id`, if it is running.
-    pub fn schema(&self, id: &str) -> Option<&crate::schema::ProviderSchema> {
+    pub(super) fn schema(&self, id: &str) -> Option<&crate::schema::ProviderSchema> {
         self.running.get(id).map(|r| r.provider.schema())
     }
 
     /// True once `id` has been configured.
-    pub fn is_configured(&self, id: &str) -> bool {
+    pub(super) fn is_configured(&self, id: &str) -> bool {
         self.running.get(id).is_some_and(|r| r.configured.is_some())
     }
 }

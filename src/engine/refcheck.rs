@@ -24,7 +24,7 @@ struct Site<'a> {
 
 /// Checks the references of the whole IR whose targets' providers `schema_of` knows (the
 /// providers already running); others are left for when their provider starts.
-pub fn check_references<'s>(
+pub(super) fn check_references<'s>(
     ir: &Ir,
     schema_of: &dyn Fn(&str) -> Option<&'s ProviderSchema>,
 ) -> Diagnostics {

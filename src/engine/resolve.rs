@@ -17,7 +17,7 @@ use crate::ir::{PathStep, Tree};
 use crate::value::{self, Value};
 
 /// What the owner knows about a referenced object.
-pub enum Lookup<'a> {
+pub(super) enum Lookup<'a> {
     /// Recorded and not about to change: its attributes and the paths marked sensitive
     /// (JSON arrays, as in state).
     Settled(&'a Json, &'a [Json]),
@@ -30,7 +30,7 @@ pub enum Lookup<'a> {
 
 /// The outcome of resolving one tree.
 #[derive(Debug)]
-pub struct Resolved {
+pub(super) struct Resolved {
     /// The value, unknown where not yet known.
     pub value: Value,
     /// What it waits on.
@@ -47,7 +47,7 @@ pub struct Resolved {
 }
 
 /// Resolves `tree` using `lookup` for referenced ids.
-pub fn resolve<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>) -> Resolved {
+pub(super) fn resolve<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>) -> Resolved {
     let mut out = Resolved {
         value: Value::Null,
         waits: Vec::new(),

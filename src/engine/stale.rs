@@ -22,7 +22,7 @@ use crate::ir::{parse_path, DependencyKind, Edge, Ir, Node, PathStep};
 use crate::value::{self, Value};
 
 /// How an object's outputs change in this phase.
-pub enum OutputChange {
+pub(super) enum OutputChange {
     /// Any of them may (no plan to compare with).
     Any,
     /// From the recorded object to the new or planned one (unknown where not known yet).
@@ -55,7 +55,7 @@ impl OutputChange {
 }
 
 /// What changed so far in one phase.
-pub struct Staleness<'ir> {
+pub(super) struct Staleness<'ir> {
     ir: &'ir Ir,
     /// Objects whose outputs change in this phase, and how.
     changed: HashMap<String, OutputChange>,
@@ -65,7 +65,7 @@ pub struct Staleness<'ir> {
 
 impl<'ir> Staleness<'ir> {
     /// Nothing changed yet.
-    pub fn new(ir: &'ir Ir) -> Self {
+    pub(super) fn new(ir: &'ir Ir) -> Self {
         Staleness {
             ir,
             changed: HashMap::new(),
@@ -74,12 +74,12 @@ impl<'ir> Staleness<'ir> {
     }
 
     /// Records that `id`'s outputs change in this phase, as `change` says.
-    pub fn outputs_changed(&mut self, id: &str, change: OutputChange) {
+    pub(super) fn outputs_changed(&mut self, id: &str, change: OutputChange) {
         self.changed.insert(id.to_string(), change);
     }
 
     /// The resource whose new outputs make `node`'s configuration stale, if any.
-    pub fn stale_source(&mut self, node: &Node) -> Option<String> {
+    pub(super) fn stale_source(&mut self, node: &Node) -> Option<String> {
         if self.changed.is_empty() {
             return None;
         }

@@ -18,7 +18,7 @@ pub(super) const BUILD_PATH_PATTERN: &str = "^/";
 pub(super) const DRV_PATH_PATTERN: &str = r"^/[^\n]*\.drv$";
 pub(super) const PATH_BODY: &str = r#"(?:[A-Za-z_][A-Za-z0-9_-]*|\["(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9A-Fa-f]{4})*"\])(?:\.[A-Za-z_][A-Za-z0-9_-]*|\[(?:0|[1-9][0-9]*)\]|\["(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9A-Fa-f]{4})*"\])*"#;
 /// Largest list index a path may hold (2^53 - 1, exact in every JSON reader).
-pub const MAX_INDEX: u64 = 9_007_199_254_740_991;
+pub(super) const MAX_INDEX: u64 = 9_007_199_254_740_991;
 
 pub(super) const UNKNOWN_MARKER: &str = "unknown marker: keys starting with '__' are reserved for __ref, __sensitiveRef, __derived, __build, __sensitive and __ephemeral";
 pub(super) const BUILD_IN_SENSITIVE: &str = "__build inside __sensitive: a build output computed from a secret would put the secret in the world-readable Nix store";

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// (same relative path, same bytes) replaced by that file's path as the user would type it
 /// (relative to the working directory when under it); then a `git add` hint for a file that
 /// exists in `project` but is missing from the copy.
-pub fn in_project(message: &str, project: &Path) -> String {
+pub(super) fn in_project(message: &str, project: &Path) -> String {
     let mut out = String::with_capacity(message.len());
     let mut untracked: Vec<String> = Vec::new();
     let mut rest = message;

@@ -19,14 +19,14 @@ use crate::child::{self, Child, End, Line, LineReader, Stdin, Tail, Whole};
 
 /// Longest response line accepted: a whole JSON message, whose outputs may be large (an `exec`
 /// resource returns the program's stdout).
-pub const MAX_RESPONSE_LINE: usize = 16 << 20;
+pub(super) const MAX_RESPONSE_LINE: usize = 16 << 20;
 
 /// How many stderr lines to keep for error messages.
 const STDERR_TAIL_LINES: usize = 40;
 
 /// What the provider's stdout gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
+pub(super) enum Reply {
     /// One line, without its newline.
     Line(String),
     /// A line longer than [`MAX_RESPONSE_LINE`]: its length in bytes (it was discarded).
@@ -41,7 +41,7 @@ pub enum Reply {
 
 /// A running provider process. Dropping it closes stdin, gives the provider two seconds to
 /// exit, then kills its process group and reaps it.
-pub struct ProviderProcess {
+pub(super) struct ProviderProcess {
     name: String,
     child: Mutex<Child>,
     stdin: Mutex<Option<ChildStdin>>,
@@ -54,7 +54,7 @@ pub struct ProviderProcess {
 impl ProviderProcess {
     /// Starts `path` for provider `name`. Must run on the thread that owns the run: the
     /// parent-death signal is tied to the thread that starts the child.
-    pub fn spawn(name: &str, path: &Path) -> Result<ProviderProcess, String> {
+    pub(super) fn spawn(name: &str, path: &Path) -> Result<ProviderProcess, String> {
         let spawned = Child::spawn(Command::new(path), Stdin::Piped);
         let (child, pipes) = spawned.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => format!(
@@ -106,7 +106,7 @@ impl ProviderProcess {
     }
 
     /// Writes one line (a newline is added) and flushes it.
-    pub fn send(&self, line: &str) -> std::io::Result<()> {
+    pub(super) fn send(&self, line: &str) -> std::io::Result<()> {
         let mut stdin = lock(&self.stdin);
         let Some(pipe) = stdin.as_mut() else {
             return Err(std::io::Error::new(
@@ -120,7 +120,7 @@ impl ProviderProcess {
     }
 
     /// The next line from stdout, waiting up to `timeout`.
-    pub fn receive(&self, timeout: Duration) -> Reply {
+    pub(super) fn receive(&self, timeout: Duration) -> Reply {
         match self.replies.recv_timeout(timeout) {
             Ok(reply) => reply,
             Err(RecvTimeoutError::Timeout) => Reply::TimedOut,
@@ -130,18 +130,18 @@ impl ProviderProcess {
 
     /// Closes stdin: the protocol's way to tell the provider that no request follows. A request
     /// in flight still gets its answer.
-    pub fn close_stdin(&self) {
+    pub(super) fn close_stdin(&self) {
         lock(&self.stdin).take();
     }
 
     /// Waits up to `grace` for the child to exit on its own; if it did, kills whatever else
     /// is left in its process group and returns its status.
-    pub fn wait_exit(&self, grace: Duration) -> Option<ExitStatus> {
+    pub(super) fn wait_exit(&self, grace: Duration) -> Option<ExitStatus> {
         lock(&self.child).wait_exit(grace)
     }
 
     /// Kills (SIGKILL) the child's process group and reaps it. Idempotent.
-    pub fn kill(&self) {
+    pub(super) fn kill(&self) {
         let mut child = lock(&self.child);
         if !child.has_exited() {
             log::debug!(target: "provider", "{} stopped", self.name);
@@ -151,12 +151,12 @@ impl ProviderProcess {
 
     /// Waits up to `wait` for the drain to read stderr to its end, so that the last words of
     /// a provider that exited (or was killed) are in the tail.
-    pub fn wait_stderr_closed(&self, wait: Duration) {
+    pub(super) fn wait_stderr_closed(&self, wait: Duration) {
         let _ = self.stderr_closed.recv_timeout(wait);
     }
 
     /// The last lines the provider wrote to stderr.
-    pub fn stderr_tail(&self) -> String {
+    pub(super) fn stderr_tail(&self) -> String {
         lock(&self.tail).text()
     }
 }

@@ -23,7 +23,7 @@ const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
 const MAGIC_COOKIE_VALUE: &str = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
 
 /// Plugin protocol majors Nivis speaks.
-pub const OFFERED_PROTOCOLS: [u32; 2] = [5, 6];
+pub(super) const OFFERED_PROTOCOLS: [u32; 2] = [5, 6];
 
 /// How many stderr lines to keep for error messages.
 const STDERR_TAIL_LINES: usize = 60;

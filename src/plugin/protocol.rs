@@ -22,7 +22,7 @@ use crate::schema::{
 use crate::value::{PathStep, Type};
 
 /// The RPC paths of one protocol version.
-pub struct Methods {
+pub(super) struct Methods {
     pub get_schema: &'static str,
     pub validate_provider_config: &'static str,
     pub validate_resource_config: &'static str,
@@ -80,7 +80,7 @@ static V6: Methods = Methods {
 };
 
 /// The method table for a negotiated protocol major (launch only accepts 5 and 6).
-pub fn methods(protocol: u32) -> &'static Methods {
+pub(super) fn methods(protocol: u32) -> &'static Methods {
     if protocol == 5 {
         &V5
     } else {
@@ -89,7 +89,7 @@ pub fn methods(protocol: u32) -> &'static Methods {
 }
 
 /// Converts a v6 DynamicValue into the (wire-identical) v5 message.
-pub fn dv_to_v5(dv: MessageField<v6::DynamicValue>) -> MessageField<v5::DynamicValue> {
+pub(super) fn dv_to_v5(dv: MessageField<v6::DynamicValue>) -> MessageField<v5::DynamicValue> {
     match dv.into_option() {
         Some(dv) => {
             let mut out = v5::DynamicValue::new();
@@ -102,7 +102,7 @@ pub fn dv_to_v5(dv: MessageField<v6::DynamicValue>) -> MessageField<v5::DynamicV
 }
 
 /// The error string of a Stop/StopProvider answer.
-pub fn stop_error(resp: &v6::stop_provider::Response) -> String {
+pub(super) fn stop_error(resp: &v6::stop_provider::Response) -> String {
     resp.Error.clone()
 }
 
@@ -294,31 +294,31 @@ protocol_conversions!(conv6, v6, |name, a| match a.nested_type.as_ref() {
 });
 
 /// Converts a v5 GetSchema answer.
-pub fn schema_from_v5(
+pub(super) fn schema_from_v5(
     r: &v5::get_provider_schema::Response,
 ) -> Result<(ProviderSchema, Diagnostics), String> {
     conv5::provider_schema(r)
 }
 
 /// Converts a v6 GetProviderSchema answer.
-pub fn schema_from_v6(
+pub(super) fn schema_from_v6(
     r: &v6::get_provider_schema::Response,
 ) -> Result<(ProviderSchema, Diagnostics), String> {
     conv6::provider_schema(r)
 }
 
 /// Converts diagnostics of the shared (v6-typed) messages.
-pub fn diagnostics(list: &[v6::Diagnostic]) -> Diagnostics {
+pub(super) fn diagnostics(list: &[v6::Diagnostic]) -> Diagnostics {
     conv6::diagnostics(list)
 }
 
 /// Converts diagnostics of v5's PrepareProviderConfig.
-pub fn diagnostics_v5(list: &[v5::Diagnostic]) -> Diagnostics {
+pub(super) fn diagnostics_v5(list: &[v5::Diagnostic]) -> Diagnostics {
     conv5::diagnostics(list)
 }
 
 /// Converts an attribute path of the shared messages.
-pub fn attribute_path(path: &v6::AttributePath) -> Vec<PathStep> {
+pub(super) fn attribute_path(path: &v6::AttributePath) -> Vec<PathStep> {
     conv6::attribute_path(path)
 }
 

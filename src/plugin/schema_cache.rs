@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::schema::ProviderSchema;
 
 /// Where schemas are cached, or `None` when caching is off (`NIVIS_SCHEMA_CACHE=off`).
-pub fn cache_dir() -> Option<PathBuf> {
+pub(super) fn cache_dir() -> Option<PathBuf> {
     if std::env::var("NIVIS_SCHEMA_CACHE").is_ok_and(|v| v == "off") {
         return None;
     }
@@ -25,7 +25,7 @@ pub fn cache_dir() -> Option<PathBuf> {
 }
 
 /// The sha256 of the binary at `path`, memoised by path, size and modification time.
-pub fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
+pub(super) fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
     let meta = std::fs::metadata(path).ok()?;
     let canonical = std::fs::canonicalize(path).ok()?;
     let memo_key = hex::encode(Sha256::digest(
@@ -62,7 +62,7 @@ pub fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
 /// A cached schema: the converted model and the digest of the raw answer it came from.
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entry {
+pub(super) struct Entry {
     /// sha256 of the encoded GetSchema/GetProviderSchema response.
     pub response: String,
     /// [`model_digest`] of the converted schema: stable where the raw answer is not (providers
@@ -73,14 +73,14 @@ pub struct Entry {
 }
 
 /// The digest of a converted schema (its JSON; every map in it is ordered).
-pub fn model_digest(schema: &ProviderSchema) -> String {
+pub(super) fn model_digest(schema: &ProviderSchema) -> String {
     hex::encode(Sha256::digest(
         serde_json::to_vec(schema).unwrap_or_default(),
     ))
 }
 
 /// The digest recorded for a raw schema answer.
-pub fn response_digest(bytes: &[u8]) -> String {
+pub(super) fn response_digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
@@ -94,13 +94,13 @@ fn entry_path(dir: &Path, hash: &str) -> PathBuf {
 const FORMAT: &str = "v4";
 
 /// The cached schema of the binary with this hash.
-pub fn load(dir: &Path, hash: &str) -> Option<Entry> {
+pub(super) fn load(dir: &Path, hash: &str) -> Option<Entry> {
     let bytes = std::fs::read(entry_path(dir, hash)).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// Stores a schema for the binary with this hash.
-pub fn store(dir: &Path, hash: &str, entry: &Entry) {
+pub(super) fn store(dir: &Path, hash: &str, entry: &Entry) {
     if let Ok(bytes) = serde_json::to_vec(entry) {
         if let Err(e) = write_private(&entry_path(dir, hash), &bytes) {
             log::debug!(

@@ -34,7 +34,7 @@ const MAX_BYTES: u64 = 64 << 20;
 
 /// What was validated: the two calls take different schemas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subject {
+pub(super) enum Subject {
     /// A managed resource's configuration.
     Resource,
     /// A data source's configuration.
@@ -42,7 +42,7 @@ pub enum Subject {
 }
 
 /// The clean verdicts known for one provider binary and schema.
-pub struct ValidationCache {
+pub(super) struct ValidationCache {
     path: PathBuf,
     salt: String,
     clean: Mutex<HashSet<[u8; 32]>>,
@@ -52,7 +52,7 @@ impl ValidationCache {
     /// Opens (or starts) the verdicts of the binary with sha256 `binary` whose schema answer
     /// had digest `schema`, under the schema cache directory `dir`. `None` when the cache is
     /// off (`NIVIS_VALIDATION_CACHE=off`) or cannot be used.
-    pub fn open(dir: &Path, binary: &str, schema: &str) -> Option<ValidationCache> {
+    pub(super) fn open(dir: &Path, binary: &str, schema: &str) -> Option<ValidationCache> {
         if std::env::var("NIVIS_VALIDATION_CACHE").is_ok_and(|v| v == "off") {
             return None;
         }
@@ -76,7 +76,7 @@ impl ValidationCache {
     }
 
     /// The key of one validation request: `encoded` is the configuration as sent (msgpack).
-    pub fn key(&self, subject: Subject, type_name: &str, encoded: &[u8]) -> [u8; 32] {
+    pub(super) fn key(&self, subject: Subject, type_name: &str, encoded: &[u8]) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(self.salt.as_bytes());
         h.update([0, subject as u8, 0]);
@@ -87,12 +87,12 @@ impl ValidationCache {
     }
 
     /// Whether this request was answered with no diagnostics before.
-    pub fn is_clean(&self, key: &[u8; 32]) -> bool {
+    pub(super) fn is_clean(&self, key: &[u8; 32]) -> bool {
         self.clean.lock().is_ok_and(|c| c.contains(key))
     }
 
     /// Remembers that this request was answered with no diagnostics.
-    pub fn remember_clean(&self, key: [u8; 32]) {
+    pub(super) fn remember_clean(&self, key: [u8; 32]) {
         let Ok(mut clean) = self.clean.lock() else {
             return;
         };

@@ -135,11 +135,11 @@ pub fn require_flake(source: &PlanSource) -> Result<(), String> {
 }
 
 /// Past this size, a tree Nix copies whole earns a warning.
-pub const COPY_WARN_BYTES: u64 = 100 * 1000 * 1000;
+pub(super) const COPY_WARN_BYTES: u64 = 100 * 1000 * 1000;
 
 /// The number of bytes in the regular files under `dir` (links not followed), or `None` once
 /// past `bound` bytes (counting stops there) or past `max_entries` files and directories.
-pub fn tree_size(dir: &Path, bound: u64, max_entries: usize) -> Option<u64> {
+pub(super) fn tree_size(dir: &Path, bound: u64, max_entries: usize) -> Option<u64> {
     let (mut total, mut entries) = (0u64, 0usize);
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {

@@ -115,7 +115,7 @@ impl Identity {
 
 /// What git says about the repository holding a project.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GitLineage {
+pub(super) enum GitLineage {
     /// The root commit (the smallest, if the history has several) and the project's path in
     /// the work tree (`""` at its root).
     Rooted { commit: String, subdir: String },
@@ -127,7 +127,7 @@ pub enum GitLineage {
 
 impl GitLineage {
     /// The lineage of `project` (a directory or plan file) in the work tree rooted at `root`.
-    pub fn of(root: &Path, project: &Path) -> GitLineage {
+    pub(super) fn of(root: &Path, project: &Path) -> GitLineage {
         let git = |args: &[&str]| {
             Command::new("git")
                 .arg("-C")
@@ -160,7 +160,7 @@ impl GitLineage {
     }
 
     /// The identity this lineage gives, named `name`.
-    pub fn identity(&self, name: String) -> Option<Identity> {
+    pub(super) fn identity(&self, name: String) -> Option<Identity> {
         match self {
             GitLineage::Rooted { commit, subdir } => Some(Identity {
                 kind: IdentityKind::Git,
@@ -188,7 +188,7 @@ pub struct ProjectNote {
 }
 
 /// A digest of the plan at `project` (a flake directory's `flake.nix`, or a plan file).
-pub fn plan_digest(project: &Path) -> Option<String> {
+pub(super) fn plan_digest(project: &Path) -> Option<String> {
     let file = if project.is_dir() {
         project.join("flake.nix")
     } else {
@@ -199,7 +199,7 @@ pub fn plan_digest(project: &Path) -> Option<String> {
 }
 
 /// The note's file name.
-pub const NOTE_FILE: &str = "project.json";
+pub(super) const NOTE_FILE: &str = "project.json";
 
 impl ProjectNote {
     pub fn new(identity: &Identity, directory: String) -> ProjectNote {
@@ -235,7 +235,7 @@ impl ProjectNote {
 /// is `own`): another path-keyed project's, beside a state, last used from a directory with the
 /// same name as `here` (another checkout, or moved elsewhere), or from a directory that is gone
 /// and had the same plan (moved and renamed). Returns that state directory and its note.
-pub fn path_keyed_relative(
+pub(super) fn path_keyed_relative(
     projects: &Path,
     here: &Path,
     own: &Path,

@@ -17,7 +17,7 @@ use crate::engine::{Event, Sink};
 use crate::value::render_path;
 
 /// The version of the event stream's format: a field is only ever added within one version.
-pub const EVENTS_VERSION: u32 = 1;
+pub(super) const EVENTS_VERSION: u32 = 1;
 
 /// The JSON-lines printer: one object per event on stdout.
 #[derive(Default)]

@@ -25,7 +25,7 @@ struct Flight {
 type Flights = Arc<Mutex<BTreeMap<String, Flight>>>;
 
 /// The timer; stops and joins its thread when dropped (at once: dropping `stop` wakes it).
-pub struct Ticker {
+pub(super) struct Ticker {
     flights: Flights,
     interval: Duration,
     stop: Option<Sender<()>>,
@@ -35,7 +35,7 @@ pub struct Ticker {
 impl Ticker {
     /// A ticker with the interval from `NIVIS_PROGRESS_INTERVAL` (seconds), else 10 s. The
     /// thread starts with the first operation.
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         let interval = std::env::var("NIVIS_PROGRESS_INTERVAL")
             .ok()
             .and_then(|v| v.parse::<f64>().ok())
@@ -51,7 +51,7 @@ impl Ticker {
     }
 
     /// `id` started; `line(elapsed)` is what to print for it at each interval.
-    pub fn start(&mut self, id: &str, line: impl Fn(&str) -> String + Send + 'static) {
+    pub(super) fn start(&mut self, id: &str, line: impl Fn(&str) -> String + Send + 'static) {
         if let Ok(mut f) = self.flights.lock() {
             f.insert(
                 id.to_string(),
@@ -73,7 +73,7 @@ impl Ticker {
     }
 
     /// `id` finished (or failed).
-    pub fn finish(&mut self, id: &str) {
+    pub(super) fn finish(&mut self, id: &str) {
         if let Ok(mut f) = self.flights.lock() {
             f.remove(id);
         }

@@ -10,7 +10,7 @@ use crate::util::*;
 /// A Nix environment in which nothing can be downloaded: an empty flake registry, no binary
 /// cache, and a proxy that refuses every connection (so the test means the same on a machine
 /// with network access). Flakes are enabled, as the book asks users to.
-pub fn sealed(cmd: &mut Command, root: &Path) {
+pub(super) fn sealed(cmd: &mut Command, root: &Path) {
     let registry = root.join("empty-registry.json");
     std::fs::write(&registry, r#"{"flakes": [], "version": 2}"#).unwrap();
     cmd.env(
@@ -38,7 +38,7 @@ fn nix(root: &Path, args: &[&str]) -> Output {
 
 /// The files the flake's non-package outputs need, copied as a plain `path:` flake (what a
 /// mirror or a vendored copy of Nivis looks like).
-pub fn copy_flake_source(to: &Path) {
+pub(super) fn copy_flake_source(to: &Path) {
     let repo = repo();
     for f in ["flake.nix", "flake.lock"] {
         std::fs::create_dir_all(to).unwrap();
@@ -47,7 +47,7 @@ pub fn copy_flake_source(to: &Path) {
     copy_dir(&repo.join("nix"), &to.join("nix"));
 }
 
-pub fn copy_dir(from: &Path, to: &Path) {
+pub(super) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();

@@ -26,7 +26,7 @@ use crate::util::*;
 /// One command's output: (label, stdout, stderr).
 type Seen = (String, Vec<u8>, Vec<u8>);
 
-pub struct Sandbox {
+pub(super) struct Sandbox {
     pub root: tempfile::TempDir,
     /// The project directory (the flake, or where plan.nix lives); commands run here.
     pub proj: PathBuf,
@@ -65,7 +65,7 @@ fn store_files_added_since(before: &BTreeSet<OsString>) -> Vec<PathBuf> {
 }
 
 /// A token no earlier run can have produced.
-pub fn unique_token(prefix: &str) -> String {
+pub(super) fn unique_token(prefix: &str) -> String {
     format!(
         "{prefix}{:016x}{:08x}",
         rand::random::<u64>(),
@@ -74,7 +74,7 @@ pub fn unique_token(prefix: &str) -> String {
 }
 
 impl Sandbox {
-    pub fn new() -> Sandbox {
+    pub(super) fn new() -> Sandbox {
         let root = tempfile::tempdir().expect("temp dir");
         let r = root.path().to_path_buf();
         for d in ["home", "state", "cache", "run", "tmp", "proj"] {
@@ -105,7 +105,7 @@ impl Sandbox {
     }
 
     /// Sets (or with `None` removes) an environment variable for every later command.
-    pub fn set_env(&mut self, k: &str, v: Option<&str>) {
+    pub(super) fn set_env(&mut self, k: &str, v: Option<&str>) {
         self.env.retain(|(key, _)| key != k);
         if let Some(v) = v {
             self.env.push((k.into(), v.into()));
@@ -113,26 +113,26 @@ impl Sandbox {
     }
 
     /// The environment every command gets (for a command started in the background).
-    pub fn env_pairs(&self) -> Vec<(String, String)> {
+    pub(super) fn env_pairs(&self) -> Vec<(String, String)> {
         self.env.clone()
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(super) fn path(&self, rel: &str) -> PathBuf {
         self.root.path().join(rel)
     }
 
     /// The Nix expression of a plan function over `resources`, with `lib` in scope.
-    pub fn plan_fn(resources: &str, extra: &str) -> String {
+    pub(super) fn plan_fn(resources: &str, extra: &str) -> String {
         format!("ledger: {}", Sandbox::to_ir(resources, extra))
     }
 
     /// `ledger: let LETS in lib.toIR { ... }`.
-    pub fn plan_let(lets: &str, resources: &str, extra: &str) -> String {
+    pub(super) fn plan_let(lets: &str, resources: &str, extra: &str) -> String {
         format!("ledger: let {lets} in {}", Sandbox::to_ir(resources, extra))
     }
 
     /// `lib.toIR` over both fake providers, `resources` and `extra` (more toIR arguments).
-    pub fn to_ir(resources: &str, extra: &str) -> String {
+    pub(super) fn to_ir(resources: &str, extra: &str) -> String {
         format!(
             "lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
              providers.beta = lib.mkProvider {{ source = \"provider-beta\"; }}; \
@@ -141,12 +141,12 @@ impl Sandbox {
     }
 
     /// Writes `dir/flake.nix` whose `nivis.plan` is `plan` (an expression with `lib` in scope).
-    pub fn write_flake(dir: &Path, plan: &str) {
+    pub(super) fn write_flake(dir: &Path, plan: &str) {
         Sandbox::write_flake_with(dir, plan, "");
     }
 
     /// [`write_flake`](Self::write_flake) with more attributes of `nivis` (e.g. `backend = {...};`).
-    pub fn write_flake_with(dir: &Path, plan: &str, more: &str) {
+    pub(super) fn write_flake_with(dir: &Path, plan: &str, more: &str) {
         std::fs::create_dir_all(dir).unwrap();
         let text = format!(
             "{{\n  outputs = {{ self }}: let lib = import {}/nix; in {{\n    nivis = {{ plan = {plan}; {more} }};\n  }};\n}}\n",
@@ -156,7 +156,7 @@ impl Sandbox {
     }
 
     /// Writes `dir/plan.nix` evaluating to `plan`.
-    pub fn write_plan_file(dir: &Path, plan: &str) -> PathBuf {
+    pub(super) fn write_plan_file(dir: &Path, plan: &str) -> PathBuf {
         std::fs::create_dir_all(dir).unwrap();
         let path = dir.join("plan.nix");
         std::fs::write(
@@ -168,19 +168,19 @@ impl Sandbox {
     }
 
     /// Runs `nivis ARGS` in the project directory.
-    pub fn nivis(&self, args: &[&str]) -> Output {
+    pub(super) fn nivis(&self, args: &[&str]) -> Output {
         self.nivis_in(&self.proj, args)
     }
 
     /// Runs `nivis ARGS` in `cwd`; the output is kept for [`hunt`](Self::hunt).
-    pub fn nivis_in(&self, cwd: &Path, args: &[&str]) -> Output {
+    pub(super) fn nivis_in(&self, cwd: &Path, args: &[&str]) -> Output {
         let mut cmd = Command::new(nivis_bin());
         cmd.args(args).current_dir(cwd);
         self.run(cmd, &format!("nivis {}", args.join(" ")))
     }
 
     /// Runs any command with the sandbox's environment; the output is kept.
-    pub fn run(&self, mut cmd: Command, label: &str) -> Output {
+    pub(super) fn run(&self, mut cmd: Command, label: &str) -> Output {
         cmd.env_remove("NIVIS_LOG")
             .env_remove("NIVIS_STATE")
             .env_remove("NIVIS_RESCUE_DIR")
@@ -206,7 +206,7 @@ impl Sandbox {
     /// its directory, the directory's and the file's owners, and the directory's entries; and it
     /// keeps a copy of each ledger under `spy/`, so that [`hunt`](Self::hunt) searches every
     /// ledger Nix was given.
-    pub fn spy_on_nix(&mut self) {
+    pub(super) fn spy_on_nix(&mut self) {
         let script = self.path("spy-nix");
         let copies = self.path("spy");
         std::fs::create_dir_all(&copies).unwrap();
@@ -232,7 +232,7 @@ impl Sandbox {
     }
 
     /// Runs `git ARGS` in `dir` (identity set, no global configuration).
-    pub fn git(&self, dir: &Path, args: &[&str]) {
+    pub(super) fn git(&self, dir: &Path, args: &[&str]) {
         let mut cmd = Command::new("git");
         cmd.args(["-c", "user.name=t", "-c", "user.email=t@t"])
             .args(args)
@@ -245,18 +245,18 @@ impl Sandbox {
     /// sandbox was made. State files (names
     /// starting with `nivis.state.json`, or listed in `state_files`) must be mode 0600 and lie
     /// outside the project directory unless listed.
-    pub fn hunt(&self, state_files: &[PathBuf]) {
+    pub(super) fn hunt(&self, state_files: &[PathBuf]) {
         self.hunt_for(&self.secret.clone(), state_files);
     }
 
     /// [`hunt`](Self::hunt) for another value (e.g. a sensitive variable's), in every form
     /// [`leak_forms`] lists.
-    pub fn hunt_for(&self, needle: &str, state_files: &[PathBuf]) {
+    pub(super) fn hunt_for(&self, needle: &str, state_files: &[PathBuf]) {
         self.hunt_all(&[needle], state_files);
     }
 
     /// [`hunt_for`](Self::hunt_for) several values at once (one walk of the added store paths).
-    pub fn hunt_all(&self, needles: &[&str], state_files: &[PathBuf]) {
+    pub(super) fn hunt_all(&self, needles: &[&str], state_files: &[PathBuf]) {
         let forms: Vec<Vec<u8>> = needles.iter().flat_map(|n| leak_forms(n)).collect();
         let needle = needles.join(", ");
         let found = |bytes: &[u8]| forms.iter().any(|f| contains(bytes, f));
@@ -307,7 +307,7 @@ impl Sandbox {
 /// standard base64 at each of the three alignments (private bytes are base64 in the state, and
 /// a NixOps4 resource's inputs, secret ones included, are its private bytes), and in hex. Each
 /// base64 form leaves out the characters its neighbours would change.
-pub fn leak_forms(needle: &str) -> Vec<Vec<u8>> {
+pub(super) fn leak_forms(needle: &str) -> Vec<Vec<u8>> {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine as _;
     let mut forms = vec![needle.as_bytes().to_vec(), hex::encode(needle).into_bytes()];
@@ -329,7 +329,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Every regular file under `dir` (symbolic links are not followed).
-pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(super) fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

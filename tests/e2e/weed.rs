@@ -10,16 +10,16 @@ use serde_json::Value as Json;
 use crate::util::*;
 
 /// The bucket every harness server is started with.
-pub const BUCKET: &str = "nivis-e2e";
+pub(super) const BUCKET: &str = "nivis-e2e";
 
 /// A SeaweedFS server of its own, stopped on drop.
-pub struct Weed {
+pub(super) struct Weed {
     dir: tempfile::TempDir,
     pub info: Json,
 }
 
 impl Weed {
-    pub fn start() -> Weed {
+    pub(super) fn start() -> Weed {
         let dir = tempfile::tempdir().expect("temp dir");
         let info = Weed::run_harness(&[
             "start",
@@ -43,15 +43,15 @@ impl Weed {
         serde_json::from_slice(&out.stdout).unwrap_or(Json::Null)
     }
 
-    pub fn endpoint(&self) -> String {
+    pub(super) fn endpoint(&self) -> String {
         self.info["endpoint"].as_str().unwrap().to_string()
     }
 
-    pub fn stop(&self) {
+    pub(super) fn stop(&self) {
         Weed::run_harness(&["stop", "--dir", &self.dir.path().display().to_string()]);
     }
 
-    pub fn restart(&self) {
+    pub(super) fn restart(&self) {
         let port = self.info["port"].to_string();
         Weed::run_harness(&[
             "start",
@@ -62,7 +62,7 @@ impl Weed {
         ]);
     }
 
-    pub fn credentials(&self) -> [(String, String); 2] {
+    pub(super) fn credentials(&self) -> [(String, String); 2] {
         [
             (
                 "AWS_ACCESS_KEY_ID".into(),
@@ -76,7 +76,7 @@ impl Weed {
     }
 
     /// A client of our own, to look at the bucket directly.
-    pub fn client(&self) -> Client {
+    pub(super) fn client(&self) -> Client {
         Client::new(
             &Target {
                 endpoint: Some(self.endpoint()),
@@ -97,7 +97,7 @@ impl Weed {
     }
 
     /// `--backend-config` flags for state `key`.
-    pub fn flags(&self, key: &str) -> Vec<String> {
+    pub(super) fn flags(&self, key: &str) -> Vec<String> {
         [
             "type=s3".to_string(),
             format!("bucket={BUCKET}"),

@@ -16,7 +16,7 @@ use crate::render::{self, outln};
 use crate::state::{Backend, DEFAULT_ENV};
 
 /// Runs `nivis test`.
-pub fn test(args: &TestArgs) -> i32 {
+pub(crate) fn test(args: &TestArgs) -> i32 {
     match run(args) {
         Ok(code) => code,
         Err(e) => fail(&e),

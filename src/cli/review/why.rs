@@ -17,7 +17,7 @@ use crate::review::why::{explain, target, Origin, Why};
 use crate::state::StateFile;
 
 /// Runs `nivis why`.
-pub fn why(args: &WhyArgs) -> i32 {
+pub(crate) fn why(args: &WhyArgs) -> i32 {
     match run(args) {
         Ok(code) => code,
         Err(e) => fail(&e),

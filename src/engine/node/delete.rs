@@ -125,7 +125,7 @@ pub(super) fn destroy_stored(
 
 /// Destroys the stored object of `state` with `provider`: upgrade, then apply with a null plan.
 /// Deposed objects go first, each reported through `gone` as it goes.
-pub fn destroy(
+pub(crate) fn destroy(
     provider: &dyn Provider,
     state: &ResourceState,
     gone: &dyn Fn(DeposedGone),

@@ -20,7 +20,7 @@ use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceS
 use crate::value::{self, PathStep, Type, Value};
 
 /// Attribute changes found by refresh, and whether the object is gone.
-pub type Drift = (Vec<AttrChange>, bool);
+pub(super) type Drift = (Vec<AttrChange>, bool);
 
 /// Upgrades (and optionally refreshes) the stored object: returns (object, private, drift).
 pub(super) fn current_object(

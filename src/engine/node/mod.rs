@@ -30,14 +30,14 @@ use crate::state::{Change, ResourceState};
 use crate::value::Value;
 
 use self::data::run_data;
-pub use self::delete::destroy;
+pub(super) use self::delete::destroy;
 pub(super) use self::delete::destroy_deposed;
 use self::managed::{run_managed, Drift};
-pub use self::refresh::refresh;
+pub(super) use self::refresh::refresh;
 
 /// Plan only, or plan and apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(super) enum Mode {
     /// Decide the action, change nothing.
     Plan,
     /// Carry the change out, with the permission to.
@@ -46,13 +46,13 @@ pub enum Mode {
 
 impl Mode {
     /// Whether changes are carried out.
-    pub fn applies(self) -> bool {
+    pub(super) fn applies(self) -> bool {
         matches!(self, Mode::Apply(_))
     }
 }
 
 /// Everything a worker needs for one resource, prepared by the owner.
-pub struct NodeInput {
+pub(super) struct NodeInput {
     pub id: String,
     pub kind: NodeKind,
     pub type_name: String,
@@ -89,7 +89,7 @@ pub struct NodeInput {
 /// A data source's result read in this phase's plan: the apply of the phase uses it, so the
 /// values the plan showed are the values applied.
 #[derive(Debug, Clone)]
-pub struct DataRead {
+pub(super) struct DataRead {
     /// The configuration it was read with.
     pub config: Value,
     /// The provider's answer.
@@ -101,7 +101,7 @@ pub struct DataRead {
 
 /// What a data source's turn has from an earlier read.
 #[derive(Debug, Clone)]
-pub enum EarlierRead {
+pub(super) enum EarlierRead {
     /// Read by this run's plan of the phase.
     Here(Box<DataRead>),
     /// Recorded by the saved plan being applied.
@@ -109,7 +109,7 @@ pub enum EarlierRead {
 }
 
 /// What a worker reports before it is done.
-pub enum NodeProgress {
+pub(super) enum NodeProgress {
     /// The plan is made and the change (with its attribute changes) is about to be carried out.
     Applying(Action, Vec<AttrChange>),
     /// A state change that must be recorded now (e.g. the old object of a replace is gone).
@@ -119,7 +119,7 @@ pub enum NodeProgress {
 }
 
 /// A deposed object deleted: its key, the record without it, and how long the delete took.
-pub struct DeposedGone {
+pub(super) struct DeposedGone {
     pub key: String,
     pub record: Box<ResourceState>,
     pub took: std::time::Duration,
@@ -127,7 +127,7 @@ pub struct DeposedGone {
 
 impl DeposedGone {
     /// The `finished` event that reports it, and the state change that records it.
-    pub fn into_event_and_change(self, phase: u32) -> (Event, Change) {
+    pub(super) fn into_event_and_change(self, phase: u32) -> (Event, Change) {
         let event = Event::Finished {
             phase,
             id: self.record.id.clone(),
@@ -140,7 +140,7 @@ impl DeposedGone {
 }
 
 /// The result of one resource's turn.
-pub struct NodeOutput {
+pub(super) struct NodeOutput {
     /// The decided action (None if it failed before deciding).
     pub action: Option<Action>,
     /// Changed attributes, for display.
@@ -164,7 +164,7 @@ pub struct NodeOutput {
 
 /// What a resource is planned to become, as the resources that read it see it in the same
 /// phase.
-pub struct PlannedObject {
+pub(super) struct PlannedObject {
     /// The planned object: unknown where the provider does not know yet.
     pub value: Value,
     /// Its sensitive paths, as state records them (JSON arrays).
@@ -193,7 +193,7 @@ impl NodeOutput {
 }
 
 /// Runs one resource's turn.
-pub fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
+pub(super) fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     let started = Instant::now();
     let id = input.id.clone();
     let mut out = match input.kind {

@@ -145,7 +145,7 @@ pub(in crate::engine) fn path_json(path: &[PathStep]) -> Json {
 
 /// The changed attributes between two objects, with sensitivity and replacement marks.
 /// `marked` adds paths known to be sensitive beyond the schema (JSON arrays, as in state).
-pub fn display_changes(
+pub(super) fn display_changes(
     block: &Block,
     before: &Value,
     after: &Value,

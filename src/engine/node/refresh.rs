@@ -17,7 +17,7 @@ use crate::value;
 /// Reads a stored object back (`nivis refresh`): the change to record, if the provider's answer
 /// differs in any way (attributes, private data, schema version), and the drift to report, if
 /// the object itself differs (private data and a schema upgrade are no drift).
-pub fn refresh(
+pub(crate) fn refresh(
     provider: &dyn Provider,
     state: &ResourceState,
 ) -> Result<(Option<Change>, Option<Drift>), Diagnostics> {

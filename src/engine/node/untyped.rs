@@ -21,7 +21,7 @@ use crate::state::{ResourceKind, ResourceState};
 use crate::value::{self, PathStep, Value};
 
 /// Runs one resource's turn.
-pub fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
+pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     remember_prior_secrets(input);
     turn(input, report)
 }

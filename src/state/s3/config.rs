@@ -35,7 +35,7 @@ pub struct S3Backend {
 }
 
 /// The fields `type = "s3"` accepts.
-pub const FIELDS: &[&str] = &[
+pub(crate) const FIELDS: &[&str] = &[
     "type",
     "bucket",
     "key",
@@ -244,7 +244,7 @@ fn rescue_file_name(endpoint: &str, url: &str) -> String {
 }
 
 /// Environment names: letters, digits, `-`, `_`, `.`; not empty, not `.`/`..`.
-pub fn check_env_name(env: &str) -> Result<(), String> {
+pub(crate) fn check_env_name(env: &str) -> Result<(), String> {
     let ok = !env.is_empty()
         && env != "."
         && env != ".."

@@ -123,7 +123,7 @@ impl Cipher {
 }
 
 /// Whether `data` is a sealed object.
-pub fn is_sealed(data: &[u8]) -> bool {
+pub(super) fn is_sealed(data: &[u8]) -> bool {
     data.starts_with(MAGIC)
 }
 

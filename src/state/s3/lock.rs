@@ -25,7 +25,7 @@ use crate::state::{LockHolder, StateError};
 
 /// A lock this process holds.
 #[derive(Debug, Clone)]
-pub struct HeldLock {
+pub(super) struct HeldLock {
     pub key: String,
     pub holder: LockHolder,
     /// The lock object's ETag as last written or seen by us.
@@ -44,7 +44,7 @@ fn url(client: &Client, key: &str) -> PathBuf {
 }
 
 /// Creates the lock object `key`, waiting up to `wait` while someone else holds it.
-pub fn acquire(
+pub(super) fn acquire(
     client: &Client,
     key: &str,
     mut holder: LockHolder,
@@ -97,7 +97,7 @@ pub fn acquire(
 /// Checks that the lock object still holds our record: the fencing check a writer makes before
 /// and after a write when it may have been paused (see `store::Fence`). `Err(Some(holder))`: the
 /// lock now belongs to `holder`; `Err(None)`: there is no lock (or no readable record).
-pub fn still_ours(
+pub(super) fn still_ours(
     client: &Client,
     held: &HeldLock,
 ) -> Result<Result<(), Option<LockHolder>>, StateError> {
@@ -112,7 +112,7 @@ pub fn still_ours(
 
 /// Whether the lock object `key` exists and holds the lock id `id` (a read-only reader asking
 /// whether a rescue file is still bound to its lock).
-pub fn is_held_by(client: &Client, key: &str, id: &str) -> Result<bool, StateError> {
+pub(super) fn is_held_by(client: &Client, key: &str, id: &str) -> Result<bool, StateError> {
     Ok(read(client, key)?
         .and_then(|f| f.holder)
         .is_some_and(|h| h.id == id))
@@ -120,7 +120,11 @@ pub fn is_held_by(client: &Client, key: &str, id: &str) -> Result<bool, StateErr
 
 /// Rewrites our lock record to say that it is kept for `kept` (rescued results), so that every
 /// other machine is told where they are and `force-unlock` refuses without `--force`.
-pub fn keep_for(client: &Client, held: &mut HeldLock, kept: KeptFor) -> Result<(), StateError> {
+pub(super) fn keep_for(
+    client: &Client,
+    held: &mut HeldLock,
+    kept: KeptFor,
+) -> Result<(), StateError> {
     let mut holder = held.holder.clone();
     holder.kept = Some(Box::new(kept));
     let body = serde_json::to_vec_pretty(&holder).expect("a lock holder serialises");
@@ -148,7 +152,7 @@ fn read(client: &Client, key: &str) -> Result<Option<Found>, StateError> {
 
 /// Deletes the lock if it is still ours. Returns a warning when it is not (it was forced open
 /// and taken by someone else meanwhile).
-pub fn release(client: &Client, held: &HeldLock) -> Result<Option<String>, StateError> {
+pub(super) fn release(client: &Client, held: &HeldLock) -> Result<Option<String>, StateError> {
     match read(client, &held.key)? {
         Some(Found {
             holder: Some(h),
@@ -176,7 +180,7 @@ pub fn release(client: &Client, held: &HeldLock) -> Result<Option<String>, State
 
 /// `force-unlock ID` for the lock `key`: checks the id and the holder's liveness, asks
 /// `confirm`, then deletes the object only if it is still the one checked (`If-Match`).
-pub fn force_unlock(
+pub(super) fn force_unlock(
     client: &Client,
     key: &str,
     id: &str,
@@ -207,7 +211,7 @@ pub fn force_unlock(
 /// Removes the lock `key` if its holder is gone ([`Liveness::Gone`]: on this host, no process
 /// with its pid and start time runs): for a run that finds results of an earlier run in this
 /// machine's rescue file, whose writer kept the lock for them. Returns the holder removed.
-pub fn take_over(client: &Client, key: &str) -> Result<Option<LockHolder>, StateError> {
+pub(super) fn take_over(client: &Client, key: &str) -> Result<Option<LockHolder>, StateError> {
     let Some(found) = read(client, key)? else {
         return Ok(None);
     };

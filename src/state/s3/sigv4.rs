@@ -143,7 +143,7 @@ fn profile_entries(text: &str, profile: &str) -> Vec<(String, String)> {
 
 /// One request as SigV4 sees it.
 #[derive(Debug)]
-pub struct Request<'a> {
+pub(super) struct Request<'a> {
     /// `GET`, `PUT`, ...
     pub method: &'a str,
     /// The `Host` header value (with `:port` unless it is the scheme's default).
@@ -161,7 +161,7 @@ pub struct Request<'a> {
 /// Signs `req` for `region` at `amz_date` (`YYYYMMDDTHHMMSSZ`); returns the headers to send
 /// besides `req.headers`: `x-amz-date`, `x-amz-content-sha256`, the session token if any, and
 /// `authorization`.
-pub fn sign(
+pub(super) fn sign(
     creds: &Credentials,
     region: &str,
     amz_date: &str,
@@ -227,7 +227,7 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
 }
 
 /// The query string as sent and as signed: `k=v` pairs, both URI-encoded, sorted by key.
-pub fn canonical_query(query: &[(&str, String)]) -> String {
+pub(super) fn canonical_query(query: &[(&str, String)]) -> String {
     let mut pairs: Vec<(String, String)> = query
         .iter()
         .map(|(k, v)| (percent_encode(k, true), percent_encode(v, true)))
@@ -241,7 +241,7 @@ pub fn canonical_query(query: &[(&str, String)]) -> String {
 }
 
 /// Hex sha256 of `body`.
-pub fn payload_hash(body: &[u8]) -> String {
+pub(super) fn payload_hash(body: &[u8]) -> String {
     hex::encode(Sha256::digest(body))
 }
 

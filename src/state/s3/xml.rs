@@ -8,14 +8,14 @@ use quick_xml::Reader;
 
 /// `<Error><Code>…</Code><Message>…</Message></Error>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ErrorDocument {
+pub(super) struct ErrorDocument {
     pub code: String,
     pub message: String,
 }
 
 /// One page of a ListObjectsV2 answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ListPage {
+pub(super) struct ListPage {
     /// `Contents/Key`, in order.
     pub keys: Vec<String>,
     /// `IsTruncated`.
@@ -25,7 +25,7 @@ pub struct ListPage {
 }
 
 /// The error document in `body`, if it is one.
-pub fn error_document(body: &[u8]) -> Option<ErrorDocument> {
+pub(super) fn error_document(body: &[u8]) -> Option<ErrorDocument> {
     let mut doc = ErrorDocument {
         code: String::new(),
         message: String::new(),
@@ -39,7 +39,7 @@ pub fn error_document(body: &[u8]) -> Option<ErrorDocument> {
 }
 
 /// The listing page in `body`, if it is one.
-pub fn list_page(body: &[u8]) -> Option<ListPage> {
+pub(super) fn list_page(body: &[u8]) -> Option<ListPage> {
     let mut page = ListPage::default();
     let mut truncated = String::new();
     let mut next = String::new();
