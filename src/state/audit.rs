@@ -35,6 +35,7 @@ pub struct Entry {
     pub user: String,
     /// The effective uid.
     pub uid: u32,
+    /// The host name, as the machine says.
     pub host: String,
     /// The CI job, `VARIABLE=value` of the first standard variable set (`CI_JOB_ID`, ...).
     pub ci_job: Option<String>,
@@ -48,7 +49,9 @@ pub struct Entry {
     /// sha256 of the plan the run showed: its rows (phase, address, action) one per line; a run
     /// that showed none first (`--auto-approve`): of the operations it started.
     pub plan_digest: Option<String>,
+    /// The state serial before the run (`None`: no state yet).
     pub serial_before: Option<u64>,
+    /// The state serial after the run (`None`: the run wrote nothing).
     pub serial_after: Option<u64>,
     /// What changed, in order: addresses and actions only.
     pub changes: Vec<Change>,
@@ -62,26 +65,32 @@ pub struct Entry {
 /// One changed address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
+    /// The resource address, as the plan shows it.
     pub address: String,
+    /// What was done: the plan's action word (`create`, `update`, `delete`, ...).
     pub action: String,
 }
 
 /// A policy check overridden, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyOverride {
+    /// The rule's name, as `--override` named it.
     pub rule: String,
+    /// The `--reason` given for overriding it.
     pub reason: String,
 }
 
 /// A record as stored: the entry, its place in the chain and its hash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
+    /// The record format version ([`FORMAT`]).
     pub format: u32,
     /// 1 for the first record, one more for each after it.
     pub seq: u64,
     /// The previous record's `hash` (none for the first).
     pub prev: Option<String>,
     #[serde(flatten)]
+    /// The run this record describes.
     pub entry: Entry,
     /// sha256 (hex) of this record's bytes without this field (see [`hash_of`]).
     pub hash: String,
@@ -120,7 +129,9 @@ pub fn hash_of(stored: &Json) -> Option<String> {
 /// One stored record as read back: where it is (`line N` or an object key) and its bytes.
 #[derive(Debug, Clone)]
 pub struct Stored {
+    /// Where the record is: `line N` of the local log, or the object key of a remote one.
     pub place: String,
+    /// The record's stored bytes, exactly as read.
     pub bytes: Vec<u8>,
     /// The sequence number the place says (an object's key), if it says one.
     pub named_seq: Option<u64>,

@@ -158,11 +158,18 @@ pub fn env_state_path(path: &Path, env: &str) -> Result<PathBuf, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     /// The local file store at `path` (the environment already applied).
-    Local { path: PathBuf, env: String },
+    Local {
+        /// The state file of the environment.
+        path: PathBuf,
+        /// The environment (`--env`).
+        env: String,
+    },
     /// An S3 bucket; `local` is the local state path (of the environment) a project moving to
     /// S3 would still have.
     S3 {
+        /// The bucket, key and keys of the environment's state.
         backend: Box<S3Backend>,
+        /// The local state path the environment would have without S3.
         local: PathBuf,
     },
 }

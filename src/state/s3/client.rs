@@ -69,45 +69,75 @@ impl Default for Retry {
 pub enum S3Error {
     /// No answer: connection refused, DNS, TLS, timeouts; after every retry.
     Unreachable {
+        /// The endpoint the request went to.
         endpoint: String,
+        /// The last failure, as the transport reported it.
         detail: String,
+        /// How many times the request was tried.
         attempts: u32,
     },
     /// The server kept failing (5xx, 429) through every retry.
     Server {
+        /// The endpoint the request went to.
         endpoint: String,
+        /// The last HTTP status.
         status: u16,
+        /// The last S3 error code (empty when the answer had none).
         code: String,
+        /// How many times the request was tried.
         attempts: u32,
     },
     /// The server refused the credentials (unknown key, wrong secret, expired token).
     Credentials {
+        /// The endpoint the request went to.
         endpoint: String,
+        /// The S3 error code (`InvalidAccessKeyId`, `SignatureDoesNotMatch`, ...).
         code: String,
+        /// Where the credentials came from (environment, profile, ...).
         source: String,
     },
     /// The credentials are valid but not allowed to do this.
     AccessDenied {
+        /// The bucket the request named.
         bucket: String,
+        /// The object key the request named.
         key: String,
+        /// Where the credentials came from (environment, profile, ...).
         source: String,
     },
     /// The bucket does not exist.
-    NoSuchBucket { endpoint: String, bucket: String },
+    NoSuchBucket {
+        /// The endpoint the request went to.
+        endpoint: String,
+        /// The bucket it named.
+        bucket: String,
+    },
     /// The answer is not S3's: no S3 error document, or a success without the headers S3 sends.
     NotS3 {
+        /// The endpoint the request went to.
         endpoint: String,
+        /// The HTTP status.
         status: u16,
+        /// What was wrong with the answer.
         detail: String,
     },
     /// A conditional request's condition did not hold (412, or 409 for a concurrent
     /// conditional write).
-    PreconditionFailed { key: String, attempts: u32 },
+    PreconditionFailed {
+        /// The object key the condition was on.
+        key: String,
+        /// How many times the request was tried.
+        attempts: u32,
+    },
     /// Any other refusal.
     Refused {
+        /// The endpoint the request went to.
         endpoint: String,
+        /// The HTTP status.
         status: u16,
+        /// The S3 error code.
         code: String,
+        /// The S3 error message.
         message: String,
     },
     /// The configuration cannot work (bad endpoint URL, plain http to a remote host).

@@ -20,6 +20,7 @@ pub const DEFAULT_ENV: &str = "default";
 /// A configured S3 backend for one environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct S3Backend {
+    /// The bucket, endpoint and region the state is kept in.
     pub target: Target,
     /// `key` as configured (the default environment's state).
     pub base_key: String,
@@ -31,6 +32,7 @@ pub struct S3Backend {
     pub profile: Option<String>,
     /// `encryptionKeyEnv` / `encryptionKeyFile`.
     pub encryption: Option<KeySource>,
+    /// How often and how long a failed request is tried again.
     pub retry: Retry,
 }
 

@@ -75,14 +75,25 @@ use super::StateError;
 #[derive(Debug)]
 pub enum RemoteError {
     /// A request failed.
-    S3 { what: String, error: S3Error },
+    S3 {
+        /// What was being done (`read the state`, ...): the message says "cannot {what}".
+        what: String,
+        /// Why the request failed.
+        error: S3Error,
+    },
     /// The remote state changed under this writer (its lock was broken?).
-    Conflict { state: String, detail: String },
+    Conflict {
+        /// The remote state (bucket and key).
+        state: String,
+        /// What changed.
+        detail: String,
+    },
     /// Bad configuration or keys, or a rescue file that cannot be recorded.
     Invalid(String),
     /// This writer's lock was taken away (forced open while it was paused or cut off): it
     /// writes nothing more.
     LockLost {
+        /// The remote state (bucket and key).
         state: String,
         /// Our lock's id.
         id: String,
