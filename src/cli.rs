@@ -258,7 +258,8 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         }
         // A verb that reads no state (validate): a local backend that is never opened.
         None => (
-            Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"))?,
+            Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"))
+                .map_err(|e| e.to_string())?,
             secret_sources_of(&source)?,
         ),
     };

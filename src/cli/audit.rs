@@ -151,10 +151,12 @@ pub(super) fn finish(status: i32) {
     // reason; a warning would only repeat it.
     let quiet = status != exit::OK && status != exit::CHANGES && pending.changes.is_empty();
     let entry = entry(&pending, status);
-    let appended = Log::of(&pending.backend).and_then(|log| {
-        log.append(entry)
-            .map_err(|e| format!("{e} (audit log {})", log.describe()))
-    });
+    let appended = Log::of(&pending.backend)
+        .map_err(|e| e.to_string())
+        .and_then(|log| {
+            log.append(entry)
+                .map_err(|e| format!("{e} (audit log {})", log.describe()))
+        });
     if let Err(e) = appended {
         if quiet {
             log::info!("the audit record of this failed run was not written: {e}");

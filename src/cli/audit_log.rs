@@ -20,8 +20,8 @@ pub(super) fn run(args: &LogArgs) -> i32 {
 
 fn list(args: &LogArgs) -> Result<i32, String> {
     let backend = backend::of(&args.target.source, &args.target.state)?;
-    let log = Log::of(&backend)?;
-    let stored = log.read()?;
+    let log = Log::of(&backend).map_err(|e| e.to_string())?;
+    let stored = log.read().map_err(|e| e.to_string())?;
     if args.verify {
         return Ok(match verify(&stored) {
             None => {

@@ -82,7 +82,10 @@ fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> 
     use crate::project;
     if let Some(p) = &args.state {
         project::check_state_path(p, source)?;
-        project::check_state_path(&env_state_path(p, &args.env)?, source)?;
+        project::check_state_path(
+            &env_state_path(p, &args.env).map_err(|e| e.to_string())?,
+            source,
+        )?;
         return Ok(absolute(p));
     }
     let target = project::default_state_path(source)?;
@@ -94,8 +97,8 @@ fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> 
         let mut moves = vec![(old.clone(), target.clone())];
         if args.env != DEFAULT_ENV {
             moves.push((
-                env_state_path(&old, &args.env)?,
-                env_state_path(&target, &args.env)?,
+                env_state_path(&old, &args.env).map_err(|e| e.to_string())?,
+                env_state_path(&target, &args.env).map_err(|e| e.to_string())?,
             ));
         }
         for (from, to) in moves {

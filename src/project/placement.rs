@@ -90,8 +90,8 @@ impl Placement {
             let mut moves = vec![(old.clone(), self.state.clone())];
             for env in env_names(old) {
                 let (from, to) = (
-                    crate::state::env_state_path(old, &env)?,
-                    crate::state::env_state_path(&self.state, &env)?,
+                    crate::state::env_state_path(old, &env).map_err(|e| e.to_string())?,
+                    crate::state::env_state_path(&self.state, &env).map_err(|e| e.to_string())?,
                 );
                 moves.push((from, to));
             }

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::backend::Backend;
 use super::file::StatePaths;
+use super::StateError;
 
 /// The record format's major version.
 pub const FORMAT: u32 = 1;
@@ -199,6 +200,97 @@ pub fn verify(stored: &[Stored]) -> Option<String> {
     None
 }
 
+/// Why the audit log cannot be opened, read or appended to.
+#[derive(Debug)]
+pub enum AuditError {
+    /// The state's place cannot be resolved, or its S3 backend cannot be used.
+    State(StateError),
+    /// A local file operation failed.
+    Io {
+        /// What was being done: `read`, `lock`, `append to`, ...
+        what: &'static str,
+        /// The local log (or its directory).
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The local log breaks the private file rule (`privfile`): the message says how.
+    Unsafe {
+        /// The rule's message, naming the file.
+        message: String,
+    },
+    /// An S3 request on the remote log failed.
+    S3 {
+        /// What was being done: `list`, `read`, `append to`.
+        what: &'static str,
+        /// The log, `s3://bucket/KEY.audit/`.
+        log: String,
+        /// Why.
+        source: super::s3::S3Error,
+    },
+    /// A record object was listed but gone when read.
+    Vanished {
+        /// The object's key.
+        name: String,
+    },
+    /// The last record object is not a record (so the next cannot chain onto it).
+    NotARecord {
+        /// The object's key.
+        name: String,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+    /// Other runs kept writing the next record first, through every try.
+    Contended {
+        /// The log, `s3://bucket/KEY.audit/`.
+        log: String,
+    },
+}
+
+impl std::fmt::Display for AuditError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuditError::State(e) => e.fmt(f),
+            AuditError::Io { what, path, source } => {
+                write!(f, "cannot {what} {}: {source}", path.display())
+            }
+            AuditError::Unsafe { message } => f.write_str(message),
+            AuditError::S3 { what, log, source } => {
+                write!(f, "cannot {what} the audit log {log}: {source}")
+            }
+            AuditError::Vanished { name } => write!(f, "{name} vanished while it was read"),
+            AuditError::NotARecord { name, source } => write!(
+                f,
+                "the last record {name} of the audit log is not a record ({source}): run \
+                 `nivis log --verify` to see what was changed"
+            ),
+            AuditError::Contended { log } => write!(
+                f,
+                "cannot append to the audit log {log}: other runs kept writing the next record \
+                 first"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AuditError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AuditError::State(e) => Some(e),
+            AuditError::Io { source, .. } => Some(source),
+            AuditError::S3 { source, .. } => Some(source),
+            AuditError::NotARecord { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<StateError> for AuditError {
+    fn from(e: StateError) -> AuditError {
+        AuditError::State(e)
+    }
+}
+
 /// The audit log of the state `backend` names.
 pub enum Log {
     /// `P.audit` beside a local state.
@@ -209,15 +301,15 @@ pub enum Log {
 
 impl Log {
     /// The log kept with `backend`'s state.
-    pub fn of(backend: &Backend) -> Result<Log, String> {
+    pub fn of(backend: &Backend) -> Result<Log, AuditError> {
         match backend {
             Backend::Local { path, .. } => {
-                let paths = StatePaths::resolve(path).map_err(|e| e.to_string())?;
+                let paths = StatePaths::resolve(path)?;
                 Ok(Log::Local(local_path(&paths.snapshot)))
             }
-            Backend::S3 { backend, .. } => Ok(Log::S3(Box::new(
-                super::s3::audit::ObjectLog::new(backend).map_err(|e| e.to_string())?,
-            ))),
+            Backend::S3 { backend, .. } => Ok(Log::S3(Box::new(super::s3::audit::ObjectLog::new(
+                backend,
+            )?))),
         }
     }
 
@@ -230,7 +322,7 @@ impl Log {
     }
 
     /// Appends `entry` as the next record; returns it.
-    pub fn append(&self, entry: Entry) -> Result<Record, String> {
+    pub fn append(&self, entry: Entry) -> Result<Record, AuditError> {
         match self {
             Log::Local(path) => append_local(path, entry),
             Log::S3(log) => log.append(entry),
@@ -238,7 +330,7 @@ impl Log {
     }
 
     /// Every stored record, in order.
-    pub fn read(&self) -> Result<Vec<Stored>, String> {
+    pub fn read(&self) -> Result<Vec<Stored>, AuditError> {
         match self {
             Log::Local(path) => read_local(path),
             Log::S3(log) => log.read(),
@@ -260,8 +352,12 @@ fn open_local(path: &Path, create: bool) -> Result<std::fs::File, crate::privfil
     crate::privfile::open(path, &mut options, "the audit log")
 }
 
-fn append_local(path: &Path, entry: Entry) -> Result<Record, String> {
-    let fail = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
+fn append_local(path: &Path, entry: Entry) -> Result<Record, AuditError> {
+    let fail = |what: &'static str, source: std::io::Error| AuditError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         // A run that failed before opening the state may come first: private, as the state's.
         std::fs::DirBuilder::new()
@@ -270,7 +366,9 @@ fn append_local(path: &Path, entry: Entry) -> Result<Record, String> {
             .create(dir)
             .map_err(|e| fail("create the directory of", e))?;
     }
-    let mut file = open_local(path, true).map_err(|e| e.message(path))?;
+    let mut file = open_local(path, true).map_err(|e| AuditError::Unsafe {
+        message: e.message(path),
+    })?;
     // Two runs ending at once each chain onto the other's record, never onto the same one.
     fs2::FileExt::lock_exclusive(&file).map_err(|e| fail("lock", e))?;
     let mut text = String::new();
@@ -290,17 +388,25 @@ fn append_local(path: &Path, entry: Entry) -> Result<Record, String> {
     Ok(record)
 }
 
-fn read_local(path: &Path) -> Result<Vec<Stored>, String> {
+fn read_local(path: &Path) -> Result<Vec<Stored>, AuditError> {
     let mut file = match open_local(path, false) {
         Ok(f) => f,
         Err(crate::privfile::OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Vec::new())
         }
-        Err(e) => return Err(e.message(path)),
+        Err(e) => {
+            return Err(AuditError::Unsafe {
+                message: e.message(path),
+            })
+        }
     };
     let mut text = String::new();
     file.read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|source| AuditError::Io {
+            what: "read",
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(text
         .lines()
         .enumerate()

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value as Json};
 
+use super::s3::config::ConfigError;
 use super::s3::{Conversion, S3Backend, S3Store};
 use super::{Change, ForceUnlock, LockHolder, StateError, StateFile, StateStore, Store};
 
@@ -141,10 +142,102 @@ impl LockedStore for S3Store {
     }
 }
 
+/// Why the backend cannot be configured, or cannot do what was asked of it.
+#[derive(Debug)]
+pub enum BackendError {
+    /// A field of the backend, or the environment name, is wrong.
+    Config(ConfigError),
+    /// `nivis.backend` is not an attribute set.
+    NotAnAttrSet {
+        /// What it is.
+        found: Json,
+    },
+    /// A `--backend-config` item without `KEY=`.
+    BadOverride {
+        /// The item as given.
+        item: String,
+    },
+    /// The local backend was given fields besides `type`.
+    LocalTakesNoFields {
+        /// The fields given.
+        fields: Vec<String>,
+    },
+    /// Fields without a `type`.
+    NoType,
+    /// A `type` that is not `s3` or `local`.
+    UnknownType {
+        /// The type as given (quoted when it is a string).
+        found: String,
+    },
+    /// `state migrate` to the local backend.
+    NotRemote,
+    /// `--encrypt` / `--decrypt` of the local backend.
+    NeverEncrypted,
+    /// The store failed.
+    State(StateError),
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendError::Config(e) => e.fmt(f),
+            BackendError::NotAnAttrSet { found } => {
+                write!(f, "nivis.backend must be an attribute set, not {found}")
+            }
+            BackendError::BadOverride { item } => {
+                write!(f, "--backend-config {item:?}: expected KEY=VALUE")
+            }
+            BackendError::LocalTakesNoFields { fields } => write!(
+                f,
+                "the local backend takes no fields but `type` (the path is --state), got {}",
+                fields.join(", ")
+            ),
+            BackendError::NoType => {
+                f.write_str("the backend configuration needs `type` (\"s3\" or \"local\")")
+            }
+            BackendError::UnknownType { found } => write!(
+                f,
+                "backend type {found}: known types are \"s3\" and \"local\""
+            ),
+            BackendError::NotRemote => f.write_str(
+                "no remote backend is configured: set nivis.backend (or --backend-config \
+                 type=s3 ...) to the backend to migrate to",
+            ),
+            BackendError::NeverEncrypted => f.write_str(
+                "the local backend is never encrypted (the state file is mode 0600): \
+                 --encrypt and --decrypt concern a remote (S3) state; set nivis.backend",
+            ),
+            BackendError::State(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BackendError::Config(e) => Some(e),
+            BackendError::State(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConfigError> for BackendError {
+    fn from(e: ConfigError) -> BackendError {
+        BackendError::Config(e)
+    }
+}
+
+impl From<StateError> for BackendError {
+    fn from(e: StateError) -> BackendError {
+        BackendError::State(e)
+    }
+}
+
 /// The local state file of environment `env` for the default environment's `path`: `path`
 /// itself, or `nivis.env.d/ENV/` beside it (an environment name is checked first, so it never
 /// leaves that directory).
-pub fn env_state_path(path: &Path, env: &str) -> Result<PathBuf, String> {
+pub fn env_state_path(path: &Path, env: &str) -> Result<PathBuf, ConfigError> {
     super::s3::config::check_env_name(env)?;
     if env == DEFAULT_ENV {
         return Ok(path.to_path_buf());
@@ -183,21 +276,21 @@ impl Backend {
         overrides: &[String],
         env: &str,
         local: &Path,
-    ) -> Result<Backend, String> {
+    ) -> Result<Backend, BackendError> {
         let mut fields = match flake {
             None | Some(Json::Null) => Map::new(),
             Some(Json::Object(m)) => m.clone(),
             Some(other) => {
-                return Err(format!(
-                    "nivis.backend must be an attribute set, not {other}"
-                ))
+                return Err(BackendError::NotAnAttrSet {
+                    found: other.clone(),
+                })
             }
         };
         for item in overrides {
             let (k, v) = item
                 .split_once('=')
                 .filter(|(k, _)| !k.is_empty())
-                .ok_or_else(|| format!("--backend-config {item:?}: expected KEY=VALUE"))?;
+                .ok_or_else(|| BackendError::BadOverride { item: item.clone() })?;
             let value = serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.to_string()));
             fields.insert(k.to_string(), value);
         }
@@ -205,23 +298,21 @@ impl Backend {
         match fields.get("type").map(|t| t.as_str()) {
             None if fields.is_empty() => Backend::local(local, env),
             Some(Some("local")) if fields.len() == 1 => Backend::local(local, env),
-            Some(Some("local")) => Err(format!(
-                "the local backend takes no fields but `type` (the path is --state), got {}",
-                fields.keys().cloned().collect::<Vec<_>>().join(", ")
-            )),
+            Some(Some("local")) => Err(BackendError::LocalTakesNoFields {
+                fields: fields.keys().cloned().collect(),
+            }),
             Some(Some("s3")) => Ok(Backend::S3 {
                 backend: Box::new(S3Backend::from_fields(&fields, env)?),
                 local: env_state_path(local, env)?,
             }),
-            None => Err("the backend configuration needs `type` (\"s3\" or \"local\")".into()),
-            Some(other) => Err(format!(
-                "backend type {}: known types are \"s3\" and \"local\"",
-                other.map_or_else(|| fields["type"].to_string(), |t| format!("{t:?}"))
-            )),
+            None => Err(BackendError::NoType),
+            Some(other) => Err(BackendError::UnknownType {
+                found: other.map_or_else(|| fields["type"].to_string(), |t| format!("{t:?}")),
+            }),
         }
     }
 
-    fn local(path: &Path, env: &str) -> Result<Backend, String> {
+    fn local(path: &Path, env: &str) -> Result<Backend, BackendError> {
         Ok(Backend::Local {
             path: env_state_path(path, env)?,
             env: env.to_string(),
@@ -283,16 +374,11 @@ impl Backend {
         &self,
         holder: LockHolder,
         wait: Option<Duration>,
-    ) -> Result<Box<dyn LockedStore>, String> {
+    ) -> Result<Box<dyn LockedStore>, BackendError> {
         match self {
-            Backend::Local { .. } => Err(
-                "no remote backend is configured: set nivis.backend (or --backend-config \
-                 type=s3 ...) to the backend to migrate to"
-                    .into(),
-            ),
-            Backend::S3 { backend, .. } => S3Store::open(backend, holder, wait, None)
-                .map(|s| Box::new(s) as Box<dyn LockedStore>)
-                .map_err(|e| e.to_string()),
+            Backend::Local { .. } => Err(BackendError::NotRemote),
+            Backend::S3 { backend, .. } => Ok(S3Store::open(backend, holder, wait, None)
+                .map(|s| Box::new(s) as Box<dyn LockedStore>)?),
         }
     }
 
@@ -304,19 +390,14 @@ impl Backend {
         holder: LockHolder,
         wait: Option<Duration>,
         conversion: Conversion,
-    ) -> Result<(usize, usize), String> {
+    ) -> Result<(usize, usize), BackendError> {
         let Backend::S3 { backend, .. } = self else {
-            return Err(
-                "the local backend is never encrypted (the state file is mode 0600): \
-                 --encrypt and --decrypt concern a remote (S3) state; set nivis.backend"
-                    .into(),
-            );
+            return Err(BackendError::NeverEncrypted);
         };
-        let mut store = S3Store::open_for_conversion(backend, holder, wait, conversion)
-            .map_err(|e| e.to_string())?;
-        let deleted = store.convert().map_err(|e| e.to_string())?;
+        let mut store = S3Store::open_for_conversion(backend, holder, wait, conversion)?;
+        let deleted = store.convert()?;
         let resources = store.state().len();
-        store.close().map_err(|e| e.to_string())?;
+        store.close()?;
         Ok((resources, deleted))
     }
 
@@ -427,7 +508,9 @@ mod tests {
     fn bad_configurations_say_what_is_wrong() {
         let err = |flake: Json, flags: &[&str]| {
             let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
-            Backend::configure(Some(&flake), &flags, "default", Path::new("s")).unwrap_err()
+            Backend::configure(Some(&flake), &flags, "default", Path::new("s"))
+                .unwrap_err()
+                .to_string()
         };
         assert!(err(json!({"type": "gcs"}), &[]).contains("known types"));
         assert!(err(json!({"bucket": "abc"}), &[]).contains("needs `type`"));

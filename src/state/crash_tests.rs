@@ -184,8 +184,8 @@ fn a_foreign_or_newer_journal_is_refused() {
 fn a_newer_format_is_refused_by_version() {
     let (_dir, path) = temp_state();
     for newer in [
-        r#"{"schemaVersion": 3, "whatever": true}"#,
-        r#"{"schema_version": 3, "whatever": true}"#,
+        r#"{"schemaVersion": 4, "whatever": true}"#,
+        r#"{"schema_version": 4, "whatever": true}"#,
     ] {
         fs::write(&path, newer).unwrap();
         let err = Store::open(&path, holder("test"), None).unwrap_err();
@@ -193,8 +193,8 @@ fn a_newer_format_is_refused_by_version() {
             matches!(
                 err,
                 StateError::UnsupportedVersion {
-                    found: 3,
-                    supported: 2,
+                    found: 4,
+                    supported: 3,
                     line: None,
                     ..
                 }

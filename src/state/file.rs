@@ -622,7 +622,7 @@ pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError
     let corrupt = |e: String| StateError::corrupt(path, None, e);
     let object: Map<String, Value> =
         serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
-    let found = declared_version(&object).map_err(corrupt)?;
+    let found = declared_version(&object).map_err(|e| corrupt(e.to_string()))?;
     if found == 0 || found > u64::from(SCHEMA_VERSION) {
         return Err(StateError::UnsupportedVersion {
             path: path.to_path_buf(),
@@ -631,7 +631,7 @@ pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError
             supported: SCHEMA_VERSION,
         });
     }
-    let state = StateFile::try_from(object).map_err(corrupt)?;
+    let state = StateFile::try_from(object).map_err(|e| corrupt(e.to_string()))?;
     if let Some((key, resource)) = state.resources.iter().find(|(k, r)| **k != r.id) {
         return Err(StateError::corrupt(
             path,

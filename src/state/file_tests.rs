@@ -409,7 +409,7 @@ fn whole_journal_lines_are_never_dropped_and_keep_unknown_fields() {
     // A newer release of the same version added a field to the record and to the resource.
     let mut b = serde_json::to_value(res("b", 2)).unwrap();
     b["addedLater"] = json!({"n": 1});
-    let line = json!({"schemaVersion": 2, "lineage": lineage, "serial": serial,
+    let line = json!({"schemaVersion": 3, "lineage": lineage, "serial": serial,
         "changes": [{"put": b}], "committedBy": "a newer nivis"});
     let mut journal = fs::read(journal_path(&path)).unwrap();
     journal.extend_from_slice(format!("{line}\n").as_bytes());
@@ -434,7 +434,7 @@ fn whole_journal_lines_are_never_dropped_and_keep_unknown_fields() {
     store.commit(&[put("c", 3)]).unwrap();
     drop(store);
     let mut journal = fs::read(journal_path(&path)).unwrap();
-    journal.extend_from_slice(b"{\"schemaVersion\": 3, \"lineage\": \"x\"}\n");
+    journal.extend_from_slice(b"{\"schemaVersion\": 4, \"lineage\": \"x\"}\n");
     fs::write(journal_path(&path), &journal).unwrap();
     for err in [
         Store::read_only(&path).unwrap_err(),
@@ -444,7 +444,7 @@ fn whole_journal_lines_are_never_dropped_and_keep_unknown_fields() {
             matches!(
                 err,
                 StateError::UnsupportedVersion {
-                    found: 3,
+                    found: 4,
                     line: Some(2),
                     ..
                 }

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::StateError;
-use super::model::{declared_version, Change, StateFile, SCHEMA_VERSION};
+use super::model::{
+    declared_version, upgrade_change, Change, FormatError, StateFile, SCHEMA_VERSION,
+};
 
 /// Encodes one commit as a journal line, trailing newline included.
 pub(super) fn encode(
@@ -80,10 +82,19 @@ pub(super) enum BadLine {
 
 /// Parses one line (without its newline).
 pub(super) fn parse_line(line: &[u8]) -> Result<RecordIn, BadLine> {
-    let object: Map<String, Value> = serde_json::from_slice(line).map_err(BadLine::Garbled)?;
-    let version = declared_version(&object).map_err(BadLine::Invalid)?;
+    let invalid = |e: FormatError| BadLine::Invalid(e.to_string());
+    let mut object: Map<String, Value> = serde_json::from_slice(line).map_err(BadLine::Garbled)?;
+    let version = declared_version(&object).map_err(invalid)?;
     if version > u64::from(SCHEMA_VERSION) {
         return Err(BadLine::Newer(version));
+    }
+    // Versions 1 and 2 spelled resource keys in snake_case: rename them before parsing.
+    if version < 3 {
+        if let Some(Value::Array(changes)) = object.get_mut("changes") {
+            for change in changes {
+                upgrade_change(change).map_err(invalid)?;
+            }
+        }
     }
     serde_json::from_value(Value::Object(object)).map_err(|e| BadLine::Invalid(e.to_string()))
 }

@@ -43,11 +43,11 @@
 //! where the state is created): every file lives beside the link's target, and the link is
 //! never replaced.
 //!
-//! A snapshot (format version [`SCHEMA_VERSION`] = 2):
+//! A snapshot (format version [`SCHEMA_VERSION`] = 3):
 //!
 //! ```json
 //! {
-//!   "schemaVersion": 2,
+//!   "schemaVersion": 3,
 //!   "serial": 4,
 //!   "lineage": "6f1c0e2a-93b4-4c1d-8e5f-0a7b3c2d1e9f",
 //!   "resources": {
@@ -55,15 +55,15 @@
 //!       "id": "web",
 //!       "kind": "managed",
 //!       "provider": "null",
-//!       "provider_source": "registry.terraform.io/hashicorp/null",
-//!       "type_name": "null_resource",
-//!       "schema_version": 0,
+//!       "providerSource": "registry.terraform.io/hashicorp/null",
+//!       "typeName": "null_resource",
+//!       "schemaVersion": 0,
 //!       "attributes": { "id": "5577006791947779410", "triggers": null },
 //!       "private": "eyJzY2hlbWFfdmVyc2lvbiI6IjAifQ==",
 //!       "dependencies": [],
-//!       "sensitive_paths": [["triggers", "password"]],
+//!       "sensitivePaths": [["triggers", "password"]],
 //!       "status": "ready",
-//!       "create_before_destroy": false,
+//!       "createBeforeDestroy": false,
 //!       "deposed": []
 //!     }
 //!   }
@@ -71,22 +71,25 @@
 //! ```
 //!
 //! `kind` is `managed` or `data`; `status` is `ready` or `tainted`; `private` is standard padded
-//! base64 or `null`; each `sensitive_paths` entry is a JSON array of keys and indices; `deposed`
-//! holds objects `{"key", "attributes", "private", "schema_version"}` (the resource's own
-//! `schema_version` is its provider schema's version, not the format's).
+//! base64 or `null`; each `sensitivePaths` entry is a JSON array of keys and indices; `deposed`
+//! holds objects `{"key", "attributes", "private", "schemaVersion"}` (a resource's or deposed
+//! object's own `schemaVersion` is its provider schema's version, not the format's).
 //!
 //! Versioning, by the rule for versioned artifacts: `schemaVersion` is the format's major
 //! version. Within it fields may be added: a field this build does not know, at the top, in a
 //! resource or in a deposed object, is kept and written back unchanged by every rewrite. A file
 //! (or journal line) of a newer major version is refused with [`StateError::UnsupportedVersion`]
-//! naming it, and left untouched. Version 1, written by the first release, spelled the key
-//! `schema_version` and had no journal-line version; both are read as version 1 and rewritten
-//! as version 2 at the next compaction.
+//! naming it, and left untouched. Version 2 spelled the resource keys in snake_case
+//! (`provider_source`, `type_name`, `schema_version`, `sensitive_paths`,
+//! `create_before_destroy`, and a deposed object's `schema_version`); they are renamed on read,
+//! any other key kept as it is spelled. Version 1, written by the first release, differs from 2
+//! in spelling the top key `schema_version` and in having no journal-line version. Both are
+//! read and rewritten as version 3 at the next compaction (the next run that changes the state).
 //!
 //! A journal line (shown wrapped) records one commit against the snapshot `serial` it extends:
 //!
 //! ```json
-//! {"schemaVersion": 2, "lineage": "6f1c0e2a-…", "serial": 4,
+//! {"schemaVersion": 3, "lineage": "6f1c0e2a-…", "serial": 4,
 //!  "changes": [{"put": { …a resource as above… }}, {"remove": "old-web"}]}
 //! ```
 //!
@@ -152,7 +155,7 @@ pub mod s3;
 #[cfg(test)]
 mod testutil;
 
-pub use backend::{env_state_path, Backend, LockedStore, DEFAULT_ENV};
+pub use backend::{env_state_path, Backend, BackendError, LockedStore, DEFAULT_ENV};
 pub use error::StateError;
 pub use file::{
     parse_snapshot, StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH,
@@ -162,7 +165,8 @@ pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
 pub use holder::{ForceUnlock, KeptFor, Liveness, LockHolder};
 pub use memory::{MemoryStore, Mirror};
 pub use model::{
-    Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus, StateFile, SCHEMA_VERSION,
+    Change, DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,
+    SCHEMA_VERSION,
 };
 
 /// What every state store offers: read the current state, and commit a batch of changes.

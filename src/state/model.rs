@@ -5,7 +5,9 @@
 //! versioning rule of versioned artifacts: `schemaVersion` names the format's major version;
 //! within it, fields may be added, and a field this build does not know is kept (in `extra`) and
 //! written back unchanged, never dropped; a newer major version is refused. Reading takes each
-//! object apart by hand ([`Fields`]) because serde's `flatten` loses exact numbers.
+//! object apart by hand ([`Fields`]) because serde's `flatten` loses exact numbers. Keys are
+//! camelCase, as in the IR, the ledger, `--json` and saved plans; versions 1 and 2 spelled the
+//! resource keys in snake_case and are renamed on read ([`upgrade_resource`]).
 
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
@@ -17,9 +19,138 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Major version of the state format this build writes (`schemaVersion` in the file). It also
-/// reads version 1, written by the first release as `schema_version`, which differs only in
+/// reads version 2, which spelled the resource keys in snake_case (`type_name`, ...), and
+/// version 1, written by the first release as `schema_version`, which differs from 2 only in
 /// that key (and in rejecting unknown fields).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The keys of a resource that versions 1 and 2 spelled in snake_case, with their names since
+/// version 3. Any other key (known, or unknown and kept in `extra`) is read as it is spelled.
+const RENAMED_RESOURCE_KEYS: [(&str, &str); 5] = [
+    ("provider_source", "providerSource"),
+    ("type_name", "typeName"),
+    ("schema_version", "schemaVersion"),
+    ("sensitive_paths", "sensitivePaths"),
+    ("create_before_destroy", "createBeforeDestroy"),
+];
+
+/// The keys of a deposed object that versions 1 and 2 spelled in snake_case.
+const RENAMED_DEPOSED_KEYS: [(&str, &str); 1] = [("schema_version", "schemaVersion")];
+
+/// Why a snapshot, a journal record, a resource or a deposed object is not one this build reads.
+#[derive(Debug)]
+pub enum FormatError {
+    /// The version key holds something other than a whole number.
+    BadVersion {
+        /// `schemaVersion`, or the first release's `schema_version`.
+        key: &'static str,
+        /// What it holds.
+        found: Value,
+    },
+    /// A version this build does not read (0, or newer than [`SCHEMA_VERSION`]).
+    Unsupported {
+        /// The version found.
+        found: u64,
+    },
+    /// A required field is missing.
+    Missing {
+        /// The field.
+        field: &'static str,
+    },
+    /// A field holds a value of the wrong shape.
+    Field {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        source: serde_json::Error,
+    },
+    /// A version 1 state with keys it never had room for.
+    UnknownInVersion1 {
+        /// The keys.
+        keys: Vec<String>,
+    },
+    /// A version 1 or 2 object spells one key both the old way and the new way.
+    BothSpellings {
+        /// The snake_case key.
+        old: &'static str,
+        /// The camelCase key.
+        new: &'static str,
+    },
+}
+
+impl std::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormatError::BadVersion { key, found } => {
+                write!(f, "{key} {found} is not a version number")
+            }
+            FormatError::Unsupported { found } => write!(
+                f,
+                "state format version {found} is not one this nivis reads (1 to \
+                 {SCHEMA_VERSION})"
+            ),
+            FormatError::Missing { field } => write!(f, "missing field `{field}`"),
+            FormatError::Field { field, source } => write!(f, "field `{field}`: {source}"),
+            FormatError::UnknownInVersion1 { keys } => {
+                write!(f, "unknown field(s) {keys:?} in a version 1 state")
+            }
+            FormatError::BothSpellings { old, new } => write!(
+                f,
+                "both `{old}` and `{new}` in a version 1 or 2 record: only one can be the \
+                 field (version 3 renamed `{old}` to `{new}`)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FormatError::Field { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Renames the snake_case keys of a version 1 or 2 resource object (and of its deposed
+/// objects) to their version 3 names, in place; keys it does not know are left as they are
+/// (kept in `extra`, written back as they were spelled). Anything that is not an object is left
+/// for the parser to refuse.
+pub(crate) fn upgrade_resource(resource: &mut Value) -> Result<(), FormatError> {
+    let Some(object) = resource.as_object_mut() else {
+        return Ok(());
+    };
+    rename_keys(object, &RENAMED_RESOURCE_KEYS)?;
+    if let Some(Value::Array(deposed)) = object.get_mut("deposed") {
+        for old in deposed.iter_mut().filter_map(Value::as_object_mut) {
+            rename_keys(old, &RENAMED_DEPOSED_KEYS)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`upgrade_resource`] for the resource a version 1 or 2 journal change puts (if it puts one).
+pub(crate) fn upgrade_change(change: &mut Value) -> Result<(), FormatError> {
+    match change.get_mut("put") {
+        Some(resource) => upgrade_resource(resource),
+        None => Ok(()),
+    }
+}
+
+fn rename_keys(
+    object: &mut Map<String, Value>,
+    renames: &[(&'static str, &'static str)],
+) -> Result<(), FormatError> {
+    for &(old, new) in renames {
+        if let Some(value) = object.remove(old) {
+            if object.contains_key(new) {
+                return Err(FormatError::BothSpellings { old, new });
+            }
+            object.insert(new.to_string(), value);
+        }
+    }
+    Ok(())
+}
 
 /// Everything recorded about one state: the resources, plus the identity of the state itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,28 +173,34 @@ pub struct StateFile {
 
 /// The format version a snapshot or journal record declares: `schemaVersion`, or version 1 for
 /// the first release's `schema_version` (and for journal lines, which carried none).
-pub(crate) fn declared_version(object: &Map<String, Value>) -> Result<u64, String> {
+pub(crate) fn declared_version(object: &Map<String, Value>) -> Result<u64, FormatError> {
+    let number = |key: &'static str, v: &Value| {
+        v.as_u64().ok_or_else(|| FormatError::BadVersion {
+            key,
+            found: v.clone(),
+        })
+    };
     match (object.get("schemaVersion"), object.get("schema_version")) {
-        (Some(v), _) => v
-            .as_u64()
-            .ok_or_else(|| format!("schemaVersion {v} is not a version number")),
-        (None, Some(v)) => v
-            .as_u64()
-            .ok_or_else(|| format!("schema_version {v} is not a version number")),
+        (Some(v), _) => number("schemaVersion", v),
+        (None, Some(v)) => number("schema_version", v),
         (None, None) => Ok(1),
     }
 }
 
 impl TryFrom<Map<String, Value>> for StateFile {
-    type Error = String;
+    type Error = FormatError;
 
-    fn try_from(map: Map<String, Value>) -> Result<StateFile, String> {
+    fn try_from(mut map: Map<String, Value>) -> Result<StateFile, FormatError> {
         let version = declared_version(&map)?;
         if version > u64::from(SCHEMA_VERSION) || version == 0 {
-            return Err(format!(
-                "state format version {version} is not one this nivis reads (1 to \
-                 {SCHEMA_VERSION})"
-            ));
+            return Err(FormatError::Unsupported { found: version });
+        }
+        if version < 3 {
+            if let Some(Value::Object(resources)) = map.get_mut("resources") {
+                for resource in resources.values_mut() {
+                    upgrade_resource(resource)?;
+                }
+            }
         }
         let mut f = Fields(map);
         f.0.remove("schemaVersion");
@@ -77,8 +214,8 @@ impl TryFrom<Map<String, Value>> for StateFile {
         };
         if legacy && !state.extra.is_empty() {
             // Version 1 had no room for additions: an unknown key there is damage.
-            let keys: Vec<&String> = state.extra.keys().collect();
-            return Err(format!("unknown field(s) {keys:?} in a version 1 state"));
+            let keys = state.extra.keys().cloned().collect();
+            return Err(FormatError::UnknownInVersion1 { keys });
         }
         Ok(state)
     }
@@ -88,17 +225,18 @@ impl TryFrom<Map<String, Value>> for StateFile {
 struct Fields(Map<String, Value>);
 
 impl Fields {
-    fn take<T: serde::de::DeserializeOwned>(&mut self, name: &str) -> Result<T, String> {
-        let value = self
-            .0
-            .remove(name)
-            .ok_or_else(|| format!("missing field `{name}`"))?;
-        serde_json::from_value(value).map_err(|e| format!("field `{name}`: {e}"))
+    fn take<T: serde::de::DeserializeOwned>(
+        &mut self,
+        field: &'static str,
+    ) -> Result<T, FormatError> {
+        let value = self.0.remove(field).ok_or(FormatError::Missing { field })?;
+        serde_json::from_value(value).map_err(|source| FormatError::Field { field, source })
     }
 
-    fn take_private(&mut self) -> Result<Option<Vec<u8>>, String> {
-        let value = self.0.remove("private").ok_or("missing field `private`")?;
-        private_bytes::deserialize(value).map_err(|e| format!("field `private`: {e}"))
+    fn take_private(&mut self) -> Result<Option<Vec<u8>>, FormatError> {
+        let field = "private";
+        let value = self.0.remove(field).ok_or(FormatError::Missing { field })?;
+        private_bytes::deserialize(value).map_err(|source| FormatError::Field { field, source })
     }
 
     fn rest(self) -> BTreeMap<String, Value> {
@@ -213,7 +351,7 @@ pub enum ResourceStatus {
 
 /// The recorded object of one resource, as the provider last returned it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "Map<String, Value>")]
+#[serde(try_from = "Map<String, Value>", rename_all = "camelCase")]
 pub struct ResourceState {
     /// Resource id in the IR; also the key in [`StateFile::resources`].
     pub id: String,
@@ -248,23 +386,23 @@ pub struct ResourceState {
 }
 
 impl TryFrom<Map<String, Value>> for ResourceState {
-    type Error = String;
+    type Error = FormatError;
 
-    fn try_from(map: Map<String, Value>) -> Result<ResourceState, String> {
+    fn try_from(map: Map<String, Value>) -> Result<ResourceState, FormatError> {
         let mut f = Fields(map);
         Ok(ResourceState {
             id: f.take("id")?,
             kind: f.take("kind")?,
             provider: f.take("provider")?,
-            provider_source: f.take("provider_source")?,
-            type_name: f.take("type_name")?,
-            schema_version: f.take("schema_version")?,
+            provider_source: f.take("providerSource")?,
+            type_name: f.take("typeName")?,
+            schema_version: f.take("schemaVersion")?,
             attributes: f.take("attributes")?,
             private: f.take_private()?,
             dependencies: f.take("dependencies")?,
-            sensitive_paths: f.take("sensitive_paths")?,
+            sensitive_paths: f.take("sensitivePaths")?,
             status: f.take("status")?,
-            create_before_destroy: f.take("create_before_destroy")?,
+            create_before_destroy: f.take("createBeforeDestroy")?,
             deposed: f.take("deposed")?,
             extra: f.rest(),
         })
@@ -318,7 +456,7 @@ impl ResourceState {
 
 /// An old object of a resource, kept after a create-before-destroy replacement until destroyed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "Map<String, Value>")]
+#[serde(try_from = "Map<String, Value>", rename_all = "camelCase")]
 pub struct DeposedObject {
     /// Key distinguishing deposed objects of the same resource.
     pub key: String,
@@ -353,15 +491,15 @@ impl DeposedObject {
 }
 
 impl TryFrom<Map<String, Value>> for DeposedObject {
-    type Error = String;
+    type Error = FormatError;
 
-    fn try_from(map: Map<String, Value>) -> Result<DeposedObject, String> {
+    fn try_from(map: Map<String, Value>) -> Result<DeposedObject, FormatError> {
         let mut f = Fields(map);
         Ok(DeposedObject {
             key: f.take("key")?,
             attributes: f.take("attributes")?,
             private: f.take_private()?,
-            schema_version: f.take("schema_version")?,
+            schema_version: f.take("schemaVersion")?,
             extra: f.rest(),
         })
     }
@@ -469,15 +607,20 @@ mod tests {
     }
 
     #[test]
-    fn json_shape_is_snake_case_with_base64_private() {
+    fn json_shape_is_camel_case_with_base64_private() {
         let v = serde_json::to_value(sample()).unwrap();
         assert_eq!(v["kind"], "managed");
         assert_eq!(v["status"], "tainted");
-        assert_eq!(v["type_name"], "null_resource");
-        assert_eq!(v["provider_source"], "registry.terraform.io/hashicorp/null");
+        assert_eq!(v["typeName"], "null_resource");
+        assert_eq!(v["providerSource"], "registry.terraform.io/hashicorp/null");
+        assert_eq!(v["schemaVersion"], 0);
+        assert_eq!(v["sensitivePaths"], json!([["triggers", "a"]]));
         assert_eq!(v["private"], "AAEC/w==");
-        assert_eq!(v["create_before_destroy"], false);
+        assert_eq!(v["createBeforeDestroy"], false);
         assert_eq!(v["deposed"][0]["private"], Value::Null);
+        assert_eq!(v["deposed"][0]["schemaVersion"], 1);
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert!(keys.iter().all(|k| !k.contains('_')), "{keys:?}");
         let change = serde_json::to_value(Change::Remove("web".into())).unwrap();
         assert_eq!(change, json!({"remove": "web"}));
         assert!(serde_json::to_value(Change::Put(sample())).unwrap()["put"].is_object());
@@ -536,8 +679,38 @@ mod tests {
         assert_eq!(back.extra["addedLater"], json!([1, 2]));
         assert_eq!(serde_json::to_value(&back).unwrap(), v);
 
-        // The first release's file: `schema_version: 1`, read as the current version.
-        let mut legacy = serde_json::to_value(&state).unwrap();
+        // Version 2: the same, but snake_case resource keys; an unknown key is kept as spelled.
+        let mut v2 = snake_case_resources(serde_json::to_value(&state).unwrap());
+        v2["schemaVersion"] = json!(2);
+        v2["resources"]["web"]["added_in_2"] = json!({"n": 12345678901234567890123u128});
+        let back: StateFile = serde_json::from_value(v2.clone()).unwrap();
+        assert_eq!(
+            back.resources["web"].extra["added_in_2"],
+            v2["resources"]["web"]["added_in_2"]
+        );
+        let mut without = back.clone();
+        without.resources.get_mut("web").unwrap().extra.clear();
+        assert_eq!(without, state, "every record intact");
+        let written = serde_json::to_value(&back).unwrap();
+        assert_eq!(written["schemaVersion"], json!(SCHEMA_VERSION));
+        assert_eq!(written["resources"]["web"]["typeName"], "null_resource");
+        assert!(written["resources"]["web"].get("type_name").is_none());
+        // Both spellings of one key in an old record: which one is meant is unknowable.
+        let mut both = v2.clone();
+        both["resources"]["web"]["typeName"] = json!("other");
+        let err = serde_json::from_value::<StateFile>(both).unwrap_err();
+        assert!(
+            err.to_string().contains("both `type_name` and `typeName`"),
+            "{err}"
+        );
+        // A version 3 record is never renamed: a snake_case key there is an unknown field.
+        let mut v3 = serde_json::to_value(&state).unwrap();
+        v3["resources"]["web"]["type_name"] = json!("kept");
+        let back: StateFile = serde_json::from_value(v3).unwrap();
+        assert_eq!(back.resources["web"].extra["type_name"], "kept");
+
+        // The first release's file: `schema_version: 1`, snake_case, read as the current version.
+        let mut legacy = snake_case_resources(serde_json::to_value(&state).unwrap());
         let m = legacy.as_object_mut().unwrap();
         m.remove("schemaVersion");
         m.insert("schema_version".into(), json!(1));
@@ -554,6 +727,23 @@ mod tests {
             err.contains(&format!("version {}", SCHEMA_VERSION + 1)),
             "{err}"
         );
+    }
+
+    /// A state as versions 1 and 2 spelled its resources: snake_case keys.
+    fn snake_case_resources(mut state: Value) -> Value {
+        for r in state["resources"].as_object_mut().unwrap().values_mut() {
+            let r = r.as_object_mut().unwrap();
+            for (old, new) in RENAMED_RESOURCE_KEYS {
+                let value = r.remove(new).unwrap();
+                r.insert(old.into(), value);
+            }
+            for d in r["deposed"].as_array_mut().unwrap() {
+                let d = d.as_object_mut().unwrap();
+                let value = d.remove("schemaVersion").unwrap();
+                d.insert("schema_version".into(), value);
+            }
+        }
+        state
     }
 
     #[test]

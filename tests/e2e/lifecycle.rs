@@ -324,7 +324,7 @@ fn stored_state_is_upgraded_when_the_provider_schema_version_changes() {
     assert_success(&p.run(&["apply"], &["--auto-approve"]));
     let state = p.state_json();
     assert_eq!(
-        state["resources"]["alpha.alpha_token.t"]["schema_version"],
+        state["resources"]["alpha.alpha_token.t"]["schemaVersion"],
         0
     );
     // The provider now has schema version 1 with an upgrader that fills `revision`.
@@ -333,7 +333,7 @@ fn stored_state_is_upgraded_when_the_provider_schema_version_changes() {
     assert_success(&out);
     let state = p.state_json();
     let r = &state["resources"]["alpha.alpha_token.t"];
-    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["schemaVersion"], 1);
     assert_eq!(r["attributes"]["revision"], 1);
     assert_eq!(r["attributes"]["label"], "x");
     let out = p.run(&["plan"], &[]);

@@ -98,14 +98,14 @@ fn state_written_by_a_newer_nivis_keeps_its_fields_or_is_refused_by_version() {
 
     // A newer major version is refused, naming it; the file is left alone.
     let mut newer = after.clone();
-    newer["schemaVersion"] = Json::from(3);
+    newer["schemaVersion"] = Json::from(4);
     let text = serde_json::to_vec_pretty(&newer).unwrap();
     std::fs::write(&p.state, &text).unwrap();
     for verb in [&["plan"][..], &["apply", "--auto-approve"][..]] {
         let out = p.run(verb, &[]);
         assert_eq!(out.status.code(), Some(1), "{verb:?}: {}", stderr(&out));
         assert!(
-            stderr(&out).contains("version 3"),
+            stderr(&out).contains("version 4"),
             "{verb:?}: {}",
             stderr(&out)
         );
@@ -228,4 +228,125 @@ fn state_pull_and_push_work_on_the_local_file_as_on_s3() {
         after["serial"].as_u64() > before["serial"].as_u64(),
         "{after}"
     );
+}
+
+/// The resource keys schemaVersion 2 spelled in snake_case, with their names since version 3.
+const RENAMED_IN_3: [(&str, &str); 5] = [
+    ("providerSource", "provider_source"),
+    ("typeName", "type_name"),
+    ("schemaVersion", "schema_version"),
+    ("sensitivePaths", "sensitive_paths"),
+    ("createBeforeDestroy", "create_before_destroy"),
+];
+
+/// `state` (a version 3 snapshot) as schemaVersion 2 wrote it: snake_case resource keys.
+fn as_version_2(state: &Json) -> Json {
+    let mut old = state.clone();
+    old["schemaVersion"] = Json::from(2);
+    for resource in old["resources"].as_object_mut().unwrap().values_mut() {
+        let resource = resource.as_object_mut().unwrap();
+        for (new, snake) in RENAMED_IN_3 {
+            let value = resource.remove(new).expect(new);
+            resource.insert(snake.into(), value);
+        }
+        for deposed in resource["deposed"].as_array_mut().unwrap() {
+            let deposed = deposed.as_object_mut().unwrap();
+            let value = deposed.remove("schemaVersion").unwrap();
+            deposed.insert("schema_version".into(), value);
+        }
+    }
+    old
+}
+
+fn token_plan(resources: &[&str]) -> String {
+    format!(
+        "ledger: lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; resources = [ {} ]; inherit ledger; }}",
+        resources.join(" ")
+    )
+}
+
+const OLD: &str = "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"old\"; config.label = \"old\"; })";
+const USER: &str = "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"user\"; config.label = \"u\"; dependsOn = [ \"alpha.alpha_token.old\" ]; })";
+const NEW: &str = "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"new\"; config.label = \"new\"; })";
+
+#[test]
+fn a_version_2_state_is_read_and_written_back_as_version_3() {
+    let p = Project::new(&token_plan(&[OLD, USER]));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let v3 = p.state_json();
+    assert_eq!(v3["schemaVersion"], 3, "{v3}");
+    let user = &v3["resources"]["alpha.alpha_token.user"];
+    for key in [
+        "providerSource",
+        "typeName",
+        "sensitivePaths",
+        "createBeforeDestroy",
+    ] {
+        assert!(user.get(key).is_some(), "{key} in {user}");
+    }
+    assert_eq!(
+        user["dependencies"],
+        serde_json::json!(["alpha.alpha_token.old"])
+    );
+    assert_eq!(
+        user["sensitivePaths"],
+        serde_json::json!([["secret"]]),
+        "{user}"
+    );
+    assert!(user["private"].is_string(), "{user}");
+
+    // The same state as version 2 wrote it, with fields a later version-2 release might add.
+    let mut v2 = as_version_2(&v3);
+    v2["addedIn2"] = serde_json::json!({"n": 12345678901234567890123u128});
+    v2["resources"]["alpha.alpha_token.old"]["added_in_2"] = "kept as spelled".into();
+    let v2_text = serde_json::to_vec_pretty(&v2).unwrap();
+    std::fs::write(&p.state, &v2_text).unwrap();
+    let out = p.run(&["plan"], &[]);
+    assert_success(&out);
+    assert!(stdout(&out).contains("No changes"), "{}", stdout(&out));
+    // The provider checks it is handed the private bytes the state recorded (the fake refuses
+    // a refresh without them): the renamed records reached it whole.
+    let mut expected = v3["resources"].clone();
+    expected["alpha.alpha_token.old"]["added_in_2"] = "kept as spelled".into();
+    let pulled = p.state_cmd(&["state", "pull", "--out", "-"]);
+    assert_success(&pulled);
+    let pulled: Json = serde_json::from_slice(&pulled.stdout).unwrap();
+    assert_eq!(pulled["schemaVersion"], 3, "state pull prints version 3");
+    assert_eq!(pulled["resources"], expected);
+    assert_eq!(pulled["addedIn2"], v2["addedIn2"]);
+
+    // The next run that writes migrates the file: version 3, camelCase, every record intact.
+    p.set_plan(&token_plan(&[OLD, USER, NEW]));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let after = p.state_json();
+    assert_eq!(after["schemaVersion"], 3, "{after}");
+    assert_eq!(
+        after["addedIn2"], v2["addedIn2"],
+        "unknown top field carried"
+    );
+    assert_eq!(after["lineage"], v3["lineage"]);
+    for id in ["alpha.alpha_token.old", "alpha.alpha_token.user"] {
+        assert_eq!(after["resources"][id], expected[id], "{id}");
+    }
+    assert!(after["resources"].get("alpha.alpha_token.new").is_some());
+    let text = std::fs::read_to_string(&p.state).unwrap();
+    for snake in [
+        "provider_source",
+        "type_name",
+        "schema_version",
+        "sensitive_paths",
+    ] {
+        assert!(!text.contains(snake), "{snake} left in {text}");
+    }
+
+    // `state push` of a version 2 file: accepted, stored as version 3.
+    let file = p.dir.path().join("pushed-v2.json");
+    std::fs::write(&file, serde_json::to_vec(&as_version_2(&after)).unwrap()).unwrap();
+    assert_success(&p.state_cmd(&["state", "push", file.to_str().unwrap()]));
+    let pushed = p.state_json();
+    assert_eq!(pushed["schemaVersion"], 3, "{pushed}");
+    assert_eq!(pushed["resources"], after["resources"]);
+    let out = p.run(&["plan"], &[]);
+    assert_success(&out);
+    assert!(stdout(&out).contains("No changes"), "{}", stdout(&out));
 }

@@ -77,7 +77,8 @@ fn run(args: &TestArgs) -> Result<i32, String> {
     let mut opts = options(&RunSpec::new(&args.source, &args.vars, &install), "test")?;
     let expected = expectations(args, &opts.source)?;
     let dir = crate::rundir::RunDir::create()?;
-    opts.backend = Backend::configure(None, &[], DEFAULT_ENV, &dir.path().join("test.state.json"))?;
+    opts.backend = Backend::configure(None, &[], DEFAULT_ENV, &dir.path().join("test.state.json"))
+        .map_err(|e| e.to_string())?;
     opts.command = "nivis test".into();
     refuse_registry_providers(&opts)?;
     let mut sink = Collect::default();

@@ -8,7 +8,7 @@
 
 use super::client::{Client, Condition, S3Error};
 use super::config::S3Backend;
-use crate::state::audit::{Entry, Record, Stored};
+use crate::state::audit::{AuditError, Entry, Record, Stored};
 use crate::state::StateError;
 
 /// How often a refused append is tried again on top of a newer last record.
@@ -40,12 +40,16 @@ impl ObjectLog {
         format!("{}{seq:012}", self.prefix)
     }
 
-    fn fail(&self, what: &str, e: S3Error) -> String {
-        format!("cannot {what} the audit log {}: {e}", self.describe())
+    fn fail(&self, what: &'static str, source: S3Error) -> AuditError {
+        AuditError::S3 {
+            what,
+            log: self.describe(),
+            source,
+        }
     }
 
     /// The record stored last (by name), if any.
-    fn last(&self) -> Result<Option<Record>, String> {
+    fn last(&self) -> Result<Option<Record>, AuditError> {
         let names = self
             .client
             .list(&self.prefix)
@@ -57,17 +61,17 @@ impl ObjectLog {
             .client
             .get(name)
             .map_err(|e| self.fail("read", e))?
-            .ok_or_else(|| format!("{name} vanished while it was read"))?;
-        serde_json::from_slice(&object.body).map(Some).map_err(|e| {
-            format!(
-                "the last record {name} of the audit log is not a record ({e}): run `nivis log \
-                 --verify` to see what was changed"
-            )
-        })
+            .ok_or_else(|| AuditError::Vanished { name: name.clone() })?;
+        serde_json::from_slice(&object.body)
+            .map(Some)
+            .map_err(|source| AuditError::NotARecord {
+                name: name.clone(),
+                source,
+            })
     }
 
     /// Appends `entry` as the record after the last one.
-    pub fn append(&self, entry: Entry) -> Result<Record, String> {
+    pub fn append(&self, entry: Entry) -> Result<Record, AuditError> {
         for _ in 0..APPEND_TRIES {
             let last = self.last()?;
             let record = Record::next(last.as_ref(), entry.clone());
@@ -86,10 +90,9 @@ impl ObjectLog {
                 Err(e) => return Err(self.fail("append to", e)),
             }
         }
-        Err(format!(
-            "cannot append to the audit log {}: other runs kept writing the next record first",
-            self.describe()
-        ))
+        Err(AuditError::Contended {
+            log: self.describe(),
+        })
     }
 
     fn holds(&self, name: &str, body: &[u8]) -> bool {
@@ -97,7 +100,7 @@ impl ObjectLog {
     }
 
     /// Every record object, in name order.
-    pub fn read(&self) -> Result<Vec<Stored>, String> {
+    pub fn read(&self) -> Result<Vec<Stored>, AuditError> {
         let names = self
             .client
             .list(&self.prefix)

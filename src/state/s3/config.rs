@@ -17,6 +17,108 @@ use crate::state::StateError;
 /// The environment whose state is the backend's `key` itself.
 pub const DEFAULT_ENV: &str = "default";
 
+/// Why the fields of an `s3` backend (or an environment name) cannot work.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigError {
+    /// A field this backend type does not have (a typo?).
+    UnknownField {
+        /// The field as given.
+        field: String,
+    },
+    /// A text field holding something else.
+    NotText {
+        /// The field.
+        field: String,
+        /// What it holds.
+        found: Json,
+    },
+    /// A flag holding something other than `true` or `false`.
+    NotAFlag {
+        /// The field.
+        field: String,
+        /// What it holds.
+        found: Json,
+    },
+    /// A required field is missing.
+    Missing {
+        /// The field.
+        field: &'static str,
+    },
+    /// A bucket name S3 would refuse.
+    BadBucket {
+        /// The bucket as given.
+        bucket: String,
+    },
+    /// An object key that is not relative (leading or trailing `/`, or `//`).
+    BadKey {
+        /// The key as given.
+        key: String,
+    },
+    /// Both `encryptionKeyEnv` and `encryptionKeyFile` are given.
+    TwoKeySources,
+    /// `maxAttempts` outside 1 to 20.
+    BadMaxAttempts {
+        /// What it holds.
+        found: Json,
+    },
+    /// An `envKeyPrefix` with a `/`.
+    BadEnvPrefix {
+        /// The prefix as given.
+        prefix: String,
+    },
+    /// An environment name that could leave its directory or key prefix.
+    BadEnvName {
+        /// The name as given.
+        env: String,
+    },
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::UnknownField { field } => write!(
+                f,
+                "backend field {field:?} is not known for type \"s3\" (known: {})",
+                FIELDS[1..].join(", ")
+            ),
+            ConfigError::NotText { field, found } => write!(
+                f,
+                "backend field {field} must be a non-empty string, not {found}"
+            ),
+            ConfigError::NotAFlag { field, found } => {
+                write!(
+                    f,
+                    "backend field {field} must be true or false, not {found}"
+                )
+            }
+            ConfigError::Missing { field } => write!(f, "the s3 backend needs `{field}`"),
+            ConfigError::BadBucket { bucket } => write!(
+                f,
+                "backend bucket {bucket:?}: S3 bucket names have 3 to 63 characters"
+            ),
+            ConfigError::BadKey { key } => write!(
+                f,
+                "backend key {key:?}: use a relative object key like prod/nivis.state"
+            ),
+            ConfigError::TwoKeySources => {
+                f.write_str("give encryptionKeyEnv or encryptionKeyFile, not both")
+            }
+            ConfigError::BadMaxAttempts { found } => {
+                write!(f, "backend field maxAttempts must be 1 to 20, not {found}")
+            }
+            ConfigError::BadEnvPrefix { prefix } => {
+                write!(f, "backend envKeyPrefix {prefix:?} must not contain '/'")
+            }
+            ConfigError::BadEnvName { env } => write!(
+                f,
+                "environment {env:?}: use up to 64 letters, digits, '-', '_' or '.'"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
 /// A configured S3 backend for one environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct S3Backend {
@@ -56,44 +158,40 @@ impl S3Backend {
     /// Reads the fields of an `s3` backend for environment `env`.
     // Long because it reads one backend field after another, each with its own check and message, a
     // table in one place.
-    pub fn from_fields(fields: &Map<String, Json>, env: &str) -> Result<S3Backend, String> {
+    pub fn from_fields(fields: &Map<String, Json>, env: &str) -> Result<S3Backend, ConfigError> {
         if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-            return Err(format!(
-                "backend field {unknown:?} is not known for type \"s3\" (known: {})",
-                FIELDS[1..].join(", ")
-            ));
+            return Err(ConfigError::UnknownField {
+                field: unknown.clone(),
+            });
         }
-        let text = |name: &str| -> Result<Option<String>, String> {
+        let text = |name: &str| -> Result<Option<String>, ConfigError> {
             match fields.get(name) {
                 None | Some(Json::Null) => Ok(None),
                 Some(Json::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-                Some(other) => Err(format!(
-                    "backend field {name} must be a non-empty string, not {other}"
-                )),
+                Some(other) => Err(ConfigError::NotText {
+                    field: name.to_string(),
+                    found: other.clone(),
+                }),
             }
         };
-        let flag = |name: &str| -> Result<bool, String> {
+        let flag = |name: &str| -> Result<bool, ConfigError> {
             match fields.get(name) {
                 None | Some(Json::Null) => Ok(false),
                 Some(Json::Bool(b)) => Ok(*b),
-                Some(other) => Err(format!(
-                    "backend field {name} must be true or false, not {other}"
-                )),
+                Some(other) => Err(ConfigError::NotAFlag {
+                    field: name.to_string(),
+                    found: other.clone(),
+                }),
             }
         };
-        let required =
-            |name: &str| text(name)?.ok_or_else(|| format!("the s3 backend needs `{name}`"));
+        let required = |field: &'static str| text(field)?.ok_or(ConfigError::Missing { field });
         let bucket = required("bucket")?;
         if !(3..=63).contains(&bucket.len()) {
-            return Err(format!(
-                "backend bucket {bucket:?}: S3 bucket names have 3 to 63 characters"
-            ));
+            return Err(ConfigError::BadBucket { bucket });
         }
         let key = required("key")?;
         if key.starts_with('/') || key.ends_with('/') || key.contains("//") {
-            return Err(format!(
-                "backend key {key:?}: use a relative object key like prod/nivis.state"
-            ));
+            return Err(ConfigError::BadKey { key });
         }
         let region = text("region")?
             .or_else(|| std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()))
@@ -104,9 +202,7 @@ impl S3Backend {
             })
             .unwrap_or_else(|| "us-east-1".into());
         let encryption = match (text("encryptionKeyEnv")?, text("encryptionKeyFile")?) {
-            (Some(_), Some(_)) => {
-                return Err("give encryptionKeyEnv or encryptionKeyFile, not both".into())
-            }
+            (Some(_), Some(_)) => return Err(ConfigError::TwoKeySources),
             (Some(var), None) => Some(KeySource::Env(var)),
             (None, Some(file)) => Some(KeySource::File(file.into())),
             (None, None) => None,
@@ -116,18 +212,12 @@ impl S3Backend {
             None | Some(Json::Null) => {}
             Some(n) => match n.as_u64() {
                 Some(n @ 1..=20) => retry.attempts = n as u32,
-                _ => {
-                    return Err(format!(
-                        "backend field maxAttempts must be 1 to 20, not {n}"
-                    ))
-                }
+                _ => return Err(ConfigError::BadMaxAttempts { found: n.clone() }),
             },
         }
         let env_prefix = text("envKeyPrefix")?.unwrap_or_else(|| "env:".into());
         if env_prefix.contains('/') {
-            return Err(format!(
-                "backend envKeyPrefix {env_prefix:?} must not contain '/'"
-            ));
+            return Err(ConfigError::BadEnvPrefix { prefix: env_prefix });
         }
         check_env_name(env)?;
         Ok(S3Backend {
@@ -189,7 +279,8 @@ impl S3Backend {
 
     /// A client with credentials from the environment or the profile.
     pub fn client(&self) -> Result<Client, StateError> {
-        let creds = Credentials::discover(self.profile.as_deref()).map_err(RemoteError::Invalid)?;
+        let creds = Credentials::discover(self.profile.as_deref())
+            .map_err(|e| RemoteError::Invalid(e.to_string()))?;
         // Redacted from every printout from now on, like any secret.
         crate::secrets::remember(&creds.secret_key);
         if let Some(token) = &creds.session_token {
@@ -205,7 +296,7 @@ impl S3Backend {
             None => Ok(None),
             Some(source) => Cipher::load(source)
                 .map(Some)
-                .map_err(|e| RemoteError::Invalid(e).into()),
+                .map_err(|e| RemoteError::Invalid(e.to_string()).into()),
         }
     }
 
@@ -246,7 +337,7 @@ fn rescue_file_name(endpoint: &str, url: &str) -> String {
 }
 
 /// Environment names: letters, digits, `-`, `_`, `.`; not empty, not `.`/`..`.
-pub(crate) fn check_env_name(env: &str) -> Result<(), String> {
+pub(crate) fn check_env_name(env: &str) -> Result<(), ConfigError> {
     let ok = !env.is_empty()
         && env != "."
         && env != ".."
@@ -257,9 +348,9 @@ pub(crate) fn check_env_name(env: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "environment {env:?}: use up to 64 letters, digits, '-', '_' or '.'"
-        ))
+        Err(ConfigError::BadEnvName {
+            env: env.to_string(),
+        })
     }
 }
 
@@ -289,7 +380,11 @@ mod tests {
 
     #[test]
     fn refuses_what_cannot_work() {
-        let bad = |v: Json, env: &str| S3Backend::from_fields(&fields(v), env).unwrap_err();
+        let bad = |v: Json, env: &str| {
+            S3Backend::from_fields(&fields(v), env)
+                .unwrap_err()
+                .to_string()
+        };
         assert!(bad(json!({"key": "k"}), "default").contains("needs `bucket`"));
         assert!(bad(json!({"bucket": "ab", "key": "k"}), "default").contains("3 to 63"));
         assert!(bad(json!({"bucket": "abc", "key": "/k"}), "default").contains("relative"));

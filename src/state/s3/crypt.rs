@@ -9,7 +9,7 @@
 //! without failing authentication. Whoever can read the bucket learns object sizes and names,
 //! never attributes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
@@ -28,6 +28,145 @@ pub enum KeySource {
     File(std::path::PathBuf),
 }
 
+/// Why the encryption key cannot be loaded; the message names the source and what to do.
+#[derive(Debug)]
+pub enum KeyError {
+    /// The configured environment variable is not set.
+    EnvUnset {
+        /// The variable's name.
+        var: String,
+    },
+    /// The key file cannot be looked at or read.
+    Read {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The key file is not a small regular file.
+    NotAFile {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// The key file is readable by group or others.
+    Exposed {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// The key file breaks the private file rule (`privfile`): the message says how.
+    Unsafe {
+        /// The rule's message, naming the file.
+        message: String,
+    },
+    /// The key is not standard base64.
+    NotBase64 {
+        /// Where it is: `$VAR` or the file.
+        source_name: String,
+        /// The decoder's complaint.
+        source: base64::DecodeError,
+    },
+    /// The key does not have 32 bytes.
+    WrongLength {
+        /// Where it is: `$VAR` or the file.
+        source_name: String,
+        /// How many bytes it has.
+        len: usize,
+    },
+}
+
+impl std::fmt::Display for KeyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyError::EnvUnset { var } => write!(
+                f,
+                "the state is configured to be encrypted with the key in ${var}, but {var} is \
+                 not set; set it to the base64 of 32 random bytes (e.g. `head -c 32 \
+                 /dev/urandom | base64`)"
+            ),
+            KeyError::Read { path, source } => write!(
+                f,
+                "cannot read the state encryption key {}: {source}",
+                path.display()
+            ),
+            KeyError::NotAFile { path } => write!(
+                f,
+                "the state encryption key {} is not a small regular file",
+                path.display()
+            ),
+            KeyError::Exposed { path } => write!(
+                f,
+                "the state encryption key {} is readable by other users; chmod 600 it",
+                path.display()
+            ),
+            KeyError::Unsafe { message } => f.write_str(message),
+            KeyError::NotBase64 {
+                source_name,
+                source,
+            } => write!(
+                f,
+                "the state encryption key in {source_name} is not base64: {source}"
+            ),
+            KeyError::WrongLength { source_name, len } => write!(
+                f,
+                "the state encryption key in {source_name} has {len} bytes; AES-256 needs 32"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KeyError::Read { source, .. } => Some(source),
+            KeyError::NotBase64 { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Why an object cannot be opened (decrypted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenError {
+    /// The object is plain text, but the backend requires encryption.
+    NotEncrypted {
+        /// The object's key name.
+        name: String,
+    },
+    /// The object is shorter than its header.
+    Truncated {
+        /// The object's key name.
+        name: String,
+    },
+    /// Authentication failed: another key, or an altered or moved object.
+    Undecryptable {
+        /// The object's key name.
+        name: String,
+    },
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::NotEncrypted { name } => write!(
+                f,
+                "{name} is not encrypted, but this backend requires encrypted state; to \
+                 encrypt the existing state, run `nivis state migrate --encrypt` with the key \
+                 configured (to keep it unencrypted, remove the key from nivis.backend)"
+            ),
+            OpenError::Truncated { name } => {
+                write!(f, "{name}: the encrypted object is truncated")
+            }
+            OpenError::Undecryptable { name } => write!(
+                f,
+                "{name} cannot be decrypted: another key was used, or the object was altered \
+                 or moved"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
 /// An encryption key, ready to seal and open objects. `Debug` never shows it.
 pub struct Cipher {
     aead: Aes256Gcm,
@@ -41,16 +180,10 @@ impl std::fmt::Debug for Cipher {
 
 impl Cipher {
     /// Loads the key from `source`; the error names the source and what is wrong.
-    pub fn load(source: &KeySource) -> Result<Cipher, String> {
+    pub fn load(source: &KeySource) -> Result<Cipher, KeyError> {
         let (text, what) = match source {
             KeySource::Env(var) => (
-                std::env::var(var).map_err(|_| {
-                    format!(
-                        "the state is configured to be encrypted with the key in ${var}, but \
-                         {var} is not set; set it to the base64 of 32 random bytes (e.g. \
-                         `head -c 32 /dev/urandom | base64`)"
-                    )
-                })?,
+                std::env::var(var).map_err(|_| KeyError::EnvUnset { var: var.clone() })?,
                 format!("${var}"),
             ),
             KeySource::File(path) => (read_key_file(path)?, path.display().to_string()),
@@ -59,12 +192,15 @@ impl Cipher {
         crate::secrets::remember(text.trim());
         let key = STANDARD
             .decode(text.trim())
-            .map_err(|e| format!("the state encryption key in {what} is not base64: {e}"))?;
+            .map_err(|source| KeyError::NotBase64 {
+                source_name: what.clone(),
+                source,
+            })?;
         if key.len() != 32 {
-            return Err(format!(
-                "the state encryption key in {what} has {} bytes; AES-256 needs 32",
-                key.len()
-            ));
+            return Err(KeyError::WrongLength {
+                source_name: what,
+                len: key.len(),
+            });
         }
         Ok(Cipher {
             aead: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key)),
@@ -93,16 +229,13 @@ impl Cipher {
 
     /// Decrypts the object named `name`; fails if it is not sealed, was sealed with another
     /// key, or was altered or renamed.
-    pub fn open(&self, name: &str, data: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn open(&self, name: &str, data: &[u8]) -> Result<Vec<u8>, OpenError> {
+        let owned = || name.to_string();
         let Some(rest) = data.strip_prefix(MAGIC) else {
-            return Err(format!(
-                "{name} is not encrypted, but this backend requires encrypted state; to \
-                 encrypt the existing state, run `nivis state migrate --encrypt` with the key \
-                 configured (to keep it unencrypted, remove the key from nivis.backend)"
-            ));
+            return Err(OpenError::NotEncrypted { name: owned() });
         };
         if rest.len() < NONCE_LEN {
-            return Err(format!("{name}: the encrypted object is truncated"));
+            return Err(OpenError::Truncated { name: owned() });
         }
         let (nonce, sealed) = rest.split_at(NONCE_LEN);
         self.aead
@@ -113,12 +246,7 @@ impl Cipher {
                     aad: name.as_bytes(),
                 },
             )
-            .map_err(|_| {
-                format!(
-                    "{name} cannot be decrypted: another key was used, or the object was \
-                     altered or moved"
-                )
-            })
+            .map_err(|_| OpenError::Undecryptable { name: owned() })
     }
 }
 
@@ -127,37 +255,32 @@ pub(super) fn is_sealed(data: &[u8]) -> bool {
     data.starts_with(MAGIC)
 }
 
-fn read_key_file(path: &Path) -> Result<String, String> {
+fn read_key_file(path: &Path) -> Result<String, KeyError> {
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| {
-        format!(
-            "cannot read the state encryption key {}: {e}",
-            path.display()
-        )
-    })?;
+    let read = |source| KeyError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read)?;
     if !meta.is_file() || meta.len() > 4096 {
-        return Err(format!(
-            "the state encryption key {} is not a small regular file",
-            path.display()
-        ));
+        return Err(KeyError::NotAFile {
+            path: path.to_path_buf(),
+        });
     }
     if meta.permissions().mode() & 0o077 != 0 {
-        return Err(format!(
-            "the state encryption key {} is readable by other users; chmod 600 it",
-            path.display()
-        ));
+        return Err(KeyError::Exposed {
+            path: path.to_path_buf(),
+        });
     }
     // Under the file rule (`privfile`): a key file someone else owns or can change (or a link
     // at its name) would let them choose the key our secrets are sealed with.
-    let mut file = crate::privfile::open_read(path, "the state encryption key")
-        .map_err(|e| e.message(path))?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut file, &mut text).map_err(|e| {
-        format!(
-            "cannot read the state encryption key {}: {e}",
-            path.display()
-        )
+    let mut file = crate::privfile::open_read(path, "the state encryption key").map_err(|e| {
+        KeyError::Unsafe {
+            message: e.message(path),
+        }
     })?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text).map_err(read)?;
     Ok(text)
 }
 
@@ -183,12 +306,20 @@ mod tests {
             c.seal("k/a", b"x"),
             "fresh nonce each time"
         );
-        assert!(c.open("k/b", &sealed).unwrap_err().contains("moved"));
+        assert!(c
+            .open("k/b", &sealed)
+            .unwrap_err()
+            .to_string()
+            .contains("moved"));
         assert!(cipher(8).open("k/a", &sealed).is_err());
         let mut flipped = sealed.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert!(c.open("k/a", &flipped).is_err());
-        assert!(c.open("k/a", b"{}").unwrap_err().contains("not encrypted"));
+        assert!(c
+            .open("k/a", b"{}")
+            .unwrap_err()
+            .to_string()
+            .contains("not encrypted"));
     }
 
     #[test]
@@ -199,15 +330,21 @@ mod tests {
         std::fs::write(&path, format!("{key}\n")).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let err = Cipher::load(&KeySource::File(path.clone())).unwrap_err();
+        let err = Cipher::load(&KeySource::File(path.clone()))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("chmod 600"), "{err}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let c = Cipher::load(&KeySource::File(path.clone())).unwrap();
         assert_eq!(c.open("n", &cipher(1).seal("n", b"hi")).unwrap(), b"hi");
         std::fs::write(&path, STANDARD.encode([1u8; 16])).unwrap();
-        let err = Cipher::load(&KeySource::File(path)).unwrap_err();
+        let err = Cipher::load(&KeySource::File(path))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("16 bytes"), "{err}");
-        let err = Cipher::load(&KeySource::Env("NIVIS_TEST_UNSET_KEY_VAR".into())).unwrap_err();
+        let err = Cipher::load(&KeySource::Env("NIVIS_TEST_UNSET_KEY_VAR".into()))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("NIVIS_TEST_UNSET_KEY_VAR is not set"), "{err}");
     }
 }

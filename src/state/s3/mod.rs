@@ -63,10 +63,10 @@ mod xml;
 use std::fmt;
 
 pub use client::{Client, Condition, Retry, S3Error, Target};
-pub use config::S3Backend;
-pub use crypt::KeySource;
+pub use config::{ConfigError, S3Backend};
+pub use crypt::{KeyError, KeySource, OpenError};
 pub use remote::Conversion;
-pub use sigv4::Credentials;
+pub use sigv4::{Credentials, CredentialsError};
 pub use store::S3Store;
 
 use super::StateError;

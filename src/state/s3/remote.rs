@@ -82,7 +82,7 @@ impl Remote {
             Some(_) if !sealed && self.conversion.is_some() => Ok(body),
             Some(c) => c
                 .open(name, &body)
-                .map_err(|e| RemoteError::Invalid(e).into()),
+                .map_err(|e| RemoteError::Invalid(e.to_string()).into()),
             None if sealed => Err(RemoteError::Invalid(format!(
                 "{name} is encrypted; configure its key (encryptionKeyEnv or encryptionKeyFile; \
                  to turn the state back to plain text, `nivis state migrate --decrypt` with the \

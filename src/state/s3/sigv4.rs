@@ -16,6 +16,67 @@ use sha2::{Digest, Sha256};
 
 use crate::percent::percent_encode;
 
+/// Why no credentials were found; the message says what to set.
+#[derive(Debug)]
+pub enum CredentialsError {
+    /// Neither the environment's keys nor the profile in the shared credentials file.
+    Missing {
+        /// The profile looked for.
+        profile: String,
+        /// The shared credentials file looked in (`None`: no `$HOME` to find it).
+        file: Option<PathBuf>,
+    },
+    /// The shared credentials file is larger than 1 MiB.
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The shared credentials file is not a regular file (a device or a pipe).
+    NotAFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The shared credentials file cannot be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for CredentialsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialsError::Missing { profile, file } => write!(
+                f,
+                "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add a \
+                 [{profile}] profile to the shared credentials file ({})",
+                file.as_ref()
+                    .map_or("~/.aws/credentials".into(), |f| f.display().to_string())
+            ),
+            CredentialsError::TooLarge { path } => {
+                write!(f, "{}: larger than 1 MiB", path.display())
+            }
+            CredentialsError::NotAFile { path } => {
+                write!(f, "{}: not a regular file", path.display())
+            }
+            CredentialsError::Read { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for CredentialsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CredentialsError::Read { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// An access key pair (and session token) to sign with. `Debug` never shows the secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
@@ -62,7 +123,7 @@ impl Credentials {
     /// (+ `AWS_SESSION_TOKEN`) if set; else the profile `profile` (or `AWS_PROFILE`, else
     /// `default`) of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
     /// `~/.aws/credentials`). The error says what to set.
-    pub fn discover(profile: Option<&str>) -> Result<Credentials, String> {
+    pub fn discover(profile: Option<&str>) -> Result<Credentials, CredentialsError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         if profile.is_none() {
             if let (Some(access_key), Some(secret_key)) =
@@ -83,13 +144,9 @@ impl Credentials {
         let file = var("AWS_SHARED_CREDENTIALS_FILE")
             .map(PathBuf::from)
             .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".aws/credentials")));
-        let missing = || {
-            format!(
-                "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add a \
-                 [{profile}] profile to the shared credentials file ({})",
-                file.as_ref()
-                    .map_or("~/.aws/credentials".into(), |f| f.display().to_string())
-            )
+        let missing = || CredentialsError::Missing {
+            profile: profile.clone(),
+            file: file.clone(),
         };
         let Some(path) = &file else {
             return Err(missing());
@@ -98,14 +155,21 @@ impl Credentials {
         match std::fs::metadata(path) {
             Ok(m) if m.is_file() && m.len() <= CREDENTIALS_FILE_LIMIT => {}
             Ok(m) if m.is_file() => {
-                return Err(format!("{}: larger than 1 MiB", path.display()));
+                return Err(CredentialsError::TooLarge { path: path.clone() });
             }
-            Ok(_) => return Err(format!("{}: not a regular file", path.display())),
+            Ok(_) => return Err(CredentialsError::NotAFile { path: path.clone() }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(source) => {
+                return Err(CredentialsError::Read {
+                    path: path.clone(),
+                    source,
+                })
+            }
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|source| CredentialsError::Read {
+            path: path.clone(),
+            source,
+        })?;
         let found = profile_entries(&text, &profile);
         let get = |key: &str| found.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         match (get("aws_access_key_id"), get("aws_secret_access_key")) {
