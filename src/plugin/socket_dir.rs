@@ -5,7 +5,8 @@
 //! Owns: creating the directory (mode 0700, a fresh name, `mkdir` failing if it exists, then
 //! checked on an opened descriptor), where (`$XDG_RUNTIME_DIR`, else `$TMPDIR` or `/tmp`, and
 //! the directories above it judged by `privfile`), and removing it with its contents when
-//! dropped. Not: the run directory (`rundir`), which is separate because a provider outlives
+//! dropped or, for one still held when the process exits (providers live until then), at exit.
+//! Not: the run directory (`rundir`), which is separate because a provider outlives
 //! no run but a run may start several providers; its name follows the run directory's pattern
 //! (`nivis-PID-…`), so what a killed run leaves is removed by the next run's
 //! `rundir::remove_leftovers`.
@@ -17,6 +18,7 @@ use std::fmt;
 use std::fs::OpenOptions;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once};
 
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -24,6 +26,30 @@ use ring::rand::{SecureRandom, SystemRandom};
 #[derive(Debug)]
 pub(crate) struct SocketDir {
     path: PathBuf,
+}
+
+/// The directories of this process not yet removed, for [`remove_at_exit`].
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes every live directory; registered with `atexit(3)`, which `std::process::exit` runs
+/// (the engine keeps providers until the process ends; `PR_SET_DEATHSIG` then ends them).
+extern "C" fn remove_at_exit() {
+    if let Ok(live) = LIVE.try_lock() {
+        for path in live.iter() {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}
+
+fn register(path: &Path) {
+    static AT_EXIT: Once = Once::new();
+    // SAFETY: registers a function without arguments that touches no state torn down before it.
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(remove_at_exit);
+    });
+    if let Ok(mut live) = LIVE.lock() {
+        live.push(path.to_path_buf());
+    }
 }
 
 /// Why a provider's private directory could not be made.
@@ -92,7 +118,8 @@ impl SocketDir {
             .and_then(|f| f.metadata());
         let problem = match opened {
             Ok(meta) if meta.uid() == crate::privfile::euid() && meta.mode() & 0o7777 == 0o700 => {
-                return Ok(SocketDir { path })
+                register(&path);
+                return Ok(SocketDir { path });
             }
             Ok(meta) => format!("owner uid {}, mode {:o}", meta.uid(), meta.mode() & 0o7777),
             Err(e) => e.to_string(),
@@ -113,6 +140,9 @@ impl SocketDir {
 impl Drop for SocketDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+        if let Ok(mut live) = LIVE.lock() {
+            live.retain(|p| p != &self.path);
+        }
     }
 }
 
