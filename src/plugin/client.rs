@@ -108,7 +108,7 @@ impl GrpcProvider {
         let channel = ChannelBuilder::new(grpc_env())
             .max_receive_message_len(MAX_MESSAGE_BYTES)
             .max_send_message_len(MAX_MESSAGE_BYTES)
-            .connect(&handshake.target);
+            .connect(&process.target());
         let client = Client::new(channel);
         let methods = protocol::methods(handshake.protocol);
         let mut provider = GrpcProvider {

@@ -1,8 +1,10 @@
 //! Starting a provider plugin process and owning it until it is gone.
 //!
-//! Owns: the go-plugin environment (magic cookie, offered protocol versions, no client cert so
-//! the plugin serves plaintext gRPC on its unix socket), the handshake line (at most 64 KiB, as
-//! go-plugin reads it), telling a provider that exited apart from one that never answers,
+//! Owns: the go-plugin environment (magic cookie, offered protocol versions, our client
+//! certificate in `PLUGIN_CLIENT_CERT`, `TMPDIR` and `PLUGIN_UNIX_SOCKET_DIR` set to the
+//! provider's private directory), the handshake line (at most 64 KiB, as go-plugin reads it),
+//! choosing the transport (mutual TLS through a bridge when the handshake carries the
+//! provider's certificate, else plaintext, in both cases on a socket only we can reach), telling a provider that exited apart from one that never answers,
 //! draining the child's stdout and stderr for its whole life, re-logging provider log lines, and
 //! keeping the tail of stderr (a panic trace included) for error messages. The process itself
 //! (its group, bounded reads, killing and reaping) is `crate::child`'s. Not: gRPC calls (see `client`),
@@ -16,6 +18,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, RecvTimeoutError};
 
+use super::bridge::Bridge;
+use super::socket_dir::SocketDir;
+use super::tls::{self, ClientCert, TlsClient, TlsError};
 use crate::child::{self, Child, End, Line, LineReader, Stdin, Tail, MAX_LINE};
 
 /// The cookie go-plugin servers expect; without it a provider refuses to start.
@@ -82,6 +87,14 @@ pub enum LaunchError {
     },
     /// The child speaks a protocol Nivis does not.
     UnsupportedProtocol { name: String, detail: String },
+    /// The provider's private directory or our client certificate could not be made.
+    Private { name: String, detail: String },
+    /// The provider offered mutual TLS and the session could not be set up.
+    Tls {
+        name: String,
+        error: TlsError,
+        stderr: String,
+    },
     /// No handshake within the start timeout.
     Timeout {
         name: String,
@@ -137,6 +150,22 @@ impl fmt::Display for LaunchError {
                     "provider {name} speaks an unsupported plugin protocol: {detail}"
                 )
             }
+            LaunchError::Private { name, detail } => {
+                write!(f, "provider {name} cannot be started: {detail}")
+            }
+            LaunchError::Tls {
+                name,
+                error,
+                stderr,
+            } => {
+                write!(
+                    f,
+                    "provider {name}: {error}. The provider offered mutual TLS (go-plugin AutoMTLS) \
+                     and Nivis talks to it only that way; if a wrapper or a modified provider is in \
+                     the way, run the provider binary directly"
+                )?;
+                write_tail(f, stderr)
+            }
             LaunchError::Timeout {
                 name,
                 after,
@@ -173,6 +202,9 @@ pub struct Handshake {
     pub protocol: u32,
     /// gRPC target, e.g. `unix:/tmp/plugin123`.
     pub target: String,
+    /// The provider's TLS certificate (the 6th field, base64 DER) when it serves mutual TLS;
+    /// `None` when the field is absent or, as go-plugin reads it, 50 characters or shorter.
+    pub server_cert: Option<String>,
 }
 
 /// Parses `CORE|APP|NETWORK|ADDRESS|PROTOCOL[|CERT[|MUX]]`.
@@ -207,7 +239,15 @@ pub fn parse_handshake(line: &str) -> Result<Handshake, String> {
         "tcp" => parts[3].to_string(),
         other => return Err(format!("unknown network {other:?}")),
     };
-    Ok(Handshake { protocol, target })
+    let server_cert = parts
+        .get(5)
+        .filter(|cert| cert.len() > 50)
+        .map(|cert| cert.to_string());
+    Ok(Handshake {
+        protocol,
+        target,
+        server_cert,
+    })
 }
 
 /// What we keep of a provider's stderr: its last lines, and a Go panic trace whole.
@@ -234,6 +274,10 @@ pub struct PluginProcess {
     tail: Arc<Mutex<StderrTail>>,
     /// Disconnects once the stderr drain has read everything (see [`PluginProcess::wait_exit`]).
     stderr_drained: crossbeam_channel::Receiver<()>,
+    /// The TLS bridge gRPC connects to, when the provider serves mutual TLS.
+    bridge: Option<Bridge>,
+    /// The provider's private directory (dropped after `child`: the process is gone first).
+    socket_dir: SocketDir,
 }
 
 /// What the stdout reader found first.
@@ -256,13 +300,23 @@ impl PluginProcess {
                 path: spec.path.clone(),
             });
         }
+        let private = |detail: String| LaunchError::Private {
+            name: name.clone(),
+            detail,
+        };
+        let socket_dir = SocketDir::create().map_err(|e| private(e.to_string()))?;
+        let client_cert = ClientCert::generate().map_err(|e| private(e.to_string()))?;
         let mut command = Command::new(&spec.path);
         command
             .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
             .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")
-            .env_remove("PLUGIN_CLIENT_CERT")
             .env_remove("PLUGIN_MULTIPLEX_GRPC")
-            .envs(spec.env.iter().map(|(k, v)| (k, v)));
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            // Last, so nothing overrides them: the socket goes where only we can reach it,
+            // and the provider answers only to our certificate.
+            .env("PLUGIN_CLIENT_CERT", client_cert.pem())
+            .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
+            .env("TMPDIR", socket_dir.path());
         let (child, pipes) =
             Child::spawn(command, Stdin::Null).map_err(|source| match source.kind() {
                 std::io::ErrorKind::NotFound => LaunchError::NotFound {
@@ -289,9 +343,12 @@ impl PluginProcess {
             handshake: Handshake {
                 protocol: 0,
                 target: String::new(),
+                server_cert: None,
             },
             tail,
             stderr_drained,
+            bridge: None,
+            socket_dir,
         };
         let line = process.await_first_line(first, spec.start_timeout)?;
         let handshake = match parse_handshake(&line) {
@@ -318,8 +375,52 @@ impl PluginProcess {
             });
         }
         log::debug!(target: "provider", "{} started: pid {} protocol {} at {}", process.name, process.pid(), handshake.protocol, handshake.target);
+        if let Err(error) = process.secure(&handshake, &client_cert) {
+            process.kill();
+            return Err(LaunchError::Tls {
+                name,
+                error,
+                stderr: process.stderr_tail(),
+            });
+        }
         process.handshake = handshake;
         Ok(process)
+    }
+
+    /// Starts the TLS bridge when the provider printed a certificate; says which transport is
+    /// used (at debug level, `-vv`).
+    fn secure(&mut self, handshake: &Handshake, ours: &ClientCert) -> Result<(), TlsError> {
+        let socket = handshake.target.strip_prefix("unix:").map(Path::new);
+        if socket.is_some_and(|s| !s.starts_with(self.socket_dir.path())) {
+            log::warn!(target: "provider", "{}: listens at {} outside its private directory {}; other local users may be able to connect to it", self.name, handshake.target, self.socket_dir.path().display());
+        }
+        let Some(cert) = &handshake.server_cert else {
+            log::debug!(target: "provider", "{}: plaintext (the provider offered no TLS certificate)", self.name);
+            return Ok(());
+        };
+        let Some(socket) = socket else {
+            return Err(TlsError::Config(format!(
+                "mutual TLS over {} is not supported, only over a unix socket",
+                handshake.target
+            )));
+        };
+        let client = TlsClient::new(ours, tls::decode_server_cert(cert)?)?;
+        self.bridge = Some(Bridge::start(
+            &self.name,
+            self.socket_dir.path(),
+            socket,
+            client,
+        )?);
+        log::debug!(target: "provider", "{}: mutual TLS", self.name);
+        Ok(())
+    }
+
+    /// The gRPC target to connect to: the TLS bridge, or the provider's own socket.
+    pub fn target(&self) -> String {
+        match &self.bridge {
+            Some(bridge) => bridge.target(),
+            None => self.handshake.target.clone(),
+        }
     }
 
     /// Waits for the first stdout line. The direct child exiting ends the wait at once, even
@@ -554,12 +655,25 @@ mod tests {
             h,
             Handshake {
                 protocol: 5,
-                target: "unix:/tmp/plugin123".into()
+                target: "unix:/tmp/plugin123".into(),
+                server_cert: None,
             }
         );
         let h = parse_handshake("1|6|unix|/tmp/p|grpc").unwrap();
         assert_eq!(h.protocol, 6);
-        assert!(parse_handshake("1|6|unix|/tmp/p|grpc|MIIBcert").is_ok());
+        assert_eq!(
+            parse_handshake("1|6|unix|/tmp/p|grpc|MIIBcert")
+                .unwrap()
+                .server_cert,
+            None
+        );
+        let cert = "M".repeat(51);
+        assert_eq!(
+            parse_handshake(&format!("1|6|unix|/tmp/p|grpc|{cert}"))
+                .unwrap()
+                .server_cert,
+            Some(cert)
+        );
         assert!(parse_handshake("1|6|tcp|127.0.0.1:1234|grpc||").is_ok());
         assert!(parse_handshake("2|6|unix|/tmp/p|grpc|")
             .unwrap_err()

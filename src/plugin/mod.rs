@@ -1,15 +1,19 @@
 //! Talking to unmodified provider plugin binaries (go-plugin + tfplugin5/6 over gRPC).
 //!
 //! `launch` owns the go-plugin start-up and handshake (the process itself is
-//! [`crate::child`]'s), `client` the gRPC channel and the call sequence, `protocol` the few
+//! [`crate::child`]'s), `socket_dir` the private directory each provider listens in, `tls` and
+//! `bridge` the mutual TLS session gRPC reaches the provider through, `client` the gRPC channel and the call sequence, `protocol` the few
 //! differences between protocol 5 and 6, `wire` the generated messages. The rest of
 //! Nivis sees only [`crate::provider::Provider`], implemented here by [`GrpcProvider`].
 
+mod bridge;
 mod call_clock;
 mod client;
 mod launch;
 mod protocol;
 mod schema_cache;
+mod socket_dir;
+mod tls;
 mod validation_cache;
 pub mod wire;
 
@@ -17,3 +21,4 @@ pub(crate) use call_clock::InFlight;
 pub use call_clock::{call_times, CallTimes};
 pub use client::{GrpcProvider, StartError};
 pub use launch::{parse_handshake, Handshake, LaunchError, LaunchSpec, PluginProcess};
+pub use tls::TlsError;

@@ -470,3 +470,219 @@ fn a_state_copy_or_saved_plan_into_a_directory_others_can_change_is_refused() {
     assert!(err.contains("not by you"), "{err}");
     s.hunt(&[]);
 }
+
+// --- case 11: provider sockets --------------------------------------------------------------
+
+/// The unix sockets process `pid` listens on (from /proc/net/unix and its descriptors).
+fn listening_sockets(pid: u32) -> Vec<std::path::PathBuf> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .filter_map(|link| {
+                    let link = link.to_string_lossy().into_owned();
+                    Some(
+                        link.strip_prefix("socket:[")?
+                            .strip_suffix(']')?
+                            .to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // Flags 00010000: accepting connections.
+            (f.len() >= 8 && f[3] == "00010000" && inodes.iter().any(|i| i == f[6]))
+                .then(|| std::path::PathBuf::from(f[7]))
+        })
+        .collect()
+}
+
+/// The providers (executable name, listening socket) started for `p` that are running now;
+/// waits up to 30 s for `count` of them.
+fn running_providers(p: &Project, count: usize) -> Vec<(String, std::path::PathBuf)> {
+    let started = std::time::Instant::now();
+    loop {
+        let found: Vec<(String, std::path::PathBuf)> = processes_with_marker(&p.marker())
+            .into_iter()
+            .filter_map(|pid| {
+                let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+                let exe = exe.file_name()?.to_string_lossy().into_owned();
+                if !exe.contains("provider") {
+                    return None;
+                }
+                Some((exe, listening_sockets(pid).into_iter().next()?))
+            })
+            .collect();
+        if found.len() >= count || started.elapsed() > std::time::Duration::from_secs(30) {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Runs python3 as the attacker: connects to `socket`, or lists `dir`; returns its output.
+fn as_attacker(adv: &Adversary, code: &str, arg: &Path) -> Output {
+    use std::os::unix::process::CommandExt;
+    Command::new("python3")
+        .args(["-c", code])
+        .arg(arg)
+        .uid(adv.uid)
+        .gid(adv.gid)
+        .current_dir("/")
+        .output()
+        .expect("python3 must be installed")
+}
+
+/// `openssl s_client` to a provider's socket with a certificate the provider was not given.
+fn tls_probe(socket: &Path, dir: &Path) -> String {
+    let (key, cert) = (dir.join("wrong.key"), dir.join("wrong.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl must be installed");
+    assert!(made.status.success(), "{}", stderr(&made));
+    let out = Command::new("openssl")
+        .args([
+            "s_client",
+            "-alpn",
+            "h2",
+            "-servername",
+            "localhost",
+            "-unix",
+        ])
+        .arg(socket)
+        .arg("-cert")
+        .arg(&cert)
+        .arg("-key")
+        .arg(&key)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    format!("{}\n{}", stdout(&out), stderr(&out))
+}
+
+#[test]
+fn another_user_cannot_reach_a_running_provider_and_a_wrong_certificate_is_refused() {
+    let Some(adv) = Adversary::create() else {
+        return;
+    };
+    let null = real_provider("null");
+    let p = Project::new(&format!(
+        "ledger: let \
+           a = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; }}; \
+           n = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"n\"; config.triggers = {{ x = \"1\"; }}; }}; \
+         in lib.toIR {{ providers = {{ alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
+                                      null = lib.mkProvider {{ source = \"{}\"; }}; }}; \
+                       resources = [ a n ]; inherit ledger; }}",
+        null.display()
+    ))
+    .env("NIVIS_FAKE_SLOW_MS", "20000");
+    // Under umask 000 go-plugin's socket is 0777: only the directory can keep others out.
+    let mut run = Command::new("sh")
+        .args(["-c", "umask 000; exec \"$0\" \"$@\""])
+        .arg(nivis_bin())
+        .args(["apply", "--auto-approve", "--file"])
+        .arg(&p.plan)
+        .arg("--state")
+        .arg(&p.state)
+        .current_dir(p.dir.path())
+        .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // alpha sleeps in its apply; null has applied and waits for the phase to end.
+    let providers = running_providers(&p, 2);
+    let connect = "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\nprint('connected')";
+    let list = "import os,sys\nprint(os.listdir(sys.argv[1]))";
+    let mut checked = Vec::new();
+    for (exe, socket) in &providers {
+        let out = as_attacker(&adv, connect, socket);
+        assert!(
+            !out.status.success() && stderr(&out).contains("PermissionError"),
+            "{exe}: another user connected to {}: {}{}",
+            socket.display(),
+            stdout(&out),
+            stderr(&out)
+        );
+        let out = as_attacker(&adv, list, socket.parent().unwrap());
+        assert!(
+            stderr(&out).contains("PermissionError"),
+            "{exe}: another user listed {}: {}",
+            socket.parent().unwrap().display(),
+            stdout(&out)
+        );
+        if exe.contains("null") {
+            // The provider speaks TLS (it shows its go-plugin certificate) and refuses a
+            // client certificate other than the one Nivis gave it.
+            let probe = tls_probe(socket, p.dir.path());
+            assert!(probe.contains("HashiCorp"), "no TLS server: {probe}");
+            assert!(
+                probe.contains("alert"),
+                "a wrong certificate was accepted: {probe}"
+            );
+        }
+        checked.push(exe.clone());
+    }
+    // SAFETY: kill(2) on the child we started; no memory is involved.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let _ = run.wait();
+    p.assert_no_leftover_processes();
+    assert_eq!(
+        checked.len(),
+        2,
+        "both providers found running: {providers:?}"
+    );
+}
+
+#[test]
+fn a_real_provider_is_spoken_to_over_mutual_tls_in_a_private_directory_removed_afterwards() {
+    let null = real_provider("null");
+    let p = Project::new(&format!(
+        "ledger: let \
+           a = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; }}; \
+           n = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"n\"; config.triggers = {{ x = \"1\"; }}; }}; \
+         in lib.toIR {{ providers = {{ alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
+                                      null = lib.mkProvider {{ source = \"{}\"; }}; }}; \
+                       resources = [ a n ]; inherit ledger; }}",
+        null.display()
+    ));
+    let tmp = p.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    chmod(&tmp, 0o700);
+    let p = p
+        .env("TMPDIR", tmp.to_str().unwrap())
+        .env("XDG_RUNTIME_DIR", "");
+    let out = p.run(&["apply"], &["--auto-approve", "-vv"]);
+    assert_success(&out);
+    let log = stderr(&out);
+    // The real provider got our certificate, answered with its own, and every call of the
+    // apply went through the TLS session; the fake (no certificate) stays on plaintext.
+    assert!(log.contains("null: mutual TLS"), "{log}");
+    assert!(log.contains("alpha: plaintext"), "{log}");
+    assert!(!log.contains("outside its private directory"), "{log}");
+    assert!(p.outputs()["null.null_resource.n"]["id"].is_string());
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

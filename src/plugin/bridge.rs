@@ -1,0 +1,194 @@
+//! The local end of a provider's TLS session: gRPC (built without TLS) talks plaintext to a
+//! unix socket in the provider's private directory, and a thread per connection carries the
+//! bytes through a TLS session with the provider.
+//!
+//! Owns: the listening socket, accepting gRPC's connections (only our uid can reach them: the
+//! socket is inside the 0700 directory), one TLS session per connection, copying bytes both
+//! ways until either side closes, and stopping the listener when dropped. Not: the TLS
+//! configuration (`tls`), the directory (`socket_dir`).
+//!
+//! One thread per connection, polling both sockets: a read is made only when `poll` says the
+//! socket has data, and writes block (both peers read and write concurrently, so a blocked
+//! write always drains). gRPC opens one connection per channel, so a provider has one such
+//! thread, plus the accept thread.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rustls::ClientConnection;
+
+use super::tls::{TlsClient, TlsError};
+
+/// The name of the listening socket in the provider's private directory.
+const SOCKET_NAME: &str = "nivis-tls-bridge.sock";
+
+/// Bytes moved per read.
+const CHUNK: usize = 64 * 1024;
+
+/// A listening bridge to one provider; dropping it stops accepting (open connections end when
+/// either side closes).
+pub(crate) struct Bridge {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+}
+
+impl Bridge {
+    /// Connects once to `provider_socket` (so a provider that refuses us fails the launch, with
+    /// the reason), then listens in `dir` for gRPC's connections.
+    pub(crate) fn start(
+        name: &str,
+        dir: &Path,
+        provider_socket: &Path,
+        tls: TlsClient,
+    ) -> Result<Bridge, TlsError> {
+        let first = tls.connect(provider_socket)?;
+        let path = dir.join(SOCKET_NAME);
+        let listener = UnixListener::bind(&path).map_err(TlsError::Handshake)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let state = Accepting {
+            name: name.to_string(),
+            provider_socket: provider_socket.to_path_buf(),
+            tls,
+            first: Mutex::new(Some(first)),
+            stop: Arc::clone(&stop),
+        };
+        std::thread::Builder::new()
+            .name(format!("{name}-tls"))
+            .spawn(move || state.accept(listener))
+            .map_err(TlsError::Handshake)?;
+        Ok(Bridge { path, stop })
+    }
+
+    /// The gRPC target that reaches the provider through the bridge.
+    pub(crate) fn target(&self) -> String {
+        format!("unix:{}", self.path.display())
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the blocked accept, which then sees the flag.
+        let _ = UnixStream::connect(&self.path);
+    }
+}
+
+/// What the accept thread holds.
+struct Accepting {
+    name: String,
+    provider_socket: PathBuf,
+    tls: TlsClient,
+    /// The session opened at start, used by the first connection.
+    first: Mutex<Option<(UnixStream, ClientConnection)>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Accepting {
+    fn accept(self, listener: UnixListener) {
+        for plain in listener.incoming() {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(plain) = plain else { continue };
+            let first = self.first.lock().ok().and_then(|mut f| f.take());
+            let session = match first {
+                Some(session) => session,
+                None => match self.tls.connect(&self.provider_socket) {
+                    Ok(session) => session,
+                    Err(e) => {
+                        log::debug!(target: "provider", "{}: {e}", self.name);
+                        continue;
+                    }
+                },
+            };
+            let name = self.name.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{name}-tls-conn"))
+                .spawn(move || {
+                    if let Err(e) = pump(&plain, session) {
+                        log::debug!(target: "provider", "{name}: TLS connection ended: {e}");
+                    }
+                });
+            if let Err(e) = spawned {
+                log::debug!(target: "provider", "{}: {e}", self.name);
+            }
+        }
+    }
+}
+
+/// Copies bytes between gRPC's plaintext connection and the provider's TLS session until
+/// either side closes.
+fn pump(
+    plain: &UnixStream,
+    (tls_sock, mut conn): (UnixStream, ClientConnection),
+) -> io::Result<()> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut tls_sock = tls_sock;
+    loop {
+        flush(&mut conn, &mut tls_sock)?;
+        let mut fds = [
+            libc::pollfd {
+                fd: plain.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: tls_sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: `fds` is a valid array of two pollfd for the duration of the call.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let ready =
+            |fd: &libc::pollfd| fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+        if ready(&fds[0]) {
+            let n = (&*plain).read(&mut buf)?;
+            if n == 0 {
+                conn.send_close_notify();
+                return flush(&mut conn, &mut tls_sock);
+            }
+            let mut data = &buf[..n];
+            while !data.is_empty() {
+                let taken = conn.writer().write(data)?;
+                data = &data[taken..];
+                flush(&mut conn, &mut tls_sock)?;
+            }
+        }
+        if ready(&fds[1]) {
+            if conn.read_tls(&mut tls_sock)? == 0 {
+                return Ok(());
+            }
+            let state = conn
+                .process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let mut pending = state.plaintext_bytes_to_read();
+            while pending > 0 {
+                let n = conn.reader().read(&mut buf)?;
+                (&*plain).write_all(&buf[..n])?;
+                pending = pending.saturating_sub(n.max(1));
+            }
+            if state.peer_has_closed() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Writes every TLS record rustls has queued.
+fn flush(conn: &mut ClientConnection, tls_sock: &mut UnixStream) -> io::Result<()> {
+    while conn.wants_write() {
+        conn.write_tls(tls_sock)?;
+    }
+    Ok(())
+}
