@@ -268,4 +268,40 @@ mod tests {
             .unwrap()
             .contains("symbolic link"));
     }
+
+    #[test]
+    fn a_derivation_whose_closure_holds_a_known_secret_stays_in_the_private_store() {
+        let root = tempfile::tempdir().unwrap();
+        let store = root.path().join("store");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&store)
+            .unwrap();
+        let secret = format!("nvclosure{:016x}", rand::random::<u64>());
+        crate::secrets::remember(&secret);
+        let nix = || {
+            let mut cmd = Command::new("nix");
+            cmd.args(["--extra-experimental-features", "nix-command"]);
+            cmd
+        };
+        let expr = format!(
+            "(derivation {{ name = \"leak\"; builder = \"/bin/sh\"; system = builtins.currentSystem; \
+             args = [ \"-c\" \"cat ${{builtins.toFile \"pw\" \"{secret}\"}} > $out\" ]; }}).drvPath"
+        );
+        let drv = run(
+            nix()
+                .args(["eval", "--raw", "--impure", "--eval-store"])
+                .arg(&store)
+                .args(["--expr", &expr]),
+            "eval",
+        )
+        .unwrap();
+        let e = copy_derivation_out(&store, &drv, nix).unwrap_err();
+        assert!(
+            matches!(&e, EvalStoreError::SecretInClosure { holder, .. } if holder.ends_with("-pw")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("world-readable /nix/store"), "{e}");
+        assert!(!Path::new(&drv).exists(), "{drv} reached the shared store");
+    }
 }
