@@ -30,8 +30,11 @@ use crate::nixsyntax::nix_string;
 use crate::percent::percent_encode;
 use crate::xdg::state_home;
 
+mod eval_store;
 mod located;
 mod positions;
+
+pub use self::eval_store::EvalStoreError;
 
 pub use self::positions::positions;
 
@@ -130,6 +133,20 @@ fn nix_command() -> Command {
         }
     }
     cmd
+}
+
+/// `nix SUBCOMMAND --eval-store DIR`: a command that evaluates, writing its store objects
+/// (`builtins.toFile`, `.drv` files, flake sources) into the private eval store (see
+/// `eval_store`) instead of the world-readable `/nix/store`. `what` names the evaluation in
+/// an error.
+fn eval_command(subcommand: &[&str], what: &str) -> Result<Command, EvalError> {
+    let store = eval_store::dir().map_err(|e| EvalError {
+        what: what.to_string(),
+        message: e.to_string(),
+    })?;
+    let mut cmd = nix_command();
+    cmd.args(subcommand).arg("--eval-store").arg(store);
+    Ok(cmd)
 }
 
 /// Evaluates the plan with the ledger at `ledger_path`; returns the IR JSON bytes and the time
@@ -329,11 +346,11 @@ fn run_eval(
     apply: &str,
     inherit: Option<RawFd>,
 ) -> Result<std::process::Output, EvalError> {
-    let mut cmd = nix_command();
+    let mut cmd = eval_command(&["eval"], &source.to_string())?;
     if let Some(fd) = inherit {
         keep_open_in_child(&mut cmd, fd);
     }
-    cmd.args(["eval", "--json", "--impure"]);
+    cmd.args(["--json", "--impure"]);
     match source {
         PlanSource::Flake { flake, attr } => {
             cmd.arg("--expr").arg(flake_attr(flake, &attr_path(attr)));
@@ -381,7 +398,10 @@ fn run_nix(cmd: &mut Command, what: &str) -> Result<std::process::Output, EvalEr
 /// Writes the flake's lock file, as `nix eval REF#attr` would have on first use.
 fn lock_flake(what: &str, flake: &str) -> Result<(), EvalError> {
     let reference = flake_ref_for_nix(flake);
-    let output = run_nix(nix_command().args(["flake", "lock", &reference]), what)?;
+    let output = run_nix(
+        eval_command(&["flake", "lock"], what)?.arg(&reference),
+        what,
+    )?;
     if output.status.success() {
         return Ok(());
     }
@@ -514,11 +534,11 @@ pub fn evaluate_policies(
         nix_string(input)
     );
     let eval = || {
-        let mut cmd = nix_command();
+        let mut cmd = eval_command(&["eval"], &what)?;
         if let Some(fd) = inherit {
             keep_open_in_child(&mut cmd, fd);
         }
-        cmd.args(["eval", "--json", "--impure", "--expr", &expr]);
+        cmd.args(["--json", "--impure", "--expr", &expr]);
         run_nix(&mut cmd, &what)
     };
     let started = Instant::now();
@@ -540,7 +560,7 @@ pub fn evaluate_policies(
 fn eval_flake_json(flake: &str, what: &str, expr: &str) -> Result<serde_json::Value, EvalError> {
     let output = locking_if_needed(flake, what, || {
         run_nix(
-            nix_command().args(["eval", "--json", "--impure", "--expr", expr]),
+            eval_command(&["eval"], what)?.args(["--json", "--impure", "--expr", expr]),
             what,
         )
     })?;
@@ -576,32 +596,72 @@ pub fn plan_sibling(
     Ok(Some(value).filter(|v| !v.is_null()))
 }
 
-/// Makes sure a build output exists in the store, building its derivation if needed.
-pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
+/// Makes sure a build output exists in the store, building its derivation if needed. The
+/// evaluation wrote the derivation into the private eval store: it is copied into the shared
+/// store first (refused when its closure holds a known secret), then built there.
+pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), RealiseError> {
     let store_path = store_path_prefix(path);
     if Path::new(&store_path).exists() {
         return Ok(());
     }
     let target = drv_path.unwrap_or(&store_path);
+    if let Some(drv) = drv_path {
+        let store = eval_store::dir().map_err(RealiseError::EvalStore)?;
+        eval_store::copy_derivation_out(&store, drv, nix_command)
+            .map_err(RealiseError::EvalStore)?;
+    }
     let output =
         Command::new(std::env::var_os("NIVIS_NIX_STORE").unwrap_or_else(|| "nix-store".into()))
             .args(["--realise", target])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run nix-store: {e}"))?;
+            .map_err(|e| RealiseError::Build {
+                target: target.to_string(),
+                message: format!("cannot run nix-store: {e}"),
+            })?;
     if !output.status.success() {
-        return Err(format!(
-            "building {target} failed:\n{}",
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        ));
+        return Err(RealiseError::Build {
+            target: target.to_string(),
+            message: String::from_utf8_lossy(&output.stderr)
+                .trim_end()
+                .to_string(),
+        });
     }
     if !Path::new(&store_path).exists() {
-        return Err(format!(
-            "{target} was built but {store_path} does not exist"
-        ));
+        return Err(RealiseError::Build {
+            target: target.to_string(),
+            message: format!("it was built but {store_path} does not exist"),
+        });
     }
     Ok(())
 }
+
+/// Why a build output could not be realised.
+#[derive(Debug)]
+pub enum RealiseError {
+    /// The derivation could not be brought out of the private eval store (or must not be).
+    EvalStore(EvalStoreError),
+    /// Building failed.
+    Build {
+        /// The derivation (or store path) built.
+        target: String,
+        /// Nix's error text.
+        message: String,
+    },
+}
+
+impl fmt::Display for RealiseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RealiseError::EvalStore(e) => write!(f, "{e}"),
+            RealiseError::Build { target, message } => {
+                write!(f, "building {target} failed:\n{message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RealiseError {}
 
 /// `/nix/store/<hash>-<name>/sub/file` -> `/nix/store/<hash>-<name>`.
 fn store_path_prefix(path: &str) -> String {

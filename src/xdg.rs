@@ -2,9 +2,10 @@
 //! under `$XDG_STATE_HOME`, caches under `$XDG_CACHE_HOME`, each with its `$HOME` default.
 //!
 //! Ground floor: it reads only the environment. Owns where those two bases are; not what goes
-//! under them (projects' states: `project`; kept Nix errors: `nixeval`; S3 rescue files:
-//! `state::s3`; providers: `registry`; schemas: `plugin::schema_cache`). The runtime directory
-//! (`$XDG_RUNTIME_DIR`) is `rundir`'s, with checks of its own.
+//! under them (projects' states: `project`; kept Nix errors and the private eval store:
+//! `nixeval`; S3 rescue files: `state::s3`; providers: `registry`; schemas:
+//! `plugin::schema_cache`). The runtime directory (`$XDG_RUNTIME_DIR`) is `rundir`'s, with
+//! checks of its own.
 
 use std::path::PathBuf;
 

@@ -25,7 +25,7 @@ let
       { v = map (r: r.v) rs; e = concatMap (r: r.e) rs; }
     else if t == "lambda" then fail ctx path "is a function; config values must be data"
     else if t == "string" && (ctx.secret or false) && builtins.hasContext x then
-      fail ctx path "was computed from a secret but refers to store paths (${builtins.concatStringsSep ", " (attrNames (builtins.getContext x))}): a secret must not go into a derivation, whose files are world-readable in the Nix store. If a derivation was built from it, its .drv is in the store now: delete it and rotate the secret"
+      fail ctx path "was computed from a secret but refers to store paths (${builtins.concatStringsSep ", " (attrNames (builtins.getContext x))}): a secret must not go into a derivation, whose files are world-readable in the Nix store. Nivis evaluates with a private store (~/.cache/nivis/eval-store, mode 0700), so the derivation did not reach /nix/store; evaluated without Nivis (plain nix eval), its .drv is in the store: delete it and rotate the secret"
     else { v = x; e = [ ]; };
 
   # A value computed from a secret: { __sensitive = { value; }; }. Derivations are

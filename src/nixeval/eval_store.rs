@@ -1,0 +1,307 @@
+//! The private eval store: every `nix` evaluation Nivis runs writes its store objects
+//! (`builtins.toFile`, `.drv` files, flake sources) into a per-user Nix store in a 0700
+//! directory, `$XDG_CACHE_HOME/nivis/eval-store` (`nix eval --eval-store DIR`, a local store
+//! chrooted at DIR), never into the shared, world-readable `/nix/store`. A plan that writes a
+//! secret with `builtins.toFile` (a sensitive variable, or a state secret fed back by the next
+//! phase) leaves it only there.
+//!
+//! Owns: where the store is, creating it, and refusing one another user could read or change;
+//! and bringing a derivation the plan asks to be realised (`__build`) from that store into the
+//! shared store, which is refused when anything in its closure holds a known secret. Not: the
+//! `nix` command lines of evaluations (`nixeval`), nor which secrets are known (`secrets`).
+//!
+//! The store is persistent, so that flake inputs are copied into it once, not on every run. It
+//! keeps what plans wrote with `toFile`, secrets included, under the 0700 directory: remove
+//! it (or `nix store gc --store DIR`) to drop them.
+
+use std::fmt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Why the private eval store cannot be used, or a build output cannot leave it.
+#[derive(Debug)]
+pub enum EvalStoreError {
+    /// Neither `XDG_CACHE_HOME` nor `HOME` is set.
+    NoCacheHome,
+    /// The store directory (or one above it) could be read or changed by someone else.
+    Unsafe {
+        /// The directory refused.
+        path: PathBuf,
+        /// What is wrong with it and the fix.
+        problem: String,
+    },
+    /// A system call on `path` failed.
+    Io {
+        /// The path the call was about.
+        path: PathBuf,
+        /// The system's error.
+        error: std::io::Error,
+    },
+    /// A derivation's closure in the private store holds a known secret.
+    SecretInClosure {
+        /// The derivation asked for.
+        drv: String,
+        /// The store path of the closure holding the secret.
+        holder: String,
+    },
+    /// A `nix` command failed.
+    Nix {
+        /// What was run.
+        what: String,
+        /// Nix's error text.
+        stderr: String,
+    },
+}
+
+impl fmt::Display for EvalStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvalStoreError::NoCacheHome => write!(
+                f,
+                "cannot find a place for Nivis's private Nix eval store: set XDG_CACHE_HOME or HOME"
+            ),
+            EvalStoreError::Unsafe { path, problem } => write!(
+                f,
+                "refusing the private Nix eval store {}: {problem}",
+                path.display()
+            ),
+            EvalStoreError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            EvalStoreError::SecretInClosure { drv, holder } => write!(
+                f,
+                "refusing to build {drv}: {holder}, which it depends on, holds a secret (a sensitive variable or a value from the state), and building would copy it into the world-readable /nix/store. It stays in your private eval store; build the derivation without the secret (pass the secret to a resource instead)"
+            ),
+            EvalStoreError::Nix { what, stderr } => {
+                write!(f, "{what} failed:\n{}", stderr.trim_end())
+            }
+        }
+    }
+}
+
+impl std::error::Error for EvalStoreError {}
+
+/// The private eval store's directory, created mode 0700 when missing; refused unless it is a
+/// real directory (not a link), ours, and neither readable nor writable by anyone else, with
+/// every directory above it under the file rule (`privfile`).
+pub(crate) fn dir() -> Result<PathBuf, EvalStoreError> {
+    let cache = crate::xdg::cache_home().ok_or(EvalStoreError::NoCacheHome)?;
+    let nivis = cache.join("nivis");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&nivis)
+        .map_err(|error| EvalStoreError::Io {
+            path: nivis.clone(),
+            error,
+        })?;
+    let nivis =
+        crate::privfile::check_dirs(&nivis, "the private Nix eval store").map_err(|problem| {
+            EvalStoreError::Unsafe {
+                path: nivis.join("eval-store"),
+                problem,
+            }
+        })?;
+    let store = nivis.join("eval-store");
+    match std::fs::DirBuilder::new().mode(0o700).create(&store) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(EvalStoreError::Io { path: store, error }),
+    }
+    let meta = std::fs::symlink_metadata(&store).map_err(|error| EvalStoreError::Io {
+        path: store.clone(),
+        error,
+    })?;
+    match unsafe_store_dir(&meta) {
+        None => Ok(store),
+        Some(problem) => Err(EvalStoreError::Unsafe {
+            problem: format!(
+                "it {problem}. It holds what plans write to the store, secrets included, so it must be a directory only you can read: check who made it, then remove it (`rm -rf {}`) and run again; Nivis creates it mode 0700",
+                store.display()
+            ),
+            path: store,
+        }),
+    }
+}
+
+/// Why `meta` (of the store directory, not followed) is not a private directory, or `None`.
+fn unsafe_store_dir(meta: &std::fs::Metadata) -> Option<String> {
+    if meta.file_type().is_symlink() {
+        return Some("is a symbolic link".into());
+    }
+    if !meta.is_dir() {
+        return Some("is not a directory".into());
+    }
+    if meta.uid() != crate::privfile::euid() {
+        return Some(format!(
+            "is owned by uid {}, not by you (uid {})",
+            meta.uid(),
+            crate::privfile::euid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Some(format!(
+            "can be read or written by other users (mode {mode:o})"
+        ));
+    }
+    None
+}
+
+/// Copies the derivation `drv` (and its closure: input derivations and sources) from the
+/// private eval store `store` into the shared store, so that `nix-store --realise` can build
+/// it; refused when a file of that closure holds a known secret. Nothing to do when `drv` is
+/// already in the shared store.
+pub(crate) fn copy_derivation_out(
+    store: &Path,
+    drv: &str,
+    nix: impl Fn() -> Command,
+) -> Result<(), EvalStoreError> {
+    if Path::new(drv).exists() {
+        return Ok(());
+    }
+    let store_arg = store.display().to_string();
+    let closure = run(
+        nix().args([
+            "path-info",
+            "--derivation",
+            "--recursive",
+            "--store",
+            &store_arg,
+            drv,
+        ]),
+        &format!("listing the closure of {drv} in {store_arg}"),
+    )?;
+    for path in closure.lines().filter(|l| l.starts_with('/')) {
+        let mut files = Vec::new();
+        files_under(&store.join(path.trim_start_matches('/')), &mut files);
+        if files.iter().any(|f| holds_known_secret(f)) {
+            return Err(EvalStoreError::SecretInClosure {
+                drv: drv.to_string(),
+                holder: path.to_string(),
+            });
+        }
+    }
+    // `--derivation`: copy the .drv, not its outputs (Nix 2.8 would build them in the private
+    // store first). `--no-check-sigs`: a .drv and its sources are content-addressed, so the
+    // shared store accepts them unsigned (a daemon checks that for an untrusted user itself).
+    run(
+        nix().args([
+            "copy",
+            "--derivation",
+            "--no-check-sigs",
+            "--from",
+            &store_arg,
+            "--to",
+            "auto",
+            drv,
+        ]),
+        &format!("copying {drv} from {store_arg} to the Nix store"),
+    )?;
+    Ok(())
+}
+
+/// Runs `cmd` (stdin closed); its stdout, or an error naming `what` with Nix's stderr.
+fn run(cmd: &mut Command, what: &str) -> Result<String, EvalStoreError> {
+    let output = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| EvalStoreError::Nix {
+            what: what.to_string(),
+            stderr: format!("cannot run nix: {e}"),
+        })?;
+    if !output.status.success() {
+        return Err(EvalStoreError::Nix {
+            what: what.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Whether the file at `path` holds a secret Nivis knows (in any form `secrets::redact` masks).
+fn holds_known_secret(path: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    matches!(
+        crate::secrets::redact(&String::from_utf8_lossy(&bytes)),
+        std::borrow::Cow::Owned(_)
+    )
+}
+
+/// `path` itself when it is a regular file, else every regular file under it (links not
+/// followed).
+fn files_under(path: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if meta.is_file() {
+        out.push(path.to_path_buf());
+    } else if meta.is_dir() {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            files_under(&entry.path(), out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn only_a_private_directory_of_ours_is_a_store() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("s");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let meta = |p: &Path| std::fs::symlink_metadata(p).unwrap();
+        assert_eq!(unsafe_store_dir(&meta(&d)), None);
+        for mode in [0o750, 0o705, 0o777] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+            let problem = unsafe_store_dir(&meta(&d)).unwrap();
+            assert!(problem.contains("other users"), "{problem}");
+        }
+        let link = root.path().join("l");
+        std::os::unix::fs::symlink(&d, &link).unwrap();
+        assert!(unsafe_store_dir(&meta(&link))
+            .unwrap()
+            .contains("symbolic link"));
+    }
+
+    #[test]
+    fn a_derivation_whose_closure_holds_a_known_secret_stays_in_the_private_store() {
+        let root = tempfile::tempdir().unwrap();
+        let store = root.path().join("store");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&store)
+            .unwrap();
+        let secret = format!("nvclosure{:016x}", rand::random::<u64>());
+        crate::secrets::remember(&secret);
+        let nix = || {
+            let mut cmd = Command::new("nix");
+            cmd.args(["--extra-experimental-features", "nix-command"]);
+            cmd
+        };
+        let expr = format!(
+            "(derivation {{ name = \"leak\"; builder = \"/bin/sh\"; system = builtins.currentSystem; \
+             args = [ \"-c\" \"cat ${{builtins.toFile \"pw\" \"{secret}\"}} > $out\" ]; }}).drvPath"
+        );
+        let drv = run(
+            nix()
+                .args(["eval", "--raw", "--impure", "--eval-store"])
+                .arg(&store)
+                .args(["--expr", &expr]),
+            "eval",
+        )
+        .unwrap();
+        let e = copy_derivation_out(&store, &drv, nix).unwrap_err();
+        assert!(
+            matches!(&e, EvalStoreError::SecretInClosure { holder, .. } if holder.ends_with("-pw")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("world-readable /nix/store"), "{e}");
+        assert!(!Path::new(&drv).exists(), "{drv} reached the shared store");
+    }
+}

@@ -1,0 +1,181 @@
+//! Issue 27 case 10: a secret the plan's own code writes with `builtins.toFile` (a sensitive
+//! variable, or a state secret fed back by the next phase) never reaches the shared
+//! `/nix/store`: every evaluation writes into Nivis's private eval store
+//! (`$XDG_CACHE_HOME/nivis/eval-store`, mode 0700), which is refused when someone else could
+//! read or change it; and a `__build` output is still realised into the shared store.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use super::sandbox::*;
+use crate::util::*;
+
+fn ok(out: &Output) -> String {
+    assert_success(out);
+    stdout(out)
+}
+
+fn failed(out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "expected a refusal:\nstdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+    stderr(out)
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// The files of the private eval store at `store` that hold `needle`.
+fn store_files_holding(store: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    walk(store, &mut files);
+    files.retain(|f| std::fs::read(f).is_ok_and(|b| String::from_utf8_lossy(&b).contains(needle)));
+    files
+}
+
+/// A plan whose own code puts a sensitive variable (`token`, into B) and the state secret of A
+/// (fed back in the next phase, into C) into `builtins.toFile`, passing on the file's path.
+fn to_file_plan() -> String {
+    let a = "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"A\"; config.label = \"a\"; })";
+    let b = "(lib.mkResource { provider = \"beta\"; type = \"beta_record\"; name = \"B\"; \
+             config.from = lib.compute vars.token (t: builtins.unsafeDiscardStringContext (builtins.toFile \"nv-var\" t)); })";
+    let c = "(lib.mkResource { provider = \"beta\"; type = \"beta_record\"; name = \"C\"; \
+             config.from = lib.compute (a.refAttr \"secret\") (pw: builtins.unsafeDiscardStringContext (builtins.toFile \"nv-state\" pw)); })";
+    Sandbox::plan_let(
+        &format!(
+            "decls = {{ token = {{ type = \"string\"; sensitive = true; }}; }}; \
+             vars = lib.vars ledger decls; a = {a}; b = {b}; c = {c};"
+        ),
+        "a b c",
+        "variables = decls;",
+    )
+}
+
+#[test]
+fn a_secret_the_plan_writes_with_to_file_stays_in_the_private_eval_store() {
+    let mut s = Sandbox::new();
+    let value = unique_token("nvvar");
+    Sandbox::write_flake(&s.proj, &to_file_plan());
+    s.set_env("NIVIS_VAR_token", Some(&value));
+    let plan = ok(&s.nivis(&["plan"]));
+    assert!(plan.contains("beta.beta_record.B"), "{plan}");
+    ok(&s.nivis(&["apply", "--auto-approve"]));
+    // Evaluated again with the state's secret of A known (the fixpoint's second phase, and
+    // this plan).
+    let again = ok(&s.nivis(&["plan"]));
+    assert!(again.contains("No changes"), "{again}");
+
+    let store = s.path("cache/nivis/eval-store");
+    assert_eq!(mode(&store), 0o700, "the private eval store's mode");
+    // The plan's toFile ran: both secrets are in the private store, and only there.
+    assert!(
+        !store_files_holding(&store, &value).is_empty(),
+        "the sensitive variable's toFile is not in {}",
+        store.display()
+    );
+    assert!(
+        !store_files_holding(&store, &s.secret).is_empty(),
+        "the state secret's toFile is not in {}",
+        store.display()
+    );
+    // Nothing in a new /nix/store path, any output or any other file (raw, base64, hex).
+    s.hunt_all(&[&value, &s.secret.clone()], &[]);
+}
+
+#[test]
+fn a_build_output_is_still_realised_into_the_shared_store() {
+    let s = Sandbox::new();
+    let tag = unique_token("nvbuild");
+    let plan = Sandbox::plan_fn(
+        &format!(
+            "(lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"img\"; \
+             config.label = lib.drv (derivation {{ name = \"{tag}\"; builder = \"/bin/sh\"; \
+               args = [ \"-c\" \"echo {tag} > $out\" ]; system = builtins.currentSystem; }}); }})"
+        ),
+        "",
+    );
+    Sandbox::write_flake(&s.proj, &plan);
+    ok(&s.nivis(&["apply", "--auto-approve"]));
+    let state: serde_json::Value =
+        serde_json::from_str(&ok(&s.nivis(&["output", "--json"]))).expect("output --json");
+    let built = state["resources"]["alpha.alpha_token.img"]["label"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{state}"))
+        .to_string();
+    assert!(built.starts_with("/nix/store/"), "{built}");
+    assert_eq!(std::fs::read_to_string(&built).unwrap(), format!("{tag}\n"));
+    // The derivation was written to the private store by the evaluation, then copied out.
+    let drvs: Vec<_> = std::fs::read_dir(s.path("cache/nivis/eval-store/nix/store"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(&format!("{tag}.drv"))
+        })
+        .collect();
+    assert_eq!(drvs.len(), 1, "the .drv in the private eval store");
+}
+
+/// Runs `nivis plan` with the private eval store prepared by `prepare` (given its path) and
+/// returns the refusal.
+fn refused_with(prepare: impl Fn(&Path)) -> (String, PathBuf) {
+    let s = Sandbox::new();
+    Sandbox::write_flake(&s.proj, &Sandbox::plan_fn("", ""));
+    let store = s.path("cache/nivis/eval-store");
+    std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+    prepare(&store);
+    let err = failed(&s.nivis(&["plan"]));
+    (err, store)
+}
+
+#[test]
+fn a_private_eval_store_others_can_enter_or_a_link_is_refused() {
+    let (err, store) = refused_with(|store| {
+        std::fs::create_dir(store).unwrap();
+        std::fs::set_permissions(store, std::fs::Permissions::from_mode(0o777)).unwrap();
+    });
+    assert!(
+        err.contains(&store.display().to_string()) && err.contains("mode 777"),
+        "{err}"
+    );
+    assert!(err.contains("rm -rf"), "the fix: {err}");
+
+    let (err, store) = refused_with(|store| {
+        let elsewhere = store.with_file_name("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, store).unwrap();
+    });
+    assert!(
+        err.contains(&store.display().to_string()) && err.contains("symbolic link"),
+        "{err}"
+    );
+
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if !root {
+        not_run("a private eval store owned by another user needs root to chown");
+        return;
+    }
+    let (err, store) = refused_with(|store| {
+        std::fs::create_dir(store).unwrap();
+        std::fs::set_permissions(store, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(store, Some(65534), Some(65534)).unwrap();
+    });
+    assert!(
+        err.contains(&store.display().to_string()) && err.contains("owned by uid 65534"),
+        "{err}"
+    );
+}
