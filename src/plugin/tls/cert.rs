@@ -160,7 +160,7 @@ fn tbs_certificate(
         extension(
             OID_BASIC_CONSTRAINTS,
             Some(&critical),
-            der(0x30, &[critical.clone()]),
+            der(0x30, std::slice::from_ref(&critical)),
         ),
         extension(OID_KEY_USAGE, Some(&critical), key_usage),
         extension(
@@ -229,7 +229,7 @@ mod tests {
         let long = der(0x04, &[vec![0; 300]]);
         assert_eq!(&long[..4], &[0x04, 0x82, 0x01, 0x2c]);
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_660_391);
-        assert_eq!(utc_time(t), [&[0x17, 13][..], b"261126023311Z"]);
+        assert_eq!(utc_time(t), [&[0x17, 13][..], b"261126023311Z"].concat());
     }
 
     #[test]
