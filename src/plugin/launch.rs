@@ -306,17 +306,7 @@ impl PluginProcess {
         };
         let socket_dir = SocketDir::create().map_err(|e| private(e.to_string()))?;
         let client_cert = ClientCert::generate().map_err(|e| private(e.to_string()))?;
-        let mut command = Command::new(&spec.path);
-        command
-            .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
-            .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")
-            .env_remove("PLUGIN_MULTIPLEX_GRPC")
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            // Last, so nothing overrides them: the socket goes where only we can reach it,
-            // and the provider answers only to our certificate.
-            .env("PLUGIN_CLIENT_CERT", client_cert.pem())
-            .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
-            .env("TMPDIR", socket_dir.path());
+        let command = plugin_command(spec, &socket_dir, &client_cert);
         let (child, pipes) =
             Child::spawn(command, Stdin::Null).map_err(|source| match source.kind() {
                 std::io::ErrorKind::NotFound => LaunchError::NotFound {
@@ -365,14 +355,7 @@ impl PluginProcess {
         };
         if !OFFERED_PROTOCOLS.contains(&handshake.protocol) {
             process.kill();
-            return Err(LaunchError::UnsupportedProtocol {
-                name,
-                detail: format!(
-                    "it chose protocol version {}, Nivis offers {:?}; use a provider release built \
-                     for Terraform 0.12 or later",
-                    handshake.protocol, OFFERED_PROTOCOLS
-                ),
-            });
+            return Err(unsupported(name, handshake.protocol));
         }
         log::debug!(target: "provider", "{} started: pid {} protocol {} at {}", process.name, process.pid(), handshake.protocol, handshake.target);
         if let Err(error) = process.secure(&handshake, &client_cert) {
@@ -514,6 +497,33 @@ impl PluginProcess {
     pub fn kill(&mut self) {
         self.child.kill();
     }
+}
+
+/// The error for a provider that chose a protocol Nivis did not offer.
+fn unsupported(name: String, protocol: u32) -> LaunchError {
+    LaunchError::UnsupportedProtocol {
+        name,
+        detail: format!(
+            "it chose protocol version {protocol}, Nivis offers {OFFERED_PROTOCOLS:?}; use a \
+             provider release built for Terraform 0.12 or later"
+        ),
+    }
+}
+
+/// The provider's command line and its go-plugin environment, on top of ours.
+fn plugin_command(spec: &LaunchSpec, socket_dir: &SocketDir, client_cert: &ClientCert) -> Command {
+    let mut command = Command::new(&spec.path);
+    command
+        .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
+        .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")
+        .env_remove("PLUGIN_MULTIPLEX_GRPC")
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        // Last, so nothing overrides them: the socket goes where only we can reach it, and
+        // the provider answers only to our certificate.
+        .env("PLUGIN_CLIENT_CERT", client_cert.pem())
+        .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
+        .env("TMPDIR", socket_dir.path());
+    command
 }
 
 /// At most [`SHOWN_LINE_BYTES`] of `line`, marked when cut.

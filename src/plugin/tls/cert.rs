@@ -146,6 +146,24 @@ fn tbs_certificate(
             der(0x03, &[key_bits]),
         ],
     );
+    der(
+        0x30,
+        &[
+            der(0xa0, &[der(0x02, &[vec![0x02]])]),
+            der(0x02, &[serial.to_vec()]),
+            der(0x30, &[OID_ECDSA_SHA256.to_vec()]),
+            name.clone(),
+            validity,
+            name,
+            spki,
+            der(0xa3, &[der(0x30, &[extensions()])]),
+        ],
+    )
+}
+
+/// The extensions go-plugin puts in its certificates: basic constraints (CA, critical), key
+/// usage (critical), extended key usage, subject alternative name.
+fn extensions() -> Vec<u8> {
     let critical = der(0x01, &[vec![0xff]]);
     let extension = |oid: &[u8], critical: Option<&Vec<u8>>, value: Vec<u8>| {
         let mut parts = vec![oid.to_vec()];
@@ -156,11 +174,11 @@ fn tbs_certificate(
     // Bits 0 (digitalSignature), 2 (keyEncipherment), 4 (keyAgreement), 5 (keyCertSign);
     // the two trailing bits are unused.
     let key_usage = der(0x03, &[vec![0x02, 0xac]]);
-    let extensions = [
+    [
         extension(
             OID_BASIC_CONSTRAINTS,
             Some(&critical),
-            der(0x30, &[critical.clone()]),
+            der(0x30, std::slice::from_ref(&critical)),
         ),
         extension(OID_KEY_USAGE, Some(&critical), key_usage),
         extension(
@@ -174,20 +192,7 @@ fn tbs_certificate(
             der(0x30, &[der(0x82, &[b"localhost".to_vec()])]),
         ),
     ]
-    .concat();
-    der(
-        0x30,
-        &[
-            der(0xa0, &[der(0x02, &[vec![0x02]])]),
-            der(0x02, &[serial.to_vec()]),
-            der(0x30, &[OID_ECDSA_SHA256.to_vec()]),
-            name.clone(),
-            validity,
-            name,
-            spki,
-            der(0xa3, &[der(0x30, &[extensions])]),
-        ],
-    )
+    .concat()
 }
 
 /// One DER element: `tag`, the definite length of the concatenated `parts`, the parts.
@@ -229,7 +234,7 @@ mod tests {
         let long = der(0x04, &[vec![0; 300]]);
         assert_eq!(&long[..4], &[0x04, 0x82, 0x01, 0x2c]);
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_660_391);
-        assert_eq!(utc_time(t), [&[0x17, 13][..], b"261126023311Z"]);
+        assert_eq!(utc_time(t), [&[0x17, 13][..], b"261126023311Z"].concat());
     }
 
     #[test]
