@@ -529,3 +529,38 @@ fn a_full_filesystem_is_reported_while_commits_still_fit() {
         .arg(dir.path())
         .status();
 }
+
+#[test]
+fn a_version_2_journal_line_is_read_with_its_snake_case_keys() {
+    let (_dir, path) = temp_state();
+    let mut store = open(&path);
+    store.commit(&[put("a", 1)]).unwrap();
+    let (lineage, serial) = (store.state().lineage.clone(), store.state().serial);
+    drop(store);
+    // A line as version 2 wrote it: snake_case resource keys.
+    let mut b = serde_json::to_value(res("b", 2)).unwrap();
+    let object = b.as_object_mut().unwrap();
+    for (new, old) in [
+        ("providerSource", "provider_source"),
+        ("typeName", "type_name"),
+        ("schemaVersion", "schema_version"),
+        ("sensitivePaths", "sensitive_paths"),
+        ("createBeforeDestroy", "create_before_destroy"),
+    ] {
+        let value = object.remove(new).unwrap();
+        object.insert(old.into(), value);
+    }
+    let line = json!({"schemaVersion": 2, "lineage": lineage, "serial": serial,
+        "changes": [{"put": b}, {"remove": "a"}]});
+    let mut journal = fs::read(journal_path(&path)).unwrap();
+    journal.extend_from_slice(format!("{line}\n").as_bytes());
+    fs::write(journal_path(&path), &journal).unwrap();
+    let read = Store::read_only(&path).unwrap();
+    assert_eq!(read.get("b"), Some(&res("b", 2)));
+    assert!(!read.contains("a"));
+    // Opening compacts: the snapshot is written as version 3.
+    drop(open(&path));
+    let text = fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"schemaVersion\": 3"), "{text}");
+    assert!(text.contains("\"typeName\"") && !text.contains("type_name"), "{text}");
+}
