@@ -146,6 +146,11 @@ fn eval_command(subcommand: &[&str], what: &str) -> Result<Command, EvalError> {
     })?;
     let mut cmd = nix_command();
     cmd.args(subcommand).arg("--eval-store").arg(store);
+    // The private store starts empty: a flake input already in the shared store (fetched
+    // earlier, maybe on a machine that is offline now) is copied from there instead of being
+    // downloaded again, and no binary cache is asked (offline, each would cost retries).
+    // Evaluation needs no substitutes beyond that; builds keep the user's (`realise`).
+    cmd.args(["--option", "substituters", "auto"]);
     Ok(cmd)
 }
 

@@ -179,3 +179,45 @@ fn a_private_eval_store_others_can_enter_or_a_link_is_refused() {
         "{err}"
     );
 }
+
+/// The private store starts empty, so each flake input must reach it: from the shared store,
+/// never from a binary cache (an air-gapped machine has none; offline, each cache costs
+/// retries, and an input only the shared store held used to fail the first evaluation).
+#[test]
+fn inputs_reach_the_private_store_without_asking_a_binary_cache() {
+    let mut s = Sandbox::new();
+    let dep = s.path("dep");
+    std::fs::create_dir_all(&dep).unwrap();
+    std::fs::write(
+        dep.join("flake.nix"),
+        "{ outputs = _: { label = \"from-the-input\"; }; }\n",
+    )
+    .unwrap();
+    let plan = Sandbox::plan_fn(
+        "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"A\"; \
+         config.label = dep.label; })",
+        "",
+    );
+    std::fs::create_dir_all(&s.proj).unwrap();
+    std::fs::write(
+        s.proj.join("flake.nix"),
+        format!(
+            "{{\n  inputs.dep.url = \"path:{}\";\n  outputs = {{ self, dep }}: let lib = import {}/nix; in {{\n    nivis.plan = {plan};\n  }};\n}}\n",
+            dep.display(),
+            repo().display()
+        ),
+    )
+    .unwrap();
+    // A binary cache nobody answers: asking it shows in Nix's warnings.
+    s.set_env(
+        "NIX_CONFIG",
+        Some("substituters = http://127.0.0.1:9\nconnect-timeout = 1"),
+    );
+    let out = s.nivis(&["plan"]);
+    let (plan_out, err) = (ok(&out), stderr(&out));
+    assert!(plan_out.contains("alpha.alpha_token.A"), "{plan_out}");
+    assert!(
+        !err.contains("127.0.0.1:9"),
+        "an evaluation asked a binary cache:\n{err}"
+    );
+}
