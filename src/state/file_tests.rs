@@ -562,5 +562,8 @@ fn a_version_2_journal_line_is_read_with_its_snake_case_keys() {
     drop(open(&path));
     let text = fs::read_to_string(&path).unwrap();
     assert!(text.contains("\"schemaVersion\": 3"), "{text}");
-    assert!(text.contains("\"typeName\"") && !text.contains("type_name"), "{text}");
+    assert!(
+        text.contains("\"typeName\"") && !text.contains("type_name"),
+        "{text}"
+    );
 }
