@@ -96,6 +96,19 @@ impl Fields {
         serde_json::from_value(value).map_err(|e| format!("field `{name}`: {e}"))
     }
 
+    /// A field older files lack: absent (or `null`) is `None`.
+    fn take_optional<T: serde::de::DeserializeOwned>(
+        &mut self,
+        name: &str,
+    ) -> Result<Option<T>, String> {
+        match self.0.remove(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => serde_json::from_value(value)
+                .map(Some)
+                .map_err(|e| format!("field `{name}`: {e}")),
+        }
+    }
+
     fn take_private(&mut self) -> Result<Option<Vec<u8>>, String> {
         let value = self.0.remove("private").ok_or("missing field `private`")?;
         private_bytes::deserialize(value).map_err(|e| format!("field `private`: {e}"))
@@ -242,6 +255,12 @@ pub struct ResourceState {
     pub create_before_destroy: bool,
     /// Old objects kept by a create-before-destroy replacement until they are destroyed.
     pub deposed: Vec<DeposedObject>,
+    /// The mark of the provider binary and schema whose own answer `attributes` are (absent:
+    /// unknown, e.g. imported or written before marks existed). A record carrying the current
+    /// provider's mark at its current schema version is decoded without `UpgradeResourceState`
+    /// (DESIGN §79).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written_by: Option<String>,
     /// Fields added by a newer release of this format version, kept as they were.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -266,6 +285,7 @@ impl TryFrom<Map<String, Value>> for ResourceState {
             status: f.take("status")?,
             create_before_destroy: f.take("create_before_destroy")?,
             deposed: f.take("deposed")?,
+            written_by: f.take_optional("written_by")?,
             extra: f.rest(),
         })
     }
@@ -296,6 +316,7 @@ impl ResourceState {
             status: ResourceStatus::Ready,
             create_before_destroy: false,
             deposed: Vec::new(),
+            written_by: None,
             extra: BTreeMap::new(),
         }
     }
