@@ -20,9 +20,10 @@ Python 3.11 standard library only. Not a test: it asserts nothing, it measures (
 check every step did what it should and lists anything that did not under "Anomalies").
 
 Usage:
-    python3 bench/run.py                       # full run: N = 100, 1000, 10000, chain 100, phased
+    python3 bench/run.py                       # full run: N = 100, 1000, 10000, 100000, chain 100, phased
     python3 bench/run.py --quick               # smoke run: 1 repetition, small sizes, out of docs/
     python3 bench/run.py --reps 3 --sizes 100,1000 --reps-large 1
+    python3 bench/run.py --sizes 100000 --chain 0 --hops 0   # 100k alone (Terraform estimated)
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ class TreeSampler(threading.Thread):
         self.peak = 0
         self.max_hwm = 0  # the largest single-process high-water mark seen (VmHWM)
         self.peak_by_cat: dict[str, int] = {}
+        # (pid, start) -> (category, VmHWM): each process's own peak, for the split by process.
+        self.hwm_by_proc: dict[tuple[int, int], tuple[str, int]] = {}
         self.samples = 0
         self.max_procs = 0
         st = _read_stat(root)
@@ -182,6 +185,8 @@ class TreeSampler(threading.Thread):
             self.cpu[(pid, start)] = (cat, st[3])
             rss, hwm = _read_rss(pid)
             self.max_hwm = max(self.max_hwm, hwm)
+            if hwm:
+                self.hwm_by_proc[(pid, start)] = (cat, hwm)
             total += rss
             by_cat[cat] = by_cat.get(cat, 0) + rss
             n += 1
@@ -198,6 +203,15 @@ class TreeSampler(threading.Thread):
         while not self.stop_event.is_set():
             self.sample()
             self.stop_event.wait(self.interval)
+
+    def largest_by_category(self) -> dict[str, list[int]]:
+        """Per category: [the largest single process's peak RSS (VmHWM), processes seen]."""
+        out: dict[str, list[int]] = {}
+        for cat, hwm in self.hwm_by_proc.values():
+            entry = out.setdefault(cat, [0, 0])
+            entry[0] = max(entry[0], hwm)
+            entry[1] += 1
+        return out
 
     def cpu_by_category(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -238,6 +252,7 @@ class RunResult:
     wall: float
     peak_rss: int
     peak_rss_by_cat: dict
+    largest_by_cat: dict  # category -> [largest single process's VmHWM, processes seen]
     cpu_by_cat: dict
     cpu_total: float
     samples: int
@@ -325,6 +340,7 @@ def run_measured(
         # carries the pre-exec RSS of the forking Python process into it.)
         peak_rss=max(sampler.peak, sampler.max_hwm),
         peak_rss_by_cat=dict(sampler.peak_by_cat),
+        largest_by_cat=sampler.largest_by_category(),
         cpu_by_cat=cpu,
         cpu_total=rusage.ru_utime + rusage.ru_stime,
         samples=sampler.samples,
@@ -671,6 +687,7 @@ class Bench:
             "wall": res.wall,
             "peak_rss": res.peak_rss,
             "peak_rss_by_cat": res.peak_rss_by_cat,
+            "largest_by_cat": res.largest_by_cat,
             "cpu_by_cat": res.cpu_by_cat,
             "cpu_total": res.cpu_total,
             "samples": res.samples,
@@ -971,6 +988,7 @@ def render_workload(bench: Bench, w: Workload) -> list[str]:
                  f"{fmt_s(own_max)} ({100 * own_max / wall:.0f}%) | "
                  f"{cpu[0]:.2f} / {cpu[1]:.2f} / {cpu[2]:.2f} |")
     L.append("")
+    L += rss_split(res.get("nivis", {}))
     applies = res.get("nivis", {}).get("apply", [])
     if applies:
         phases = sorted({r["apply_phases"] for r in applies if r["apply_phases"] is not None})
@@ -985,6 +1003,36 @@ def render_workload(bench: Bench, w: Workload) -> list[str]:
             L.append("|---|" + "---|" * len(per))
             L.append("| Nix seconds | " + " | ".join(f"{s:.3f}" for _, s in per) + " |")
         L.append("")
+    return L
+
+
+def rss_split(nivis: dict) -> list[str]:
+    """The Nivis peak RSS split by process: per kind, the median over repetitions of the
+    largest single process's own peak (VmHWM) and how many such processes ran, beside the
+    tree's peak (the sum of every process alive at once)."""
+    if not any(nivis.get(step) for step in STEPS):
+        return []
+    L = ["Nivis peak RSS by process (medians): each kind's largest single process (its own "
+         "high-water mark, VmHWM) and, in brackets, how many processes of that kind ran; the tree "
+         "column is the peak of the sum over all processes alive at once.", "",
+         "| step | nivis | largest Nix evaluator | largest provider | tree |", "|---|---|---|---|---|"]
+    for step in STEPS:
+        runs = nivis.get(step, [])
+        if not runs:
+            continue
+        cells = []
+        for cat in ("nivis", "nix", "provider"):
+            seen = [r.get("largest_by_cat", {}).get(cat) for r in runs]
+            seen = [x for x in seen if x]
+            if not seen:
+                cells.append("—")
+                continue
+            mb = statistics.median(x[0] for x in seen)
+            count = statistics.median(x[1] for x in seen)
+            cells.append(f"{fmt_mb(mb)} ({count:g})")
+        tree = statistics.median(r["peak_rss"] for r in runs)
+        L.append(f"| {STEP_LABEL[step]} | {' | '.join(cells)} | {fmt_mb(tree)} |")
+    L.append("")
     return L
 
 
@@ -1076,7 +1124,11 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3, help="repetitions per workload (default 3)")
     ap.add_argument("--reps-large", type=int, default=None,
                     help="repetitions for independent sizes above 1000 (default: --reps)")
-    ap.add_argument("--sizes", default="100,1000,10000", help="independent workload sizes (default 100,1000,10000)")
+    ap.add_argument("--reps-huge", type=int, default=1,
+                    help="repetitions for independent sizes above 10000 (default 1)")
+    ap.add_argument("--sizes", default="100,1000,10000,100000",
+                    help="independent workload sizes (default 100,1000,10000,100000; Terraform is "
+                    "estimated, not run, where it would exceed --terraform-limit)")
     ap.add_argument("--chain", type=int, default=100, help="length of the dependency chain (0 to skip; default 100)")
     ap.add_argument("--hops", type=int, default=5, help="hops of the phased two-provider chain (0 to skip; default 5)")
     ap.add_argument("--parallelism", type=int, default=10)
@@ -1127,6 +1179,8 @@ def main() -> int:
     workloads: list[Workload] = []
     for n in sizes:
         reps = args.reps if n <= 1000 or args.reps_large is None else args.reps_large
+        if n > 10000:
+            reps = min(reps, args.reps_huge)
         workloads.append(Workload(f"n{n}", f"{n} independent null_resources", "independent", n, reps, True))
     if args.chain > 0:
         workloads.append(Workload(f"chain{args.chain}", f"Chain of {args.chain} null_resources (each references "

@@ -164,6 +164,12 @@ fn no_ephemeral_resources() -> Diagnostics {
 pub trait Provider: Send + Sync {
     /// The provider's schema (fetched once when the process started).
     fn schema(&self) -> &ProviderSchema;
+    /// A mark naming this provider binary and the schema it serves, recorded on the objects
+    /// it returns (`None`, the default: unknown, and stored objects are always upgraded
+    /// through the provider). See DESIGN §79.
+    fn binary_mark(&self) -> Option<&str> {
+        None
+    }
     /// Checks a provider configuration without configuring.
     fn validate_provider_config(&self, config: &Value) -> CallResult<Diagnostics>;
     /// Configures the provider (once per process).

@@ -45,6 +45,9 @@ pub(crate) struct Knobs {
     /// The validation log: one JSON line per ValidateResourceConfig / ValidateDataResourceConfig
     /// call the fake answers (`NIVIS_FAKE_VALIDATE_LOG`), so a test sees which calls were spared.
     pub validate_log: Option<PathBuf>,
+    /// The upgrade log: one JSON line per UpgradeResourceState call the fake answers
+    /// (`NIVIS_FAKE_UPGRADE_LOG`), so a test sees which upgrades were spared.
+    pub upgrade_log: Option<PathBuf>,
     /// Ephemeral resources ask to be renewed this long after each open or renewal
     /// (`NIVIS_FAKE_RENEW_MS`; unset: never).
     pub renew_after: Option<Duration>,
@@ -86,6 +89,7 @@ impl Knobs {
                 .unwrap_or(0),
             leak_label: env("NIVIS_FAKE_LEAK_LABEL").is_some(),
             validate_log: env("NIVIS_FAKE_VALIDATE_LOG").map(PathBuf::from),
+            upgrade_log: env("NIVIS_FAKE_UPGRADE_LOG").map(PathBuf::from),
             renew_after: env("NIVIS_FAKE_RENEW_MS")
                 .and_then(|v| v.parse().ok())
                 .map(Duration::from_millis),

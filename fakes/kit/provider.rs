@@ -129,9 +129,6 @@ impl<B: Behaviour> FakeProvider<B> {
 
     /// Appends `{"provider", "type", "label"}` to the validation log, if there is one.
     fn log_validation(&self, type_name: &str, config: &Value) {
-        let Some(path) = &self.knobs.validate_log else {
-            return;
-        };
         let label = match config {
             Value::Map(m) => m.get("label").and_then(|v| match v {
                 Value::String(s) => Some(s.clone()),
@@ -140,15 +137,16 @@ impl<B: Behaviour> FakeProvider<B> {
             }),
             _ => None,
         };
-        let mut line =
-            serde_json::json!({"provider": self.name, "type": type_name, "label": label})
-                .to_string();
-        line.push('\n');
-        let _ = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(line.as_bytes()));
+        let line = serde_json::json!({"provider": self.name, "type": type_name, "label": label});
+        append_line(self.knobs.validate_log.as_deref(), &line);
+    }
+
+    /// Appends `{"provider", "type", "version", "label"}` to the upgrade log, if there is one.
+    fn log_upgrade(&self, type_name: &str, version: i64, stored: &serde_json::Value) {
+        let line = serde_json::json!({
+            "provider": self.name, "type": type_name, "version": version, "label": stored["label"],
+        });
+        append_line(self.knobs.upgrade_log.as_deref(), &line);
     }
 
     /// Writes the noise the knobs ask for (see [`write_noise`]).
@@ -291,6 +289,7 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
         }
         let json: serde_json::Value = serde_json::from_slice(raw_json)
             .map_err(|e| error(format!("fake: raw state is not JSON: {e}")))?;
+        self.log_upgrade(type_name, schema_version, &json);
         match self.behaviour.upgrade(type_name, schema_version, &json) {
             Ok(v) => Ok((v, Diagnostics::new())),
             Err(e) => Err(error(format!("fake: cannot upgrade state: {e}"))),
@@ -522,4 +521,19 @@ fn live_label(path: &std::path::Path, provider: &str, id: &str) -> Option<Option
         };
     }
     alive
+}
+
+/// Appends `line` to the call log at `path`, if there is one (one write: lines from
+/// concurrent calls never interleave).
+fn append_line(path: Option<&std::path::Path>, line: &serde_json::Value) {
+    let Some(path) = path else {
+        return;
+    };
+    let mut text = line.to_string();
+    text.push('\n');
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
 }

@@ -82,6 +82,8 @@ pub struct GrpcProvider {
     provider_type: Type,
     /// Clean validation verdicts remembered for this binary and schema (`None`: no cache).
     validation: Option<ValidationCache>,
+    /// [`Provider::binary_mark`]: digest of the binary's sha256 and the schema model digest.
+    mark: Option<String>,
 }
 
 fn method<Req: Message, Resp: Message>(ty: MethodType, path: &'static str) -> Method<Req, Resp> {
@@ -125,6 +127,7 @@ impl GrpcProvider {
                 optional: Default::default(),
             },
             validation: None,
+            mark: None,
         };
         provider.subscribe_stdio();
         let schema_error = |diagnostics| StartError::Schema {
@@ -166,10 +169,10 @@ impl GrpcProvider {
                 }
             }
         };
-        provider.validation = match (&cache, model) {
-            (Some((dir, hash)), Some(model)) => ValidationCache::open(dir, hash, &model),
-            _ => None,
-        };
+        if let (Some((dir, hash)), Some(model)) = (&cache, model) {
+            provider.mark = Some(super::schema_cache::binary_mark(hash, &model));
+            provider.validation = ValidationCache::open(dir, hash, &model);
+        }
         provider.set_schema(schema);
         Ok(provider)
     }
@@ -483,6 +486,10 @@ impl Drop for GrpcProvider {
 impl Provider for GrpcProvider {
     fn schema(&self) -> &ProviderSchema {
         &self.schema
+    }
+
+    fn binary_mark(&self) -> Option<&str> {
+        self.mark.as_deref()
     }
 
     fn validate_provider_config(&self, config: &Value) -> CallResult<Diagnostics> {

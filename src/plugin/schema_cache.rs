@@ -79,6 +79,14 @@ pub(super) fn model_digest(schema: &ProviderSchema) -> String {
     ))
 }
 
+/// The mark recorded on the objects a provider returns (DESIGN §79): 128 bits of the sha256 of
+/// the binary's sha256 and its schema model digest, so the same binary serving another schema
+/// (some read their environment) marks differently.
+pub(super) fn binary_mark(binary: &str, model: &str) -> String {
+    let digest = Sha256::digest(format!("nivis-binary-mark-v1|{binary}|{model}").as_bytes());
+    hex::encode(&digest[..16])
+}
+
 /// The digest recorded for a raw schema answer.
 pub(super) fn response_digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))

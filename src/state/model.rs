@@ -233,6 +233,19 @@ impl Fields {
         serde_json::from_value(value).map_err(|source| FormatError::Field { field, source })
     }
 
+    /// A field older files lack: absent (or `null`) is `None`.
+    fn take_optional<T: serde::de::DeserializeOwned>(
+        &mut self,
+        field: &'static str,
+    ) -> Result<Option<T>, FormatError> {
+        match self.0.remove(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => serde_json::from_value(value)
+                .map(Some)
+                .map_err(|source| FormatError::Field { field, source }),
+        }
+    }
+
     fn take_private(&mut self) -> Result<Option<Vec<u8>>, FormatError> {
         let field = "private";
         let value = self.0.remove(field).ok_or(FormatError::Missing { field })?;
@@ -380,6 +393,12 @@ pub struct ResourceState {
     pub create_before_destroy: bool,
     /// Old objects kept by a create-before-destroy replacement until they are destroyed.
     pub deposed: Vec<DeposedObject>,
+    /// The mark of the provider binary and schema whose own answer `attributes` are (absent:
+    /// unknown, e.g. imported or written before marks existed). A record carrying the current
+    /// provider's mark at its current schema version is decoded without `UpgradeResourceState`
+    /// (DESIGN §79).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written_by: Option<String>,
     /// Fields added by a newer release of this format version, kept as they were.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -404,6 +423,7 @@ impl TryFrom<Map<String, Value>> for ResourceState {
             status: f.take("status")?,
             create_before_destroy: f.take("createBeforeDestroy")?,
             deposed: f.take("deposed")?,
+            written_by: f.take_optional("writtenBy")?,
             extra: f.rest(),
         })
     }
@@ -434,6 +454,7 @@ impl ResourceState {
             status: ResourceStatus::Ready,
             create_before_destroy: false,
             deposed: Vec::new(),
+            written_by: None,
             extra: BTreeMap::new(),
         }
     }

@@ -36,5 +36,6 @@ mod secrets;
 mod secrets_property;
 mod state_files;
 mod team_faults;
+mod upgrade_skip;
 mod validation_cache;
 mod weed;

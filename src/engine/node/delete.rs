@@ -3,8 +3,7 @@
 
 use std::time::Instant;
 
-use serde_json::Value as Json;
-
+use super::upgrade::{upgrade, StoredObject};
 use super::DeposedGone;
 use crate::diag::Diagnostics;
 use crate::engine::Mutation;
@@ -57,11 +56,16 @@ pub(in crate::engine) fn destroy_deposed(
     for old in &prior.deposed {
         let started = Instant::now();
         let mut old_diags = Diagnostics::new();
+        let stored = StoredObject {
+            type_name: &prior.type_name,
+            schema_version: old.schema_version,
+            attributes: &old.attributes,
+            // Deposed objects carry no mark: always upgraded through the provider.
+            written_by: None,
+        };
         let destroyed = destroy_stored(
             provider,
-            &prior.type_name,
-            &old.attributes,
-            old.schema_version,
+            &stored,
             old.private.as_deref().unwrap_or_default(),
             &mut old_diags,
             mutation,
@@ -96,22 +100,19 @@ pub(in crate::engine) fn destroy_deposed(
 /// Upgrades a stored object and deletes it (apply with a null plan).
 pub(super) fn destroy_stored(
     provider: &dyn Provider,
-    type_name: &str,
-    attributes: &Json,
-    schema_version: i64,
+    stored: &StoredObject<'_>,
     private: &[u8],
     diags: &mut Diagnostics,
     mutation: Mutation,
 ) -> Result<(), ()> {
-    let raw = serde_json::to_vec(attributes).expect("state attributes serialise");
-    let (current, upgrade_diags) =
-        match provider.upgrade_resource_state(type_name, schema_version, &raw) {
-            Ok(upgraded) => upgraded,
-            Err(d) => {
-                diags.extend(d);
-                return Err(());
-            }
-        };
+    let type_name = stored.type_name;
+    let (current, upgrade_diags) = match upgrade(provider, stored) {
+        Ok(upgraded) => upgraded,
+        Err(d) => {
+            diags.extend(d);
+            return Err(());
+        }
+    };
     // An upgrade that reports errors still returns an object: the delete is tried, and the
     // errors fail the result.
     let upgrade_failed = upgrade_diags.has_errors();
@@ -135,9 +136,7 @@ pub(crate) fn destroy(
     let destroyed = destroy_deposed(provider, state, gone, &mut diags, mutation).is_ok()
         && destroy_stored(
             provider,
-            &state.type_name,
-            &state.attributes,
-            state.schema_version,
+            &StoredObject::of(state),
             state.private.as_deref().unwrap_or_default(),
             &mut diags,
             mutation,

@@ -5,6 +5,7 @@ use serde_json::Value as Json;
 
 use super::delete::{destroy_deposed, destroy_object};
 use super::record::{display_changes, marked_sensitive, record, schema_sensitive_paths};
+use super::upgrade::{upgrade, StoredObject};
 use super::{
     check_allowed, conform, err, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress,
     PlannedObject,
@@ -29,11 +30,7 @@ pub(super) fn current_object(
     prior: &ResourceState,
     diags: &mut Diagnostics,
 ) -> Result<(Value, Vec<u8>, Option<Drift>), Diagnostics> {
-    let raw = serde_json::to_vec(&prior.attributes).expect("state attributes serialise");
-    let (upgraded, d) =
-        input
-            .provider
-            .upgrade_resource_state(&input.type_name, prior.schema_version, &raw)?;
+    let (upgraded, d) = upgrade(input.provider.as_ref(), &StoredObject::of(prior))?;
     diags.extend(d);
     let private = prior.private.clone().unwrap_or_default();
     if !input.refresh {
@@ -660,6 +657,7 @@ fn record_if_moved(
 ) -> Applied {
     let stored_same = input.prior.as_ref().is_some_and(|p| {
         p.schema_version == s.version
+            && p.written_by.as_deref() == input.provider.binary_mark()
             && value::json::to_state_json(prior, ty)
                 .map(|j| j == p.attributes)
                 .unwrap_or(false)

@@ -13,6 +13,7 @@ mod managed;
 mod record;
 mod refresh;
 mod untyped;
+mod upgrade;
 pub(super) use record::path_json;
 
 use std::sync::Arc;

@@ -32,6 +32,7 @@ pub(super) fn record(
         attributes,
     );
     r.schema_version = schema_version;
+    r.written_by = input.provider.binary_mark().map(str::to_string);
     r.private = if private.is_empty() {
         None
     } else {

@@ -9,6 +9,7 @@ use serde_json::Value as Json;
 use super::err;
 use super::managed::Drift;
 use super::record::{display_changes, path_json};
+use super::upgrade::{upgrade, StoredObject};
 use crate::diag::Diagnostics;
 use crate::provider::Provider;
 use crate::state::{Change, ResourceState};
@@ -29,9 +30,7 @@ pub(crate) fn refresh(
         ))
     })?;
     let ty = s.block.implied_type();
-    let raw = serde_json::to_vec(&state.attributes).expect("state attributes serialise");
-    let (current, _) =
-        provider.upgrade_resource_state(&state.type_name, state.schema_version, &raw)?;
+    let (current, _) = upgrade(provider, &StoredObject::of(state))?;
     let private = state.private.clone().unwrap_or_default();
     let read = provider.read_resource(&state.type_name, &current, &private)?;
     if read.diagnostics.has_errors() {
@@ -59,6 +58,7 @@ pub(crate) fn refresh(
     if attributes == state.attributes
         && new_private == state.private
         && state.schema_version == s.version
+        && state.written_by.as_deref() == provider.binary_mark()
     {
         return Ok((None, None));
     }
@@ -66,6 +66,7 @@ pub(crate) fn refresh(
     rec.attributes = attributes;
     rec.private = new_private;
     rec.schema_version = s.version;
+    rec.written_by = provider.binary_mark().map(str::to_string);
     // What the schema marks now, plus what the record marked before (values set from secrets
     // stay secret when the object is read again).
     let mut paths: Vec<Json> = s
