@@ -215,18 +215,49 @@ fn without_derived_lines(raw: &str) -> String {
     )
 }
 
+/// Why Nix's full error cannot be kept in a private file.
+#[derive(Debug)]
+enum KeepError {
+    /// There is no per-user state directory.
+    NoStateHome(crate::xdg::NoStateHome),
+    /// The directory cannot be created or the file written.
+    Io {
+        /// The directory or file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The directory breaks the private-file rule.
+    Refused(crate::privfile::Refusal),
+}
+
+impl fmt::Display for KeepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeepError::NoStateHome(e) => e.fmt(f),
+            KeepError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            KeepError::Refused(e) => e.fmt(f),
+        }
+    }
+}
+
 /// Writes `raw` to `$XDG_STATE_HOME/nivis/eval-errors/<pid>.txt` under the file rule.
-fn keep_raw_error(raw: &str) -> Result<PathBuf, String> {
-    let dir = state_home()?.join("nivis/eval-errors");
+fn keep_raw_error(raw: &str) -> Result<PathBuf, KeepError> {
+    let dir = state_home()
+        .map_err(KeepError::NoStateHome)?
+        .join("nivis/eval-errors");
+    let io_at = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| KeepError::Io { path, source }
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    let dir = crate::privfile::check_dirs(&dir, "Nix's full error")?;
+        .map_err(io_at(&dir))?;
+    let dir = crate::privfile::check_dirs(&dir, "Nix's full error").map_err(KeepError::Refused)?;
     let path = dir.join(format!("{}.txt", std::process::id()));
-    crate::rundir::write_private_file(&path, raw.as_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::rundir::write_private_file(&path, raw.as_bytes()).map_err(io_at(&path))?;
     Ok(path)
 }
 
@@ -415,8 +446,11 @@ fn attr_path(attr: &str) -> Vec<String> {
 /// from secret stores, `secret_sources`), `nivis.backend` ... by default.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProjectSettings {
+    /// The state backend's configuration, as JSON; `None` keeps the state in a local file.
     pub backend: Option<serde_json::Value>,
+    /// The declared project name, as JSON (checked by `project::Identity::declared`).
     pub project: Option<serde_json::Value>,
+    /// The secret sources' declarations, as JSON (parsed by `secret_sources::parse`).
     pub secret_sources: Option<serde_json::Value>,
 }
 
@@ -576,8 +610,52 @@ pub fn plan_sibling(
     Ok(Some(value).filter(|v| !v.is_null()))
 }
 
+/// Why a build output cannot be made to exist in the store.
+#[derive(Debug)]
+pub enum RealiseError {
+    /// `nix-store` cannot be started.
+    NotRun(std::io::Error),
+    /// `nix-store --realise` failed.
+    BuildFailed {
+        /// The derivation or store path built.
+        target: String,
+        /// What nix-store said.
+        stderr: String,
+    },
+    /// The build succeeded and the output is still missing.
+    Missing {
+        /// The derivation or store path built.
+        target: String,
+        /// The store path that should exist.
+        store_path: String,
+    },
+}
+
+impl fmt::Display for RealiseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RealiseError::NotRun(e) => write!(f, "cannot run nix-store: {e}"),
+            RealiseError::BuildFailed { target, stderr } => {
+                write!(f, "building {target} failed:\n{stderr}")
+            }
+            RealiseError::Missing { target, store_path } => {
+                write!(f, "{target} was built but {store_path} does not exist")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RealiseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RealiseError::NotRun(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Makes sure a build output exists in the store, building its derivation if needed.
-pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
+pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), RealiseError> {
     let store_path = store_path_prefix(path);
     if Path::new(&store_path).exists() {
         return Ok(());
@@ -588,17 +666,20 @@ pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), String> {
             .args(["--realise", target])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run nix-store: {e}"))?;
+            .map_err(RealiseError::NotRun)?;
     if !output.status.success() {
-        return Err(format!(
-            "building {target} failed:\n{}",
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        ));
+        return Err(RealiseError::BuildFailed {
+            target: target.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr)
+                .trim_end()
+                .to_string(),
+        });
     }
     if !Path::new(&store_path).exists() {
-        return Err(format!(
-            "{target} was built but {store_path} does not exist"
-        ));
+        return Err(RealiseError::Missing {
+            target: target.to_string(),
+            store_path,
+        });
     }
     Ok(())
 }
