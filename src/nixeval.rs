@@ -39,9 +39,19 @@ pub use self::positions::positions;
 #[derive(Debug, Clone)]
 pub enum PlanSource {
     /// A flake (directory or flake reference) and the attribute holding `ledger: IR`.
-    Flake { flake: String, attr: String },
+    Flake {
+        /// The flake reference, as given (`.`, `path:DIR`, `github:o/r`).
+        flake: String,
+        /// The attribute path of the plan inside the flake (`nivis.plan`).
+        attr: String,
+    },
     /// A plain Nix file evaluating to `ledger: IR` (or an attrset holding it at `attr`).
-    File { path: PathBuf, attr: Option<String> },
+    File {
+        /// The Nix file.
+        path: PathBuf,
+        /// The attribute path of the plan inside the file's value; `None`: the value itself.
+        attr: Option<String>,
+    },
 }
 
 impl PlanSource {

@@ -14,7 +14,12 @@ use crate::nixeval::PlanSource;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Side {
     /// `rev` as the user gave it, and the commit it names.
-    Commit { rev: String, commit: String },
+    Commit {
+        /// The revision as the user gave it (`HEAD~1`, a branch, a tag).
+        rev: String,
+        /// The full commit id it names.
+        commit: String,
+    },
     /// The project's files as they are now (for a flake in git: its tracked files).
     WorkTree,
 }
