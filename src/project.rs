@@ -378,9 +378,21 @@ fn move_state(
         }
     }
     move_audit_log(&old.snapshot, target).map_err(|e| fail("moving its audit log", e.into()))?;
+    remove_old_files(&old, legacy).map_err(|e| fail("removing the old files", e.into()))?;
+    drop(store);
+    let _ = std::fs::remove_file(&old.lock);
+    Ok(Some(format!(
+        "Moved the state from {} ({was}) to {}: {because}",
+        legacy.display(),
+        target.display()
+    )))
+}
+
+/// Removes the files of the moved state `old` (the backup the open may have written too: it
+/// holds the old snapshot) and `legacy` itself when it is a link; a file already gone is fine.
+fn remove_old_files(old: &StatePaths, legacy: &Path) -> std::io::Result<()> {
     let link = std::fs::symlink_metadata(legacy).is_ok_and(|m| m.file_type().is_symlink());
     let link = link.then_some(legacy);
-    // The backup the open above may have written goes too: it holds the old snapshot.
     for f in [
         &old.snapshot,
         &old.journal,
@@ -394,17 +406,11 @@ fn move_state(
     {
         if let Err(e) = std::fs::remove_file(f) {
             if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(fail("removing the old files", e.into()));
+                return Err(e);
             }
         }
     }
-    drop(store);
-    let _ = std::fs::remove_file(&old.lock);
-    Ok(Some(format!(
-        "Moved the state from {} ({was}) to {}: {because}",
-        legacy.display(),
-        target.display()
-    )))
+    Ok(())
 }
 
 /// Moves the audit log beside the state at `from` to beside `to` (copied privately, then the
