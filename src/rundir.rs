@@ -187,8 +187,8 @@ pub enum RunDirError {
     UnsafeParent {
         /// The parent.
         parent: RunParent,
-        /// What the rule says.
-        refusal: crate::privfile::Refusal,
+        /// What the rule says (boxed: it is large, and rare).
+        refusal: Box<crate::privfile::Refusal>,
     },
     /// `$XDG_RUNTIME_DIR` cannot be examined.
     RuntimeUnreadable {
@@ -263,7 +263,7 @@ impl std::fmt::Display for RunDirError {
 impl std::error::Error for RunDirError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            RunDirError::UnsafeParent { refusal, .. } => Some(refusal),
+            RunDirError::UnsafeParent { refusal, .. } => Some(refusal.as_ref()),
             RunDirError::RuntimeUnreadable { source, .. } | RunDirError::Random(source) => {
                 Some(source)
             }
@@ -290,7 +290,12 @@ impl RunDir {
         let role = format!("the private run directory (in {parent})");
         let real = match crate::privfile::check_dirs(&parent.path, &role) {
             Ok(real) => real,
-            Err(refusal) => return Err(RunDirError::UnsafeParent { parent, refusal }),
+            Err(refusal) => {
+                return Err(RunDirError::UnsafeParent {
+                    parent,
+                    refusal: Box::new(refusal),
+                })
+            }
         };
         if parent.is_runtime {
             let meta = match std::fs::metadata(&real) {

@@ -151,7 +151,7 @@ pub fn resolve(sources: &BTreeMap<String, Source>) -> Result<BTreeMap<String, St
         let value = read(source).map_err(|problem| ReadError {
             name: name.clone(),
             source: source.describe(),
-            problem,
+            problem: Box::new(problem),
         })?;
         crate::secrets::remember(&value);
         values.insert(name.clone(), value);

@@ -109,8 +109,8 @@ pub struct ReadError {
     pub name: String,
     /// The source in words ([`super::Source::describe`]).
     pub source: String,
-    /// What went wrong.
-    pub problem: ReadProblem,
+    /// What went wrong (boxed: a refused identity file carries a large refusal).
+    pub problem: Box<ReadProblem>,
 }
 
 /// What went wrong reading one source.
@@ -213,7 +213,7 @@ impl fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.problem {
+        match self.problem.as_ref() {
             ReadProblem::Unreadable { source, .. } | ReadProblem::NotRun { source, .. } => {
                 Some(source)
             }
