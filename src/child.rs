@@ -40,7 +40,9 @@ pub struct Child {
 pub struct Pipes {
     /// Present when spawned with [`Stdin::Piped`].
     pub stdin: Option<ChildStdin>,
+    /// The child's standard output.
     pub stdout: ChildStdout,
+    /// The child's standard error.
     pub stderr: ChildStderr,
 }
 
@@ -157,7 +159,9 @@ pub enum End {
 
 /// One line, or piece of a line, read by [`LineReader::next_piece`], without its newline.
 pub struct Line {
+    /// The line's bytes, without the newline; at most the limit asked for.
     pub bytes: Vec<u8>,
+    /// How the line ended.
     pub end: End,
 }
 
@@ -186,6 +190,7 @@ pub struct LineReader<R> {
 }
 
 impl<R: Read> LineReader<R> {
+    /// A reader of lines from `reader`, buffered.
     pub fn new(reader: R) -> LineReader<R> {
         LineReader {
             reader: BufReader::with_capacity(MAX_LINE, reader),

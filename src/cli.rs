@@ -232,10 +232,10 @@ fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
 
 fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
     let source = plan_source(spec.source)?;
-    crate::project::require_flake(&source)?;
+    crate::project::require_flake(&source).map_err(|e| e.to_string())?;
     // Before anything evaluates the flake (and copies its tree into the store).
     for file in &spec.vars.var_files {
-        crate::project::check_var_file(file, &source)?;
+        crate::project::check_var_file(file, &source).map_err(|e| e.to_string())?;
     }
     let vars = vars::collect(&spec.vars.var_files, &spec.vars.vars, vars::from_env()?)?;
     for note in &vars.notes {

@@ -42,9 +42,19 @@ pub use self::positions::positions;
 #[derive(Debug, Clone)]
 pub enum PlanSource {
     /// A flake (directory or flake reference) and the attribute holding `ledger: IR`.
-    Flake { flake: String, attr: String },
+    Flake {
+        /// The flake reference, as given (`.`, `path:DIR`, `github:o/r`).
+        flake: String,
+        /// The attribute path of the plan inside the flake (`nivis.plan`).
+        attr: String,
+    },
     /// A plain Nix file evaluating to `ledger: IR` (or an attrset holding it at `attr`).
-    File { path: PathBuf, attr: Option<String> },
+    File {
+        /// The Nix file.
+        path: PathBuf,
+        /// The attribute path of the plan inside the file's value; `None`: the value itself.
+        attr: Option<String>,
+    },
 }
 
 impl PlanSource {
@@ -237,18 +247,49 @@ fn without_derived_lines(raw: &str) -> String {
     )
 }
 
+/// Why Nix's full error cannot be kept in a private file.
+#[derive(Debug)]
+enum KeepError {
+    /// There is no per-user state directory.
+    NoStateHome(crate::xdg::NoStateHome),
+    /// The directory cannot be created or the file written.
+    Io {
+        /// The directory or file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The directory breaks the private-file rule.
+    Refused(crate::privfile::Refusal),
+}
+
+impl fmt::Display for KeepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeepError::NoStateHome(e) => e.fmt(f),
+            KeepError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            KeepError::Refused(e) => e.fmt(f),
+        }
+    }
+}
+
 /// Writes `raw` to `$XDG_STATE_HOME/nivis/eval-errors/<pid>.txt` under the file rule.
-fn keep_raw_error(raw: &str) -> Result<PathBuf, String> {
-    let dir = state_home()?.join("nivis/eval-errors");
+fn keep_raw_error(raw: &str) -> Result<PathBuf, KeepError> {
+    let dir = state_home()
+        .map_err(KeepError::NoStateHome)?
+        .join("nivis/eval-errors");
+    let io_at = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| KeepError::Io { path, source }
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    let dir = crate::privfile::check_dirs(&dir, "Nix's full error")?;
+        .map_err(io_at(&dir))?;
+    let dir = crate::privfile::check_dirs(&dir, "Nix's full error").map_err(KeepError::Refused)?;
     let path = dir.join(format!("{}.txt", std::process::id()));
-    crate::rundir::write_private_file(&path, raw.as_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::rundir::write_private_file(&path, raw.as_bytes()).map_err(io_at(&path))?;
     Ok(path)
 }
 
@@ -440,8 +481,11 @@ fn attr_path(attr: &str) -> Vec<String> {
 /// from secret stores, `secret_sources`), `nivis.backend` ... by default.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProjectSettings {
+    /// The state backend's configuration, as JSON; `None` keeps the state in a local file.
     pub backend: Option<serde_json::Value>,
+    /// The declared project name, as JSON (checked by `project::Identity::declared`).
     pub project: Option<serde_json::Value>,
+    /// The secret sources' declarations, as JSON (parsed by `secret_sources::parse`).
     pub secret_sources: Option<serde_json::Value>,
 }
 
@@ -601,6 +645,54 @@ pub fn plan_sibling(
     Ok(Some(value).filter(|v| !v.is_null()))
 }
 
+/// Why a build output cannot be made to exist in the store.
+#[derive(Debug)]
+pub enum RealiseError {
+    /// The derivation could not be brought out of the private eval store (or must not be).
+    EvalStore(EvalStoreError),
+    /// `nix-store` cannot be started.
+    NotRun(std::io::Error),
+    /// `nix-store --realise` failed.
+    BuildFailed {
+        /// The derivation or store path built.
+        target: String,
+        /// What nix-store said.
+        stderr: String,
+    },
+    /// The build succeeded and the output is still missing.
+    Missing {
+        /// The derivation or store path built.
+        target: String,
+        /// The store path that should exist.
+        store_path: String,
+    },
+}
+
+impl fmt::Display for RealiseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RealiseError::EvalStore(e) => write!(f, "{e}"),
+            RealiseError::NotRun(e) => write!(f, "cannot run nix-store: {e}"),
+            RealiseError::BuildFailed { target, stderr } => {
+                write!(f, "building {target} failed:\n{stderr}")
+            }
+            RealiseError::Missing { target, store_path } => {
+                write!(f, "{target} was built but {store_path} does not exist")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RealiseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RealiseError::NotRun(e) => Some(e),
+            RealiseError::EvalStore(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Makes sure a build output exists in the store, building its derivation if needed. The
 /// evaluation wrote the derivation into the private eval store: it is copied into the shared
 /// store first (refused when its closure holds a known secret), then built there.
@@ -620,53 +712,23 @@ pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), RealiseError> {
             .args(["--realise", target])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| RealiseError::Build {
-                target: target.to_string(),
-                message: format!("cannot run nix-store: {e}"),
-            })?;
+            .map_err(RealiseError::NotRun)?;
     if !output.status.success() {
-        return Err(RealiseError::Build {
+        return Err(RealiseError::BuildFailed {
             target: target.to_string(),
-            message: String::from_utf8_lossy(&output.stderr)
+            stderr: String::from_utf8_lossy(&output.stderr)
                 .trim_end()
                 .to_string(),
         });
     }
     if !Path::new(&store_path).exists() {
-        return Err(RealiseError::Build {
+        return Err(RealiseError::Missing {
             target: target.to_string(),
-            message: format!("it was built but {store_path} does not exist"),
+            store_path,
         });
     }
     Ok(())
 }
-
-/// Why a build output could not be realised.
-#[derive(Debug)]
-pub enum RealiseError {
-    /// The derivation could not be brought out of the private eval store (or must not be).
-    EvalStore(EvalStoreError),
-    /// Building failed.
-    Build {
-        /// The derivation (or store path) built.
-        target: String,
-        /// Nix's error text.
-        message: String,
-    },
-}
-
-impl fmt::Display for RealiseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RealiseError::EvalStore(e) => write!(f, "{e}"),
-            RealiseError::Build { target, message } => {
-                write!(f, "building {target} failed:\n{message}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for RealiseError {}
 
 /// `/nix/store/<hash>-<name>/sub/file` -> `/nix/store/<hash>-<name>`.
 fn store_path_prefix(path: &str) -> String {

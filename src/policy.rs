@@ -48,9 +48,13 @@ impl Level {
 /// One rule broken by one resource or change (or, `address` `None`, by a whole phase).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Violation {
+    /// The rule's name.
     pub rule: String,
+    /// Whether it refuses the run or only advises.
     pub level: Level,
+    /// The resource or change it is about; `None` for the whole phase.
     pub address: Option<String>,
+    /// What the rule says is wrong.
     pub message: String,
     /// `--override RULE --reason TEXT`: the reason this mandatory violation does not refuse.
     pub overridden: Option<String>,
@@ -85,13 +89,16 @@ pub struct Verdict {
     pub plan_rules: usize,
     /// The names of all the project's rules.
     pub names: Vec<String>,
+    /// The rules broken, in the order the runner reported them.
     pub violations: Vec<Violation>,
 }
 
 /// The mandatory rules a run may break, and why (`--override RULE --reason TEXT`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
+    /// The mandatory rules named with `--override`.
     pub rules: Vec<String>,
+    /// The `--reason` given for them.
     pub reason: Option<String>,
 }
 
@@ -139,7 +146,7 @@ impl PolicyRunner {
             message,
         };
         if self.run_dir.is_none() {
-            self.run_dir = Some(RunDir::create().map_err(failed)?);
+            self.run_dir = Some(RunDir::create().map_err(|e| failed(e.to_string()))?);
         }
         let dir = self.run_dir.as_ref().expect("created above");
         let bytes = serde_json::to_vec(input).expect("JSON values serialise");
@@ -153,15 +160,16 @@ impl PolicyRunner {
         let Some((out, took)) = result? else {
             return Ok(None);
         };
-        let verdict = parse_verdict(&out).map_err(failed)?;
+        let verdict =
+            parse_verdict(&out).map_err(|e| failed(format!("the policy runner's result: {e}")))?;
         Ok(Some((verdict, took)))
     }
 }
 
-/// The runner's JSON result as a [`Verdict`].
-fn parse_verdict(bytes: &[u8]) -> Result<Verdict, String> {
-    let json: Json =
-        serde_json::from_slice(bytes).map_err(|e| format!("the policy runner's result: {e}"))?;
+/// The runner's JSON result as a [`Verdict`]; only JSON that does not parse is refused (the
+/// runner's shape is ours, missing fields count as none).
+fn parse_verdict(bytes: &[u8]) -> Result<Verdict, serde_json::Error> {
+    let json: Json = serde_json::from_slice(bytes)?;
     let count = |k: &str| json[k].as_u64().unwrap_or(0) as usize;
     let mut violations = Vec::new();
     for v in json["violations"].as_array().into_iter().flatten() {
@@ -217,9 +225,13 @@ pub fn static_input(ir: &Ir) -> Json {
 
 /// One planned change, as the plan rules see it.
 pub struct PlannedChange<'a> {
+    /// The resource's address.
     pub address: &'a str,
+    /// The resource type.
     pub type_name: &'a str,
+    /// What the plan does to it.
     pub action: Action,
+    /// Its attribute changes.
     pub changes: &'a [AttrChange],
 }
 

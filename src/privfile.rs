@@ -73,53 +73,179 @@ pub fn unsafe_file(meta: &Metadata) -> Option<String> {
     None
 }
 
+/// Why a file that holds or drives secrets, or a directory above it, is refused or cannot be
+/// judged. `what` is the file's role in the message ("the --var-file").
+#[derive(Debug)]
+pub enum Refusal {
+    /// The directory cannot be made real (it is missing, or a link in it dangles).
+    NoDirectory {
+        /// The file's role.
+        what: String,
+        /// The directory as given.
+        dir: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// A directory above the file cannot be examined.
+    Unreadable {
+        /// The file's role.
+        what: String,
+        /// The directory or file.
+        path: PathBuf,
+        /// Whether `path` is the file itself rather than a directory above it.
+        is_file: bool,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// A directory above the file could be changed by someone else.
+    UnsafeDirectory {
+        /// The file's role.
+        what: String,
+        /// The real directory the file is in.
+        real: PathBuf,
+        /// The directory on the way that is unsafe.
+        ancestor: PathBuf,
+        /// What is wrong with it (owner, mode), as [`unsafe_dir`] says.
+        problem: String,
+    },
+    /// The file itself may not be trusted.
+    UnsafeFile {
+        /// The file's role.
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it (type, owner, mode), as [`unsafe_file`] says.
+        problem: String,
+    },
+    /// The path ends in `..` or `/`, so it names no file.
+    NotAFileName {
+        /// The file's role.
+        what: String,
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// The file's name is a symbolic link, which is never followed.
+    Symlink {
+        /// The file's role.
+        what: String,
+        /// The path as given.
+        path: PathBuf,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NoDirectory { what, dir, source } => {
+                write!(f, "{what}: the directory {}: {source}", dir.display())
+            }
+            Refusal::Unreadable {
+                what,
+                path,
+                is_file: false,
+                source,
+            } => write!(f, "{what}: {}: {source}", path.display()),
+            Refusal::Unreadable { what, path, source, .. } => {
+                write!(f, "{what} {}: {source}", path.display())
+            }
+            Refusal::UnsafeDirectory {
+                what,
+                real,
+                ancestor,
+                problem,
+            } => write!(
+                f,
+                "refusing {what} in {}: the directory {} {problem}. Nivis keeps secrets there only where nobody else can swap them: fix the directory (chown it to yourself, chmod go-w) or use a directory only you can write to.",
+                real.display(),
+                ancestor.display()
+            ),
+            Refusal::UnsafeFile { what, path, problem } => write!(
+                f,
+                "refusing {what} {}: it {problem}. A file that holds or drives secrets must be yours and writable only by you: check what it holds, then `chown $(id -u) {}` and `chmod go-w {}`, or remove it and run again.",
+                path.display(),
+                path.display(),
+                path.display()
+            ),
+            Refusal::NotAFileName { what, path } => {
+                write!(f, "{what} {}: not a file name", path.display())
+            }
+            Refusal::Symlink { what, path } => write!(
+                f,
+                "refusing {what} {}: it is a symbolic link, and Nivis never follows a link at the name of a file that holds or drives secrets (another user could point it anywhere). Replace the link with the file itself.",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Refusal::NoDirectory { source, .. } | Refusal::Unreadable { source, .. } => {
+                Some(source)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Checks `dir` (made real: links resolved) and every directory above it against the rule;
 /// returns the real path. `what` names the role of the file in the refusal ("the --var-file").
-pub fn check_dirs(dir: &Path, what: &str) -> Result<PathBuf, String> {
+pub fn check_dirs(dir: &Path, what: &str) -> Result<PathBuf, Refusal> {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
         dir
     };
-    let real = dir
-        .canonicalize()
-        .map_err(|e| format!("{what}: the directory {}: {e}", dir.display()))?;
+    let real = dir.canonicalize().map_err(|source| Refusal::NoDirectory {
+        what: what.into(),
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     for ancestor in real.ancestors() {
-        let meta = std::fs::symlink_metadata(ancestor)
-            .map_err(|e| format!("{what}: {}: {e}", ancestor.display()))?;
+        let meta = std::fs::symlink_metadata(ancestor).map_err(|source| Refusal::Unreadable {
+            what: what.into(),
+            path: ancestor.to_path_buf(),
+            is_file: false,
+            source,
+        })?;
         if let Some(problem) = unsafe_dir(&meta) {
-            return Err(format!(
-                "refusing {what} in {}: the directory {} {problem}. Nivis keeps secrets there only where nobody else can swap them: fix the directory (chown it to yourself, chmod go-w) or use a directory only you can write to.",
-                real.display(),
-                ancestor.display()
-            ));
+            return Err(Refusal::UnsafeDirectory {
+                what: what.into(),
+                real: real.clone(),
+                ancestor: ancestor.to_path_buf(),
+                problem,
+            });
         }
     }
     Ok(real)
 }
 
 /// Refuses the opened `file` (at `path`) unless the rule allows it.
-pub fn check_opened(file: &File, path: &Path, what: &str) -> Result<(), String> {
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+pub fn check_opened(file: &File, path: &Path, what: &str) -> Result<(), Refusal> {
+    let meta = file.metadata().map_err(|source| Refusal::Unreadable {
+        what: what.into(),
+        path: path.to_path_buf(),
+        is_file: true,
+        source,
+    })?;
     match unsafe_file(&meta) {
         None => Ok(()),
-        Some(problem) => Err(format!(
-            "refusing {what} {}: it {problem}. A file that holds or drives secrets must be yours and writable only by you: check what it holds, then `chown $(id -u) {}` and `chmod go-w {}`, or remove it and run again.",
-            path.display(),
-            path.display(),
-            path.display()
-        )),
+        Some(problem) => Err(Refusal::UnsafeFile {
+            what: what.into(),
+            path: path.to_path_buf(),
+            problem,
+        }),
     }
 }
 
 /// The real path of `path`: its directory with links resolved (and judged by [`check_dirs`]),
 /// and its own name, which is never resolved.
-pub fn real_path(path: &Path, what: &str) -> Result<PathBuf, String> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("{what} {}: not a file name", path.display()))?;
+pub fn real_path(path: &Path, what: &str) -> Result<PathBuf, Refusal> {
+    let name = path.file_name().ok_or_else(|| Refusal::NotAFileName {
+        what: what.into(),
+        path: path.to_path_buf(),
+    })?;
     let dir = check_dirs(path.parent().unwrap_or(Path::new(".")), what)?;
     Ok(dir.join(name))
 }
@@ -139,10 +265,10 @@ pub fn open(path: &Path, options: &mut OpenOptions, what: &str) -> Result<File, 
         .open(&real)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
-                OpenError::Refused(format!(
-                    "refusing {what} {}: it is a symbolic link, and Nivis never follows a link at the name of a file that holds or drives secrets (another user could point it anywhere). Replace the link with the file itself.",
-                    path.display()
-                ))
+                OpenError::Refused(Refusal::Symlink {
+                    what: what.into(),
+                    path: path.to_path_buf(),
+                })
             } else {
                 OpenError::Io(e)
             }
@@ -160,7 +286,7 @@ pub fn open_read(path: &Path, what: &str) -> Result<File, OpenError> {
 #[derive(Debug)]
 pub enum OpenError {
     /// The rule refuses the file or a directory above it (the message says why and the fix).
-    Refused(String),
+    Refused(Refusal),
     /// The system call failed (a missing file is `NotFound` here).
     Io(io::Error),
 }
@@ -169,7 +295,7 @@ impl OpenError {
     /// As an `io::Error` (a refusal becomes `PermissionDenied` with its message).
     pub fn into_io(self) -> io::Error {
         match self {
-            OpenError::Refused(m) => io::Error::new(io::ErrorKind::PermissionDenied, m),
+            OpenError::Refused(m) => io::Error::new(io::ErrorKind::PermissionDenied, m.to_string()),
             OpenError::Io(e) => e,
         }
     }
@@ -177,7 +303,7 @@ impl OpenError {
     /// The message, prefixed with `path` when it is a system error.
     pub fn message(&self, path: &Path) -> String {
         match self {
-            OpenError::Refused(m) => m.clone(),
+            OpenError::Refused(m) => m.to_string(),
             OpenError::Io(e) => format!("{}: {e}", path.display()),
         }
     }

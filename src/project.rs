@@ -30,13 +30,15 @@ use std::process::{Command, Stdio};
 
 use crate::nixeval::{git_root, PlanSource};
 use crate::state::{audit, LockHolder, StatePaths, Store, DEFAULT_PATH};
-use crate::xdg::state_home;
+use crate::xdg::{state_home, NoStateHome};
 
+mod error;
 mod find;
 mod identity;
 mod placement;
 
-pub use find::{require_flake, search_upward, warn_if_copy_is_large};
+pub use error::{CopiedBy, MissingFlake, PrivateFile, ProjectError};
+pub use find::{require_flake, search_upward, warn_if_copy_is_large, NotFound};
 use identity::GitLineage;
 pub use identity::{Identity, IdentityKind, ProjectNote};
 pub use placement::{known_state_path, place, Placement};
@@ -124,26 +126,24 @@ fn git_ignores(root: &Path, path: &Path) -> bool {
 
 /// The files of the state at `path`, where they really are: a state path that is a symlink
 /// keeps every file beside its target (as [`Store`] does).
-fn resolved_files(path: &Path) -> Result<StatePaths, String> {
-    let files = StatePaths::resolve(path).map_err(|e| e.to_string())?;
+fn resolved_files(path: &Path) -> Result<StatePaths, ProjectError> {
+    let files = StatePaths::resolve(path)?;
     Ok(StatePaths::new(&normalise(&files.snapshot)))
 }
 
 /// Refuses a state path that Nix would copy into the store when it evaluates `source`:
 /// checked where its files really are (a symlink is followed), the rescue file included.
-pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String> {
+pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), ProjectError> {
     let files = resolved_files(state)?;
     let state = files.snapshot.clone();
     match copied_tree(source) {
-        Copied::Whole(dir) if state.starts_with(&dir) => Err(format!(
-            "refusing --state {}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, so the state and the secrets in it would land there. Omit --state (the state then lives in {}), or give a path outside {}.",
-            state.display(),
-            dir.display(),
-            default_state_path(source)
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|e| e),
-            dir.display()
-        )),
+        Copied::Whole(dir) if state.starts_with(&dir) => Err(ProjectError::InCopiedTree {
+            file: PrivateFile::State {
+                default: projects_dir().map(|projects| default_state_in(&projects, source)),
+            },
+            path: state,
+            copied: CopiedBy::Whole(dir),
+        }),
         Copied::GitTracked(root) if state.starts_with(&root) => {
             // Every file that may hold secrets (the lock holds none).
             let secret_files = [
@@ -156,16 +156,13 @@ pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String>
             if secret_files.iter().all(|f| git_ignores(&root, f)) {
                 return Ok(());
             }
-            let name = state
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            Err(format!(
-                "refusing --state {}: it is inside the git repository {} and git does not ignore it, so it could be tracked, committed, and copied by Nix into the world-readable /nix/store with the flake. Add `{name}*` to {}/.gitignore, or omit --state (the state then lives outside the repository).",
-                state.display(),
-                root.display(),
-                root.display()
-            ))
+            Err(ProjectError::InCopiedTree {
+                file: PrivateFile::State {
+                    default: projects_dir().map(|projects| default_state_in(&projects, source)),
+                },
+                path: state,
+                copied: CopiedBy::GitTracked(root),
+            })
         }
         _ => Ok(()),
     }
@@ -173,48 +170,41 @@ pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), String>
 
 /// Refuses `path`, a file about to receive secrets (`state pull --out`), where Nix would copy
 /// it into the store when it evaluates `source` (see [`check_state_path`]).
-pub fn check_private_file(path: &Path, source: &PlanSource) -> Result<(), String> {
+pub fn check_private_file(path: &Path, source: &PlanSource) -> Result<(), ProjectError> {
     let path = normalise(path);
-    match copied_tree(source) {
-        Copied::Whole(dir) if path.starts_with(&dir) => Err(format!(
-            "refusing to write the state to {}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, and the state holds secrets. Write it outside {}.",
-            path.display(),
-            dir.display(),
-            dir.display()
-        )),
+    let copied = match copied_tree(source) {
+        Copied::Whole(dir) if path.starts_with(&dir) => CopiedBy::Whole(dir),
         Copied::GitTracked(root) if path.starts_with(&root) && !git_ignores(&root, &path) => {
-            Err(format!(
-                "refusing to write the state to {}: it is inside the git repository {} and git does not ignore it, so it could be committed and copied by Nix into the world-readable /nix/store. Write it outside the repository, or add it to {}/.gitignore.",
-                path.display(),
-                root.display(),
-                root.display()
-            ))
+            CopiedBy::GitTracked(root)
         }
-        _ => Ok(()),
-    }
+        _ => return Ok(()),
+    };
+    Err(ProjectError::InCopiedTree {
+        file: PrivateFile::StateCopy,
+        path,
+        copied,
+    })
 }
 
 /// Refuses `--var-file path` where Nix would copy it into the store when it evaluates
 /// `source` (a plain or `path:` flake directory, or a git flake that does not ignore it):
 /// variable files hold secrets as much as the state does. Checked before any evaluation.
-pub fn check_var_file(path: &Path, source: &PlanSource) -> Result<(), String> {
+pub fn check_var_file(path: &Path, source: &PlanSource) -> Result<(), ProjectError> {
     let real = path.canonicalize().unwrap_or_else(|_| normalise(path));
-    let shown = path.display();
-    match copied_tree(source) {
-        Copied::Whole(dir) if real.starts_with(&dir) => Err(format!(
-            "refusing --var-file {shown}: Nix copies {} whole into the world-readable /nix/store every time it evaluates the plan, so the values in it (secrets, usually) would land there. Move the file outside {}.",
-            dir.display(),
-            dir.display()
-        )),
+    let copied = match copied_tree(source) {
+        Copied::Whole(dir) if real.starts_with(&dir) => CopiedBy::Whole(dir),
         Copied::GitTracked(root) if real.starts_with(&root) && !git_ignores(&root, &real) => {
-            Err(format!(
-                "refusing --var-file {shown}: it is inside the git repository {} and git does not ignore it, so it could be committed and copied by Nix into the world-readable /nix/store with the flake. Move it outside the repository, or add it to {}/.gitignore.",
-                root.display(),
-                root.display()
-            ))
+            CopiedBy::GitTracked(root)
         }
-        _ => Ok(()),
-    }
+        _ => return Ok(()),
+    };
+    Err(ProjectError::InCopiedTree {
+        file: PrivateFile::VarFile {
+            given: path.to_path_buf(),
+        },
+        path: real,
+        copied,
+    })
 }
 
 /// What identifies a project: its canonical flake directory or plan file, or the flake
@@ -255,16 +245,21 @@ fn project_key(source: &PlanSource) -> (String, String) {
 }
 
 /// `$XDG_STATE_HOME/nivis/projects`, where each project's state directory is.
-fn projects_dir() -> Result<PathBuf, String> {
+fn projects_dir() -> Result<PathBuf, NoStateHome> {
     Ok(state_home()?.join("nivis/projects"))
 }
 
 /// The path-keyed state path of the project `source` names: where Nivis kept every state
 /// before project identities, and still keeps the state of a project with no other identity.
-pub fn default_state_path(source: &PlanSource) -> Result<PathBuf, String> {
+pub fn default_state_path(source: &PlanSource) -> Result<PathBuf, ProjectError> {
+    Ok(default_state_in(&projects_dir()?, source))
+}
+
+/// [`default_state_path`] below the projects directory `projects`.
+fn default_state_in(projects: &Path, source: &PlanSource) -> PathBuf {
     let (key, name) = project_key(source);
     let location = Identity::location(key, name);
-    Ok(location.state_dir(&projects_dir()?).join(DEFAULT_PATH))
+    location.state_dir(projects).join(DEFAULT_PATH)
 }
 
 /// The project's canonical local directory (a flake's) or plan file, if it is local.
@@ -292,7 +287,7 @@ fn git_lineage(source: &PlanSource) -> GitLineage {
 }
 
 /// Creates the directory of a default state path (mode 0700 for what is created).
-pub fn create_state_dir(state: &Path) -> Result<(), String> {
+pub fn create_state_dir(state: &Path) -> Result<(), ProjectError> {
     let Some(dir) = state.parent() else {
         return Ok(());
     };
@@ -300,7 +295,10 @@ pub fn create_state_dir(state: &Path) -> Result<(), String> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))
+        .map_err(|source| ProjectError::CreateStateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Moves a state that an older Nivis kept at `legacy` (the working directory) to `target`:
@@ -311,7 +309,7 @@ pub fn create_state_dir(state: &Path) -> Result<(), String> {
 ///
 /// A `legacy` path that is a symlink is followed: the files beside its target are moved, and
 /// the link removed. A rescue file left by a failed run counts as a state (opening folds it in).
-pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>, String> {
+pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>, ProjectError> {
     move_state(
         legacy,
         target,
@@ -325,9 +323,9 @@ pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>,
 fn move_state(
     legacy: &Path,
     target: &Path,
-    was: &str,
+    was: &'static str,
     because: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ProjectError> {
     let old = resolved_files(legacy)?;
     if ![&old.snapshot, &old.journal, &old.rescue]
         .iter()
@@ -338,45 +336,63 @@ fn move_state(
     if old.snapshot == normalise(target) {
         return Ok(None);
     }
-    let fail = |what: &str, e: &dyn std::fmt::Display| {
-        format!(
-            "moving the state {} to {} failed ({what}: {e}); nothing was lost: the old state is still there. Fix the cause, or pass --state {} to keep using it where it is.",
-            legacy.display(),
-            target.display(),
-            legacy.display()
-        )
+    let fail = |step: &'static str, cause: Box<dyn std::error::Error + Send + Sync>| {
+        ProjectError::MoveFailed {
+            from: legacy.to_path_buf(),
+            to: target.to_path_buf(),
+            step,
+            cause,
+        }
     };
     let mut store = Store::open(
         legacy,
         LockHolder::current("nivis (moving the state)"),
         None,
     )
-    .map_err(|e| fail("opening it", &e))?;
-    store.compact().map_err(|e| fail("compacting it", &e))?;
+    .map_err(|e| fail("opening it", e.into()))?;
+    store
+        .compact()
+        .map_err(|e| fail("compacting it", e.into()))?;
     let new = StatePaths::new(target);
     if new.snapshot.exists() || new.journal.exists() || new.rescue.exists() {
-        let there = Store::read_only(target).map_err(|e| fail("reading the new place", &e))?;
+        let there =
+            Store::read_only(target).map_err(|e| fail("reading the new place", e.into()))?;
         if !same_state(&there, store.state()) {
-            return Err(format!(
-                "two different states: {} ({was}) and {} (where it lives now). Keep the right one: remove the other (its .journal too), or pass --state to choose.",
-                legacy.display(),
-                target.display()
-            ));
+            return Err(ProjectError::TwoStates {
+                old: legacy.to_path_buf(),
+                was,
+                new: target.to_path_buf(),
+            });
         }
     } else {
         create_state_dir(target)?;
-        let bytes = std::fs::read(&old.snapshot).map_err(|e| fail("reading it", &e))?;
-        copy_durably(&bytes, target).map_err(|e| fail("writing the copy", &e))?;
-        let copied = Store::read_only(target).map_err(|e| fail("reading the copy", &e))?;
+        let bytes = std::fs::read(&old.snapshot).map_err(|e| fail("reading it", e.into()))?;
+        copy_durably(&bytes, target).map_err(|e| fail("writing the copy", e.into()))?;
+        let copied = Store::read_only(target).map_err(|e| fail("reading the copy", e.into()))?;
         if !same_state(&copied, store.state()) {
             let _ = std::fs::remove_file(target);
-            return Err(fail("checking the copy", &"it differs from the original"));
+            return Err(fail(
+                "checking the copy",
+                "it differs from the original".into(),
+            ));
         }
     }
-    move_audit_log(&old.snapshot, target).map_err(|e| fail("moving its audit log", &e))?;
+    move_audit_log(&old.snapshot, target).map_err(|e| fail("moving its audit log", e.into()))?;
+    remove_old_files(&old, legacy).map_err(|e| fail("removing the old files", e.into()))?;
+    drop(store);
+    let _ = std::fs::remove_file(&old.lock);
+    Ok(Some(format!(
+        "Moved the state from {} ({was}) to {}: {because}",
+        legacy.display(),
+        target.display()
+    )))
+}
+
+/// Removes the files of the moved state `old` (the backup the open may have written too: it
+/// holds the old snapshot) and `legacy` itself when it is a link; a file already gone is fine.
+fn remove_old_files(old: &StatePaths, legacy: &Path) -> std::io::Result<()> {
     let link = std::fs::symlink_metadata(legacy).is_ok_and(|m| m.file_type().is_symlink());
     let link = link.then_some(legacy);
-    // The backup the open above may have written goes too: it holds the old snapshot.
     for f in [
         &old.snapshot,
         &old.journal,
@@ -390,17 +406,11 @@ fn move_state(
     {
         if let Err(e) = std::fs::remove_file(f) {
             if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(fail("removing the old files", &e));
+                return Err(e);
             }
         }
     }
-    drop(store);
-    let _ = std::fs::remove_file(&old.lock);
-    Ok(Some(format!(
-        "Moved the state from {} ({was}) to {}: {because}",
-        legacy.display(),
-        target.display()
-    )))
+    Ok(())
 }
 
 /// Moves the audit log beside the state at `from` to beside `to` (copied privately, then the
@@ -488,8 +498,9 @@ mod tests {
         };
         assert_eq!(copied_tree(&file), Copied::Nothing);
 
-        let err =
-            check_state_path(&plain.join("sub/../nivis.state.json"), &flake(&plain)).unwrap_err();
+        let err = check_state_path(&plain.join("sub/../nivis.state.json"), &flake(&plain))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("copies") && err.contains("Omit --state"),
             "{err}"
@@ -548,7 +559,7 @@ mod tests {
 
         // Two different states: the user decides, nothing is removed.
         state_with(&legacy, &["c"]);
-        let err = move_legacy_state(&legacy, &target).unwrap_err();
+        let err = move_legacy_state(&legacy, &target).unwrap_err().to_string();
         assert!(err.contains("two different states"), "{err}");
         assert!(legacy.exists() && target.exists());
         assert!(same_state(&Store::read_only(&target).unwrap(), &before));
@@ -604,7 +615,9 @@ mod tests {
         // A link outside the flake to a state inside it: the files would be copied.
         let inside = root.path().join("in-flake");
         std::os::unix::fs::symlink(plain.join("nivis.state.json"), &inside).unwrap();
-        let err = check_state_path(&inside, &flake(&plain)).unwrap_err();
+        let err = check_state_path(&inside, &flake(&plain))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("copies"), "{err}");
         // A link inside the flake to a state elsewhere: only the link is copied.
         let outside = root.path().join("kept/s.json");

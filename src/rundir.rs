@@ -161,35 +161,149 @@ pub fn remove_leftovers(parent: &Path) {
     }
 }
 
+/// Where the private run directory is made: `$XDG_RUNTIME_DIR`, else the temporary directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunParent {
+    /// The directory.
+    pub path: PathBuf,
+    /// Whether it is `$XDG_RUNTIME_DIR` (else the temporary directory).
+    pub is_runtime: bool,
+}
+
+impl std::fmt::Display for RunParent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_runtime {
+            write!(f, "XDG_RUNTIME_DIR={}", self.path.display())
+        } else {
+            write!(f, "the temporary directory {}", self.path.display())
+        }
+    }
+}
+
+/// Why the private run directory cannot be made.
+#[derive(Debug)]
+pub enum RunDirError {
+    /// The parent directory, or one above it, breaks the private-file rule.
+    UnsafeParent {
+        /// The parent.
+        parent: RunParent,
+        /// What the rule says (boxed: it is large, and rare).
+        refusal: Box<crate::privfile::Refusal>,
+    },
+    /// `$XDG_RUNTIME_DIR` cannot be examined.
+    RuntimeUnreadable {
+        /// The parent.
+        parent: RunParent,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// `$XDG_RUNTIME_DIR` is not ours alone.
+    RuntimeUnsafe {
+        /// The parent.
+        parent: RunParent,
+        /// What is wrong with it (owner, mode).
+        problem: String,
+    },
+    /// The kernel's random numbers cannot be read for the directory's name.
+    Random(std::io::Error),
+    /// No directory can be created in the parent.
+    Create {
+        /// The parent.
+        parent: PathBuf,
+        /// What the system said (the last name tried already existed when absent).
+        source: Option<std::io::Error>,
+    },
+    /// What was just created is not the private directory (swapped, or a wrong owner or mode).
+    NotOurs {
+        /// The directory.
+        path: PathBuf,
+        /// What was found instead.
+        found: String,
+    },
+}
+
+impl std::fmt::Display for RunDirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunDirError::UnsafeParent { parent, refusal } => {
+                let fix = if parent.is_runtime {
+                    "unset XDG_RUNTIME_DIR or point it to a directory only you can write to"
+                } else {
+                    "set TMPDIR to a directory only you can write to"
+                };
+                write!(
+                    f,
+                    "{refusal} Nivis keeps the ledger and the channel of secrets for Nix there; {fix}."
+                )
+            }
+            RunDirError::RuntimeUnreadable { parent, source } => write!(
+                f,
+                "{parent}: {source}; Nivis keeps its private run files there"
+            ),
+            RunDirError::RuntimeUnsafe { parent, problem } => write!(
+                f,
+                "{parent} {problem}: Nivis keeps the ledger and the channel of secrets for Nix there; fix it (chown to yourself, chmod 700) or unset XDG_RUNTIME_DIR"
+            ),
+            RunDirError::Random(e) => write!(f, "reading /dev/urandom: {e}"),
+            RunDirError::Create { parent, source } => write!(
+                f,
+                "cannot create a private directory in {}: {}",
+                parent.display(),
+                source.as_ref().map(|e| e.to_string()).unwrap_or_default()
+            ),
+            RunDirError::NotOurs { path, found } => write!(
+                f,
+                "{} is not the private directory Nivis just created ({found}); refusing to write there",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RunDirError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunDirError::UnsafeParent { refusal, .. } => Some(refusal.as_ref()),
+            RunDirError::RuntimeUnreadable { source, .. } | RunDirError::Random(source) => {
+                Some(source)
+            }
+            RunDirError::Create { source, .. } => source.as_ref().map(|e| e as _),
+            _ => None,
+        }
+    }
+}
+
 impl RunDir {
     /// Creates a fresh private directory where the environment says (see the module doc).
-    pub fn create() -> Result<RunDir, String> {
+    pub fn create() -> Result<RunDir, RunDirError> {
         let runtime = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty());
-        let (parent, is_runtime) = match &runtime {
-            Some(dir) => (PathBuf::from(dir), true),
-            None => (std::env::temp_dir(), false),
+        let parent = match &runtime {
+            Some(dir) => RunParent {
+                path: PathBuf::from(dir),
+                is_runtime: true,
+            },
+            None => RunParent {
+                path: std::env::temp_dir(),
+                is_runtime: false,
+            },
         };
-        let what = if is_runtime {
-            format!("XDG_RUNTIME_DIR={}", parent.display())
-        } else {
-            format!("the temporary directory {}", parent.display())
+        let role = format!("the private run directory (in {parent})");
+        let real = match crate::privfile::check_dirs(&parent.path, &role) {
+            Ok(real) => real,
+            Err(refusal) => {
+                return Err(RunDirError::UnsafeParent {
+                    parent,
+                    refusal: Box::new(refusal),
+                })
+            }
         };
-        let role = format!("the private run directory (in {what})");
-        let real = crate::privfile::check_dirs(&parent, &role).map_err(|e| {
-            let fix = if is_runtime {
-                "unset XDG_RUNTIME_DIR or point it to a directory only you can write to"
-            } else {
-                "set TMPDIR to a directory only you can write to"
+        if parent.is_runtime {
+            let meta = match std::fs::metadata(&real) {
+                Ok(meta) => meta,
+                Err(source) => return Err(RunDirError::RuntimeUnreadable { parent, source }),
             };
-            format!("{e} Nivis keeps the ledger and the channel of secrets for Nix there; {fix}.")
-        })?;
-        if is_runtime {
-            let meta = std::fs::metadata(&real)
-                .map_err(|e| format!("{what}: {e}; Nivis keeps its private run files there"))?;
             if let Some(problem) = unsafe_runtime_dir(&meta) {
-                return Err(format!(
-                    "{what} {problem}: Nivis keeps the ledger and the channel of secrets for Nix there; fix it (chown to yourself, chmod 700) or unset XDG_RUNTIME_DIR"
-                ));
+                return Err(RunDirError::RuntimeUnsafe { parent, problem });
             }
         }
         remove_leftovers(&real);
@@ -197,13 +311,13 @@ impl RunDir {
     }
 
     /// Creates a fresh private directory in `parent` (already judged safe) and opens it.
-    pub fn create_in(parent: &Path) -> Result<RunDir, String> {
+    pub fn create_in(parent: &Path) -> Result<RunDir, RunDirError> {
         let mut last = None;
         for _ in 0..16 {
             let name = format!(
                 "nivis-{}-{}",
                 std::process::id(),
-                random_suffix().map_err(|e| format!("reading /dev/urandom: {e}"))?
+                random_suffix().map_err(RunDirError::Random)?
             );
             let path = parent.join(name);
             let mut builder = std::fs::DirBuilder::new();
@@ -212,29 +326,28 @@ impl RunDir {
                 Ok(()) => return Self::open_created(path),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
                 Err(e) => {
-                    return Err(format!(
-                        "cannot create a private directory in {}: {e}",
-                        parent.display()
-                    ))
+                    return Err(RunDirError::Create {
+                        parent: parent.to_path_buf(),
+                        source: Some(e),
+                    })
                 }
             }
         }
-        Err(format!(
-            "cannot create a private directory in {}: {}",
-            parent.display(),
-            last.map(|e| e.to_string()).unwrap_or_default()
-        ))
+        Err(RunDirError::Create {
+            parent: parent.to_path_buf(),
+            source: last,
+        })
     }
 
     /// Opens the directory just created at `path` and checks, on the descriptor, that it is
     /// ours and 0700 (a umask cannot widen it, but another process could have swapped it).
-    fn open_created(path: PathBuf) -> Result<RunDir, String> {
-        let refuse = |detail: String| {
+    fn open_created(path: PathBuf) -> Result<RunDir, RunDirError> {
+        let refuse = |found: String| {
             let _ = std::fs::remove_dir(&path);
-            format!(
-                "{} is not the private directory Nivis just created ({detail}); refusing to write there",
-                path.display()
-            )
+            RunDirError::NotOurs {
+                path: path.clone(),
+                found,
+            }
         };
         let file = OpenOptions::new()
             .read(true)

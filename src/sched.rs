@@ -21,7 +21,10 @@ pub enum Status {
     /// Ran (or failed to prepare) and failed.
     Failed,
     /// Not run because the job at this index failed.
-    Skipped { because: usize },
+    Skipped {
+        /// The index of the failed job.
+        because: usize,
+    },
     /// Not run because of an interrupt.
     Interrupted,
     /// Not run because the owner halted the batch ([`Owner::halted`]).

@@ -15,6 +15,10 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value as Json;
 
+mod error;
+
+pub use error::{ReadError, ReadProblem, SpecError, SpecProblem};
+
 /// Largest value read from a source.
 const VALUE_LIMIT: usize = 1 << 20;
 
@@ -23,13 +27,19 @@ const VALUE_LIMIT: usize = 1 << 20;
 pub enum Source {
     /// A sops-encrypted file and the key path inside it (`db/password`).
     Sops {
+        /// The encrypted file.
         file: PathBuf,
+        /// The `/`-separated path of the value inside it.
         key: String,
+        /// The age identity to decrypt with; `None` leaves it to sops' own lookup.
         identity: Option<PathBuf>,
     },
     /// An age-encrypted file.
     Age {
+        /// The encrypted file.
         file: PathBuf,
+        /// The identity to decrypt with; `None` takes `$NIVIS_AGE_IDENTITY` or
+        /// `$SOPS_AGE_KEY_FILE`.
         identity: Option<PathBuf>,
     },
     /// A command's standard output (one trailing newline removed).
@@ -52,16 +62,16 @@ impl Source {
 
 /// Parses `nivis.secretSources` (as `nix eval --json` gives it; a path literal is a store
 /// path); relative paths are relative to `base` (the flake's directory).
-pub fn parse(json: &Json, base: &Path) -> Result<BTreeMap<String, Source>, String> {
+pub fn parse(json: &Json, base: &Path) -> Result<BTreeMap<String, Source>, SpecError> {
     let Some(map) = json.as_object() else {
-        return Err(format!(
-            "nivis.secretSources must be an attribute set of sources, not {json}"
-        ));
+        return Err(SpecError::NotASet { got: json.clone() });
     };
     let mut out = BTreeMap::new();
     for (name, spec) in map {
-        let source =
-            parse_one(spec, base).map_err(|e| format!("nivis.secretSources.{name}: {e}"))?;
+        let source = parse_one(spec, base).map_err(|problem| SpecError::Source {
+            name: name.clone(),
+            problem,
+        })?;
         out.insert(name.clone(), source);
     }
     Ok(out)
@@ -69,38 +79,31 @@ pub fn parse(json: &Json, base: &Path) -> Result<BTreeMap<String, Source>, Strin
 
 const KINDS: [&str; 4] = ["sops", "age", "command", "env"];
 
-fn parse_one(spec: &Json, base: &Path) -> Result<Source, String> {
-    let fields = spec.as_object().ok_or(
-        "a source is an attribute set: { sops = ./file; key = \"a/b\"; }, { age = ./file; }, \
-         { command = [ \"pass\" \"show\" \"x\" ]; } or { env = \"NAME\"; }",
-    )?;
+fn parse_one(spec: &Json, base: &Path) -> Result<Source, SpecProblem> {
+    let fields = spec.as_object().ok_or(SpecProblem::NotASet)?;
     if let Some(unknown) = fields
         .keys()
         .find(|k| !KINDS.contains(&k.as_str()) && *k != "key" && *k != "identity")
     {
-        return Err(format!(
-            "unknown field {unknown:?} (expected one of sops, age, command, env, with key and identity)"
-        ));
+        return Err(SpecProblem::UnknownField(unknown.clone()));
     }
     let kinds: Vec<&str> = KINDS
         .into_iter()
         .filter(|k| fields.contains_key(*k))
         .collect();
     let [kind] = kinds[..] else {
-        return Err(format!(
-            "give exactly one of sops, age, command, env (got {})",
-            if kinds.is_empty() {
-                "none".to_string()
-            } else {
-                kinds.join(", ")
-            }
+        return Err(SpecProblem::Kinds(
+            kinds.iter().map(|k| k.to_string()).collect(),
         ));
     };
-    let text = |field: &str| -> Result<Option<String>, String> {
+    let text = |field: &str| -> Result<Option<String>, SpecProblem> {
         match fields.get(field) {
             None => Ok(None),
             Some(Json::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-            Some(other) => Err(format!("{field} must be a non-empty string, not {other}")),
+            Some(other) => Err(SpecProblem::NotText {
+                field: field.into(),
+                got: other.clone(),
+            }),
         }
     };
     let path = |field: &str| text(field).map(|t| t.map(|t| base.join(t)));
@@ -108,7 +111,7 @@ fn parse_one(spec: &Json, base: &Path) -> Result<Source, String> {
     Ok(match kind {
         "sops" => Source::Sops {
             file: path("sops")?.expect("present"),
-            key: text("key")?.ok_or("a sops source needs `key`, the path of the value in the file (e.g. \"db/password\")")?,
+            key: text("key")?.ok_or(SpecProblem::SopsWithoutKey)?,
             identity,
         },
         "age" => Source::Age {
@@ -124,7 +127,7 @@ fn parse_one(spec: &Json, base: &Path) -> Result<Source, String> {
             });
             match argv {
                 Some(argv) if !argv.is_empty() => Source::Command(argv),
-                _ => return Err("command must be a non-empty list of strings (the program, then its arguments)".into()),
+                _ => return Err(SpecProblem::BadCommand),
             }
         }
         _ => Source::Env(text("env")?.expect("present")),
@@ -132,12 +135,9 @@ fn parse_one(spec: &Json, base: &Path) -> Result<Source, String> {
 }
 
 /// An identity (private key) file: never one in the Nix store, where every user can read it.
-fn identity(given: Option<String>) -> Result<Option<PathBuf>, String> {
+fn identity(given: Option<String>) -> Result<Option<PathBuf>, SpecProblem> {
     match given {
-        Some(p) if p.starts_with("/nix/store/") => Err(format!(
-            "identity {p} is in the Nix store, readable by every user: a path literal \
-             (./key.txt) is copied there. Give the key file's path as a string (\"/home/me/.config/sops/age/keys.txt\")"
-        )),
+        Some(p) if p.starts_with("/nix/store/") => Err(SpecProblem::IdentityInStore(p)),
         Some(p) => Ok(Some(PathBuf::from(p))),
         None => Ok(None),
     }
@@ -145,14 +145,13 @@ fn identity(given: Option<String>) -> Result<Option<PathBuf>, String> {
 
 /// Resolves `sources` (in name order); each value is remembered as a secret at once. The
 /// first failure is returned as one line naming the variable and the source.
-pub fn resolve(sources: &BTreeMap<String, Source>) -> Result<BTreeMap<String, String>, String> {
+pub fn resolve(sources: &BTreeMap<String, Source>) -> Result<BTreeMap<String, String>, ReadError> {
     let mut values = BTreeMap::new();
     for (name, source) in sources {
-        let value = read(source).map_err(|e| {
-            format!(
-                "variable {name}: cannot read it from its {}: {e}; nothing was planned or applied",
-                source.describe()
-            )
+        let value = read(source).map_err(|problem| ReadError {
+            name: name.clone(),
+            source: source.describe(),
+            problem: Box::new(problem),
         })?;
         crate::secrets::remember(&value);
         values.insert(name.clone(), value);
@@ -160,11 +159,9 @@ pub fn resolve(sources: &BTreeMap<String, Source>) -> Result<BTreeMap<String, St
     Ok(values)
 }
 
-fn read(source: &Source) -> Result<String, String> {
+fn read(source: &Source) -> Result<String, ReadProblem> {
     match source {
-        Source::Env(var) => {
-            std::env::var(var).map_err(|_| format!("{var} is not set (or not UTF-8)"))
-        }
+        Source::Env(var) => std::env::var(var).map_err(|_| ReadProblem::EnvUnset(var.clone())),
         Source::Command(argv) => run(argv.iter().map(OsString::from).collect(), Vec::new()),
         Source::Age { file, identity } => {
             exists(file)?;
@@ -172,7 +169,7 @@ fn read(source: &Source) -> Result<String, String> {
                 .clone()
                 .or_else(|| env_path("NIVIS_AGE_IDENTITY"))
                 .or_else(|| env_path("SOPS_AGE_KEY_FILE"))
-                .ok_or("no age identity: set `identity` in the source, NIVIS_AGE_IDENTITY or SOPS_AGE_KEY_FILE")?;
+                .ok_or(ReadProblem::NoAgeIdentity)?;
             check_identity(&identity)?;
             let argv = vec![
                 tool("NIVIS_AGE", "age"),
@@ -221,30 +218,33 @@ fn tool(var: &str, name: &str) -> OsString {
         .unwrap_or_else(|| name.into())
 }
 
-fn exists(file: &Path) -> Result<(), String> {
+fn exists(file: &Path) -> Result<(), ReadProblem> {
     match std::fs::metadata(file) {
         Ok(m) if m.is_file() => Ok(()),
-        Ok(_) => Err(format!("{} is not a file", file.display())),
-        Err(e) => Err(format!("{}: {e}", file.display())),
+        Ok(_) => Err(ReadProblem::NotAFile(file.to_path_buf())),
+        Err(source) => Err(ReadProblem::Unreadable {
+            path: file.to_path_buf(),
+            source,
+        }),
     }
 }
 
 /// A key file is judged like every file that drives secrets (`privfile`).
-fn check_identity(path: &Path) -> Result<(), String> {
+fn check_identity(path: &Path) -> Result<(), ReadProblem> {
     if path.starts_with("/nix/store") {
-        return Err(format!(
-            "the identity {} is in the Nix store, readable by every user",
-            path.display()
-        ));
+        return Err(ReadProblem::IdentityInStore(path.to_path_buf()));
     }
     crate::privfile::open_read(path, "the age identity")
         .map(drop)
-        .map_err(|e| e.message(path))
+        .map_err(|error| ReadProblem::IdentityRefused {
+            path: path.to_path_buf(),
+            error,
+        })
 }
 
 /// Runs `argv` (stdin closed) and returns its stdout without one trailing newline; a failure
 /// is the first line of its stderr.
-fn run(argv: Vec<OsString>, env: Vec<(&str, OsString)>) -> Result<String, String> {
+fn run(argv: Vec<OsString>, env: Vec<(&str, OsString)>) -> Result<String, ReadProblem> {
     let program = argv[0].to_string_lossy().into_owned();
     let out = Command::new(&argv[0])
         .args(&argv[1..])
@@ -253,7 +253,10 @@ fn run(argv: Vec<OsString>, env: Vec<(&str, OsString)>) -> Result<String, String
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
+        .map_err(|source| ReadProblem::NotRun {
+            program: program.clone(),
+            source,
+        })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         // The first line says what failed (age and sops go on with advice).
@@ -262,13 +265,20 @@ fn run(argv: Vec<OsString>, env: Vec<(&str, OsString)>) -> Result<String, String
             .map(str::trim)
             .find(|l| !l.is_empty())
             .unwrap_or("no message");
-        return Err(format!("{program} failed ({}): {first}", out.status));
+        return Err(ReadProblem::Failed {
+            program,
+            status: out.status,
+            first_line: first.to_string(),
+        });
     }
     if out.stdout.len() > VALUE_LIMIT {
-        return Err(format!("{program} printed more than {VALUE_LIMIT} bytes"));
+        return Err(ReadProblem::TooLong {
+            program,
+            limit: VALUE_LIMIT,
+        });
     }
-    let mut value = String::from_utf8(out.stdout)
-        .map_err(|_| format!("{program} printed text that is not UTF-8"))?;
+    let mut value =
+        String::from_utf8(out.stdout).map_err(|_| ReadProblem::NotUtf8(program.clone()))?;
     if value.ends_with('\n') {
         value.pop();
         if value.ends_with('\r') {
@@ -276,7 +286,7 @@ fn run(argv: Vec<OsString>, env: Vec<(&str, OsString)>) -> Result<String, String
         }
     }
     if value.is_empty() {
-        return Err(format!("{program} printed nothing"));
+        return Err(ReadProblem::Empty(program));
     }
     Ok(value)
 }
@@ -310,7 +320,7 @@ mod tests {
             parsed["c"],
             Source::Command(vec!["pass".into(), "show".into(), "db".into()])
         );
-        let err = |j: Json| parse(&json!({ "v": j }), base).unwrap_err();
+        let err = |j: Json| parse(&json!({ "v": j }), base).unwrap_err().to_string();
         assert!(err(json!({"sops": "s.yaml"})).contains("needs `key`"));
         assert!(err(json!({"sops": "s", "age": "a"})).contains("exactly one"));
         assert!(err(json!({"age": "a", "identity": "/nix/store/k"})).contains("Nix store"));
@@ -328,7 +338,7 @@ mod tests {
                 "echo no such entry >&2; exit 3".into(),
             ]),
         )]);
-        let e = resolve(&sources).unwrap_err();
+        let e = resolve(&sources).unwrap_err().to_string();
         assert!(
             e.starts_with("variable pw: cannot read it from its command `sh -c"),
             "{e}"

@@ -9,9 +9,24 @@
 
 use std::path::PathBuf;
 
+/// Neither `$XDG_STATE_HOME` nor `$HOME` is set to an absolute path, so there is no per-user
+/// place for state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoStateHome;
+
+impl std::fmt::Display for NoStateHome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "cannot find a place for the state: set XDG_STATE_HOME or HOME, or pass --state",
+        )
+    }
+}
+
+impl std::error::Error for NoStateHome {}
+
 /// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state` (never a
 /// shared temporary directory, where another user could prepare it).
-pub fn state_home() -> Result<PathBuf, String> {
+pub fn state_home() -> Result<PathBuf, NoStateHome> {
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
         if dir.is_absolute() {
             return Ok(dir);
@@ -21,10 +36,7 @@ pub fn state_home() -> Result<PathBuf, String> {
         .map(PathBuf::from)
         .filter(|h| h.is_absolute())
         .map(|h| h.join(".local/state"))
-        .ok_or_else(|| {
-            "cannot find a place for the state: set XDG_STATE_HOME or HOME, or pass --state"
-                .to_string()
-        })
+        .ok_or(NoStateHome)
 }
 
 /// The directory per-user caches go in: `$XDG_CACHE_HOME` when set and not empty, else

@@ -59,8 +59,9 @@ pub(super) fn resolve_project(
     let (local, placement) = if args.state.is_some() {
         (location, None)
     } else {
-        let placement = crate::project::place(source, settings.project.as_ref())?;
-        placement.adopt()?;
+        let placement =
+            crate::project::place(source, settings.project.as_ref()).map_err(|e| e.to_string())?;
+        placement.adopt().map_err(|e| e.to_string())?;
         log::info!("state: {}", placement.state.display());
         (placement.state.clone(), Some(placement))
     };
@@ -81,14 +82,15 @@ pub(super) fn resolve_project(
 fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> {
     use crate::project;
     if let Some(p) = &args.state {
-        project::check_state_path(p, source)?;
+        project::check_state_path(p, source).map_err(|e| e.to_string())?;
         project::check_state_path(
             &env_state_path(p, &args.env).map_err(|e| e.to_string())?,
             source,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         return Ok(absolute(p));
     }
-    let target = project::default_state_path(source)?;
+    let target = project::default_state_path(source).map_err(|e| e.to_string())?;
     let mut legacy = vec![absolute(Path::new(crate::state::DEFAULT_PATH))];
     if let project::Copied::Whole(dir) = project::copied_tree(source) {
         legacy.push(dir.join(crate::state::DEFAULT_PATH));
@@ -102,7 +104,9 @@ fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> 
             ));
         }
         for (from, to) in moves {
-            if let Some(message) = project::move_legacy_state(&from, &to)? {
+            if let Some(message) =
+                project::move_legacy_state(&from, &to).map_err(|e| e.to_string())?
+            {
                 eprintln!("{}", render::escape_text(&message));
             }
         }
@@ -174,10 +178,14 @@ pub(super) fn pull(t: &StateTarget, out: &Path) -> i32 {
     if out != Path::new("-") {
         let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
         let checked = plan_source(&t.source)
-            .and_then(|source| crate::project::check_private_file(out, &source))
+            .and_then(|source| {
+                crate::project::check_private_file(out, &source).map_err(|e| e.to_string())
+            })
             .and_then(|()| {
                 let dir = dir.unwrap_or(Path::new("."));
-                crate::privfile::check_dirs(dir, "the state copy (--out)").map(drop)
+                crate::privfile::check_dirs(dir, "the state copy (--out)")
+                    .map(drop)
+                    .map_err(|e| e.to_string())
             });
         if let Err(e) = checked {
             return fail(&e);

@@ -35,7 +35,7 @@ fn start(args: &ConsoleArgs) -> Result<i32, String> {
     for r in state.iter() {
         ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
     }
-    let dir = crate::rundir::RunDir::create()?;
+    let dir = crate::rundir::RunDir::create().map_err(|e| e.to_string())?;
     let ledger_path = dir
         .write("ledger.json", ledger.to_json().to_string().as_bytes())
         .map_err(|e| format!("cannot write the ledger: {e}"))?;

@@ -57,14 +57,15 @@ fn review_setup(
 
 fn run_diff(args: &DiffArgs) -> Result<i32, String> {
     let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "diff")?;
-    let root = revision::repository_root(&opts.source)?;
-    let from = revision::resolve(&root, args.from.as_deref().unwrap_or("HEAD"))?;
+    let root = revision::repository_root(&opts.source).map_err(|e| e.to_string())?;
+    let from = revision::resolve(&root, args.from.as_deref().unwrap_or("HEAD"))
+        .map_err(|e| e.to_string())?;
     let to = match &args.to {
-        Some(rev) => revision::resolve(&root, rev)?,
+        Some(rev) => revision::resolve(&root, rev).map_err(|e| e.to_string())?,
         None => Side::WorkTree,
     };
     // The exports live in the run's private directory, removed when it is dropped.
-    let dir = crate::rundir::RunDir::create()?;
+    let dir = crate::rundir::RunDir::create().map_err(|e| e.to_string())?;
     let before = evaluate_side(&opts, &state, &root, &from, &dir.path().join("from"))?;
     let after = evaluate_side(&opts, &state, &root, &to, &dir.path().join("to"))?;
     drop(dir);
@@ -104,7 +105,8 @@ fn evaluate_side(
 ) -> Result<Ir, String> {
     let mut opts = opts.clone();
     if let Side::Commit { commit, .. } = side {
-        opts.source = revision::export(&opts.source, root, commit, into)?;
+        opts.source =
+            revision::export(&opts.source, root, commit, into).map_err(|e| e.to_string())?;
     }
     let label = side.label();
     let ir = evaluate(&opts, state).map_err(|e| format!("{label}: {e}"))?;

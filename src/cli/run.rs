@@ -273,7 +273,8 @@ fn read_saved_plan(file: &Path) -> Result<(SavedPlan, String), String> {
 fn write_saved_plan(out: &Path, saved: &SavedPlan) -> Result<String, String> {
     let text = saved.to_canonical();
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
-    crate::privfile::check_dirs(dir.unwrap_or(Path::new(".")), "the saved plan")?;
+    crate::privfile::check_dirs(dir.unwrap_or(Path::new(".")), "the saved plan")
+        .map_err(|e| e.to_string())?;
     crate::rundir::write_private_file(out, text.as_bytes())
         .map_err(|e| format!("cannot write the plan to {}: {e}", out.display()))?;
     Ok(plan_file::sha256(text.as_bytes()))

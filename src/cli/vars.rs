@@ -54,9 +54,9 @@ pub(super) fn add_secret_sources(
     let Some(sources) = sources else {
         return Ok(Vec::new());
     };
-    let mut declared = crate::secret_sources::parse(sources, base)?;
+    let mut declared = crate::secret_sources::parse(sources, base).map_err(|e| e.to_string())?;
     declared.retain(|name, _| !vars.values.contains_key(name));
-    let values = crate::secret_sources::resolve(&declared)?;
+    let values = crate::secret_sources::resolve(&declared).map_err(|e| e.to_string())?;
     for (name, value) in &values {
         vars.set_json(name, Json::String(value.clone()));
     }
@@ -76,7 +76,7 @@ fn open_var_file(path: &Path) -> Result<std::fs::File, String> {
             .map_err(|e| format!("--var-file {}: {e}", path.display()));
     }
     crate::privfile::open_read(path, "the --var-file").map_err(|e| match e {
-        crate::privfile::OpenError::Refused(m) => m,
+        crate::privfile::OpenError::Refused(m) => m.to_string(),
         crate::privfile::OpenError::Io(e) => format!("--var-file {}: {e}", path.display()),
     })
 }

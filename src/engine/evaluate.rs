@@ -42,7 +42,8 @@ impl NixEvaluator {
 impl Evaluator for NixEvaluator {
     fn evaluate(&mut self, ledger: &Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
         if self.run_dir.is_none() {
-            self.run_dir = Some(crate::rundir::RunDir::create().map_err(EngineError::Io)?);
+            self.run_dir =
+                Some(crate::rundir::RunDir::create().map_err(|e| EngineError::Io(e.to_string()))?);
         }
         let dir = self.run_dir.as_ref().expect("created above");
         let path = ledger.write(dir).map_err(|e| {

@@ -78,8 +78,8 @@ impl Launcher for ProcessLauncher {
                 let path = locate_nixops4(&decl.source, &self.base_dir)
                     .map_err(|e| failed(format!("provider {id}: {e}")))?;
                 let timeout = crate::nixops4::request_timeout();
-                let provider =
-                    Nixops4Provider::start(id, &path, stateless_types, timeout).map_err(failed)?;
+                let provider = Nixops4Provider::start(id, &path, stateless_types, timeout)
+                    .map_err(|e| failed(e.to_string()))?;
                 (Arc::new(provider), path, "nixops4 v0".to_string())
             }
         };

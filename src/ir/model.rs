@@ -11,11 +11,17 @@ use super::rules::is_ident;
 /// A whole IR document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ir {
+    /// Provider declarations by provider id (`providers.<id>`).
     pub providers: BTreeMap<String, ProviderDecl>,
+    /// `resources[]`: the managed resources, in IR order.
     pub resources: Vec<Node>,
+    /// `data[]`: the data sources, in IR order.
     pub data: Vec<Node>,
+    /// `edges[]`: which node must be applied before which, and through which attribute.
     pub edges: Vec<Edge>,
+    /// `nixConsumers[]`: values Nix computes from outputs for itself.
     pub consumers: Vec<Consumer>,
+    /// `variables.<name>`: the plan's declared input variables.
     pub variables: BTreeMap<String, VariableDecl>,
     /// `moved[]`: addresses whose recorded objects now belong to another address.
     pub moved: Vec<Moved>,
@@ -29,9 +35,13 @@ pub struct Ir {
 /// through an edge, a configuration computed from its result waits for Nix (`__derived`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EphemeralNode {
+    /// The id, `ephemeral.<provider>.<type>.<name>`.
     pub id: String,
+    /// The id of the provider that opens it.
     pub provider: String,
+    /// The provider's ephemeral resource type, e.g. `random_password`.
     pub type_name: String,
+    /// The name given in the plan.
     pub name: String,
     /// Always a [`Tree::Object`]; may hold references to resources and data sources.
     pub config: Tree,
@@ -42,17 +52,22 @@ pub struct EphemeralNode {
 /// provider is called.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Moved {
+    /// The address the object was recorded at.
     pub from: String,
+    /// The address it belongs to now.
     pub to: String,
 }
 
 /// `providers.<id>`: which binary to run, the protocol it speaks and how to configure it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderDecl {
+    /// Where the binary comes from: a registry address (`hashicorp/null`) or a path.
     pub source: String,
+    /// The version constraint for a registry address; `None` takes the newest.
     pub version: Option<String>,
     /// Always a [`Tree::Object`]; may hold references (always empty for NixOps4 providers).
     pub config: Tree,
+    /// The protocol the binary speaks.
     pub kind: ProviderKind,
 }
 
@@ -82,7 +97,9 @@ impl ProviderKind {
 /// Whether a node is a managed resource or a data source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NodeKind {
+    /// A managed resource, created, updated and destroyed by its provider.
     Managed,
+    /// A data source, read by its provider and never changed.
     Data,
 }
 
@@ -90,13 +107,19 @@ pub enum NodeKind {
 /// source (`data[]`, id `data.<provider>.<type>.<name>`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
+    /// Managed resource or data source.
     pub kind: NodeKind,
+    /// The id: `<provider>.<type>.<name>`, or `data.<provider>.<type>.<name>`.
     pub id: String,
+    /// The id of the provider that manages or reads it.
     pub provider: String,
+    /// The provider's resource or data source type, e.g. `null_resource`.
     pub type_name: String,
+    /// The name given in the plan.
     pub name: String,
     /// Always a [`Tree::Object`].
     pub config: Tree,
+    /// Ids of nodes that must be applied first although nothing of theirs is read (`dependsOn`).
     pub depends_on: Vec<String>,
     /// All defaults for data sources, which cannot have a lifecycle.
     pub lifecycle: Lifecycle,
@@ -108,15 +131,20 @@ pub struct Node {
 /// `meta.lifecycle` of a managed resource.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lifecycle {
+    /// `preventDestroy`: a plan that would destroy the object is refused.
     pub prevent_destroy: bool,
+    /// `createBeforeDestroy`: a replacement creates the new object before destroying the old.
     pub create_before_destroy: bool,
+    /// `ignoreChanges`: attributes whose changes in the plan do not cause an update.
     pub ignore_changes: Vec<IgnorePath>,
 }
 
 /// One `ignoreChanges` entry: `"*"` or an attribute path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IgnorePath {
+    /// `"*"`: every attribute.
     All,
+    /// One attribute path.
     Path(Vec<PathStep>),
 }
 
@@ -124,11 +152,17 @@ pub enum IgnorePath {
 /// (`Object`) or one of the six leaf markers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tree {
+    /// JSON `null`.
     Null,
+    /// A boolean.
     Bool(bool),
+    /// A number, as JSON keeps it.
     Number(Number),
+    /// A string.
     String(String),
+    /// A list (or tuple, or set) of trees.
     List(Vec<Tree>),
+    /// A plain object: attributes by name, none of them a marker.
     Object(BTreeMap<String, Tree>),
     /// `__ref`: an output the executor can read once the target is applied (TF→TF).
     Ref(Ref),
@@ -150,29 +184,38 @@ pub enum Tree {
 /// The body of a `__ref` / `__sensitiveRef` marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ref {
+    /// The id of the node whose output is read.
     pub resource: String,
+    /// The output's attribute path in that node.
     pub path: Vec<PathStep>,
 }
 
 /// One `__derived` input, `<id>.<attr>`, split at the longest declared id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DerivedInput {
+    /// The id of the node whose output Nix reads.
     pub resource: String,
+    /// The attribute after the id, as written.
     pub attr: String,
 }
 
 /// The body of a `__build` marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Build {
+    /// The store path of the build output (or a file inside it).
     pub path: String,
+    /// The derivation that builds it, when Nix gave one.
     pub drv_path: Option<String>,
 }
 
 /// `from` must be applied before `to`; `via` is the config path in `to` (or `dependsOn`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edge {
+    /// The node applied first.
     pub from: String,
+    /// The node that waits for it.
     pub to: String,
+    /// The configuration path in `to` that reads `from` (or `dependsOn`).
     pub via: String,
     /// For an edge made by a plain reference (`__ref`, `__sensitiveRef`, or the value Nix
     /// resolved it to): the output path of `from` it reads, so the executor can resolve the
@@ -187,25 +230,33 @@ pub struct Edge {
 /// A value Nix computes for itself from outputs (`nixConsumers[]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Consumer {
+    /// The consumer's id.
     pub id: String,
+    /// The value, with markers for the outputs it needs.
     pub value: Tree,
 }
 
 /// `variables.<name>`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariableDecl {
+    /// The declared type, as written (`string`, `number`, …); `None` accepts any value.
     pub ty: Option<String>,
     /// `Some(Value::Null)` is an explicit null default, `None` no default.
     pub default: Option<Value>,
+    /// What the variable is for, shown in `nivis vars`.
     pub description: Option<String>,
+    /// Whether the value is a secret (masked in output, marked sensitive in Nix).
     pub sensitive: bool,
 }
 
 /// What a tree leaf needs from another node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DependencyKind {
+    /// A plain reference (`__ref`).
     Ref,
+    /// A reference to a sensitive output (`__sensitiveRef`).
     SensitiveRef,
+    /// A value Nix computes from the output (`__derived`).
     Derived,
 }
 
@@ -216,13 +267,16 @@ pub struct Dependency<'a> {
     pub at: Vec<PathStep>,
     /// The node whose output is needed.
     pub resource: &'a str,
+    /// How the output is needed.
     pub kind: DependencyKind,
 }
 
 /// A conformance error: where (`resources[1] (alpha.alpha_token.B): config.label.__ref`) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IrError {
+    /// Where in the IR document, e.g. `resources[1] (alpha.alpha_token.B): config.label.__ref`.
     pub location: String,
+    /// What is wrong there.
     pub message: String,
 }
 

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use super::process::{ProviderProcess, Reply, MAX_RESPONSE_LINE};
+use super::process::{ProviderProcess, Reply, SpawnError, MAX_RESPONSE_LINE};
 use super::wire::{self, Properties, Request, Response};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::plugin::InFlight;
@@ -86,7 +86,7 @@ impl Nixops4Provider {
         path: &Path,
         stateless_types: &BTreeSet<String>,
         timeout: Duration,
-    ) -> Result<Nixops4Provider, String> {
+    ) -> Result<Nixops4Provider, SpawnError> {
         let _in_flight = InFlight::lifecycle();
         let process = ProviderProcess::spawn(name, path)?;
         Ok(Nixops4Provider {

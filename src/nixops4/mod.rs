@@ -10,3 +10,4 @@ mod process;
 pub mod wire;
 
 pub use adapter::{request_timeout, Nixops4Provider, DEFAULT_TIMEOUT, TIMEOUT_ENV};
+pub use process::SpawnError;

@@ -39,6 +39,67 @@ pub(super) enum Reply {
     TimedOut,
 }
 
+/// Why a NixOps4 provider process cannot be started.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// The binary does not exist.
+    NotFound {
+        /// The provider's name in the plan.
+        name: String,
+        /// The binary.
+        path: std::path::PathBuf,
+    },
+    /// The binary exists but cannot be executed.
+    NotExecutable {
+        /// The provider's name in the plan.
+        name: String,
+        /// The binary.
+        path: std::path::PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The thread that reads the provider's replies cannot be started.
+    ReaderThread {
+        /// The provider's name in the plan.
+        name: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::NotFound { name, path } => write!(
+                f,
+                "provider {name}: binary {} does not exist; check the provider's `source`",
+                path.display()
+            ),
+            SpawnError::NotExecutable { name, path, source } => write!(
+                f,
+                "provider {name}: cannot execute {}: {source}; is it a NixOps4 resource provider \
+                 for this platform with the executable bit set?",
+                path.display()
+            ),
+            SpawnError::ReaderThread { name, source } => write!(
+                f,
+                "provider {name}: cannot start its reader thread: {source}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SpawnError::NotFound { .. } => None,
+            SpawnError::NotExecutable { source, .. } | SpawnError::ReaderThread { source, .. } => {
+                Some(source)
+            }
+        }
+    }
+}
+
 /// A running provider process. Dropping it closes stdin, gives the provider two seconds to
 /// exit, then kills its process group and reaps it.
 pub(super) struct ProviderProcess {
@@ -54,18 +115,18 @@ pub(super) struct ProviderProcess {
 impl ProviderProcess {
     /// Starts `path` for provider `name`. Must run on the thread that owns the run: the
     /// parent-death signal is tied to the thread that starts the child.
-    pub(super) fn spawn(name: &str, path: &Path) -> Result<ProviderProcess, String> {
+    pub(super) fn spawn(name: &str, path: &Path) -> Result<ProviderProcess, SpawnError> {
         let spawned = Child::spawn(Command::new(path), Stdin::Piped);
-        let (child, pipes) = spawned.map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!(
-                "provider {name}: binary {} does not exist; check the provider's `source`",
-                path.display()
-            ),
-            _ => format!(
-                "provider {name}: cannot execute {}: {e}; is it a NixOps4 resource provider \
-                 for this platform with the executable bit set?",
-                path.display()
-            ),
+        let (child, pipes) = spawned.map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => SpawnError::NotFound {
+                name: name.into(),
+                path: path.to_path_buf(),
+            },
+            _ => SpawnError::NotExecutable {
+                name: name.into(),
+                path: path.to_path_buf(),
+                source,
+            },
         })?;
         let tail = Arc::new(Mutex::new(Tail::new(STDERR_TAIL_LINES)));
         let stderr_closed = spawn_stderr_drain(name, pipes.stderr, Arc::clone(&tail));
@@ -93,7 +154,10 @@ impl ProviderProcess {
                     }
                 }
             })
-            .map_err(|e| format!("provider {name}: cannot start its reader thread: {e}"))?;
+            .map_err(|source| SpawnError::ReaderThread {
+                name: name.into(),
+                source,
+            })?;
         log::debug!(target: "provider", "{name} started: pid {} (nixops4)", child.pid());
         Ok(ProviderProcess {
             name: name.to_string(),

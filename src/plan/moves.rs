@@ -11,7 +11,9 @@ use std::fmt;
 /// One record to rename: the object at `from` becomes the object of `to`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rename {
+    /// The address the object was recorded at.
     pub from: String,
+    /// The address it moves to.
     pub to: String,
 }
 
@@ -19,9 +21,19 @@ pub struct Rename {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MoveError {
     /// `from` is recorded and so is `to`: two objects would share one address.
-    Occupied { from: String, to: String },
+    Occupied {
+        /// The address moved from.
+        from: String,
+        /// The address moved to, already recorded.
+        to: String,
+    },
     /// Neither `from` nor any address its chain reaches is recorded.
-    Missing { from: String, to: String },
+    Missing {
+        /// The address moved from, not recorded.
+        from: String,
+        /// The address moved to.
+        to: String,
+    },
 }
 
 impl fmt::Display for MoveError {

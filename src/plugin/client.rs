@@ -48,7 +48,9 @@ pub enum StartError {
     Launch(LaunchError),
     /// The schema call failed.
     Schema {
+        /// The provider's name in the plan.
         name: String,
+        /// What the provider (or the schema conversion) said.
         diagnostics: Diagnostics,
     },
 }
@@ -211,7 +213,7 @@ impl GrpcProvider {
         cached: Option<super::schema_cache::Entry>,
     ) -> CallResult<(ProviderSchema, Option<String>)> {
         let opt = CallOption::default().wait_for_ready(true).timeout(timeout);
-        let describe = |e: String| {
+        let describe = |e: protocol::SchemaError| {
             Diagnostics::from(Diagnostic::error(format!("provider {}: {e}", self.name)))
         };
         let (digest, converted) = if self.protocol == 5 {

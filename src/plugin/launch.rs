@@ -65,40 +65,71 @@ impl LaunchSpec {
 #[derive(Debug)]
 pub enum LaunchError {
     /// The binary does not exist.
-    NotFound { name: String, path: PathBuf },
+    NotFound {
+        /// The provider's name in the plan.
+        name: String,
+        /// The binary.
+        path: PathBuf,
+    },
     /// The binary exists but cannot be executed.
     NotExecutable {
+        /// The provider's name in the plan.
         name: String,
+        /// The binary.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
     /// The child exited before printing its handshake.
     ExitedEarly {
+        /// The provider's name in the plan.
         name: String,
+        /// How it exited, when it was reaped in time.
         status: Option<ExitStatus>,
+        /// The last lines of its stderr.
         stderr: String,
     },
     /// The child printed something that is not a go-plugin handshake.
     BadHandshake {
+        /// The provider's name in the plan.
         name: String,
+        /// The line it printed, shortened.
         line: String,
-        reason: String,
+        /// What is wrong with the line.
+        reason: HandshakeError,
+        /// The last lines of its stderr.
         stderr: String,
     },
     /// The child speaks a protocol Nivis does not.
-    UnsupportedProtocol { name: String, detail: String },
+    UnsupportedProtocol {
+        /// The provider's name in the plan.
+        name: String,
+        /// Which protocol it offered, in words.
+        detail: String,
+    },
     /// The provider's private directory or our client certificate could not be made.
-    Private { name: String, detail: String },
+    Private {
+        /// The provider's name in the plan.
+        name: String,
+        /// What failed.
+        detail: String,
+    },
     /// The provider offered mutual TLS and the session could not be set up.
     Tls {
+        /// The provider's name in the plan.
         name: String,
+        /// Why the session failed.
         error: TlsError,
+        /// The last lines of its stderr.
         stderr: String,
     },
     /// No handshake within the start timeout.
     Timeout {
+        /// The provider's name in the plan.
         name: String,
+        /// How long Nivis waited.
         after: Duration,
+        /// The last lines of its stderr.
         stderr: String,
     },
 }
@@ -207,37 +238,81 @@ pub struct Handshake {
     pub server_cert: Option<String>,
 }
 
+/// Why a go-plugin handshake line is not one Nivis can use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandshakeError {
+    /// Fewer than 4 `|`-separated fields.
+    TooFewFields(usize),
+    /// The go-plugin core version is not 1.
+    CoreVersion(String),
+    /// The app protocol version is not a number.
+    ProtocolNotANumber(String),
+    /// The transport is not gRPC (`netrpc` when absent).
+    Transport(String),
+    /// The plugin asked for gRPC multiplexing.
+    Multiplexing,
+    /// The network is neither `unix` nor `tcp`.
+    Network(String),
+    /// The first line on stdout is longer than go-plugin allows.
+    LineTooLong {
+        /// The limit, in KiB.
+        limit_kib: usize,
+    },
+}
+
+impl fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandshakeError::TooFewFields(n) => {
+                write!(f, "expected at least 4 `|`-separated fields, got {n}")
+            }
+            HandshakeError::CoreVersion(v) => {
+                write!(f, "incompatible go-plugin core version {v:?} (want 1)")
+            }
+            HandshakeError::ProtocolNotANumber(v) => {
+                write!(f, "protocol version {v:?} is not a number")
+            }
+            HandshakeError::Transport(t) => write!(
+                f,
+                "transport {t:?}: only gRPC providers (Terraform 0.12 and later) are supported"
+            ),
+            HandshakeError::Multiplexing => {
+                f.write_str("the plugin asked for gRPC multiplexing, which Nivis never requests")
+            }
+            HandshakeError::Network(n) => write!(f, "unknown network {n:?}"),
+            HandshakeError::LineTooLong { limit_kib } => write!(
+                f,
+                "the first line on stdout is longer than {limit_kib} KiB, go-plugin's limit"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {}
+
 /// Parses `CORE|APP|NETWORK|ADDRESS|PROTOCOL[|CERT[|MUX]]`.
-pub fn parse_handshake(line: &str) -> Result<Handshake, String> {
+pub fn parse_handshake(line: &str) -> Result<Handshake, HandshakeError> {
     let parts: Vec<&str> = line.trim().split('|').collect();
     if parts.len() < 4 {
-        return Err(format!(
-            "expected at least 4 `|`-separated fields, got {}",
-            parts.len()
-        ));
+        return Err(HandshakeError::TooFewFields(parts.len()));
     }
     if parts[0] != "1" {
-        return Err(format!(
-            "incompatible go-plugin core version {:?} (want 1)",
-            parts[0]
-        ));
+        return Err(HandshakeError::CoreVersion(parts[0].into()));
     }
     let protocol: u32 = parts[1]
         .parse()
-        .map_err(|_| format!("protocol version {:?} is not a number", parts[1]))?;
+        .map_err(|_| HandshakeError::ProtocolNotANumber(parts[1].into()))?;
     let transport = parts.get(4).copied().unwrap_or("netrpc");
     if transport != "grpc" {
-        return Err(format!(
-            "transport {transport:?}: only gRPC providers (Terraform 0.12 and later) are supported"
-        ));
+        return Err(HandshakeError::Transport(transport.into()));
     }
     if parts.get(6).is_some_and(|m| !m.is_empty()) {
-        return Err("the plugin asked for gRPC multiplexing, which Nivis never requests".into());
+        return Err(HandshakeError::Multiplexing);
     }
     let target = match parts[2] {
         "unix" => format!("unix:{}", parts[3]),
         "tcp" => parts[3].to_string(),
-        other => return Err(format!("unknown network {other:?}")),
+        other => return Err(HandshakeError::Network(other.into())),
     };
     let server_cert = parts
         .get(5)
@@ -427,10 +502,9 @@ impl PluginProcess {
                     return Err(LaunchError::BadHandshake {
                         name: self.name.clone(),
                         line: shorten(&start),
-                        reason: format!(
-                            "the first line on stdout is longer than {} KiB, go-plugin's limit",
-                            MAX_LINE / 1024
-                        ),
+                        reason: HandshakeError::LineTooLong {
+                            limit_kib: MAX_LINE / 1024,
+                        },
                         stderr: self.stderr_tail(),
                     });
                 }
@@ -687,21 +761,27 @@ mod tests {
         assert!(parse_handshake("1|6|tcp|127.0.0.1:1234|grpc||").is_ok());
         assert!(parse_handshake("2|6|unix|/tmp/p|grpc|")
             .unwrap_err()
+            .to_string()
             .contains("core version"));
         assert!(parse_handshake("1|5|unix|/tmp/p|netrpc|")
             .unwrap_err()
+            .to_string()
             .contains("netrpc"));
         assert!(parse_handshake("1|5|unix|/tmp/p")
             .unwrap_err()
+            .to_string()
             .contains("netrpc"));
         assert!(parse_handshake("hello world")
             .unwrap_err()
+            .to_string()
             .contains("at least 4"));
         assert!(parse_handshake("1|x|unix|/p|grpc|")
             .unwrap_err()
+            .to_string()
             .contains("not a number"));
         assert!(parse_handshake("1|6|unix|/p|grpc||true")
             .unwrap_err()
+            .to_string()
             .contains("multiplex"));
     }
 }

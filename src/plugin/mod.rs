@@ -20,5 +20,7 @@ pub mod wire;
 pub(crate) use call_clock::InFlight;
 pub use call_clock::{call_times, CallTimes};
 pub use client::{GrpcProvider, StartError};
-pub use launch::{parse_handshake, Handshake, LaunchError, LaunchSpec, PluginProcess};
+pub use launch::{
+    parse_handshake, Handshake, HandshakeError, LaunchError, LaunchSpec, PluginProcess,
+};
 pub use tls::TlsError;

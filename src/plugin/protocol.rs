@@ -106,6 +106,80 @@ pub(super) fn stop_error(resp: &v6::stop_provider::Response) -> String {
     resp.Error.clone()
 }
 
+/// Why a provider's schema answer cannot be converted: what is wrong, and where in the schema.
+#[derive(Debug)]
+pub(crate) struct SchemaError {
+    /// Where, outermost first: `resource type null_resource`, `in block "timeouts"`.
+    within: Vec<String>,
+    /// What is wrong there.
+    problem: SchemaProblem,
+}
+
+/// What is wrong in a provider's schema.
+#[derive(Debug)]
+enum SchemaProblem {
+    /// An attribute's type is not a cty type.
+    UnreadableType {
+        /// The attribute's name.
+        attr: String,
+        /// Why the type does not parse.
+        source: crate::value::ValueError,
+    },
+    /// A nested block has no nesting mode.
+    NoBlockNesting {
+        /// The block's type name.
+        block: String,
+    },
+    /// A nested attribute (v6) has no nesting mode.
+    NoObjectNesting {
+        /// The attribute's name.
+        attr: String,
+    },
+}
+
+impl SchemaError {
+    fn new(problem: SchemaProblem) -> SchemaError {
+        SchemaError {
+            within: Vec::new(),
+            problem,
+        }
+    }
+
+    /// The same error, one level further out (`context` encloses what was there).
+    fn within(mut self, context: String) -> SchemaError {
+        self.within.insert(0, context);
+        self
+    }
+}
+
+impl std::fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for context in &self.within {
+            write!(f, "{context}: ")?;
+        }
+        match &self.problem {
+            SchemaProblem::UnreadableType { attr, source } => {
+                write!(f, "attribute {attr:?} has an unreadable type: {source}")
+            }
+            SchemaProblem::NoBlockNesting { block } => {
+                write!(f, "block {block:?} has no nesting mode")
+            }
+            SchemaProblem::NoObjectNesting { attr } => {
+                write!(f, "nested attribute {attr:?} has no nesting mode")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SchemaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.problem {
+            SchemaProblem::UnreadableType { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 macro_rules! protocol_conversions {
     ($modname:ident, $pb:ident, |$name:ident, $attr:ident| $nested:expr) => {
         mod $modname {
@@ -152,12 +226,18 @@ macro_rules! protocol_conversions {
                     .collect()
             }
 
-            fn attribute($name: &str, $attr: &p::schema::Attribute) -> Result<Attribute, String> {
+            fn attribute(
+                $name: &str,
+                $attr: &p::schema::Attribute,
+            ) -> Result<Attribute, SchemaError> {
                 let nested: Option<NestedObject> = $nested;
                 let ty = match nested {
                     Some(object) => AttrType::Nested(object),
-                    None => AttrType::Type(Type::from_json(&$attr.type_).map_err(|e| {
-                        format!("attribute {:?} has an unreadable type: {e}", $name)
+                    None => AttrType::Type(Type::from_json(&$attr.type_).map_err(|source| {
+                        SchemaError::new(SchemaProblem::UnreadableType {
+                            attr: $name.to_string(),
+                            source,
+                        })
                     })?),
                 };
                 Ok(Attribute {
@@ -175,13 +255,13 @@ macro_rules! protocol_conversions {
 
             fn attributes(
                 list: &[p::schema::Attribute],
-            ) -> Result<BTreeMap<String, Attribute>, String> {
+            ) -> Result<BTreeMap<String, Attribute>, SchemaError> {
                 list.iter()
                     .map(|a| Ok((a.name.clone(), attribute(&a.name, a)?)))
                     .collect()
             }
 
-            fn block(b: &p::schema::Block) -> Result<Block, String> {
+            fn block(b: &p::schema::Block) -> Result<Block, SchemaError> {
                 let mut block_types = BTreeMap::new();
                 for nb in &b.block_types {
                     use p::schema::nested_block::NestingMode as M;
@@ -192,11 +272,13 @@ macro_rules! protocol_conversions {
                         M::SET => BlockNesting::Set,
                         M::MAP => BlockNesting::Map,
                         M::INVALID => {
-                            return Err(format!("block {:?} has no nesting mode", nb.type_name))
+                            return Err(SchemaError::new(SchemaProblem::NoBlockNesting {
+                                block: nb.type_name.clone(),
+                            }))
                         }
                     };
                     let inner = block(nb.block.as_ref().unwrap_or(&p::schema::Block::new()))
-                        .map_err(|e| format!("in block {:?}: {e}", nb.type_name))?;
+                        .map_err(|e| e.within(format!("in block {:?}", nb.type_name)))?;
                     block_types.insert(
                         nb.type_name.clone(),
                         NestedBlock {
@@ -215,12 +297,12 @@ macro_rules! protocol_conversions {
                 })
             }
 
-            fn schema(s: &MessageField<p::Schema>, what: &str) -> Result<Schema, String> {
+            fn schema(s: &MessageField<p::Schema>, what: &str) -> Result<Schema, SchemaError> {
                 let Some(s) = s.as_ref() else {
                     return Ok(Schema::default());
                 };
                 let b = match s.block.as_ref() {
-                    Some(b) => block(b).map_err(|e| format!("{what}: {e}"))?,
+                    Some(b) => block(b).map_err(|e| e.within(what.to_string()))?,
                     None => Block::default(),
                 };
                 Ok(Schema {
@@ -232,7 +314,7 @@ macro_rules! protocol_conversions {
             fn schema_map(
                 map: &std::collections::HashMap<String, p::Schema>,
                 kind: &str,
-            ) -> Result<BTreeMap<String, Schema>, String> {
+            ) -> Result<BTreeMap<String, Schema>, SchemaError> {
                 map.iter()
                     .map(|(k, v)| {
                         Ok((
@@ -245,7 +327,7 @@ macro_rules! protocol_conversions {
 
             pub(super) fn provider_schema(
                 r: &p::get_provider_schema::Response,
-            ) -> Result<(ProviderSchema, Diagnostics), String> {
+            ) -> Result<(ProviderSchema, Diagnostics), SchemaError> {
                 let caps = r.server_capabilities.as_ref();
                 let meta = if r.provider_meta.is_some() {
                     Some(schema(&r.provider_meta, "provider_meta")?)
@@ -284,7 +366,11 @@ protocol_conversions!(conv6, v6, |name, a| match a.nested_type.as_ref() {
             M::LIST => ObjectNesting::List,
             M::SET => ObjectNesting::Set,
             M::MAP => ObjectNesting::Map,
-            M::INVALID => return Err(format!("nested attribute {name:?} has no nesting mode")),
+            M::INVALID => {
+                return Err(SchemaError::new(SchemaProblem::NoObjectNesting {
+                    attr: name.to_string(),
+                }))
+            }
         };
         Some(NestedObject {
             attributes: attributes(&object.attributes)?,
@@ -296,14 +382,14 @@ protocol_conversions!(conv6, v6, |name, a| match a.nested_type.as_ref() {
 /// Converts a v5 GetSchema answer.
 pub(super) fn schema_from_v5(
     r: &v5::get_provider_schema::Response,
-) -> Result<(ProviderSchema, Diagnostics), String> {
+) -> Result<(ProviderSchema, Diagnostics), SchemaError> {
     conv5::provider_schema(r)
 }
 
 /// Converts a v6 GetProviderSchema answer.
 pub(super) fn schema_from_v6(
     r: &v6::get_provider_schema::Response,
-) -> Result<(ProviderSchema, Diagnostics), String> {
+) -> Result<(ProviderSchema, Diagnostics), SchemaError> {
     conv6::provider_schema(r)
 }
 

@@ -10,6 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::error::{MissingFlake, ProjectError};
 use crate::nixeval::PlanSource;
 
 /// Why the upward search for `flake.nix` stopped without one.
@@ -91,45 +92,28 @@ fn local_flake(flake: &str) -> Option<(PathBuf, Scheme)> {
 
 /// Refuses a local flake reference without `flake.nix`, before anything reaches Nix, with what
 /// to do instead. A plan file or a remote reference passes.
-pub fn require_flake(source: &PlanSource) -> Result<(), String> {
+pub fn require_flake(source: &PlanSource) -> Result<(), ProjectError> {
     let PlanSource::Flake { flake, .. } = source else {
         return Ok(());
     };
     let Some((dir, scheme)) = local_flake(flake) else {
         return Ok(());
     };
-    let todo = "Nivis stopped before running Nix, which would have copied the directory into \
-                the world-readable /nix/store. Start a project there with `nix flake init -t \
-                github:wearetechnative/nivis`, name the flake's directory with `--flake DIR`, \
-                or evaluate a plain Nix file with `--file plan.nix`.";
+    let missing = |missing| ProjectError::NoFlake {
+        flake: flake.clone(),
+        missing,
+    };
     if !dir.is_dir() {
-        return Err(format!(
-            "--flake {flake}: {} is not a directory. {todo}",
-            dir.display()
-        ));
+        return Err(missing(MissingFlake::NotADirectory(dir)));
     }
     if dir.join("flake.nix").is_file() {
         return Ok(());
     }
     match scheme {
-        Scheme::Exact => Err(format!(
-            "--flake {flake}: there is no flake.nix in {}. {todo}",
-            dir.display()
-        )),
+        Scheme::Exact => Err(missing(MissingFlake::NoFlakeNix(dir))),
         Scheme::Bare => match search_upward(&dir) {
             Ok(_) => Ok(()),
-            Err(n) if n.last == n.start => Err(format!(
-                "there is no flake.nix in {} (the search stopped at {}). {todo}",
-                n.start.display(),
-                n.stop
-            )),
-            Err(n) => Err(format!(
-                "there is no flake.nix in {} nor in its parent directories up to {} (the search \
-                 stopped at {}). {todo}",
-                n.start.display(),
-                n.last.display(),
-                n.stop
-            )),
+            Err(n) => Err(missing(MissingFlake::NotFoundUpward(n))),
         },
     }
 }
@@ -215,7 +199,9 @@ mod tests {
             (n.last.as_path(), n.stop),
             (repo.as_path(), "the git work-tree root")
         );
-        let err = require_flake(&flake(deep.to_str().unwrap())).unwrap_err();
+        let err = require_flake(&flake(deep.to_str().unwrap()))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("parent directories up to") && err.contains("--file"),
             "{err}"
@@ -227,6 +213,7 @@ mod tests {
         let exact = format!("path:{}", deep.display());
         assert!(require_flake(&flake(&exact))
             .unwrap_err()
+            .to_string()
             .contains("no flake.nix in"));
         let sub = format!("git+file://{}?dir=infra", repo.display());
         assert!(require_flake(&flake(&sub)).is_ok());

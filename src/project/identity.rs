@@ -12,6 +12,8 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::error::ProjectError;
+
 /// How a project is recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -28,6 +30,7 @@ pub enum IdentityKind {
 /// What keys a project's default state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
+    /// How the project is recognised.
     pub kind: IdentityKind,
     /// What is hashed into the state directory's name.
     pub key: String,
@@ -40,11 +43,12 @@ const MAX_NAME: usize = 64;
 
 impl Identity {
     /// The identity a flake declares with `nivis.project = "NAME";`, checked.
-    pub fn declared(value: &serde_json::Value) -> Result<Identity, String> {
-        let fix = "declare it as a string of 1 to 64 letters, digits, '.', '_' or '-', e.g. \
-                   `nivis.project = \"acme-infra\";`";
+    pub fn declared(value: &serde_json::Value) -> Result<Identity, ProjectError> {
+        let bad = || ProjectError::BadProjectName {
+            value: value.clone(),
+        };
         let Some(name) = value.as_str() else {
-            return Err(format!("nivis.project is not a string ({value}): {fix}"));
+            return Err(bad());
         };
         let valid = !name.is_empty()
             && name.len() <= MAX_NAME
@@ -53,9 +57,7 @@ impl Identity {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
             && !name.starts_with('.');
         if !valid {
-            return Err(format!(
-                "nivis.project = {name:?} is not a valid project name: {fix} (not starting with '.')"
-            ));
+            return Err(bad());
         }
         Ok(Identity {
             kind: IdentityKind::Declared,
@@ -176,8 +178,11 @@ impl GitLineage {
 /// last used from (for messages; it holds no secret, but lives among files that do, so 0600).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProjectNote {
+    /// How the project is recognised.
     pub kind: IdentityKind,
+    /// What identifies the project: its declared name, its first commit, or its path.
     pub key: String,
+    /// The name the state directory is named after.
     pub name: String,
     /// The project's directory (or plan file, or flake reference) last time.
     pub directory: String,
@@ -202,6 +207,7 @@ pub(super) fn plan_digest(project: &Path) -> Option<String> {
 pub(super) const NOTE_FILE: &str = "project.json";
 
 impl ProjectNote {
+    /// The note for a project of `identity` used from `directory`.
     pub fn new(identity: &Identity, directory: String) -> ProjectNote {
         ProjectNote {
             kind: identity.kind,
@@ -219,7 +225,7 @@ impl ProjectNote {
     }
 
     /// Writes the note into `dir` unless it already says the same.
-    pub fn write(&self, dir: &Path) -> Result<(), String> {
+    pub fn write(&self, dir: &Path) -> Result<(), ProjectError> {
         if ProjectNote::read(dir).as_ref() == Some(self) {
             return Ok(());
         }
@@ -227,7 +233,7 @@ impl ProjectNote {
         text.push('\n');
         let path = dir.join(NOTE_FILE);
         crate::rundir::write_private_file(&path, text.as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+            .map_err(|source| ProjectError::WriteNote { path, source })
     }
 }
 
@@ -275,7 +281,7 @@ mod tests {
             serde_json::json!("x".repeat(65)),
             serde_json::json!(3),
         ] {
-            let err = Identity::declared(&bad).unwrap_err();
+            let err = Identity::declared(&bad).unwrap_err().to_string();
             assert!(err.contains("nivis.project"), "{err}");
         }
     }

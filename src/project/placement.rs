@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::ProjectError;
 use super::identity::{self, GitLineage, Identity, IdentityKind, ProjectNote};
 use super::{create_state_dir, git_lineage, local_project, move_state, project_key, projects_dir};
 use crate::nixeval::PlanSource;
@@ -14,6 +15,7 @@ use crate::state::{StatePaths, DEFAULT_PATH};
 /// Where a project's default state is, and the states it had under earlier identities.
 #[derive(Debug, Clone)]
 pub struct Placement {
+    /// The identity the state is keyed by.
     pub identity: Identity,
     /// The default environment's state path.
     pub state: PathBuf,
@@ -31,7 +33,7 @@ pub struct Placement {
 pub fn place(
     source: &PlanSource,
     declared: Option<&serde_json::Value>,
-) -> Result<Placement, String> {
+) -> Result<Placement, ProjectError> {
     let projects = projects_dir()?;
     let (key, name) = project_key(source);
     let directory = local_project(source).map_or(key.clone(), |p| p.display().to_string());
@@ -72,7 +74,7 @@ pub fn place(
 impl Placement {
     /// Moves the states of earlier identities (every environment's) to this one's place, each
     /// with a message; creates the state directory and records the project's note in it.
-    pub fn adopt(&self) -> Result<(), String> {
+    pub fn adopt(&self) -> Result<(), ProjectError> {
         if let Some(root) = &self.shallow {
             eprintln!(
                 "Warning: {} is a shallow git clone, whose history does not say which project \
@@ -90,8 +92,10 @@ impl Placement {
             let mut moves = vec![(old.clone(), self.state.clone())];
             for env in env_names(old) {
                 let (from, to) = (
-                    crate::state::env_state_path(old, &env).map_err(|e| e.to_string())?,
-                    crate::state::env_state_path(&self.state, &env).map_err(|e| e.to_string())?,
+                    crate::state::env_state_path(old, &env)
+                        .map_err(|e| ProjectError::Environment(e.to_string()))?,
+                    crate::state::env_state_path(&self.state, &env)
+                        .map_err(|e| ProjectError::Environment(e.to_string()))?,
                 );
                 moves.push((from, to));
             }
@@ -161,7 +165,7 @@ impl Placement {
 /// The default state path of the project `source` names as far as it is known without
 /// evaluating the flake (for shell completion): the state last used from the project's
 /// directory, else the one of its git history or path.
-pub fn known_state_path(source: &PlanSource) -> Result<PathBuf, String> {
+pub fn known_state_path(source: &PlanSource) -> Result<PathBuf, ProjectError> {
     let projects = projects_dir()?;
     if let Some(here) = local_project(source) {
         let here = here.display().to_string();

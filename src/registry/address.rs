@@ -8,6 +8,116 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
+/// Why a provider address, version, constraint or platform string does not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotationError {
+    /// The address has neither two nor three `/`-separated parts.
+    AddressParts {
+        /// How many parts it has.
+        found: usize,
+    },
+    /// The type part starts with `terraform-provider-`.
+    TypePrefix {
+        /// The type without the prefix, what the user meant.
+        short: String,
+    },
+    /// The host part is empty.
+    EmptyHost,
+    /// The host part opens `[` and never closes it.
+    UnclosedBracket {
+        /// The host as written.
+        raw: String,
+    },
+    /// The host's `:port` is not a port number from 1 to 65535.
+    BadPort {
+        /// The host as written.
+        raw: String,
+    },
+    /// The host has characters a host name cannot have.
+    BadHost {
+        /// The host as written.
+        raw: String,
+    },
+    /// The namespace or type has characters other than letters, digits, `-` and `_`.
+    BadPart {
+        /// Which part: `namespace` or `type`.
+        what: &'static str,
+        /// The part as written.
+        raw: String,
+    },
+    /// The version is not `MAJOR[.MINOR[.PATCH]][-PRE][+BUILD]`.
+    BadVersion {
+        /// The version as written.
+        input: String,
+    },
+    /// The version leaves out the minor or patch number where a full version is needed.
+    PartialVersion {
+        /// The version as written.
+        input: String,
+    },
+    /// A constraint clause has an operator and no version.
+    ClauseWithoutVersion {
+        /// The whole constraint.
+        constraint: String,
+        /// The clause.
+        clause: String,
+    },
+    /// A constraint clause's version does not parse.
+    ConstraintVersion {
+        /// The whole constraint.
+        constraint: String,
+        /// Why the version does not parse.
+        cause: Box<NotationError>,
+    },
+    /// The platform is not `OS_ARCH` in lowercase.
+    BadPlatform {
+        /// The platform as written.
+        input: String,
+    },
+}
+
+impl fmt::Display for NotationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotationError::AddressParts { found } => write!(
+                f,
+                "expected NAMESPACE/TYPE or HOSTNAME/NAMESPACE/TYPE, found {found} part(s)"
+            ),
+            NotationError::TypePrefix { short } => write!(
+                f,
+                "the provider type must not include the \"terraform-provider-\" prefix: use {short:?}"
+            ),
+            NotationError::EmptyHost => f.write_str("empty hostname"),
+            NotationError::UnclosedBracket { raw } => {
+                write!(f, "invalid hostname {raw:?}: unclosed '['")
+            }
+            NotationError::BadPort { raw } => write!(f, "invalid port in hostname {raw:?}"),
+            NotationError::BadHost { raw } => write!(f, "invalid hostname {raw:?}"),
+            NotationError::BadPart { what, raw } => write!(
+                f,
+                "invalid provider {what} {raw:?}: use letters, digits, '-' and '_', not at the ends"
+            ),
+            NotationError::BadVersion { input } => write!(f, "invalid version {input:?}"),
+            NotationError::PartialVersion { input } => {
+                write!(f, "invalid version {input:?}: expected MAJOR.MINOR.PATCH")
+            }
+            NotationError::ClauseWithoutVersion { constraint, clause } => write!(
+                f,
+                "invalid version constraint {constraint:?}: clause {clause:?} has no version"
+            ),
+            NotationError::ConstraintVersion { constraint, cause } => {
+                write!(f, "invalid version constraint {constraint:?}: {cause}")
+            }
+            NotationError::BadPlatform { input } => write!(
+                f,
+                "invalid platform {input:?}: expected OS_ARCH in lowercase, e.g. linux_amd64"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NotationError {}
+
 /// The registry host used when an address names only `NAMESPACE/TYPE`.
 pub const DEFAULT_HOST: &str = "registry.opentofu.org";
 
@@ -25,24 +135,19 @@ pub struct ProviderAddr {
 impl ProviderAddr {
     /// Parses `[HOST/]NAMESPACE/TYPE`, normalising case; the host defaults to
     /// [`DEFAULT_HOST`].
-    pub fn parse(source: &str) -> Result<ProviderAddr, String> {
+    pub fn parse(source: &str) -> Result<ProviderAddr, NotationError> {
         let parts: Vec<&str> = source.split('/').collect();
         let (host, ns, ty) = match parts.as_slice() {
             [ns, ty] => (DEFAULT_HOST.to_string(), *ns, *ty),
             [host, ns, ty] => (parse_host(host)?, *ns, *ty),
-            _ => {
-                return Err(format!(
-                    "expected NAMESPACE/TYPE or HOSTNAME/NAMESPACE/TYPE, found {} part(s)",
-                    parts.len()
-                ))
-            }
+            _ => return Err(NotationError::AddressParts { found: parts.len() }),
         };
         let namespace = parse_part(ns, "namespace")?;
         let type_ = parse_part(ty, "type")?;
         if let Some(short) = type_.strip_prefix("terraform-provider-") {
-            return Err(format!(
-                "the provider type must not include the \"terraform-provider-\" prefix: use {short:?}"
-            ));
+            return Err(NotationError::TypePrefix {
+                short: short.to_string(),
+            });
         }
         Ok(ProviderAddr {
             host,
@@ -69,8 +174,8 @@ impl fmt::Display for ProviderAddr {
 }
 
 impl FromStr for ProviderAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = NotationError;
+    fn from_str(s: &str) -> Result<Self, NotationError> {
         ProviderAddr::parse(s)
     }
 }
@@ -89,15 +194,15 @@ pub(crate) fn host_is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-fn parse_host(raw: &str) -> Result<String, String> {
+fn parse_host(raw: &str) -> Result<String, NotationError> {
     if raw.is_empty() {
-        return Err("empty hostname".into());
+        return Err(NotationError::EmptyHost);
     }
     let host = raw.to_lowercase();
     let (name, port) = if let Some(rest) = host.strip_prefix('[') {
         let (ip, after) = rest
             .split_once(']')
-            .ok_or_else(|| format!("invalid hostname {raw:?}: unclosed '['"))?;
+            .ok_or_else(|| NotationError::UnclosedBracket { raw: raw.into() })?;
         (ip.to_string(), after.strip_prefix(':'))
     } else {
         match host.rsplit_once(':') {
@@ -107,7 +212,7 @@ fn parse_host(raw: &str) -> Result<String, String> {
     };
     if let Some(p) = port {
         if p.parse::<u16>().map_or(true, |p| p == 0) {
-            return Err(format!("invalid port in hostname {raw:?}"));
+            return Err(NotationError::BadPort { raw: raw.into() });
         }
     }
     let ok = !name.is_empty()
@@ -117,12 +222,12 @@ fn parse_host(raw: &str) -> Result<String, String> {
         && !name.starts_with(['-', '.'])
         && !name.ends_with(['-', '.']);
     if !ok {
-        return Err(format!("invalid hostname {raw:?}"));
+        return Err(NotationError::BadHost { raw: raw.into() });
     }
     Ok(host)
 }
 
-fn parse_part(raw: &str, what: &str) -> Result<String, String> {
+fn parse_part(raw: &str, what: &'static str) -> Result<String, NotationError> {
     let ok = !raw.is_empty()
         && raw
             .chars()
@@ -132,9 +237,10 @@ fn parse_part(raw: &str, what: &str) -> Result<String, String> {
     if ok {
         Ok(raw.to_ascii_lowercase())
     } else {
-        Err(format!(
-            "invalid provider {what} {raw:?}: use letters, digits, '-' and '_', not at the ends"
-        ))
+        Err(NotationError::BadPart {
+            what,
+            raw: raw.into(),
+        })
     }
 }
 
@@ -170,7 +276,7 @@ pub struct Version {
 
 impl Version {
     /// Parses a full version; a leading `v` is accepted.
-    pub fn parse(s: &str) -> Result<Version, String> {
+    pub fn parse(s: &str) -> Result<Version, NotationError> {
         let p = Partial::parse(s)?;
         match (p.minor, p.patch) {
             (Some(minor), Some(patch)) => Ok(Version {
@@ -180,7 +286,7 @@ impl Version {
                 pre: p.pre,
                 build: p.build,
             }),
-            _ => Err(format!("invalid version {s:?}: expected MAJOR.MINOR.PATCH")),
+            _ => Err(NotationError::PartialVersion { input: s.into() }),
         }
     }
 
@@ -208,8 +314,8 @@ impl fmt::Display for Version {
 }
 
 impl FromStr for Version {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = NotationError;
+    fn from_str(s: &str) -> Result<Self, NotationError> {
         Version::parse(s)
     }
 }
@@ -267,7 +373,7 @@ struct Partial {
 }
 
 impl Partial {
-    fn parse(s: &str) -> Result<Partial, String> {
+    fn parse(s: &str) -> Result<Partial, NotationError> {
         let t = s.strip_prefix('v').unwrap_or(s);
         let (t, build) = match t.split_once('+') {
             Some((a, b)) => (a, b.to_string()),
@@ -277,7 +383,7 @@ impl Partial {
             Some((a, b)) => (a, b.split('.').map(str::to_string).collect::<Vec<_>>()),
             None => (t, Vec::new()),
         };
-        let bad = || format!("invalid version {s:?}");
+        let bad = || NotationError::BadVersion { input: s.into() };
         let ident_ok =
             |i: &String| !i.is_empty() && i.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
         if !pre.iter().all(ident_ok)
@@ -289,7 +395,7 @@ impl Partial {
         if nums.is_empty() || nums.len() > 3 {
             return Err(bad());
         }
-        let num = |n: &str| -> Result<u64, String> {
+        let num = |n: &str| -> Result<u64, NotationError> {
             if n.is_empty()
                 || !n.chars().all(|c| c.is_ascii_digit())
                 || (n.len() > 1 && n.starts_with('0'))
@@ -389,7 +495,7 @@ pub struct Constraint {
 
 impl Constraint {
     /// Parses a constraint string; the empty string allows every release.
-    pub fn parse(s: &str) -> Result<Constraint, String> {
+    pub fn parse(s: &str) -> Result<Constraint, NotationError> {
         let mut clauses = Vec::new();
         if s.trim().is_empty() {
             return Ok(Constraint { clauses });
@@ -410,12 +516,15 @@ impl Constraint {
             .unwrap_or((Op::Eq, c));
             let rest = rest.trim();
             if rest.is_empty() {
-                return Err(format!(
-                    "invalid version constraint {s:?}: clause {c:?} has no version"
-                ));
+                return Err(NotationError::ClauseWithoutVersion {
+                    constraint: s.into(),
+                    clause: c.into(),
+                });
             }
-            let v = Partial::parse(rest)
-                .map_err(|e| format!("invalid version constraint {s:?}: {e}"))?;
+            let v = Partial::parse(rest).map_err(|e| NotationError::ConstraintVersion {
+                constraint: s.into(),
+                cause: Box::new(e),
+            })?;
             clauses.push((op, v));
         }
         Ok(Constraint { clauses })
@@ -505,7 +614,7 @@ impl Platform {
     }
 
     /// Parses `OS_ARCH`.
-    pub fn parse(s: &str) -> Result<Platform, String> {
+    pub fn parse(s: &str) -> Result<Platform, NotationError> {
         let ok = |p: &str| {
             !p.is_empty()
                 && p.chars()
@@ -516,9 +625,7 @@ impl Platform {
                 os: os.into(),
                 arch: arch.into(),
             }),
-            _ => Err(format!(
-                "invalid platform {s:?}: expected OS_ARCH in lowercase, e.g. linux_amd64"
-            )),
+            _ => Err(NotationError::BadPlatform { input: s.into() }),
         }
     }
 }
@@ -536,8 +643,8 @@ impl fmt::Display for Platform {
 }
 
 impl FromStr for Platform {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = NotationError;
+    fn from_str(s: &str) -> Result<Self, NotationError> {
         Platform::parse(s)
     }
 }

@@ -202,12 +202,12 @@ impl Subject {
         &self,
         origin: &impl fmt::Display,
         check: Check,
-        detail: impl Into<String>,
+        detail: impl fmt::Display,
     ) -> InstallError {
         InstallError::Verification {
             package: self.package(origin),
             check,
-            detail: detail.into(),
+            detail: detail.to_string(),
         }
     }
 

@@ -23,6 +23,77 @@ use std::path::Path;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+/// Why a hash string does not parse or a zip's hash cannot be computed.
+#[derive(Debug)]
+pub enum HashError {
+    /// The string is not `SCHEME:VALUE`.
+    BadHash {
+        /// The string as given.
+        input: String,
+    },
+    /// The string is not 64 hex digits.
+    BadSha256 {
+        /// The string as given.
+        input: String,
+    },
+    /// The zip cannot be opened or one of its entries cannot be read.
+    Read {
+        /// The zip file.
+        path: std::path::PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The file is not a zip archive, or an entry of it is damaged.
+    Zip {
+        /// The zip file.
+        path: std::path::PathBuf,
+        /// Whether the archive as a whole is unreadable (rather than one entry).
+        whole: bool,
+        /// What the zip reader said.
+        source: zip::result::ZipError,
+    },
+    /// A file name contains a newline, which the `h1:` scheme cannot list.
+    NewlineInName {
+        /// The name, lossily decoded.
+        name: String,
+    },
+}
+
+impl fmt::Display for HashError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HashError::BadHash { input } => write!(
+                f,
+                "invalid hash {input:?}: expected SCHEME:VALUE, e.g. h1:… or zh:…"
+            ),
+            HashError::BadSha256 { input } => {
+                write!(f, "invalid sha256 {input:?}: expected 64 hex digits")
+            }
+            HashError::Read { path, source } => write!(f, "{}: {source}", path.display()),
+            HashError::Zip {
+                path,
+                whole: true,
+                source,
+            } => write!(f, "{} is not a valid zip: {source}", path.display()),
+            HashError::Zip { path, source, .. } => write!(f, "{}: {source}", path.display()),
+            HashError::NewlineInName { name } => write!(
+                f,
+                "file name {name:?} contains a newline, which h1: does not support"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HashError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HashError::Read { source, .. } => Some(source),
+            HashError::Zip { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// A scheme-tagged package hash, `SCHEME:VALUE` (`h1:…`, `zh:…`; other schemes are kept but
 /// never used to verify).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,7 +101,7 @@ pub struct Hash(String);
 
 impl Hash {
     /// Parses `SCHEME:VALUE`, refusing strings without a scheme.
-    pub fn parse(s: &str) -> Result<Hash, String> {
+    pub fn parse(s: &str) -> Result<Hash, HashError> {
         match s.split_once(':') {
             Some((scheme, value))
                 if !scheme.is_empty()
@@ -40,19 +111,17 @@ impl Hash {
             {
                 Ok(Hash(s.to_string()))
             }
-            _ => Err(format!(
-                "invalid hash {s:?}: expected SCHEME:VALUE, e.g. h1:… or zh:…"
-            )),
+            _ => Err(HashError::BadHash { input: s.into() }),
         }
     }
 
     /// `zh:` for a hex sha256 (as listed in SHA256SUMS or a registry's `shasum`); the hex is
     /// lowercased and must be 64 hex digits.
-    pub fn zh_from_hex(hex: &str) -> Result<Hash, String> {
+    pub fn zh_from_hex(hex: &str) -> Result<Hash, HashError> {
         if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
             Ok(Hash(format!("zh:{}", hex.to_ascii_lowercase())))
         } else {
-            Err(format!("invalid sha256 {hex:?}: expected 64 hex digits"))
+            Err(HashError::BadSha256 { input: hex.into() })
         }
     }
 
@@ -144,28 +213,36 @@ fn os_bytes(s: &std::ffi::OsStr) -> &[u8] {
 
 /// `h1:` of a zip as `dirhash.HashZip` computes it: every entry, by its name exactly as stored;
 /// directory entries count as empty files.
-pub fn h1_of_zip(path: &Path) -> Result<Hash, String> {
+pub fn h1_of_zip(path: &Path) -> Result<Hash, HashError> {
     zip_h1s(path).map(|(_, all)| all)
 }
 
 /// `h1:` of the package a zip unpacks to: file entries only. Equal to [`h1_of_dir`] of the
 /// unpacked directory.
-pub fn h1_of_zip_package(path: &Path) -> Result<Hash, String> {
+pub fn h1_of_zip_package(path: &Path) -> Result<Hash, HashError> {
     zip_h1s(path).map(|(package, _)| package)
 }
 
 /// Both `h1:` forms of a zip in one pass: (file entries only, every entry).
-pub(crate) fn zip_h1s(path: &Path) -> Result<(Hash, Hash), String> {
-    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut zip = zip::ZipArchive::new(io::BufReader::new(file))
-        .map_err(|e| format!("{} is not a valid zip: {e}", path.display()))?;
+pub(crate) fn zip_h1s(path: &Path) -> Result<(Hash, Hash), HashError> {
+    let read = |source| HashError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let zip_error = |whole| {
+        move |source| HashError::Zip {
+            path: path.to_path_buf(),
+            whole,
+            source,
+        }
+    };
+    let file = File::open(path).map_err(read)?;
+    let mut zip = zip::ZipArchive::new(io::BufReader::new(file)).map_err(zip_error(true))?;
     // dirhash.HashZip lists every entry but opens the last entry of each name.
     let mut last: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
     let mut names = Vec::new();
     for i in 0..zip.len() {
-        let f = zip
-            .by_index_raw(i)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let f = zip.by_index_raw(i).map_err(zip_error(false))?;
         let name = f.name_raw().to_vec();
         last.insert(name.clone(), i);
         names.push((name, f.is_dir()));
@@ -178,11 +255,9 @@ pub(crate) fn zip_h1s(path: &Path) -> Result<(Hash, Hash), String> {
     for (name, is_dir) in names {
         let i = last[&name];
         if let std::collections::btree_map::Entry::Vacant(slot) = digests.entry(i) {
-            let mut f = zip
-                .by_index(i)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut f = zip.by_index(i).map_err(zip_error(false))?;
             let mut h = Sha256::new();
-            io::copy(&mut f, &mut h).map_err(|e| format!("{}: {e}", path.display()))?;
+            io::copy(&mut f, &mut h).map_err(read)?;
             slot.insert(h.finalize().into());
         }
         if !is_dir {
@@ -194,15 +269,14 @@ pub(crate) fn zip_h1s(path: &Path) -> Result<(Hash, Hash), String> {
 }
 
 /// `h1:` from (name, sha256 of content) pairs; names are sorted bytewise here.
-pub(crate) fn h1_of_entries(mut files: Vec<(Vec<u8>, [u8; 32])>) -> Result<Hash, String> {
+pub(crate) fn h1_of_entries(mut files: Vec<(Vec<u8>, [u8; 32])>) -> Result<Hash, HashError> {
     files.sort_by(|a, b| a.0.cmp(&b.0));
     let mut summary = Sha256::new();
     for (name, digest) in &files {
         if name.contains(&b'\n') {
-            return Err(format!(
-                "file name {:?} contains a newline, which h1: does not support",
-                String::from_utf8_lossy(name)
-            ));
+            return Err(HashError::NewlineInName {
+                name: String::from_utf8_lossy(name).into_owned(),
+            });
         }
         summary.update(hex::encode(digest).as_bytes());
         summary.update(b"  ");

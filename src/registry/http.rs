@@ -206,9 +206,24 @@ pub(crate) fn read_limited(r: impl Read, limit: u64) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// A base URL that has no `scheme://`, so nothing can be resolved against it.
+#[derive(Debug)]
+pub(crate) struct RelativeBase {
+    /// The base URL as given.
+    base: String,
+}
+
+impl std::fmt::Display for RelativeBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "base URL {:?} is not absolute", self.base)
+    }
+}
+
+impl std::error::Error for RelativeBase {}
+
 /// Resolves `reference` against `base` (RFC 3986 §5.2, without query merging subtleties that
 /// registries do not use).
-pub(crate) fn resolve(base: &str, reference: &str) -> Result<String, String> {
+pub(crate) fn resolve(base: &str, reference: &str) -> Result<String, RelativeBase> {
     if let Some((scheme, _)) = reference.split_once("://") {
         if scheme
             .chars()
@@ -219,7 +234,7 @@ pub(crate) fn resolve(base: &str, reference: &str) -> Result<String, String> {
     }
     let (scheme, rest) = base
         .split_once("://")
-        .ok_or_else(|| format!("base URL {base:?} is not absolute"))?;
+        .ok_or_else(|| RelativeBase { base: base.into() })?;
     if let Some(r) = reference.strip_prefix("//") {
         return Ok(format!("{scheme}://{r}"));
     }

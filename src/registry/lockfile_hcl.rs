@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::address::{ProviderAddr, Version};
+use super::address::{NotationError, ProviderAddr, Version};
 use super::hash::Hash;
 use super::lockfile::{LockFile, LockedProvider, NIVIS_HEADER_TOOL};
 
@@ -242,7 +242,7 @@ pub(crate) fn parse(text: &str) -> Result<LockFile, Error> {
                         "a provider block takes exactly one label, the provider address".into(),
                     ));
                 };
-                let addr = provider_label(label).map_err(|e| (line, e))?;
+                let addr = provider_label(label).map_err(|e| (line, e.to_string()))?;
                 let entry = provider_body(&mut p, line)?;
                 if lock.providers.insert(addr.clone(), entry).is_some() {
                     return Err((line, format!("duplicate provider block for {addr}")));
@@ -274,19 +274,51 @@ fn header_tool(text: &str) -> Option<String> {
     (lines.next() == Some(HEADER_SECOND) && !tool.contains('"')).then(|| tool.to_string())
 }
 
-fn provider_label(label: &str) -> Result<ProviderAddr, String> {
-    let addr = ProviderAddr::parse(label)
-        .map_err(|e| format!("invalid provider address {label:?}: {e}"))?;
+fn provider_label(label: &str) -> Result<ProviderAddr, LabelError> {
+    let addr = ProviderAddr::parse(label).map_err(|cause| LabelError::Invalid {
+        label: label.into(),
+        cause,
+    })?;
     if addr.to_string() != label {
-        return Err(format!(
-            "the provider address {label:?} must be written in its normalized form {:?}",
-            addr.to_string()
-        ));
+        return Err(LabelError::NotNormal {
+            label: label.into(),
+            normal: addr.to_string(),
+        });
     }
     if addr.host == "terraform.io" && addr.namespace == "builtin" {
-        return Err(format!("the built-in provider {label} cannot be locked"));
+        return Err(LabelError::BuiltIn {
+            label: label.into(),
+        });
     }
     Ok(addr)
+}
+
+/// Why a `provider "…"` block label is not an address the lock file may hold.
+#[derive(Debug)]
+enum LabelError {
+    /// The label does not parse as a provider address.
+    Invalid { label: String, cause: NotationError },
+    /// The label parses but is not written in normalized form.
+    NotNormal { label: String, normal: String },
+    /// The label names a built-in provider, which is never locked.
+    BuiltIn { label: String },
+}
+
+impl std::fmt::Display for LabelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LabelError::Invalid { label, cause } => {
+                write!(f, "invalid provider address {label:?}: {cause}")
+            }
+            LabelError::NotNormal { label, normal } => write!(
+                f,
+                "the provider address {label:?} must be written in its normalized form {normal:?}"
+            ),
+            LabelError::BuiltIn { label } => {
+                write!(f, "the built-in provider {label} cannot be locked")
+            }
+        }
+    }
 }
 
 // Long because it is one parser loop over the body's statements, one arm per statement kind.
@@ -341,7 +373,7 @@ fn provider_body(p: &mut Parser, block_line: usize) -> Result<LockedProvider, Er
                 }
             }
             ("constraints", Value::Str(s)) => {
-                super::address::Constraint::parse(&s).map_err(|e| (line, e))?;
+                super::address::Constraint::parse(&s).map_err(|e| (line, e.to_string()))?;
                 if constraints.replace(s).is_some() {
                     return Err(dup());
                 }
@@ -349,7 +381,7 @@ fn provider_body(p: &mut Parser, block_line: usize) -> Result<LockedProvider, Er
             ("hashes", Value::List(items)) => {
                 let mut set = BTreeSet::new();
                 for h in items {
-                    set.insert(Hash::parse(&h).map_err(|e| (line, e))?);
+                    set.insert(Hash::parse(&h).map_err(|e| (line, e.to_string()))?);
                 }
                 if hashes.replace(set).is_some() {
                     return Err(dup());

@@ -51,9 +51,11 @@ mod resolve;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use address::{is_registry_address, Constraint, Platform, ProviderAddr, Version, DEFAULT_HOST};
+pub use address::{
+    is_registry_address, Constraint, NotationError, Platform, ProviderAddr, Version, DEFAULT_HOST,
+};
 pub use error::{Check, InstallError, PackageRef};
-pub use hash::{h1_of_dir, h1_of_zip, h1_of_zip_package, zh_of_bytes, zh_of_file, Hash};
+pub use hash::{h1_of_dir, h1_of_zip, h1_of_zip_package, zh_of_bytes, zh_of_file, Hash, HashError};
 pub use lockfile::{LockFile, LockedProvider};
 
 /// Where and how to install providers.

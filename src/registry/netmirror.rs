@@ -82,7 +82,7 @@ impl Source for NetMirror {
         for v in index.versions.keys() {
             out.push(Version::parse(v).map_err(|e| InstallError::BadResponse {
                 url: url.clone(),
-                detail: e,
+                detail: e.to_string(),
             })?);
         }
         Ok(out)
@@ -104,12 +104,12 @@ impl Source for NetMirror {
             .collect::<Result<_, _>>()
             .map_err(|e| InstallError::BadResponse {
                 url: url.clone(),
-                detail: e,
+                detail: e.to_string(),
             })?;
         let zip_url =
             http::resolve(&final_url, &archive.url).map_err(|e| InstallError::BadResponse {
                 url: url.clone(),
-                detail: e,
+                detail: e.to_string(),
             })?;
         let dest = scratch.join(package::unique_name("mirror-archive"));
         let guard = TempPath(dest.clone());

@@ -7,6 +7,7 @@
 //! directories that clean up after themselves. Does not fetch anything and does not decide
 //! where packages are kept.
 
+use std::fmt;
 use std::fs;
 use std::io::{self, Read};
 
@@ -16,6 +17,137 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::hash::{self, Hash};
 use super::Origin;
+
+/// Why a package zip is refused or cannot be measured or unpacked.
+#[derive(Debug)]
+pub(crate) enum PackageError {
+    /// A file or directory cannot be read or written.
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The zip is larger than any provider package.
+    ArchiveTooLarge {
+        /// Its size in bytes.
+        bytes: u64,
+    },
+    /// The file is not a zip archive.
+    NotZip {
+        /// What the zip reader said.
+        source: zip::result::ZipError,
+    },
+    /// The zip has more entries than any provider package.
+    TooManyEntries {
+        /// How many it has.
+        count: usize,
+    },
+    /// An entry's header cannot be read.
+    Entry {
+        /// The entry's index in the archive.
+        index: usize,
+        /// What the zip reader said.
+        source: zip::result::ZipError,
+    },
+    /// Two entries share compressed data.
+    Overlap {
+        /// The index of the first entry.
+        first: usize,
+        /// The index of the second entry.
+        second: usize,
+    },
+    /// The entries declare more unpacked bytes than the archive's size makes plausible.
+    Expands {
+        /// The declared unpacked total.
+        declared: u64,
+        /// The limit for this archive.
+        limit: u64,
+        /// The archive's size in bytes.
+        archive_len: u64,
+    },
+    /// An entry is encrypted, a symlink, or has an absolute or escaping path.
+    UnsafeEntry {
+        /// The entry's name as stored.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// An entry's data cannot be decompressed.
+    EntryData {
+        /// The entry's name as stored.
+        name: String,
+        /// What the reader said.
+        source: io::Error,
+    },
+    /// The zip unpacks to more than [`UNZIP_LIMIT`] bytes.
+    Unpacks,
+    /// The package's hash cannot be computed.
+    Hash(hash::HashError),
+}
+
+impl fmt::Display for PackageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PackageError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            PackageError::ArchiveTooLarge { bytes } => write!(
+                f,
+                "the archive has {bytes} bytes, more than the {ARCHIVE_LIMIT} accepted"
+            ),
+            PackageError::NotZip { source } => write!(f, "not a valid zip: {source}"),
+            PackageError::TooManyEntries { count } => write!(
+                f,
+                "the archive has {count} entries; a provider package has a few (at most \
+                 {MAX_ENTRIES} are accepted)"
+            ),
+            PackageError::Entry { index, source } => write!(f, "entry {index}: {source}"),
+            PackageError::Overlap { first, second } => write!(
+                f,
+                "entries {first} and {second} overlap: they share compressed data (a zip bomb)"
+            ),
+            PackageError::Expands {
+                declared,
+                limit,
+                archive_len,
+            } => write!(
+                f,
+                "its entries declare {declared} bytes unpacked, more than the {limit} a \
+                 {archive_len}-byte archive may expand to (a decompression bomb?)"
+            ),
+            PackageError::UnsafeEntry { name, why } => write!(f, "entry {name:?} {why}"),
+            PackageError::EntryData { name, source } => write!(f, "entry {name:?}: {source}"),
+            PackageError::Unpacks => write!(f, "unpacks to more than {UNZIP_LIMIT} bytes"),
+            PackageError::Hash(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PackageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PackageError::Io { source, .. } | PackageError::EntryData { source, .. } => {
+                Some(source)
+            }
+            PackageError::NotZip { source } | PackageError::Entry { source, .. } => Some(source),
+            PackageError::Hash(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<hash::HashError> for PackageError {
+    fn from(e: hash::HashError) -> Self {
+        PackageError::Hash(e)
+    }
+}
+
+/// A closure turning an io::Error about `path` into a [`PackageError`].
+fn io_at(path: &Path) -> impl Fn(io::Error) -> PackageError + '_ {
+    move |source| PackageError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
 
 /// Where a package is.
 #[derive(Debug, Clone)]
@@ -98,25 +230,16 @@ const MIN_EXPANDED_LIMIT: u64 = 256 * 1024 * 1024;
 /// size makes plausible), and that no two entries share data (the overlapping-entry bomb: many
 /// names for one highly compressed stream). Decompression later stops at each entry's declared
 /// size (the zip reader enforces it), so the declared total bounds the work.
-pub(crate) fn check_shape(zip_path: &Path) -> Result<(), String> {
-    let file = fs::File::open(zip_path).map_err(|e| format!("{}: {e}", zip_path.display()))?;
-    let archive_len = file
-        .metadata()
-        .map_err(|e| format!("{}: {e}", zip_path.display()))?
-        .len();
+pub(crate) fn check_shape(zip_path: &Path) -> Result<(), PackageError> {
+    let file = fs::File::open(zip_path).map_err(io_at(zip_path))?;
+    let archive_len = file.metadata().map_err(io_at(zip_path))?.len();
     if archive_len > ARCHIVE_LIMIT {
-        return Err(format!(
-            "the archive has {archive_len} bytes, more than the {ARCHIVE_LIMIT} accepted"
-        ));
+        return Err(PackageError::ArchiveTooLarge { bytes: archive_len });
     }
     let mut zip = zip::ZipArchive::new(io::BufReader::new(file))
-        .map_err(|e| format!("not a valid zip: {e}"))?;
+        .map_err(|source| PackageError::NotZip { source })?;
     if zip.len() > MAX_ENTRIES {
-        return Err(format!(
-            "the archive has {} entries; a provider package has a few (at most {MAX_ENTRIES} \
-             are accepted)",
-            zip.len()
-        ));
+        return Err(PackageError::TooManyEntries { count: zip.len() });
     }
     let limit = archive_len
         .saturating_mul(MAX_EXPANSION)
@@ -124,7 +247,9 @@ pub(crate) fn check_shape(zip_path: &Path) -> Result<(), String> {
     let mut declared = 0u64;
     let mut spans = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
-        let entry = zip.by_index_raw(i).map_err(|e| format!("entry {i}: {e}"))?;
+        let entry = zip
+            .by_index_raw(i)
+            .map_err(|source| PackageError::Entry { index: i, source })?;
         declared = declared.saturating_add(entry.size());
         let start = entry.header_start();
         let data_start = entry.data_start().unwrap_or(start);
@@ -135,26 +260,28 @@ pub(crate) fn check_shape(zip_path: &Path) -> Result<(), String> {
     for pair in spans.windows(2) {
         let ((_, end, a), (start, _, b)) = (pair[0], pair[1]);
         if start < end {
-            return Err(format!(
-                "entries {a} and {b} overlap: they share compressed data (a zip bomb)"
-            ));
+            return Err(PackageError::Overlap {
+                first: a,
+                second: b,
+            });
         }
     }
     if declared > limit {
-        return Err(format!(
-            "its entries declare {declared} bytes unpacked, more than the {limit} a \
-             {archive_len}-byte archive may expand to (a decompression bomb?)"
-        ));
+        return Err(PackageError::Expands {
+            declared,
+            limit,
+            archive_len,
+        });
     }
     Ok(())
 }
 
 /// The hashes of a zip: `zh:` (given, when the source already computed it), then the shape
 /// checks, then `h1:` (which decompresses every entry).
-pub(crate) fn measure_zip(p: &Path, zh: Option<Hash>) -> Result<Measured, String> {
+pub(crate) fn measure_zip(p: &Path, zh: Option<Hash>) -> Result<Measured, PackageError> {
     let zh = match zh {
         Some(zh) => zh,
-        None => hash::zh_of_file(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        None => hash::zh_of_file(p).map_err(io_at(p))?,
     };
     check_shape(p)?;
     let (h1, all) = hash::zip_h1s(p)?;
@@ -166,11 +293,11 @@ pub(crate) fn measure_zip(p: &Path, zh: Option<Hash>) -> Result<Measured, String
 }
 
 /// Computes the hashes of a package.
-pub(crate) fn measure(location: &Location) -> Result<Measured, String> {
+pub(crate) fn measure(location: &Location) -> Result<Measured, PackageError> {
     match location {
         Location::Zip(p) => measure_zip(p, None),
         Location::Dir(d) => Ok(Measured {
-            h1: hash::h1_of_dir(d).map_err(|e| format!("{}: {e}", d.display()))?,
+            h1: hash::h1_of_dir(d).map_err(io_at(d))?,
             zh: None,
             h1_with_dirs: None,
         }),
@@ -208,42 +335,52 @@ const UNZIP_LIMIT: u64 = 8 * 1024 * 1024 * 1024;
 /// paths, symlinks and encrypted entries (and anything [`check_shape`] refuses). Files keep their unix permission bits; the provider
 /// executable is made executable even if the zip records no modes. Returns the `h1:` of what
 /// was written, hashed as it was written (equal to [`hash::h1_of_dir`] of `dest`).
-pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<Hash, String> {
+pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<Hash, PackageError> {
     check_shape(zip_path)?;
-    let file = fs::File::open(zip_path).map_err(|e| format!("{}: {e}", zip_path.display()))?;
+    let file = fs::File::open(zip_path).map_err(io_at(zip_path))?;
     let mut zip = zip::ZipArchive::new(io::BufReader::new(file))
-        .map_err(|e| format!("not a valid zip: {e}"))?;
+        .map_err(|source| PackageError::NotZip { source })?;
     let mut total = 0u64;
     let mut written = Vec::new();
     for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).map_err(|e| format!("entry {i}: {e}"))?;
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|source| PackageError::Entry { index: i, source })?;
         let raw = String::from_utf8_lossy(entry.name_raw()).into_owned();
+        let unsafe_entry = |why| PackageError::UnsafeEntry {
+            name: raw.clone(),
+            why,
+        };
         if entry.encrypted() {
-            return Err(format!("entry {raw:?} is encrypted"));
+            return Err(unsafe_entry("is encrypted"));
         }
         if entry.is_symlink() {
-            return Err(format!("entry {raw:?} is a symlink"));
+            return Err(unsafe_entry("is a symlink"));
         }
         let rel = match entry.enclosed_name() {
             Some(p) if !raw.contains('\\') && !raw.split('/').any(|s| s == "..") => p,
-            _ => return Err(format!("entry {raw:?} has an unsafe path")),
+            _ => return Err(unsafe_entry("has an unsafe path")),
         };
         let out = dest.join(&rel);
         if entry.is_dir() {
-            fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+            fs::create_dir_all(&out).map_err(io_at(&out))?;
             continue;
         }
         if let Some(parent) = out.parent() {
-            fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            fs::create_dir_all(parent).map_err(io_at(parent))?;
         }
         let f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&out)
-            .map_err(|e| format!("{}: {e}", out.display()))?;
+            .map_err(io_at(&out))?;
         let mut w = HashingWriter(f, Sha256::new());
-        let n = io::copy(&mut (&mut entry).take(UNZIP_LIMIT - total + 1), &mut w)
-            .map_err(|e| format!("entry {raw:?}: {e}"))?;
+        let n = io::copy(&mut (&mut entry).take(UNZIP_LIMIT - total + 1), &mut w).map_err(
+            |source| PackageError::EntryData {
+                name: raw.clone(),
+                source,
+            },
+        )?;
         let HashingWriter(f, sha) = w;
         let name: Vec<String> = rel
             .components()
@@ -255,10 +392,9 @@ pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<Hash, S
         written.push((name.join("/").into_bytes(), sha.finalize().into()));
         total += n;
         if total > UNZIP_LIMIT {
-            return Err(format!("unpacks to more than {UNZIP_LIMIT} bytes"));
+            return Err(PackageError::Unpacks);
         }
-        f.sync_all()
-            .map_err(|e| format!("{}: {e}", out.display()))?;
+        f.sync_all().map_err(io_at(&out))?;
         let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let mut mode = entry.unix_mode().map_or(0o644, |m| m & 0o777);
         if is_executable_name(name, type_) {
@@ -266,7 +402,7 @@ pub(crate) fn unzip(zip_path: &Path, dest: &Path, type_: &str) -> Result<Hash, S
         }
         set_mode(&out, mode | 0o600)?;
     }
-    hash::h1_of_entries(written)
+    Ok(hash::h1_of_entries(written)?)
 }
 
 /// Writes through to a file while hashing what is written.
@@ -284,14 +420,13 @@ impl io::Write for HashingWriter {
 }
 
 #[cfg(unix)]
-fn set_mode(p: &Path, mode: u32) -> Result<(), String> {
+fn set_mode(p: &Path, mode: u32) -> Result<(), PackageError> {
     use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(p, fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("{}: {e}", p.display()))
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).map_err(io_at(p))
 }
 
 #[cfg(not(unix))]
-fn set_mode(_: &Path, _: u32) -> Result<(), String> {
+fn set_mode(_: &Path, _: u32) -> Result<(), PackageError> {
     Ok(())
 }
 

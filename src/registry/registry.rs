@@ -166,7 +166,7 @@ impl Registry {
         };
         let mut base = http::resolve(&final_url, &rel).map_err(|e| InstallError::BadResponse {
             url: url.clone(),
-            detail: e,
+            detail: e.to_string(),
         })?;
         if !base.ends_with('/') {
             base.push('/');
@@ -308,7 +308,7 @@ impl Source for Registry {
         let resolve = |u: &str| {
             http::resolve(&final_url, u).map_err(|e| InstallError::BadResponse {
                 url: url.clone(),
-                detail: e,
+                detail: e.to_string(),
             })
         };
         let sums_url = resolve(&meta.shasums_url)?;
@@ -326,7 +326,7 @@ impl Source for Registry {
             .get_bytes(&sig_url, SMALL_LIMIT)?
             .ok_or_else(|| missing(&sig_url))?;
         let signer = verify_signature(&meta.signing_keys.gpg_public_keys, &sums, &sig)
-            .map_err(|e| refuse(Check::Signature, e))?;
+            .map_err(|e| refuse(Check::Signature, e.to_string()))?;
 
         // 3. SHA256SUMS lists the file with the declared hash.
         let text = String::from_utf8_lossy(&sums);
@@ -399,8 +399,8 @@ impl Source for Registry {
         }
         vouched.sort();
         vouched.dedup();
-        let measured =
-            package::measure_zip(&dest, Some(got)).map_err(|e| refuse(Check::Contents, e))?;
+        let measured = package::measure_zip(&dest, Some(got))
+            .map_err(|e| refuse(Check::Contents, e.to_string()))?;
         Ok(Package {
             location: Location::Zip(dest),
             origin,
@@ -416,21 +416,17 @@ impl Source for Registry {
 /// Verifies the detached signature `sig` (binary or ASCII-armored) over `data` with the
 /// primary keys and validly bound subkeys of `keys`; returns the fingerprint of the key that
 /// made it.
-fn verify_signature(keys: &[GpgKey], data: &[u8], sig: &[u8]) -> Result<String, String> {
+fn verify_signature(keys: &[GpgKey], data: &[u8], sig: &[u8]) -> Result<String, SignatureError> {
     if keys.is_empty() {
-        return Err(
-            "the registry supplied no signing keys, so the checksums cannot be authenticated"
-                .into(),
-        );
+        return Err(SignatureError::NoKeys);
     }
     let signature = if sig.trim_ascii_start().starts_with(b"-----BEGIN") {
-        let text =
-            std::str::from_utf8(sig).map_err(|_| "the signature is not valid text".to_string())?;
+        let text = std::str::from_utf8(sig).map_err(|_| SignatureError::NotText)?;
         DetachedSignature::from_string(text).map(|(s, _)| s)
     } else {
         DetachedSignature::from_bytes(sig)
     }
-    .map_err(|e| format!("the signature cannot be parsed: {e}"))?;
+    .map_err(SignatureError::Unparsable)?;
     let mut tried = Vec::new();
     for k in keys {
         let parsed: Vec<SignedPublicKey> = match SignedPublicKey::from_string_many(&k.ascii_armor) {
@@ -458,8 +454,36 @@ fn verify_signature(keys: &[GpgKey], data: &[u8], sig: &[u8]) -> Result<String, 
             }
         }
     }
-    Err(format!(
-        "the signature does not verify with any of the registry's keys ({})",
-        tried.join(", ")
-    ))
+    Err(SignatureError::NoKeyVerifies { tried })
+}
+
+/// Why the signature over a registry's SHA256SUMS does not authenticate it.
+#[derive(Debug)]
+enum SignatureError {
+    /// The registry lists no signing keys.
+    NoKeys,
+    /// An ASCII-armored signature is not UTF-8.
+    NotText,
+    /// The signature is not an OpenPGP detached signature.
+    Unparsable(pgp::errors::Error),
+    /// No listed key made the signature: the fingerprints tried, or a key id and why it could
+    /// not be read.
+    NoKeyVerifies { tried: Vec<String> },
+}
+
+impl std::fmt::Display for SignatureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SignatureError::NoKeys => f.write_str(
+                "the registry supplied no signing keys, so the checksums cannot be authenticated",
+            ),
+            SignatureError::NotText => f.write_str("the signature is not valid text"),
+            SignatureError::Unparsable(e) => write!(f, "the signature cannot be parsed: {e}"),
+            SignatureError::NoKeyVerifies { tried } => write!(
+                f,
+                "the signature does not verify with any of the registry's keys ({})",
+                tried.join(", ")
+            ),
+        }
+    }
 }

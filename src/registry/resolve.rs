@@ -95,14 +95,14 @@ impl<'a> Ctx<'a> {
 fn parse_addr(source: &str) -> Result<ProviderAddr, InstallError> {
     ProviderAddr::parse(source).map_err(|reason| InstallError::InvalidAddress {
         source: source.to_string(),
-        reason,
+        reason: reason.to_string(),
     })
 }
 
 fn parse_constraint(c: Option<&str>) -> Result<Constraint, InstallError> {
     Constraint::parse(c.unwrap_or("")).map_err(|reason| InstallError::InvalidArgument {
         value: c.unwrap_or("").to_string(),
-        reason,
+        reason: reason.to_string(),
     })
 }
 

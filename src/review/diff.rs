@@ -30,10 +30,13 @@ pub struct Diff {
 /// How a node differs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChangeKind {
+    /// Only the second side declares it.
     Added,
+    /// Only the first side declares it.
     Removed,
     /// Renamed by `lib.moved` from this address (its attributes may differ too).
     Moved {
+        /// The address it had on the first side.
         from: String,
     },
     /// Same address, different attributes or edges.
@@ -55,7 +58,9 @@ impl ChangeKind {
 /// One node's differences.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeChange {
+    /// The node's address on the second side (the first side's, for a removed node).
     pub address: String,
+    /// How it differs.
     pub kind: ChangeKind,
     /// Attribute differences (`config.…` and `meta.…`); for an added or removed node, its
     /// attributes on the side it exists.
@@ -71,7 +76,9 @@ pub struct NodeChange {
 pub struct AttrChange {
     /// `config.label`, `config.tags.env`, `meta.lifecycle`.
     pub path: String,
+    /// The value on the first side.
     pub before: Shown,
+    /// The value on the second side.
     pub after: Shown,
 }
 
@@ -89,13 +96,16 @@ pub enum Shown {
 /// The other end of an edge: the node read (or waited for) and where it is used.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct EdgeEnd {
+    /// The node read or waited for.
     pub from: String,
+    /// Where it is used: the configuration path, or `dependsOn`.
     pub via: String,
 }
 
 /// A node that may change once a changed node it depends on is applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dependent {
+    /// The dependent node's address.
     pub address: String,
     /// The changed or added nodes it depends on (directly or through others).
     pub because_of: Vec<String>,

@@ -17,7 +17,9 @@ use crate::review::diff::Shown;
 /// What an address names: a node, and an attribute path inside its config (maybe empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// The node's id.
     pub node: String,
+    /// The attribute path inside its configuration; empty for the whole node.
     pub attr: Vec<PathStep>,
 }
 
@@ -54,12 +56,15 @@ impl Via {
 /// A node a value was computed from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Origin {
+    /// The node's address.
     pub address: String,
+    /// How the value depends on it.
     pub via: Via,
     /// Where in the reading node (`label`, `dependsOn`).
     pub at: String,
     /// The outputs read and what the state records for each (empty: any output).
     pub outputs: Vec<(String, Shown)>,
+    /// Where the node was written (file, line, column), when Nix knows.
     pub defined_at: Option<Json>,
     /// What this node's own configuration was computed from.
     pub origins: Vec<Origin>,
@@ -68,16 +73,22 @@ pub struct Origin {
 /// A node that reads the target's node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reader {
+    /// The reading node's address.
     pub address: String,
+    /// How it reads the target's node.
     pub via: Via,
+    /// Where in the reading node (`label`, `dependsOn`).
     pub at: String,
+    /// The target node's outputs it reads (empty: any output).
     pub reads: Vec<String>,
+    /// Where the reading node was written (file, line, column), when Nix knows.
     pub defined_at: Option<Json>,
 }
 
 /// The provenance of one address.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Why {
+    /// The node and attribute asked about.
     pub target: Target,
     /// The attribute's value in the IR (markers for outputs not recorded yet).
     pub value: Shown,
@@ -85,13 +96,67 @@ pub struct Why {
     pub defined_at: Option<Json>,
     /// Where the node was written.
     pub node_defined_at: Option<Json>,
+    /// The nodes the value was computed from, each with its own origins.
     pub origins: Vec<Origin>,
+    /// The nodes that read the target's node.
     pub readers: Vec<Reader>,
 }
 
+/// Why an address does not name an attribute of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    /// No resource or data source id is a prefix of the address.
+    NoSuchNode {
+        /// The address as given.
+        address: String,
+    },
+    /// What follows the node's id is not an attribute path.
+    NotAPath {
+        /// The address as given.
+        address: String,
+        /// The part after the node's id.
+        rest: String,
+    },
+    /// The node's configuration has no attribute at that path.
+    NoAttribute {
+        /// The address as given.
+        address: String,
+        /// The node's id.
+        node: String,
+        /// The attribute path, rendered.
+        path: String,
+    },
+}
+
+impl std::fmt::Display for TargetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetError::NoSuchNode { address } => write!(
+                f,
+                "{address}: the plan declares no such resource or data source (`nivis graph` \
+                 lists them)"
+            ),
+            TargetError::NotAPath { address, rest } => write!(
+                f,
+                "{address}: {rest:?} is not an attribute path like label or tags.env"
+            ),
+            TargetError::NoAttribute {
+                address,
+                node,
+                path,
+            } => write!(
+                f,
+                "{address}: {node} has no attribute {path} in its configuration"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
+
 /// Finds the node `address` names (the longest declared id it starts with) and the attribute
 /// path after it (`config.` in front is optional).
-pub fn target(ir: &Ir, address: &str) -> Result<Target, String> {
+pub fn target(ir: &Ir, address: &str) -> Result<Target, TargetError> {
     let node = ir
         .nodes()
         .filter(|n| {
@@ -101,11 +166,8 @@ pub fn target(ir: &Ir, address: &str) -> Result<Target, String> {
                     .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
         })
         .max_by_key(|n| n.id.len())
-        .ok_or_else(|| {
-            format!(
-                "{address}: the plan declares no such resource or data source (`nivis graph` \
-                 lists them)"
-            )
+        .ok_or_else(|| TargetError::NoSuchNode {
+            address: address.into(),
         })?;
     let rest = address[node.id.len()..].trim_start_matches('.');
     if rest.is_empty() {
@@ -114,19 +176,20 @@ pub fn target(ir: &Ir, address: &str) -> Result<Target, String> {
             attr: Vec::new(),
         });
     }
-    let mut attr = parse_path(rest).ok_or_else(|| {
-        format!("{address}: {rest:?} is not an attribute path like label or tags.env")
+    let mut attr = parse_path(rest).ok_or_else(|| TargetError::NotAPath {
+        address: address.into(),
+        rest: rest.into(),
     })?;
     let has_config_key = matches!(&node.config, Tree::Object(m) if m.contains_key("config"));
     if attr.first() == Some(&PathStep::Key("config".into())) && !has_config_key && attr.len() > 1 {
         attr.remove(0);
     }
     if value_at(&node.config, &attr).is_none() {
-        return Err(format!(
-            "{address}: {} has no attribute {} in its configuration",
-            node.id,
-            render_path(&attr)
-        ));
+        return Err(TargetError::NoAttribute {
+            address: address.into(),
+            node: node.id.clone(),
+            path: render_path(&attr),
+        });
     }
     Ok(Target {
         node: node.id.clone(),

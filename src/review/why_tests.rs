@@ -55,9 +55,11 @@ fn an_address_names_the_longest_node_and_an_attribute_path() {
     assert!(target(&ir, "alpha.alpha_token.C").unwrap().attr.is_empty());
     assert!(target(&ir, "alpha.alpha_token.Q")
         .unwrap_err()
+        .to_string()
         .contains("no such resource"));
     assert!(target(&ir, "alpha.alpha_token.C.nope")
         .unwrap_err()
+        .to_string()
         .contains("has no attribute nope"));
 }
 

@@ -76,7 +76,7 @@ fn run(args: &TestArgs) -> Result<i32, String> {
     let install = InstallArgs::none();
     let mut opts = options(&RunSpec::new(&args.source, &args.vars, &install), "test")?;
     let expected = expectations(args, &opts.source)?;
-    let dir = crate::rundir::RunDir::create()?;
+    let dir = crate::rundir::RunDir::create().map_err(|e| e.to_string())?;
     opts.backend = Backend::configure(None, &[], DEFAULT_ENV, &dir.path().join("test.state.json"))
         .map_err(|e| e.to_string())?;
     opts.command = "nivis test".into();

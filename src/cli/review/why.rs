@@ -27,7 +27,7 @@ pub(crate) fn why(args: &WhyArgs) -> i32 {
 fn run(args: &WhyArgs) -> Result<i32, String> {
     let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "why")?;
     let ir = evaluate(&opts, &state)?;
-    let target = target(&ir, &args.address)?;
+    let target = target(&ir, &args.address).map_err(|e| e.to_string())?;
     let ledger = ledger_of(&opts, &state);
     let positions = positions_of(&opts, &ledger)?;
     let why = explain(&ir, target, &ledger.outputs, &positions);
@@ -54,7 +54,7 @@ fn ledger_of(opts: &Options, state: &StateFile) -> Ledger {
 
 /// The Nix library's positions of the plan's nodes and attributes (`null` if it gives none).
 fn positions_of(opts: &Options, ledger: &Ledger) -> Result<Json, String> {
-    let dir = crate::rundir::RunDir::create()?;
+    let dir = crate::rundir::RunDir::create().map_err(|e| e.to_string())?;
     let path = ledger
         .write(&dir)
         .map_err(|e| format!("cannot write the ledger in {}: {e}", dir.path().display()))?;
