@@ -34,7 +34,12 @@ pub struct AttrChange {
 #[serde(into = "WaitRecord", from = "WaitRecord")]
 pub enum Wait {
     /// A Nix re-evaluation needs this output (`resource`, `attribute`).
-    Nix { resource: String, attribute: String },
+    Nix {
+        /// The resource whose output it is.
+        resource: String,
+        /// The output attribute.
+        attribute: String,
+    },
     /// A resource that is itself waiting.
     Resource(String),
     /// A value Nix computed from this resource's outputs, which change in this phase: the

@@ -187,11 +187,16 @@ impl Mutation {
     }
 }
 
-/// The engine: one per command invocation.
 /// The confirmation callback of a mutating command: called once the plan is shown, it returns
 /// whether to go ahead.
 pub type Confirm<'a> = Option<&'a mut dyn FnMut() -> bool>;
 
+/// The engine: one per command invocation. It holds what the whole run shares (options, the
+/// event sink, the seams, the started providers, open ephemeral resources, what the run has
+/// settled, the time spent in Nix) and runs the stages: evaluate, `analysis::analyse`, a phase
+/// (`run_nodes`, with its scheduler owner in `phase_owner`), and the loop's exits
+/// (`phases::stop_after_evaluation`, `phases::stop_after_phase`), carried out in
+/// `apply_phases`; see DESIGN §76.
 pub struct Engine<'s> {
     opts: Options,
     sink: events::Output<'s>,
