@@ -116,7 +116,7 @@ impl Engine<'_> {
         recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
         let mut destroyed = std::mem::take(&mut owner.destroyed);
         // The summary lists in one order, not the order the workers finished in.
-        let rank = super::phases::listing_order(ids, &deps);
+        let rank = super::phase_owner::listing_order(ids, &deps);
         let position: HashMap<&str, usize> = ids
             .iter()
             .enumerate()

@@ -2,7 +2,7 @@
 //! analyse, plan and apply what is ready, record, evaluate again, to a fixpoint), and the
 //! scheduler owner that turns one phase's node results into events and state changes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -13,16 +13,13 @@ use super::analysis::{
 use super::error::EngineError;
 use super::events::{Event, Sink, Wait};
 use super::node::Mode;
-use super::phase_owner::{NodeWorker, PhaseOwner, PhaseResult};
-use super::record::Recorder;
+use super::phase_owner::{run_phase, PhaseInput, PhaseResult};
 use super::{
-    announced, deposed, describe_waits, interrupt_flag, refcheck, saved, stale, Confirm, Engine,
-    Mutation, Report,
+    announced, describe_waits, interrupt_flag, refcheck, saved, Confirm, Engine, Mutation, Report,
 };
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Ir;
 use crate::provider::Provider;
-use crate::sched::{self, Status};
 use crate::state::{LockedStore, MemoryStore, StateFile, StateStore};
 
 impl Engine<'_> {
@@ -48,9 +45,9 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// Plans and (in apply mode) applies the nodes of `analysis.run`.
-    // Long because it builds the phase's owner (index, dependencies, providers), runs the scheduler
-    // and folds the statuses back; split, a dozen locals would travel between the parts.
+    /// Plans and (in apply mode) applies the nodes of `analysis.run`: the providers they need
+    /// started, the phase run ([`run_phase`]), and what it settled remembered for later
+    /// analyses (a settled resource with the same configuration does not run again).
     pub(super) fn run_nodes(
         &mut self,
         ir: &Ir,
@@ -59,28 +56,8 @@ impl Engine<'_> {
         phase: u32,
         mode: Mode,
     ) -> Result<PhaseResult, EngineError> {
-        let ids = &analysis.run;
-        let index: HashMap<&str, usize> = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.as_str(), i))
-            .collect();
-        // Plans follow dependency order too: a reference to a resource whose plan is a no-op
-        // resolves to its recorded value instead of "known after apply" (see `unchanged`), and
-        // what a resource without a provider plan will do decides whether dependents must wait
-        // (see `staleness`).
-        let deps: Vec<Vec<usize>> = ids
-            .iter()
-            .map(|id| {
-                analysis.nodes[id]
-                    .deps
-                    .iter()
-                    .filter_map(|d| index.get(d.as_str()).copied())
-                    .collect()
-            })
-            .collect();
         let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
-        for id in ids {
+        for id in &analysis.run {
             let node = analysis.nodes[id].node;
             if !providers.contains_key(&node.provider) {
                 let decl = &ir.providers[&node.provider];
@@ -91,71 +68,25 @@ impl Engine<'_> {
                 providers.insert(node.provider.clone(), p);
             }
         }
-        let mut owner = PhaseOwner {
+        let replace_now = (self.opts.replace.iter())
+            .filter(|id| !self.settled.contains_key(*id))
+            .cloned()
+            .collect();
+        let earlier_reads = match mode.applies() {
+            true => std::mem::take(&mut self.data_reads),
+            false => HashMap::new(),
+        };
+        let phase_input = PhaseInput {
             ir,
             analysis,
-            holder,
             providers,
-            sink: &mut self.sink,
+            opts: &self.opts,
             phase,
             mode,
-            opts: &self.opts,
-            result: PhaseResult::default(),
-            recorder: Recorder::default(),
-            running: ids.iter().cloned().collect(),
-            unchanged: BTreeSet::new(),
-            staleness: stale::Staleness::new(ir),
-            stale: HashMap::new(),
-            planned: HashMap::new(),
-            replace_now: self
-                .opts
-                .replace
-                .iter()
-                .filter(|id| !self.settled.contains_key(*id))
-                .cloned()
-                .collect(),
-            listing: Vec::new(),
-            drifted: BTreeSet::new(),
-            read_by_others: deps.iter().flatten().map(|&d| ids[d].clone()).collect(),
-            old_objects: Vec::new(),
-            earlier_reads: if mode.applies() {
-                std::mem::take(&mut self.data_reads)
-            } else {
-                HashMap::new()
-            },
+            replace_now,
+            earlier_reads,
         };
-        let workers = self.opts.parallelism;
-        let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
-        let mut listing = std::mem::take(&mut owner.listing);
-        let rank = listing_order(ids, &deps);
-        // Stable: a node's own rows keep their order.
-        listing.sort_by_key(|(i, _)| rank[*i]);
-        for (_, event) in listing {
-            owner.sink.event(event);
-        }
-        let recorder = std::mem::take(&mut owner.recorder);
-        recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
-        let old_failed = deposed::delete_old_objects(&mut owner, &deps, &statuses)?;
-        let mut result = std::mem::take(&mut owner.result);
-        // The apply summary lists changes in the listing's order too.
-        result
-            .changed
-            .sort_by_key(|(id, _)| index.get(id.as_str()).map(|&i| rank[i]));
-        result.failed += old_failed;
-        for (i, s) in statuses.iter().enumerate() {
-            match s {
-                Status::Skipped { because } => {
-                    self.sink.event(Event::Skipped {
-                        phase,
-                        id: ids[i].clone(),
-                        because: ids[*because].clone(),
-                    });
-                    result.failed += 1;
-                }
-                Status::Interrupted => result.interrupted = true,
-                _ => {}
-            }
-        }
+        let result = run_phase(phase_input, holder, &mut self.sink)?;
         for id in &result.settled {
             if let Some(fp) = resolved_fingerprint(analysis.nodes[id].node, holder.state()) {
                 self.settled.insert(id.clone(), fp);
@@ -629,48 +560,5 @@ impl Engine<'_> {
         }
         self.commit_moves(&renames, holder, 1, true)?;
         Ok(true)
-    }
-}
-
-/// The position of each node (`ids[i]`, depending on `deps[i]`) in a plan listing: dependency
-/// order (depth: a node after everything it depends on), ties broken by address; the same on
-/// every run whatever order the workers finished in.
-pub(super) fn listing_order(ids: &[String], deps: &[Vec<usize>]) -> Vec<usize> {
-    fn depth(i: usize, deps: &[Vec<usize>], memo: &mut [Option<usize>]) -> usize {
-        if let Some(d) = memo[i] {
-            return d;
-        }
-        memo[i] = Some(0); // a cycle (never planned) cannot recurse forever
-        let d = deps[i]
-            .iter()
-            .map(|&j| depth(j, deps, memo) + 1)
-            .max()
-            .unwrap_or(0);
-        memo[i] = Some(d);
-        d
-    }
-    let mut memo = vec![None; ids.len()];
-    let mut order: Vec<usize> = (0..ids.len()).collect();
-    order.sort_by_cached_key(|&i| (depth(i, deps, &mut memo), ids[i].clone()));
-    let mut rank = vec![0; ids.len()];
-    for (position, i) in order.into_iter().enumerate() {
-        rank[i] = position;
-    }
-    rank
-}
-
-#[cfg(test)]
-mod tests {
-    use super::listing_order;
-
-    #[test]
-    fn listing_order_is_depth_then_address() {
-        let ids: Vec<String> = ["z", "c", "a", "b"].map(String::from).into();
-        // c depends on a; b depends on c.
-        let deps = vec![vec![], vec![2], vec![], vec![1]];
-        let rank = listing_order(&ids, &deps);
-        let mut order: Vec<&str> = ids.iter().map(String::as_str).collect();
-        order.sort_by_key(|id| rank[ids.iter().position(|x| x == id).unwrap()]);
-        assert_eq!(order, ["a", "z", "c", "b"]);
     }
 }
