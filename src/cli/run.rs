@@ -171,9 +171,7 @@ fn drive(
             Ok(diags) => {
                 render::write_diagnostics(style, &diags.0);
                 if diags.has_errors() {
-                    Err(EngineError::Diagnostics(crate::diag::Diagnostics(
-                        Vec::new(),
-                    )))
+                    Err(EngineError::Invalid)
                 } else {
                     Ok(None)
                 }
@@ -310,9 +308,6 @@ pub(super) fn show(file: &Path, json: bool, style: Style) -> i32 {
 fn command_failed(failure: &Failure) -> Event {
     let (message, diagnostics) = match failure {
         Failure::Setup(message) => (message.clone(), Vec::new()),
-        Failure::Engine(EngineError::Diagnostics(d)) if d.is_empty() => {
-            ("the plan is not valid".to_string(), Vec::new())
-        }
         Failure::Engine(EngineError::Diagnostics(d)) => {
             (format!("{} error(s)", d.errors().count()), d.0.clone())
         }
@@ -332,6 +327,8 @@ fn report_failure(failure: Failure, style: Style) -> i32 {
             render::write_diagnostics(style, &d.0);
             exit::ERROR
         }
+        // Its diagnostics are printed already.
+        Failure::Engine(EngineError::Invalid) => exit::ERROR,
         Failure::Engine(EngineError::Interrupted) => {
             let _ = fail(&EngineError::Interrupted);
             exit::INTERRUPTED

@@ -3,141 +3,152 @@
 //! configuration), and the fingerprints that say a settled resource need not run again.
 //! Pure reading of the IR and state: no provider calls, no events.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::error::EngineError;
 use super::events::{Action, Wait};
 use super::resolve::{resolve, Lookup};
-use super::Engine;
 use crate::graph::Graph;
 use crate::ir::{Ir, Node, Tree};
 use crate::provider::Capabilities;
 use crate::state::StateFile;
 
-impl Engine<'_> {
-    /// Works out, for one evaluation, what runs now and what waits.
-    // Long because it is one pass whose steps feed each other in order (graph, cycles, targets,
-    // providers not yet configurable, readiness), each a few lines.
-    pub(super) fn analyse<'ir>(
-        &self,
-        ir: &'ir Ir,
-        state: &StateFile,
-    ) -> Result<Analysis<'ir>, EngineError> {
-        let mut nodes: BTreeMap<String, NodeInfo<'ir>> = BTreeMap::new();
-        for node in ir.resources.iter().chain(ir.data.iter()) {
-            let mut deps = BTreeSet::new();
-            collect_deps(&node.config, &mut deps);
-            deps.extend(node.depends_on.iter().cloned());
-            nodes.insert(node.id.clone(), NodeInfo { node, deps });
-        }
-        // Nix resolves references it can into concrete values but keeps them as edges, so the
-        // dependency survives for ordering and destroy order.
-        for edge in &ir.edges {
-            if let Some(info) = nodes.get_mut(&edge.to) {
-                if edge.from != edge.to {
-                    info.deps.insert(edge.from.clone());
-                }
+/// The resources settled in this run: id -> the fingerprint of the configuration they settled
+/// with (see [`resolved_fingerprint`]); one with the same fingerprint now need not run again.
+pub(super) type Settled = HashMap<String, String>;
+
+/// What, besides the IR and the state, decides an analysis: the run's `--target` and
+/// `--replace`, and what it has settled so far.
+pub(super) struct Scope<'a> {
+    /// `--target`: only these resources and what they depend on.
+    pub(super) targets: &'a [String],
+    /// `--replace`: each must be a managed resource of the IR.
+    pub(super) replace: &'a [String],
+    /// Settled earlier in this run.
+    pub(super) settled: &'a Settled,
+}
+
+/// Works out, for one evaluation (`ir` against `state`), what runs now and what waits.
+// Long because it is one pass whose steps feed each other in order (graph, cycles, targets,
+// providers not yet configurable, readiness), each a few lines.
+pub(super) fn analyse<'ir>(
+    ir: &'ir Ir,
+    state: &StateFile,
+    scope: &Scope<'_>,
+) -> Result<Analysis<'ir>, EngineError> {
+    let mut nodes: BTreeMap<String, NodeInfo<'ir>> = BTreeMap::new();
+    for node in ir.resources.iter().chain(ir.data.iter()) {
+        let mut deps = BTreeSet::new();
+        collect_deps(&node.config, &mut deps);
+        deps.extend(node.depends_on.iter().cloned());
+        nodes.insert(node.id.clone(), NodeInfo { node, deps });
+    }
+    // Nix resolves references it can into concrete values but keeps them as edges, so the
+    // dependency survives for ordering and destroy order.
+    for edge in &ir.edges {
+        if let Some(info) = nodes.get_mut(&edge.to) {
+            if edge.from != edge.to {
+                info.deps.insert(edge.from.clone());
             }
         }
-        let mut graph = Graph::new();
-        for (id, info) in &nodes {
-            graph.add_node(id);
-            for d in &info.deps {
-                if nodes.contains_key(d) {
-                    graph.add_dependency(id, d);
-                }
+    }
+    let mut graph = Graph::new();
+    for (id, info) in &nodes {
+        graph.add_node(id);
+        for d in &info.deps {
+            if nodes.contains_key(d) {
+                graph.add_dependency(id, d);
             }
         }
-        if let Some(r) = self
-            .opts
-            .replace
-            .iter()
-            .find(|r| !ir.resources.iter().any(|n| &n.id == *r))
-        {
-            return Err(EngineError::UnknownReplace(r.clone()));
-        }
-        let cycles = graph.cycles();
-        if !cycles.is_empty() {
-            return Err(EngineError::Cycle(cycles));
-        }
-        let mut selected: BTreeSet<String> = nodes.keys().cloned().collect();
-        if !self.opts.targets.is_empty() {
-            let mut roots = Vec::new();
-            for t in &self.opts.targets {
-                match graph.index_of(t) {
-                    Some(i) => roots.push(i),
-                    None if state.contains(t) => {}
-                    None => return Err(EngineError::UnknownTarget(t.clone())),
-                }
+    }
+    if let Some(r) = scope
+        .replace
+        .iter()
+        .find(|r| !ir.resources.iter().any(|n| &n.id == *r))
+    {
+        return Err(EngineError::UnknownReplace(r.clone()));
+    }
+    let cycles = graph.cycles();
+    if !cycles.is_empty() {
+        return Err(EngineError::Cycle(cycles));
+    }
+    let mut selected: BTreeSet<String> = nodes.keys().cloned().collect();
+    if !scope.targets.is_empty() {
+        let mut roots = Vec::new();
+        for t in scope.targets {
+            match graph.index_of(t) {
+                Some(i) => roots.push(i),
+                None if state.contains(t) => {}
+                None => return Err(EngineError::UnknownTarget(t.clone())),
             }
-            selected = graph
-                .with_dependencies(&roots)
-                .into_iter()
-                .map(|i| graph.id(i).to_string())
-                .collect();
         }
-        let order: Vec<String> = graph
-            .topological_order()
-            .expect("acyclic")
+        selected = graph
+            .with_dependencies(&roots)
             .into_iter()
             .map(|i| graph.id(i).to_string())
-            .filter(|id| selected.contains(id))
             .collect();
+    }
+    let order: Vec<String> = graph
+        .topological_order()
+        .expect("acyclic")
+        .into_iter()
+        .map(|i| graph.id(i).to_string())
+        .filter(|id| selected.contains(id))
+        .collect();
 
-        // Providers whose configuration is not known yet.
-        let unconfigurable: BTreeSet<&str> = ir
-            .providers
-            .iter()
-            .filter(|(_, decl)| {
-                let r = resolve(&decl.config, &|id| match state.get(id) {
-                    Some(rs) if !selected.contains(id) || !nodes.contains_key(id) => {
-                        Lookup::Settled(&rs.attributes, &rs.sensitive_paths)
-                    }
-                    _ => Lookup::Pending,
-                });
-                !r.waits.is_empty()
-            })
-            .map(|(pid, _)| pid.as_str())
-            .collect();
-
-        let mut deferred: BTreeMap<String, Vec<Wait>> = BTreeMap::new();
-        let mut run: Vec<String> = Vec::new();
-        let mut running: BTreeSet<String> = BTreeSet::new();
-        for id in &order {
-            let info = &nodes[id];
-            let mut waits = Vec::new();
-            if unconfigurable.contains(info.node.provider.as_str()) {
-                waits.push(Wait::ProviderConfig(info.node.provider.clone()));
-            }
-            collect_derived(&info.node.config, &mut waits);
-            for d in &info.deps {
-                if deferred.contains_key(d) {
-                    waits.push(Wait::Resource(d.clone()));
+    // Providers whose configuration is not known yet.
+    let unconfigurable: BTreeSet<&str> = ir
+        .providers
+        .iter()
+        .filter(|(_, decl)| {
+            let r = resolve(&decl.config, &|id| match state.get(id) {
+                Some(rs) if !selected.contains(id) || !nodes.contains_key(id) => {
+                    Lookup::Settled(&rs.attributes, &rs.sensitive_paths)
                 }
-            }
-            if !waits.is_empty() {
-                deferred.insert(id.clone(), tidy_waits(waits));
-                continue;
-            }
-            let fresh = !info.deps.iter().any(|d| running.contains(d))
-                && self
-                    .settled
-                    .get(id)
-                    .is_some_and(|fp| Some(fp) == resolved_fingerprint(info.node, state).as_ref());
-            if !fresh {
-                running.insert(id.clone());
-                run.push(id.clone());
+                _ => Lookup::Pending,
+            });
+            !r.waits.is_empty()
+        })
+        .map(|(pid, _)| pid.as_str())
+        .collect();
+
+    let mut deferred: BTreeMap<String, Vec<Wait>> = BTreeMap::new();
+    let mut run: Vec<String> = Vec::new();
+    let mut running: BTreeSet<String> = BTreeSet::new();
+    for id in &order {
+        let info = &nodes[id];
+        let mut waits = Vec::new();
+        if unconfigurable.contains(info.node.provider.as_str()) {
+            waits.push(Wait::ProviderConfig(info.node.provider.clone()));
+        }
+        collect_derived(&info.node.config, &mut waits);
+        for d in &info.deps {
+            if deferred.contains_key(d) {
+                waits.push(Wait::Resource(d.clone()));
             }
         }
-        let create_before_destroy = create_before_destroy_propagated(&nodes);
-        Ok(Analysis {
-            nodes,
-            order,
-            deferred,
-            run,
-            create_before_destroy,
-        })
+        if !waits.is_empty() {
+            deferred.insert(id.clone(), tidy_waits(waits));
+            continue;
+        }
+        let fresh = !info.deps.iter().any(|d| running.contains(d))
+            && scope
+                .settled
+                .get(id)
+                .is_some_and(|fp| Some(fp) == resolved_fingerprint(info.node, state).as_ref());
+        if !fresh {
+            running.insert(id.clone());
+            run.push(id.clone());
+        }
     }
+    let create_before_destroy = create_before_destroy_propagated(&nodes);
+    Ok(Analysis {
+        nodes,
+        order,
+        deferred,
+        run,
+        create_before_destroy,
+    })
 }
 
 /// One IR node with what the engine derived from it.

@@ -116,7 +116,7 @@ impl Engine<'_> {
         recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
         let mut destroyed = std::mem::take(&mut owner.destroyed);
         // The summary lists in one order, not the order the workers finished in.
-        let rank = super::phases::listing_order(ids, &deps);
+        let rank = super::phase_owner::listing_order(ids, &deps);
         let position: HashMap<&str, usize> = ids
             .iter()
             .enumerate()
@@ -152,6 +152,11 @@ impl Engine<'_> {
     /// `nivis plan --destroy`: what `destroy` (with the same `--target`) would remove, from an
     /// in-memory copy of the state; with `opts.save` the saved destroy plan `apply FILE` runs.
     pub fn plan_destroy(&mut self) -> Result<Report, EngineError> {
+        self.reporting(Self::plan_destroy_listing)
+    }
+
+    /// `plan_destroy`'s run: the listing, and the saved destroy plan.
+    fn plan_destroy_listing(&mut self) -> Result<Report, EngineError> {
         let holder = self.open_state(false)?;
         if self.opts.save {
             self.providers.identify = true;
@@ -170,7 +175,6 @@ impl Engine<'_> {
         };
         Ok(Report {
             evaluations: 1,
-            nix_time: self.nix_time,
             saved,
             ..Report::default()
         })
@@ -285,7 +289,6 @@ impl Engine<'_> {
         Ok(Report {
             evaluations: 1,
             changed: destroyed,
-            nix_time: self.nix_time,
             ..Report::default()
         })
     }

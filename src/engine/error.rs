@@ -31,6 +31,8 @@ pub enum EngineError {
     UnknownReplace(String),
     /// Problems with providers or configurations, before anything was changed.
     Diagnostics(Diagnostics),
+    /// `validate` found errors in the plan and has already reported them (as diagnostics).
+    Invalid,
     /// Some resources could not be planned (reported as events); nothing was changed.
     PlanFailed(usize),
     /// Some operations failed (reported as events); the rest completed.
@@ -81,6 +83,7 @@ impl fmt::Display for EngineError {
             EngineError::Diagnostics(d) => write!(f, "{d}"),
             EngineError::PlanFailed(n) => write!(f, "{n} resource(s) could not be planned; nothing was changed. Fix the errors above and run again."),
             EngineError::OperationsFailed(n) => write!(f, "{n} operation(s) failed; everything else completed and is recorded in state. Fix the errors above and run again."),
+            EngineError::Invalid => write!(f, "the plan is not valid"),
             EngineError::Declined => write!(f, "cancelled: nothing was changed"),
             EngineError::Interrupted => write!(f, "interrupted: in-flight operations finished and were recorded; nothing new was started"),
             EngineError::Refused(msg) => write!(f, "{msg}"),

@@ -34,7 +34,12 @@ pub struct AttrChange {
 #[serde(into = "WaitRecord", from = "WaitRecord")]
 pub enum Wait {
     /// A Nix re-evaluation needs this output (`resource`, `attribute`).
-    Nix { resource: String, attribute: String },
+    Nix {
+        /// The resource whose output it is.
+        resource: String,
+        /// The output attribute.
+        attribute: String,
+    },
     /// A resource that is itself waiting.
     Resource(String),
     /// A value Nix computed from this resource's outputs, which change in this phase: the
@@ -49,19 +54,29 @@ pub enum Wait {
 pub enum Event {
     /// Nix evaluated the plan for this phase.
     Evaluated {
+        /// The phase it happened in.
         phase: u32,
+        /// How long Nix took.
         duration: Duration,
+        /// Managed resources the IR declares.
         resources: usize,
+        /// Data sources the IR declares.
         data: usize,
     },
     /// A resource's planned action; with `deposed`, the action is on that deposed object of
     /// the resource (an old object a create-before-destroy replace could not delete).
     Planned {
+        /// The phase it happened in.
         phase: u32,
+        /// The resource's address.
         id: String,
+        /// The resource type.
         type_name: String,
+        /// The action.
         action: Action,
+        /// The attribute changes.
         changes: Vec<AttrChange>,
+        /// The deposed object it is on, if any.
         deposed: Option<String>,
         /// The resources it reads that changed outside Nivis (refresh found drift): the cause
         /// of this change, as OpenTofu plans on the refreshed state.
@@ -70,72 +85,113 @@ pub enum Event {
     /// A recorded object moves to another address (`moved` in the IR): planned, or
     /// `recorded` in state. No provider is called.
     Moved {
+        /// The phase it happened in.
         phase: u32,
+        /// The address it is recorded at now.
         from: String,
+        /// The address it moves to.
         to: String,
+        /// The resource type.
         type_name: String,
+        /// Whether it is recorded in state (else only planned).
         recorded: bool,
     },
     /// An existing object is adopted at `id` (ImportResourceState + ReadResource): planned, or
     /// `recorded` in state. The ordinary plan of the resource follows.
     Imported {
+        /// The phase it happened in.
         phase: u32,
+        /// The resource's address.
         id: String,
+        /// The resource type.
         type_name: String,
+        /// The provider's id of the object.
         import_id: String,
+        /// Whether it is recorded in state (else only planned).
         recorded: bool,
     },
     /// A resource cannot be decided in this phase.
     Deferred {
+        /// The phase it happened in.
         phase: u32,
+        /// The resource's address.
         id: String,
+        /// The resource type.
         type_name: String,
+        /// Whether state records it already.
         in_state: bool,
+        /// What it waits on.
         waits: Vec<Wait>,
     },
     /// A Nix consumer value is still pending.
-    ConsumerPending { id: String, waits: Vec<Wait> },
+    ConsumerPending {
+        /// The consumer's id.
+        id: String,
+        /// What it waits on.
+        waits: Vec<Wait>,
+    },
     /// An operation started, with the attribute changes it carries out (as decided now, in
     /// this phase: the apply log shows every phase's diff).
     Started {
+        /// The phase it happened in.
         phase: u32,
+        /// The resource's address.
         id: String,
+        /// The action.
         action: Action,
+        /// The attribute changes it carries out.
         changes: Vec<AttrChange>,
     },
     /// An operation finished; with `deposed`, on that deposed object of the resource.
     Finished {
+        /// The phase it happened in.
         phase: u32,
+        /// The resource's address.
         id: String,
+        /// The action.
         action: Action,
+        /// How long it took.
         duration: Duration,
+        /// The deposed object it was on, if any.
         deposed: Option<String>,
     },
     /// An operation was carried out but its result could not be recorded (the state could
     /// not be written): the object exists (or, `deleted`, is gone) unlike what state says.
     Unrecorded {
+        /// The phase it happened in.
         phase: u32,
+        /// The resource's address.
         id: String,
         /// The provider's id of the object, when it has one.
         object_id: Option<String>,
+        /// Whether the operation deleted the object.
         deleted: bool,
     },
     /// An operation failed.
     Failed {
+        /// The phase it happened in.
         phase: u32,
+        /// The resource's address.
         id: String,
+        /// Why it failed.
         diagnostics: Vec<Diagnostic>,
     },
     /// A resource was not touched because something it depends on failed.
     Skipped {
+        /// The phase it happened in.
         phase: u32,
+        /// The resource's address.
         id: String,
+        /// The failed resource it depends on.
         because: String,
     },
     /// Refresh found the real object different from state.
     Drift {
+        /// The resource's address.
         id: String,
+        /// How the real object differs from its record.
         changes: Vec<AttrChange>,
+        /// Whether the real object is gone.
         gone: bool,
     },
     /// A warning from a provider or from Nivis.
@@ -143,21 +199,39 @@ pub enum Event {
     /// A policy rule (`nivis.policies`) does not hold, found before phase `phase` changed
     /// anything; with `violation.overridden`, the reason it does not refuse.
     PolicyViolation {
+        /// The phase it happened in.
         phase: u32,
+        /// The rule, the resource, and why it does not hold.
         violation: crate::policy::Violation,
     },
     /// A phase ended.
-    PhaseDone { phase: u32, changed: usize },
+    PhaseDone {
+        /// The phase.
+        phase: u32,
+        /// Resources it changed.
+        changed: usize,
+    },
     /// No new value resolves any more.
-    Fixpoint { evaluations: u32, apply_phases: u32 },
+    Fixpoint {
+        /// Nix evaluations made.
+        evaluations: u32,
+        /// Phases that changed something.
+        apply_phases: u32,
+    },
     /// `--max-phases` stopped the run.
-    PhaseLimit { apply_phases: u32 },
+    PhaseLimit {
+        /// Phases that changed something.
+        apply_phases: u32,
+    },
     /// `plan --out`: the plan was written to `path`; `sha256` is the content hash of its
     /// canonical bytes (what a reviewer compares). `apply FILE` announces the plan it applies
     /// the same way, with `applying`.
     PlanFile {
+        /// Where the plan file is.
         path: String,
+        /// The content hash of its canonical bytes.
         sha256: String,
+        /// Whether `apply FILE` announces it (else `plan --out` wrote it).
         applying: bool,
     },
     /// Where the command's wall time went; the last event of a successful command.
@@ -165,7 +239,9 @@ pub enum Event {
     /// The command failed as a whole (the last event of a failed command); `diagnostics` is
     /// empty when `message` says it all.
     CommandFailed {
+        /// What failed, as one line.
         message: String,
+        /// The diagnostics behind it (empty when `message` says it all).
         diagnostics: Vec<Diagnostic>,
     },
 }

@@ -112,7 +112,8 @@ impl Engine<'_> {
         if read.new_state.is_null() {
             return Err(fail(format!("the provider found no {} with that id (ReadResource returned nothing); check the id", node.type_name)));
         }
-        imported_record(node, &decl.source, &schema, &read, dependencies).map_err(fail)
+        imported_record(node, &decl.source, &schema, &read, dependencies)
+            .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))
     }
 
     /// Writes the imported records to `store` in one commit and reports each.
@@ -168,7 +169,6 @@ impl Engine<'_> {
             engine.commit_imports(&[(record, import_id.to_string())], store, 1, true)?;
             Ok(Report {
                 evaluations: 1,
-                nix_time: engine.nix_time,
                 ..Report::default()
             })
         })
@@ -183,10 +183,9 @@ fn imported_record(
     schema: &crate::schema::Schema,
     read: &crate::provider::ReadResponse,
     dependencies: Vec<String>,
-) -> Result<ResourceState, String> {
+) -> Result<ResourceState, crate::value::ValueError> {
     let ty = schema.block.implied_type();
-    let attributes = crate::value::json::to_state_json(&read.new_state, &ty)
-        .map_err(|e| format!("cannot record the provider's answer: {e}"))?;
+    let attributes = crate::value::json::to_state_json(&read.new_state, &ty)?;
     let mut record = ResourceState::new(
         &node.id,
         ResourceKind::Managed,

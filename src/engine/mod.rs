@@ -16,12 +16,14 @@ mod destroy;
 mod ephemeral;
 mod error;
 mod evaluate;
+/// The events the engine reports through (`Sink`), one per step of a run.
 pub mod events;
 mod imports;
 mod moves;
 mod node;
 mod phase_owner;
 mod phases;
+/// The saved plan (`plan --out`, `apply FILE`, `nivis show`): its file format and checks.
 pub mod plan_file;
 mod policy_check;
 mod providers;
@@ -31,6 +33,8 @@ mod refcheck;
 mod refresh;
 mod resolve;
 mod saved;
+#[cfg(test)]
+mod stage_tests;
 mod stale;
 mod store;
 mod validate;
@@ -47,7 +51,9 @@ pub use self::error::EngineError;
 pub use self::evaluate::{Evaluator, NixEvaluator};
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::providers::ProviderSet;
-pub use self::providers::{locate, resolve_source, Launcher, ProcessLauncher, StartInfo};
+pub use self::providers::{
+    locate, resolve_source, Launcher, LocateError, ProcessLauncher, StartInfo,
+};
 pub use self::record::{Outcome, Unrecorded, WriteFailure};
 use self::store::close_after;
 pub use self::store::StateAccess;
@@ -181,11 +187,16 @@ impl Mutation {
     }
 }
 
-/// The engine: one per command invocation.
 /// The confirmation callback of a mutating command: called once the plan is shown, it returns
 /// whether to go ahead.
 pub type Confirm<'a> = Option<&'a mut dyn FnMut() -> bool>;
 
+/// The engine: one per command invocation. It holds what the whole run shares (options, the
+/// event sink, the seams, the started providers, open ephemeral resources, what the run has
+/// settled, the time spent in Nix) and runs the stages: evaluate, `analysis::analyse`, a phase
+/// (`run_nodes`, with its scheduler owner in `phase_owner`), and the loop's exits
+/// (`phases::stop_after_evaluation`, `phases::stop_after_phase`), carried out in
+/// `apply_phases`; see DESIGN §76.
 pub struct Engine<'s> {
     opts: Options,
     sink: events::Output<'s>,
@@ -199,8 +210,8 @@ pub struct Engine<'s> {
     open_ephemerals: bool,
     providers: ProviderSet,
     live: Arc<Mutex<Vec<Arc<dyn Provider>>>>,
-    /// id -> fingerprint of resources settled in this run.
-    settled: HashMap<String, String>,
+    /// What this run has settled so far.
+    settled: analysis::Settled,
     nix_time: Duration,
     /// Until the first IR says which variables are sensitive, all their values are masked.
     vars_settled: bool,
@@ -258,11 +269,24 @@ impl<'s> Engine<'s> {
             Mutation,
         ) -> Result<Report, EngineError>,
     ) -> Result<Report, EngineError> {
-        let mut store = self.open_state(true)?;
-        let done = self.watch_interrupts();
-        let result = run(self, &mut *store, confirm, Mutation::granted());
-        done.store(true, Ordering::SeqCst);
-        close_after(store, result)
+        self.reporting(|engine| {
+            let mut store = engine.open_state(true)?;
+            let done = engine.watch_interrupts();
+            let result = run(engine, &mut *store, confirm, Mutation::granted());
+            done.store(true, Ordering::SeqCst);
+            close_after(store, result)
+        })
+    }
+
+    /// The frame of every command that reports: `run`, then the time the run spent in Nix (the
+    /// one place a report gets it).
+    fn reporting(
+        &mut self,
+        run: impl FnOnce(&mut Self) -> Result<Report, EngineError>,
+    ) -> Result<Report, EngineError> {
+        let mut report = run(self)?;
+        report.nix_time = self.nix_time;
+        Ok(report)
     }
 
     /// The state for this run: locked for writing (`write`), else an in-memory copy of it.

@@ -1,8 +1,10 @@
-//! The scheduler's owner of one phase: turns the phase's node results into events (held in one
-//! stable listing order in plan mode), state changes (through the recorder) and what the next
-//! phase needs (settled, planned and drifted resources, data reads, old objects to delete).
+//! One phase: [`run_phase`] runs the nodes of an analysis on the scheduler, from a
+//! [`PhaseInput`] to a [`PhaseResult`]; its owner turns the node results into events (held in
+//! one stable listing order in plan mode), state changes (through the recorder) and what the
+//! next phase needs (settled, planned and drifted resources, data reads, old objects to delete).
 //!
-//! Not: the phase loop (`phases`), nor what a node does with its provider (`node`).
+//! Not: the phase loop (`phases`), starting providers (`providers`), nor what a node does with
+//! its provider (`node`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -11,18 +13,134 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use super::analysis::Analysis;
+use super::error::EngineError;
 use super::events::{Action, Event, Sink, Wait};
 use super::node::{self, Mode, NodeInput, NodeOutput, NodeProgress};
 use super::record::Recorder;
 use super::resolve::{resolve, Lookup, Resolved};
-use super::{stale, Options};
+use super::{deposed, interrupt_flag, stale, Options};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::{Capabilities, Provider};
-use crate::sched::{self, Reporter};
+use crate::sched::{self, Reporter, Status};
 use crate::state::{Change, LockedStore};
 use crate::value::json::from_plain_json;
 use crate::value::Value;
+
+/// What one phase runs with: the IR and its analysis (the nodes of `analysis.run` run), the
+/// started providers they need, the run's options, and what the run carries into the phase.
+pub(super) struct PhaseInput<'a, 'ir> {
+    pub(super) ir: &'ir Ir,
+    pub(super) analysis: &'a Analysis<'ir>,
+    /// The running providers of the nodes, by IR provider id.
+    pub(super) providers: HashMap<String, Arc<dyn Provider>>,
+    pub(super) opts: &'a Options,
+    pub(super) phase: u32,
+    /// Plan only, or plan and apply.
+    pub(super) mode: Mode,
+    /// `--replace` resources not replaced yet in this run.
+    pub(super) replace_now: BTreeSet<String>,
+    /// Apply mode: the data sources this phase's plan read.
+    pub(super) earlier_reads: HashMap<String, node::DataRead>,
+}
+
+/// Plans, or plans and applies (`input.mode`), the nodes of `input.analysis.run` on the
+/// scheduler, recording each result in `holder` and reporting to `sink`: the plan listing in
+/// its stable order, skipped nodes, old objects of replacements deleted at the end.
+// Long because it builds the phase's owner (index, dependencies), runs the scheduler and folds
+// the statuses back; split, a dozen locals would travel between the parts.
+pub(super) fn run_phase(
+    input: PhaseInput<'_, '_>,
+    holder: &mut dyn LockedStore,
+    sink: &mut dyn Sink,
+) -> Result<PhaseResult, EngineError> {
+    let PhaseInput {
+        ir,
+        analysis,
+        providers,
+        opts,
+        phase,
+        mode,
+        replace_now,
+        earlier_reads,
+    } = input;
+    let ids = &analysis.run;
+    let index: HashMap<&str, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    // Plans follow dependency order too: a reference to a resource whose plan is a no-op
+    // resolves to its recorded value instead of "known after apply" (see `unchanged`), and
+    // what a resource without a provider plan will do decides whether dependents must wait
+    // (see `staleness`).
+    let deps: Vec<Vec<usize>> = ids
+        .iter()
+        .map(|id| {
+            analysis.nodes[id]
+                .deps
+                .iter()
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    let mut owner = PhaseOwner {
+        ir,
+        analysis,
+        holder,
+        providers,
+        sink,
+        phase,
+        mode,
+        opts,
+        result: PhaseResult::default(),
+        recorder: Recorder::default(),
+        running: ids.iter().cloned().collect(),
+        unchanged: BTreeSet::new(),
+        staleness: stale::Staleness::new(ir),
+        stale: HashMap::new(),
+        planned: HashMap::new(),
+        replace_now,
+        listing: Vec::new(),
+        drifted: BTreeSet::new(),
+        read_by_others: deps.iter().flatten().map(|&d| ids[d].clone()).collect(),
+        old_objects: Vec::new(),
+        earlier_reads,
+    };
+    let workers = opts.parallelism;
+    let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
+    let mut listing = std::mem::take(&mut owner.listing);
+    let rank = listing_order(ids, &deps);
+    // Stable: a node's own rows keep their order.
+    listing.sort_by_key(|(i, _)| rank[*i]);
+    for (_, event) in listing {
+        owner.sink.event(event);
+    }
+    let recorder = std::mem::take(&mut owner.recorder);
+    recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
+    let old_failed = deposed::delete_old_objects(&mut owner, &deps, &statuses)?;
+    let mut result = std::mem::take(&mut owner.result);
+    // The apply summary lists changes in the listing's order too.
+    result
+        .changed
+        .sort_by_key(|(id, _)| index.get(id.as_str()).map(|&i| rank[i]));
+    result.failed += old_failed;
+    for (i, s) in statuses.iter().enumerate() {
+        match s {
+            Status::Skipped { because } => {
+                owner.sink.event(Event::Skipped {
+                    phase,
+                    id: ids[i].clone(),
+                    because: ids[*because].clone(),
+                });
+                result.failed += 1;
+            }
+            Status::Interrupted => result.interrupted = true,
+            _ => {}
+        }
+    }
+    Ok(result)
+}
 
 /// Result of running one phase's nodes.
 #[derive(Default)]
@@ -37,40 +155,40 @@ pub(super) struct PhaseResult {
 }
 
 pub(super) struct PhaseOwner<'a, 'ir> {
-    pub(super) ir: &'ir Ir,
+    ir: &'ir Ir,
     pub(super) analysis: &'a Analysis<'ir>,
     pub(super) holder: &'a mut dyn LockedStore,
     pub(super) providers: HashMap<String, Arc<dyn Provider>>,
     pub(super) sink: &'a mut dyn Sink,
     pub(super) phase: u32,
     pub(super) mode: Mode,
-    pub(super) opts: &'a Options,
-    pub(super) result: PhaseResult,
+    opts: &'a Options,
+    result: PhaseResult,
     /// Commits results before `finished` is announced.
-    pub(super) recorder: Recorder,
+    recorder: Recorder,
     /// The ids of `analysis.run`, for lookups.
-    pub(super) running: BTreeSet<String>,
+    running: BTreeSet<String>,
     /// Plan mode: managed resources of `running` whose plan is a no-op, so their recorded
     /// values are what dependents will see.
-    pub(super) unchanged: BTreeSet<String>,
+    unchanged: BTreeSet<String>,
     /// Outputs changed this phase by providers without a plan, and who waits on them.
-    pub(super) staleness: stale::Staleness<'ir>,
+    staleness: stale::Staleness<'ir>,
     /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
-    pub(super) stale: HashMap<String, Wait>,
+    stale: HashMap<String, Wait>,
     /// Plan mode: what the resources planned so far in this phase are planned to become.
-    pub(super) planned: HashMap<String, node::PlannedObject>,
+    planned: HashMap<String, node::PlannedObject>,
     /// `--replace` resources not replaced yet in this run (once is what was asked).
-    pub(super) replace_now: BTreeSet<String>,
+    replace_now: BTreeSet<String>,
     /// Plan mode: the plan's rows (planned, deferred, drift) by node, sent once the phase is
     /// planned in one stable order (see [`listing_order`]), not in the order workers finish.
-    pub(super) listing: Vec<(usize, Event)>,
+    listing: Vec<(usize, Event)>,
     /// Resources whose refresh found them changed outside Nivis in this phase.
-    pub(super) drifted: BTreeSet<String>,
+    drifted: BTreeSet<String>,
     /// Apply mode: the data sources this phase's plan read, used instead of reading again.
-    pub(super) earlier_reads: HashMap<String, node::DataRead>,
+    earlier_reads: HashMap<String, node::DataRead>,
     /// Resources of `running` that others in it read: a create-before-destroy replacement of
     /// one keeps its old object until the end of the phase.
-    pub(super) read_by_others: BTreeSet<String>,
+    read_by_others: BTreeSet<String>,
     /// Apply mode: resources whose old objects wait for that, in the order they were replaced.
     pub(super) old_objects: Vec<String>,
 }
@@ -416,5 +534,48 @@ pub(super) struct NodeWorker;
 impl<'a, 'ir> sched::Worker<PhaseOwner<'a, 'ir>> for NodeWorker {
     fn run(&self, _i: usize, input: NodeInput, reporter: &Reporter<NodeProgress>) -> NodeOutput {
         node::run(input, &|p| reporter.report(p))
+    }
+}
+
+/// The position of each node (`ids[i]`, depending on `deps[i]`) in a plan listing: dependency
+/// order (depth: a node after everything it depends on), ties broken by address; the same on
+/// every run whatever order the workers finished in.
+pub(super) fn listing_order(ids: &[String], deps: &[Vec<usize>]) -> Vec<usize> {
+    fn depth(i: usize, deps: &[Vec<usize>], memo: &mut [Option<usize>]) -> usize {
+        if let Some(d) = memo[i] {
+            return d;
+        }
+        memo[i] = Some(0); // a cycle (never planned) cannot recurse forever
+        let d = deps[i]
+            .iter()
+            .map(|&j| depth(j, deps, memo) + 1)
+            .max()
+            .unwrap_or(0);
+        memo[i] = Some(d);
+        d
+    }
+    let mut memo = vec![None; ids.len()];
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_cached_key(|&i| (depth(i, deps, &mut memo), ids[i].clone()));
+    let mut rank = vec![0; ids.len()];
+    for (position, i) in order.into_iter().enumerate() {
+        rank[i] = position;
+    }
+    rank
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listing_order;
+
+    #[test]
+    fn listing_order_is_depth_then_address() {
+        let ids: Vec<String> = ["z", "c", "a", "b"].map(String::from).into();
+        // c depends on a; b depends on c.
+        let deps = vec![vec![], vec![2], vec![], vec![1]];
+        let rank = listing_order(&ids, &deps);
+        let mut order: Vec<&str> = ids.iter().map(String::as_str).collect();
+        order.sort_by_key(|id| rank[ids.iter().position(|x| x == id).unwrap()]);
+        assert_eq!(order, ["a", "z", "c", "b"]);
     }
 }

@@ -2,29 +2,36 @@
 //! analyse, plan and apply what is ready, record, evaluate again, to a fixpoint), and the
 //! scheduler owner that turns one phase's node results into events and state changes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::analysis::{
-    collect_derived, collect_refs_as_waits, pending, resolved_fingerprint, tidy_waits, Analysis,
+    self, collect_derived, collect_refs_as_waits, pending, resolved_fingerprint, tidy_waits,
+    Analysis, Scope,
 };
 use super::error::EngineError;
 use super::events::{Event, Sink, Wait};
 use super::node::Mode;
-use super::phase_owner::{NodeWorker, PhaseOwner, PhaseResult};
-use super::record::Recorder;
+use super::phase_owner::{run_phase, PhaseInput, PhaseResult};
 use super::{
-    announced, deposed, describe_waits, interrupt_flag, refcheck, saved, stale, Confirm, Engine,
-    Mutation, Report,
+    announced, describe_waits, interrupt_flag, refcheck, saved, Confirm, Engine, Mutation, Report,
 };
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Ir;
 use crate::provider::Provider;
-use crate::sched::{self, Status};
 use crate::state::{LockedStore, MemoryStore, StateFile, StateStore};
 
 impl Engine<'_> {
+    /// What besides IR and state decides this run's analyses.
+    fn scope(&self) -> Scope<'_> {
+        Scope {
+            targets: &self.opts.targets,
+            replace: &self.opts.replace,
+            settled: &self.settled,
+        }
+    }
+
     /// References whose targets' providers are running, checked against their schemas.
     pub(super) fn reference_problems(&self, ir: &Ir) -> Diagnostics {
         refcheck::check_references(ir, &|pid| self.providers.schema(pid))
@@ -38,9 +45,9 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// Plans and (in apply mode) applies the nodes of `analysis.run`.
-    // Long because it builds the phase's owner (index, dependencies, providers), runs the scheduler
-    // and folds the statuses back; split, a dozen locals would travel between the parts.
+    /// Plans and (in apply mode) applies the nodes of `analysis.run`: the providers they need
+    /// started, the phase run ([`run_phase`]), and what it settled remembered for later
+    /// analyses (a settled resource with the same configuration does not run again).
     pub(super) fn run_nodes(
         &mut self,
         ir: &Ir,
@@ -49,28 +56,8 @@ impl Engine<'_> {
         phase: u32,
         mode: Mode,
     ) -> Result<PhaseResult, EngineError> {
-        let ids = &analysis.run;
-        let index: HashMap<&str, usize> = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.as_str(), i))
-            .collect();
-        // Plans follow dependency order too: a reference to a resource whose plan is a no-op
-        // resolves to its recorded value instead of "known after apply" (see `unchanged`), and
-        // what a resource without a provider plan will do decides whether dependents must wait
-        // (see `staleness`).
-        let deps: Vec<Vec<usize>> = ids
-            .iter()
-            .map(|id| {
-                analysis.nodes[id]
-                    .deps
-                    .iter()
-                    .filter_map(|d| index.get(d.as_str()).copied())
-                    .collect()
-            })
-            .collect();
         let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
-        for id in ids {
+        for id in &analysis.run {
             let node = analysis.nodes[id].node;
             if !providers.contains_key(&node.provider) {
                 let decl = &ir.providers[&node.provider];
@@ -81,71 +68,25 @@ impl Engine<'_> {
                 providers.insert(node.provider.clone(), p);
             }
         }
-        let mut owner = PhaseOwner {
+        let replace_now = (self.opts.replace.iter())
+            .filter(|id| !self.settled.contains_key(*id))
+            .cloned()
+            .collect();
+        let earlier_reads = match mode.applies() {
+            true => std::mem::take(&mut self.data_reads),
+            false => HashMap::new(),
+        };
+        let phase_input = PhaseInput {
             ir,
             analysis,
-            holder,
             providers,
-            sink: &mut self.sink,
+            opts: &self.opts,
             phase,
             mode,
-            opts: &self.opts,
-            result: PhaseResult::default(),
-            recorder: Recorder::default(),
-            running: ids.iter().cloned().collect(),
-            unchanged: BTreeSet::new(),
-            staleness: stale::Staleness::new(ir),
-            stale: HashMap::new(),
-            planned: HashMap::new(),
-            replace_now: self
-                .opts
-                .replace
-                .iter()
-                .filter(|id| !self.settled.contains_key(*id))
-                .cloned()
-                .collect(),
-            listing: Vec::new(),
-            drifted: BTreeSet::new(),
-            read_by_others: deps.iter().flatten().map(|&d| ids[d].clone()).collect(),
-            old_objects: Vec::new(),
-            earlier_reads: if mode.applies() {
-                std::mem::take(&mut self.data_reads)
-            } else {
-                HashMap::new()
-            },
+            replace_now,
+            earlier_reads,
         };
-        let workers = self.opts.parallelism;
-        let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
-        let mut listing = std::mem::take(&mut owner.listing);
-        let rank = listing_order(ids, &deps);
-        // Stable: a node's own rows keep their order.
-        listing.sort_by_key(|(i, _)| rank[*i]);
-        for (_, event) in listing {
-            owner.sink.event(event);
-        }
-        let recorder = std::mem::take(&mut owner.recorder);
-        recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
-        let old_failed = deposed::delete_old_objects(&mut owner, &deps, &statuses)?;
-        let mut result = std::mem::take(&mut owner.result);
-        // The apply summary lists changes in the listing's order too.
-        result
-            .changed
-            .sort_by_key(|(id, _)| index.get(id.as_str()).map(|&i| rank[i]));
-        result.failed += old_failed;
-        for (i, s) in statuses.iter().enumerate() {
-            match s {
-                Status::Skipped { because } => {
-                    self.sink.event(Event::Skipped {
-                        phase,
-                        id: ids[i].clone(),
-                        because: ids[*because].clone(),
-                    });
-                    result.failed += 1;
-                }
-                Status::Interrupted => result.interrupted = true,
-                _ => {}
-            }
-        }
+        let result = run_phase(phase_input, holder, &mut self.sink)?;
         for id in &result.settled {
             if let Some(fp) = resolved_fingerprint(analysis.nodes[id].node, holder.state()) {
                 self.settled.insert(id.clone(), fp);
@@ -173,6 +114,11 @@ impl Engine<'_> {
 
     /// `nivis plan`: what the next apply would do, phase 1 in full and later phases as waits.
     pub fn plan(&mut self) -> Result<Report, EngineError> {
+        self.reporting(Self::plan_phases)
+    }
+
+    /// `plan`'s run: phase 1 planned, what waits listed, the saved plan built.
+    fn plan_phases(&mut self) -> Result<Report, EngineError> {
         let mut holder = self.open_state(false)?;
         if self.opts.save {
             self.providers.identify = true;
@@ -189,7 +135,7 @@ impl Engine<'_> {
             self.commit_moves(&renames, &mut *holder, 1, false)?;
             ir = self.evaluate(holder.state(), 0)?;
         }
-        let analysis = self.analyse(&ir, holder.state())?;
+        let analysis = analysis::analyse(&ir, holder.state(), &self.scope())?;
         self.check_static_policies(&ir, 1)?;
         self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
         self.check_references(&ir)?;
@@ -228,7 +174,6 @@ impl Engine<'_> {
         });
         Ok(Report {
             evaluations: 1,
-            nix_time: self.nix_time,
             saved,
             ..Report::default()
         })
@@ -239,35 +184,49 @@ impl Engine<'_> {
         self.mutating(confirm, Self::apply_phases)
     }
 
-    /// The phase loop, and the one place its report gets the time spent in Nix.
+    /// The phase loop, then its one exit: the fixpoint (orphans destroyed), values left
+    /// unresolved, or the phase limit.
     pub(super) fn apply_phases(
         &mut self,
         holder: &mut dyn LockedStore,
         confirm: Confirm<'_>,
         mutation: Mutation,
     ) -> Result<Report, EngineError> {
-        let mut report = self.phase_loop(holder, confirm, mutation)?;
-        report.nix_time = self.nix_time;
-        Ok(report)
+        let Ended {
+            stop,
+            ir,
+            phase,
+            mut report,
+        } = self.phase_loop(holder, confirm, mutation)?;
+        match stop {
+            Stop::Fixpoint => self.finish_at_fixpoint(&ir, holder, phase, mutation, report),
+            Stop::Unresolved(unresolved) => self.incomplete(unresolved, report),
+            Stop::PhaseLimit(pending) => {
+                report.pending = pending;
+                Ok(self.stop_at_phase_limit(report))
+            }
+        }
     }
 
-    // Long because it is the phase loop itself: its exits (phase limit, fixpoint, unresolved waits,
-    // failures, interruption) read best in one place.
+    /// Evaluates, analyses, and runs a phase, until [`stop_after_evaluation`] or
+    /// [`stop_after_phase`] says to stop.
     fn phase_loop(
         &mut self,
         holder: &mut dyn LockedStore,
-        mut confirm: Confirm<'_>,
+        confirm: Confirm<'_>,
         mutation: Mutation,
-    ) -> Result<Report, EngineError> {
+    ) -> Result<Ended, EngineError> {
         let mut report = Report::default();
         let mut phase = 0u32;
         let mut moves_checked = false;
-        // Asked for confirmation: create nothing the plan did not show.
-        let mut announced: Option<announced::Announced> = None;
+        let mut asking = Asking {
+            confirm,
+            announced: None,
+        };
         loop {
             report.evaluations += 1;
             let ir = self.evaluate(holder.state(), phase)?;
-            if let Some(shown) = &announced {
+            if let Some(shown) = &asking.announced {
                 shown.check(&ir, holder.state())?;
             }
             if report.evaluations == 1 {
@@ -277,96 +236,176 @@ impl Engine<'_> {
             }
             if !moves_checked {
                 moves_checked = true;
-                if self.apply_moves(&ir, holder, &mut confirm)? {
+                if self.apply_moves(&ir, holder, &mut asking.confirm)? {
                     continue; // evaluate again: Nix sees the records at their new addresses
                 }
             }
-            let analysis = self.analyse(&ir, holder.state())?;
-            if let Some(limit) = self.opts.max_phases {
-                if report.apply_phases >= limit
-                    && (!analysis.run.is_empty() || !analysis.deferred.is_empty())
-                {
-                    report.pending = pending(&ir, &analysis, true);
-                    return Ok(self.stop_at_phase_limit(report));
-                }
-            }
-            if analysis.run.is_empty() {
-                let unresolved = pending(&ir, &analysis, true);
-                if !unresolved.is_empty() {
-                    return self.incomplete(unresolved, report);
-                }
+            let analysis = analysis::analyse(&ir, holder.state(), &self.scope())?;
+            let limit = self.phase_limit_reached(&report);
+            if let Some(stop) = stop_after_evaluation(&ir, &analysis, limit) {
                 // No phase ran after this evaluation: orphans go in a phase of their own.
-                return self.finish_at_fixpoint(&ir, holder, phase + 1, mutation, report);
+                let phase = phase + 1;
+                return Ok(Ended {
+                    stop,
+                    ir,
+                    phase,
+                    report,
+                });
             }
             phase += 1;
-            self.check_static_policies(&ir, phase)?;
-            self.prepare_providers(&ir, holder.state(), &analysis.run, true)?;
-            self.check_references(&ir)?;
-            let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
-            let saved = self.opts.saved.clone().filter(|_| phase == 1);
-            if confirm.is_some() || saved.is_some() {
-                // Show the first phase's plan (compared with the saved one) and ask once.
-                if saved.is_some() {
-                    self.sink.keep();
-                }
-                let listed = self.sink.listed();
-                self.sink.collect_planned();
-                self.preview_phase(&ir, &analysis, holder, phase, &imports)?;
-                let planned = self.sink.take_planned();
-                if let Some(saved) = &saved {
-                    self.check_replan(saved)?;
-                }
-                self.check_plan_policies(&planned, phase)?;
-                if let Some(ask) = confirm.take() {
-                    let open = self.announce_open_set(&ir, holder.state());
-                    if open {
-                        announced = Some(announced::Announced::new(&ir, holder.state()));
-                    }
-                    // A preview that lists (or announces) nothing has nothing to ask about.
-                    let anything = self.sink.listed() > listed;
-                    if (anything || open) && !ask() {
-                        return Err(EngineError::Declined);
-                    }
-                }
-            } else if self.wants_plan_policies() {
-                self.policy_preview(&ir, &analysis, holder, phase, &imports)?;
-            }
-            if !imports.is_empty() {
-                self.commit_imports(&imports, holder, phase, true)?;
-            }
-            let result = self.run_nodes(&ir, &analysis, holder, phase, Mode::Apply(mutation))?;
-            let changed_here = result.changed.len();
+            let result =
+                self.run_apply_phase(&ir, &analysis, holder, phase, &mut asking, mutation)?;
             report.changed.extend(result.changed.iter().cloned());
-            self.sink.event(Event::PhaseDone {
-                phase,
-                changed: changed_here,
-            });
-            if result.interrupted || interrupt_flag().load(Ordering::SeqCst) {
-                return Err(EngineError::Interrupted);
-            }
-            if result.failed > 0 {
-                return Err(EngineError::OperationsFailed(result.failed));
-            }
-            if changed_here > 0 || result.outputs_changed {
+            if !result.changed.is_empty() || result.outputs_changed {
                 report.apply_phases += 1;
             }
-            if let Some(limit) = self.opts.max_phases {
-                let waiting = pending(&ir, &analysis, false);
-                if report.apply_phases >= limit && !waiting.is_empty() {
-                    // Stop without the next evaluation: report what this one left waiting.
-                    report.pending = waiting;
-                    return Ok(self.stop_at_phase_limit(report));
-                }
-            }
-            if !result.outputs_changed && analysis.deferred.is_empty() {
-                // Nothing new for Nix to see: the next evaluation would be the same.
-                return self.finish_at_fixpoint(&ir, holder, phase, mutation, report);
-            }
-            if !result.outputs_changed {
-                return self.incomplete(pending(&ir, &analysis, false), report);
+            let limit = self.phase_limit_reached(&report);
+            if let Some(stop) = stop_after_phase(&ir, &analysis, result.outputs_changed, limit) {
+                return Ok(Ended {
+                    stop,
+                    ir,
+                    phase,
+                    report,
+                });
             }
         }
     }
+
+    /// Whether `--max-phases` phases have changed something.
+    fn phase_limit_reached(&self, report: &Report) -> bool {
+        (self.opts.max_phases).is_some_and(|limit| report.apply_phases >= limit)
+    }
+
+    /// One apply phase: policies, providers, references and imports checked, the plan shown
+    /// (and confirmed, or compared with the saved plan) before the first, then the nodes of
+    /// `analysis.run` applied. Failures and interruption end the run.
+    fn run_apply_phase(
+        &mut self,
+        ir: &Ir,
+        analysis: &Analysis<'_>,
+        holder: &mut dyn LockedStore,
+        phase: u32,
+        asking: &mut Asking<'_>,
+        mutation: Mutation,
+    ) -> Result<PhaseResult, EngineError> {
+        self.check_static_policies(ir, phase)?;
+        self.prepare_providers(ir, holder.state(), &analysis.run, true)?;
+        self.check_references(ir)?;
+        let imports = self.fetch_imports(ir, analysis, holder.state())?;
+        let saved = self.opts.saved.clone().filter(|_| phase == 1);
+        if asking.confirm.is_some() || saved.is_some() {
+            // Show the first phase's plan (compared with the saved one) and ask once.
+            if saved.is_some() {
+                self.sink.keep();
+            }
+            let listed = self.sink.listed();
+            self.sink.collect_planned();
+            self.preview_phase(ir, analysis, holder, phase, &imports)?;
+            let planned = self.sink.take_planned();
+            if let Some(saved) = &saved {
+                self.check_replan(saved)?;
+            }
+            self.check_plan_policies(&planned, phase)?;
+            if let Some(ask) = asking.confirm.take() {
+                let open = self.announce_open_set(ir, holder.state());
+                if open {
+                    asking.announced = Some(announced::Announced::new(ir, holder.state()));
+                }
+                // A preview that lists (or announces) nothing has nothing to ask about.
+                let anything = self.sink.listed() > listed;
+                if (anything || open) && !ask() {
+                    return Err(EngineError::Declined);
+                }
+            }
+        } else if self.wants_plan_policies() {
+            self.policy_preview(ir, analysis, holder, phase, &imports)?;
+        }
+        if !imports.is_empty() {
+            self.commit_imports(&imports, holder, phase, true)?;
+        }
+        let result = self.run_nodes(ir, analysis, holder, phase, Mode::Apply(mutation))?;
+        self.sink.event(Event::PhaseDone {
+            phase,
+            changed: result.changed.len(),
+        });
+        if result.interrupted || interrupt_flag().load(Ordering::SeqCst) {
+            return Err(EngineError::Interrupted);
+        }
+        if result.failed > 0 {
+            return Err(EngineError::OperationsFailed(result.failed));
+        }
+        Ok(result)
+    }
+}
+
+/// An apply's confirmation: asked once, before the first phase changes anything (`confirm`
+/// is taken then); when the plan's resource set reads the ledger, what the plan announced
+/// (later evaluations may create nothing else).
+struct Asking<'c> {
+    confirm: Confirm<'c>,
+    announced: Option<announced::Announced>,
+}
+
+/// Where the phase loop stopped (short of an error): why, the last IR and phase (the fixpoint
+/// destroys orphans in that phase), and the report so far.
+struct Ended {
+    stop: Stop,
+    ir: Ir,
+    phase: u32,
+    report: Report,
+}
+
+/// Why the phase loop stops, short of an error.
+#[derive(Debug, PartialEq)]
+pub(super) enum Stop {
+    /// Nothing left to run and nothing waiting: the fixpoint.
+    Fixpoint,
+    /// Nothing new for Nix to see, but these still wait.
+    Unresolved(Vec<(String, Vec<Wait>)>),
+    /// `--max-phases` reached with these still to run or waiting.
+    PhaseLimit(Vec<(String, Vec<Wait>)>),
+}
+
+/// After an evaluation: whether the loop stops before running a phase (`limit`: the phase
+/// limit is reached), and why.
+pub(super) fn stop_after_evaluation(ir: &Ir, analysis: &Analysis<'_>, limit: bool) -> Option<Stop> {
+    let work_left = !analysis.run.is_empty() || !analysis.deferred.is_empty();
+    if limit && work_left {
+        return Some(Stop::PhaseLimit(pending(ir, analysis, true)));
+    }
+    if !analysis.run.is_empty() {
+        return None;
+    }
+    let unresolved = pending(ir, analysis, true);
+    Some(match unresolved.is_empty() {
+        true => Stop::Fixpoint,
+        false => Stop::Unresolved(unresolved),
+    })
+}
+
+/// After the phase run from `analysis`: whether the loop stops before evaluating again, and
+/// why. `outputs_changed`: the phase changed outputs Nix can see; `limit`: the phase limit is
+/// reached (then the run stops without the next evaluation, reporting what this one left).
+pub(super) fn stop_after_phase(
+    ir: &Ir,
+    analysis: &Analysis<'_>,
+    outputs_changed: bool,
+    limit: bool,
+) -> Option<Stop> {
+    if limit {
+        let waiting = pending(ir, analysis, false);
+        if !waiting.is_empty() {
+            return Some(Stop::PhaseLimit(waiting));
+        }
+    }
+    if outputs_changed {
+        return None;
+    }
+    // Nothing new for Nix to see: the next evaluation would be the same.
+    Some(match analysis.deferred.is_empty() {
+        true => Stop::Fixpoint,
+        false => Stop::Unresolved(pending(ir, analysis, false)),
+    })
 }
 
 impl Engine<'_> {
@@ -509,7 +548,7 @@ impl Engine<'_> {
             let mut copy = MemoryStore::from_state(holder.state().clone());
             self.commit_moves(&renames, &mut copy, 1, false)?;
             let moved_ir = self.evaluate(copy.state(), 0)?;
-            let analysis = self.analyse(&moved_ir, copy.state())?;
+            let analysis = analysis::analyse(&moved_ir, copy.state(), &self.scope())?;
             if !analysis.run.is_empty() {
                 self.prepare_providers(&moved_ir, copy.state(), &analysis.run, true)?;
                 self.check_references(&moved_ir)?;
@@ -521,48 +560,5 @@ impl Engine<'_> {
         }
         self.commit_moves(&renames, holder, 1, true)?;
         Ok(true)
-    }
-}
-
-/// The position of each node (`ids[i]`, depending on `deps[i]`) in a plan listing: dependency
-/// order (depth: a node after everything it depends on), ties broken by address; the same on
-/// every run whatever order the workers finished in.
-pub(super) fn listing_order(ids: &[String], deps: &[Vec<usize>]) -> Vec<usize> {
-    fn depth(i: usize, deps: &[Vec<usize>], memo: &mut [Option<usize>]) -> usize {
-        if let Some(d) = memo[i] {
-            return d;
-        }
-        memo[i] = Some(0); // a cycle (never planned) cannot recurse forever
-        let d = deps[i]
-            .iter()
-            .map(|&j| depth(j, deps, memo) + 1)
-            .max()
-            .unwrap_or(0);
-        memo[i] = Some(d);
-        d
-    }
-    let mut memo = vec![None; ids.len()];
-    let mut order: Vec<usize> = (0..ids.len()).collect();
-    order.sort_by_cached_key(|&i| (depth(i, deps, &mut memo), ids[i].clone()));
-    let mut rank = vec![0; ids.len()];
-    for (position, i) in order.into_iter().enumerate() {
-        rank[i] = position;
-    }
-    rank
-}
-
-#[cfg(test)]
-mod tests {
-    use super::listing_order;
-
-    #[test]
-    fn listing_order_is_depth_then_address() {
-        let ids: Vec<String> = ["z", "c", "a", "b"].map(String::from).into();
-        // c depends on a; b depends on c.
-        let deps = vec![vec![], vec![2], vec![], vec![1]];
-        let rank = listing_order(&ids, &deps);
-        let mut order: Vec<&str> = ids.iter().map(String::as_str).collect();
-        order.sort_by_key(|id| rank[ids.iter().position(|x| x == id).unwrap()]);
-        assert_eq!(order, ["a", "z", "c", "b"]);
     }
 }

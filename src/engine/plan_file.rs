@@ -20,7 +20,7 @@ use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 
 use super::events::{Action, Event};
-use super::wire::{DeferredRow, ImportRecord, MoveRecord, PlanRow, PlannedChange};
+use super::wire::{DeferredRow, ImportRecord, MoveRecord, PlanRow, PlannedChange, WireError};
 
 /// The artifact's format version: fields may be added within it, never changed.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -39,6 +39,7 @@ pub struct Basis {
     pub providers: BTreeMap<String, ProviderIdentity>,
     /// `--target` and `--replace`, which change what apply may do.
     pub targets: Vec<String>,
+    /// `--replace`.
     pub replace: Vec<String>,
 }
 
@@ -46,8 +47,11 @@ pub struct Basis {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StateBasis {
+    /// The state's lineage (which state it is).
     pub lineage: String,
+    /// The state's serial (which version of it).
     pub serial: u64,
+    /// The state environment (`--env`).
     pub env: String,
 }
 
@@ -85,7 +89,9 @@ pub struct ProviderIdentity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SavedPlan {
+    /// The envelope: format version, writer, time.
     pub meta: Meta,
+    /// What the plan was made against (state, variables, providers, options).
     pub basis: Basis,
     /// Phase 1's changes, in plan order.
     pub changes: Vec<PlannedChange>,
@@ -111,8 +117,10 @@ pub struct SavedPlan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeferredChange {
+    /// The row as the plan listed it.
     #[serde(flatten)]
     pub row: DeferredRow,
+    /// The action classes a later phase may take for it (`create`, `update`, `replace`).
     pub possible_actions: Vec<String>,
 }
 
@@ -130,6 +138,7 @@ impl From<DeferredRow> for DeferredChange {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DataReadRecord {
+    /// The data source's address.
     pub id: String,
     /// `sha256:<hex>` of the canonical configuration it was read with.
     pub config_sha256: String,
@@ -165,6 +174,7 @@ pub fn result_digest(attributes: &Json) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Meta {
+    /// The saved-plan format version (`SCHEMA_VERSION`).
     pub schema_version: u64,
     /// The Nivis that wrote it.
     pub nivis: String,
@@ -205,20 +215,15 @@ impl SavedPlan {
     }
 
     /// Reads a saved plan, refusing another format version.
-    pub fn parse(bytes: &[u8]) -> Result<SavedPlan, String> {
-        let value: Json = serde_json::from_slice(bytes)
-            .map_err(|e| format!("not a saved plan (invalid JSON: {e})"))?;
+    pub fn parse(bytes: &[u8]) -> Result<SavedPlan, PlanFileError> {
+        let value: Json = serde_json::from_slice(bytes).map_err(PlanFileError::Json)?;
         let version = value["meta"]["schemaVersion"].as_u64();
         if version != Some(SCHEMA_VERSION) {
-            return Err(format!(
-                "not a saved plan this Nivis reads: meta.schemaVersion is {}, expected {SCHEMA_VERSION}",
-                value["meta"]["schemaVersion"]
-            ));
+            let found = value["meta"]["schemaVersion"].clone();
+            return Err(PlanFileError::Version(found));
         }
-        let plan: SavedPlan =
-            serde_json::from_value(value).map_err(|e| format!("not a saved plan: {e}"))?;
-        plan.events()
-            .map_err(|e| format!("not a saved plan: {e}"))?;
+        let plan: SavedPlan = serde_json::from_value(value).map_err(PlanFileError::Shape)?;
+        plan.events().map_err(PlanFileError::Row)?;
         Ok(plan)
     }
 
@@ -259,10 +264,40 @@ impl SavedPlan {
     }
 }
 
+/// Why bytes are not a saved plan this Nivis reads.
+#[derive(Debug)]
+pub enum PlanFileError {
+    /// Not JSON at all.
+    Json(serde_json::Error),
+    /// Another format version (`meta.schemaVersion`, as found).
+    Version(Json),
+    /// JSON of another shape (a field missing or unknown).
+    Shape(serde_json::Error),
+    /// A row that does not read back.
+    Row(WireError),
+}
+
+impl std::fmt::Display for PlanFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanFileError::Json(e) => write!(f, "not a saved plan (invalid JSON: {e})"),
+            PlanFileError::Version(found) => write!(
+                f,
+                "not a saved plan this Nivis reads: meta.schemaVersion is {found}, expected \
+                 {SCHEMA_VERSION}"
+            ),
+            PlanFileError::Shape(e) => write!(f, "not a saved plan: {e}"),
+            PlanFileError::Row(e) => write!(f, "not a saved plan: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PlanFileError {}
+
 impl SavedPlan {
     /// The plan's events again (phase 1), for `nivis show` to print as `nivis plan` did; an
     /// error names a change that does not read back.
-    pub fn events(&self) -> Result<Vec<Event>, String> {
+    pub fn events(&self) -> Result<Vec<Event>, WireError> {
         let moved = self.moved.iter().map(|m| PlanRow::Moved(m.clone(), false));
         let imported = self
             .imported
@@ -651,10 +686,13 @@ mod tests {
         let text = plan.to_canonical();
         assert_eq!(SavedPlan::parse(text.as_bytes()).unwrap(), plan);
         let unknown = text.replacen("{\"replace\"", "{\"frobnicate\"", 1);
-        let err = SavedPlan::parse(unknown.as_bytes()).unwrap_err();
+        let err = SavedPlan::parse(unknown.as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown variant `frobnicate`"), "{err}");
         assert!(SavedPlan::parse(br#"{"meta": {"schemaVersion": 2}}"#)
             .unwrap_err()
+            .to_string()
             .contains("schemaVersion is 2"));
     }
 

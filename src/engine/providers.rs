@@ -239,6 +239,66 @@ fn prefix(mut d: Diagnostic, id: &str) -> Diagnostic {
     d
 }
 
+/// Why a provider's `source` names no binary: the source as given and what was looked for.
+#[derive(Debug)]
+pub enum LocateError {
+    /// A registry address whose provider could not be installed.
+    Install(crate::registry::InstallError),
+    /// A path to a package directory without a `terraform-provider-*` binary in it.
+    EmptyPackage(PathBuf),
+    /// A path (`source`, resolved to `path`) that does not exist.
+    Missing {
+        /// The source as the plan gives it.
+        source: String,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// A bare binary name found neither next to the `nivis` binary nor on `PATH`.
+    NotOnPath(String),
+    /// Neither a path, a binary name, nor a registry address.
+    NotAnAddress(String),
+    /// A NixOps4 provider given as a directory instead of its binary.
+    Nixops4Directory(String),
+    /// A NixOps4 provider given as a registry address (they are not published there).
+    Nixops4RegistryAddress(String),
+}
+
+impl std::fmt::Display for LocateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LocateError::Install(e) => write!(f, "{e}"),
+            LocateError::EmptyPackage(dir) => {
+                write!(f, "{} holds no terraform-provider-* binary", dir.display())
+            }
+            LocateError::Missing { source, path } => {
+                write!(f, "source {source:?}: {} does not exist", path.display())
+            }
+            LocateError::NotOnPath(source) => write!(
+                f,
+                "source {source:?} was not found next to the nivis binary or on PATH; give an \
+                 absolute or ./relative path"
+            ),
+            LocateError::NotAnAddress(source) => write!(
+                f,
+                "source {source:?} is not a path or binary name; registry addresses look like \
+                 NAMESPACE/TYPE or HOST/NAMESPACE/TYPE"
+            ),
+            LocateError::Nixops4Directory(source) => write!(
+                f,
+                "source {source:?} is a directory; give the NixOps4 provider binary itself \
+                 (for a Nix package, its bin/<name>)"
+            ),
+            LocateError::Nixops4RegistryAddress(source) => write!(
+                f,
+                "source {source:?}: a NixOps4 provider is a path or a binary name, never a \
+                 registry address"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LocateError {}
+
 /// Finds the binary for `source`: a registry address is installed (mirrors, cache, registry,
 /// verified against the lock file); anything else is resolved as a path by [`resolve_source`].
 pub fn locate(
@@ -246,13 +306,13 @@ pub fn locate(
     version: Option<&str>,
     base_dir: &Path,
     install: &crate::registry::InstallOptions,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, LocateError> {
     if crate::registry::is_registry_address(source)
         && !source.starts_with('/')
         && !source.starts_with('.')
     {
         let installed =
-            crate::registry::install(source, version, install).map_err(|e| e.to_string())?;
+            crate::registry::install(source, version, install).map_err(LocateError::Install)?;
         for w in &installed.warnings {
             log::warn!("{source}: {w}");
         }
@@ -265,7 +325,7 @@ pub fn locate(
 /// Finds a NixOps4 provider binary: a path or a bare binary name as for [`resolve_source`], but
 /// never a registry address (NixOps4 providers are not published there) nor a package
 /// directory (there is no naming convention to find the binary in it).
-fn locate_nixops4(source: &str, base_dir: &Path) -> Result<PathBuf, String> {
+fn locate_nixops4(source: &str, base_dir: &Path) -> Result<PathBuf, LocateError> {
     let dir = if source.starts_with('/') {
         Some(PathBuf::from(source))
     } else if source.starts_with("./") || source.starts_with("../") {
@@ -274,14 +334,11 @@ fn locate_nixops4(source: &str, base_dir: &Path) -> Result<PathBuf, String> {
         None
     };
     if dir.is_some_and(|d| d.is_dir()) {
-        return Err(format!(
-            "source {source:?} is a directory; give the NixOps4 provider binary itself \
-             (for a Nix package, its bin/<name>)"
-        ));
+        return Err(LocateError::Nixops4Directory(source.to_string()));
     }
     resolve_source(source, base_dir).map_err(|e| {
         if source.contains('/') && !source.starts_with(['/', '.']) {
-            format!("source {source:?}: a NixOps4 provider is a path or a binary name, never a registry address")
+            LocateError::Nixops4RegistryAddress(source.to_string())
         } else {
             e
         }
@@ -295,7 +352,7 @@ fn locate_nixops4(source: &str, base_dir: &Path) -> Result<PathBuf, String> {
 /// `libexec/terraform-providers/HOST/NS/TYPE/VERSION/OS_ARCH/terraform-provider-*`, or
 /// `bin/terraform-provider-*`); a bare file name, looked up next to the `nivis` binary and then
 /// on `PATH`.
-pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, String> {
+pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, LocateError> {
     let candidate = if source.starts_with("./") || source.starts_with("../") {
         Some(base_dir.join(source))
     } else if source.starts_with('/') {
@@ -305,16 +362,15 @@ pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, String> 
     };
     if let Some(path) = candidate {
         if path.is_dir() {
-            return find_in_package_dir(&path)
-                .ok_or_else(|| format!("{} holds no terraform-provider-* binary", path.display()));
+            return find_in_package_dir(&path).ok_or(LocateError::EmptyPackage(path));
         }
         if path.exists() {
             return Ok(path);
         }
-        return Err(format!(
-            "source {source:?}: {} does not exist",
-            path.display()
-        ));
+        return Err(LocateError::Missing {
+            source: source.to_string(),
+            path,
+        });
     }
     if !source.contains('/') {
         let mut dirs: Vec<PathBuf> = Vec::new();
@@ -333,13 +389,9 @@ pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, String> 
                 return Ok(p);
             }
         }
-        return Err(format!(
-            "source {source:?} was not found next to the nivis binary or on PATH; give an absolute or ./relative path"
-        ));
+        return Err(LocateError::NotOnPath(source.to_string()));
     }
-    Err(format!(
-        "source {source:?} is not a path or binary name; registry addresses look like NAMESPACE/TYPE or HOST/NAMESPACE/TYPE"
-    ))
+    Err(LocateError::NotAnAddress(source.to_string()))
 }
 
 /// The provider executable inside a package directory (first match in lexical order).
@@ -390,12 +442,15 @@ mod tests {
         );
         assert!(resolve_source("./missing", dir.path())
             .unwrap_err()
+            .to_string()
             .contains("does not exist"));
         assert!(resolve_source("hashicorp/null", dir.path())
             .unwrap_err()
+            .to_string()
             .contains("registry"));
         assert!(resolve_source("no-such-provider-binary", dir.path())
             .unwrap_err()
+            .to_string()
             .contains("PATH"));
     }
 }

@@ -215,7 +215,9 @@ pub enum Outcome {
     /// Saved to the rescue file at `path`, which the next run records first; until then the
     /// state lacks `objects`.
     Rescued {
+        /// The rescue file.
         path: PathBuf,
+        /// What state lacks until the next run records the rescue file.
         objects: Vec<Unrecorded>,
     },
     /// Not recorded anywhere.

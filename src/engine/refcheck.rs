@@ -100,26 +100,75 @@ pub(super) fn check_references<'s>(
     diags
 }
 
+/// Why a reference's attribute path has no match in its target's type: the step that failed,
+/// where (the path before it, empty at the top), and what the type had there.
+#[derive(Debug, PartialEq, Eq)]
+enum PathMismatch {
+    /// An object type without the key; `hint` is the closest attribute it has.
+    NoAttribute {
+        key: String,
+        at: String,
+        hint: Option<String>,
+    },
+    /// A tuple shorter than the index.
+    NoElement { index: u64, at: String, len: usize },
+    /// A type that cannot be stepped into that way (a string indexed, a list keyed).
+    WrongType {
+        step: PathStep,
+        at: String,
+        found: String,
+    },
+}
+
+impl std::fmt::Display for PathMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let here = |at: &str| match at {
+            "" => String::new(),
+            at => format!(" at {at}"),
+        };
+        match self {
+            PathMismatch::NoAttribute { key, at, hint } => {
+                write!(f, "has no attribute {key:?}{}", here(at))?;
+                match hint {
+                    Some(best) => write!(f, "; did you mean {best:?}?"),
+                    None => Ok(()),
+                }
+            }
+            PathMismatch::NoElement { index, at, len } => write!(
+                f,
+                "has no element [{index}]{}: the tuple has {len} element(s)",
+                here(at)
+            ),
+            PathMismatch::WrongType { step, at, found } => {
+                let wanted = match step {
+                    PathStep::Index(n) => format!("element [{n}]"),
+                    PathStep::Key(k) => format!("attribute {k:?}"),
+                };
+                write!(
+                    f,
+                    "has no {wanted}{}: the value there has type {found}",
+                    here(at)
+                )
+            }
+        }
+    }
+}
+
 /// Follows `path` through `ty`; the error says which step has no match.
-fn walk(ty: &Type, path: &[PathStep]) -> Result<(), String> {
+fn walk(ty: &Type, path: &[PathStep]) -> Result<(), PathMismatch> {
     let mut ty = ty;
     for (i, step) in path.iter().enumerate() {
-        let here = || {
-            if i == 0 {
-                String::new()
-            } else {
-                format!(" at {}", render_path(&path[..i]))
-            }
-        };
+        let at = || render_path(&path[..i]);
         ty = match (ty, step) {
             (Type::Dynamic, _) => return Ok(()),
             (Type::Object { attrs, .. }, PathStep::Key(k)) => match attrs.get(k) {
                 Some(t) => t,
                 None => {
-                    let hint = suggest(k, attrs.keys().map(String::as_str))
-                        .map(|best| format!("; did you mean {best:?}?"))
-                        .unwrap_or_default();
-                    return Err(format!("has no attribute {k:?}{}{hint}", here()));
+                    return Err(PathMismatch::NoAttribute {
+                        key: k.clone(),
+                        at: at(),
+                        hint: suggest(k, attrs.keys().map(String::as_str)).map(str::to_string),
+                    });
                 }
             },
             (Type::Map(t), PathStep::Key(_)) => t,
@@ -127,23 +176,19 @@ fn walk(ty: &Type, path: &[PathStep]) -> Result<(), String> {
             (Type::Tuple(ts), PathStep::Index(n)) => match ts.get(*n as usize) {
                 Some(t) => t,
                 None => {
-                    return Err(format!(
-                        "has no element [{n}]{}: the tuple has {} element(s)",
-                        here(),
-                        ts.len()
-                    ))
+                    return Err(PathMismatch::NoElement {
+                        index: *n,
+                        at: at(),
+                        len: ts.len(),
+                    })
                 }
             },
             (other, step) => {
-                let wanted = match step {
-                    PathStep::Index(n) => format!("element [{n}]"),
-                    PathStep::Key(k) => format!("attribute {k:?}"),
-                };
-                return Err(format!(
-                    "has no {wanted}{}: the value there has type {}",
-                    here(),
-                    other.friendly_name(),
-                ));
+                return Err(PathMismatch::WrongType {
+                    step: step.clone(),
+                    at: at(),
+                    found: other.friendly_name(),
+                });
             }
         };
     }
@@ -180,19 +225,21 @@ mod tests {
         assert!(walk(&ty, &[key("tags"), key("anything")]).is_ok());
         assert!(walk(&ty, &[key("extra"), key("x"), PathStep::Index(3)]).is_ok());
 
-        let e = walk(&ty, &[key("ipv4_adress")]).unwrap_err();
+        let e = walk(&ty, &[key("ipv4_adress")]).unwrap_err().to_string();
         assert_eq!(
             e,
             r#"has no attribute "ipv4_adress"; did you mean "ipv4_address"?"#
         );
-        let e = walk(&ty, &[key("net"), PathStep::Index(0), key("ipp")]).unwrap_err();
+        let e = walk(&ty, &[key("net"), PathStep::Index(0), key("ipp")])
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, r#"has no attribute "ipp" at net[0]; did you mean "ip"?"#);
-        let e = walk(&ty, &[key("id"), key("x")]).unwrap_err();
+        let e = walk(&ty, &[key("id"), key("x")]).unwrap_err().to_string();
         assert_eq!(
             e,
             r#"has no attribute "x" at id: the value there has type string"#
         );
-        let e = walk(&ty, &[key("net"), key("ip")]).unwrap_err();
+        let e = walk(&ty, &[key("net"), key("ip")]).unwrap_err().to_string();
         assert_eq!(
             e,
             r#"has no attribute "ip" at net: the value there has type list of object"#

@@ -26,26 +26,20 @@ impl Engine<'_> {
             // Without drift the changes only bring records up to date (schema upgrades,
             // private data): nothing to ask about.
             holder.commit(&read.changes)?;
-            Ok(engine.read_report())
+            Ok(read_report())
         })
     }
 
     /// `nivis plan --refresh-only`: the drift `refresh` would record, with nothing written.
     pub fn plan_refresh_only(&mut self) -> Result<Report, EngineError> {
-        let holder = self.open_state(false)?;
-        let read = self.read_drift(&*holder)?;
-        if read.failed > 0 {
-            return Err(EngineError::PlanFailed(read.failed));
-        }
-        Ok(self.read_report())
-    }
-
-    fn read_report(&self) -> Report {
-        Report {
-            evaluations: 1,
-            nix_time: self.nix_time,
-            ..Report::default()
-        }
+        self.reporting(|engine| {
+            let holder = engine.open_state(false)?;
+            let read = engine.read_drift(&*holder)?;
+            if read.failed > 0 {
+                return Err(EngineError::PlanFailed(read.failed));
+            }
+            Ok(read_report())
+        })
     }
 
     /// Reads every recorded managed object (or the targets) and sends a `drift` event for each
@@ -109,4 +103,12 @@ struct ObjectsRead {
     drifted: usize,
     /// Reads that failed.
     failed: usize,
+}
+
+/// What `refresh` and `plan --refresh-only` report: one evaluation.
+fn read_report() -> Report {
+    Report {
+        evaluations: 1,
+        ..Report::default()
+    }
 }

@@ -177,7 +177,34 @@ fn follow_planned(value: &Value, path: &[PathStep]) -> Value {
 
 static NULL: Json = Json::Null;
 
-fn follow<'j>(mut json: &'j Json, path: &[PathStep]) -> Result<&'j Json, String> {
+/// Why a recorded value has nothing at a reference's path.
+#[derive(Debug)]
+enum FollowError {
+    /// An object without the key.
+    NoKey(String),
+    /// A list shorter than the index.
+    OutOfRange { index: u64, len: usize },
+    /// A value that cannot be stepped into that way.
+    WrongKind { step: PathStep, found: &'static str },
+}
+
+impl std::fmt::Display for FollowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FollowError::NoKey(k) => write!(f, "it has no attribute or key {k:?}"),
+            FollowError::OutOfRange { index, len } => {
+                write!(f, "index {index} is out of range (it has {len} elements)")
+            }
+            FollowError::WrongKind { step, found } => write!(
+                f,
+                "cannot apply {} to a {found}",
+                render(std::slice::from_ref(step))
+            ),
+        }
+    }
+}
+
+fn follow<'j>(mut json: &'j Json, path: &[PathStep]) -> Result<&'j Json, FollowError> {
     for (i, step) in path.iter().enumerate() {
         if json.is_null() {
             return Ok(&NULL);
@@ -188,23 +215,20 @@ fn follow<'j>(mut json: &'j Json, path: &[PathStep]) -> Result<&'j Json, String>
                 // cty/json wraps dynamic values as {"value":…, "type":…}.
                 None => match (m.get("value"), m.get("type")) {
                     (Some(inner), Some(_)) if m.len() == 2 => follow(inner, &path[i..])?,
-                    _ => return Err(format!("it has no attribute or key {k:?}")),
+                    _ => return Err(FollowError::NoKey(k.clone())),
                 },
             },
             (PathStep::Index(n), Json::Array(items)) => {
-                items.get(*n as usize).ok_or_else(|| {
-                    format!(
-                        "index {n} is out of range (it has {} elements)",
-                        items.len()
-                    )
+                items.get(*n as usize).ok_or(FollowError::OutOfRange {
+                    index: *n,
+                    len: items.len(),
                 })?
             }
             (step, other) => {
-                return Err(format!(
-                    "cannot apply {} to a {}",
-                    render(std::slice::from_ref(step)),
-                    kind(other)
-                ))
+                return Err(FollowError::WrongKind {
+                    step: step.clone(),
+                    found: kind(other),
+                })
             }
         };
     }

@@ -20,10 +20,15 @@ use crate::value::{render_path, Value};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChangeRecord {
+    /// The attribute path, rendered (`tags["env"]`); empty for the whole object.
     pub path: String,
+    /// The value before, plain JSON (`null` when absent).
     pub before: Json,
+    /// The value after, plain JSON (`null` when absent).
     pub after: Json,
+    /// Whether the value is sensitive (then both sides read `"(sensitive)"`).
     pub sensitive: bool,
+    /// Whether this change forces the resource to be replaced.
     pub forces_replacement: bool,
 }
 
@@ -44,9 +49,30 @@ impl From<&AttrChange> for ChangeRecord {
     }
 }
 
+/// A plan row that does not read back: an attribute path that does not parse (in the change
+/// of resource `id`, when known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError {
+    /// The resource whose change it is; `None` for a change read on its own.
+    pub id: Option<String>,
+    /// The attribute path as written.
+    pub path: String,
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(id) = &self.id {
+            write!(f, "{id}: ")?;
+        }
+        write!(f, "the attribute path {:?} does not parse", self.path)
+    }
+}
+
+impl std::error::Error for WireError {}
+
 impl ChangeRecord {
     /// The change again; an error names a path that does not parse.
-    pub fn to_change(&self) -> Result<AttrChange, String> {
+    pub fn to_change(&self) -> Result<AttrChange, WireError> {
         let side = |v: &Json| match v {
             Json::Null => None,
             other => Some(crate::value::json::from_plain_json_with(other, &mut |m| {
@@ -57,7 +83,10 @@ impl ChangeRecord {
             "" => Vec::new(),
             text => crate::ir::parse_path(text)
                 .map(|p| crate::ir::value_path(&p))
-                .ok_or_else(|| format!("the attribute path {text:?} does not parse"))?,
+                .ok_or_else(|| WireError {
+                    id: None,
+                    path: text.to_string(),
+                })?,
         };
         Ok(AttrChange {
             path,
@@ -94,9 +123,13 @@ pub fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedChange {
+    /// The resource's address.
     pub id: String,
+    /// The resource type.
     pub resource_type: String,
+    /// What the plan does to it.
     pub action: Action,
+    /// Its changed attributes.
     pub changes: Vec<ChangeRecord>,
     /// The deposed object the action is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,9 +144,13 @@ pub struct PlannedChange {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeferredRow {
+    /// The resource's address.
     pub id: String,
+    /// The resource type.
     pub resource_type: String,
+    /// Whether state records it already (then a later phase updates or replaces it).
     pub in_state: bool,
+    /// What it waits on.
     pub waits_on: Vec<Wait>,
 }
 
@@ -135,8 +172,11 @@ impl DeferredRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MoveRecord {
+    /// The old address.
     pub from: String,
+    /// The new address.
     pub to: String,
+    /// The resource type; empty in plans written before it was recorded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_type: String,
 }
@@ -146,16 +186,21 @@ pub struct MoveRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportRecord {
+    /// The address the object is adopted at.
     pub id: String,
+    /// The resource type; empty in plans written before it was recorded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_type: String,
+    /// The provider's id of the object.
     pub import_id: String,
 }
 
 /// One row of a plan: what `nivis plan` lists and a saved plan keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlanRow {
+    /// A resource's planned action.
     Planned(PlannedChange),
+    /// A resource a later phase decides.
     Deferred(DeferredRow),
     /// With whether the move is recorded in state already.
     Moved(MoveRecord, bool),
@@ -228,7 +273,7 @@ impl PlanRow {
     }
 
     /// The event of this row in `phase`; an error names a change that does not read back.
-    pub fn to_event(&self, phase: u32) -> Result<Event, String> {
+    pub fn to_event(&self, phase: u32) -> Result<Event, WireError> {
         Ok(match self.clone() {
             PlanRow::Planned(c) => Event::Planned {
                 phase,
@@ -237,7 +282,10 @@ impl PlanRow {
                     .iter()
                     .map(ChangeRecord::to_change)
                     .collect::<Result<_, _>>()
-                    .map_err(|e| format!("{}: {e}", c.id))?,
+                    .map_err(|e| WireError {
+                        id: Some(c.id.clone()),
+                        ..e
+                    })?,
                 id: c.id,
                 type_name: c.resource_type,
                 action: c.action,
@@ -399,6 +447,8 @@ mod tests {
             sensitive: false,
             forces_replacement: false,
         };
-        assert!(record.to_change().unwrap_err().contains("tags["));
+        let err = record.to_change().unwrap_err();
+        assert_eq!(err.path, "tags[");
+        assert!(err.to_string().contains("tags["), "{err}");
     }
 }

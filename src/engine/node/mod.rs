@@ -54,11 +54,17 @@ impl Mode {
 
 /// Everything a worker needs for one resource, prepared by the owner.
 pub(super) struct NodeInput {
+    /// The resource's address.
     pub id: String,
+    /// Managed resource or data source.
     pub kind: NodeKind,
+    /// The resource type (`aws_instance`).
     pub type_name: String,
+    /// The IR id of its provider.
     pub provider_id: String,
+    /// Its provider's `source` as the plan gives it (recorded in state).
     pub provider_source: String,
+    /// The running provider.
     pub provider: Arc<dyn Provider>,
     /// What the provider's kind can do: without schemas the turn is `untyped`'s.
     pub capabilities: Capabilities,
@@ -68,16 +74,22 @@ pub(super) struct NodeInput {
     pub builds: Vec<(String, Option<String>)>,
     /// Top-level attributes set from sensitive outputs: recorded as sensitive.
     pub sensitive_inputs: Vec<String>,
+    /// Its record in state before this turn, if any.
     pub prior: Option<ResourceState>,
+    /// Its lifecycle rules (with create-before-destroy propagated).
     pub lifecycle: Lifecycle,
+    /// The resources it depends on (recorded in state, for destroy order).
     pub dependencies: Vec<String>,
+    /// Plan only, or plan and apply (with the mutation capability).
     pub mode: Mode,
     /// `--replace`: plan a replacement even if nothing forces one.
     pub force_replace: bool,
     /// `apply FILE`: the action classes the saved plan allows this resource now (a no-op is
     /// always allowed); `None` without a saved plan.
     pub allowed: Option<std::collections::BTreeSet<String>>,
+    /// `--refresh`: read the stored object before planning.
     pub refresh: bool,
+    /// `--build`: realise `__build` outputs before apply.
     pub build: bool,
     /// A data source: a read made earlier for this phase, whose result this turn uses
     /// instead of reading again when its configuration is the same.
@@ -97,6 +109,7 @@ pub(super) struct DataRead {
     pub result: Value,
     /// The answer as state records it, and whether any part of it is sensitive.
     pub attributes: Json,
+    /// Whether any part of the answer is sensitive.
     pub sensitive: bool,
 }
 
@@ -121,8 +134,11 @@ pub(super) enum NodeProgress {
 
 /// A deposed object deleted: its key, the record without it, and how long the delete took.
 pub(super) struct DeposedGone {
+    /// The deposed object's key.
     pub key: String,
+    /// The resource's record without it.
     pub record: Box<ResourceState>,
+    /// How long the delete took.
     pub took: std::time::Duration,
 }
 
