@@ -32,8 +32,10 @@ use crate::xdg::state_home;
 
 mod located;
 mod positions;
+mod variables;
 
 pub use self::positions::positions;
+pub use self::variables::sensitive_variables;
 
 /// Where the plan function lives.
 #[derive(Debug, Clone)]
