@@ -17,6 +17,7 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v groff >/dev/null 2>&1 || need+=(groff-base)   # the man page test renders them
 command -v dot >/dev/null 2>&1 || need+=(graphviz)       # the `nivis graph` test renders its DOT
 command -v age >/dev/null 2>&1 || need+=(age)            # the secret-store input tests encrypt with it
+command -v openssl >/dev/null 2>&1 || need+=(openssl)    # the provider mutual-TLS test offers a wrong certificate
 
 if [ "${#need[@]}" -gt 0 ]; then
   echo "install.sh: installing ${need[*]}" >&2

@@ -33,10 +33,12 @@ use crate::xdg::state_home;
 mod eval_store;
 mod located;
 mod positions;
+mod variables;
 
 pub use self::eval_store::EvalStoreError;
 
 pub use self::positions::positions;
+pub use self::variables::sensitive_variables;
 
 /// Where the plan function lives.
 #[derive(Debug, Clone)]

@@ -1,8 +1,9 @@
 //! What this process knows to be secret, and keeping it out of everything it prints.
 //!
-//! Owns: the process-wide set of secret values seen so far — values at the state's sensitive
-//! paths, sensitive variables, values Nix marked sensitive, sensitive inputs of a resource — and
-//! redacting them from text and JSON; masking the sensitive paths of an attribute tree.
+//! Owns: the set of secret values a run has seen so far (a [`Redactor`]) — values at the
+//! state's sensitive paths, sensitive variables, values Nix marked sensitive, sensitive inputs
+//! of a resource — and redacting them from text and JSON; masking the sensitive paths of an
+//! attribute tree.
 //! Not: deciding what is sensitive (provider schemas, the IR and the engine do), escaping for
 //! terminals (`render`), or storing secrets (`state`, `ledger`).
 //!
@@ -17,12 +18,15 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::RwLock;
 
 use serde_json::Value as Json;
 
 use crate::state::{ResourceState, StateFile};
 use crate::value::Value;
+
+mod redactor;
+
+pub use self::redactor::Redactor;
 
 /// The shortest value redacted wherever it appears.
 pub const MIN_LEN: usize = 6;
@@ -36,14 +40,20 @@ pub const JSON_MASK: &str = "(sensitive)";
 /// A set of secrets indexed by their first [`MIN_LEN`] bytes, so that finding every secret in a
 /// text costs one hash lookup per byte of the text, however many secrets there are (a plan of
 /// 10000 resources may know 10000 of them).
+#[derive(Default)]
 struct SecretSet {
     /// First bytes -> the secrets starting with them, longest first.
     by_prefix: Option<HashMap<[u8; MIN_LEN], Vec<String>>>,
 }
 
 impl SecretSet {
-    const fn new() -> Self {
-        SecretSet { by_prefix: None }
+    fn is_empty(&self) -> bool {
+        self.by_prefix.is_none()
+    }
+
+    /// Every form of every secret held.
+    fn iter(&self) -> impl Iterator<Item = &String> {
+        self.by_prefix.iter().flat_map(|m| m.values().flatten())
     }
 
     /// Adds `s` in every form it may take in what we print (see [`encoded_forms`]), unless it
@@ -232,26 +242,16 @@ fn prefix(bytes: &[u8]) -> Option<[u8; MIN_LEN]> {
     bytes.get(..MIN_LEN)?.try_into().ok()
 }
 
-struct Known {
-    values: SecretSet,
-    /// Values that may be secret until the plan says (variables before the first evaluation).
-    provisional: SecretSet,
-}
-
-static KNOWN: RwLock<Known> = RwLock::new(Known {
-    values: SecretSet::new(),
-    provisional: SecretSet::new(),
-});
-
-fn known() -> std::sync::RwLockWriteGuard<'static, Known> {
-    KNOWN.write().unwrap_or_else(|e| e.into_inner())
+/// The redactor of this process, for the callers not handed one yet (DESIGN §75: passing the
+/// run's [`Redactor`] down to each of them is the step left).
+fn process() -> &'static Redactor {
+    static PROCESS: std::sync::LazyLock<Redactor> = std::sync::LazyLock::new(Redactor::new);
+    &PROCESS
 }
 
 /// Remembers a secret value.
 pub fn remember(s: &str) {
-    if s.len() >= MIN_LEN {
-        known().values.insert(s);
-    }
+    process().remember(s);
 }
 
 /// Calls `f` with every string and number (as written) inside a JSON tree.
@@ -277,108 +277,75 @@ pub fn each_scalar_value(value: &Value, f: &mut dyn FnMut(&str)) {
     }
 }
 
+impl Redactor {
+    /// Remembers every string and number inside a JSON tree.
+    pub fn remember_json(&self, json: &Json) {
+        each_scalar_json(json, &mut |s| self.remember(s));
+    }
+
+    /// Remembers every string and number inside a provider value.
+    pub fn remember_value(&self, value: &Value) {
+        each_scalar_value(value, &mut |s| self.remember(s));
+    }
+
+    /// Remembers the values at every sensitive path of every resource (and deposed object).
+    pub fn remember_state(&self, state: &StateFile) {
+        state.iter().for_each(|r| self.remember_state_record(r));
+    }
+
+    /// Remembers the values at every sensitive path of one resource (and its deposed objects).
+    pub fn remember_state_record(&self, r: &ResourceState) {
+        let trees = std::iter::once(&r.attributes).chain(r.deposed.iter().map(|d| &d.attributes));
+        for attrs in trees {
+            for path in &r.sensitive_paths {
+                if let Some(v) = at_path(attrs, path) {
+                    self.remember_json(v);
+                }
+            }
+        }
+    }
+}
+
 /// Remembers every string and number inside a JSON tree.
 pub fn remember_json(json: &Json) {
-    each_scalar_json(json, &mut remember);
+    process().remember_json(json);
 }
 
 /// Remembers every string and number inside a provider value.
 pub fn remember_value(value: &Value) {
-    each_scalar_value(value, &mut remember);
+    process().remember_value(value);
 }
 
 /// Remembers the values at every sensitive path of every resource (and deposed object).
 pub fn remember_state(state: &StateFile) {
-    state.iter().for_each(remember_state_record);
+    process().remember_state(state);
 }
 
 /// Remembers the values at every sensitive path of one resource (and its deposed objects).
 pub fn remember_state_record(r: &ResourceState) {
-    let trees = std::iter::once(&r.attributes).chain(r.deposed.iter().map(|d| &d.attributes));
-    for attrs in trees {
-        for path in &r.sensitive_paths {
-            if let Some(v) = at_path(attrs, path) {
-                remember_json(v);
-            }
-        }
-    }
+    process().remember_state_record(r);
 }
 
 /// Masks every variable value until [`settle_variables`] knows which variables are sensitive
 /// (the plan says so; its first evaluation already sees the values, and may fail quoting one).
 pub fn remember_variables_provisionally(vars: &BTreeMap<String, Json>) {
-    let mut known = known();
-    for v in vars.values() {
-        each_scalar_json(v, &mut |s| known.provisional.insert(s));
-    }
+    process().remember_variables_provisionally(vars);
 }
 
 /// Ends the provisional period: the values of the variables `sensitive` names stay secrets,
 /// the others are forgotten.
 pub fn settle_variables(vars: &BTreeMap<String, Json>, sensitive: &dyn Fn(&str) -> bool) {
-    let mut known = known();
-    known.provisional.clear();
-    for (_, v) in vars.iter().filter(|(name, _)| sensitive(name)) {
-        each_scalar_json(v, &mut |s| known.values.insert(s));
-    }
+    process().settle_variables(vars, sensitive);
 }
 
 /// `text` with every known secret replaced by [`MASK`].
 pub fn redact(text: &str) -> Cow<'_, str> {
-    redact_with(text, MASK)
-}
-
-fn redact_with<'t>(text: &'t str, mask: &str) -> Cow<'t, str> {
-    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
-    if known.values.by_prefix.is_none() && known.provisional.by_prefix.is_none() {
-        return Cow::Borrowed(text);
-    }
-    let bytes = text.as_bytes();
-    let mut out = String::new();
-    let (mut copied, mut i) = (0, 0);
-    while i + MIN_LEN <= bytes.len() {
-        let rest = &bytes[i..];
-        let found = known
-            .values
-            .longest_at(rest)
-            .max(known.provisional.longest_at(rest));
-        match found {
-            // A secret starts on a character boundary (its first byte is not a UTF-8
-            // continuation byte), so `i` is one too.
-            Some(len) => {
-                out.push_str(&text[copied..i]);
-                out.push_str(mask);
-                i += len;
-                copied = i;
-            }
-            None => i += 1,
-        }
-    }
-    if copied == 0 {
-        return Cow::Borrowed(text);
-    }
-    out.push_str(&text[copied..]);
-    Cow::Owned(out)
+    process().redact(text)
 }
 
 /// Replaces every known secret inside the strings (and keys) of a JSON tree.
 pub fn redact_json(json: &mut Json) {
-    match json {
-        Json::String(s) => {
-            if let Cow::Owned(r) = redact_with(s, JSON_MASK) {
-                *s = r;
-            }
-        }
-        Json::Array(items) => items.iter_mut().for_each(redact_json),
-        Json::Object(m) => {
-            let entries = std::mem::take(m);
-            for (k, mut v) in entries {
-                redact_json(&mut v);
-                m.insert(redact_with(&k, JSON_MASK).into_owned(), v);
-            }
-        }
-        Json::Number(_) | Json::Bool(_) | Json::Null => {}
-    }
+    process().redact_json(json);
 }
 
 /// The length of the fragments of a known secret [`without_derived_lines`] looks for.
@@ -389,27 +356,7 @@ pub const FRAGMENT_LEN: usize = 8;
 /// how many lines were left out. Redaction by content cannot catch a value only derived from a
 /// secret; the lines around it (where, while evaluating which attribute) stay.
 pub fn without_derived_lines(text: &str) -> (String, usize) {
-    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
-    let mut fragments: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-    for set in [&known.values, &known.provisional] {
-        for secret in set.by_prefix.iter().flat_map(|m| m.values().flatten()) {
-            fragments.extend(secret.as_bytes().windows(FRAGMENT_LEN));
-        }
-    }
-    let mut left_out = 0;
-    let mut kept = Vec::new();
-    for line in text.lines() {
-        if line
-            .as_bytes()
-            .windows(FRAGMENT_LEN)
-            .any(|w| fragments.contains(w))
-        {
-            left_out += 1;
-        } else {
-            kept.push(line);
-        }
-    }
-    (kept.join("\n"), left_out)
+    process().without_derived_lines(text)
 }
 
 /// `attributes` with the value at each sensitive path (JSON arrays of keys and indices, as in
@@ -457,52 +404,54 @@ mod tests {
 
     use super::*;
 
-    // The registry is process-wide: each test uses values no other test uses.
+    // Each test has a redactor of its own (see `redactor`'s test: they share nothing).
 
     #[test]
     fn redaction_replaces_known_values_longest_first_and_ignores_short_ones() {
-        remember("red-secret-one");
-        remember("red-secret-one-and-more");
-        remember("short");
+        let r = Redactor::new();
+        r.remember("red-secret-one");
+        r.remember("red-secret-one-and-more");
+        r.remember("short");
         assert_eq!(
-            redact("a red-secret-one-and-more b red-secret-one c short"),
+            r.redact("a red-secret-one-and-more b red-secret-one c short"),
             "a (sensitive value) b (sensitive value) c short"
         );
-        assert!(matches!(redact("nothing here"), Cow::Borrowed(_)));
+        assert!(matches!(r.redact("nothing here"), Cow::Borrowed(_)));
         // At the edges, next to multi-byte characters, back to back.
         assert_eq!(
-            redact("red-secret-oneé→red-secret-onered-secret-one"),
+            r.redact("red-secret-oneé→red-secret-onered-secret-one"),
             "(sensitive value)é→(sensitive value)(sensitive value)"
         );
         // Many secrets sharing their first bytes.
         for i in 0..500 {
-            remember(&format!("many-secret-{i:04}"));
+            r.remember(&format!("many-secret-{i:04}"));
         }
         assert_eq!(
-            redact("a many-secret-0042 b many-secret-04990 c many-secret-"),
+            r.redact("a many-secret-0042 b many-secret-04990 c many-secret-"),
             "a (sensitive value) b (sensitive value)0 c many-secret-"
         );
         // The form a secret takes inside a JSON string (a provider quoting its request).
-        remember("json\"quoted\\secret\n");
+        r.remember("json\"quoted\\secret\n");
         assert_eq!(
-            redact(r#"bad request {"token": "json\"quoted\\secret\n", "name": "visible"}"#),
+            r.redact(r#"bad request {"token": "json\"quoted\\secret\n", "name": "visible"}"#),
             r#"bad request {"token": "(sensitive value)", "name": "visible"}"#
         );
         assert_eq!(
-            redact("raw json\"quoted\\secret\n."),
+            r.redact("raw json\"quoted\\secret\n."),
             "raw (sensitive value)."
         );
         let mut j = json!({"k": ["x red-secret-one y"], "red-secret-one": 1});
-        redact_json(&mut j);
+        r.redact_json(&mut j);
         assert_eq!(j, json!({"k": ["x (sensitive) y"], "(sensitive)": 1}));
     }
 
     #[test]
     fn every_encoding_of_a_secret_is_redacted() {
+        let r = Redactor::new();
         use base64::engine::general_purpose::STANDARD;
         use base64::Engine as _;
         let secret = "p@ss w&rd<1>/enc-secret";
-        remember(secret);
+        r.remember(secret);
         let forms = [
             "p%40ss%20w%26rd%3C1%3E%2Fenc-secret".to_string(),
             "p%40ss+w%26rd%3c1%3e%2fenc-secret".to_string(),
@@ -512,7 +461,11 @@ mod tests {
         ];
         for form in &forms {
             let text = format!("error: {form} rejected");
-            assert_eq!(redact(&text), "error: (sensitive value) rejected", "{form}");
+            assert_eq!(
+                r.redact(&text),
+                "error: (sensitive value) rejected",
+                "{form}"
+            );
         }
         // base64 at every alignment: nothing of the stable middle is left.
         for offset in 0..3 {
@@ -520,7 +473,7 @@ mod tests {
             bytes.extend_from_slice(secret.as_bytes());
             bytes.extend_from_slice(b"tail");
             let encoded = STANDARD.encode(&bytes);
-            let shown = redact(&encoded).into_owned();
+            let shown = r.redact(&encoded).into_owned();
             assert!(shown.contains(MASK), "offset {offset}: {shown}");
             // Left: what encodes the bytes around it, and at most a partial group at each end.
             assert!(shown.len() <= MASK.len() + 20, "offset {offset}: {shown}");
@@ -529,24 +482,26 @@ mod tests {
 
     #[test]
     fn lines_quoting_a_fragment_of_a_secret_are_left_out() {
-        remember("derived-secret-0123456789");
+        let r = Redactor::new();
+        r.remember("derived-secret-0123456789");
         let error =
             "error: bad value derived-sec\n       at flake.nix:3:5:\nwhile evaluating 'label'";
-        let (kept, left_out) = without_derived_lines(error);
+        let (kept, left_out) = r.without_derived_lines(error);
         assert_eq!(left_out, 1);
         assert_eq!(kept, "       at flake.nix:3:5:\nwhile evaluating 'label'");
-        let (same, none) = without_derived_lines("error: nothing secret here");
+        let (same, none) = r.without_derived_lines("error: nothing secret here");
         assert_eq!((same.as_str(), none), ("error: nothing secret here", 0));
     }
 
     #[test]
     fn nivis_own_words_are_never_redacted_by_content() {
-        remember("create");
-        remember("default");
-        assert_eq!(redact("Plan: 2 to create"), "Plan: 2 to create");
+        let r = Redactor::new();
+        r.remember("create");
+        r.remember("default");
+        assert_eq!(r.redact("Plan: 2 to create"), "Plan: 2 to create");
         let mut j = json!({"type": "planned", "action": "create", "env": "default"});
         let before = j.clone();
-        redact_json(&mut j);
+        r.redact_json(&mut j);
         assert_eq!(j, before);
         for action in [
             crate::plan::Action::Create,
@@ -567,22 +522,24 @@ mod tests {
 
     #[test]
     fn variable_values_are_redacted_until_the_plan_says_which_are_sensitive() {
+        let r = Redactor::new();
         let vars: BTreeMap<String, Json> = [
             ("keep".to_string(), json!("prov-keep-me")),
             ("drop".to_string(), json!(["prov-drop-me"])),
         ]
         .into();
-        remember_variables_provisionally(&vars);
-        assert_eq!(redact("prov-drop-me"), MASK);
-        settle_variables(&vars, &|name| name == "keep");
+        r.remember_variables_provisionally(&vars);
+        assert_eq!(r.redact("prov-drop-me"), MASK);
+        r.settle_variables(&vars, &|name| name == "keep");
         assert_eq!(
-            redact("prov-drop-me prov-keep-me"),
+            r.redact("prov-drop-me prov-keep-me"),
             "prov-drop-me (sensitive value)"
         );
     }
 
     #[test]
     fn state_secrets_are_remembered_and_masked_by_path() {
+        let redactor = Redactor::new();
         let mut state = StateFile::empty();
         let mut r = crate::state::ResourceState::new(
             "a.b.c",
@@ -594,9 +551,9 @@ mod tests {
         );
         r.sensitive_paths = vec![json!(["creds", "password"]), json!(["list", 1])];
         state.apply(&crate::state::Change::Put(r.clone()));
-        remember_state(&state);
+        redactor.remember_state(&state);
         assert_eq!(
-            redact("state-pass-123 state-list-secret"),
+            redactor.redact("state-pass-123 state-list-secret"),
             "(sensitive value) (sensitive value)"
         );
         assert_eq!(

@@ -129,7 +129,7 @@ let
     };
 
   toIR =
-    { providers ? { }
+    args@{ providers ? { }
     , resources ? [ ]
     , data ? [ ]
     , consumers ? { }
@@ -245,7 +245,10 @@ let
         nixConsumers = consumerIR;
         variables = variablesIR;
       } // (if movedIR == [ ] then { } else { moved = movedIR; })
-        // (if ephemeralIR == [ ] then { } else { ephemeral = ephemeralIR; });
+        // (if ephemeralIR == [ ] then { } else { ephemeral = ephemeralIR; })
+        # A forgotten `inherit ledger;`: the executor refuses a plan that needs Nix to see
+        # outputs (it would half-apply and then wait forever).
+        // (if args ? ledger then { } else { withoutLedger = true; });
     in
     if !isAttrs providers then throw "nivis: toIR: providers must be an attrset of mkProvider values"
     else if !isAttrs consumers || nodes.isNode consumers then throw "nivis: toIR: consumers must be an attrset id -> value"
@@ -255,6 +258,11 @@ let
     # node and config attribute was written, instead of the IR.
     else if isAttrs ledger && (ledger.positions or false) == true then
       { positions = listToAttrs (map (n: { name = n.id; value = nodes.positions n; }) allNodes); }
+    # After a failed evaluation the executor asks (ledger.variablesOnly = true) for the
+    # declarations alone, to learn which variables are sensitive without forcing (and
+    # failing on) their values or anything else.
+    else if isAttrs ledger && (ledger.variablesOnly or false) == true then
+      { variables = variablesIR; }
     else seq varsChecked ir;
 in
 {

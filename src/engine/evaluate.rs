@@ -2,7 +2,7 @@
 //! or canned documents in the engine's unit tests), the IR parsed, and what the first IR tells
 //! about variables.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::Value as Json;
@@ -20,6 +20,13 @@ use crate::state::StateFile;
 pub trait Evaluator {
     /// Evaluates the plan with `ledger` as its input; returns the IR bytes and the time taken.
     fn evaluate(&mut self, ledger: &Ledger) -> Result<(Vec<u8>, Duration), EngineError>;
+
+    /// The names of the variables the plan declares sensitive, learnt without checking the
+    /// values in `ledger` or forcing anything else; `None` when the plan cannot say (then
+    /// every given value is masked until the first IR says).
+    fn sensitive_variables(&mut self, _ledger: &Ledger) -> Option<BTreeSet<String>> {
+        None
+    }
 }
 
 /// The production evaluator: `nix eval` of the plan, the ledger handed over in the run's
@@ -56,6 +63,19 @@ impl Evaluator for NixEvaluator {
         // The channel of secrets lives only while Nix reads it.
         dir.remove(crate::ledger::CHANNEL_FILE);
         evaluated.map_err(EngineError::Eval)
+    }
+
+    fn sensitive_variables(&mut self, ledger: &Ledger) -> Option<BTreeSet<String>> {
+        if self.run_dir.is_none() {
+            self.run_dir = Some(crate::rundir::RunDir::create().ok()?);
+        }
+        let dir = self.run_dir.as_ref().expect("created above");
+        let path = ledger.write(dir).ok();
+        let names = path.and_then(|path| {
+            nixeval::sensitive_variables(&self.source, &path, Some(dir.inherit_fd()))
+        });
+        dir.remove(crate::ledger::CHANNEL_FILE);
+        names
     }
 }
 
@@ -96,9 +116,7 @@ impl Engine<'_> {
     ) -> Result<Ir, EngineError> {
         let ledger = self.ledger_from(state, phase);
         if !self.vars_settled {
-            for values in self.variable_values() {
-                crate::secrets::remember_variables_provisionally(&values);
-            }
+            self.settle_variables_before(&ledger);
         }
         let (bytes, took) = self.evaluator.evaluate(&ledger)?;
         self.nix_time += took;
@@ -115,6 +133,7 @@ impl Engine<'_> {
             }
         }
         self.check_variable_names(&ir)?;
+        refuse_without_ledger(&ir)?;
         self.sink.event(Event::Evaluated {
             phase,
             duration: took,
@@ -122,6 +141,28 @@ impl Engine<'_> {
             data: ir.data.len(),
         });
         Ok(ir)
+    }
+
+    /// Before the first evaluation sees the given values (and may fail quoting one), learns
+    /// which variables are sensitive from the declarations alone, so that only their values
+    /// are masked; when the plan cannot say, masks every value until the first IR says.
+    fn settle_variables_before(&mut self, ledger: &Ledger) {
+        let values = self.variable_values();
+        if values.iter().all(BTreeMap::is_empty) {
+            self.vars_settled = true;
+            return;
+        }
+        match self.evaluator.sensitive_variables(ledger) {
+            Some(sensitive) => {
+                self.vars_settled = true;
+                for values in &values {
+                    crate::secrets::settle_variables(values, &|name| sensitive.contains(name));
+                }
+            }
+            None => values
+                .iter()
+                .for_each(crate::secrets::remember_variables_provisionally),
+        }
     }
 
     /// A `--var` the plan does not declare is an error, before anything is planned or
@@ -191,4 +232,31 @@ impl Engine<'_> {
         crate::secrets::remember_state(state);
         self.evaluate(state, 0)
     }
+}
+
+/// A plan whose `toIR` got no ledger (`withoutLedger`) and computes a value in Nix from
+/// another node's outputs can never finish: Nix never sees the outputs, so the value stays
+/// unknown after the nodes it reads are applied. Refused before any provider is called.
+fn refuse_without_ledger(ir: &Ir) -> Result<(), EngineError> {
+    if !ir.without_ledger {
+        return Ok(());
+    }
+    let nodes = (ir.resources.iter().chain(&ir.data)).map(|n| (n.id.as_str(), &n.config));
+    let ephemeral = ir.ephemeral.iter().map(|n| (n.id.as_str(), &n.config));
+    let providers = ir.providers.iter().map(|(id, p)| (id.as_str(), &p.config));
+    let consumers = ir.consumers.iter().map(|c| (c.id.as_str(), &c.value));
+    let Some((id, _)) = (nodes.chain(ephemeral).chain(providers).chain(consumers))
+        .find(|(_, tree)| tree.needs_nix())
+    else {
+        return Ok(());
+    };
+    Err(EngineError::Diagnostics(
+        Diagnostic::error(format!(
+            "the plan's toIR was called without the outputs ledger, but {id} has a value Nix \
+             computes from another resource's outputs, which Nix can only see through the \
+             ledger: add `inherit ledger;` to the toIR call (`lib.toIR {{ ...; inherit ledger; \
+             }}`, where `ledger` is the plan function's argument). Nothing was applied"
+        ))
+        .into(),
+    ))
 }

@@ -27,6 +27,9 @@ pub struct Ir {
     pub moved: Vec<Moved>,
     /// `ephemeral[]`: ephemeral resources, opened for one run and never recorded.
     pub ephemeral: Vec<EphemeralNode>,
+    /// `withoutLedger`: the library's `toIR` was called without the outputs ledger (a
+    /// forgotten `inherit ledger;`), so Nix never sees what providers produce.
+    pub without_ledger: bool,
 }
 
 /// `ephemeral[i]`: an ephemeral resource (id `ephemeral.<provider>.<type>.<name>`). Its result

@@ -74,6 +74,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
             "variables",
             "moved",
             "ephemeral",
+            "withoutLedger",
         ],
     );
     if let Some(v) = top.get("schemaVersion") {
@@ -107,6 +108,8 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         .get("ephemeral")
         .map(|v| p.ephemeral(v))
         .unwrap_or_default();
+    let without_ledger =
+        (top.get("withoutLedger")).is_some_and(|v| p.boolean("withoutLedger", &[], v));
     if !p.errors.is_empty() {
         return Err(p.errors);
     }
@@ -119,6 +122,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         variables,
         moved,
         ephemeral,
+        without_ledger,
     };
     let errors = check_references(&ir);
     if errors.is_empty() {

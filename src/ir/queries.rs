@@ -71,6 +71,10 @@ impl Ir {
                 .map(|m| serde_json::json!({"from": m.from, "to": m.to}))
                 .collect();
         }
+        if self.without_ledger {
+            // Absent when the ledger was given, as the library emits it.
+            doc["withoutLedger"] = Value::Bool(true);
+        }
         if !self.ephemeral.is_empty() {
             doc["ephemeral"] = (self.ephemeral.iter())
                 .map(|e| {

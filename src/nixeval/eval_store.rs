@@ -98,7 +98,7 @@ pub(crate) fn dir() -> Result<PathBuf, EvalStoreError> {
         crate::privfile::check_dirs(&nivis, "the private Nix eval store").map_err(|problem| {
             EvalStoreError::Unsafe {
                 path: nivis.join("eval-store"),
-                problem,
+                problem: problem.to_string(),
             }
         })?;
     let store = nivis.join("eval-store");

@@ -639,3 +639,110 @@ fn console_loads_outputs_and_the_plan_without_secrets() {
     assert!(text.contains("__sensitiveRef"), "a placeholder: {text}");
     assert!(!text.contains(&secret), "the secret stays out: {text}");
 }
+
+/// A plan whose own code rejects a region and a password, quoting each; `port` must be a
+/// number; `pw` is sensitive.
+const CHECKED_VARS: &str = "ledger: let
+  variables = {
+    region = { type = \"string\"; default = \"eu-west-1\"; };
+    port = { type = \"number\"; default = 80; };
+    pw = { type = \"string\"; sensitive = true; default = null; };
+  };
+  v = lib.vars ledger variables;
+  region = if v.region == \"mars-north-1\" then throw \"no such region: ${v.region}\" else v.region;
+  pw = if v.pw != null && builtins.stringLength v.pw.value < 20 then throw \"password too short: ${v.pw.value}\" else v.pw;
+  a = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"a\";
+    config.label = builtins.seq pw region; };
+in lib.toIR {
+  providers.alpha = lib.mkProvider { source = \"provider-alpha\"; };
+  resources = [ a ];
+  inherit variables ledger;
+}";
+
+/// Everything a failed run printed, for plan's human and `--json` output.
+fn everything_printed(p: &Project, extra: &[&str]) -> Vec<(String, String)> {
+    [&["plan"][..], &["plan", "--json"]]
+        .iter()
+        .map(|verb| {
+            let out = p.run(verb, extra);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{verb:?} {extra:?}: {}",
+                stderr(&out)
+            );
+            (stdout(&out), stderr(&out))
+        })
+        .collect()
+}
+
+#[test]
+fn an_error_quoting_a_harmless_variable_shows_it_and_a_sensitive_one_stays_masked() {
+    let p = Project::new(CHECKED_VARS);
+    // The library's own type error, and the plan's own error, on harmless variables.
+    for (flag, shown) in [
+        ("port=eighty-one", "eighty-one"),
+        ("region=mars-north-1", "mars-north-1"),
+    ] {
+        for (out, err) in everything_printed(&p, &["--var", flag]) {
+            let all = format!("{out}{err}");
+            assert!(all.contains(shown), "{flag}: {all}");
+            assert!(
+                !all.contains("(sensitive"),
+                "{flag}: nothing is masked: {all}"
+            );
+        }
+    }
+    // The plan's own error quoting a sensitive variable: Nix's line quoting it is left out
+    // (with a note saying so), in every output.
+    let p = p.env("NIVIS_VAR_pw", "hunter2-too-short");
+    for (out, err) in everything_printed(&p, &[]) {
+        let all = format!("{out}{err}");
+        assert!(
+            all.contains("derived from a secret and were left out"),
+            "{all}"
+        );
+        assert!(!all.contains("hunter2"), "the value appears nowhere: {all}");
+    }
+    // Declared a number: the library's own type error hides the value.
+    let body = CHECKED_VARS.replace(
+        "type = \"string\"; sensitive",
+        "type = \"number\"; sensitive",
+    );
+    p.set_plan(&body);
+    for (out, err) in everything_printed(&p, &[]) {
+        let all = format!("{out}{err}");
+        assert!(all.contains("the variable is sensitive"), "{all}");
+        assert!(!all.contains("hunter2"), "the value appears nowhere: {all}");
+    }
+    assert!(!p.state.exists(), "nothing was applied");
+}
+
+/// The template's plan with `inherit ledger;` forgotten: `second` is built by Nix from
+/// `first`'s id, which the plan can never see.
+const NO_LEDGER: &str = "ledger: let
+  first = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"first\";
+    config.label = \"hello\"; };
+  second = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"second\";
+    config.label = lib.str [ \"after-\" (first.refAttr \"id\") ]; };
+in lib.toIR {
+  providers.alpha = lib.mkProvider { source = \"provider-alpha\"; };
+  resources = [ first second ];
+}";
+
+#[test]
+fn a_plan_that_forgot_inherit_ledger_is_refused_before_anything_is_applied() {
+    let p = Project::new(NO_LEDGER).with_object_log();
+    for verb in [&["plan"][..], &["apply", "--auto-approve"]] {
+        let out = p.run(verb, &[]);
+        assert_eq!(out.status.code(), Some(1), "{verb:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("inherit ledger;"), "{verb:?}: {err}");
+        assert!(err.contains("toIR"), "{verb:?}: {err}");
+    }
+    assert!(!p.state.exists(), "the state is untouched");
+    assert_eq!(p.objects().created(), 0, "no provider created anything");
+    // A plan that needs no re-evaluation still runs without the ledger.
+    p.set_plan(&NO_LEDGER.replace("(first.refAttr \"id\")", "\"x\""));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+}

@@ -409,6 +409,20 @@ in
       line = p: p.line - (builtins.unsafeGetAttrPos "provider" P._args).line;
     in { definition = line pos.definition; tags = line pos.attributes.tags; env = line pos.attributes."tags.env"; keys = builtins.attrNames pos; };
     expected = { definition = 1; tags = 3; env = 3; keys = [ "attributes" "definition" ]; }; }
+  { name = "variablesOnly: asked by the ledger, toIR gives the declarations alone, checking no value and forcing nothing else";
+    expr = toIR {
+      inherit providers;
+      resources = [ (mkResource { provider = "alpha"; type = "alpha_token"; name = "X"; config.label = throw "not forced"; }) ];
+      variables = { port = { type = "number"; }; pw = { type = "string"; sensitive = true; default = "dflt-secret"; }; };
+      ledger = { vars.port = "not a number"; variablesOnly = true; };
+    };
+    expected = { variables = { port = { type = "number"; }; pw = { type = "string"; sensitive = true; }; }; }; }
+  { name = "withoutLedger: set when toIR is called without a ledger, absent when one is given";
+    expr = {
+      without = (toIR { inherit providers; resources = [ A ]; }).withoutLedger or null;
+      given = (toIR { inherit providers; resources = [ A ]; ledger = ledgerA; }) ? withoutLedger;
+    };
+    expected = { without = true; given = false; }; }
   { name = "lib.checks: a well-formed plan gives a check per file, each carrying the IR it evaluated";
     expr = let
       plan = ledger: toIR { inherit providers ledger; resources = [ A (mkResource { provider = "alpha"; type = "alpha_token"; name = "D"; config.label = str [ "v-" (A.refAttr "value") ]; }) ]; };

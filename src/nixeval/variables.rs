@@ -1,0 +1,67 @@
+//! The plan's variable declarations alone, for knowing which values to mask before the plan
+//! is evaluated with them.
+//!
+//! Owns: the evaluation that asks the Nix library for the declarations only (the ledger's
+//! `variablesOnly = true`, added by the `--apply` expression as `positions` is), so no value is
+//! checked and nothing else of the plan is forced. Not: what the engine makes of them.
+
+use std::collections::BTreeSet;
+use std::os::fd::RawFd;
+use std::path::Path;
+
+use super::{evaluate_applied, EvalError, PlanSource};
+use crate::nixsyntax::nix_string;
+
+/// The names of the variables the plan declares sensitive; `None` when the plan cannot say
+/// (its evaluation failed, or it gave no declarations in the contract's shape), and every
+/// given value must then be taken for a secret.
+pub fn sensitive_variables(
+    source: &PlanSource,
+    ledger_path: &Path,
+    inherit: Option<RawFd>,
+) -> Option<BTreeSet<String>> {
+    let ledger = ledger_path.to_str()?;
+    let apply = format!(
+        "plan: (plan ((builtins.fromJSON (builtins.readFile {})) // {{ variablesOnly = true; }})).variables or {{ }}",
+        nix_string(ledger)
+    );
+    let (bytes, _) = evaluate_applied(source, &apply, inherit)
+        .map_err(|_: EvalError| {
+            // Not the error's text: it may quote a value not yet known to be secret.
+            log::debug!("the plan's variable declarations could not be read alone");
+        })
+        .ok()?;
+    sensitive_names(&serde_json::from_slice(&bytes).ok()?)
+}
+
+/// The sensitive names in IR `variables` (`{name: {sensitive?: bool, ...}}`).
+fn sensitive_names(variables: &serde_json::Value) -> Option<BTreeSet<String>> {
+    let mut names = BTreeSet::new();
+    for (name, decl) in variables.as_object()? {
+        match decl.as_object()?.get("sensitive") {
+            Some(serde_json::Value::Bool(true)) => {
+                names.insert(name.clone());
+            }
+            None | Some(serde_json::Value::Bool(false)) => {}
+            Some(_) => return None,
+        }
+    }
+    Some(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_well_formed_declarations_say_what_is_sensitive() {
+        let names =
+            sensitive_names(&json!({"a": {"sensitive": true}, "b": {}, "c": {"sensitive": false}}));
+        assert_eq!(names, Some(BTreeSet::from(["a".to_string()])));
+        assert_eq!(sensitive_names(&json!({"a": {"sensitive": "yes"}})), None);
+        assert_eq!(sensitive_names(&json!({"a": 1})), None);
+        assert_eq!(sensitive_names(&json!(null)), None);
+    }
+}
