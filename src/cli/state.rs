@@ -20,9 +20,18 @@ pub(super) fn run(cmd: StateCommand) -> i32 {
         StateCommand::Push {
             file,
             force,
+            drop_records,
             state,
             lock,
-        } => backend::push(&state, &file, force, lock.lock_timeout),
+        } => backend::push(
+            &state,
+            &file,
+            backend::PushForce {
+                force,
+                drop_records,
+            },
+            lock.lock_timeout,
+        ),
         StateCommand::Migrate {
             force,
             encrypt,
@@ -90,6 +99,11 @@ pub(super) fn run(cmd: StateCommand) -> i32 {
             state,
             lock,
         } => rename(&from, &to, &state, lock.lock_timeout),
+        StateCommand::Repair {
+            dry_run,
+            state,
+            lock,
+        } => super::state_repair::run(&state, dry_run, lock.lock_timeout),
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ureq::http::{Request, Uri};
 
+use super::interrupt;
 use super::sigv4::{self, Credentials};
 use super::xml;
 use crate::percent::percent_encode;
@@ -40,6 +41,10 @@ pub struct Target {
     pub allow_http: bool,
 }
 
+/// The default of `requestTimeout`: S3 answers a state's small requests in milliseconds, so a
+/// server silent this long is taken as hung and the attempt retried.
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often and how patiently a failing request is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
@@ -49,8 +54,12 @@ pub struct Retry {
     pub first_pause: Duration,
     /// Longest pause between attempts.
     pub max_pause: Duration,
-    /// Longest a single attempt may take, connection included.
+    /// Longest wait for each step of an attempt that moves no bulk data: connecting, sending
+    /// the request head, the server's answer head (`requestTimeout`; a hung server fails an
+    /// attempt after this).
     pub timeout: Duration,
+    /// Longest a whole attempt may take, bodies included (a large snapshot).
+    pub transfer_timeout: Duration,
 }
 
 impl Default for Retry {
@@ -59,7 +68,8 @@ impl Default for Retry {
             attempts: 5,
             first_pause: Duration::from_millis(200),
             max_pause: Duration::from_secs(2),
-            timeout: Duration::from_secs(60),
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+            transfer_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -112,6 +122,16 @@ pub enum S3Error {
     },
     /// The configuration cannot work (bad endpoint URL, plain http to a remote host).
     Config(String),
+    /// Given up after Ctrl-C: the server did not answer within the grace an interrupted run
+    /// gives it (or an earlier request of this run was already given up).
+    Interrupted {
+        /// The endpoint, as configured.
+        endpoint: String,
+        /// The request's HTTP method.
+        method: String,
+        /// Attempts made.
+        attempts: u32,
+    },
 }
 
 impl S3Error {
@@ -194,6 +214,16 @@ impl fmt::Display for S3Error {
                 "the S3 endpoint {endpoint} refused the request (HTTP {status} {code}: {message})"
             ),
             S3Error::Config(msg) => write!(f, "{msg}"),
+            S3Error::Interrupted {
+                endpoint,
+                method,
+                attempts,
+            } => write!(
+                f,
+                "interrupted: the S3 endpoint {endpoint} did not answer a {method} request \
+                 ({attempts} attempt(s)) within {}s of Ctrl-C, so this run stopped waiting for it",
+                interrupt::GRACE.as_secs()
+            ),
         }
     }
 }
@@ -310,8 +340,10 @@ impl Client {
         let mut config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .user_agent(concat!("nivis/", env!("CARGO_PKG_VERSION")))
-            .timeout_connect(Some(retry.timeout.min(Duration::from_secs(10))))
-            .timeout_global(Some(retry.timeout))
+            .timeout_connect(Some(retry.timeout))
+            .timeout_send_request(Some(retry.timeout))
+            .timeout_recv_response(Some(retry.timeout))
+            .timeout_global(Some(retry.transfer_timeout.max(retry.timeout)))
             .max_redirects(0)
             .tls_config(
                 ureq::tls::TlsConfig::builder()
@@ -468,8 +500,15 @@ impl Client {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let outcome = self.attempt(method, &url, &path, query, headers, body, &payload);
-            let last = attempt >= self.retry.attempts.max(1);
+            let request = self.signed(method, &url, &path, query, headers, body, &payload)?;
+            let agent = self.agent.clone();
+            let outcome = interrupt::wait_for(move || perform(&agent, request))
+                .map_err(|interrupt::Abandoned| self.abandoned(method, attempt))?;
+            if outcome.is_err() {
+                interrupt::give_up();
+            }
+            // After Ctrl-C a failed attempt is not tried again: the run is stopping.
+            let last = attempt >= self.retry.attempts.max(1) || interrupt::interrupted();
             match outcome {
                 Ok(reply) if !is_retried_status(reply.status) || last => {
                     return match reply.status {
@@ -494,15 +533,18 @@ impl Client {
                 }
                 Ok(_) | Err(_) => {
                     log::debug!("S3 {method} {url}: attempt {attempt} failed; retrying");
-                    std::thread::sleep(pause);
+                    if interrupt::pause(pause) {
+                        return Err(self.abandoned(method, attempt));
+                    }
                     pause = (pause * 2).min(self.retry.max_pause);
                 }
             }
         }
     }
 
+    /// The request for one attempt, signed now (a signature is valid for minutes only).
     #[allow(clippy::too_many_arguments)]
-    fn attempt(
+    fn signed(
         &self,
         method: &str,
         url: &str,
@@ -511,7 +553,7 @@ impl Client {
         headers: &[(&str, String)],
         body: &[u8],
         payload: &str,
-    ) -> Result<Reply, String> {
+    ) -> Result<Request<Vec<u8>>, S3Error> {
         let signed = sigv4::sign(
             &self.creds,
             &self.region,
@@ -529,31 +571,18 @@ impl Client {
         for (k, v) in headers.iter().chain(signed.iter()) {
             request = request.header(*k, v);
         }
-        let sent = if body.is_empty() && method != "PUT" {
-            self.agent.run(request.body(()).map_err(|e| e.to_string())?)
-        } else {
-            self.agent
-                .run(request.body(body).map_err(|e| e.to_string())?)
-        };
-        let mut response = sent.map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let etag = response
-            .headers()
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(BODY_LIMIT)
-            .read_to_vec()
-            .map_err(|e| e.to_string())?;
-        Ok(Reply {
-            status,
-            etag,
-            body,
-            attempts: 1,
+        request.body(body.to_vec()).map_err(|e| {
+            S3Error::Config(format!("cannot build the S3 request {method} {url}: {e}"))
         })
+    }
+
+    /// The error for a request given up after Ctrl-C.
+    fn abandoned(&self, method: &str, attempts: u32) -> S3Error {
+        S3Error::Interrupted {
+            endpoint: self.shown.clone(),
+            method: method.to_string(),
+            attempts,
+        }
     }
 
     /// The error for an answer that is not the success expected.
@@ -619,6 +648,36 @@ impl Client {
             },
         }
     }
+}
+
+/// Sends one signed request and reads its answer (on a thread of its own, see `interrupt`).
+fn perform(agent: &ureq::Agent, request: Request<Vec<u8>>) -> Result<Reply, String> {
+    let bodiless = request.body().is_empty() && request.method() != "PUT";
+    let sent = if bodiless {
+        let (parts, _) = request.into_parts();
+        agent.run(Request::from_parts(parts, ()))
+    } else {
+        agent.run(request)
+    };
+    let mut response = sent.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let etag = response
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(BODY_LIMIT)
+        .read_to_vec()
+        .map_err(|e| e.to_string())?;
+    Ok(Reply {
+        status,
+        etag,
+        body,
+        attempts: 1,
+    })
 }
 
 fn condition_header(condition: Condition<'_>) -> Vec<(&'static str, String)> {
@@ -742,6 +801,7 @@ mod tests {
             first_pause: Duration::from_millis(10),
             max_pause: Duration::from_millis(20),
             timeout: Duration::from_secs(5),
+            transfer_timeout: Duration::from_secs(5),
         };
         let c = Client::new(
             &target(Some(&format!("http://127.0.0.1:{port}")), true),

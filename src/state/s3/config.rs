@@ -48,6 +48,7 @@ pub(crate) const FIELDS: &[&str] = &[
     "encryptionKeyFile",
     "allowHttp",
     "maxAttempts",
+    "requestTimeout",
 ];
 
 impl S3Backend {
@@ -117,6 +118,17 @@ impl S3Backend {
                 _ => {
                     return Err(format!(
                         "backend field maxAttempts must be 1 to 20, not {n}"
+                    ))
+                }
+            },
+        }
+        match fields.get("requestTimeout") {
+            None | Some(Json::Null) => {}
+            Some(n) => match n.as_u64() {
+                Some(n @ 1..=600) => retry.timeout = std::time::Duration::from_secs(n),
+                _ => {
+                    return Err(format!(
+                        "backend field requestTimeout must be 1 to 600 (seconds), not {n}"
                     ))
                 }
             },

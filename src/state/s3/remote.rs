@@ -17,7 +17,7 @@ use crate::state::journal;
 use crate::state::{StateError, StateFile};
 
 /// The body of a seal segment: the namespace it ends takes no more records.
-const SEAL: &[u8] = b"nivis-sealed\n";
+pub(super) const SEAL: &[u8] = b"nivis-sealed\n";
 
 /// Turning an existing state's encryption on or off (`nivis state migrate --encrypt` /
 /// `--decrypt`): while it runs, objects are read whether sealed or not, and written as the
@@ -146,7 +146,7 @@ impl Remote {
                 return Err(StateError::corrupt(
                     &self.url,
                     None,
-                    format!("journal segment {name} is {what} (expected {expected}); a segment is missing or foreign"),
+                    format!("journal segment {name} is {what} (expected {expected}); a segment is missing or foreign: `nivis state repair --dry-run` shows what a repair would keep and lose"),
                 )
                 .into());
             }
