@@ -14,6 +14,7 @@ use crate::render::{self, outln};
 use crate::state::s3::Conversion;
 use crate::state::{Change, LockHolder, LockedStore, ResourceState};
 
+// Long because it dispatches one arm per state verb.
 pub(super) fn run(cmd: StateCommand) -> i32 {
     match cmd {
         StateCommand::Pull { out, state } => backend::pull(&state, &out),

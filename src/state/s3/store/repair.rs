@@ -87,20 +87,7 @@ fn repair_locked(remote: &Remote, dry_run: bool) -> Result<Repair, StateError> {
     for name in &names[..at] {
         kept_bytes.extend(read_segment(remote, name)?);
     }
-    let mut lost_addresses = Vec::new();
-    for name in &names[at..] {
-        // Best effort: a segment that cannot be read or parsed still counts as lost.
-        let Ok(bytes) = read_segment(remote, name) else {
-            continue;
-        };
-        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            if let Ok(record) = journal::parse_line(line) {
-                lost_addresses.extend(record.changes.iter().map(|c| c.id().to_string()));
-            }
-        }
-    }
-    lost_addresses.sort();
-    lost_addresses.dedup();
+    let lost_addresses = addresses_in(remote, &names[at..]);
     let journal_path = format!("{}.journal", remote.url);
     let state = journal::replay(
         Path::new(&journal_path),
@@ -117,11 +104,33 @@ fn repair_locked(remote: &Remote, dry_run: bool) -> Result<Repair, StateError> {
         resources: state.resources.len(),
         backup,
     };
-    if dry_run {
-        return Ok(repair);
+    if !dry_run {
+        rewrite(
+            remote,
+            &names,
+            serial,
+            snapshot.map(|(_, e)| e),
+            &repair,
+            state,
+        )?;
     }
+    Ok(repair)
+}
+
+/// The writing half of a repair: every segment of namespace `serial` (`names`) kept aside,
+/// the snapshot (ETag `etag`) kept as the backup, then `state` written as the next snapshot
+/// and the old namespace deleted.
+fn rewrite(
+    remote: &Remote,
+    names: &[String],
+    serial: u64,
+    etag: Option<String>,
+    repair: &Repair,
+    state: StateFile,
+) -> Result<(), StateError> {
+    let fail = |what: &str, e| remote.fail(what, e);
     // Every object of the broken journal aside first: nothing is deleted before it is kept.
-    for name in &names {
+    for name in names {
         let Some(obj) = remote.client.get(name).map_err(|e| fail("read", e))? else {
             continue;
         };
@@ -145,10 +154,28 @@ fn repair_locked(remote: &Remote, dry_run: bool) -> Result<Repair, StateError> {
         serial: serial + 1,
         ..state
     };
-    let etag = snapshot.as_ref().map(|(_, e)| e.as_str());
-    remote.replace_snapshot(serial, next_seq, etag, &next)?;
+    remote.replace_snapshot(serial, next_seq, etag.as_deref(), &next)?;
     remote.delete_namespace(serial);
-    Ok(repair)
+    Ok(())
+}
+
+/// The resource addresses the segments `names` record changes of, sorted. Best effort: a
+/// segment that cannot be read or parsed still counts as lost, only unnamed.
+fn addresses_in(remote: &Remote, names: &[String]) -> Vec<String> {
+    let mut addresses = Vec::new();
+    for name in names {
+        let Ok(bytes) = read_segment(remote, name) else {
+            continue;
+        };
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            if let Ok(record) = journal::parse_line(line) {
+                addresses.extend(record.changes.iter().map(|c| c.id().to_string()));
+            }
+        }
+    }
+    addresses.sort();
+    addresses.dedup();
+    addresses
 }
 
 /// A segment's records (empty for a seal).
