@@ -265,11 +265,12 @@ impl Remote {
 
     /// Which objects of the state this run holds vanished from the bucket (a lifecycle rule,
     /// a mistaken `aws s3 rm`), in words: the snapshot it read or wrote (if `snapshot`), the
-    /// journal namespace `serial` it wrote to (if given). One LIST. Empty: all there.
+    /// journal namespace `serial` it wrote `segments` segments to (if given; fewer there: some
+    /// vanished). One LIST. Empty: all there.
     pub(super) fn vanished(
         &self,
         snapshot: bool,
-        serial: Option<u64>,
+        journal: Option<(u64, u64)>,
     ) -> Result<Vec<String>, StateError> {
         let names = self
             .client
@@ -279,9 +280,10 @@ impl Remote {
         if snapshot && !names.contains(&self.key) {
             gone.push(format!("the snapshot {}", self.key));
         }
-        if let Some(serial) = serial {
+        if let Some((serial, segments)) = journal {
             let ns = self.namespace(serial);
-            if !names.iter().any(|n| n.starts_with(&ns)) {
+            let found = names.iter().filter(|n| n.starts_with(&ns)).count() as u64;
+            if found < segments {
                 gone.push(format!("the journal {ns}"));
             }
         }

@@ -590,7 +590,10 @@ impl S3Store {
     /// new snapshot (or, failing that, into the rescue file, the lock kept for it) and fails
     /// instead of claiming it applied.
     fn check_not_vanished(&mut self) -> Result<(), StateError> {
-        let pending = self.pos.journal_pending().then_some(self.state.serial);
+        let pending = self
+            .pos
+            .journal_pending()
+            .then_some((self.state.serial, self.pos.next_seq));
         let had_snapshot = self.pos.etag.is_some();
         // A LIST that fails (an outage) tells nothing: the compaction after it finds out.
         let gone = self
