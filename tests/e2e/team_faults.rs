@@ -339,8 +339,9 @@ fn a_hung_s3_server_yields_to_the_first_ctrl_c_and_the_waiting_results_are_rescu
     assert!(err.contains(&rescue[0].display().to_string()), "{err}");
     assert!(!err.contains("then run again"), "{err}");
     assert!(
-        out.lines()
-            .any(|l| l.contains("recording alpha_token.t__") && l.contains(" in the state… (")),
+        out.lines().any(
+            |l| l.contains("recording alpha.alpha_token.t__") && l.contains(" in the state… (")
+        ),
         "{out}"
     );
 
