@@ -23,6 +23,7 @@ mod policy;
 mod review;
 mod run;
 mod state;
+mod state_repair;
 mod suggest;
 mod vars;
 mod version;
@@ -105,6 +106,8 @@ pub mod exit {
 pub fn run(cli: Cli) -> i32 {
     init_logging(cli.verbose);
     install_interrupt_handler();
+    // A hung S3 server must not keep a run waiting after Ctrl-C.
+    crate::state::s3::yield_to(interrupt_flag());
     let style = Style::detect(cli.no_color);
     let status = dispatch(cli.command, style);
     // A mutating verb's record goes to the state's audit log with its outcome.

@@ -416,6 +416,13 @@ impl Human {
                     });
                 }
             }
+            // The provider is done; what is left is the state write.
+            Event::Recording { id, .. } => {
+                let name = s.name(&id);
+                self.ticker.replace(&id, move |elapsed| {
+                    format!("  recording {name} in the state… ({elapsed})")
+                });
+            }
             // The command's error names every unrecorded object; its operation is over.
             Event::Unrecorded { id, .. } => self.ticker.finish(&id),
             Event::Finished {

@@ -18,7 +18,7 @@ use super::args::{SourceArgs, StateTarget};
 use super::{absolute, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
 use crate::project::{Identity, Placement};
-use crate::render::{self, outln};
+use crate::render::{self, out, outln};
 use crate::state::s3::Conversion;
 use crate::state::{
     env_state_path, parse_snapshot, Backend, ForceUnlock, Liveness, LockHolder, LockedStore,
@@ -220,7 +220,54 @@ pub(super) fn pull(t: &StateTarget, out: &Path) -> i32 {
 
 /// `nivis state push FILE`: replaces the state by FILE's, refusing another lineage or an older
 /// serial unless `force`.
-pub(super) fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Duration>) -> i32 {
+/// How far `state push` may override its checks.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PushForce {
+    /// `--force`: another lineage or an older serial.
+    pub(super) force: bool,
+    /// `--drop-records N`: a forced push may drop exactly N records.
+    pub(super) drop_records: Option<usize>,
+}
+
+/// Whether a push that overrides a check (`--force`) may drop `dropped` records: only if
+/// `--drop-records` names their count, or a person at the terminal types it. `Err` says why
+/// not (nothing is written).
+fn confirm_drops(dropped: &[&str], drop_records: Option<usize>, what: &str) -> Result<(), String> {
+    let n = dropped.len();
+    if n == 0 || drop_records == Some(n) {
+        return Ok(());
+    }
+    let list = dropped.join(", ");
+    if drop_records.is_none() && std::io::stdin().is_terminal() {
+        outln!(
+            "{}",
+            render::escape(&format!(
+                "This forced push ({what}) drops {n} record(s) the state has; their objects \
+                 stay, unrecorded: {list}."
+            ))
+        );
+        out!("To go on, type the number of records it drops: ");
+        let mut answer = String::new();
+        let typed =
+            std::io::stdin().read_line(&mut answer).is_ok() && answer.trim() == n.to_string();
+        if typed {
+            return Ok(());
+        }
+        return Err(format!("the count was not confirmed. Nothing was changed; the push would drop {n} record(s): {list}"));
+    }
+    let given = match drop_records {
+        Some(m) => format!("--drop-records {m} was given, but "),
+        None => String::new(),
+    };
+    Err(format!(
+        "{given}this forced push ({what}) drops {n} record(s) the state has (their objects \
+         still exist and would be recorded nowhere): {list}. Nothing was changed; pass \
+         --drop-records {n} with --force to confirm, or pull again and redo the edit"
+    ))
+}
+
+pub(super) fn push(t: &StateTarget, file: &Path, how: PushForce, wait: Option<Duration>) -> i32 {
+    let force = how.force;
     let pushed = match read_state_file(file) {
         Ok(s) => s,
         Err(e) => return fail(&e),
@@ -265,6 +312,17 @@ pub(super) fn push(t: &StateTarget, file: &Path, force: bool, wait: Option<Durat
             current.serial,
             backend.describe()
         ));
+    }
+    let other_lineage = !fresh && current.lineage != pushed.lineage;
+    let overridden = match (other_lineage, pushed.serial < current.serial) {
+        (true, _) => Some("another lineage"),
+        (false, true) => Some("an older serial"),
+        (false, false) => None,
+    };
+    if let Some(what) = overridden {
+        if let Err(e) = confirm_drops(&dropped, how.drop_records, what) {
+            return fail(&e);
+        }
     }
     let mut done = format!(
         "Pushed {} to {}: {} resource(s).",

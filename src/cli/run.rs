@@ -333,6 +333,13 @@ fn report_failure(failure: Failure, style: Style) -> i32 {
             let _ = fail(&EngineError::Interrupted);
             exit::INTERRUPTED
         }
+        // Stopped by Ctrl-C, the results rescued: the error says where they are.
+        Failure::Engine(e @ EngineError::StateWrite(_))
+            if crate::engine::interrupt_flag().load(std::sync::atomic::Ordering::SeqCst) =>
+        {
+            let _ = fail(&e);
+            exit::INTERRUPTED
+        }
         Failure::Engine(EngineError::Declined) => {
             render::print_declined(&EngineError::Declined.to_string());
             exit::ERROR

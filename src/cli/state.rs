@@ -14,15 +14,25 @@ use crate::render::{self, outln};
 use crate::state::s3::Conversion;
 use crate::state::{Change, LockHolder, LockedStore, ResourceState};
 
+// Long because it dispatches one arm per state verb.
 pub(super) fn run(cmd: StateCommand) -> i32 {
     match cmd {
         StateCommand::Pull { out, state } => backend::pull(&state, &out),
         StateCommand::Push {
             file,
             force,
+            drop_records,
             state,
             lock,
-        } => backend::push(&state, &file, force, lock.lock_timeout),
+        } => backend::push(
+            &state,
+            &file,
+            backend::PushForce {
+                force,
+                drop_records,
+            },
+            lock.lock_timeout,
+        ),
         StateCommand::Migrate {
             force,
             encrypt,
@@ -90,6 +100,11 @@ pub(super) fn run(cmd: StateCommand) -> i32 {
             state,
             lock,
         } => rename(&from, &to, &state, lock.lock_timeout),
+        StateCommand::Repair {
+            dry_run,
+            state,
+            lock,
+        } => super::state_repair::run(&state, dry_run, lock.lock_timeout),
     }
 }
 

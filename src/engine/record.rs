@@ -48,6 +48,15 @@ impl Recorder {
     /// for them. After a failed write, only collects.
     pub(super) fn flush(&mut self, holder: &mut dyn LockedStore, sink: &mut dyn Sink) {
         if self.failure.is_none() && !self.pending.is_empty() {
+            // The provider calls are over; a slow or hung state write must not read as one.
+            for event in &self.announce {
+                if let Event::Finished { phase, id, .. } = event {
+                    sink.event(Event::Recording {
+                        phase: *phase,
+                        id: id.clone(),
+                    });
+                }
+            }
             if let Err(e) = holder.commit(&self.pending) {
                 self.failure = Some(e);
             }

@@ -57,6 +57,10 @@ impl JsonLines {
 
 impl Sink for JsonLines {
     fn event(&mut self, event: Event) {
+        // Progress for people; `finished` says the same once the result is recorded.
+        if matches!(event, Event::Recording { .. }) {
+            return;
+        }
         self.line(event_json(&event));
     }
 }
@@ -156,6 +160,9 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             diagnostics,
         } => {
             json!({"type": "failed", "phase": phase, "id": id, "diagnostics": diagnostics.iter().map(diag_json).collect::<Vec<_>>()})
+        }
+        Event::Recording { phase, id } => {
+            json!({"type": "recording", "phase": phase, "id": id})
         }
         Event::Unrecorded {
             phase,

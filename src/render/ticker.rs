@@ -72,6 +72,20 @@ impl Ticker {
         }
     }
 
+    /// `id` is still in flight but doing something else now: print `line(elapsed)` instead,
+    /// timed from now. Nothing if `id` is not in flight.
+    pub(super) fn replace(&mut self, id: &str, line: impl Fn(&str) -> String + Send + 'static) {
+        if let Ok(mut f) = self.flights.lock() {
+            if let Some(flight) = f.get_mut(id) {
+                *flight = Flight {
+                    line: Box::new(line),
+                    started: Instant::now(),
+                    reported: 0,
+                };
+            }
+        }
+    }
+
     /// `id` finished (or failed).
     pub(super) fn finish(&mut self, id: &str) {
         if let Ok(mut f) = self.flights.lock() {

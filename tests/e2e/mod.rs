@@ -19,6 +19,7 @@ mod identity;
 mod imports;
 mod lifecycle;
 mod local_adversary;
+mod lossy_s3;
 mod modules;
 mod moves;
 mod nixops4;

@@ -482,7 +482,14 @@ fn push_checks_lineage_and_serial_and_migration_is_explicit() {
         stderr(&refused)
     );
     assert_eq!(m.ids().len(), 4, "nothing changed");
-    let forced = m.cmd(&["state", "push", &other_file, "--force"]);
+    let forced = m.cmd(&[
+        "state",
+        "push",
+        &other_file,
+        "--force",
+        "--drop-records",
+        "1",
+    ]);
     assert_success(&forced);
     assert!(
         stdout(&forced).contains("Dropped 1 record(s)")

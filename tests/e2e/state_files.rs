@@ -217,8 +217,33 @@ fn state_pull_and_push_work_on_the_local_file_as_on_s3() {
     assert!(stderr(&stale).contains("older"), "{}", stderr(&stale));
     assert_eq!(ids().lines().count(), 2, "nothing changed");
 
-    // Forced, it replaces the state, and the next plan sees `b` as missing.
-    assert_success(&p.state_cmd(&["state", "push", &file, "--force"]));
+    // Forced, it would drop `b`'s record: --force alone is refused, naming the record and the
+    // count to confirm; a wrong count too; nothing is written.
+    let unconfirmed = p.state_cmd(&["state", "push", &file, "--force"]);
+    assert_eq!(
+        unconfirmed.status.code(),
+        Some(1),
+        "{}",
+        stdout(&unconfirmed)
+    );
+    let err = stderr(&unconfirmed);
+    assert!(
+        err.contains("drops 1 record(s)")
+            && err.contains("alpha.alpha_token.b")
+            && err.contains("--drop-records 1")
+            && err.contains("Nothing was changed"),
+        "{err}"
+    );
+    let miscounted = p.state_cmd(&["state", "push", &file, "--force", "--drop-records", "2"]);
+    assert_eq!(miscounted.status.code(), Some(1), "{}", stdout(&miscounted));
+    assert!(
+        stderr(&miscounted).contains("--drop-records 2 was given"),
+        "{}",
+        stderr(&miscounted)
+    );
+    assert_eq!(ids().lines().count(), 2, "nothing changed");
+    // Confirmed, it replaces the state, and the next plan sees `b` as missing.
+    assert_success(&p.state_cmd(&["state", "push", &file, "--force", "--drop-records", "1"]));
     assert_eq!(ids(), "alpha.alpha_token.a\n");
     let after: Json =
         serde_json::from_slice(&p.state_cmd(&["state", "pull", "--out", "-"]).stdout).unwrap();

@@ -255,6 +255,12 @@ fn state_objects_vanishing_mid_apply_stop_the_run_and_name_what_is_unrecorded() 
     assert!(err.contains("vanished"), "{err}");
     assert!(!err.contains("run again"), "{err}");
     assert!(err.contains("wrote its whole state"), "{err}");
+    // Found mid-apply (within a few commits), not at the close: dispatch stopped.
+    assert!(
+        m.project.objects().created() < 300,
+        "{} created: {err}",
+        m.project.objects().created()
+    );
     // Written back: the next run finds everything, creates nothing twice.
     let m = m.env("NIVIS_FAKE_COUNTER", "100000");
     let again = m.run(&["apply"], &["--auto-approve"]);
@@ -266,4 +272,157 @@ fn state_objects_vanishing_mid_apply_stop_the_run_and_name_what_is_unrecorded() 
     );
     assert!(diff.duplicated.is_empty(), "{diff:?}");
     assert_eq!(m.ids().len(), 300);
+}
+
+/// Stops (or resumes) every process of the SeaweedFS server: a hung server, not a dead one.
+fn freeze_server(weed: &Weed, signal: libc::c_int) {
+    let pid = weed.info["pid"].as_i64().expect("the server's pid") as i32;
+    // The harness starts the server as a process group of its own.
+    assert_eq!(unsafe { libc::killpg(pid, signal) }, 0, "signal the server");
+}
+
+#[test]
+fn a_hung_s3_server_yields_to_the_first_ctrl_c_and_the_waiting_results_are_rescued() {
+    let weed = Weed::start();
+    let key = "team/hung.state";
+    let mut m = Machine::new(&weed, key, &tokens(300, "h"));
+    m.project = m.project.with_object_log();
+    let m = m
+        .env("NIVIS_FAKE_SLOW_MS", "40")
+        .env("NIVIS_PROGRESS_INTERVAL", "0.5");
+    let out_path = m.project.dir.path().join("apply.stdout");
+    let err_path = m.project.dir.path().join("apply.stderr");
+    let mut cmd = std::process::Command::new(nivis_bin());
+    cmd.args(["apply", "--auto-approve", "--file"])
+        .arg(&m.project.plan)
+        .args(weed.flags(key))
+        .current_dir(m.project.dir.path())
+        .env("NO_COLOR", "1")
+        .envs(m.project.env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    let mut run = cmd.spawn().unwrap();
+    let client = weed.client();
+    wait_for("results recorded remotely", Duration::from_secs(60), || {
+        client
+            .list(&format!("{key}.journal/"))
+            .map(|k| k.len() >= 3)
+            .unwrap_or(false)
+    });
+    freeze_server(&weed, libc::SIGSTOP);
+    // The state write hangs; the progress lines say so rather than blame the provider.
+    std::thread::sleep(Duration::from_secs(3));
+    let interrupted = std::time::Instant::now();
+    unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        if interrupted.elapsed() > Duration::from_secs(30) {
+            let _ = run.kill();
+            freeze_server(&weed, libc::SIGCONT);
+            panic!("the run was still waiting 30 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = interrupted.elapsed();
+    freeze_server(&weed, libc::SIGCONT);
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    let out = std::fs::read_to_string(&out_path).unwrap();
+    assert!(
+        took < Duration::from_secs(8),
+        "took {took:?} after Ctrl-C: {err}"
+    );
+    assert_eq!(status.code(), Some(130), "{err}");
+    let rescue = m.rescue_files();
+    assert_eq!(rescue.len(), 1, "{rescue:?}: {err}");
+    assert!(err.contains(&rescue[0].display().to_string()), "{err}");
+    assert!(!err.contains("then run again"), "{err}");
+    assert!(
+        out.lines().any(
+            |l| l.contains("recording alpha.alpha_token.t__") && l.contains(" in the state… (")
+        ),
+        "{out}"
+    );
+
+    // The server answers again: the next run records the rescued results first; one object
+    // per resource, nothing orphaned.
+    let m = m
+        .env("NIVIS_FAKE_COUNTER", "100000")
+        .env("NIVIS_FAKE_SLOW_MS", "0");
+    let again = m.run(&["apply"], &["--auto-approve"]);
+    assert_success(&again);
+    assert!(m.rescue_files().is_empty(), "{}", stderr(&again));
+    let pulled = m.pulled_from_bucket();
+    assert_eq!(pulled.len(), 300);
+    m.project.assert_remote_matches(&recorded_in(&pulled), &[]);
+    assert_eq!(m.project.objects().live().len(), 300);
+}
+
+#[test]
+fn state_repair_salvages_a_journal_missing_a_middle_segment() {
+    let weed = Weed::start();
+    let key = "team/repair.state";
+    let m = Machine::new(&weed, key, &tokens(300, "g")).env("NIVIS_FAKE_SLOW_MS", "40");
+    let mut run = m.spawn_apply_with(&[], std::process::Stdio::null());
+    let client = weed.client();
+    let journal = format!("{key}.journal/");
+    wait_for("segments written", Duration::from_secs(60), || {
+        client.list(&journal).map(|k| k.len() >= 6).unwrap_or(false)
+    });
+    // The writer dies before it folds its journal into a snapshot; then a middle segment goes.
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let names = client.list(&journal).unwrap();
+    let namespace = names
+        .last()
+        .unwrap()
+        .rsplit_once('/')
+        .unwrap()
+        .0
+        .to_string();
+    let segments: Vec<&String> = names.iter().filter(|n| n.starts_with(&namespace)).collect();
+    assert!(segments.len() >= 4, "{segments:?}");
+    let missing = segments[2].clone();
+    client
+        .delete(&missing, nivis::state::s3::Condition::Always)
+        .unwrap();
+    let lock_id = lock_record(&weed, &format!("{key}.lock"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_success(&m.cmd(&["force-unlock", &lock_id, "--force"]));
+    let broken = m.run(&["plan"], &[]);
+    assert!(!broken.status.success(), "{}", stdout(&broken));
+
+    // The dry run names the gap and what is lost after it, and changes nothing.
+    let dry = m.cmd(&["state", "repair", "--dry-run"]);
+    assert_success(&dry);
+    let text = stdout(&dry);
+    assert!(
+        text.contains("Would repair")
+            && text.contains(&missing)
+            && text.contains("Nothing was changed"),
+        "{text}"
+    );
+    assert_eq!(client.list(&journal).unwrap().len(), names.len() - 1);
+
+    let done = m.cmd(&["state", "repair"]);
+    assert_success(&done);
+    let text = stdout(&done);
+    assert!(
+        text.contains("Repaired") && text.contains(&missing),
+        "{text}"
+    );
+    assert!(
+        text.contains("alpha.alpha_token.t__"),
+        "lost addresses named: {text}"
+    );
+    // The broken journal is kept aside; the state reads again, with the records before the gap.
+    let aside = client.list(&format!("{key}.repair/")).unwrap();
+    assert_eq!(aside.len(), segments.len() - 1, "{aside:?}");
+    let kept = m.ids().len();
+    assert!(kept > 0 && kept < 300, "{kept} kept");
+    assert_success(&m.run(&["plan"], &[]));
+    assert!(client.get(&format!("{key}.lock")).unwrap().is_none());
 }

@@ -34,6 +34,10 @@ pub enum StateCommand {
         /// Push even if the lineage differs or the serial is older.
         #[arg(long)]
         force: bool,
+        /// With --force: confirms that the push drops this many records the state has (their
+        /// objects stay, unrecorded); needed when it drops any, unless typed at the prompt.
+        #[arg(long, value_name = "N", requires = "force")]
+        drop_records: Option<usize>,
         #[command(flatten)]
         state: StateTarget,
         #[command(flatten)]
@@ -112,6 +116,21 @@ pub enum StateCommand {
         from: String,
         /// Its new address: the same provider and type, another name.
         to: String,
+        #[command(flatten)]
+        state: StateTarget,
+        #[command(flatten)]
+        lock: LockWaitArg,
+    },
+    /// Salvage an S3 state whose journal lost a segment in its middle: keep the records before
+    /// the gap, list what is lost after it, keep the broken journal aside and write a new
+    /// snapshot, under the lock.
+    #[command(after_help = "Example:
+  nivis state repair --dry-run
+  nivis state repair")]
+    Repair {
+        /// Show what the repair would keep and lose; change nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         state: StateTarget,
         #[command(flatten)]

@@ -17,6 +17,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ureq::http::{Request, Uri};
 
+mod error;
+
+pub use error::S3Error;
+
+use super::interrupt;
 use super::sigv4::{self, Credentials};
 use super::xml;
 use crate::percent::percent_encode;
@@ -40,6 +45,10 @@ pub struct Target {
     pub allow_http: bool,
 }
 
+/// The default of `requestTimeout`: S3 answers a state's small requests in milliseconds, so a
+/// server silent this long is taken as hung and the attempt retried.
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often and how patiently a failing request is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
@@ -49,8 +58,12 @@ pub struct Retry {
     pub first_pause: Duration,
     /// Longest pause between attempts.
     pub max_pause: Duration,
-    /// Longest a single attempt may take, connection included.
+    /// Longest wait for each step of an attempt that moves no bulk data: connecting, sending
+    /// the request head, the server's answer head (`requestTimeout`; a hung server fails an
+    /// attempt after this).
     pub timeout: Duration,
+    /// Longest a whole attempt may take, bodies included (a large snapshot).
+    pub transfer_timeout: Duration,
 }
 
 impl Default for Retry {
@@ -59,176 +72,11 @@ impl Default for Retry {
             attempts: 5,
             first_pause: Duration::from_millis(200),
             max_pause: Duration::from_secs(2),
-            timeout: Duration::from_secs(60),
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+            transfer_timeout: Duration::from_secs(60),
         }
     }
 }
-
-/// Why an S3 request failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum S3Error {
-    /// No answer: connection refused, DNS, TLS, timeouts; after every retry.
-    Unreachable {
-        /// The endpoint the request went to.
-        endpoint: String,
-        /// The last failure, as the transport reported it.
-        detail: String,
-        /// How many times the request was tried.
-        attempts: u32,
-    },
-    /// The server kept failing (5xx, 429) through every retry.
-    Server {
-        /// The endpoint the request went to.
-        endpoint: String,
-        /// The last HTTP status.
-        status: u16,
-        /// The last S3 error code (empty when the answer had none).
-        code: String,
-        /// How many times the request was tried.
-        attempts: u32,
-    },
-    /// The server refused the credentials (unknown key, wrong secret, expired token).
-    Credentials {
-        /// The endpoint the request went to.
-        endpoint: String,
-        /// The S3 error code (`InvalidAccessKeyId`, `SignatureDoesNotMatch`, ...).
-        code: String,
-        /// Where the credentials came from (environment, profile, ...).
-        source: String,
-    },
-    /// The credentials are valid but not allowed to do this.
-    AccessDenied {
-        /// The bucket the request named.
-        bucket: String,
-        /// The object key the request named.
-        key: String,
-        /// Where the credentials came from (environment, profile, ...).
-        source: String,
-    },
-    /// The bucket does not exist.
-    NoSuchBucket {
-        /// The endpoint the request went to.
-        endpoint: String,
-        /// The bucket it named.
-        bucket: String,
-    },
-    /// The answer is not S3's: no S3 error document, or a success without the headers S3 sends.
-    NotS3 {
-        /// The endpoint the request went to.
-        endpoint: String,
-        /// The HTTP status.
-        status: u16,
-        /// What was wrong with the answer.
-        detail: String,
-    },
-    /// A conditional request's condition did not hold (412, or 409 for a concurrent
-    /// conditional write).
-    PreconditionFailed {
-        /// The object key the condition was on.
-        key: String,
-        /// How many times the request was tried.
-        attempts: u32,
-    },
-    /// Any other refusal.
-    Refused {
-        /// The endpoint the request went to.
-        endpoint: String,
-        /// The HTTP status.
-        status: u16,
-        /// The S3 error code.
-        code: String,
-        /// The S3 error message.
-        message: String,
-    },
-    /// The configuration cannot work (bad endpoint URL, plain http to a remote host).
-    Config(String),
-}
-
-impl S3Error {
-    /// Whether retrying later could help: the store is down or failing, not refusing.
-    pub fn is_outage(&self) -> bool {
-        matches!(self, S3Error::Unreachable { .. } | S3Error::Server { .. })
-    }
-}
-
-impl fmt::Display for S3Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            S3Error::Unreachable {
-                endpoint,
-                detail,
-                attempts,
-            } => write!(
-                f,
-                "cannot reach the S3 endpoint {endpoint} ({detail}; {attempts} attempt(s)); \
-                 check the endpoint and that the server is up"
-            ),
-            S3Error::Server {
-                endpoint,
-                status,
-                code,
-                attempts,
-            } => write!(
-                f,
-                "the S3 endpoint {endpoint} keeps failing (HTTP {status}{}; {attempts} \
-                 attempt(s)); retry later",
-                if code.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {code}")
-                }
-            ),
-            S3Error::Credentials {
-                endpoint,
-                code,
-                source,
-            } => write!(
-                f,
-                "the S3 endpoint {endpoint} refused the credentials from {source} ({code}); \
-                 check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the profile)"
-            ),
-            S3Error::AccessDenied {
-                bucket,
-                key,
-                source,
-            } => write!(
-                f,
-                "access denied to s3://{bucket}/{key} for the credentials from {source}; grant \
-                 them read, write and list on the bucket"
-            ),
-            S3Error::NoSuchBucket { endpoint, bucket } => write!(
-                f,
-                "the bucket {bucket:?} does not exist at {endpoint}; create it (Nivis never \
-                 creates buckets) or fix `bucket` in the backend configuration"
-            ),
-            S3Error::NotS3 {
-                endpoint,
-                status,
-                detail,
-            } => write!(
-                f,
-                "{endpoint} does not answer like S3 (HTTP {status}: {detail}); check `endpoint` \
-                 in the backend configuration"
-            ),
-            S3Error::PreconditionFailed { key, .. } => write!(
-                f,
-                "{key} was changed by someone else meanwhile (conditional write refused)"
-            ),
-            S3Error::Refused {
-                endpoint,
-                status,
-                code,
-                message,
-            } => write!(
-                f,
-                "the S3 endpoint {endpoint} refused the request (HTTP {status} {code}: {message})"
-            ),
-            S3Error::Config(msg) => write!(f, "{msg}"),
-        }
-    }
-}
-
-impl std::error::Error for S3Error {}
 
 /// What a PUT or DELETE must find for it to happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,8 +188,10 @@ impl Client {
         let mut config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .user_agent(concat!("nivis/", env!("CARGO_PKG_VERSION")))
-            .timeout_connect(Some(retry.timeout.min(Duration::from_secs(10))))
-            .timeout_global(Some(retry.timeout))
+            .timeout_connect(Some(retry.timeout))
+            .timeout_send_request(Some(retry.timeout))
+            .timeout_recv_response(Some(retry.timeout))
+            .timeout_global(Some(retry.transfer_timeout.max(retry.timeout)))
             .max_redirects(0)
             .tls_config(
                 ureq::tls::TlsConfig::builder()
@@ -498,8 +348,15 @@ impl Client {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let outcome = self.attempt(method, &url, &path, query, headers, body, &payload);
-            let last = attempt >= self.retry.attempts.max(1);
+            let request = self.signed(method, &url, &path, query, headers, body, &payload)?;
+            let agent = self.agent.clone();
+            let outcome = interrupt::wait_for(move || perform(&agent, request))
+                .map_err(|interrupt::Abandoned| self.abandoned(method, attempt))?;
+            if outcome.is_err() {
+                interrupt::give_up();
+            }
+            // After Ctrl-C a failed attempt is not tried again: the run is stopping.
+            let last = attempt >= self.retry.attempts.max(1) || interrupt::interrupted();
             match outcome {
                 Ok(reply) if !is_retried_status(reply.status) || last => {
                     return match reply.status {
@@ -524,15 +381,18 @@ impl Client {
                 }
                 Ok(_) | Err(_) => {
                     log::debug!("S3 {method} {url}: attempt {attempt} failed; retrying");
-                    std::thread::sleep(pause);
+                    if interrupt::pause(pause) {
+                        return Err(self.abandoned(method, attempt));
+                    }
                     pause = (pause * 2).min(self.retry.max_pause);
                 }
             }
         }
     }
 
+    /// The request for one attempt, signed now (a signature is valid for minutes only).
     #[allow(clippy::too_many_arguments)]
-    fn attempt(
+    fn signed(
         &self,
         method: &str,
         url: &str,
@@ -541,7 +401,7 @@ impl Client {
         headers: &[(&str, String)],
         body: &[u8],
         payload: &str,
-    ) -> Result<Reply, String> {
+    ) -> Result<Request<Vec<u8>>, S3Error> {
         let signed = sigv4::sign(
             &self.creds,
             &self.region,
@@ -559,31 +419,18 @@ impl Client {
         for (k, v) in headers.iter().chain(signed.iter()) {
             request = request.header(*k, v);
         }
-        let sent = if body.is_empty() && method != "PUT" {
-            self.agent.run(request.body(()).map_err(|e| e.to_string())?)
-        } else {
-            self.agent
-                .run(request.body(body).map_err(|e| e.to_string())?)
-        };
-        let mut response = sent.map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let etag = response
-            .headers()
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(BODY_LIMIT)
-            .read_to_vec()
-            .map_err(|e| e.to_string())?;
-        Ok(Reply {
-            status,
-            etag,
-            body,
-            attempts: 1,
+        request.body(body.to_vec()).map_err(|e| {
+            S3Error::Config(format!("cannot build the S3 request {method} {url}: {e}"))
         })
+    }
+
+    /// The error for a request given up after Ctrl-C.
+    fn abandoned(&self, method: &str, attempts: u32) -> S3Error {
+        S3Error::Interrupted {
+            endpoint: self.shown.clone(),
+            method: method.to_string(),
+            attempts,
+        }
     }
 
     /// The error for an answer that is not the success expected.
@@ -649,6 +496,36 @@ impl Client {
             },
         }
     }
+}
+
+/// Sends one signed request and reads its answer (on a thread of its own, see `interrupt`).
+fn perform(agent: &ureq::Agent, request: Request<Vec<u8>>) -> Result<Reply, String> {
+    let bodiless = request.body().is_empty() && request.method() != "PUT";
+    let sent = if bodiless {
+        let (parts, _) = request.into_parts();
+        agent.run(Request::from_parts(parts, ()))
+    } else {
+        agent.run(request)
+    };
+    let mut response = sent.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let etag = response
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(BODY_LIMIT)
+        .read_to_vec()
+        .map_err(|e| e.to_string())?;
+    Ok(Reply {
+        status,
+        etag,
+        body,
+        attempts: 1,
+    })
 }
 
 fn condition_header(condition: Condition<'_>) -> Vec<(&'static str, String)> {
@@ -772,6 +649,7 @@ mod tests {
             first_pause: Duration::from_millis(10),
             max_pause: Duration::from_millis(20),
             timeout: Duration::from_secs(5),
+            transfer_timeout: Duration::from_secs(5),
         };
         let c = Client::new(
             &target(Some(&format!("http://127.0.0.1:{port}")), true),

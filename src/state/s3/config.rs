@@ -152,6 +152,7 @@ pub(crate) const FIELDS: &[&str] = &[
     "encryptionKeyFile",
     "allowHttp",
     "maxAttempts",
+    "requestTimeout",
 ];
 
 impl S3Backend {
@@ -213,6 +214,17 @@ impl S3Backend {
             Some(n) => match n.as_u64() {
                 Some(n @ 1..=20) => retry.attempts = n as u32,
                 _ => return Err(ConfigError::BadMaxAttempts { found: n.clone() }),
+            },
+        }
+        match fields.get("requestTimeout") {
+            None | Some(Json::Null) => {}
+            Some(n) => match n.as_u64() {
+                Some(n @ 1..=600) => retry.timeout = std::time::Duration::from_secs(n),
+                _ => {
+                    return Err(format!(
+                        "backend field requestTimeout must be 1 to 600 (seconds), not {n}"
+                    ))
+                }
             },
         }
         let env_prefix = text("envKeyPrefix")?.unwrap_or_else(|| "env:".into());

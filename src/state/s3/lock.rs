@@ -80,7 +80,7 @@ pub(super) fn acquire(
                 }
                 found.and_then(|f| f.holder)
             }
-            Err(e) => return Err(RemoteError::s3(format!("take the lock {key}"), e).into()),
+            Err(e) => return acquire_failed(client, key, holder, e),
         };
         // Released between our create and our read: try again at once.
         let released = current.is_none() && waiting.waited() < Duration::from_secs(5);
@@ -91,6 +91,38 @@ pub(super) fn acquire(
                 waited: waiting.waited(),
             });
         }
+    }
+}
+
+/// After a create that failed: its answer may have been lost while the lock object was written
+/// (an outage that ate every acknowledgement). A lock object holding our record is ours; if it
+/// cannot be read, the error names our lock id, so that `force-unlock` can remove what may
+/// have been left behind.
+fn acquire_failed(
+    client: &Client,
+    key: &str,
+    holder: LockHolder,
+    e: S3Error,
+) -> Result<HeldLock, StateError> {
+    match read(client, key) {
+        Ok(Some(Found {
+            holder: Some(h),
+            etag,
+        })) if h.id == holder.id => Ok(HeldLock {
+            key: key.to_string(),
+            holder,
+            etag,
+        }),
+        Ok(_) => Err(RemoteError::s3(format!("take the lock {key}"), e).into()),
+        Err(_) => Err(RemoteError::s3(
+            format!(
+                "take the lock {key} (as lock id {}: if a lock object with that id was \
+                 left behind, `nivis force-unlock {}` removes it)",
+                holder.id, holder.id
+            ),
+            e,
+        )
+        .into()),
     }
 }
 
@@ -157,12 +189,15 @@ pub(super) fn release(client: &Client, held: &HeldLock) -> Result<Option<String>
         Some(Found {
             holder: Some(h),
             etag,
-        }) if h.id == held.holder.id => {
-            client
-                .delete(&held.key, Condition::Matches(&etag))
-                .map_err(|e| RemoteError::s3(format!("release the lock {}", held.key), e))?;
-            Ok(None)
-        }
+        }) if h.id == held.holder.id => match client.delete(&held.key, Condition::Matches(&etag)) {
+            Ok(()) => Ok(None),
+            // A retried delete whose first attempt landed (its answer lost) finds no object to
+            // match: released. Anything else there is someone else's.
+            Err(S3Error::PreconditionFailed { .. }) if read(client, &held.key)?.is_none() => {
+                Ok(None)
+            }
+            Err(e) => Err(RemoteError::s3(format!("release the lock {}", held.key), e).into()),
+        },
         Some(found) => Ok(Some(format!(
             "our lock {} was removed while we ran and the state is now locked by another run \
              ({}); left it alone",

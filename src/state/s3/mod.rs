@@ -44,7 +44,8 @@
 //!
 //! # Module map
 //!
-//! `sigv4` signs, `client` talks HTTP, `xml` reads S3's answers, `lock` is the lock object,
+//! `sigv4` signs, `client` talks HTTP (each attempt bounded, yielding to Ctrl-C through
+//! `interrupt`), `xml` reads S3's answers, `lock` is the lock object,
 //! `crypt` the optional AES-GCM sealing, `remote` the state's objects and conditional writes on
 //! them, `store` the [`S3Store`] itself (lock, fencing, rescue), `config` the backend
 //! configuration (and where the rescue file lives), `audit` the audit log's objects.
@@ -53,6 +54,7 @@ pub mod audit;
 mod client;
 pub(crate) mod config;
 mod crypt;
+mod interrupt;
 mod lock;
 mod remote;
 mod sigv4;
@@ -65,9 +67,10 @@ use std::fmt;
 pub use client::{Client, Condition, Retry, S3Error, Target};
 pub use config::{ConfigError, S3Backend};
 pub use crypt::{KeyError, KeySource, OpenError};
+pub use interrupt::yield_to;
 pub use remote::Conversion;
 pub use sigv4::{Credentials, CredentialsError};
-pub use store::S3Store;
+pub use store::{repair, Repair, S3Store};
 
 use super::StateError;
 

@@ -17,7 +17,7 @@ use crate::state::journal;
 use crate::state::{StateError, StateFile};
 
 /// The body of a seal segment: the namespace it ends takes no more records.
-const SEAL: &[u8] = b"nivis-sealed\n";
+pub(super) const SEAL: &[u8] = b"nivis-sealed\n";
 
 /// Turning an existing state's encryption on or off (`nivis state migrate --encrypt` /
 /// `--decrypt`): while it runs, objects are read whether sealed or not, and written as the
@@ -146,7 +146,7 @@ impl Remote {
                 return Err(StateError::corrupt(
                     &self.url,
                     None,
-                    format!("journal segment {name} is {what} (expected {expected}); a segment is missing or foreign"),
+                    format!("journal segment {name} is {what} (expected {expected}); a segment is missing or foreign: `nivis state repair --dry-run` shows what a repair would keep and lose"),
                 )
                 .into());
             }
@@ -265,11 +265,12 @@ impl Remote {
 
     /// Which objects of the state this run holds vanished from the bucket (a lifecycle rule,
     /// a mistaken `aws s3 rm`), in words: the snapshot it read or wrote (if `snapshot`), the
-    /// journal namespace `serial` it wrote to (if given). One LIST. Empty: all there.
+    /// journal namespace `serial` it wrote `segments` segments to (if given; fewer there: some
+    /// vanished). One LIST. Empty: all there.
     pub(super) fn vanished(
         &self,
         snapshot: bool,
-        serial: Option<u64>,
+        journal: Option<(u64, u64)>,
     ) -> Result<Vec<String>, StateError> {
         let names = self
             .client
@@ -279,9 +280,10 @@ impl Remote {
         if snapshot && !names.contains(&self.key) {
             gone.push(format!("the snapshot {}", self.key));
         }
-        if let Some(serial) = serial {
+        if let Some((serial, segments)) = journal {
             let ns = self.namespace(serial);
-            if !names.iter().any(|n| n.starts_with(&ns)) {
+            let found = names.iter().filter(|n| n.starts_with(&ns)).count() as u64;
+            if found < segments {
                 gone.push(format!("the journal {ns}"));
             }
         }

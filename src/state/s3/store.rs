@@ -10,6 +10,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod fence;
+mod repair;
+
+pub use repair::{repair, Repair};
 
 use super::config::S3Backend;
 use super::lock::{self, HeldLock};
@@ -70,7 +73,16 @@ pub struct S3Store {
     warned_plaintext: bool,
     /// When the lock was last seen to be ours, and whether it was lost.
     fence: Mutex<fence::Fence>,
+    /// Commits since the last look for vanished objects (see [`VANISH_CHECK_EVERY`]).
+    since_vanish_check: u32,
+    /// Objects of the state vanished mid-run (what was done about it): start nothing more.
+    vanished: Option<String>,
 }
+
+/// Every this many commits a writer lists its state's objects (one LIST) to find a snapshot or
+/// journal namespace that vanished under its lock (a lifecycle rule, `aws s3 rm`) before it
+/// dispatches more; the close looks once more.
+const VANISH_CHECK_EVERY: u32 = 8;
 
 impl std::fmt::Debug for S3Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -177,6 +189,8 @@ impl S3Store {
                 checked: fence::boot_clock(),
                 lost: None,
             }),
+            since_vanish_check: 0,
+            vanished: None,
         };
         let loaded = store.remote.load()?;
         let pending = store.claim_rescue(taken_over.as_ref())?;
@@ -387,6 +401,21 @@ impl S3Store {
             self.state.apply(change);
         }
         self.warn_plaintext_once(changes);
+        self.since_vanish_check += 1;
+        if self.since_vanish_check >= VANISH_CHECK_EVERY {
+            self.since_vanish_check = 0;
+            // What was just committed is in memory: written back (or rescued) with the rest,
+            // so this commit holds; the run starts nothing more (see `lock_lost`).
+            if let Err(e) = self.check_not_vanished() {
+                self.vanished = Some(e.to_string());
+                if !self.rescue_pending {
+                    // Written back as a new snapshot: the operations still running record
+                    // into it as usual.
+                    self.poisoned = None;
+                }
+                return Ok(());
+            }
+        }
         if self.pos.journal_bytes >= self.pos.snapshot_len.max(COMPACT_MIN_JOURNAL_BYTES) {
             if let Err(e) = self.compact() {
                 log::warn!(
@@ -454,6 +483,13 @@ impl S3Store {
     /// [`LockedStore::remedy`]: crate::state::LockedStore::remedy
     pub fn remedy(&self) -> String {
         let url = &self.remote.url;
+        if self.vanished.is_some() {
+            return format!(
+                "Find what deletes objects under {url} (a lifecycle rule? a script?) and stop \
+                 it before the next apply from this machine, which goes on from what this run \
+                 wrote back or rescued."
+            );
+        }
         if self.lost().is_some() {
             return format!(
                 "This run no longer holds the lock of {url}: another run works from it now. The \
@@ -542,7 +578,11 @@ impl S3Store {
             }
         }
         self.release();
-        Ok(())
+        match self.vanished.take() {
+            // Found mid-run: dispatch stopped then; the run must not end as a success.
+            Some(vanished) => Err(RemoteError::Invalid(vanished).into()),
+            None => Ok(()),
+        }
     }
 
     /// Before the close writes a snapshot: if objects of the state vanished under our lock, the
@@ -550,7 +590,10 @@ impl S3Store {
     /// new snapshot (or, failing that, into the rescue file, the lock kept for it) and fails
     /// instead of claiming it applied.
     fn check_not_vanished(&mut self) -> Result<(), StateError> {
-        let pending = self.pos.journal_pending().then_some(self.state.serial);
+        let pending = self
+            .pos
+            .journal_pending()
+            .then_some((self.state.serial, self.pos.next_seq));
         let had_snapshot = self.pos.etag.is_some();
         // A LIST that fails (an outage) tells nothing: the compaction after it finds out.
         let gone = self

@@ -116,6 +116,9 @@ impl S3Store {
     /// Why to start nothing more: the lock was taken away (checked as [`S3Store::fence`]
     /// does; a failed check is left to the next write).
     pub fn lock_lost(&self) -> Option<String> {
+        if let Some(vanished) = &self.vanished {
+            return Some(vanished.clone());
+        }
         match self.fence(false) {
             Err(e @ StateError::Remote(_)) if self.lost().is_some() => Some(e.to_string()),
             _ => None,
