@@ -45,3 +45,16 @@ pub fn nix_attr(name: &str) -> String {
         nix_string(name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::nix_string;
+
+    #[test]
+    fn a_string_literal_never_interpolates() {
+        assert_eq!(
+            nix_string("/tmp/a \"b\" ${x}"),
+            "\"/tmp/a \\\"b\\\" \\${x}\""
+        );
+    }
+}

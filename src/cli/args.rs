@@ -57,6 +57,7 @@ pub struct Cli {
     /// No colours (also NO_COLOR=1 or TERM=dumb; colours are only used on a terminal).
     #[arg(long, global = true)]
     pub no_color: bool,
+    /// The verb to run.
     #[command(subcommand)]
     pub command: Command,
 }

@@ -157,7 +157,12 @@ pub enum Event {
     },
     /// An operation's provider call ended; its result is being written to the state (it is
     /// `Finished` once recorded). Progress only: the JSON lines leave it out.
-    Recording { phase: u32, id: String },
+    Recording {
+        /// The apply phase (1-based).
+        phase: u32,
+        /// The resource's address.
+        id: String,
+    },
     /// An operation was carried out but its result could not be recorded (the state could
     /// not be written): the object exists (or, `deleted`, is gone) unlike what state says.
     Unrecorded {

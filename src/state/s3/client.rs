@@ -375,7 +375,7 @@ impl Client {
                 Err(detail) if last => {
                     return Err(S3Error::Unreachable {
                         endpoint: self.shown.clone(),
-                        detail,
+                        detail: detail.to_string(),
                         attempts: attempt,
                     })
                 }
@@ -499,7 +499,7 @@ impl Client {
 }
 
 /// Sends one signed request and reads its answer (on a thread of its own, see `interrupt`).
-fn perform(agent: &ureq::Agent, request: Request<Vec<u8>>) -> Result<Reply, String> {
+fn perform(agent: &ureq::Agent, request: Request<Vec<u8>>) -> Result<Reply, ureq::Error> {
     let bodiless = request.body().is_empty() && request.method() != "PUT";
     let sent = if bodiless {
         let (parts, _) = request.into_parts();
@@ -507,7 +507,7 @@ fn perform(agent: &ureq::Agent, request: Request<Vec<u8>>) -> Result<Reply, Stri
     } else {
         agent.run(request)
     };
-    let mut response = sent.map_err(|e| e.to_string())?;
+    let mut response = sent?;
     let status = response.status().as_u16();
     let etag = response
         .headers()
@@ -518,8 +518,7 @@ fn perform(agent: &ureq::Agent, request: Request<Vec<u8>>) -> Result<Reply, Stri
         .body_mut()
         .with_config()
         .limit(BODY_LIMIT)
-        .read_to_vec()
-        .map_err(|e| e.to_string())?;
+        .read_to_vec()?;
     Ok(Reply {
         status,
         etag,

@@ -61,6 +61,11 @@ pub enum ConfigError {
         /// What it holds.
         found: Json,
     },
+    /// `requestTimeout` outside 1 to 600 seconds.
+    BadRequestTimeout {
+        /// What it holds.
+        found: Json,
+    },
     /// An `envKeyPrefix` with a `/`.
     BadEnvPrefix {
         /// The prefix as given.
@@ -106,6 +111,10 @@ impl std::fmt::Display for ConfigError {
             ConfigError::BadMaxAttempts { found } => {
                 write!(f, "backend field maxAttempts must be 1 to 20, not {found}")
             }
+            ConfigError::BadRequestTimeout { found } => write!(
+                f,
+                "backend field requestTimeout must be 1 to 600 (seconds), not {found}"
+            ),
             ConfigError::BadEnvPrefix { prefix } => {
                 write!(f, "backend envKeyPrefix {prefix:?} must not contain '/'")
             }
@@ -220,11 +229,7 @@ impl S3Backend {
             None | Some(Json::Null) => {}
             Some(n) => match n.as_u64() {
                 Some(n @ 1..=600) => retry.timeout = std::time::Duration::from_secs(n),
-                _ => {
-                    return Err(format!(
-                        "backend field requestTimeout must be 1 to 600 (seconds), not {n}"
-                    ))
-                }
+                _ => return Err(ConfigError::BadRequestTimeout { found: n.clone() }),
             },
         }
         let env_prefix = text("envKeyPrefix")?.unwrap_or_else(|| "env:".into());
