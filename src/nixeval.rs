@@ -210,7 +210,34 @@ fn evaluate_applied(
         });
     }
     log_plan_warnings(&output.stderr);
+    copy_named_paths_out(&output.stdout);
     Ok((output.stdout, started.elapsed()))
+}
+
+/// Store paths the evaluated plan names (a path literal, `builtins.path`, a `toFile` of public
+/// text) were made in the private eval store; providers and builds look in `/nix/store`, so
+/// they are copied there, as evaluating against the shared store did. One that holds a secret
+/// stays private, with a warning (§73).
+fn copy_named_paths_out(ir: &[u8]) {
+    let paths = eval_store::store_paths_in(&String::from_utf8_lossy(ir));
+    if paths.is_empty() {
+        return;
+    }
+    let Ok(store) = eval_store::dir() else {
+        return;
+    };
+    for problem in eval_store::copy_paths_out(&store, &paths, nix_command) {
+        log::warn!("{}", crate::secrets::redact(&problem.to_string()));
+    }
+}
+
+/// Where a `/nix/store/...` path the plan named is on disk: in the shared store, else in the
+/// private eval store the evaluation wrote it to (an encrypted secret source file, say).
+pub fn store_path_on_disk(path: &Path) -> PathBuf {
+    match eval_store::dir() {
+        Ok(store) => eval_store::on_disk(&store, path),
+        Err(_) => path.to_path_buf(),
+    }
 }
 
 /// Logs the plan's warnings (`warnings` of `lib.modules`, traced as `nivis warning: TEXT`),

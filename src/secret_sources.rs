@@ -106,7 +106,10 @@ fn parse_one(spec: &Json, base: &Path) -> Result<Source, SpecProblem> {
             }),
         }
     };
-    let path = |field: &str| text(field).map(|t| t.map(|t| base.join(t)));
+    // A path literal in the flake names its copy in the private eval store (§73).
+    let path = |field: &str| {
+        text(field).map(|t| t.map(|t| crate::nixeval::store_path_on_disk(&base.join(t))))
+    };
     let identity = identity(text("identity")?)?;
     Ok(match kind {
         "sops" => Source::Sops {

@@ -45,6 +45,13 @@ pub enum EvalStoreError {
         /// The store path of the closure holding the secret.
         holder: String,
     },
+    /// A store path the plan named holds a secret, so it was not copied to the shared store.
+    SecretStaysPrivate {
+        /// The store path the plan named.
+        path: String,
+        /// The store path of its closure holding the secret.
+        holder: String,
+    },
     /// A `nix` command failed.
     Nix {
         /// What was run.
@@ -70,6 +77,10 @@ impl fmt::Display for EvalStoreError {
             EvalStoreError::SecretInClosure { drv, holder } => write!(
                 f,
                 "refusing to build {drv}: {holder}, which it depends on, holds a secret (a sensitive variable or a value from the state), and building would copy it into the world-readable /nix/store. It stays in your private eval store; build the derivation without the secret (pass the secret to a resource instead)"
+            ),
+            EvalStoreError::SecretStaysPrivate { path, holder } => write!(
+                f,
+                "the plan names {path}, and {holder} (in its closure) holds a secret (a sensitive variable or a value from the state): it stays in your private eval store, not copied into the world-readable /nix/store, so a provider or build looking for {path} will not find it. Pass the secret itself to the resource instead of a file holding it"
             ),
             EvalStoreError::Nix { what, stderr } => {
                 write!(f, "{what} failed:\n{}", stderr.trim_end())
@@ -198,6 +209,91 @@ pub(crate) fn copy_derivation_out(
         &format!("copying {drv} from {store_arg} to the Nix store"),
     )?;
     Ok(())
+}
+
+/// The store paths (`/nix/store/HASH-NAME`) named anywhere in `text`, each once.
+pub(crate) fn store_paths_in(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("/nix/store/") {
+        let tail = &rest[at..];
+        let name_len = tail["/nix/store/".len()..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "+-._?=".contains(c)))
+            .unwrap_or(tail.len() - "/nix/store/".len());
+        let path = &tail[..("/nix/store/".len() + name_len)];
+        // HASH is 32 characters, then `-NAME`.
+        if name_len > 33 && !found.iter().any(|p| p == path) {
+            found.push(path.to_string());
+        }
+        rest = &tail["/nix/store/".len()..];
+    }
+    found
+}
+
+/// Where `path` (a `/nix/store/...` path a plan named) is on disk: in the shared store if
+/// there, else in the private eval store `store` if there, else `path` itself.
+pub(crate) fn on_disk(store: &Path, path: &Path) -> PathBuf {
+    if path.exists() || !path.starts_with("/nix/store") {
+        return path.to_path_buf();
+    }
+    let private = store.join(path.strip_prefix("/").unwrap_or(path));
+    if private.exists() {
+        private
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Copies each of `paths` that the evaluation made in the private store `store` (a path
+/// literal `"${./script.sh}"`, a `builtins.path`, a `toFile` of public text) into the shared
+/// store, where providers and builds look for it, as an evaluation against the shared store
+/// would have put it there. A path whose closure holds a known secret stays private: the
+/// error says so, and the caller warns (the value then names a path absent from /nix/store).
+pub(crate) fn copy_paths_out(
+    store: &Path,
+    paths: &[String],
+    nix: impl Fn() -> Command,
+) -> Vec<EvalStoreError> {
+    let store_arg = store.display().to_string();
+    let mut problems = Vec::new();
+    for path in paths {
+        let private = store.join(path.trim_start_matches('/'));
+        if Path::new(path).exists() || !private.exists() {
+            continue;
+        }
+        let copied = run(
+            nix().args(["path-info", "--recursive", "--store", &store_arg, path]),
+            &format!("listing the closure of {path} in {store_arg}"),
+        )
+        .and_then(|closure| {
+            for member in closure.lines().filter(|l| l.starts_with('/')) {
+                let mut files = Vec::new();
+                files_under(&store.join(member.trim_start_matches('/')), &mut files);
+                if files.iter().any(|f| holds_known_secret(f)) {
+                    return Err(EvalStoreError::SecretStaysPrivate {
+                        path: path.to_string(),
+                        holder: member.to_string(),
+                    });
+                }
+            }
+            run(
+                nix().args([
+                    "copy",
+                    "--no-check-sigs",
+                    "--from",
+                    &store_arg,
+                    "--to",
+                    "auto",
+                    path,
+                ]),
+                &format!("copying {path} from {store_arg} to the Nix store"),
+            )
+        });
+        if let Err(e) = copied {
+            problems.push(e);
+        }
+    }
+    problems
 }
 
 /// Runs `cmd` (stdin closed); its stdout, or an error naming `what` with Nix's stderr.

@@ -17,27 +17,36 @@ pub(super) fn in_project(message: &str, project: &Path) -> String {
     let mut untracked: Vec<String> = Vec::new();
     let mut rest = message;
     while let Some(at) = rest.find("/nix/store/") {
-        out.push_str(&rest[..at]);
+        // A store chrooted elsewhere (Nivis's private eval store, §73) prints its real path,
+        // `DIR/nix/store/...`: the copy is at DIR's path, and the whole token is replaced.
+        let token = rest[..at].rfind(is_delimiter).map_or(0, |d| d + 1);
+        let root = &rest[token..at];
+        let (before, root) = if root.starts_with('/') {
+            (&rest[..token], root)
+        } else {
+            (&rest[..at], "")
+        };
+        out.push_str(before);
         let tail = &rest[at..];
-        let end = tail
-            .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ',' | '`' | '(' | ')'))
-            .unwrap_or(tail.len());
+        let end = tail.find(is_delimiter).unwrap_or(tail.len());
         let (path, after) = tail.split_at(end);
+        let whole = format!("{root}{path}");
         match source_relative(path) {
             Some((rel, position)) => {
                 let user = user_file(project, rel);
-                let copied = Path::new(path.strip_suffix(position).unwrap_or(path));
+                let copied = whole.strip_suffix(position).unwrap_or(&whole);
+                let copied = Path::new(copied);
                 if same_file(copied, &user) {
                     out.push_str(&shown(&user));
                     out.push_str(position);
                 } else if !copied.exists() && user.is_file() {
                     untracked.push(rel.to_string());
-                    out.push_str(path);
+                    out.push_str(&whole);
                 } else {
-                    out.push_str(path);
+                    out.push_str(&whole);
                 }
             }
-            None => out.push_str(path),
+            None => out.push_str(&whole),
         }
         rest = after;
     }
@@ -51,6 +60,11 @@ pub(super) fn in_project(message: &str, project: &Path) -> String {
         ));
     }
     out
+}
+
+/// Whether `c` ends a path in Nix's messages.
+fn is_delimiter(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\'' | '"' | ',' | '`' | '(' | ')')
 }
 
 /// For `/nix/store/HASH-source/REL[:LINE:COL]`: REL and the `:LINE:COL` suffix (maybe empty).
@@ -144,5 +158,24 @@ mod tests {
         );
         let other = "error: at /nix/store/0000-source/other.nix:1:1";
         assert_eq!(in_project(other, &project), other, "no such project file");
+    }
+
+    #[test]
+    fn a_copy_in_a_chrooted_eval_store_is_named_in_the_project() {
+        let tmp = tempfile::tempdir().unwrap();
+        let copy = tmp.path().join("eval-store/nix/store/0000-source");
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::write(copy.join("flake.nix"), "{ x = 1 }").unwrap();
+        let project = tmp.path().join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("flake.nix"), "{ x = 1 }").unwrap();
+        let message = format!("error: at {}/flake.nix:4:3:", copy.display());
+        let out = in_project(&message, &project);
+        assert_eq!(
+            out,
+            format!("error: at {}:4:3:", shown(&project.join("flake.nix"))),
+            "the whole store token is the user's file"
+        );
+        assert!(!out.contains("git add"), "{out}");
     }
 }

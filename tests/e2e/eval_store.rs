@@ -221,3 +221,31 @@ fn inputs_reach_the_private_store_without_asking_a_binary_cache() {
         "an evaluation asked a binary cache:\n{err}"
     );
 }
+
+/// A path literal the plan passes to a resource (`"${./data.txt}"`) is made in the private
+/// store by the evaluation; providers look in /nix/store, so it is copied there (public text
+/// only: a `toFile` of a secret stays private, see the test above).
+#[test]
+fn a_path_literal_the_plan_names_reaches_the_shared_store() {
+    let s = Sandbox::new();
+    let tag = unique_token("nvpath");
+    std::fs::create_dir_all(&s.proj).unwrap();
+    std::fs::write(s.proj.join("data.txt"), format!("{tag}\n")).unwrap();
+    let plan = Sandbox::plan_fn(
+        "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"A\"; \
+         config.label = \"${./data.txt}\"; })",
+        "",
+    );
+    Sandbox::write_flake(&s.proj, &plan);
+    let out = ok(&s.nivis(&["plan", "--json"]));
+    let named = out
+        .split(|c: char| c == '"' || c.is_whitespace())
+        .find(|w| w.starts_with("/nix/store/") && w.ends_with("-data.txt"))
+        .unwrap_or_else(|| panic!("no store path of data.txt in the plan:\n{out}"))
+        .to_string();
+    assert_eq!(
+        std::fs::read_to_string(&named).unwrap_or_default(),
+        format!("{tag}\n"),
+        "{named} is not in the shared store"
+    );
+}
