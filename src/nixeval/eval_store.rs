@@ -182,15 +182,11 @@ pub(crate) fn copy_derivation_out(
         ]),
         &format!("listing the closure of {drv} in {store_arg}"),
     )?;
-    for path in closure.lines().filter(|l| l.starts_with('/')) {
-        let mut files = Vec::new();
-        files_under(&store.join(path.trim_start_matches('/')), &mut files);
-        if files.iter().any(|f| holds_known_secret(f)) {
-            return Err(EvalStoreError::SecretInClosure {
-                drv: drv.to_string(),
-                holder: path.to_string(),
-            });
-        }
+    if let Some(holder) = secret_holder(store, &closure) {
+        return Err(EvalStoreError::SecretInClosure {
+            drv: drv.to_string(),
+            holder,
+        });
     }
     // `--derivation`: copy the .drv, not its outputs (Nix 2.8 would build them in the private
     // store first). `--no-check-sigs`: a .drv and its sources are content-addressed, so the
@@ -266,15 +262,11 @@ pub(crate) fn copy_paths_out(
             &format!("listing the closure of {path} in {store_arg}"),
         )
         .and_then(|closure| {
-            for member in closure.lines().filter(|l| l.starts_with('/')) {
-                let mut files = Vec::new();
-                files_under(&store.join(member.trim_start_matches('/')), &mut files);
-                if files.iter().any(|f| holds_known_secret(f)) {
-                    return Err(EvalStoreError::SecretStaysPrivate {
-                        path: path.to_string(),
-                        holder: member.to_string(),
-                    });
-                }
+            if let Some(holder) = secret_holder(store, &closure) {
+                return Err(EvalStoreError::SecretStaysPrivate {
+                    path: path.to_string(),
+                    holder,
+                });
             }
             run(
                 nix().args([
@@ -294,6 +286,20 @@ pub(crate) fn copy_paths_out(
         }
     }
     problems
+}
+
+/// The first store path of `closure` (`nix path-info` lines) with a file in `store` that holds
+/// a known secret.
+fn secret_holder(store: &Path, closure: &str) -> Option<String> {
+    closure
+        .lines()
+        .filter(|l| l.starts_with('/'))
+        .find(|member| {
+            let mut files = Vec::new();
+            files_under(&store.join(member.trim_start_matches('/')), &mut files);
+            files.iter().any(|f| holds_known_secret(f))
+        })
+        .map(str::to_string)
 }
 
 /// Runs `cmd` (stdin closed); its stdout, or an error naming `what` with Nix's stderr.
