@@ -296,7 +296,6 @@ pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// stderr as text.
 /// A test that cannot run here (`reason` says why): under `CI=true` a failure, since CI must
 /// run every test; elsewhere a loud note on stderr, and the caller returns.
 pub(crate) fn not_run(reason: &str) {
@@ -307,8 +306,26 @@ pub(crate) fn not_run(reason: &str) {
     eprintln!("NOT RUN: {reason}");
 }
 
+/// stderr as text.
 pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A command's stdout, asserting it succeeded.
+pub(crate) fn succeeded(out: &Output) -> String {
+    assert_success(out);
+    stdout(out)
+}
+
+/// A command's stderr, asserting it was refused (exited non-zero).
+pub(crate) fn refused(out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "expected a refusal:\nstdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+    stderr(out)
 }
 
 /// The JSON events of a `--json` run, between the stream's `version` and `summary` lines

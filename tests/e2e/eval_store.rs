@@ -6,25 +6,9 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use super::sandbox::*;
 use crate::util::*;
-
-fn ok(out: &Output) -> String {
-    assert_success(out);
-    stdout(out)
-}
-
-fn failed(out: &Output) -> String {
-    assert!(
-        !out.status.success(),
-        "expected a refusal:\nstdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-    stderr(out)
-}
 
 fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path)
@@ -66,12 +50,12 @@ fn a_secret_the_plan_writes_with_to_file_stays_in_the_private_eval_store() {
     let value = unique_token("nvvar");
     Sandbox::write_flake(&s.proj, &to_file_plan());
     s.set_env("NIVIS_VAR_token", Some(&value));
-    let plan = ok(&s.nivis(&["plan"]));
+    let plan = succeeded(&s.nivis(&["plan"]));
     assert!(plan.contains("beta.beta_record.B"), "{plan}");
-    ok(&s.nivis(&["apply", "--auto-approve"]));
+    succeeded(&s.nivis(&["apply", "--auto-approve"]));
     // Evaluated again with the state's secret of A known (the fixpoint's second phase, and
     // this plan).
-    let again = ok(&s.nivis(&["plan"]));
+    let again = succeeded(&s.nivis(&["plan"]));
     assert!(again.contains("No changes"), "{again}");
 
     let store = s.path("cache/nivis/eval-store");
@@ -104,9 +88,9 @@ fn a_build_output_is_still_realised_into_the_shared_store() {
         "",
     );
     Sandbox::write_flake(&s.proj, &plan);
-    ok(&s.nivis(&["apply", "--auto-approve"]));
+    succeeded(&s.nivis(&["apply", "--auto-approve"]));
     let state: serde_json::Value =
-        serde_json::from_str(&ok(&s.nivis(&["output", "--json"]))).expect("output --json");
+        serde_json::from_str(&succeeded(&s.nivis(&["output", "--json"]))).expect("output --json");
     let built = state["resources"]["alpha.alpha_token.img"]["label"]
         .as_str()
         .unwrap_or_else(|| panic!("{state}"))
@@ -134,7 +118,7 @@ fn refused_with(prepare: impl Fn(&Path)) -> (String, PathBuf) {
     let store = s.path("cache/nivis/eval-store");
     std::fs::create_dir_all(store.parent().unwrap()).unwrap();
     prepare(&store);
-    let err = failed(&s.nivis(&["plan"]));
+    let err = refused(&s.nivis(&["plan"]));
     (err, store)
 }
 
@@ -214,7 +198,7 @@ fn inputs_reach_the_private_store_without_asking_a_binary_cache() {
         Some("substituters = http://127.0.0.1:9\nconnect-timeout = 1"),
     );
     let out = s.nivis(&["plan"]);
-    let (plan_out, err) = (ok(&out), stderr(&out));
+    let (plan_out, err) = (succeeded(&out), stderr(&out));
     assert!(plan_out.contains("alpha.alpha_token.A"), "{plan_out}");
     assert!(
         !err.contains("127.0.0.1:9"),
@@ -237,7 +221,7 @@ fn a_path_literal_the_plan_names_reaches_the_shared_store() {
         "",
     );
     Sandbox::write_flake(&s.proj, &plan);
-    let out = ok(&s.nivis(&["plan", "--json"]));
+    let out = succeeded(&s.nivis(&["plan", "--json"]));
     let named = out
         .split(|c: char| c == '"' || c.is_whitespace())
         .find(|w| w.starts_with("/nix/store/") && w.ends_with("-data.txt"))

@@ -73,21 +73,6 @@ fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-fn ok(out: &Output) -> String {
-    assert_success(out);
-    stdout(out)
-}
-
-fn failed(out: &Output) -> String {
-    assert!(
-        !out.status.success(),
-        "expected a refusal:\nstdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-    stderr(out)
-}
-
 const TOKEN_A: &str =
     "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"A\"; config.label = \"a\"; })";
 
@@ -120,7 +105,7 @@ fn a_var_file_nix_would_copy_into_the_store_is_refused_before_any_evaluation() {
     for extra in [&[][..], &["--flake", &path_flake]] {
         let mut args = vec!["plan", "--var-file", "secrets.json"];
         args.extend_from_slice(extra);
-        let err = failed(&s.nivis(&args));
+        let err = refused(&s.nivis(&args));
         assert!(
             err.contains("refusing --var-file secrets.json") && err.contains("/nix/store"),
             "{err}"
@@ -130,16 +115,16 @@ fn a_var_file_nix_would_copy_into_the_store_is_refused_before_any_evaluation() {
     // In a git flake after `git add -A`: refused until git ignores it, then accepted.
     s.git(&s.proj, &["init", "-q"]);
     s.git(&s.proj, &["add", "-A"]);
-    let err = failed(&s.nivis(&["plan", "--var-file", "secrets.json"]));
+    let err = refused(&s.nivis(&["plan", "--var-file", "secrets.json"]));
     assert!(err.contains("git does not ignore it"), "{err}");
     s.git(&s.proj, &["rm", "-q", "--cached", "secrets.json"]);
     std::fs::write(s.proj.join(".gitignore"), "secrets.json\n").unwrap();
     s.git(&s.proj, &["add", ".gitignore"]);
-    ok(&s.nivis(&["plan", "--var-file", "secrets.json"]));
+    succeeded(&s.nivis(&["plan", "--var-file", "secrets.json"]));
     // Outside the project: accepted.
     let outside = s.path("home/secrets.json");
     std::fs::rename(&file, &outside).unwrap();
-    ok(&s.nivis(&["plan", "--var-file", outside.to_str().unwrap()]));
+    succeeded(&s.nivis(&["plan", "--var-file", outside.to_str().unwrap()]));
     s.hunt_for(&value, &[outside]);
 }
 
@@ -160,12 +145,12 @@ fn a_var_file_another_user_owns_or_can_change_is_refused() {
     let plan = |s: &Sandbox| s.nivis(&["plan", "--var-file", arg]);
     // Owned by the attacker (planted, or handed over).
     adv.own(&file);
-    let err = failed(&plan(&s));
+    let err = refused(&plan(&s));
     assert!(err.contains(arg) && err.contains("not by you"), "{err}");
     // Ours, but writable by the group the attacker is in.
     std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
     adv.share(&file, 0o660);
-    let err = failed(&plan(&s));
+    let err = refused(&plan(&s));
     assert!(
         err.contains("written by other users") && err.contains("chmod go-w"),
         "{err}"
@@ -173,7 +158,7 @@ fn a_var_file_another_user_owns_or_can_change_is_refused() {
     // Ours and 0600, in a directory the group can write (it could be swapped).
     chmod(&file, 0o600);
     adv.share(&dir, 0o770);
-    let err = failed(&plan(&s));
+    let err = refused(&plan(&s));
     assert!(
         err.contains(dir.to_str().unwrap()) && err.contains("not sticky"),
         "{err}"
@@ -182,9 +167,9 @@ fn a_var_file_another_user_owns_or_can_change_is_refused() {
     chmod(&dir, 0o700);
     let link = s.path("home/link.json");
     std::os::unix::fs::symlink(&file, &link).unwrap();
-    let err = failed(&s.nivis(&["plan", "--var-file", link.to_str().unwrap()]));
+    let err = refused(&s.nivis(&["plan", "--var-file", link.to_str().unwrap()]));
     assert!(err.contains("symbolic link"), "{err}");
-    ok(&plan(&s));
+    succeeded(&plan(&s));
 }
 
 // --- case 2: the run directory and the channel to Nix ---------------------------------------
@@ -202,7 +187,7 @@ fn a_temporary_directory_others_could_swap_the_run_directory_in_is_refused() {
     s.set_env("TMPDIR", Some(team.to_str().unwrap()));
     // A team scratch directory (0770, the attacker's group): refused.
     adv.share(&team, 0o770);
-    let err = failed(&s.nivis(&["plan"]));
+    let err = refused(&s.nivis(&["plan"]));
     assert!(
         err.contains(team.to_str().unwrap()) && err.contains("set TMPDIR"),
         "{err}"
@@ -210,7 +195,7 @@ fn a_temporary_directory_others_could_swap_the_run_directory_in_is_refused() {
     // Owned by the attacker, however private it looks.
     adv.own(&team);
     chmod(&team, 0o700);
-    let err = failed(&s.nivis(&["plan"]));
+    let err = refused(&s.nivis(&["plan"]));
     assert!(err.contains("not by you"), "{err}");
     // A runtime directory of ours inside the attacker's directory (they can rename it away).
     let theirs = s.path("theirs");
@@ -220,7 +205,7 @@ fn a_temporary_directory_others_could_swap_the_run_directory_in_is_refused() {
     adv.own(&theirs);
     s.set_env("TMPDIR", Some(s.path("tmp").to_str().unwrap()));
     s.set_env("XDG_RUNTIME_DIR", Some(run.to_str().unwrap()));
-    let err = failed(&s.nivis(&["plan"]));
+    let err = refused(&s.nivis(&["plan"]));
     assert!(
         err.contains("XDG_RUNTIME_DIR") && err.contains(theirs.to_str().unwrap()),
         "{err}"
@@ -235,7 +220,7 @@ fn a_temporary_directory_others_could_swap_the_run_directory_in_is_refused() {
     std::os::unix::fs::chown(&team, Some(0), Some(0)).unwrap();
     s.set_env("XDG_RUNTIME_DIR", None);
     s.set_env("TMPDIR", Some(team.to_str().unwrap()));
-    ok(&s.nivis(&["plan"]));
+    succeeded(&s.nivis(&["plan"]));
     s.hunt(&[]);
 }
 
@@ -259,7 +244,7 @@ fn a_journal_lock_or_rescue_file_planted_beside_a_shared_state_is_refused() {
     std::fs::write(&journal, "").unwrap();
     adv.own(&journal);
     chmod(&journal, 0o666);
-    let err = failed(&apply(&s));
+    let err = refused(&apply(&s));
     assert!(err.contains(journal.to_str().unwrap()), "{err}");
     assert_eq!(
         std::fs::read(&journal).unwrap(),
@@ -273,7 +258,7 @@ fn a_journal_lock_or_rescue_file_planted_beside_a_shared_state_is_refused() {
     let lock = shared.join("s.json.lock");
     let _ = std::fs::remove_file(&lock);
     std::os::unix::fs::symlink(&victim, &lock).unwrap();
-    let err = failed(&apply(&s));
+    let err = refused(&apply(&s));
     assert!(err.contains("symbolic link"), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     std::fs::remove_file(&lock).unwrap();
@@ -281,10 +266,10 @@ fn a_journal_lock_or_rescue_file_planted_beside_a_shared_state_is_refused() {
     let rescue = shared.join("s.json.rescue");
     std::fs::write(&rescue, "").unwrap();
     adv.own(&rescue);
-    let err = failed(&apply(&s));
+    let err = refused(&apply(&s));
     assert!(err.contains(rescue.to_str().unwrap()), "{err}");
     std::fs::remove_file(&rescue).unwrap();
-    ok(&apply(&s));
+    succeeded(&apply(&s));
     s.hunt(&[state.clone(), journal]);
 }
 
@@ -296,10 +281,10 @@ fn a_saved_plan_holds_no_guessable_digest_of_a_sensitive_variable() {
     flake_with_sensitive_variable(&s);
     s.set_env("NIVIS_VAR_token", Some("Winter2024!"));
     // The state holds generated secrets: the key the digest is made with.
-    ok(&s.nivis(&["apply", "--auto-approve"]));
+    succeeded(&s.nivis(&["apply", "--auto-approve"]));
     let out = s.path("home/p.plan");
     s.set_env("NIVIS_VAR_token", Some("Summer2025!"));
-    ok(&s.nivis(&["plan", "--out", out.to_str().unwrap()]));
+    succeeded(&s.nivis(&["plan", "--out", out.to_str().unwrap()]));
     let text = std::fs::read_to_string(&out).unwrap();
     use sha2::Digest;
     for guess in ["\"Summer2025!\"", "Summer2025!"] {
@@ -309,10 +294,10 @@ fn a_saved_plan_holds_no_guessable_digest_of_a_sensitive_variable() {
     assert!(text.contains("hmac-sha256:"), "{text}");
     // The same value applies; another is refused.
     s.set_env("NIVIS_VAR_token", Some("Winter2024!"));
-    let err = failed(&s.nivis(&["apply", "--auto-approve", out.to_str().unwrap()]));
+    let err = refused(&s.nivis(&["apply", "--auto-approve", out.to_str().unwrap()]));
     assert!(err.contains("variable token"), "{err}");
     s.set_env("NIVIS_VAR_token", Some("Summer2025!"));
-    ok(&s.nivis(&["apply", "--auto-approve", out.to_str().unwrap()]));
+    succeeded(&s.nivis(&["apply", "--auto-approve", out.to_str().unwrap()]));
 }
 
 // --- case 9: signals and leftovers ----------------------------------------------------------
@@ -322,7 +307,7 @@ fn a_hang_up_during_evaluation_and_a_dead_run_leave_no_secrets_file() {
     let mut s = Sandbox::new();
     flake_with_sensitive_variable(&s);
     s.set_env("NIVIS_VAR_token", Some(&unique_token("nvhup")));
-    ok(&s.nivis(&["apply", "--auto-approve"]));
+    succeeded(&s.nivis(&["apply", "--auto-approve"]));
     // What a run killed with SIGKILL left: a run directory of ours whose process is gone.
     let run = s.path("run");
     let dead = run.join("nivis-2147483600-0123456789abcdef");
@@ -382,7 +367,7 @@ fn a_secret_equal_to_an_action_name_leaves_actions_and_saved_plans_intact() {
     let mut s = Sandbox::new();
     flake_with_sensitive_variable(&s);
     s.set_env("NIVIS_VAR_token", Some("create"));
-    let plan = ok(&s.nivis(&["plan"]));
+    let plan = succeeded(&s.nivis(&["plan"]));
     assert!(plan.contains("Plan: 2 to create"), "{plan}");
     let json = s.nivis(&["plan", "--json"]);
     let planned = actions(&json, "planned");
@@ -391,8 +376,8 @@ fn a_secret_equal_to_an_action_name_leaves_actions_and_saved_plans_intact() {
         assert_eq!(action, "create", "{id}: {}", stdout(&json));
     }
     let out = s.path("home/p.plan");
-    ok(&s.nivis(&["plan", "--out", out.to_str().unwrap()]));
-    let shown = ok(&s.nivis(&["show", out.to_str().unwrap()]));
+    succeeded(&s.nivis(&["plan", "--out", out.to_str().unwrap()]));
+    let shown = succeeded(&s.nivis(&["show", out.to_str().unwrap()]));
     assert!(shown.contains("Plan: 2 to create"), "{shown}");
 }
 
@@ -417,7 +402,7 @@ fn a_nix_error_quoting_part_of_a_secret_is_shown_without_that_line() {
     s.set_env("NIVIS_VAR_token", Some(&value));
     for args in [&["plan"][..], &["plan", "--json"]] {
         let out = s.nivis(args);
-        let err = failed(&out);
+        let err = refused(&out);
         let all = format!("{}{err}", stdout(&out));
         assert!(!all.contains(prefix), "a prefix of the secret: {all}");
         assert!(all.contains("derived from a secret"), "{all}");
@@ -425,7 +410,7 @@ fn a_nix_error_quoting_part_of_a_secret_is_shown_without_that_line() {
     }
     // At -v Nix's full error is kept, in a private file only.
     let out = s.nivis(&["plan", "-v"]);
-    let err = failed(&out);
+    let err = refused(&out);
     assert!(!err.contains(prefix), "{err}");
     let kept = s.path("state/nivis/eval-errors");
     let files: Vec<_> = std::fs::read_dir(&kept).unwrap().flatten().collect();
@@ -447,15 +432,15 @@ fn a_state_copy_or_saved_plan_into_a_directory_others_can_change_is_refused() {
     };
     let s = Sandbox::new();
     Sandbox::write_flake(&s.proj, &Sandbox::plan_fn(TOKEN_A, ""));
-    ok(&s.nivis(&["apply", "--auto-approve"]));
+    succeeded(&s.nivis(&["apply", "--auto-approve"]));
     let team = s.path("team");
     std::fs::create_dir_all(&team).unwrap();
     adv.share(&team, 0o770);
     let copy = team.join("state.json");
-    let err = failed(&s.nivis(&["state", "pull", "--out", copy.to_str().unwrap()]));
+    let err = refused(&s.nivis(&["state", "pull", "--out", copy.to_str().unwrap()]));
     assert!(err.contains(team.to_str().unwrap()), "{err}");
     let plan = team.join("p.plan");
-    let err = failed(&s.nivis(&["plan", "--out", plan.to_str().unwrap()]));
+    let err = refused(&s.nivis(&["plan", "--out", plan.to_str().unwrap()]));
     assert!(err.contains(team.to_str().unwrap()), "{err}");
     assert_eq!(
         std::fs::read_dir(&team).unwrap().count(),
@@ -464,9 +449,9 @@ fn a_state_copy_or_saved_plan_into_a_directory_others_can_change_is_refused() {
     );
     // A saved plan the attacker wrote (or can rewrite) is not applied.
     let mine = s.path("home/p.plan");
-    ok(&s.nivis(&["plan", "--out", mine.to_str().unwrap()]));
+    succeeded(&s.nivis(&["plan", "--out", mine.to_str().unwrap()]));
     adv.own(&mine);
-    let err = failed(&s.nivis(&["apply", "--auto-approve", mine.to_str().unwrap()]));
+    let err = refused(&s.nivis(&["apply", "--auto-approve", mine.to_str().unwrap()]));
     assert!(err.contains("not by you"), "{err}");
     s.hunt(&[]);
 }
@@ -578,13 +563,10 @@ fn tls_probe(socket: &Path, dir: &Path) -> String {
     format!("{}\n{}", stdout(&out), stderr(&out))
 }
 
-#[test]
-fn another_user_cannot_reach_a_running_provider_and_a_wrong_certificate_is_refused() {
-    let Some(adv) = Adversary::create() else {
-        return;
-    };
+/// A project with one fake (plaintext) and one real null (mutual TLS) provider, a resource each.
+fn fake_and_real_null_project() -> Project {
     let null = real_provider("null");
-    let p = Project::new(&format!(
+    Project::new(&format!(
         "ledger: let \
            a = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; }}; \
            n = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"n\"; config.triggers = {{ x = \"1\"; }}; }}; \
@@ -593,7 +575,14 @@ fn another_user_cannot_reach_a_running_provider_and_a_wrong_certificate_is_refus
                        resources = [ a n ]; inherit ledger; }}",
         null.display()
     ))
-    .env("NIVIS_FAKE_SLOW_MS", "20000");
+}
+
+#[test]
+fn another_user_cannot_reach_a_running_provider_and_a_wrong_certificate_is_refused() {
+    let Some(adv) = Adversary::create() else {
+        return;
+    };
+    let p = fake_and_real_null_project().env("NIVIS_FAKE_SLOW_MS", "20000");
     // Under umask 000 go-plugin's socket is 0777: only the directory can keep others out.
     let mut run = Command::new("sh")
         .args(["-c", "umask 000; exec \"$0\" \"$@\""])
@@ -654,16 +643,7 @@ fn another_user_cannot_reach_a_running_provider_and_a_wrong_certificate_is_refus
 
 #[test]
 fn a_real_provider_is_spoken_to_over_mutual_tls_in_a_private_directory_removed_afterwards() {
-    let null = real_provider("null");
-    let p = Project::new(&format!(
-        "ledger: let \
-           a = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; }}; \
-           n = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"n\"; config.triggers = {{ x = \"1\"; }}; }}; \
-         in lib.toIR {{ providers = {{ alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
-                                      null = lib.mkProvider {{ source = \"{}\"; }}; }}; \
-                       resources = [ a n ]; inherit ledger; }}",
-        null.display()
-    ));
+    let p = fake_and_real_null_project();
     let tmp = p.dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     chmod(&tmp, 0o700);
