@@ -40,6 +40,12 @@
 //! directories), [`nixsyntax`] (Nix string literals and attribute names) and [`percent`]
 //! (percent-encoding), for the floors above that need them.
 
+// The engine's stage tests (`engine::stage_tests`) run the fakes of `fakes/kit`, which name
+// this crate `nivis::` as the test binaries that also include them do; so the stages stay
+// private to the engine instead of becoming a public surface for tests (DESIGN §76).
+#[cfg(test)]
+extern crate self as nivis;
+
 pub mod child;
 pub mod cli;
 pub mod codegen;

@@ -1,5 +1,11 @@
 //! Removing recorded objects: `destroy`, and orphans (in state, no longer declared) at the end
 //! of an apply. Reverse dependency order; objects whose provider cannot delete are forgotten.
+//!
+//! The stages are functions of their inputs: [`removal_set`] (which records `destroy`
+//! removes, what `preventDestroy` refuses), [`list_removals`] (the planned removals) and
+//! [`delete_set`] (the removals on the scheduler, each committed). The `Engine` methods are
+//! their frames: evaluating, the saved-plan checks, starting the deleting providers.
+//! Not: deleting one object through its provider (`node::destroy`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -61,8 +67,8 @@ impl Engine<'_> {
         self.destroy_set(ir, holder, &managed, phase, mutation)
     }
 
-    /// Destroys `ids` (all in state) in reverse dependency order; objects whose provider cannot
-    /// delete are forgotten in the same order, without a provider call. Returns what was done.
+    /// Destroys `ids` (all in state) in reverse dependency order: the frame of [`delete_set`],
+    /// which gets the running providers of the objects that are deleted.
     pub(super) fn destroy_set(
         &mut self,
         ir: &Ir,
@@ -71,24 +77,27 @@ impl Engine<'_> {
         phase: u32,
         mutation: Mutation,
     ) -> Result<Vec<(String, Action)>, EngineError> {
-        let index: HashMap<&str, usize> = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.as_str(), i))
-            .collect();
-        // i must wait until everything depending on it is gone.
-        let mut deps: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
-        for (i, id) in ids.iter().enumerate() {
-            let r = holder.state().get(id).expect("destroy target in state");
-            for d in &r.dependencies {
-                if let Some(&j) = index.get(d.as_str()) {
-                    deps[j].push(i);
-                }
-            }
-        }
+        let providers = self.deleting_providers(ir, holder.state(), ids)?;
+        let input = DeleteInput {
+            ids,
+            providers,
+            parallelism: self.opts.parallelism,
+            phase,
+        };
+        delete_set(input, holder, &mut self.sink, mutation)
+    }
+
+    /// The running providers that delete those of `ids` whose removal is a delete, by IR
+    /// provider id; a provider no longer declared is an error naming the resource.
+    fn deleting_providers(
+        &mut self,
+        ir: &Ir,
+        state: &StateFile,
+        ids: &[String],
+    ) -> Result<HashMap<String, Arc<dyn Provider>>, EngineError> {
         let mut providers = HashMap::new();
-        for id in needing_delete(ir, holder.state(), ids) {
-            let pid = holder.state().get(&id).expect("in state").provider.clone();
+        for id in needing_delete(ir, state, ids) {
+            let pid = state.get(&id).expect("in state").provider.clone();
             if let std::collections::hash_map::Entry::Vacant(e) = providers.entry(pid.clone()) {
                 let decl = ir.providers.get(&pid).ok_or_else(|| {
                     EngineError::Diagnostics(Diagnostic::error(format!("cannot destroy {id}: its provider {pid} is not declared any more; declare it again, or forget the resource with `nivis state rm {id}`")).into())
@@ -100,47 +109,7 @@ impl Engine<'_> {
                 );
             }
         }
-        let mut owner = DestroyOwner {
-            ids,
-            holder,
-            providers,
-            sink: &mut self.sink,
-            phase,
-            destroyed: Vec::new(),
-            failed: 0,
-            recorder: Recorder::default(),
-        };
-        let (workers, worker) = (self.opts.parallelism, DestroyWorker(mutation));
-        let statuses = sched::run(&mut owner, &worker, &deps, workers, interrupt_flag());
-        let recorder = std::mem::take(&mut owner.recorder);
-        recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
-        let mut destroyed = std::mem::take(&mut owner.destroyed);
-        // The summary lists in one order, not the order the workers finished in.
-        let rank = super::phase_owner::listing_order(ids, &deps);
-        let position: HashMap<&str, usize> = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.as_str(), rank[i]))
-            .collect();
-        destroyed.sort_by_key(|(id, _)| position.get(id.as_str()).copied());
-        let mut failed = owner.failed;
-        for (i, s) in statuses.iter().enumerate() {
-            if let Status::Skipped { because } = s {
-                self.sink.event(Event::Skipped {
-                    phase,
-                    id: ids[i].clone(),
-                    because: ids[*because].clone(),
-                });
-                failed += 1;
-            }
-        }
-        if interrupt_flag().load(Ordering::SeqCst) {
-            return Err(EngineError::Interrupted);
-        }
-        if failed > 0 {
-            return Err(EngineError::OperationsFailed(failed));
-        }
-        Ok(destroyed)
+        Ok(providers)
     }
 
     /// `nivis destroy`: every resource in state (or the targets and what depends on them), in
@@ -200,65 +169,17 @@ impl Engine<'_> {
         self.destroy_listed(&ir, &ids, holder, mutation)
     }
 
-    /// `destroy`'s set (every managed resource in state, or the targets and what depends on
-    /// them), refused when `lifecycle.preventDestroy` guards one, listed as planned removals;
-    /// with a saved destroy plan, checked against it. Returns the IR and the set.
+    /// `destroy`'s listing: the plan evaluated, the set chosen ([`removal_set`]), checked
+    /// against a saved destroy plan when there is one, and listed ([`list_removals`]). Returns
+    /// the IR and the set.
     fn destroy_listing(&mut self, state: &StateFile) -> Result<(Ir, Vec<String>), EngineError> {
         let ir = self.evaluate(state, 0)?;
-        let mut ids: Vec<String> = state
-            .iter()
-            .filter(|r| r.is_managed())
-            .map(|r| r.id.clone())
-            .collect();
-        if !self.opts.targets.is_empty() {
-            let mut graph = Graph::new();
-            for r in state.iter() {
-                graph.add_node(&r.id);
-                for d in &r.dependencies {
-                    graph.add_dependency(&r.id, d);
-                }
-            }
-            let mut roots = Vec::new();
-            for t in &self.opts.targets {
-                roots.push(
-                    graph
-                        .index_of(t)
-                        .ok_or_else(|| EngineError::UnknownTarget(t.clone()))?,
-                );
-            }
-            let keep: BTreeSet<String> = graph
-                .with_dependents(&roots)
-                .into_iter()
-                .map(|i| graph.id(i).to_string())
-                .collect();
-            ids.retain(|id| keep.contains(id));
-        }
-        let guarded: BTreeSet<&str> = ir
-            .resources
-            .iter()
-            .filter(|n| n.lifecycle.prevent_destroy)
-            .map(|n| n.id.as_str())
-            .collect();
-        let protected: Vec<&String> = ids
-            .iter()
-            .filter(|id| guarded.contains(id.as_str()))
-            .collect();
-        if !protected.is_empty() {
-            return Err(EngineError::Refused(format!(
-                "refusing to destroy: lifecycle.preventDestroy is set on {}. Nothing was destroyed. Remove preventDestroy from the plan first if you really mean it.",
-                protected.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-            )));
-        }
+        let ids = removal_set(&ir, state, &self.opts.targets)?;
         if let Some(saved) = self.opts.saved.clone() {
             self.check_basis(&saved, &ir, state, true)?;
             self.sink.keep();
         }
-        for id in &ids {
-            let r = state.get(id).expect("in state");
-            let action = removal(&ir, r);
-            let event = Event::planned_removal(1, id, &r.type_name, action, None);
-            self.sink.event(event);
-        }
+        list_removals(&ir, state, &ids, 1, &mut self.sink);
         if let Some(saved) = self.opts.saved.clone() {
             self.check_replan(&saved)?;
         }
@@ -292,6 +213,170 @@ impl Engine<'_> {
             ..Report::default()
         })
     }
+}
+
+/// `destroy`'s set: every managed resource in `state`, or (with `targets`) the targets and
+/// what depends on them, in the state's order. Refused, naming them, when
+/// `lifecycle.preventDestroy` guards any; an unknown target is an error.
+pub(super) fn removal_set(
+    ir: &Ir,
+    state: &StateFile,
+    targets: &[String],
+) -> Result<Vec<String>, EngineError> {
+    let mut ids: Vec<String> = state
+        .iter()
+        .filter(|r| r.is_managed())
+        .map(|r| r.id.clone())
+        .collect();
+    if !targets.is_empty() {
+        let mut graph = Graph::new();
+        for r in state.iter() {
+            graph.add_node(&r.id);
+            for d in &r.dependencies {
+                graph.add_dependency(&r.id, d);
+            }
+        }
+        let mut roots = Vec::new();
+        for t in targets {
+            roots.push(
+                graph
+                    .index_of(t)
+                    .ok_or_else(|| EngineError::UnknownTarget(t.clone()))?,
+            );
+        }
+        let keep: BTreeSet<String> = graph
+            .with_dependents(&roots)
+            .into_iter()
+            .map(|i| graph.id(i).to_string())
+            .collect();
+        ids.retain(|id| keep.contains(id));
+    }
+    let guarded: BTreeSet<&str> = ir
+        .resources
+        .iter()
+        .filter(|n| n.lifecycle.prevent_destroy)
+        .map(|n| n.id.as_str())
+        .collect();
+    let protected: Vec<&String> = ids
+        .iter()
+        .filter(|id| guarded.contains(id.as_str()))
+        .collect();
+    if !protected.is_empty() {
+        return Err(EngineError::Refused(format!(
+            "refusing to destroy: lifecycle.preventDestroy is set on {}. Nothing was destroyed. Remove preventDestroy from the plan first if you really mean it.",
+            protected.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(ids)
+}
+
+/// Lists `ids` (all in state) as planned removals of `phase`: a delete, or a forget where the
+/// provider cannot delete.
+pub(super) fn list_removals(
+    ir: &Ir,
+    state: &StateFile,
+    ids: &[String],
+    phase: u32,
+    sink: &mut dyn Sink,
+) {
+    for id in ids {
+        let r = state.get(id).expect("in state");
+        let action = removal(ir, r);
+        sink.event(Event::planned_removal(
+            phase,
+            id,
+            &r.type_name,
+            action,
+            None,
+        ));
+    }
+}
+
+/// What deleting a set of recorded objects runs with.
+pub(super) struct DeleteInput<'a> {
+    /// The resources to remove, all in state.
+    pub(super) ids: &'a [String],
+    /// The running providers that delete, by IR provider id; a resource whose provider is not
+    /// here is forgotten (its record goes, its object stays).
+    pub(super) providers: HashMap<String, Arc<dyn Provider>>,
+    /// Worker threads for the provider calls.
+    pub(super) parallelism: usize,
+    /// The phase the events report.
+    pub(super) phase: u32,
+}
+
+/// Removes `input.ids` in reverse dependency order (what depends on an object goes before
+/// it), each removal committed to `holder` before what waited on it starts, reported to
+/// `sink`. Returns what was done, in listing order; a failed removal keeps what it depends on
+/// (skipped) and fails the whole with [`EngineError::OperationsFailed`].
+pub(super) fn delete_set(
+    input: DeleteInput<'_>,
+    holder: &mut dyn LockedStore,
+    sink: &mut dyn Sink,
+    mutation: Mutation,
+) -> Result<Vec<(String, Action)>, EngineError> {
+    let DeleteInput {
+        ids,
+        providers,
+        parallelism,
+        phase,
+    } = input;
+    let index: HashMap<&str, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    // i must wait until everything depending on it is gone.
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
+    for (i, id) in ids.iter().enumerate() {
+        let r = holder.state().get(id).expect("destroy target in state");
+        for d in &r.dependencies {
+            if let Some(&j) = index.get(d.as_str()) {
+                deps[j].push(i);
+            }
+        }
+    }
+    let mut owner = DestroyOwner {
+        ids,
+        holder,
+        providers,
+        sink,
+        phase,
+        destroyed: Vec::new(),
+        failed: 0,
+        recorder: Recorder::default(),
+    };
+    let worker = DestroyWorker(mutation);
+    let statuses = sched::run(&mut owner, &worker, &deps, parallelism, interrupt_flag());
+    let recorder = std::mem::take(&mut owner.recorder);
+    recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
+    let mut destroyed = std::mem::take(&mut owner.destroyed);
+    // The summary lists in one order, not the order the workers finished in.
+    let rank = super::phase_owner::listing_order(ids, &deps);
+    let position: HashMap<&str, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), rank[i]))
+        .collect();
+    destroyed.sort_by_key(|(id, _)| position.get(id.as_str()).copied());
+    let mut failed = owner.failed;
+    for (i, s) in statuses.iter().enumerate() {
+        if let Status::Skipped { because } = s {
+            owner.sink.event(Event::Skipped {
+                phase,
+                id: ids[i].clone(),
+                because: ids[*because].clone(),
+            });
+            failed += 1;
+        }
+    }
+    if interrupt_flag().load(Ordering::SeqCst) {
+        return Err(EngineError::Interrupted);
+    }
+    if failed > 0 {
+        return Err(EngineError::OperationsFailed(failed));
+    }
+    Ok(destroyed)
 }
 
 pub(super) struct DestroyOwner<'a> {

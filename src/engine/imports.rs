@@ -7,6 +7,13 @@
 //! still there when read), the record built from them, and the [`Event::Imported`] report.
 //! Not: planning the difference between the imported object and the configuration (the
 //! ordinary plan does that against the imported record), nor starting providers.
+//!
+//! The stages: [`declared_imports`] (which resources import now), [`fetch_imports`] (the
+//! records, given the running providers) and [`commit_imports`]; the `Engine` methods only
+//! gather the providers and the sink.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::analysis::Analysis;
 use super::error::EngineError;
@@ -14,109 +21,27 @@ use super::events::{Event, Sink};
 use super::node::path_json;
 use super::{Engine, Report};
 use crate::ir::{Ir, Node, NodeKind};
+use crate::provider::Provider;
 use crate::state::{Change, LockedStore, StateFile};
 use crate::state::{ResourceKind, ResourceState};
 
 impl Engine<'_> {
-    /// The records of the declared imports among `ids` (resources with an `importId` and
-    /// nothing recorded). Providers must be started and configured. An answer that cannot be
-    /// adopted is an error naming the resource and the id; nothing is recorded then.
+    /// The records of the declared imports among `analysis.run`: the frame of
+    /// [`fetch_imports`], which gets the running providers of the imports. Providers must be
+    /// configured.
     pub(super) fn fetch_imports(
         &mut self,
         ir: &Ir,
         analysis: &Analysis<'_>,
         state: &StateFile,
     ) -> Result<Vec<(ResourceState, String)>, EngineError> {
-        let mut out = Vec::new();
-        for id in &analysis.run {
-            let info = &analysis.nodes[id];
-            let node = info.node;
-            let Some(import_id) = node.import_id.as_deref() else {
-                continue;
-            };
-            if node.kind != NodeKind::Managed || state.contains(id) {
-                continue;
-            }
-            let deps: Vec<String> = info.deps.iter().cloned().collect();
-            out.push((
-                self.import_object(ir, node, import_id, deps)?,
-                import_id.to_string(),
-            ));
-        }
-        Ok(out)
+        let requests = declared_imports(analysis, state);
+        let providers = self.running(ir, requests.iter().map(|r| r.node.provider.as_str()))?;
+        fetch_imports(ir, &requests, &providers)
     }
 
-    /// ImportResourceState + ReadResource for `node`, as the record to write.
-    pub(super) fn import_object(
-        &mut self,
-        ir: &Ir,
-        node: &Node,
-        import_id: &str,
-        dependencies: Vec<String>,
-    ) -> Result<ResourceState, EngineError> {
-        let fail = |why: String| {
-            EngineError::Refused(format!(
-                "cannot import {import_id:?} into {}: {why}; nothing was recorded",
-                node.id
-            ))
-        };
-        let decl = &ir.providers[&node.provider];
-        let provider = self
-            .providers
-            .get(&node.provider, decl)
-            .map_err(EngineError::Diagnostics)?;
-        let Some(schema) = provider.schema().resources.get(&node.type_name).cloned() else {
-            return Err(fail(format!(
-                "provider {} has no resource type {}",
-                node.provider, node.type_name
-            )));
-        };
-        let (objects, diags) = provider
-            .import_resource_state(&node.type_name, import_id)
-            .map_err(|e| fail(format!("ImportResourceState failed: {e}")))?;
-        if diags.has_errors() {
-            return Err(fail(format!("the provider refused: {diags}")));
-        }
-        let object = match objects.as_slice() {
-            [] => {
-                return Err(fail(format!(
-                    "the provider found no {} with that id; check the id",
-                    node.type_name
-                )))
-            }
-            [one] if one.type_name == node.type_name => one,
-            [one] => {
-                return Err(fail(format!(
-                    "the provider returned a {}, not a {}",
-                    one.type_name, node.type_name
-                )))
-            }
-            many => {
-                let types: Vec<&str> = many.iter().map(|o| o.type_name.as_str()).collect();
-                return Err(fail(format!(
-                    "the provider returned {} objects ({}); Nivis imports exactly one object per address",
-                    many.len(),
-                    types.join(", ")
-                )));
-            }
-        };
-        let read = provider
-            .read_resource(&node.type_name, &object.state, &object.private)
-            .map_err(|e| fail(format!("ReadResource failed: {e}")))?;
-        if read.diagnostics.has_errors() {
-            return Err(fail(format!(
-                "reading the object failed: {}",
-                read.diagnostics
-            )));
-        }
-        if read.new_state.is_null() {
-            return Err(fail(format!("the provider found no {} with that id (ReadResource returned nothing); check the id", node.type_name)));
-        }
-        imported_record(node, &decl.source, &schema, &read, dependencies)
-            .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))
-    }
-
-    /// Writes the imported records to `store` in one commit and reports each.
+    /// Writes the imported records to `store` in one commit and reports each: the frame of
+    /// [`commit_imports`] with the run's sink.
     pub(super) fn commit_imports(
         &mut self,
         imports: &[(ResourceState, String)],
@@ -124,25 +49,159 @@ impl Engine<'_> {
         phase: u32,
         recorded: bool,
     ) -> Result<(), EngineError> {
-        if imports.is_empty() {
-            return Ok(());
-        }
-        let changes: Vec<Change> = imports
-            .iter()
-            .map(|(r, _)| Change::Put(r.clone()))
-            .collect();
-        store.commit(&changes)?;
-        for (r, import_id) in imports {
-            self.sink.event(Event::Imported {
-                phase,
-                id: r.id.clone(),
-                type_name: r.type_name.clone(),
-                import_id: import_id.clone(),
-                recorded,
-            });
-        }
-        Ok(())
+        commit_imports(imports, store, phase, recorded, &mut self.sink)
     }
+}
+
+/// One import to fetch: the resource to adopt the object at, the provider's id of the object,
+/// and the dependencies its record gets.
+pub(super) struct ImportRequest<'ir> {
+    /// The declared resource (managed, nothing recorded).
+    pub(super) node: &'ir Node,
+    /// The provider's id of the existing object.
+    pub(super) import_id: &'ir str,
+    /// What the record depends on.
+    pub(super) dependencies: Vec<String>,
+}
+
+/// The declared imports among `analysis.run`: managed resources with an `importId` and
+/// nothing recorded in `state`, in run order.
+pub(super) fn declared_imports<'ir>(
+    analysis: &Analysis<'ir>,
+    state: &StateFile,
+) -> Vec<ImportRequest<'ir>> {
+    let mut requests = Vec::new();
+    for id in &analysis.run {
+        let info = &analysis.nodes[id];
+        let node = info.node;
+        let Some(import_id) = node.import_id.as_deref() else {
+            continue;
+        };
+        if node.kind != NodeKind::Managed || state.contains(id) {
+            continue;
+        }
+        requests.push(ImportRequest {
+            node,
+            import_id,
+            dependencies: info.deps.iter().cloned().collect(),
+        });
+    }
+    requests
+}
+
+/// Fetches the object of each request through its provider in `providers` (running and
+/// configured, by IR provider id), as the record to write with the import id. An answer that
+/// cannot be adopted is an error naming the resource and the id; nothing is recorded then.
+pub(super) fn fetch_imports(
+    ir: &Ir,
+    requests: &[ImportRequest<'_>],
+    providers: &HashMap<String, Arc<dyn Provider>>,
+) -> Result<Vec<(ResourceState, String)>, EngineError> {
+    let mut out = Vec::new();
+    for r in requests {
+        let provider = providers[&r.node.provider].as_ref();
+        let record = import_object(ir, r.node, r.import_id, r.dependencies.clone(), provider)?;
+        out.push((record, r.import_id.to_string()));
+    }
+    Ok(out)
+}
+
+/// ImportResourceState + ReadResource for `node` with `provider`, as the record to write.
+pub(super) fn import_object(
+    ir: &Ir,
+    node: &Node,
+    import_id: &str,
+    dependencies: Vec<String>,
+    provider: &dyn Provider,
+) -> Result<ResourceState, EngineError> {
+    let fail = |why: String| {
+        EngineError::Refused(format!(
+            "cannot import {import_id:?} into {}: {why}; nothing was recorded",
+            node.id
+        ))
+    };
+    let decl = &ir.providers[&node.provider];
+    let Some(schema) = provider.schema().resources.get(&node.type_name).cloned() else {
+        return Err(fail(format!(
+            "provider {} has no resource type {}",
+            node.provider, node.type_name
+        )));
+    };
+    let (objects, diags) = provider
+        .import_resource_state(&node.type_name, import_id)
+        .map_err(|e| fail(format!("ImportResourceState failed: {e}")))?;
+    if diags.has_errors() {
+        return Err(fail(format!("the provider refused: {diags}")));
+    }
+    let object = match objects.as_slice() {
+        [] => {
+            return Err(fail(format!(
+                "the provider found no {} with that id; check the id",
+                node.type_name
+            )))
+        }
+        [one] if one.type_name == node.type_name => one,
+        [one] => {
+            return Err(fail(format!(
+                "the provider returned a {}, not a {}",
+                one.type_name, node.type_name
+            )))
+        }
+        many => {
+            let types: Vec<&str> = many.iter().map(|o| o.type_name.as_str()).collect();
+            return Err(fail(format!(
+                "the provider returned {} objects ({}); Nivis imports exactly one object per address",
+                many.len(),
+                types.join(", ")
+            )));
+        }
+    };
+    let read = provider
+        .read_resource(&node.type_name, &object.state, &object.private)
+        .map_err(|e| fail(format!("ReadResource failed: {e}")))?;
+    if read.diagnostics.has_errors() {
+        return Err(fail(format!(
+            "reading the object failed: {}",
+            read.diagnostics
+        )));
+    }
+    if read.new_state.is_null() {
+        return Err(fail(format!(
+            "the provider found no {} with that id (ReadResource returned nothing); check the id",
+            node.type_name
+        )));
+    }
+    imported_record(node, &decl.source, &schema, &read, dependencies)
+        .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))
+}
+
+/// Writes the imported records to `store` in one commit and reports each to `sink`
+/// (`recorded`: whether the commit is the run's, not a preview's copy).
+pub(super) fn commit_imports(
+    imports: &[(ResourceState, String)],
+    store: &mut dyn LockedStore,
+    phase: u32,
+    recorded: bool,
+    sink: &mut dyn Sink,
+) -> Result<(), EngineError> {
+    if imports.is_empty() {
+        return Ok(());
+    }
+    let changes: Vec<Change> = imports
+        .iter()
+        .map(|(r, _)| Change::Put(r.clone()))
+        .collect();
+    store.commit(&changes)?;
+    for (r, import_id) in imports {
+        sink.event(Event::Imported {
+            phase,
+            id: r.id.clone(),
+            type_name: r.type_name.clone(),
+            import_id: import_id.clone(),
+            recorded,
+        });
+    }
+    Ok(())
 }
 
 impl Engine<'_> {
@@ -165,8 +224,14 @@ impl Engine<'_> {
                 )));
             };
             engine.prepare_providers(&ir, store.state(), &[addr.to_string()], true)?;
-            let record = engine.import_object(&ir, node, import_id, node.depends_on.clone())?;
-            engine.commit_imports(&[(record, import_id.to_string())], store, 1, true)?;
+            let request = ImportRequest {
+                node,
+                import_id,
+                dependencies: node.depends_on.clone(),
+            };
+            let providers = engine.running(&ir, [node.provider.as_str()])?;
+            let imported = fetch_imports(&ir, &[request], &providers)?;
+            engine.commit_imports(&imported, store, 1, true)?;
             Ok(Report {
                 evaluations: 1,
                 ..Report::default()

@@ -193,10 +193,12 @@ pub type Confirm<'a> = Option<&'a mut dyn FnMut() -> bool>;
 
 /// The engine: one per command invocation. It holds what the whole run shares (options, the
 /// event sink, the seams, the started providers, open ephemeral resources, what the run has
-/// settled, the time spent in Nix) and runs the stages: evaluate, `analysis::analyse`, a phase
-/// (`run_nodes`, with its scheduler owner in `phase_owner`), and the loop's exits
-/// (`phases::stop_after_evaluation`, `phases::stop_after_phase`), carried out in
-/// `apply_phases`; see DESIGN §76.
+/// settled, the time spent in Nix) and runs the stages, each a function of explicit inputs
+/// that its `Engine` frame gathers: evaluate, `analysis::analyse`, a phase
+/// (`phase_owner::run_phase`, framed by `run_nodes`), the loop's exits
+/// (`phases::stop_after_evaluation`, `phases::stop_after_phase`, carried out in
+/// `apply_phases`), destroy (`destroy::removal_set`, `destroy::delete_set`), refresh
+/// (`refresh::read_drift`) and imports (`imports::fetch_imports`); see DESIGN §76.
 pub struct Engine<'s> {
     opts: Options,
     sink: events::Output<'s>,

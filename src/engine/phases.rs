@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::analysis::{
     self, collect_derived, collect_refs_as_waits, pending, resolved_fingerprint, tidy_waits,
@@ -19,7 +18,6 @@ use super::{
 };
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Ir;
-use crate::provider::Provider;
 use crate::state::{LockedStore, MemoryStore, StateFile, StateStore};
 
 impl Engine<'_> {
@@ -56,18 +54,8 @@ impl Engine<'_> {
         phase: u32,
         mode: Mode,
     ) -> Result<PhaseResult, EngineError> {
-        let mut providers: HashMap<String, Arc<dyn Provider>> = HashMap::new();
-        for id in &analysis.run {
-            let node = analysis.nodes[id].node;
-            if !providers.contains_key(&node.provider) {
-                let decl = &ir.providers[&node.provider];
-                let p = self
-                    .providers
-                    .get(&node.provider, decl)
-                    .map_err(EngineError::Diagnostics)?;
-                providers.insert(node.provider.clone(), p);
-            }
-        }
+        let pids = (analysis.run.iter()).map(|id| analysis.nodes[id].node.provider.as_str());
+        let providers = self.running(ir, pids)?;
         let replace_now = (self.opts.replace.iter())
             .filter(|id| !self.settled.contains_key(*id))
             .cloned()

@@ -1,6 +1,6 @@
 //! Starting and configuring the providers a phase needs, and stopping them on Ctrl-C.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use super::resolve::{resolve, Lookup};
 use super::{interrupt_flag, node, Engine};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Ir;
+use crate::provider::Provider;
 use crate::state::StateFile;
 
 impl Engine<'_> {
@@ -86,6 +87,30 @@ impl Engine<'_> {
             self.sink.event(Event::Warning(w.clone()));
         }
         Ok(())
+    }
+
+    /// The running providers `pids` (IR provider ids, repeats allowed), started if needed, by
+    /// id: what a stage gets instead of the engine's provider set. Configuring them is
+    /// [`Engine::prepare_providers`]'s.
+    pub(super) fn running<'p>(
+        &mut self,
+        ir: &Ir,
+        pids: impl IntoIterator<Item = &'p str>,
+    ) -> Result<HashMap<String, Arc<dyn Provider>>, EngineError> {
+        let mut running = HashMap::new();
+        for pid in pids {
+            if running.contains_key(pid) {
+                continue;
+            }
+            let Some(decl) = ir.providers.get(pid) else {
+                return Err(EngineError::Diagnostics(Diagnostic::error(format!(
+                    "provider {pid} is no longer declared, but resources in state use it; declare it again or remove them with `nivis state rm`"
+                )).into()));
+            };
+            let provider = (self.providers.get(pid, decl)).map_err(EngineError::Diagnostics)?;
+            running.insert(pid.to_string(), provider);
+        }
+        Ok(running)
     }
 
     /// Starts a thread that calls StopProvider on every live provider when Ctrl-C is pressed.

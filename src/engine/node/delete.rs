@@ -11,6 +11,39 @@ use crate::provider::{ApplyRequest, Provider};
 use crate::state::ResourceState;
 use crate::value::Value;
 
+/// A delete the provider did not carry out (an error diagnostic or a failed call); the
+/// diagnostics collected alongside say why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeleteFailed;
+
+impl std::fmt::Display for DeleteFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the provider did not delete the object (its diagnostics say why)")
+    }
+}
+
+impl std::error::Error for DeleteFailed {}
+
+/// Deposed objects still there after [`destroy_deposed`]: their keys, in the record's order;
+/// the diagnostics collected alongside say why each delete failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DeposedLeft {
+    /// The keys of the deposed objects not deleted.
+    pub(crate) keys: Vec<String>,
+}
+
+impl std::fmt::Display for DeposedLeft {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "deposed objects not deleted: {} (the diagnostics say why)",
+            self.keys.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for DeposedLeft {}
+
 /// Deletes an object (apply with a null plan).
 pub(super) fn destroy_object(
     provider: &dyn Provider,
@@ -19,7 +52,7 @@ pub(super) fn destroy_object(
     private: &[u8],
     diags: &mut Diagnostics,
     _mutation: Mutation,
-) -> Result<(), ()> {
+) -> Result<(), DeleteFailed> {
     match provider.apply_resource_change(ApplyRequest {
         type_name,
         prior_state: prior,
@@ -31,14 +64,14 @@ pub(super) fn destroy_object(
             let failed = resp.diagnostics.has_errors();
             diags.extend(resp.diagnostics);
             if failed {
-                Err(())
+                Err(DeleteFailed)
             } else {
                 Ok(())
             }
         }
         Err(d) => {
             diags.extend(d);
-            Err(())
+            Err(DeleteFailed)
         }
     }
 }
@@ -51,7 +84,7 @@ pub(in crate::engine) fn destroy_deposed(
     gone: &dyn Fn(DeposedGone),
     diags: &mut Diagnostics,
     mutation: Mutation,
-) -> Result<(), Vec<String>> {
+) -> Result<(), DeposedLeft> {
     let mut remaining = prior.deposed.clone();
     for old in &prior.deposed {
         let started = Instant::now();
@@ -93,7 +126,9 @@ pub(in crate::engine) fn destroy_deposed(
     if remaining.is_empty() {
         Ok(())
     } else {
-        Err(remaining.into_iter().map(|d| d.key).collect())
+        Err(DeposedLeft {
+            keys: remaining.into_iter().map(|d| d.key).collect(),
+        })
     }
 }
 
@@ -104,13 +139,13 @@ pub(super) fn destroy_stored(
     private: &[u8],
     diags: &mut Diagnostics,
     mutation: Mutation,
-) -> Result<(), ()> {
+) -> Result<(), DeleteFailed> {
     let type_name = stored.type_name;
     let (current, upgrade_diags) = match upgrade(provider, stored) {
         Ok(upgraded) => upgraded,
         Err(d) => {
             diags.extend(d);
-            return Err(());
+            return Err(DeleteFailed);
         }
     };
     // An upgrade that reports errors still returns an object: the delete is tried, and the
@@ -119,7 +154,7 @@ pub(super) fn destroy_stored(
     diags.extend(upgrade_diags);
     let deleted = destroy_object(provider, type_name, &current, private, diags, mutation);
     if upgrade_failed {
-        return Err(());
+        return Err(DeleteFailed);
     }
     deleted
 }

@@ -329,9 +329,9 @@ fn apply_managed(
     // written below has room for none of them.
     if let (false, Some(prior)) = (out.deposed.is_empty(), &input.prior) {
         let gone = |g| report(NodeProgress::DeposedGone(g));
-        if let Err(failed) = destroy_deposed(&*input.provider, prior, &gone, &mut diags, mutation) {
+        if let Err(left) = destroy_deposed(&*input.provider, prior, &gone, &mut diags, mutation) {
             out.ok = false;
-            out.deposed.retain(|k| !failed.contains(k));
+            out.deposed.retain(|k| !left.keys.contains(k));
             out.diagnostics = diags;
             return out;
         }
@@ -375,7 +375,7 @@ fn apply_managed(
                 Ok(()) => report(NodeProgress::Commit(Box::new(Change::Remove(
                     input.id.clone(),
                 )))),
-                Err(()) => {
+                Err(_) => {
                     out.ok = false;
                     out.diagnostics = diags;
                     return out;

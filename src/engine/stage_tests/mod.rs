@@ -1,8 +1,12 @@
-//! The engine's pure stages through their inputs and outputs: [`analysis::analyse`] (IR and
-//! state in, what runs and what waits out) and the phase loop's exit
-//! ([`phases::stop_after_evaluation`], [`phases::stop_after_phase`]). No providers, no Nix: the
-//! IR is a JSON document, the state a value. The stages that call providers (`run_nodes`,
-//! destroy, refresh) are tested in process through the engine in `tests/engine/`.
+//! The engine's stages through their inputs and outputs, in process.
+//!
+//! Here, the pure stages: [`analysis::analyse`] (IR and state in, what runs and what waits
+//! out) and the phase loop's exit ([`phases::stop_after_evaluation`],
+//! [`phases::stop_after_phase`]). No providers, no Nix: the IR is a JSON document, the state a
+//! value. The stages that call providers get the fakes of `fakes/kit` as in-process providers
+//! (the same behaviours the end-to-end tests spawn as binaries): `phase` tests
+//! `phase_owner::run_phase`, `removal` destroy's listing and deletion, `reading` refresh's
+//! read of drift and the fetch of imports. Whole commands are tested in `tests/engine/`.
 
 use std::collections::HashMap;
 
@@ -14,6 +18,14 @@ use super::events::Wait;
 use super::phases::{stop_after_evaluation, stop_after_phase, Stop};
 use crate::ir::{self, Ir};
 use crate::state::{Change, ResourceKind, ResourceState, StateFile};
+
+mod fixture;
+#[path = "../../../fakes/kit/mod.rs"]
+#[allow(clippy::all, unreachable_pub)]
+mod kit;
+mod phase;
+mod reading;
+mod removal;
 
 /// A managed `alpha_token` named `name` with `config`.
 fn token(name: &str, config: Json) -> Json {
