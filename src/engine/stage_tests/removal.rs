@@ -22,12 +22,15 @@ fn all() -> Vec<String> {
     [A, B, C].map(String::from).into()
 }
 
-/// Runs [`delete_set`] on `ids` of `store` with `providers`.
+/// What a deletion returned: the removals done, or why not.
+type Deleted = Result<Vec<(String, Action)>, EngineError>;
+
+/// Runs [`delete_set`] on `ids` of `store` with `providers`; also returns the events.
 fn delete(
     store: &mut MemoryStore,
     ids: &[String],
     providers: HashMap<String, Arc<dyn Provider>>,
-) -> (Result<Vec<(String, Action)>, EngineError>, Vec<Event>) {
+) -> (Deleted, Vec<Event>) {
     let input = DeleteInput {
         ids,
         providers,
