@@ -112,8 +112,10 @@ impl Engine<'_> {
         if read.new_state.is_null() {
             return Err(fail(format!("the provider found no {} with that id (ReadResource returned nothing); check the id", node.type_name)));
         }
-        imported_record(node, &decl.source, &schema, &read, dependencies)
-            .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))
+        let record = imported_record(node, &decl.source, &schema, &read, dependencies)
+            .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))?;
+        self.opts.redactor.remember_state_record(&record);
+        Ok(record)
     }
 
     /// Writes the imported records to `store` in one commit and reports each.
@@ -204,6 +206,5 @@ fn imported_record(
         .map(|p| path_json(p))
         .collect();
     record.create_before_destroy = node.lifecycle.create_before_destroy;
-    crate::secrets::remember_state_record(&record);
     Ok(record)
 }

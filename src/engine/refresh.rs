@@ -68,7 +68,7 @@ impl Engine<'_> {
                 .providers
                 .get(&r.provider, &ir.providers[&r.provider])
                 .map_err(EngineError::Diagnostics)?;
-            match node::refresh(provider.as_ref(), &r) {
+            match node::refresh(provider.as_ref(), &r, &self.opts.redactor) {
                 Ok((change, drift)) => {
                     if let Some((attrs, gone)) = drift {
                         read.drifted += 1;
