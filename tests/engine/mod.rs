@@ -10,6 +10,7 @@
 mod lifecycle;
 mod phases;
 mod plan_roundtrip;
+mod redaction;
 mod saved;
 mod truth;
 
