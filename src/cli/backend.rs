@@ -329,32 +329,11 @@ pub(super) fn push(
             dropped.join(", ")
         ),
     };
-    if !force && !fresh && current.lineage != pushed.lineage {
-        return fail(
-            redactor,
-            &format!(
-                "{} belongs to state lineage {}, but {} has lineage {}: it is another state. \
-             Nothing was changed; pass --force to replace it anyway.{drops}",
-                file.display(),
-                pushed.lineage,
-                backend.describe(),
-                current.lineage
-            ),
-        );
-    }
-    if !force && pushed.serial < current.serial {
-        return fail(
-            redactor,
-            &format!(
-                "{} has serial {}, older than the serial {} of {}: the state was written since it \
-             was pulled. Nothing was changed; pull again and redo the edit, or pass --force.\
-             {drops}",
-                file.display(),
-                pushed.serial,
-                current.serial,
-                backend.describe()
-            ),
-        );
+    if let Some(refusal) = (!force)
+        .then(|| unforced_refusal(file, &pushed, current, &backend, &drops))
+        .flatten()
+    {
+        return fail(redactor, &refusal);
     }
     let other_lineage = !fresh && current.lineage != pushed.lineage;
     let overridden = match (other_lineage, pushed.serial < current.serial) {
@@ -382,6 +361,40 @@ pub(super) fn push(
         ));
     }
     replace_and_close(store, pushed, &done, redactor)
+}
+
+/// Why a push without `--force` is refused (the file is another state, or older than the
+/// state), if it is; `drops` names the records it would drop.
+fn unforced_refusal(
+    file: &Path,
+    pushed: &StateFile,
+    current: &StateFile,
+    backend: &Backend,
+    drops: &str,
+) -> Option<String> {
+    let fresh = current.is_empty() && current.serial == 0;
+    if !fresh && current.lineage != pushed.lineage {
+        return Some(format!(
+            "{} belongs to state lineage {}, but {} has lineage {}: it is another state. \
+             Nothing was changed; pass --force to replace it anyway.{drops}",
+            file.display(),
+            pushed.lineage,
+            backend.describe(),
+            current.lineage
+        ));
+    }
+    if pushed.serial < current.serial {
+        return Some(format!(
+            "{} has serial {}, older than the serial {} of {}: the state was written since it \
+             was pulled. Nothing was changed; pull again and redo the edit, or pass --force.\
+             {drops}",
+            file.display(),
+            pushed.serial,
+            current.serial,
+            backend.describe()
+        ));
+    }
+    None
 }
 
 /// Replaces the whole state in `store` by `next`, closes it, and says `done`.
