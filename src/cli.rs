@@ -5,8 +5,9 @@
 //! `cli::vars`, `nivis output` in `cli::output`, `state list|show|rm` in `cli::state`, the
 //! state backend and its own verbs in `cli::backend`, completion in `cli::complete` and
 //! generated documentation in `cli::docs`. Everything printed goes through `render`'s escaping
-//! and redaction. Not: provider or state internals except through `engine` and
-//! `state`'s read API.
+//! and redaction. [`run`] makes the run's `secrets::Redactor` and hands it to every verb, the
+//! logger, the engine (`Options`) and the backend. Not: provider or state internals except
+//! through `engine` and `state`'s read API.
 
 mod args;
 mod audit;

@@ -3,8 +3,9 @@
 //!
 //! Owns every character Nivis prints about a run, through the one escaping function everything
 //! printed goes through (`render::escape`: [`escape`], with [`escape_text`] for multi-line
-//! messages and [`json_text`] for JSON; known secrets redacted on the way), and the progress
-//! ticker (`render::ticker`). Not: decisions (the engine makes them).
+//! messages and [`json_text`] for JSON; the secrets the run's [`Redactor`] knows redacted on
+//! the way: each printer holds the run's, each function is given it), and the progress ticker
+//! (`render::ticker`). Not: decisions (the engine makes them), nor what is secret (`secrets`).
 
 mod escape;
 mod jsonl;
