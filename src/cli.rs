@@ -121,9 +121,7 @@ pub fn run(cli: Cli) -> i32 {
     status
 }
 
-// Long because it is one arm per verb.
-fn dispatch(command: Command, style: Style, redactor: &Redactor) -> i32 {
-    let r = redactor;
+fn dispatch(command: Command, style: Style, r: &Redactor) -> i32 {
     match command {
         Command::Plan(args) => run::run_engine(&args.spec(), style, r, run::Verb::Plan),
         Command::Apply(args) => run::run_engine(&args.spec(), style, r, run::Verb::Apply),
@@ -142,10 +140,7 @@ fn dispatch(command: Command, style: Style, redactor: &Redactor) -> i32 {
             let mut out = render::stdout();
             match complete::write_script(args.shell, &mut out).and_then(|()| out.flush()) {
                 Ok(()) => exit::OK,
-                Err(e) => fail(
-                    redactor,
-                    &format!("cannot write the completion script: {e}"),
-                ),
+                Err(e) => fail(r, &format!("cannot write the completion script: {e}")),
             }
         }
         Command::Man(args) => man_command(&args, r),

@@ -1,7 +1,8 @@
 //! Readiness analysis of one evaluation: the dependency graph, cycles, `--target`, which
 //! resources run in this phase and which wait (on Nix, on a resource, on a provider's
 //! configuration), and the fingerprints that say a settled resource need not run again.
-//! Pure reading of the IR and state: no provider calls, no events.
+//! Pure reading of the IR and state (the sensitive values it resolves are taught to the run's
+//! redactor, nothing else is written): no provider calls, no events.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
