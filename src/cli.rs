@@ -5,8 +5,9 @@
 //! `cli::vars`, `nivis output` in `cli::output`, `state list|show|rm` in `cli::state`, the
 //! state backend and its own verbs in `cli::backend`, completion in `cli::complete` and
 //! generated documentation in `cli::docs`. Everything printed goes through `render`'s escaping
-//! and redaction. Not: provider or state internals except through `engine` and
-//! `state`'s read API.
+//! and redaction. [`run`] makes the run's `secrets::Redactor` and hands it to every verb, the
+//! logger, the engine (`Options`) and the backend. Not: provider or state internals except
+//! through `engine` and `state`'s read API.
 
 mod args;
 mod audit;
@@ -41,6 +42,7 @@ use std::time::Duration;
 use crate::engine::{self, interrupt_flag, Engine, Options};
 use crate::nixeval::PlanSource;
 use crate::render::{self, outln, Style};
+use crate::secrets::Redactor;
 use crate::state::{Backend, DEFAULT_ENV};
 
 use self::args::{
@@ -104,52 +106,56 @@ pub mod exit {
 
 /// Runs the parsed command line; returns the exit code.
 pub fn run(cli: Cli) -> i32 {
-    init_logging(cli.verbose);
+    // What this command invocation knows to be secret: every part of the run that learns a
+    // secret (state, backend, secret sources, the engine) teaches this one, and everything
+    // that prints (the logger, the renderers, error messages) redacts with it (DESIGN §75).
+    let redactor = Redactor::new();
+    init_logging(cli.verbose, &redactor);
     install_interrupt_handler();
     // A hung S3 server must not keep a run waiting after Ctrl-C.
     crate::state::s3::yield_to(interrupt_flag());
     let style = Style::detect(cli.no_color);
-    let status = dispatch(cli.command, style);
+    let status = dispatch(cli.command, style, &redactor);
     // A mutating verb's record goes to the state's audit log with its outcome.
-    audit::finish(status);
+    audit::finish(status, &redactor);
     status
 }
 
-fn dispatch(command: Command, style: Style) -> i32 {
+fn dispatch(command: Command, style: Style, r: &Redactor) -> i32 {
     match command {
-        Command::Plan(args) => run::run_engine(&args.spec(), style, run::Verb::Plan),
-        Command::Apply(args) => run::run_engine(&args.spec(), style, run::Verb::Apply),
-        Command::Destroy(args) => run::run_engine(&args.spec(), style, run::Verb::Destroy),
-        Command::Refresh(args) => run::run_engine(&args.spec(), style, run::Verb::Refresh),
-        Command::Import(args) => import::run(&args, style),
-        Command::Validate(args) => run::run_engine(&args.spec(), style, run::Verb::Validate),
-        Command::Show(args) => run::show(&args.file, args.json, style),
-        Command::State(cmd) => state::run(cmd),
-        Command::Output(args) => output::run(&args),
-        Command::Gen(args) => gen::run(&args),
-        Command::Providers(cmd) => providers_command(cmd),
-        Command::ForceUnlock(args) => backend::force_unlock(&args),
-        Command::Env(EnvCommand::List { state, json }) => backend::env_list(&state, json),
+        Command::Plan(args) => run::run_engine(&args.spec(), style, r, run::Verb::Plan),
+        Command::Apply(args) => run::run_engine(&args.spec(), style, r, run::Verb::Apply),
+        Command::Destroy(args) => run::run_engine(&args.spec(), style, r, run::Verb::Destroy),
+        Command::Refresh(args) => run::run_engine(&args.spec(), style, r, run::Verb::Refresh),
+        Command::Import(args) => import::run(&args, style, r),
+        Command::Validate(args) => run::run_engine(&args.spec(), style, r, run::Verb::Validate),
+        Command::Show(args) => run::show(&args.file, args.json, style, r),
+        Command::State(cmd) => state::run(cmd, r),
+        Command::Output(args) => output::run(&args, r),
+        Command::Gen(args) => gen::run(&args, r),
+        Command::Providers(cmd) => providers_command(cmd, r),
+        Command::ForceUnlock(args) => backend::force_unlock(&args, r),
+        Command::Env(EnvCommand::List { state, json }) => backend::env_list(&state, json, r),
         Command::Completion(args) => {
             let mut out = render::stdout();
             match complete::write_script(args.shell, &mut out).and_then(|()| out.flush()) {
                 Ok(()) => exit::OK,
-                Err(e) => fail(&format!("cannot write the completion script: {e}")),
+                Err(e) => fail(r, &format!("cannot write the completion script: {e}")),
             }
         }
-        Command::Man(args) => man_command(&args),
-        Command::Version(args) => version::run(&args),
-        Command::Graph(args) => graph::run(&args),
-        Command::Console(args) => console::run(&args),
-        Command::Policy(PolicyCommand::Test(args)) => policy::test(&args),
-        Command::Diff(args) => review::diff(&args),
-        Command::Why(args) => review::why(&args),
-        Command::Test(args) => review::test(&args),
-        Command::Log(args) => audit_log::run(&args),
+        Command::Man(args) => man_command(&args, r),
+        Command::Version(args) => version::run(&args, r),
+        Command::Graph(args) => graph::run(&args, r),
+        Command::Console(args) => console::run(&args, r),
+        Command::Policy(PolicyCommand::Test(args)) => policy::test(&args, r),
+        Command::Diff(args) => review::diff(&args, r),
+        Command::Why(args) => review::why(&args, r),
+        Command::Test(args) => review::test(&args, r),
+        Command::Log(args) => audit_log::run(&args, r),
     }
 }
 
-fn man_command(args: &ManArgs) -> i32 {
+fn man_command(args: &ManArgs, redactor: &Redactor) -> i32 {
     let result = if let Some(dir) = &args.dir {
         docs::write_man_pages(dir)
             .map_err(|e| format!("cannot write man pages to {}: {e}", dir.display()))
@@ -166,15 +172,15 @@ fn man_command(args: &ManArgs) -> i32 {
     };
     match result {
         Ok(()) => exit::OK,
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
-fn fail(e: &dyn std::fmt::Display) -> i32 {
+fn fail(redactor: &Redactor, e: &dyn std::fmt::Display) -> i32 {
     let _ = writeln!(
         std::io::stderr(),
         "Error: {}",
-        render::escape_text(&e.to_string())
+        render::escape_text(redactor, &e.to_string())
     );
     exit::ERROR
 }
@@ -233,7 +239,7 @@ fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
     })
 }
 
-fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
+fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Options, String> {
     let source = plan_source(spec.source)?;
     crate::project::require_flake(&source).map_err(|e| e.to_string())?;
     // Before anything evaluates the flake (and copies its tree into the store).
@@ -242,13 +248,17 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
     }
     let vars = vars::collect(&spec.vars.var_files, &spec.vars.vars, vars::from_env()?)?;
     for note in &vars.notes {
-        let _ = writeln!(std::io::stderr(), "Note: {}", render::escape_text(note));
+        let _ = writeln!(
+            std::io::stderr(),
+            "Note: {}",
+            render::escape_text(redactor, note)
+        );
     }
-    crate::project::warn_if_copy_is_large(&source);
+    crate::project::warn_if_copy_is_large(&source, redactor);
     let mut vars = vars;
     let (backend, sources) = match spec.state {
         Some(state) => {
-            let (backend, placement, sources) = backend::resolve_project(state, &source)?;
+            let (backend, placement, sources) = backend::resolve_project(state, &source, redactor)?;
             let local = matches!(backend, Backend::Local { .. }) && backend.env() == DEFAULT_ENV;
             let relative = placement.as_ref().and_then(|p| p.unclaimed_relative());
             if let Some(refusal) = relative.filter(|_| local && matches!(verb, "plan" | "apply")) {
@@ -261,7 +271,7 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         }
         // A verb that reads no state (validate): a local backend that is never opened.
         None => (
-            Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"))
+            Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"), redactor)
                 .map_err(|e| e.to_string())?,
             secret_sources_of(&source)?,
         ),
@@ -271,7 +281,8 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
         audit::begin(&backend, &format!("nivis {verb}"));
     }
     // Before any evaluation or provider call.
-    let secret_vars = vars::add_secret_sources(&mut vars, sources.as_ref(), &source.base_dir())?;
+    let secret_vars =
+        vars::add_secret_sources(&mut vars, sources.as_ref(), &source.base_dir(), redactor)?;
     Ok(Options {
         source,
         backend,
@@ -299,6 +310,7 @@ fn options(spec: &RunSpec<'_>, verb: &str) -> Result<Options, String> {
             rules: spec.overrides.to_vec(),
             reason: spec.override_reason.map(str::to_string),
         },
+        redactor: redactor.clone(),
     })
 }
 
@@ -367,6 +379,7 @@ fn parse_platforms(given: &[String]) -> Result<Vec<crate::registry::Platform>, S
 
 /// `nivis providers list`: where each provider comes from, its version and hashes.
 fn list_providers(
+    redactor: &Redactor,
     ir: &crate::ir::Ir,
     registry: &[(String, Option<String>)],
     install: &crate::registry::InstallOptions,
@@ -386,19 +399,19 @@ fn list_providers(
             for h in &i.hashes {
                 text.push_str(&format!("\n    {h}"));
             }
-            outln!("{}", render::escape_text(&text));
+            outln!("{}", render::escape_text(redactor, &text));
         } else {
             let line = match engine::resolve_source(&decl.source, base) {
                 Ok(p) => format!("{id}: {} (path, {})", p.display(), decl.kind.name()),
                 Err(e) => format!("{id}: not found: {e}"),
             };
-            outln!("{}", render::escape(&line));
+            outln!("{}", render::escape(redactor, &line));
         }
     }
     Ok(())
 }
 
-fn providers_command(cmd: ProvidersCommand) -> i32 {
+fn providers_command(cmd: ProvidersCommand, redactor: &Redactor) -> i32 {
     let (plan, platforms, upgrade) = match &cmd {
         ProvidersCommand::Lock {
             plan,
@@ -410,21 +423,21 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
         } => (plan, platforms.clone(), false),
         ProvidersCommand::List(plan) => (plan, Vec::new(), false),
     };
-    let mut opts = match options(&plan.spec(), "providers") {
+    let mut opts = match options(&plan.spec(), "providers", redactor) {
         Ok(o) => o,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     opts.install.update_lock = upgrade;
     let platforms_parsed = match parse_platforms(&platforms) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let install = opts.install.clone();
     let base = opts.source.base_dir();
     let mut sink = engine::Collect::default();
     let ir = match Engine::new(opts, &mut sink).declarations() {
         Ok(ir) => ir,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let registry: Vec<(String, Option<String>)> = ir
         .providers
@@ -445,7 +458,7 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                     "Locked {} provider(s) for {} platform(s) in {}.",
                     registry.len(),
                     platforms_parsed.len(),
-                    render::escape(&install.lock_file.display().to_string())
+                    render::escape(redactor, &install.lock_file.display().to_string())
                 );
             })
         }
@@ -456,21 +469,21 @@ fn providers_command(cmd: ProvidersCommand) -> i32 {
                         "Mirrored {} provider(s) for {} platform(s) into {}.",
                         registry.len(),
                         platforms_parsed.len(),
-                        render::escape(&dir.display().to_string())
+                        render::escape(redactor, &dir.display().to_string())
                     );
                 },
             )
         }
         ProvidersCommand::List(_) => {
-            return match list_providers(&ir, &registry, &install, &base) {
+            return match list_providers(redactor, &ir, &registry, &install, &base) {
                 Ok(()) => exit::OK,
-                Err(e) => fail(&e),
+                Err(e) => fail(redactor, &e),
             }
         }
     };
     match result {
         Ok(()) => exit::OK,
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
@@ -507,6 +520,8 @@ fn install_interrupt_handler() {
 
 struct StderrLogger {
     level: log::LevelFilter,
+    /// The run's secrets (the process runs one command, so one run).
+    redactor: Redactor,
 }
 
 impl log::Log for StderrLogger {
@@ -521,7 +536,7 @@ impl log::Log for StderrLogger {
                 std::io::stderr().lock(),
                 "[{}] {}",
                 record.level(),
-                render::escape_text(&record.args().to_string())
+                render::escape_text(&self.redactor, &record.args().to_string())
             );
         }
     }
@@ -529,7 +544,7 @@ impl log::Log for StderrLogger {
     fn flush(&self) {}
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, redactor: &Redactor) {
     let from_env = std::env::var("NIVIS_LOG")
         .ok()
         .and_then(|v| v.parse::<log::LevelFilter>().ok());
@@ -539,7 +554,10 @@ fn init_logging(verbose: u8) {
         2 => log::LevelFilter::Debug,
         _ => log::LevelFilter::Trace,
     });
-    let logger = Box::leak(Box::new(StderrLogger { level }));
+    let logger = Box::leak(Box::new(StderrLogger {
+        level,
+        redactor: redactor.clone(),
+    }));
     if log::set_logger(logger).is_ok() {
         log::set_max_level(level);
     }

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::nixsyntax::nix_string;
 use crate::percent::percent_encode;
+use crate::secrets::Redactor;
 use crate::xdg::state_home;
 
 mod eval_store;
@@ -171,10 +172,13 @@ fn eval_command(subcommand: &[&str], what: &str) -> Result<Command, EvalError> {
 /// Evaluates the plan with the ledger at `ledger_path`; returns the IR JSON bytes and the time
 /// Nix took. `inherit`: a descriptor the `nix` process inherits (the run directory's, which
 /// `ledger_path`, `/proc/self/fd/N/...`, goes through: see `rundir`).
+/// `redactor`, the run's secrets: Nix's lines quoting them are left out of its error text and
+/// warnings, and no store path holding one is copied out of the private store.
 pub fn evaluate(
     source: &PlanSource,
     ledger_path: &Path,
     inherit: Option<RawFd>,
+    redactor: &Redactor,
 ) -> Result<(Vec<u8>, Duration), EvalError> {
     let ledger = ledger_path.to_str().ok_or_else(|| EvalError {
         what: source.to_string(),
@@ -184,7 +188,7 @@ pub fn evaluate(
         "plan: plan (builtins.fromJSON (builtins.readFile {}))",
         nix_string(ledger)
     );
-    evaluate_applied(source, &apply, inherit)
+    evaluate_applied(source, &apply, inherit, redactor)
 }
 
 /// Evaluates the plan at `source` through `apply` (a function of the plan function).
@@ -192,6 +196,7 @@ fn evaluate_applied(
     source: &PlanSource,
     apply: &str,
     inherit: Option<RawFd>,
+    redactor: &Redactor,
 ) -> Result<(Vec<u8>, Duration), EvalError> {
     let apply = apply.to_string();
     let started = Instant::now();
@@ -204,13 +209,14 @@ fn evaluate_applied(
     if !output.status.success() {
         return Err(EvalError {
             what: source.to_string(),
-            message: source.located(&without_derived_lines(&String::from_utf8_lossy(
-                &output.stderr,
-            ))),
+            message: source.located(&without_derived_lines(
+                &String::from_utf8_lossy(&output.stderr),
+                redactor,
+            )),
         });
     }
-    log_plan_warnings(&output.stderr);
-    copy_named_paths_out(&output.stdout);
+    log_plan_warnings(&output.stderr, redactor);
+    copy_named_paths_out(&output.stdout, redactor);
     Ok((output.stdout, started.elapsed()))
 }
 
@@ -218,7 +224,7 @@ fn evaluate_applied(
 /// text) were made in the private eval store; providers and builds look in `/nix/store`, so
 /// they are copied there, as evaluating against the shared store did. One that holds a secret
 /// stays private, with a warning (§73).
-fn copy_named_paths_out(ir: &[u8]) {
+fn copy_named_paths_out(ir: &[u8], redactor: &Redactor) {
     let paths = eval_store::store_paths_in(&String::from_utf8_lossy(ir));
     if paths.is_empty() {
         return;
@@ -226,8 +232,8 @@ fn copy_named_paths_out(ir: &[u8]) {
     let Ok(store) = eval_store::dir() else {
         return;
     };
-    for problem in eval_store::copy_paths_out(&store, &paths, nix_command) {
-        log::warn!("{}", crate::secrets::redact(&problem.to_string()));
+    for problem in eval_store::copy_paths_out(&store, &paths, nix_command, redactor) {
+        log::warn!("{}", redactor.redact(&problem.to_string()));
     }
 }
 
@@ -243,10 +249,10 @@ pub fn store_path_on_disk(path: &Path) -> PathBuf {
 /// Logs the plan's warnings (`warnings` of `lib.modules`, traced as `nivis warning: TEXT`),
 /// each once per run (every phase evaluates them again); a line that quotes a value derived
 /// from a secret is left out, as in errors.
-fn log_plan_warnings(stderr: &[u8]) {
+fn log_plan_warnings(stderr: &[u8], redactor: &Redactor) {
     static SHOWN: std::sync::Mutex<std::collections::BTreeSet<String>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let (kept, _) = crate::secrets::without_derived_lines(&String::from_utf8_lossy(stderr));
+    let (kept, _) = redactor.without_derived_lines(&String::from_utf8_lossy(stderr));
     for line in kept.lines() {
         if let Some(warning) = line.strip_prefix("trace: nivis warning: ") {
             let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
@@ -258,10 +264,10 @@ fn log_plan_warnings(stderr: &[u8]) {
 }
 
 /// Nix's error `raw` without the lines quoting a value derived from a known secret (see
-/// `secrets::without_derived_lines`), with a note saying so; at `-v` the raw text is kept in a
+/// `Redactor::without_derived_lines`), with a note saying so; at `-v` the raw text is kept in a
 /// private file (the file rule, mode 0600) whose path the note gives.
-fn without_derived_lines(raw: &str) -> String {
-    let (kept, left_out) = crate::secrets::without_derived_lines(raw);
+fn without_derived_lines(raw: &str, redactor: &Redactor) -> String {
+    let (kept, left_out) = redactor.without_derived_lines(raw);
     if left_out == 0 {
         return kept;
     }

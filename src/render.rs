@@ -3,8 +3,9 @@
 //!
 //! Owns every character Nivis prints about a run, through the one escaping function everything
 //! printed goes through (`render::escape`: [`escape`], with [`escape_text`] for multi-line
-//! messages and [`json_text`] for JSON; known secrets redacted on the way), and the progress
-//! ticker (`render::ticker`). Not: decisions (the engine makes them).
+//! messages and [`json_text`] for JSON; the secrets the run's [`Redactor`] knows redacted on
+//! the way: each printer holds the run's, each function is given it), and the progress ticker
+//! (`render::ticker`). Not: decisions (the engine makes them), nor what is secret (`secrets`).
 
 mod escape;
 mod jsonl;
@@ -27,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::diag::{Diagnostic, Severity};
 use crate::engine::{describe_waits, Action, AttrChange, Event, Sink};
+use crate::secrets::Redactor;
 use crate::value::{render_path, Value};
 
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
@@ -130,8 +132,8 @@ impl Style {
     }
 
     /// Ice blue, for resource names (escaped: ids also come from the state file).
-    fn name(&self, text: &str) -> String {
-        self.paint("38;2;174;207;230", &escape(text))
+    fn name(&self, redactor: &Redactor, text: &str) -> String {
+        self.paint("38;2;174;207;230", &escape(redactor, text))
     }
 
     /// Ember, for milestones.
@@ -173,41 +175,45 @@ pub fn done_verb(action: Action) -> &'static str {
 }
 
 /// Renders a value for display.
-pub fn show(value: &Value) -> String {
+pub fn show(r: &Redactor, value: &Value) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Unknown => "(known after apply)".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
-        Value::String(s) => quote(s),
+        Value::String(s) => quote(r, s),
         Value::List(items) => format!(
             "[{}]",
-            items.iter().map(show).collect::<Vec<_>>().join(", ")
+            items
+                .iter()
+                .map(|v| show(r, v))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Value::Map(m) => format!(
             "{{{}}}",
             m.iter()
-                .map(|(k, v)| format!("{} = {}", escape(k), show(v)))
+                .map(|(k, v)| format!("{} = {}", escape(r, k), show(r, v)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        Value::Dynamic { value, .. } => show(value),
+        Value::Dynamic { value, .. } => show(r, value),
     }
 }
 
-fn show_change(c: &AttrChange) -> String {
+fn show_change(r: &Redactor, c: &AttrChange) -> String {
     let side = |v: &Option<Value>| match v {
         None => "(absent)".to_string(),
         Some(_) if c.sensitive => "(sensitive value)".to_string(),
-        Some(v) => show(v),
+        Some(v) => show(r, v),
     };
     let mut line = match (&c.before, &c.after) {
         (None, Some(_)) | (Some(Value::Null), Some(_)) => {
-            format!("{} = {}", escape(&render_path(&c.path)), side(&c.after))
+            format!("{} = {}", escape(r, &render_path(&c.path)), side(&c.after))
         }
         _ => format!(
             "{}: {} -> {}",
-            escape(&render_path(&c.path)),
+            escape(r, &render_path(&c.path)),
             side(&c.before),
             side(&c.after)
         ),
@@ -219,50 +225,57 @@ fn show_change(c: &AttrChange) -> String {
 }
 
 /// Writes a diagnostic in the human format.
-pub fn write_diagnostic(out: &mut dyn Write, style: Style, d: &Diagnostic) {
+pub fn write_diagnostic(out: &mut dyn Write, style: Style, r: &Redactor, d: &Diagnostic) {
     let label = match d.severity {
         Severity::Error => style.paint("1;31", "Error"),
         Severity::Warning => style.paint("1;33", "Warning"),
     };
     let mut head = label;
-    if let Some(r) = &d.resource {
-        head.push_str(&format!(" [{}]", style.name(&escape(r))));
+    if let Some(resource) = &d.resource {
+        head.push_str(&format!(" [{}]", style.name(r, resource)));
     }
     if let Some(p) = d.path.as_deref().filter(|p| !p.is_empty()) {
-        head.push_str(&format!(" at {}", escape(&render_path(p))));
+        head.push_str(&format!(" at {}", escape(r, &render_path(p))));
     }
-    let _ = writeln!(out, "{head}: {}", escape_text(&d.summary));
-    for line in escape_text(&d.detail).lines() {
+    let _ = writeln!(out, "{head}: {}", escape_text(r, &d.summary));
+    for line in escape_text(r, &d.detail).lines() {
         let _ = writeln!(out, "    {line}");
     }
 }
 
 /// Writes a policy violation in the human format: the rule, its level, where, the message, and
 /// the override's reason when one lets it pass.
-fn write_policy_violation(out: &mut dyn Write, style: Style, v: &crate::policy::Violation) {
+fn write_policy_violation(
+    out: &mut dyn Write,
+    style: Style,
+    r: &Redactor,
+    v: &crate::policy::Violation,
+) {
     let label = match (v.level, &v.overridden) {
         (crate::policy::Level::Mandatory, None) => style.paint("1;31", "Policy violation"),
         _ => style.paint("1;33", "Policy warning"),
     };
     let at = match &v.address {
-        Some(a) => style.name(&escape(a)),
+        Some(a) => style.name(r, a),
         None => "the phase's changes".to_string(),
     };
     let _ = writeln!(
         out,
         "{label} [{at}]: rule {} ({}): {}",
-        escape(&v.rule),
+        escape(r, &v.rule),
         v.level.name(),
-        escape_text(&v.message)
+        escape_text(r, &v.message)
     );
     if let Some(reason) = &v.overridden {
-        let _ = writeln!(out, "    overridden: {}", escape_text(reason));
+        let _ = writeln!(out, "    overridden: {}", escape_text(r, reason));
     }
 }
 
 /// The human printer.
 pub struct Human {
     style: Style,
+    /// The run's secrets, redacted from every line.
+    redactor: Redactor,
     /// Print per-operation progress lines (apply/destroy).
     pub progress: bool,
     /// Head each apply phase's operations with "Phase N" (apply, not destroy).
@@ -275,10 +288,11 @@ pub struct Human {
 }
 
 impl Human {
-    /// A printer with the given style.
-    pub fn new(style: Style) -> Self {
+    /// A printer with the given style, redacting what `redactor` knows (the run's).
+    pub fn new(style: Style, redactor: Redactor) -> Self {
         Human {
             style,
+            redactor,
             progress: true,
             phase_headers: false,
             headed: 0,
@@ -314,6 +328,7 @@ impl Human {
     // Long because it is one arm per event type, each printing that event's lines.
     pub fn write_event(&mut self, out: &mut dyn Write, event: Event) {
         let s = self.style;
+        let r = &self.redactor.clone();
         match event {
             Event::Evaluated {
                 phase,
@@ -339,15 +354,15 @@ impl Human {
                     out,
                     "{} {}{} ({})",
                     s.action(action),
-                    s.name(&id),
-                    deposed_note(&deposed),
-                    escape(&type_name)
+                    s.name(r, &id),
+                    deposed_note(r, &deposed),
+                    escape(r, &type_name)
                 );
                 for c in &changes {
-                    let _ = writeln!(out, "      {}", show_change(c));
+                    let _ = writeln!(out, "      {}", show_change(r, c));
                 }
                 for cause in &drifted {
-                    let note = format!("(because {} changed outside Nivis)", escape(cause));
+                    let note = format!("(because {} changed outside Nivis)", escape(r, cause));
                     let _ = writeln!(out, "      {}", s.dim(&note));
                 }
                 if let Some(note) = forget_note(action) {
@@ -366,7 +381,7 @@ impl Human {
                 } else {
                     s.paint("32", "+?")
                 };
-                let _ = writeln!(out, "{sym} {} ({})", s.name(&id), escape(&type_name));
+                let _ = writeln!(out, "{sym} {} ({})", s.name(r, &id), escape(r, &type_name));
                 let may = if in_state {
                     "may be updated or replaced"
                 } else {
@@ -377,7 +392,7 @@ impl Human {
                     "      {}",
                     s.dim(&format!(
                         "{may} in a later phase: waits on {}",
-                        escape(&describe_waits(&waits))
+                        escape(r, &describe_waits(&waits))
                     ))
                 );
             }
@@ -388,8 +403,8 @@ impl Human {
                     s.dim("…"),
                     s.dim(&format!(
                         "Nix value {} resolves in a later phase (waits on {})",
-                        escape(&id),
-                        escape(&describe_waits(&waits))
+                        escape(r, &id),
+                        escape(r, &describe_waits(&waits))
                     ))
                 );
             }
@@ -401,12 +416,12 @@ impl Human {
             } => {
                 if self.progress && action != Action::NoOp {
                     self.header(out, phase);
-                    let head = format!("  {} {}", s.action(action), s.name(&id));
+                    let head = format!("  {} {}", s.action(action), s.name(r, &id));
                     let _ = writeln!(out, "{head}: {}…", doing_verb(action));
                     // The diff as decided in this phase, unless the confirmed plan showed it.
                     if !self.previewed.remove(&(phase, id.clone())) {
                         for c in &changes {
-                            let _ = writeln!(out, "      {}", show_change(c));
+                            let _ = writeln!(out, "      {}", show_change(r, c));
                         }
                     }
                     let _ = out.flush();
@@ -418,7 +433,7 @@ impl Human {
             }
             // The provider is done; what is left is the state write.
             Event::Recording { id, .. } => {
-                let name = s.name(&id);
+                let name = s.name(r, &id);
                 self.ticker.replace(&id, move |elapsed| {
                     format!("  recording {name} in the state… ({elapsed})")
                 });
@@ -439,8 +454,8 @@ impl Human {
                         out,
                         "  {} {}{}: {}",
                         s.action(action),
-                        s.name(&id),
-                        deposed_note(&deposed),
+                        s.name(r, &id),
+                        deposed_note(r, &deposed),
                         s.dim(&format!(
                             "{} in {:.2}s",
                             done_verb(action),
@@ -458,11 +473,12 @@ impl Human {
                     write_diagnostic(
                         &mut err,
                         s,
+                        r,
                         &Diagnostic::error("operation failed").for_resource(&id),
                     );
                 }
                 for d in &diagnostics {
-                    write_diagnostic(&mut err, s, &d.clone().for_resource(&id));
+                    write_diagnostic(&mut err, s, r, &d.clone().for_resource(&id));
                 }
             }
             Event::Skipped { id, because, .. } => {
@@ -470,8 +486,8 @@ impl Human {
                     std::io::stderr(),
                     "{} {} not attempted: it depends on {} which failed",
                     s.paint("31", "!"),
-                    s.name(&id),
-                    s.name(&because)
+                    s.name(r, &id),
+                    s.name(r, &because)
                 );
             }
             Event::Moved {
@@ -486,16 +502,16 @@ impl Human {
                     let _ = writeln!(
                         out,
                         "{sym} {} moved to {}: recorded in state (no provider call)",
-                        s.name(&from),
-                        s.name(&to)
+                        s.name(r, &from),
+                        s.name(r, &to)
                     );
                 } else {
                     let _ = writeln!(
                         out,
                         "{sym} {} moved to {} ({})",
-                        s.name(&from),
-                        s.name(&to),
-                        escape(&type_name)
+                        s.name(r, &from),
+                        s.name(r, &to),
+                        escape(r, &type_name)
                     );
                     let _ = writeln!(
                         out,
@@ -520,9 +536,9 @@ impl Human {
                 let _ = writeln!(
                     out,
                     "{sym} {} {what} from id {} ({})",
-                    s.name(&id),
-                    escape(&format!("{import_id:?}")),
-                    escape(&type_name)
+                    s.name(r, &id),
+                    escape(r, &format!("{import_id:?}")),
+                    escape(r, &type_name)
                 );
             }
             Event::Drift { id, changes, gone } => {
@@ -531,23 +547,23 @@ impl Human {
                         out,
                         "{} {} no longer exists (removed outside Nivis)",
                         s.paint("31", "!"),
-                        s.name(&id)
+                        s.name(r, &id)
                     );
                 } else {
                     let _ = writeln!(
                         out,
                         "{} {} changed outside Nivis:",
                         s.paint("33", "!"),
-                        s.name(&id)
+                        s.name(r, &id)
                     );
                     for c in &changes {
-                        let _ = writeln!(out, "      {}", show_change(c));
+                        let _ = writeln!(out, "      {}", show_change(r, c));
                     }
                 }
             }
-            Event::Warning(d) => write_diagnostic(&mut std::io::stderr().lock(), s, &d),
+            Event::Warning(d) => write_diagnostic(&mut std::io::stderr().lock(), s, r, &d),
             Event::PolicyViolation { violation: v, .. } => {
-                write_policy_violation(&mut std::io::stderr().lock(), s, &v)
+                write_policy_violation(&mut std::io::stderr().lock(), s, r, &v)
             }
             Event::PhaseDone { .. } => {}
             Event::Fixpoint {
@@ -573,9 +589,9 @@ impl Human {
                 let _ = writeln!(
                     out,
                     "\nSaved the plan to {} ({}); `nivis show {}` prints it.",
-                    escape(&path),
-                    escape(&sha256),
-                    escape(&path)
+                    escape(r, &path),
+                    escape(r, &sha256),
+                    escape(r, &path)
                 );
             }
             Event::PlanFile {
@@ -586,8 +602,8 @@ impl Human {
                 let _ = writeln!(
                     out,
                     "Applying the saved plan {} ({}).",
-                    escape(&path),
-                    escape(&sha256)
+                    escape(r, &path),
+                    escape(r, &sha256)
                 );
             }
         }
@@ -609,10 +625,10 @@ fn forget_note(action: Action) -> Option<&'static str> {
 }
 
 /// ` (deposed object deposed-0)` after a resource id, or nothing.
-fn deposed_note(deposed: &Option<String>) -> String {
+fn deposed_note(r: &Redactor, deposed: &Option<String>) -> String {
     deposed
         .as_ref()
-        .map(|key| format!(" (deposed object {})", escape(key)))
+        .map(|key| format!(" (deposed object {})", escape(r, key)))
         .unwrap_or_default()
 }
 
@@ -632,7 +648,7 @@ mod tests {
             forces_replacement: true,
         };
         assert_eq!(
-            show_change(&c),
+            show_change(&Redactor::new(), &c),
             "label: \"a\" -> \"b\"  # forces replacement"
         );
         let c = AttrChange {
@@ -642,7 +658,10 @@ mod tests {
             sensitive: true,
             forces_replacement: false,
         };
-        assert_eq!(show_change(&c), "secret = (sensitive value)");
+        assert_eq!(
+            show_change(&Redactor::new(), &c),
+            "secret = (sensitive value)"
+        );
         let c = AttrChange {
             path: vec![PathStep::Attr("id".into())],
             before: Some(Value::Null),
@@ -650,7 +669,10 @@ mod tests {
             sensitive: false,
             forces_replacement: false,
         };
-        assert_eq!(show_change(&c), "id = (known after apply)");
+        assert_eq!(
+            show_change(&Redactor::new(), &c),
+            "id = (known after apply)"
+        );
         let j = serde_json::to_value(ChangeRecord::from(&AttrChange {
             path: vec![PathStep::Attr("secret".into())],
             before: None,
@@ -664,22 +686,23 @@ mod tests {
 
     #[test]
     fn one_escaping_for_values_messages_and_json() {
+        let r = &Redactor::new();
         let nasty = "a\u{1b}[31mred\nline\u{202e}evil\u{7}\tend\u{85}\u{200b}";
         assert_eq!(
-            escape(nasty),
+            escape(r, nasty),
             "a\\u{1b}[31mred\\nline\\u{202e}evil\\u{7}\\tend\\u{85}\\u{200b}"
         );
         assert_eq!(
-            escape_text(nasty),
+            escape_text(r, nasty),
             "a\\u{1b}[31mred\nline\\u{202e}evil\\u{7}\tend\\u{85}\\u{200b}"
         );
-        assert_eq!(quote("say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
-        assert_eq!(escape("plain ünïcode ✓"), "plain ünïcode ✓");
+        assert_eq!(quote(r, "say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
+        assert_eq!(escape(r, "plain ünïcode ✓"), "plain ünïcode ✓");
         let j = serde_json::json!({"k\u{202e}": nasty, "n": [1, "\u{7f}"]});
-        let text = json_text(&j, false);
+        let text = json_text(r, &j, false);
         assert!(!text.chars().any(escape::needs_escape), "{text:?}");
         assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), j);
-        let pretty = json_text(&j, true);
+        let pretty = json_text(r, &j, true);
         assert!(pretty.contains('\n'));
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&pretty).unwrap(),
@@ -689,10 +712,15 @@ mod tests {
 
     #[test]
     fn known_secrets_are_redacted_in_every_form() {
-        crate::secrets::remember("render-test-secret");
-        assert_eq!(escape("x render-test-secret y"), "x (sensitive value) y");
-        assert_eq!(escape_text("a\nrender-test-secret"), "a\n(sensitive value)");
+        let r = &Redactor::new();
+        r.remember("render-test-secret");
+        assert_eq!(escape(r, "x render-test-secret y"), "x (sensitive value) y");
+        assert_eq!(
+            escape_text(r, "a\nrender-test-secret"),
+            "a\n(sensitive value)"
+        );
         let text = json_text(
+            r,
             &serde_json::json!({"e": "beta://render-test-secret"}),
             false,
         );

@@ -3,8 +3,8 @@
 //! `command`, `env`) and resolved here, at run time, before the first evaluation.
 //!
 //! Owns: reading the declarations, running `sops` / `age` / the command, and the one-line
-//! error naming the variable and the source. A value lives only in memory: it is remembered as
-//! a secret (masked in every printout) the moment it is read, and the caller hands it to Nix
+//! error naming the variable and the source. A value lives only in memory: the run's redactor
+//! learns it (masked in every printout) the moment it is read, and the caller hands it to Nix
 //! through the private channel like any variable (`rundir`, DESIGN §9). Not: precedence
 //! against `--var` (the caller resolves only variables nothing else gives), writing anything.
 
@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value as Json;
+
+use crate::secrets::Redactor;
 
 mod error;
 
@@ -146,9 +148,13 @@ fn identity(given: Option<String>) -> Result<Option<PathBuf>, SpecProblem> {
     }
 }
 
-/// Resolves `sources` (in name order); each value is remembered as a secret at once. The
-/// first failure is returned as one line naming the variable and the source.
-pub fn resolve(sources: &BTreeMap<String, Source>) -> Result<BTreeMap<String, String>, ReadError> {
+/// Resolves `sources` (in name order); each value is remembered by `redactor` (the run's) as a
+/// secret at once. The first failure is returned as one line naming the variable and the
+/// source.
+pub fn resolve(
+    sources: &BTreeMap<String, Source>,
+    redactor: &Redactor,
+) -> Result<BTreeMap<String, String>, ReadError> {
     let mut values = BTreeMap::new();
     for (name, source) in sources {
         let value = read(source).map_err(|problem| ReadError {
@@ -156,7 +162,7 @@ pub fn resolve(sources: &BTreeMap<String, Source>) -> Result<BTreeMap<String, St
             source: source.describe(),
             problem: Box::new(problem),
         })?;
-        crate::secrets::remember(&value);
+        redactor.remember(&value);
         values.insert(name.clone(), value);
     }
     Ok(values)
@@ -341,7 +347,8 @@ mod tests {
                 "echo no such entry >&2; exit 3".into(),
             ]),
         )]);
-        let e = resolve(&sources).unwrap_err().to_string();
+        let redactor = Redactor::new();
+        let e = resolve(&sources, &redactor).unwrap_err().to_string();
         assert!(
             e.starts_with("variable pw: cannot read it from its command `sh -c"),
             "{e}"
@@ -351,10 +358,7 @@ mod tests {
             "pw".to_string(),
             Source::Command(vec!["printf".into(), "s3cret-value\\n".into()]),
         )]);
-        assert_eq!(resolve(&ok).unwrap()["pw"], "s3cret-value");
-        assert_eq!(
-            crate::secrets::redact("x s3cret-value y"),
-            "x (sensitive value) y"
-        );
+        assert_eq!(resolve(&ok, &redactor).unwrap()["pw"], "s3cret-value");
+        assert_eq!(redactor.redact("x s3cret-value y"), "x (sensitive value) y");
     }
 }

@@ -1,11 +1,16 @@
-//! What this process knows to be secret, and keeping it out of everything it prints.
+//! What a run knows to be secret, and keeping it out of everything it prints.
 //!
 //! Owns: the set of secret values a run has seen so far (a [`Redactor`]) — values at the
 //! state's sensitive paths, sensitive variables, values Nix marked sensitive, sensitive inputs
 //! of a resource — and redacting them from text and JSON; masking the sensitive paths of an
 //! attribute tree.
 //! Not: deciding what is sensitive (provider schemas, the IR and the engine do), escaping for
-//! terminals (`render`), or storing secrets (`state`, `ledger`).
+//! terminals (`render`), or storing secrets (`state`, `ledger`). Nor holding any secret in a
+//! global: there is no process-wide redactor. `cli` makes one `Redactor` per command and hands
+//! it (or a clone, which shares what it learns) to whatever learns secrets (the engine through
+//! `engine::Options`, the state backend, `secret_sources`) and whatever prints (the logger,
+//! `render`'s printers, `nixeval`'s error text); two runs in one process share nothing
+//! (DESIGN §75).
 //!
 //! Redaction is the second line of defence. The first is structural: a value known to be
 //! sensitive is never rendered at all (plan changes, `state show`, the ledger carry a mask or a
@@ -16,8 +21,7 @@
 //! content (masking every `"1"` or `"true"` would make output unreadable); structural masking
 //! still covers them.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde_json::Value as Json;
 
@@ -242,18 +246,6 @@ fn prefix(bytes: &[u8]) -> Option<[u8; MIN_LEN]> {
     bytes.get(..MIN_LEN)?.try_into().ok()
 }
 
-/// The redactor of this process, for the callers not handed one yet (DESIGN §75: passing the
-/// run's [`Redactor`] down to each of them is the step left).
-fn process() -> &'static Redactor {
-    static PROCESS: std::sync::LazyLock<Redactor> = std::sync::LazyLock::new(Redactor::new);
-    &PROCESS
-}
-
-/// Remembers a secret value.
-pub fn remember(s: &str) {
-    process().remember(s);
-}
-
 /// Calls `f` with every string and number (as written) inside a JSON tree.
 pub fn each_scalar_json(json: &Json, f: &mut dyn FnMut(&str)) {
     match json {
@@ -306,58 +298,8 @@ impl Redactor {
     }
 }
 
-/// Remembers every string and number inside a JSON tree.
-pub fn remember_json(json: &Json) {
-    process().remember_json(json);
-}
-
-/// Remembers every string and number inside a provider value.
-pub fn remember_value(value: &Value) {
-    process().remember_value(value);
-}
-
-/// Remembers the values at every sensitive path of every resource (and deposed object).
-pub fn remember_state(state: &StateFile) {
-    process().remember_state(state);
-}
-
-/// Remembers the values at every sensitive path of one resource (and its deposed objects).
-pub fn remember_state_record(r: &ResourceState) {
-    process().remember_state_record(r);
-}
-
-/// Masks every variable value until [`settle_variables`] knows which variables are sensitive
-/// (the plan says so; its first evaluation already sees the values, and may fail quoting one).
-pub fn remember_variables_provisionally(vars: &BTreeMap<String, Json>) {
-    process().remember_variables_provisionally(vars);
-}
-
-/// Ends the provisional period: the values of the variables `sensitive` names stay secrets,
-/// the others are forgotten.
-pub fn settle_variables(vars: &BTreeMap<String, Json>, sensitive: &dyn Fn(&str) -> bool) {
-    process().settle_variables(vars, sensitive);
-}
-
-/// `text` with every known secret replaced by [`MASK`].
-pub fn redact(text: &str) -> Cow<'_, str> {
-    process().redact(text)
-}
-
-/// Replaces every known secret inside the strings (and keys) of a JSON tree.
-pub fn redact_json(json: &mut Json) {
-    process().redact_json(json);
-}
-
-/// The length of the fragments of a known secret [`without_derived_lines`] looks for.
+/// The length of the fragments of a known secret [`Redactor::without_derived_lines`] looks for.
 pub const FRAGMENT_LEN: usize = 8;
-
-/// `text` (an error Nix printed) without the lines that quote a fragment of a known secret
-/// ([`FRAGMENT_LEN`] bytes of it anywhere: a prefix, an escaped copy, a name built from it), and
-/// how many lines were left out. Redaction by content cannot catch a value only derived from a
-/// secret; the lines around it (where, while evaluating which attribute) stay.
-pub fn without_derived_lines(text: &str) -> (String, usize) {
-    process().without_derived_lines(text)
-}
 
 /// `attributes` with the value at each sensitive path (JSON arrays of keys and indices, as in
 /// state) replaced by `mask`.
@@ -400,6 +342,9 @@ pub fn at_path<'j>(json: &'j Json, path: &Json) -> Option<&'j Json> {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+    use std::collections::BTreeMap;
+
     use serde_json::json;
 
     use super::*;

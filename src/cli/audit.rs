@@ -142,7 +142,7 @@ impl Sink for Recorder<'_> {
 
 /// Appends the record of the command begun, if any, with its exit `status`; a log that cannot
 /// be written is a warning (the command's own outcome stands).
-pub(super) fn finish(status: i32) {
+pub(super) fn finish(status: i32, redactor: &crate::secrets::Redactor) {
     let Some(pending) = PENDING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return;
     };
@@ -166,7 +166,7 @@ pub(super) fn finish(status: i32) {
             &mut std::io::stderr(),
             format_args!(
                 "Warning: the audit record of this run was not written: {}\n",
-                crate::render::escape_text(&e)
+                crate::render::escape_text(redactor, &e)
             ),
         );
     }

@@ -9,17 +9,18 @@ use std::time::{Duration, SystemTime};
 use super::args::LogArgs;
 use super::{backend, exit, fail};
 use crate::render::{self, outln};
+use crate::secrets::Redactor;
 use crate::state::audit::{verify, Log, Record};
 
-pub(super) fn run(args: &LogArgs) -> i32 {
-    match list(args) {
+pub(super) fn run(args: &LogArgs, redactor: &Redactor) -> i32 {
+    match list(args, redactor) {
         Ok(status) => status,
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
-fn list(args: &LogArgs) -> Result<i32, String> {
-    let backend = backend::of(&args.target.source, &args.target.state)?;
+fn list(args: &LogArgs, redactor: &Redactor) -> Result<i32, String> {
+    let backend = backend::of(&args.target.source, &args.target.state, redactor)?;
     let log = Log::of(&backend).map_err(|e| e.to_string())?;
     let stored = log.read().map_err(|e| e.to_string())?;
     if args.verify {
@@ -27,26 +28,35 @@ fn list(args: &LogArgs) -> Result<i32, String> {
             None => {
                 outln!(
                     "{}",
-                    render::escape(&format!(
-                        "The audit log {} holds {} record(s); the chain is intact.",
-                        log.describe(),
-                        stored.len()
-                    ))
+                    render::escape(
+                        redactor,
+                        &format!(
+                            "The audit log {} holds {} record(s); the chain is intact.",
+                            log.describe(),
+                            stored.len()
+                        )
+                    )
                 );
                 exit::OK
             }
-            Some(problem) => fail(&format!(
-                "the audit log {} was changed: {problem}. Records before it are intact; \
+            Some(problem) => fail(
+                redactor,
+                &format!(
+                    "the audit log {} was changed: {problem}. Records before it are intact; \
                  compare the log with a copy you trust (or the bucket's object versions)",
-                log.describe()
-            )),
+                    log.describe()
+                ),
+            ),
         });
     }
     let since = args.since.as_deref().map(parse_since).transpose()?;
     if stored.is_empty() && !args.json {
         eprintln!(
             "{}",
-            render::escape_text(&format!("No audit records in {}.", log.describe()))
+            render::escape_text(
+                redactor,
+                &format!("No audit records in {}.", log.describe())
+            )
         );
     }
     for s in &stored {
@@ -61,9 +71,9 @@ fn list(args: &LogArgs) -> Result<i32, String> {
         }
         if args.json {
             let value = serde_json::to_value(&record).expect("a record serializes");
-            outln!("{}", render::json_text(&value, false));
+            outln!("{}", render::json_text(redactor, &value, false));
         } else {
-            outln!("{}", render::escape(&describe(&record)));
+            outln!("{}", render::escape(redactor, &describe(&record)));
         }
     }
     Ok(exit::OK)

@@ -19,6 +19,7 @@ use super::{absolute, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
 use crate::project::{Identity, Placement};
 use crate::render::{self, out, outln};
+use crate::secrets::Redactor;
 use crate::state::s3::Conversion;
 use crate::state::{
     env_state_path, parse_snapshot, Backend, ForceUnlock, Liveness, LockHolder, LockedStore,
@@ -28,8 +29,12 @@ use crate::state::{
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
 /// attribute's sibling `backend`; a plain Nix file or a directory without `flake.nix` has
 /// none), then `--backend-config` overrides, for `--env`.
-pub(super) fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, String> {
-    resolve_project(args, source).map(|(backend, _, _)| backend)
+pub(super) fn resolve(
+    args: &StateArgs,
+    source: &PlanSource,
+    redactor: &Redactor,
+) -> Result<Backend, String> {
+    resolve_project(args, source, redactor).map(|(backend, _, _)| backend)
 }
 
 /// [`resolve`], and the project's identity when its default state is used (not `--state`).
@@ -42,15 +47,16 @@ pub(super) fn resolve(args: &StateArgs, source: &PlanSource) -> Result<Backend, 
 pub(super) fn resolve_project(
     args: &StateArgs,
     source: &PlanSource,
+    redactor: &Redactor,
 ) -> Result<(Backend, Option<Placement>, Option<Json>), String> {
-    let location = state_path(args, source)?;
+    let location = state_path(args, source, redactor)?;
     let settings = match source {
         PlanSource::Flake { flake, attr } => {
             let dir = Path::new(flake);
             if dir.is_dir() && !dir.join("flake.nix").exists() {
                 nixeval::ProjectSettings::default()
             } else {
-                crate::project::warn_if_copy_is_large(source);
+                crate::project::warn_if_copy_is_large(source, redactor);
                 nixeval::project_settings(flake, attr).map_err(|e| e.to_string())?
             }
         }
@@ -61,7 +67,7 @@ pub(super) fn resolve_project(
     } else {
         let placement =
             crate::project::place(source, settings.project.as_ref()).map_err(|e| e.to_string())?;
-        placement.adopt().map_err(|e| e.to_string())?;
+        placement.adopt(redactor).map_err(|e| e.to_string())?;
         log::info!("state: {}", placement.state.display());
         (placement.state.clone(), Some(placement))
     };
@@ -70,6 +76,7 @@ pub(super) fn resolve_project(
         &args.backend_config,
         &args.env,
         &local,
+        redactor,
     )
     .map_err(|e| format!("state backend: {e}"))?;
     Ok((backend, placement, settings.secret_sources))
@@ -79,7 +86,11 @@ pub(super) fn resolve_project(
 /// copies into the store, the selected environment's file too), else the project's
 /// path-keyed default, after moving a state older versions left in the working directory or
 /// in a flake directory Nix copies (the selected environment's too).
-fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> {
+fn state_path(
+    args: &StateArgs,
+    source: &PlanSource,
+    redactor: &Redactor,
+) -> Result<PathBuf, String> {
     use crate::project;
     if let Some(p) = &args.state {
         project::check_state_path(p, source).map_err(|e| e.to_string())?;
@@ -107,7 +118,7 @@ fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> 
             if let Some(message) =
                 project::move_legacy_state(&from, &to).map_err(|e| e.to_string())?
             {
-                eprintln!("{}", render::escape_text(&message));
+                eprintln!("{}", render::escape_text(redactor, &message));
             }
         }
     }
@@ -115,24 +126,33 @@ fn state_path(args: &StateArgs, source: &PlanSource) -> Result<PathBuf, String> 
 }
 
 /// The backend of a command that evaluates no plan, for the plan `source` names.
-pub(super) fn of(source: &SourceArgs, state: &StateArgs) -> Result<Backend, String> {
-    resolve(state, &plan_source(source)?)
+pub(super) fn of(
+    source: &SourceArgs,
+    state: &StateArgs,
+    redactor: &Redactor,
+) -> Result<Backend, String> {
+    resolve(state, &plan_source(source)?, redactor)
 }
 
 /// Reads the state without locking it; its secrets are remembered for redaction. Returns the
 /// backend too (for messages).
-pub(super) fn read(source: &SourceArgs, state: &StateArgs) -> Result<(Backend, StateFile), String> {
-    read_project(source, state).map(|(backend, _, read)| (backend, read))
+pub(super) fn read(
+    source: &SourceArgs,
+    state: &StateArgs,
+    redactor: &Redactor,
+) -> Result<(Backend, StateFile), String> {
+    read_project(source, state, redactor).map(|(backend, _, read)| (backend, read))
 }
 
 /// [`read`], with the project's identity when its default state is used.
 pub(super) fn read_project(
     source: &SourceArgs,
     state: &StateArgs,
+    redactor: &Redactor,
 ) -> Result<(Backend, Option<Identity>, StateFile), String> {
-    let (backend, placement, _) = resolve_project(state, &plan_source(source)?)?;
+    let (backend, placement, _) = resolve_project(state, &plan_source(source)?, redactor)?;
     let read = backend.read_only().map_err(|e| e.to_string())?;
-    crate::secrets::remember_state(&read);
+    redactor.remember_state(&read);
     Ok((backend, placement.map(|p| p.identity), read))
 }
 
@@ -149,24 +169,24 @@ pub(super) fn state_header(backend: &Backend, identity: Option<&Identity>) -> St
 }
 
 /// `nivis env list`.
-pub(super) fn env_list(t: &StateTarget, json: bool) -> i32 {
-    let backend = match of(&t.source, &t.state) {
+pub(super) fn env_list(t: &StateTarget, json: bool, redactor: &Redactor) -> i32 {
+    let backend = match of(&t.source, &t.state, redactor) {
         Ok(b) => b,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     match backend.envs() {
         Ok(envs) => {
             if json {
-                outln!("{}", render::json_text(&Json::from(envs), false));
+                outln!("{}", render::json_text(redactor, &Json::from(envs), false));
             } else {
                 for env in envs {
                     let mark = if env == backend.env() { "*" } else { " " };
-                    outln!("{mark} {}", render::escape(&env));
+                    outln!("{mark} {}", render::escape(redactor, &env));
                 }
             }
             exit::OK
         }
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
@@ -174,7 +194,7 @@ pub(super) fn env_list(t: &StateTarget, json: bool) -> i32 {
 /// asked for), to a new private file (mode 0600, never through a link, never where Nix copies
 /// the plan's tree) or to standard output (terminal-unsafe characters escaped, the JSON
 /// unchanged).
-pub(super) fn pull(t: &StateTarget, out: &Path) -> i32 {
+pub(super) fn pull(t: &StateTarget, out: &Path, redactor: &Redactor) -> i32 {
     if out != Path::new("-") {
         let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
         let checked = plan_source(&t.source)
@@ -188,12 +208,12 @@ pub(super) fn pull(t: &StateTarget, out: &Path) -> i32 {
                     .map_err(|e| e.to_string())
             });
         if let Err(e) = checked {
-            return fail(&e);
+            return fail(redactor, &e);
         }
     }
-    let state = match read(&t.source, &t.state) {
+    let state = match read(&t.source, &t.state, redactor) {
         Ok((_, state)) => state,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let value = serde_json::to_value(&state).expect("state serialises");
     if out == Path::new("-") {
@@ -207,14 +227,17 @@ pub(super) fn pull(t: &StateTarget, out: &Path) -> i32 {
             outln!(
                 "Wrote the state ({} resource(s), secrets included) to {} (mode 0600).",
                 state.len(),
-                render::escape(&out.display().to_string())
+                render::escape(redactor, &out.display().to_string())
             );
             exit::OK
         }
-        Err(e) => fail(&format!(
-            "cannot write {}: {e} (--out - prints the state instead)",
-            out.display()
-        )),
+        Err(e) => fail(
+            redactor,
+            &format!(
+                "cannot write {}: {e} (--out - prints the state instead)",
+                out.display()
+            ),
+        ),
     }
 }
 
@@ -232,7 +255,12 @@ pub(super) struct PushForce {
 /// Whether a push that overrides a check (`--force`) may drop `dropped` records: only if
 /// `--drop-records` names their count, or a person at the terminal types it. `Err` says why
 /// not (nothing is written).
-fn confirm_drops(dropped: &[&str], drop_records: Option<usize>, what: &str) -> Result<(), String> {
+fn confirm_drops(
+    dropped: &[&str],
+    drop_records: Option<usize>,
+    what: &str,
+    redactor: &Redactor,
+) -> Result<(), String> {
     let n = dropped.len();
     if n == 0 || drop_records == Some(n) {
         return Ok(());
@@ -241,10 +269,13 @@ fn confirm_drops(dropped: &[&str], drop_records: Option<usize>, what: &str) -> R
     if drop_records.is_none() && std::io::stdin().is_terminal() {
         outln!(
             "{}",
-            render::escape(&format!(
-                "This forced push ({what}) drops {n} record(s) the state has; their objects \
+            render::escape(
+                redactor,
+                &format!(
+                    "This forced push ({what}) drops {n} record(s) the state has; their objects \
                  stay, unrecorded: {list}."
-            ))
+                )
+            )
         );
         out!("To go on, type the number of records it drops: ");
         let mut answer = String::new();
@@ -266,20 +297,26 @@ fn confirm_drops(dropped: &[&str], drop_records: Option<usize>, what: &str) -> R
     ))
 }
 
-pub(super) fn push(t: &StateTarget, file: &Path, how: PushForce, wait: Option<Duration>) -> i32 {
+pub(super) fn push(
+    t: &StateTarget,
+    file: &Path,
+    how: PushForce,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> i32 {
     let force = how.force;
     let pushed = match read_state_file(file) {
         Ok(s) => s,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
-    let backend = match of(&t.source, &t.state) {
+    let backend = match of(&t.source, &t.state, redactor) {
         Ok(b) => b,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     super::audit::begin(&backend, "nivis state push");
     let store = match backend.open(LockHolder::current("nivis state push"), wait) {
         Ok(s) => s,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let current = store.state();
     let fresh = current.is_empty() && current.serial == 0;
@@ -292,26 +329,11 @@ pub(super) fn push(t: &StateTarget, file: &Path, how: PushForce, wait: Option<Du
             dropped.join(", ")
         ),
     };
-    if !force && !fresh && current.lineage != pushed.lineage {
-        return fail(&format!(
-            "{} belongs to state lineage {}, but {} has lineage {}: it is another state. \
-             Nothing was changed; pass --force to replace it anyway.{drops}",
-            file.display(),
-            pushed.lineage,
-            backend.describe(),
-            current.lineage
-        ));
-    }
-    if !force && pushed.serial < current.serial {
-        return fail(&format!(
-            "{} has serial {}, older than the serial {} of {}: the state was written since it \
-             was pulled. Nothing was changed; pull again and redo the edit, or pass --force.\
-             {drops}",
-            file.display(),
-            pushed.serial,
-            current.serial,
-            backend.describe()
-        ));
+    if let Some(refusal) = (!force)
+        .then(|| unforced_refusal(file, &pushed, current, &backend, &drops))
+        .flatten()
+    {
+        return fail(redactor, &refusal);
     }
     let other_lineage = !fresh && current.lineage != pushed.lineage;
     let overridden = match (other_lineage, pushed.serial < current.serial) {
@@ -320,8 +342,8 @@ pub(super) fn push(t: &StateTarget, file: &Path, how: PushForce, wait: Option<Du
         (false, false) => None,
     };
     if let Some(what) = overridden {
-        if let Err(e) = confirm_drops(&dropped, how.drop_records, what) {
-            return fail(&e);
+        if let Err(e) = confirm_drops(&dropped, how.drop_records, what, redactor) {
+            return fail(redactor, &e);
         }
     }
     let mut done = format!(
@@ -338,40 +360,87 @@ pub(super) fn push(t: &StateTarget, file: &Path, how: PushForce, wait: Option<Du
             dropped.join(", ")
         ));
     }
-    replace_and_close(store, pushed, &done)
+    replace_and_close(store, pushed, &done, redactor)
+}
+
+/// Why a push without `--force` is refused (the file is another state, or older than the
+/// state), if it is; `drops` names the records it would drop.
+fn unforced_refusal(
+    file: &Path,
+    pushed: &StateFile,
+    current: &StateFile,
+    backend: &Backend,
+    drops: &str,
+) -> Option<String> {
+    let fresh = current.is_empty() && current.serial == 0;
+    if !fresh && current.lineage != pushed.lineage {
+        return Some(format!(
+            "{} belongs to state lineage {}, but {} has lineage {}: it is another state. \
+             Nothing was changed; pass --force to replace it anyway.{drops}",
+            file.display(),
+            pushed.lineage,
+            backend.describe(),
+            current.lineage
+        ));
+    }
+    if pushed.serial < current.serial {
+        return Some(format!(
+            "{} has serial {}, older than the serial {} of {}: the state was written since it \
+             was pulled. Nothing was changed; pull again and redo the edit, or pass --force.\
+             {drops}",
+            file.display(),
+            pushed.serial,
+            current.serial,
+            backend.describe()
+        ));
+    }
+    None
 }
 
 /// Replaces the whole state in `store` by `next`, closes it, and says `done`.
-fn replace_and_close(mut store: Box<dyn LockedStore>, next: StateFile, done: &str) -> i32 {
+fn replace_and_close(
+    mut store: Box<dyn LockedStore>,
+    next: StateFile,
+    done: &str,
+    redactor: &Redactor,
+) -> i32 {
     if let Err(e) = store.replace(next).and_then(|()| store.close()) {
-        return fail(&e);
+        return fail(redactor, &e);
     }
-    outln!("{}", render::escape(done));
+    outln!("{}", render::escape(redactor, done));
     exit::OK
 }
 
 /// `nivis state migrate`: copies the local state file into the configured (remote) backend.
-pub(super) fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
-    let backend = match of(&t.source, &t.state) {
+pub(super) fn migrate(
+    t: &StateTarget,
+    force: bool,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> i32 {
+    let backend = match of(&t.source, &t.state, redactor) {
         Ok(b) => b,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     super::audit::begin(&backend, "nivis state migrate");
     let local = backend.local_path().to_path_buf();
     if !local.exists() {
-        return fail(&format!(
-            "there is no local state at {} to migrate (use --state to name it)",
-            local.display()
-        ));
+        return fail(
+            redactor,
+            &format!(
+                "there is no local state at {} to migrate (use --state to name it)",
+                local.display()
+            ),
+        );
     }
     let state = match Store::read_only(&local) {
         Ok(s) => s,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let target = match backend.open_for_migration(LockHolder::current("nivis state migrate"), wait)
     {
         Ok(t) => t,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let existing = target.state();
     if !existing.is_empty() && !force {
@@ -393,10 +462,10 @@ pub(super) fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i
         };
         drop(target);
         return if same {
-            outln!("{}", render::escape(&msg));
+            outln!("{}", render::escape(redactor, &msg));
             exit::OK
         } else {
-            fail(&msg)
+            fail(redactor, &msg)
         };
     }
     let done = format!(
@@ -406,15 +475,20 @@ pub(super) fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i
         local.display(),
         backend.describe()
     );
-    replace_and_close(target, state, &done)
+    replace_and_close(target, state, &done, redactor)
 }
 
 /// `nivis state migrate --encrypt|--decrypt`: the remote state rewritten in place, sealed with
 /// the configured key or in plain text.
-pub(super) fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Duration>) -> i32 {
-    let backend = match of(&t.source, &t.state) {
+pub(super) fn convert(
+    t: &StateTarget,
+    conversion: Conversion,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> i32 {
+    let backend = match of(&t.source, &t.state, redactor) {
         Ok(b) => b,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let command = match conversion {
         Conversion::Encrypt => "nivis state migrate --encrypt",
@@ -424,7 +498,7 @@ pub(super) fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Dura
     let holder = LockHolder::current("nivis state migrate");
     let (resources, deleted) = match backend.convert(holder, wait, conversion) {
         Ok(done) => done,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let url = backend.describe();
     let done = match conversion {
@@ -439,17 +513,17 @@ pub(super) fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Dura
              the state is refused as not encrypted."
         ),
     };
-    outln!("{}", render::escape(&done));
+    outln!("{}", render::escape(redactor, &done));
     exit::OK
 }
 
 /// `nivis force-unlock LOCK_ID`, for whichever backend holds the state: the id must name the
 /// lock; a holder alive on this host keeps it unless `--force`; on a terminal the user confirms
 /// (unless `--force`).
-pub(super) fn force_unlock(args: &ForceUnlockArgs) -> i32 {
-    let backend = match force_unlock_backend(&args.state) {
+pub(super) fn force_unlock(args: &ForceUnlockArgs, redactor: &Redactor) -> i32 {
+    let backend = match force_unlock_backend(&args.state, redactor) {
         Ok(b) => b,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     super::audit::begin(&backend, "nivis force-unlock");
     let terminal = std::io::stdin().is_terminal();
@@ -478,38 +552,42 @@ pub(super) fn force_unlock(args: &ForceUnlockArgs) -> i32 {
             Some(h) => format!("The state lock of {} is held by {h}.", backend.describe()),
             None => format!("The state lock of {} names no holder.", backend.describe()),
         };
-        outln!("{}", render::escape(&text));
+        outln!("{}", render::escape(redactor, &text));
         render::confirm(
             "Remove it? If that process still runs, two commands can then write the state at once.",
         )
     };
     let result = backend.force_unlock(&args.lock_id, args.force, &mut confirm);
     if let Some(refused) = refused {
-        return fail(&refused);
+        return fail(redactor, &refused);
     }
     match result {
         Ok(result) => {
-            outln!("{}", render::escape(&result.to_string()));
+            outln!("{}", render::escape(redactor, &result.to_string()));
             match result {
                 ForceUnlock::Declined => exit::ERROR,
                 _ => exit::OK,
             }
         }
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
 /// The backend whose lock `force-unlock` breaks. A `--state` the other commands refuse (inside
 /// a tree Nix copies) is taken as given, without evaluating the flake (which would copy it into
 /// the store): a state must stay unlockable so that it can be moved.
-fn force_unlock_backend(t: &StateTarget) -> Result<Backend, String> {
+fn force_unlock_backend(t: &StateTarget, redactor: &Redactor) -> Result<Backend, String> {
     let (source, args) = (plan_source(&t.source)?, &t.state);
     match &args.state {
-        Some(p) if crate::project::check_state_path(p, &source).is_err() => {
-            Backend::configure(None, &args.backend_config, &args.env, &absolute(p))
-                .map_err(|e| format!("state backend: {e}"))
-        }
-        _ => resolve(args, &source),
+        Some(p) if crate::project::check_state_path(p, &source).is_err() => Backend::configure(
+            None,
+            &args.backend_config,
+            &args.env,
+            &absolute(p),
+            redactor,
+        )
+        .map_err(|e| format!("state backend: {e}")),
+        _ => resolve(args, &source, redactor),
     }
 }
 

@@ -13,22 +13,23 @@ use super::{exit, fail, options};
 use crate::ledger::Ledger;
 use crate::nixsyntax::nix_string;
 use crate::render::outln;
+use crate::secrets::Redactor;
 
 /// Runs `nivis console`; returns `nix repl`'s exit status.
-pub(super) fn run(args: &ConsoleArgs) -> i32 {
-    match start(args) {
+pub(super) fn run(args: &ConsoleArgs, redactor: &Redactor) -> i32 {
+    match start(args, redactor) {
         Ok(code) => code,
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
-fn start(args: &ConsoleArgs) -> Result<i32, String> {
+fn start(args: &ConsoleArgs, redactor: &Redactor) -> Result<i32, String> {
     let (install, vars) = (InstallArgs::none(), VarArgs::default());
     let spec = RunSpec {
         state: Some(&args.state),
         ..RunSpec::new(&args.source, &vars, &install)
     };
-    let opts = options(&spec, "console")?;
+    let opts = options(&spec, "console", redactor)?;
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
     let mut ledger = Ledger::default();
     ledger.env = Some(opts.backend.env().to_string());

@@ -9,6 +9,7 @@ use super::args::GenArgs;
 use super::{exit, fail};
 use crate::engine;
 use crate::render::{self, outln};
+use crate::secrets::Redactor;
 
 /// `terraform-provider-null_v2.1.2_x4` -> `null`; `provider-alpha` -> `alpha`.
 fn provider_short_name(path: &Path) -> String {
@@ -23,15 +24,15 @@ fn provider_short_name(path: &Path) -> String {
     base.split(['_', '.']).next().unwrap_or(base).to_string()
 }
 
-pub(super) fn run(args: &GenArgs) -> i32 {
+pub(super) fn run(args: &GenArgs, redactor: &Redactor) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_default();
     let install = match args.install.options() {
         Ok(o) => o,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let path = match engine::locate(&args.provider, None, &cwd, &install) {
         Ok(p) => p,
-        Err(e) => return fail(&format!("--provider: {e}")),
+        Err(e) => return fail(redactor, &format!("--provider: {e}")),
     };
     let name = args
         .name
@@ -41,25 +42,28 @@ pub(super) fn run(args: &GenArgs) -> i32 {
     let provider =
         match crate::plugin::GrpcProvider::start(&crate::plugin::LaunchSpec::new(&name, &path)) {
             Ok(p) => p,
-            Err(e) => return fail(&e),
+            Err(e) => return fail(redactor, &e),
         };
     let files = crate::codegen::generate(&name, crate::provider::Provider::schema(&provider));
     drop(provider);
     let root = args.out.join(&name);
     if root.exists() {
         if let Err(e) = std::fs::remove_dir_all(&root) {
-            return fail(&format!("cannot clear {}: {e}", root.display()));
+            return fail(redactor, &format!("cannot clear {}: {e}", root.display()));
         }
     }
     for file in &files {
         let target = args.out.join(&file.path);
         if let Some(parent) = target.parent() {
             if let Err(e) = std::fs::create_dir_all(parent) {
-                return fail(&format!("cannot create {}: {e}", parent.display()));
+                return fail(
+                    redactor,
+                    &format!("cannot create {}: {e}", parent.display()),
+                );
             }
         }
         if let Err(e) = std::fs::write(&target, &file.contents) {
-            return fail(&format!("cannot write {}: {e}", target.display()));
+            return fail(redactor, &format!("cannot write {}: {e}", target.display()));
         }
     }
     let done = format!(
@@ -69,7 +73,7 @@ pub(super) fn run(args: &GenArgs) -> i32 {
         started.elapsed().as_secs_f64(),
         args.out.display()
     );
-    outln!("{}", render::escape(&done));
+    outln!("{}", render::escape(redactor, &done));
     exit::OK
 }
 

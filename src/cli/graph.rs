@@ -14,6 +14,7 @@ use super::{exit, fail, options};
 use crate::engine::{Collect, Engine};
 use crate::ir::{DependencyKind, Ir};
 use crate::render::{self, outln};
+use crate::secrets::Redactor;
 
 /// What an edge means for when its dependent can be planned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -43,26 +44,26 @@ struct PlanGraph {
 }
 
 /// Runs `nivis graph`.
-pub(super) fn run(args: &GraphArgs) -> i32 {
+pub(super) fn run(args: &GraphArgs, redactor: &Redactor) -> i32 {
     let install = InstallArgs::none();
     let spec = RunSpec {
         state: Some(&args.state),
         ..RunSpec::new(&args.source, &args.vars, &install)
     };
-    let opts = match options(&spec, "graph") {
+    let opts = match options(&spec, "graph", redactor) {
         Ok(o) => o,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let mut sink = Collect::default();
     let ir = match Engine::new(opts, &mut sink).declarations() {
         Ok(ir) => ir,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let graph = PlanGraph::of(&ir);
     if args.json {
-        outln!("{}", render::json_text(&graph.to_json(), false));
+        outln!("{}", render::json_text(redactor, &graph.to_json(), false));
     } else {
-        outln!("{}", render::escape_text(&graph.to_dot()));
+        outln!("{}", render::escape_text(redactor, &graph.to_dot()));
     }
     exit::OK
 }

@@ -7,18 +7,19 @@ use super::args::ImportArgs;
 use super::{exit, fail, options};
 use crate::engine::{Engine, EngineError, Event, Sink};
 use crate::render::{self, outln, Human, JsonLines, Style, Tally};
+use crate::secrets::Redactor;
 
-pub(super) fn run(args: &ImportArgs, style: Style) -> i32 {
+pub(super) fn run(args: &ImportArgs, style: Style, redactor: &Redactor) -> i32 {
     let json = args.output.json;
-    let mut human = Human::new(style);
-    let mut jsonl = JsonLines::default();
+    let mut human = Human::new(style, redactor.clone());
+    let mut jsonl = JsonLines::new(redactor.clone());
     if json {
         jsonl.start("import");
     }
     let (status, summary) = {
         let inner: &mut dyn Sink = if json { &mut jsonl } else { &mut human };
         let mut tally = Tally::new(inner);
-        let status = import(args, style, &mut tally);
+        let status = import(args, style, redactor, &mut tally);
         (status, tally.summary_json())
     };
     if json {
@@ -27,9 +28,9 @@ pub(super) fn run(args: &ImportArgs, style: Style) -> i32 {
     status
 }
 
-fn import(args: &ImportArgs, style: Style, sink: &mut dyn Sink) -> i32 {
+fn import(args: &ImportArgs, style: Style, redactor: &Redactor, sink: &mut dyn Sink) -> i32 {
     let json = args.output.json;
-    let result = options(&args.spec(), "import").map_err(|e| (e, Vec::new()));
+    let result = options(&args.spec(), "import", redactor).map_err(|e| (e, Vec::new()));
     let mut recorder = super::audit::Recorder { inner: sink };
     let result = result.and_then(|opts| {
         Engine::new(opts, &mut recorder)
@@ -44,7 +45,7 @@ fn import(args: &ImportArgs, style: Style, sink: &mut dyn Sink) -> i32 {
             if !json {
                 outln!(
                     "Run `nivis plan` to see how {} differs from its configuration.",
-                    render::escape(&args.address)
+                    render::escape(redactor, &args.address)
                 );
             }
             exit::OK
@@ -57,9 +58,9 @@ fn import(args: &ImportArgs, style: Style, sink: &mut dyn Sink) -> i32 {
                 });
             }
             if diagnostics.is_empty() {
-                fail(&message)
+                fail(redactor, &message)
             } else {
-                render::write_diagnostics(style, &diagnostics);
+                render::write_diagnostics(style, redactor, &diagnostics);
                 exit::ERROR
             }
         }

@@ -21,6 +21,7 @@ use super::{backend, fail, options};
 use crate::engine::{Collect, Engine};
 use crate::nixsyntax::{nix_attr, nix_string};
 use crate::render;
+use crate::secrets::Redactor;
 use crate::state::StateFile;
 
 /// What `nivis output` shows.
@@ -39,20 +40,20 @@ struct Collected {
     revealed: Outputs,
 }
 
-pub(super) fn run(args: &OutputArgs) -> i32 {
-    let Collected { shown, revealed } = match collect(args) {
+pub(super) fn run(args: &OutputArgs, redactor: &Redactor) -> i32 {
+    let Collected { shown, revealed } = match collect(args, redactor) {
         Ok(o) => o,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let mut out = render::stdout();
     let result = match &args.name {
         None if args.json => {
             let all = json!({ "resources": shown.resources, "consumers": shown.consumers });
-            writeln!(out, "{}", render::json_text(&all, true))
+            writeln!(out, "{}", render::json_text(redactor, &all, true))
         }
-        None => write!(out, "{}", render::escape_text(&nix_all(&shown))),
+        None => write!(out, "{}", render::escape_text(redactor, &nix_all(&shown))),
         Some(name) if args.raw => match lookup(&revealed, name).and_then(|v| raw(&v)) {
-            Err(e) => return fail(&format!("--raw {name}: {e}")),
+            Err(e) => return fail(redactor, &format!("--raw {name}: {e}")),
             // Exactly the value for a pipe; escaped (not redacted) for a terminal.
             Ok(text) if std::io::stdout().is_terminal() => {
                 write!(out, "{}", render::escape_unredacted(&text))
@@ -60,18 +61,24 @@ pub(super) fn run(args: &OutputArgs) -> i32 {
             Ok(text) => out.write_all(text.as_bytes()),
         },
         Some(name) => match lookup(&shown, name) {
-            Err(e) => return fail(&e),
-            Ok(value) if args.json => writeln!(out, "{}", render::json_text(&value, true)),
-            Ok(value) => writeln!(out, "{}", render::escape_text(&nix_value(&value, 0))),
+            Err(e) => return fail(redactor, &e),
+            Ok(value) if args.json => {
+                writeln!(out, "{}", render::json_text(redactor, &value, true))
+            }
+            Ok(value) => writeln!(
+                out,
+                "{}",
+                render::escape_text(redactor, &nix_value(&value, 0))
+            ),
         },
     };
     match result.and_then(|()| out.flush()) {
         Ok(()) => super::exit::OK,
-        Err(e) => fail(&format!("cannot write the output: {e}")),
+        Err(e) => fail(redactor, &format!("cannot write the output: {e}")),
     }
 }
 
-fn collect(args: &OutputArgs) -> Result<Collected, String> {
+fn collect(args: &OutputArgs, redactor: &Redactor) -> Result<Collected, String> {
     // `nivis output` in a directory without a flake (only a state file) shows what state
     // holds; any source given explicitly must evaluate.
     let implicit = args.source.file.is_none() && args.source.flake == ".";
@@ -82,12 +89,12 @@ fn collect(args: &OutputArgs) -> Result<Collected, String> {
                 "(no flake.nix here: Nix consumer values are not shown; use --flake or --file)"
             );
         }
-        let (_, state) = backend::read(&args.source, &args.state)?;
+        let (_, state) = backend::read(&args.source, &args.state, redactor)?;
         return Ok(Collected::new(&state, None));
     }
     if let Some(name) = &args.name {
         // A resource's outputs are in the state: no evaluation, so no variables needed.
-        let (_, state) = backend::read(&args.source, &args.state)?;
+        let (_, state) = backend::read(&args.source, &args.state, redactor)?;
         let recorded = state
             .ids()
             .any(|id| name == id || name.strip_prefix(id).is_some_and(|r| r.starts_with('.')));
@@ -100,9 +107,9 @@ fn collect(args: &OutputArgs) -> Result<Collected, String> {
         state: Some(&args.state),
         ..RunSpec::new(&args.source, &args.vars, &install)
     };
-    let opts = options(&spec, "output")?;
+    let opts = options(&spec, "output", redactor)?;
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
-    crate::secrets::remember_state(&state);
+    redactor.remember_state(&state);
     let mut sink = Collect::default();
     let ir = Engine::new(opts, &mut sink)
         .declarations()

@@ -13,49 +13,59 @@ use super::args::PolicyTestArgs;
 use super::{exit, fail, plan_source};
 use crate::policy::PolicyRunner;
 use crate::render::{escape_text, outln};
+use crate::secrets::Redactor;
 
 /// A violation as a fixture names it: the rule and the address (`None`: a whole phase).
 type Expected = BTreeSet<(String, Option<String>)>;
 
 /// Runs every fixture of `args`; exit 0 when each found exactly the violations it expects.
-pub(super) fn test(args: &PolicyTestArgs) -> i32 {
+pub(super) fn test(args: &PolicyTestArgs, redactor: &Redactor) -> i32 {
     let source = match plan_source(&args.source) {
         Ok(s) => s,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let mut runner = PolicyRunner::new(source.clone());
     let mut failed = 0;
     for path in &args.fixtures {
         let (input, expected) = match read_fixture(path) {
             Ok(f) => f,
-            Err(e) => return fail(&format!("{}: {e}", path.display())),
+            Err(e) => return fail(redactor, &format!("{}: {e}", path.display())),
         };
         let verdict = match runner.check(&input) {
             Ok(Some((verdict, _))) => verdict,
             Ok(None) => {
-                return fail(&format!(
-                    "the plan {source} has no place for policies beside it; give --attr (the \
+                return fail(
+                    redactor,
+                    &format!(
+                        "the plan {source} has no place for policies beside it; give --attr (the \
                      policies are read beside it) or use a flake"
-                ))
+                    ),
+                )
             }
-            Err(e) => return fail(&e),
+            Err(e) => return fail(redactor, &e),
         };
         let found: Expected = (verdict.violations.iter())
             .map(|v| (v.rule.clone(), v.address.clone()))
             .collect();
         if found == expected {
-            outln!("ok   {}", escape_text(&path.display().to_string()));
+            outln!(
+                "ok   {}",
+                escape_text(redactor, &path.display().to_string())
+            );
             continue;
         }
         failed += 1;
-        outln!("FAIL {}", escape_text(&path.display().to_string()));
+        outln!(
+            "FAIL {}",
+            escape_text(redactor, &path.display().to_string())
+        );
         for (label, set) in [("expected", &expected), ("found", &found)] {
             let listed: Vec<String> = set.iter().map(describe).collect();
             let listed = match listed.is_empty() {
                 true => "no violation".to_string(),
                 false => listed.join(", "),
             };
-            outln!("       {label}: {}", escape_text(&listed));
+            outln!("       {label}: {}", escape_text(redactor, &listed));
         }
     }
     let total = args.fixtures.len();

@@ -17,6 +17,7 @@ use crate::ir::{Ir, PathStep};
 use crate::render::{self, outln};
 use crate::review::diff::{self, AttrChange, ChangeKind, Diff, Shown};
 use crate::review::revision::{self, Side};
+use crate::secrets::Redactor;
 use crate::state::StateFile;
 
 mod test;
@@ -30,10 +31,10 @@ const CANNOT_KNOW: &str = "Not known without the providers: what they would plan
     Run `nivis plan` for those.";
 
 /// Runs `nivis diff`.
-pub(super) fn diff(args: &DiffArgs) -> i32 {
-    match run_diff(args) {
+pub(super) fn diff(args: &DiffArgs, redactor: &Redactor) -> i32 {
+    match run_diff(args, redactor) {
         Ok(code) => code,
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
@@ -44,19 +45,20 @@ fn review_setup(
     vars: &VarArgs,
     state: &StateArgs,
     verb: &str,
+    redactor: &Redactor,
 ) -> Result<(Options, StateFile), String> {
     let install = InstallArgs::none();
     let spec = RunSpec {
         state: Some(state),
         ..RunSpec::new(source, vars, &install)
     };
-    let opts = options(&spec, verb)?;
+    let opts = options(&spec, verb, redactor)?;
     let recorded = opts.backend.read_only().map_err(|e| e.to_string())?;
     Ok((opts, recorded))
 }
 
-fn run_diff(args: &DiffArgs) -> Result<i32, String> {
-    let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "diff")?;
+fn run_diff(args: &DiffArgs, redactor: &Redactor) -> Result<i32, String> {
+    let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "diff", redactor)?;
     let root = revision::repository_root(&opts.source).map_err(|e| e.to_string())?;
     let from = revision::resolve(&root, args.from.as_deref().unwrap_or("HEAD"))
         .map_err(|e| e.to_string())?;
@@ -76,9 +78,9 @@ fn run_diff(args: &DiffArgs) -> Result<i32, String> {
         doc["to"] = side_json(&to);
         doc["ledger"] = json!({"recorded": state.len()});
         doc["notKnown"] = json!(CANNOT_KNOW);
-        outln!("{}", render::json_text(&doc, true));
+        outln!("{}", render::json_text(redactor, &doc, true));
     } else {
-        print_diff(&diff, &from, &to, state.len());
+        print_diff(&diff, &from, &to, state.len(), redactor);
     }
     Ok(if args.detailed_exitcode && !diff.is_empty() {
         exit::CHANGES
@@ -138,43 +140,43 @@ pub(super) fn evaluate(opts: &Options, state: &StateFile) -> Result<Ir, String> 
         .map_err(|e| e.to_string())
 }
 
-fn print_diff(diff: &Diff, from: &Side, to: &Side, recorded: usize) {
+fn print_diff(diff: &Diff, from: &Side, to: &Side, recorded: usize, redactor: &Redactor) {
     outln!(
         "Comparing {} with {}, both evaluated against the outputs of the {recorded} object(s) \
          recorded in the state. No provider was started.",
-        render::escape(&from.label()),
-        render::escape(&to.label())
+        render::escape(redactor, &from.label()),
+        render::escape(redactor, &to.label())
     );
     outln!("");
     if diff.is_empty() {
         outln!("No differences in the plan's resources and data sources.");
     }
     for node in &diff.nodes {
-        let address = render::escape(&node.address);
+        let address = render::escape(redactor, &node.address);
         let head = match &node.kind {
             ChangeKind::Added => format!("+ {address} added"),
             ChangeKind::Removed => format!("- {address} removed"),
             ChangeKind::Moved { from } => {
-                format!("-> {} moved to {address}", render::escape(from))
+                format!("-> {} moved to {address}", render::escape(redactor, from))
             }
             ChangeKind::Changed => format!("~ {address} changed"),
         };
         outln!("{head}");
         for a in &node.attributes {
-            outln!("    {}", attr_line(a));
+            outln!("    {}", attr_line(a, redactor));
         }
         for e in &node.edges_added {
             outln!(
                 "    + reads {} (at {})",
-                render::escape(&e.from),
-                render::escape(&e.via)
+                render::escape(redactor, &e.from),
+                render::escape(redactor, &e.via)
             );
         }
         for e in &node.edges_removed {
             outln!(
                 "    - no longer reads {} (at {})",
-                render::escape(&e.from),
-                render::escape(&e.via)
+                render::escape(redactor, &e.from),
+                render::escape(redactor, &e.via)
             );
         }
     }
@@ -184,8 +186,8 @@ fn print_diff(diff: &Diff, from: &Side, to: &Side, recorded: usize) {
         for d in &diff.may_change_later {
             outln!(
                 "  ? {} (after {})",
-                render::escape(&d.address),
-                render::escape(&d.because_of.join(", "))
+                render::escape(redactor, &d.address),
+                render::escape(redactor, &d.because_of.join(", "))
             );
         }
     }
@@ -206,83 +208,94 @@ fn summary_line(diff: &Diff) -> String {
     )
 }
 
-fn attr_line(a: &AttrChange) -> String {
-    let path = render::escape(&a.path);
+fn attr_line(a: &AttrChange, redactor: &Redactor) -> String {
+    let path = render::escape(redactor, &a.path);
     match (&a.before, &a.after) {
-        (Shown::Absent, after) => format!("{path} = {}", shown(after)),
-        (before, Shown::Absent) => format!("{path} was {}", shown(before)),
-        (before, after) => format!("{path}: {} -> {}", shown(before), shown(after)),
+        (Shown::Absent, after) => format!("{path} = {}", shown(after, redactor)),
+        (before, Shown::Absent) => format!("{path} was {}", shown(before, redactor)),
+        (before, after) => format!(
+            "{path}: {} -> {}",
+            shown(before, redactor),
+            shown(after, redactor)
+        ),
     }
 }
 
-fn shown(s: &Shown) -> String {
+fn shown(s: &Shown, redactor: &Redactor) -> String {
     match s {
         Shown::Absent => "(absent)".into(),
         Shown::Sensitive => "(sensitive value)".into(),
-        Shown::Value(v) => show_ir_value(v),
+        Shown::Value(v) => show_ir_value(v, redactor),
     }
 }
 
 /// An IR value for reading: markers as what they stand for.
-pub(super) fn show_ir_value(v: &Json) -> String {
+pub(super) fn show_ir_value(v: &Json, redactor: &Redactor) -> String {
     let marker = |key: &str| {
         v.as_object()
             .filter(|m| m.len() == 1)
             .and_then(|m| m.get(key))
     };
     if let Some(r) = marker("__ref") {
-        return format!("(output {})", ref_text(r));
+        return format!("(output {})", ref_text(r, redactor));
     }
     if let Some(r) = marker("__sensitiveRef") {
-        return format!("(sensitive output {})", ref_text(r));
+        return format!("(sensitive output {})", ref_text(r, redactor));
     }
     if let Some(d) = marker("__derived") {
         let inputs: Vec<&str> = (d["inputs"].as_array().into_iter().flatten())
             .filter_map(Json::as_str)
             .collect();
-        return render::escape(&format!(
-            "(computed by Nix once {} known)",
-            inputs.join(", ")
-        ));
+        return render::escape(
+            redactor,
+            &format!("(computed by Nix once {} known)", inputs.join(", ")),
+        );
     }
     if let Some(b) = marker("__build") {
-        return render::escape(&format!(
-            "(build output {})",
-            b["path"].as_str().unwrap_or("?")
-        ));
+        return render::escape(
+            redactor,
+            &format!("(build output {})", b["path"].as_str().unwrap_or("?")),
+        );
     }
     match v {
-        Json::String(s) => render::quote(s),
+        Json::String(s) => render::quote(redactor, s),
         Json::Array(items) => format!(
             "[{}]",
             items
                 .iter()
-                .map(show_ir_value)
+                .map(|v| show_ir_value(v, redactor))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
         Json::Object(m) => format!(
             "{{{}}}",
             m.iter()
-                .map(|(k, v)| format!("{} = {}", render::escape(k), show_ir_value(v)))
+                .map(|(k, v)| format!(
+                    "{} = {}",
+                    render::escape(redactor, k),
+                    show_ir_value(v, redactor)
+                ))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        other => render::escape(&other.to_string()),
+        other => render::escape(redactor, &other.to_string()),
     }
 }
 
 /// `{resource, path}` as `alpha.alpha_token.A.value`.
-fn ref_text(r: &Json) -> String {
+fn ref_text(r: &Json, redactor: &Redactor) -> String {
     let steps: Vec<PathStep> = (r["path"].as_array().into_iter().flatten())
         .map(|s| match s.as_u64() {
             Some(i) => PathStep::Index(i),
             None => PathStep::Key(s.as_str().unwrap_or_default().to_string()),
         })
         .collect();
-    render::escape(&format!(
-        "{}.{}",
-        r["resource"].as_str().unwrap_or("?"),
-        crate::ir::render_path(&steps)
-    ))
+    render::escape(
+        redactor,
+        &format!(
+            "{}.{}",
+            r["resource"].as_str().unwrap_or("?"),
+            crate::ir::render_path(&steps)
+        ),
+    )
 }

@@ -13,6 +13,7 @@ use super::{exit, fail, options};
 use crate::engine::plan_file::{self, SavedPlan, VariableRecord};
 use crate::engine::{Engine, EngineError, Event, Options, Report, Sink, Timing};
 use crate::render::{self, Human, JsonLines, Style, Tally};
+use crate::secrets::Redactor;
 use serde_json::Value as Json;
 
 /// A verb that runs the engine.
@@ -50,17 +51,17 @@ enum Failure {
 }
 
 /// Runs `verb` with the flags of `spec`; returns the exit status.
-pub(super) fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
-    let mut human = Human::new(style);
+pub(super) fn run_engine(spec: &RunSpec<'_>, style: Style, redactor: &Redactor, verb: Verb) -> i32 {
+    let mut human = Human::new(style, redactor.clone());
     human.phase_headers = verb == Verb::Apply;
-    let mut jsonl = JsonLines::default();
+    let mut jsonl = JsonLines::new(redactor.clone());
     if spec.json {
         jsonl.start(verb.name());
     }
     let (status, summary) = {
         let inner: &mut dyn Sink = if spec.json { &mut jsonl } else { &mut human };
         let mut tally = Tally::new(inner);
-        let status = run_verb(spec, style, verb, &mut tally);
+        let status = run_verb(spec, style, redactor, verb, &mut tally);
         (status, tally.summary_json())
     };
     if spec.json {
@@ -71,13 +72,19 @@ pub(super) fn run_engine(spec: &RunSpec<'_>, style: Style, verb: Verb) -> i32 {
 
 /// Runs the verb, sending events, summary lines and the `error` event through `tally`;
 /// returns the exit status.
-fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>) -> i32 {
+fn run_verb(
+    spec: &RunSpec<'_>,
+    style: Style,
+    redactor: &Redactor,
+    verb: Verb,
+    tally: &mut Tally<'_>,
+) -> i32 {
     let started = Instant::now();
     let calls_before = crate::plugin::call_times();
     let cpu_before = own_cpu_time();
     // What the run does is noted for its audit record.
     let mut recorder = super::audit::Recorder { inner: &mut *tally };
-    let result = drive(spec, style, verb, &mut recorder);
+    let result = drive(spec, style, redactor, verb, &mut recorder);
     match result {
         Ok(report) => {
             if let Some(r) = &report {
@@ -107,7 +114,7 @@ fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>)
                     _ if spec.plan_destroy => "plan-destroy",
                     _ => verb.name(),
                 };
-                render::print_summary(command, report.as_ref(), tally);
+                render::print_summary(redactor, command, report.as_ref(), tally);
             }
             if spec.detailed_exitcode && tally.has_changes() {
                 exit::CHANGES
@@ -120,7 +127,7 @@ fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>)
                 // CI reads stdout: the failure is its last line; stderr says it for humans.
                 tally.event(command_failed(&failure));
             }
-            report_failure(failure, style)
+            report_failure(failure, style, redactor)
         }
     }
 }
@@ -129,10 +136,11 @@ fn run_verb(spec: &RunSpec<'_>, style: Style, verb: Verb, tally: &mut Tally<'_>)
 fn drive(
     spec: &RunSpec<'_>,
     style: Style,
+    redactor: &Redactor,
     verb: Verb,
     sink: &mut dyn Sink,
 ) -> Result<Option<Report>, Failure> {
-    let mut opts = options(spec, verb.name()).map_err(Failure::Setup)?;
+    let mut opts = options(spec, verb.name(), redactor).map_err(Failure::Setup)?;
     opts.save = spec.out.is_some();
     let mut saved_destroy = false;
     if let Some(file) = spec.plan_file {
@@ -169,7 +177,7 @@ fn drive(
         Verb::Destroy => engine.destroy(confirm).map(Some),
         Verb::Validate => match engine.validate() {
             Ok(diags) => {
-                render::write_diagnostics(style, &diags.0);
+                render::write_diagnostics(style, redactor, &diags.0);
                 if diags.has_errors() {
                     Err(EngineError::Invalid)
                 } else {
@@ -187,7 +195,7 @@ fn drive(
         })),
     ) = (spec.out, &result)
     {
-        let sha256 = write_saved_plan(out, saved).map_err(Failure::Setup)?;
+        let sha256 = write_saved_plan(out, saved, redactor).map_err(Failure::Setup)?;
         sink.event(Event::PlanFile {
             path: out.display().to_string(),
             sha256,
@@ -207,7 +215,8 @@ fn drive(
 /// `apply FILE`: the run applies the saved plan, with its `--target` and `--replace`. Returns
 /// whether it is a destroy plan.
 fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Result<bool, String> {
-    let (saved, sha256) = read_saved_plan(file)?;
+    let redactor = &opts.redactor;
+    let (saved, sha256) = read_saved_plan(file, redactor)?;
     if !opts.targets.is_empty() || !opts.replace.is_empty() {
         return Err(
             "a saved plan carries its own --target and --replace: give neither with FILE".into(),
@@ -232,7 +241,7 @@ fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Resul
                 let _ = std::io::Write::write_fmt(
                     &mut std::io::stderr(),
                     format_args!("Note: the saved plan holds no digest of the sensitive variable {}: the state it was made against holds no secret to key one with, so the value given now cannot be checked against the plan's.\n",
-                    crate::render::escape_text(name)),
+                    crate::render::escape_text(redactor, name)),
                 );
             }
         }
@@ -248,7 +257,7 @@ fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Resul
 }
 
 /// Reads and checks a saved plan; returns it with the content hash of its bytes.
-fn read_saved_plan(file: &Path) -> Result<(SavedPlan, String), String> {
+fn read_saved_plan(file: &Path, redactor: &Redactor) -> Result<(SavedPlan, String), String> {
     let bytes = crate::privfile::open_read(file, "the saved plan")
         .map_err(|e| e.into_io())
         .and_then(|mut f| {
@@ -257,7 +266,7 @@ fn read_saved_plan(file: &Path) -> Result<(SavedPlan, String), String> {
         })
         .map_err(|e| format!("cannot read the saved plan {}: {e}", file.display()))?;
     let saved = SavedPlan::parse(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
-    if saved.to_canonical().as_bytes() != bytes.as_slice() {
+    if saved.to_canonical(redactor).as_bytes() != bytes.as_slice() {
         return Err(format!(
             "{}: not the canonical bytes `nivis plan --out` writes: it was edited; make the plan again",
             file.display()
@@ -268,8 +277,8 @@ fn read_saved_plan(file: &Path) -> Result<(SavedPlan, String), String> {
 
 /// Writes the saved plan's canonical bytes to `out` (mode 0600, never through a link); returns
 /// their content hash.
-fn write_saved_plan(out: &Path, saved: &SavedPlan) -> Result<String, String> {
-    let text = saved.to_canonical();
+fn write_saved_plan(out: &Path, saved: &SavedPlan, redactor: &Redactor) -> Result<String, String> {
+    let text = saved.to_canonical(redactor);
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
     crate::privfile::check_dirs(dir.unwrap_or(Path::new(".")), "the saved plan")
         .map_err(|e| e.to_string())?;
@@ -279,28 +288,28 @@ fn write_saved_plan(out: &Path, saved: &SavedPlan) -> Result<String, String> {
 }
 
 /// `nivis show FILE [--json]`: a saved plan, as `nivis plan` printed it, or its JSON.
-pub(super) fn show(file: &Path, json: bool, style: Style) -> i32 {
-    let (saved, sha256) = match read_saved_plan(file) {
+pub(super) fn show(file: &Path, json: bool, style: Style, redactor: &Redactor) -> i32 {
+    let (saved, sha256) = match read_saved_plan(file, redactor) {
         Ok(s) => s,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     if json {
         let value: serde_json::Value =
-            serde_json::from_str(&saved.to_canonical()).expect("canonical JSON parses");
-        render::print_json(&value);
+            serde_json::from_str(&saved.to_canonical(redactor)).expect("canonical JSON parses");
+        render::print_json(redactor, &value);
         return exit::OK;
     }
-    render::print_saved_plan_head(&file.display().to_string(), &sha256, &saved);
-    let mut human = Human::new(style);
+    render::print_saved_plan_head(redactor, &file.display().to_string(), &sha256, &saved);
+    let mut human = Human::new(style, redactor.clone());
     let events = match saved.events() {
         Ok(events) => events,
-        Err(e) => return fail(&format!("{}: {e}", file.display())),
+        Err(e) => return fail(redactor, &format!("{}: {e}", file.display())),
     };
     let mut tally = Tally::new(&mut human);
     for event in events {
         tally.event(event);
     }
-    render::print_summary("plan", None, &tally);
+    render::print_summary(redactor, "plan", None, &tally);
     exit::OK
 }
 
@@ -320,31 +329,31 @@ fn command_failed(failure: &Failure) -> Event {
 }
 
 /// Tells a person on stderr why the command failed; returns the exit status.
-fn report_failure(failure: Failure, style: Style) -> i32 {
+fn report_failure(failure: Failure, style: Style, redactor: &Redactor) -> i32 {
     match failure {
-        Failure::Setup(message) => fail(&message),
+        Failure::Setup(message) => fail(redactor, &message),
         Failure::Engine(EngineError::Diagnostics(d)) => {
-            render::write_diagnostics(style, &d.0);
+            render::write_diagnostics(style, redactor, &d.0);
             exit::ERROR
         }
         // Its diagnostics are printed already.
         Failure::Engine(EngineError::Invalid) => exit::ERROR,
         Failure::Engine(EngineError::Interrupted) => {
-            let _ = fail(&EngineError::Interrupted);
+            let _ = fail(redactor, &EngineError::Interrupted);
             exit::INTERRUPTED
         }
         // Stopped by Ctrl-C, the results rescued: the error says where they are.
         Failure::Engine(e @ EngineError::StateWrite(_))
             if crate::engine::interrupt_flag().load(std::sync::atomic::Ordering::SeqCst) =>
         {
-            let _ = fail(&e);
+            let _ = fail(redactor, &e);
             exit::INTERRUPTED
         }
         Failure::Engine(EngineError::Declined) => {
-            render::print_declined(&EngineError::Declined.to_string());
+            render::print_declined(redactor, &EngineError::Declined.to_string());
             exit::ERROR
         }
-        Failure::Engine(e) => fail(&e),
+        Failure::Engine(e) => fail(redactor, &e),
     }
 }
 

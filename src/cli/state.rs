@@ -11,13 +11,14 @@ use serde_json::Value as Json;
 use super::args::{StateCommand, StateTarget};
 use super::{backend, exit, fail};
 use crate::render::{self, outln};
+use crate::secrets::Redactor;
 use crate::state::s3::Conversion;
 use crate::state::{Change, LockHolder, LockedStore, ResourceState};
 
 // Long because it dispatches one arm per state verb.
-pub(super) fn run(cmd: StateCommand) -> i32 {
+pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
     match cmd {
-        StateCommand::Pull { out, state } => backend::pull(&state, &out),
+        StateCommand::Pull { out, state } => backend::pull(&state, &out, redactor),
         StateCommand::Push {
             file,
             force,
@@ -32,6 +33,7 @@ pub(super) fn run(cmd: StateCommand) -> i32 {
                 drop_records,
             },
             lock.lock_timeout,
+            redactor,
         ),
         StateCommand::Migrate {
             force,
@@ -40,71 +42,80 @@ pub(super) fn run(cmd: StateCommand) -> i32 {
             state,
             lock,
         } => match (encrypt, decrypt) {
-            (true, _) => backend::convert(&state, Conversion::Encrypt, lock.lock_timeout),
-            (_, true) => backend::convert(&state, Conversion::Decrypt, lock.lock_timeout),
-            _ => backend::migrate(&state, force, lock.lock_timeout),
+            (true, _) => backend::convert(&state, Conversion::Encrypt, lock.lock_timeout, redactor),
+            (_, true) => backend::convert(&state, Conversion::Decrypt, lock.lock_timeout, redactor),
+            _ => backend::migrate(&state, force, lock.lock_timeout, redactor),
         },
         StateCommand::List {
             addresses,
             state,
             json,
-        } => match backend::read_project(&state.source, &state.state) {
+        } => match backend::read_project(&state.source, &state.state, redactor) {
             Ok((backend, identity, state)) => {
                 // On stderr: scripts read the list from stdout.
                 eprintln!(
                     "{}",
-                    render::escape_text(&backend::state_header(&backend, identity.as_ref()))
+                    render::escape_text(
+                        redactor,
+                        &backend::state_header(&backend, identity.as_ref())
+                    )
                 );
                 // Never written (an emptied state has a serial above 0): Terraform's "No state
                 // file was found!", so a script listing the wrong place does not read "nothing".
                 if state.serial == 0 && state.is_empty() {
-                    return fail(&format!(
+                    return fail(
+                        redactor,
+                        &format!(
                         "No state found at {}: nothing was applied with it yet; choose the state \
                          with --state, --env or NIVIS_STATE",
                         backend.describe()
-                    ));
+                    ),
+                    );
                 }
                 let ids: Vec<&str> = state.ids().filter(|id| matches(id, &addresses)).collect();
                 if json {
                     let ids =
                         Json::Array(ids.iter().map(|id| Json::String(id.to_string())).collect());
-                    outln!("{}", render::json_text(&ids, false));
+                    outln!("{}", render::json_text(redactor, &ids, false));
                 } else {
                     for id in ids {
-                        outln!("{}", render::escape(id));
+                        outln!("{}", render::escape(redactor, id));
                     }
                 }
                 exit::OK
             }
-            Err(e) => fail(&e),
+            Err(e) => fail(redactor, &e),
         },
         StateCommand::Show { id, state, json } => {
-            match backend::read(&state.source, &state.state) {
+            match backend::read(&state.source, &state.state, redactor) {
                 Ok((backend, state)) => match state.get(&id) {
                     Some(r) => {
-                        show_resource(r, json);
+                        show_resource(r, json, redactor);
                         exit::OK
                     }
-                    None => fail(&format!(
-                        "{id} is not in {}; `nivis state list` shows what is",
-                        backend.describe()
-                    )),
+                    None => fail(
+                        redactor,
+                        &format!(
+                            "{id} is not in {}; `nivis state list` shows what is",
+                            backend.describe()
+                        ),
+                    ),
                 },
-                Err(e) => fail(&e),
+                Err(e) => fail(redactor, &e),
             }
         }
-        StateCommand::Rm { ids, state, lock } => remove(&ids, &state, lock.lock_timeout),
+        StateCommand::Rm { ids, state, lock } => remove(&ids, &state, lock.lock_timeout, redactor),
         StateCommand::Mv {
             from,
             to,
             state,
             lock,
-        } => rename(&from, &to, &state, lock.lock_timeout),
+        } => rename(&from, &to, &state, lock.lock_timeout, redactor),
         StateCommand::Repair {
             dry_run,
             state,
             lock,
-        } => super::state_repair::run(&state, dry_run, lock.lock_timeout),
+        } => super::state_repair::run(&state, dry_run, lock.lock_timeout, redactor),
     }
 }
 
@@ -120,26 +131,26 @@ fn matches(id: &str, addresses: &[String]) -> bool {
 }
 
 /// `state show`: the recorded attributes, every sensitive path masked.
-fn show_resource(r: &ResourceState, json: bool) {
+fn show_resource(r: &ResourceState, json: bool, redactor: &Redactor) {
     use crate::secrets::{mask_paths, JSON_MASK, MASK};
     if json {
         let attrs = mask_paths(&r.attributes, &r.sensitive_paths, JSON_MASK);
         let doc = serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs});
-        outln!("{}", render::json_text(&doc, false));
+        outln!("{}", render::json_text(redactor, &doc, false));
         return;
     }
     outln!(
         "{} ({})",
-        render::escape(&r.id),
-        render::escape(&r.type_name)
+        render::escape(redactor, &r.id),
+        render::escape(redactor, &r.type_name)
     );
     if let Json::Object(m) = mask_paths(&r.attributes, &r.sensitive_paths, MASK) {
         for (k, v) in &m {
             let shown = match v {
-                Json::String(s) => render::escape(s),
-                other => render::json_text(other, false),
+                Json::String(s) => render::escape(redactor, s),
+                other => render::json_text(redactor, other, false),
             };
-            outln!("  {} = {shown}", render::escape(k));
+            outln!("  {} = {shown}", render::escape(redactor, k));
         }
     }
 }
@@ -149,8 +160,9 @@ fn open_locked(
     target: &StateTarget,
     command: &str,
     wait: Option<Duration>,
+    redactor: &Redactor,
 ) -> Result<Box<dyn LockedStore>, String> {
-    backend::of(&target.source, &target.state).and_then(|b| {
+    backend::of(&target.source, &target.state, redactor).and_then(|b| {
         super::audit::begin(&b, command);
         b.open(LockHolder::current(command), wait)
             .map_err(|e| e.to_string())
@@ -159,7 +171,13 @@ fn open_locked(
 
 /// `state mv`: renames a record (and the dependencies naming it) in one journaled commit;
 /// the real object is not touched.
-fn rename(from: &str, to: &str, target: &StateTarget, wait: Option<Duration>) -> i32 {
+fn rename(
+    from: &str,
+    to: &str,
+    target: &StateTarget,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> i32 {
     let kind = |id: &str| {
         id.rsplit_once('.')
             .map(|(k, n)| (k.to_string(), n.to_string()))
@@ -167,67 +185,79 @@ fn rename(from: &str, to: &str, target: &StateTarget, wait: Option<Duration>) ->
     match (kind(from), kind(to)) {
         (Some((a, _)), Some((b, name))) if a == b && crate::value::is_identifier(&name) => {}
         _ => {
-            return fail(&format!(
-                "cannot move {from} to {to}: the new address must keep the provider and type \
+            return fail(
+                redactor,
+                &format!(
+                    "cannot move {from} to {to}: the new address must keep the provider and type \
                  (<provider>.<type>.) and change only the name, an identifier"
-            ))
+                ),
+            )
         }
     }
-    let mut store = match open_locked(target, "nivis state mv", wait) {
+    let mut store = match open_locked(target, "nivis state mv", wait, redactor) {
         Ok(s) => s,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     if !store.state().contains(from) {
-        return fail(&format!(
+        return fail(redactor, &format!(
             "cannot move {from} to {to}: {from} is not in state (`nivis state list` shows what is); nothing was changed"
         ));
     }
     if store.state().contains(to) {
-        return fail(&format!(
-            "cannot move {from} to {to}: {to} is already in state; nothing was changed"
-        ));
+        return fail(
+            redactor,
+            &format!("cannot move {from} to {to}: {to} is already in state; nothing was changed"),
+        );
     }
     let changes = store.state().rename(from, to);
     if let Err(e) = store.commit(&changes) {
-        return fail(&e);
+        return fail(redactor, &e);
     }
     super::audit::change(to, &format!("move from {from}"));
     if let Err(e) = store.close() {
-        return fail(&e);
+        return fail(redactor, &e);
     }
     outln!(
         "Moved {} to {} in state (the real object was not touched).",
-        render::escape(from),
-        render::escape(to)
+        render::escape(redactor, from),
+        render::escape(redactor, to)
     );
     exit::OK
 }
 
 /// `state rm`: forgets the records, leaving the real objects alone.
-fn remove(ids: &[String], target: &StateTarget, wait: Option<Duration>) -> i32 {
-    let mut store = match open_locked(target, "nivis state rm", wait) {
+fn remove(
+    ids: &[String],
+    target: &StateTarget,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> i32 {
+    let mut store = match open_locked(target, "nivis state rm", wait, redactor) {
         Ok(s) => s,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     for id in ids {
         if !store.state().contains(id) {
-            return fail(&format!("{id} is not in state; nothing was removed"));
+            return fail(
+                redactor,
+                &format!("{id} is not in state; nothing was removed"),
+            );
         }
     }
     let changes: Vec<Change> = ids.iter().map(|id| Change::Remove(id.clone())).collect();
     if let Err(e) = store.commit(&changes) {
-        return fail(&e);
+        return fail(redactor, &e);
     }
     for id in ids {
         super::audit::change(id, "forget");
     }
     if let Err(e) = store.close() {
-        return fail(&e);
+        return fail(redactor, &e);
     }
     for id in ids {
         outln!(
             "Removed {} from state (the real object was not destroyed).",
-            render::escape(id)
+            render::escape(redactor, id)
         );
     }
     exit::OK

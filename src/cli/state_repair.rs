@@ -8,22 +8,31 @@ use std::time::Duration;
 use super::args::StateTarget;
 use super::{backend, exit, fail};
 use crate::render::{self, outln};
+use crate::secrets::Redactor;
 use crate::state::s3::{repair, Repair};
 use crate::state::{Backend, LockHolder};
 
-pub(super) fn run(t: &StateTarget, dry_run: bool, wait: Option<Duration>) -> i32 {
-    let chosen = match backend::of(&t.source, &t.state) {
+pub(super) fn run(
+    t: &StateTarget,
+    dry_run: bool,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> i32 {
+    let chosen = match backend::of(&t.source, &t.state, redactor) {
         Ok(b) => b,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let Backend::S3 { backend: s3, .. } = &chosen else {
-        return fail(&format!(
+        return fail(
+            redactor,
+            &format!(
             "{} is a local state: its journal is one file, with no segments to lose; a damaged \
              one is named by the \"corrupt\" message, and the backup beside it ({}.backup) \
              restores the last good snapshot. Nothing was changed",
             chosen.describe(),
             chosen.describe()
-        ));
+        ),
+        );
     };
     if !dry_run {
         super::audit::begin(&chosen, "nivis state repair");
@@ -33,11 +42,11 @@ pub(super) fn run(t: &StateTarget, dry_run: bool, wait: Option<Duration>) -> i32
         Ok(done) => {
             outln!(
                 "{}",
-                render::escape(&report(&chosen.describe(), &done, dry_run))
+                render::escape(redactor, &report(&chosen.describe(), &done, dry_run))
             );
             exit::OK
         }
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 

@@ -24,9 +24,12 @@ pub fn parse() -> Cli {
         Err(e) => {
             if e.use_stderr() {
                 if let Some(hint) = single_dash_hint(&args).or_else(|| terraform_verb_hint(&args)) {
+                    // Before the run: nothing is known to be secret yet, so a redactor of
+                    // its own, empty (the hint is escaped all the same).
+                    let nothing_known = crate::secrets::Redactor::new();
                     eprintln!(
                         "error: {}\n\nFor more information, try '--help'.",
-                        crate::render::escape(&hint)
+                        crate::render::escape(&nothing_known, &hint)
                     );
                     std::process::exit(super::exit::ERROR);
                 }

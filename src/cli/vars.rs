@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::secrets::Redactor;
 use serde_json::Value as Json;
 
 /// The environment variable prefix: `NIVIS_VAR_region=eu-west-1`.
@@ -50,13 +51,14 @@ pub(super) fn add_secret_sources(
     vars: &mut VarValues,
     sources: Option<&Json>,
     base: &Path,
+    redactor: &Redactor,
 ) -> Result<Vec<String>, String> {
     let Some(sources) = sources else {
         return Ok(Vec::new());
     };
     let mut declared = crate::secret_sources::parse(sources, base).map_err(|e| e.to_string())?;
     declared.retain(|name, _| !vars.values.contains_key(name));
-    let values = crate::secret_sources::resolve(&declared).map_err(|e| e.to_string())?;
+    let values = crate::secret_sources::resolve(&declared, redactor).map_err(|e| e.to_string())?;
     for (name, value) in &values {
         vars.set_json(name, Json::String(value.clone()));
     }

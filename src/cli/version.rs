@@ -13,12 +13,13 @@ use super::args::VersionArgs;
 use super::{exit, fail};
 use crate::registry::{LockFile, Platform};
 use crate::render::{self, outln};
+use crate::secrets::Redactor;
 
 /// Runs `nivis version`.
-pub(super) fn run(args: &VersionArgs) -> i32 {
+pub(super) fn run(args: &VersionArgs, redactor: &Redactor) -> i32 {
     let providers = match locked_providers(&args.lock_file) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(redactor, &e),
     };
     let nix = nix_version();
     if args.json {
@@ -29,23 +30,27 @@ pub(super) fn run(args: &VersionArgs) -> i32 {
             "lockFile": args.lock_file.exists().then(|| args.lock_file.display().to_string()),
             "providers": Json::Object(providers),
         });
-        outln!("{}", render::json_text(&doc, false));
+        outln!("{}", render::json_text(redactor, &doc, false));
         return exit::OK;
     }
     outln!("nivis {}", env!("CARGO_PKG_VERSION"));
     outln!("platform: {}", Platform::current());
     match &nix {
-        Some(v) => outln!("nix: {}", render::escape(v)),
+        Some(v) => outln!("nix: {}", render::escape(redactor, v)),
         None => outln!("nix: not found (is Nix installed and on PATH?)"),
     }
     if !providers.is_empty() {
         outln!(
             "providers (from {}):",
-            render::escape(&args.lock_file.display().to_string())
+            render::escape(redactor, &args.lock_file.display().to_string())
         );
         for (address, version) in &providers {
             let version = version.as_str().unwrap_or_default();
-            outln!("  {} {}", render::escape(address), render::escape(version));
+            outln!(
+                "  {} {}",
+                render::escape(redactor, address),
+                render::escape(redactor, version)
+            );
         }
     }
     exit::OK

@@ -1,7 +1,8 @@
 //! Readiness analysis of one evaluation: the dependency graph, cycles, `--target`, which
 //! resources run in this phase and which wait (on Nix, on a resource, on a provider's
 //! configuration), and the fingerprints that say a settled resource need not run again.
-//! Pure reading of the IR and state: no provider calls, no events.
+//! Pure reading of the IR and state (the sensitive values it resolves are taught to the run's
+//! redactor, nothing else is written): no provider calls, no events.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -11,6 +12,7 @@ use super::resolve::{resolve, Lookup};
 use crate::graph::Graph;
 use crate::ir::{Ir, Node, Tree};
 use crate::provider::Capabilities;
+use crate::secrets::Redactor;
 use crate::state::StateFile;
 
 /// The resources settled in this run: id -> the fingerprint of the configuration they settled
@@ -18,7 +20,7 @@ use crate::state::StateFile;
 pub(super) type Settled = HashMap<String, String>;
 
 /// What, besides the IR and the state, decides an analysis: the run's `--target` and
-/// `--replace`, and what it has settled so far.
+/// `--replace`, and what it has settled so far; and the run's redactor.
 pub(super) struct Scope<'a> {
     /// `--target`: only these resources and what they depend on.
     pub(super) targets: &'a [String],
@@ -26,6 +28,9 @@ pub(super) struct Scope<'a> {
     pub(super) replace: &'a [String],
     /// Settled earlier in this run.
     pub(super) settled: &'a Settled,
+    /// The run's secrets: resolving a sensitive value teaches it the value (it decides
+    /// nothing here).
+    pub(super) redactor: &'a Redactor,
 }
 
 /// Works out, for one evaluation (`ir` against `state`), what runs now and what waits.
@@ -101,12 +106,13 @@ pub(super) fn analyse<'ir>(
         .providers
         .iter()
         .filter(|(_, decl)| {
-            let r = resolve(&decl.config, &|id| match state.get(id) {
+            let lookup = |id: &str| match state.get(id) {
                 Some(rs) if !selected.contains(id) || !nodes.contains_key(id) => {
                     Lookup::Settled(&rs.attributes, &rs.sensitive_paths)
                 }
                 _ => Lookup::Pending,
-            });
+            };
+            let r = resolve(&decl.config, &lookup, scope.redactor);
             !r.waits.is_empty()
         })
         .map(|(pid, _)| pid.as_str())
@@ -132,10 +138,9 @@ pub(super) fn analyse<'ir>(
             continue;
         }
         let fresh = !info.deps.iter().any(|d| running.contains(d))
-            && scope
-                .settled
-                .get(id)
-                .is_some_and(|fp| Some(fp) == resolved_fingerprint(info.node, state).as_ref());
+            && scope.settled.get(id).is_some_and(|fp| {
+                Some(fp) == resolved_fingerprint(info.node, state, scope.redactor).as_ref()
+            });
         if !fresh {
             running.insert(id.clone());
             run.push(id.clone());
@@ -307,11 +312,16 @@ pub(super) fn collect_refs_as_waits(tree: &Tree, out: &mut Vec<Wait>) {
 /// What a resource's turn depends on, with references resolved from `state`: two equal
 /// fingerprints mean running it again would send the provider the same thing. `None` while
 /// something it references is not recorded yet.
-pub(super) fn resolved_fingerprint(node: &Node, state: &StateFile) -> Option<String> {
-    let resolved = resolve(&node.config, &|id| match state.get(id) {
+pub(super) fn resolved_fingerprint(
+    node: &Node,
+    state: &StateFile,
+    redactor: &Redactor,
+) -> Option<String> {
+    let lookup = |id: &str| match state.get(id) {
         Some(r) => Lookup::Settled(&r.attributes, &r.sensitive_paths),
         None => Lookup::Pending,
-    });
+    };
+    let resolved = resolve(&node.config, &lookup, redactor);
     if !resolved.waits.is_empty() {
         return None;
     }

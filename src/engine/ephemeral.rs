@@ -274,7 +274,7 @@ impl Engine<'_> {
             if !node.config.is_known() {
                 continue;
             }
-            let resolved = resolve(&node.config, &|_| Lookup::Pending);
+            let resolved = resolve(&node.config, &|_| Lookup::Pending, &self.opts.redactor);
             let config_json = value::json::to_plain_json(&resolved.value).unwrap_or(Json::Null);
             if self.ephemerals.is_open_with(&node.id, &config_json) {
                 continue;
@@ -329,7 +329,7 @@ impl Engine<'_> {
         if opened.diagnostics.has_errors() {
             return Err(failed(opened.diagnostics));
         }
-        crate::secrets::remember_value(&opened.result);
+        self.opts.redactor.remember_value(&opened.result);
         let result = value::json::to_plain_json(&opened.result).unwrap_or(Json::Null);
         Ok(Opened {
             provider,

@@ -34,14 +34,17 @@ pub trait Evaluator {
 pub struct NixEvaluator {
     source: PlanSource,
     run_dir: Option<crate::rundir::RunDir>,
+    /// The run's secrets, kept out of Nix's error text and warnings.
+    redactor: crate::secrets::Redactor,
 }
 
 impl NixEvaluator {
-    /// Evaluates the plan at `source`.
-    pub fn new(source: PlanSource) -> NixEvaluator {
+    /// Evaluates the plan at `source`, for the run whose secrets `redactor` knows.
+    pub fn new(source: PlanSource, redactor: crate::secrets::Redactor) -> NixEvaluator {
         NixEvaluator {
             source,
             run_dir: None,
+            redactor,
         }
     }
 }
@@ -59,7 +62,8 @@ impl Evaluator for NixEvaluator {
                 dir.path().display()
             ))
         })?;
-        let evaluated = nixeval::evaluate(&self.source, &path, Some(dir.inherit_fd()));
+        let evaluated =
+            nixeval::evaluate(&self.source, &path, Some(dir.inherit_fd()), &self.redactor);
         // The channel of secrets lives only while Nix reads it.
         dir.remove(crate::ledger::CHANNEL_FILE);
         evaluated.map_err(EngineError::Eval)
@@ -72,7 +76,12 @@ impl Evaluator for NixEvaluator {
         let dir = self.run_dir.as_ref().expect("created above");
         let path = ledger.write(dir).ok();
         let names = path.and_then(|path| {
-            nixeval::sensitive_variables(&self.source, &path, Some(dir.inherit_fd()))
+            nixeval::sensitive_variables(
+                &self.source,
+                &path,
+                Some(dir.inherit_fd()),
+                &self.redactor,
+            )
         });
         dir.remove(crate::ledger::CHANNEL_FILE);
         names
@@ -127,7 +136,7 @@ impl Engine<'_> {
         if !self.vars_settled {
             self.vars_settled = true;
             for values in self.variable_values() {
-                crate::secrets::settle_variables(&values, &|name| {
+                self.opts.redactor.settle_variables(&values, &|name| {
                     ir.variables.get(name).is_some_and(|d| d.sensitive)
                 });
             }
@@ -156,12 +165,14 @@ impl Engine<'_> {
             Some(sensitive) => {
                 self.vars_settled = true;
                 for values in &values {
-                    crate::secrets::settle_variables(values, &|name| sensitive.contains(name));
+                    self.opts
+                        .redactor
+                        .settle_variables(values, &|name| sensitive.contains(name));
                 }
             }
             None => values
                 .iter()
-                .for_each(crate::secrets::remember_variables_provisionally),
+                .for_each(|v| self.opts.redactor.remember_variables_provisionally(v)),
         }
     }
 
@@ -229,7 +240,7 @@ impl Engine<'_> {
     /// Evaluates the plan once with the ledger built from `state` (read by the caller, so
     /// several plans can be evaluated against the very same outputs: `nivis diff`).
     pub fn declarations_from(&mut self, state: &StateFile) -> Result<Ir, EngineError> {
-        crate::secrets::remember_state(state);
+        self.opts.redactor.remember_state(state);
         self.evaluate(state, 0)
     }
 }

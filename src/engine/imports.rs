@@ -22,6 +22,7 @@ use super::node::path_json;
 use super::{Engine, Report};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::Provider;
+use crate::secrets::Redactor;
 use crate::state::{Change, LockedStore, StateFile};
 use crate::state::{ResourceKind, ResourceState};
 
@@ -37,7 +38,7 @@ impl Engine<'_> {
     ) -> Result<Vec<(ResourceState, String)>, EngineError> {
         let requests = declared_imports(analysis, state);
         let providers = self.running(ir, requests.iter().map(|r| r.node.provider.as_str()))?;
-        fetch_imports(ir, &requests, &providers)
+        fetch_imports(ir, &requests, &providers, &self.opts.redactor)
     }
 
     /// Writes the imported records to `store` in one commit and reports each: the frame of
@@ -92,15 +93,18 @@ pub(super) fn declared_imports<'ir>(
 /// Fetches the object of each request through its provider in `providers` (running and
 /// configured, by IR provider id), as the record to write with the import id. An answer that
 /// cannot be adopted is an error naming the resource and the id; nothing is recorded then.
+/// `redactor` learns each record's sensitive values.
 pub(super) fn fetch_imports(
     ir: &Ir,
     requests: &[ImportRequest<'_>],
     providers: &HashMap<String, Arc<dyn Provider>>,
+    redactor: &Redactor,
 ) -> Result<Vec<(ResourceState, String)>, EngineError> {
     let mut out = Vec::new();
     for r in requests {
         let provider = providers[&r.node.provider].as_ref();
         let record = import_object(ir, r.node, r.import_id, r.dependencies.clone(), provider)?;
+        redactor.remember_state_record(&record);
         out.push((record, r.import_id.to_string()));
     }
     Ok(out)
@@ -230,7 +234,7 @@ impl Engine<'_> {
                 dependencies: node.depends_on.clone(),
             };
             let providers = engine.running(&ir, [node.provider.as_str()])?;
-            let imported = fetch_imports(&ir, &[request], &providers)?;
+            let imported = fetch_imports(&ir, &[request], &providers, &engine.opts.redactor)?;
             engine.commit_imports(&imported, store, 1, true)?;
             Ok(Report {
                 evaluations: 1,
@@ -269,6 +273,5 @@ fn imported_record(
         .map(|p| path_json(p))
         .collect();
     record.create_before_destroy = node.lifecycle.create_before_destroy;
-    crate::secrets::remember_state_record(&record);
     Ok(record)
 }

@@ -104,6 +104,10 @@ pub struct Options {
     pub save: bool,
     /// `--override RULE --reason TEXT`: the mandatory policy rules this run may break.
     pub overrides: crate::policy::Overrides,
+    /// What this run knows to be secret: the engine teaches it what it learns (state,
+    /// sensitive variables, values and outputs), and whoever prints for the run redacts with a
+    /// clone of it (DESIGN §75).
+    pub redactor: crate::secrets::Redactor,
 }
 
 /// Renders what something waits on, for errors and pending reports.
@@ -161,7 +165,10 @@ impl Seams {
     /// Nix, provider processes and the configured backend, as `opts` says.
     pub fn production(opts: &Options) -> Seams {
         Seams {
-            evaluator: Box::new(NixEvaluator::new(opts.source.clone())),
+            evaluator: Box::new(NixEvaluator::new(
+                opts.source.clone(),
+                opts.redactor.clone(),
+            )),
             launcher: Box::new(ProcessLauncher::new(
                 &opts.source.base_dir(),
                 opts.install.clone(),
@@ -301,11 +308,11 @@ impl<'s> Engine<'s> {
             for warning in store.warnings() {
                 log::warn!("{warning}");
             }
-            crate::secrets::remember_state(store.state());
+            self.opts.redactor.remember_state(store.state());
             Ok(store)
         } else {
             let state = self.state_access.read_only()?;
-            crate::secrets::remember_state(&state);
+            self.opts.redactor.remember_state(&state);
             Ok(Box::new(MemoryStore::from_state(state)))
         }
     }

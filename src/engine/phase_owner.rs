@@ -238,7 +238,7 @@ impl PhaseOwner<'_, '_> {
         let state = self.holder.state();
         let (running, unchanged, planned) = (&self.running, &self.unchanged, &self.planned);
         let mode = self.mode;
-        resolve(&node.config, &|rid| {
+        let lookup = |rid: &str| {
             if mode == Mode::Plan && running.contains(rid) && !unchanged.contains(rid) {
                 return match planned.get(rid) {
                     Some(p) => Lookup::Planned(&p.value, &p.sensitive),
@@ -249,7 +249,8 @@ impl PhaseOwner<'_, '_> {
                 Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
                 None => Lookup::Pending,
             }
-        })
+        };
+        resolve(&node.config, &lookup, &self.opts.redactor)
     }
 }
 
@@ -342,6 +343,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 .filter(|_| mode.applies())
                 .map(|s| s.allowed(id, self.phase)),
             refresh: self.opts.refresh,
+            redactor: self.opts.redactor.clone(),
             build: self.opts.build,
             earlier_read: (node.kind == NodeKind::Data)
                 .then(|| self.earlier_read(id))

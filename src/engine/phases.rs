@@ -27,6 +27,7 @@ impl Engine<'_> {
             targets: &self.opts.targets,
             replace: &self.opts.replace,
             settled: &self.settled,
+            redactor: &self.opts.redactor,
         }
     }
 
@@ -76,7 +77,9 @@ impl Engine<'_> {
         };
         let result = run_phase(phase_input, holder, &mut self.sink)?;
         for id in &result.settled {
-            if let Some(fp) = resolved_fingerprint(analysis.nodes[id].node, holder.state()) {
+            if let Some(fp) =
+                resolved_fingerprint(analysis.nodes[id].node, holder.state(), &self.opts.redactor)
+            {
                 self.settled.insert(id.clone(), fp);
             }
         }
@@ -157,7 +160,7 @@ impl Engine<'_> {
         let kept = self.sink.take_kept();
         let saved = basis.map(|b| {
             let mut plan = crate::engine::plan_file::SavedPlan::new(b, &kept);
-            plan.data_reads = saved::data_read_records(&result.reads);
+            plan.data_reads = saved::data_read_records(&result.reads, &self.opts.redactor);
             plan
         });
         Ok(Report {

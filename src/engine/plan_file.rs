@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::events::{Action, Event};
 use super::wire::{DeferredRow, ImportRecord, MoveRecord, PlanRow, PlannedChange, WireError};
+use crate::secrets::Redactor;
 
 /// The artifact's format version: fields may be added within it, never changed.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -154,8 +155,15 @@ pub struct DataReadRecord {
 impl DataReadRecord {
     /// The record of a read of `id` with `config` (plain JSON) that returned `attributes` (as
     /// state records them); `sensitive`: the schema or the inputs mark part of it sensitive.
-    pub fn new(id: &str, config: &Json, attributes: &Json, sensitive: bool) -> DataReadRecord {
-        let plain = !sensitive && redacted(attributes.clone()) == *attributes;
+    /// A result in which `redactor` finds a known secret is kept as a digest only.
+    pub fn new(
+        id: &str,
+        config: &Json,
+        attributes: &Json,
+        sensitive: bool,
+        redactor: &Redactor,
+    ) -> DataReadRecord {
+        let plain = !sensitive && redacted(redactor, attributes.clone()) == *attributes;
         DataReadRecord {
             id: id.to_string(),
             config_sha256: sha256(canonical(config).as_bytes()),
@@ -208,10 +216,11 @@ impl SavedPlan {
         plan
     }
 
-    /// The canonical bytes: what is written, and what the content hash is of.
-    pub fn to_canonical(&self) -> String {
+    /// The canonical bytes: what is written, and what the content hash is of; every secret
+    /// `redactor` knows (the run's) redacted.
+    pub fn to_canonical(&self, redactor: &Redactor) -> String {
         let value = serde_json::to_value(self).expect("a saved plan serialises");
-        canonical(&redacted(value))
+        canonical(&redacted(redactor, value))
     }
 
     /// Reads a saved plan, refusing another format version.
@@ -347,10 +356,19 @@ impl ComparedRow for DeferredChange {
 }
 
 /// The first difference between what was saved and what a re-plan found, named. Rows are
-/// compared with every known secret redacted, as the file keeps them.
-pub fn first_difference<R: ComparedRow>(saved: &[R], now: &[R]) -> Option<String> {
+/// compared with every secret `redactor` knows redacted, as the file keeps them.
+pub fn first_difference<R: ComparedRow>(
+    saved: &[R],
+    now: &[R],
+    redactor: &Redactor,
+) -> Option<String> {
     let by_key = |list: &'_ [R]| -> BTreeMap<String, (Option<Action>, Json)> {
-        let json = |r: &R| redacted(serde_json::to_value(r).expect("wire records serialise"));
+        let json = |r: &R| {
+            redacted(
+                redactor,
+                serde_json::to_value(r).expect("wire records serialise"),
+            )
+        };
         list.iter()
             .map(|r| (r.key(), (r.action(), json(r))))
             .collect()
@@ -437,11 +455,17 @@ pub fn variable_key(state_json: &Json, holds_secrets: bool) -> Option<[u8; 32]> 
 }
 
 /// A variable as a plan records it: its value, or for a sensitive one its keyed digest (see
-/// [`variable_key`]), or nothing without a key.
-pub fn variable_record(value: &Json, sensitive: bool, key: Option<&[u8; 32]>) -> VariableRecord {
+/// [`variable_key`]), or nothing without a key; the secrets `redactor` knows are redacted from
+/// a value.
+pub fn variable_record(
+    value: &Json,
+    sensitive: bool,
+    key: Option<&[u8; 32]>,
+    redactor: &Redactor,
+) -> VariableRecord {
     use hmac::Mac;
     if !sensitive {
-        return VariableRecord::Value(redacted(value.clone()));
+        return VariableRecord::Value(redacted(redactor, value.clone()));
     }
     let Some(key) = key else {
         return VariableRecord::Unrecorded;
@@ -475,14 +499,14 @@ pub fn canonical(value: &Json) -> String {
     serde_json::to_string(&sorted(value)).expect("JSON values serialise")
 }
 
-/// `value` with every known secret inside its strings redacted.
-fn redacted(value: Json) -> Json {
+/// `value` with every secret `redactor` knows inside its strings redacted.
+fn redacted(redactor: &Redactor, value: Json) -> Json {
     match value {
-        Json::String(s) => Json::String(crate::secrets::redact(&s).into_owned()),
-        Json::Array(a) => Json::Array(a.into_iter().map(redacted).collect()),
+        Json::String(s) => Json::String(redactor.redact(&s).into_owned()),
+        Json::Array(a) => Json::Array(a.into_iter().map(|v| redacted(redactor, v)).collect()),
         Json::Object(m) => Json::Object(
             m.into_iter()
-                .map(|(k, v)| (crate::secrets::redact(&k).into_owned(), redacted(v)))
+                .map(|(k, v)| (redactor.redact(&k).into_owned(), redacted(redactor, v)))
                 .collect(),
         ),
         other => other,
@@ -553,7 +577,7 @@ mod tests {
             ],
         };
         let plan = SavedPlan::new(basis(), &[planned.clone(), deferred.clone()]);
-        let again = SavedPlan::parse(plan.to_canonical().as_bytes()).unwrap();
+        let again = SavedPlan::parse(plan.to_canonical(&Redactor::new()).as_bytes()).unwrap();
         let events = again.events().unwrap();
         assert_eq!(
             format!("{:?}", events),
@@ -567,29 +591,38 @@ mod tests {
         let state =
             json!({"lineage": "l", "resources": {"a": {"attributes": {"pw": "generated"}}}});
         let key = variable_key(&state, true).unwrap();
-        let record = variable_record(&secret, true, Some(&key));
+        let record = variable_record(&secret, true, Some(&key), &Redactor::new());
         let VariableRecord::Hmac(digest) = &record else {
             panic!("{record:?}")
         };
         assert!(digest.starts_with("hmac-sha256:") && !digest.contains("Winter"));
         // The unsalted digest of the issue (guessable from a list of passwords) is not there.
         assert!(!digest.contains(&sha256(canonical(&secret).as_bytes())[7..]));
-        assert_eq!(record, variable_record(&secret, true, Some(&key)));
-        assert_ne!(record, variable_record(&json!("other"), true, Some(&key)));
+        assert_eq!(
+            record,
+            variable_record(&secret, true, Some(&key), &Redactor::new())
+        );
+        assert_ne!(
+            record,
+            variable_record(&json!("other"), true, Some(&key), &Redactor::new())
+        );
         let other_state = json!({"lineage": "l", "resources": {"a": {"attributes": {"pw": "x"}}}});
         let other = variable_key(&other_state, true).unwrap();
-        assert_ne!(record, variable_record(&secret, true, Some(&other)));
+        assert_ne!(
+            record,
+            variable_record(&secret, true, Some(&other), &Redactor::new())
+        );
         assert_eq!(
             variable_key(&state, false),
             None,
             "a state without secrets: no key"
         );
         assert_eq!(
-            variable_record(&secret, true, None),
+            variable_record(&secret, true, None, &Redactor::new()),
             VariableRecord::Unrecorded
         );
         assert_eq!(
-            variable_record(&json!("eu-west-1"), false, Some(&key)),
+            variable_record(&json!("eu-west-1"), false, Some(&key), &Redactor::new()),
             VariableRecord::Value(json!("eu-west-1"))
         );
     }
@@ -622,16 +655,16 @@ mod tests {
             },
         )];
         assert_eq!(
-            first_difference(&saved, &replace).unwrap(),
+            first_difference(&saved, &replace, &Redactor::new()).unwrap(),
             "a was planned to update and would now replace"
         );
-        assert!(first_difference(&saved, &saved).is_none());
+        assert!(first_difference(&saved, &saved, &Redactor::new()).is_none());
         assert_eq!(
-            first_difference(&saved, &[]).unwrap(),
+            first_difference(&saved, &[], &Redactor::new()).unwrap(),
             "a was planned to update, and now nothing would change"
         );
         let other = vec![planned("b", Action::Create)];
-        assert!(first_difference(&[], &other)
+        assert!(first_difference(&[], &other, &Redactor::new())
             .unwrap()
             .starts_with("b would now create"));
     }
@@ -639,11 +672,11 @@ mod tests {
     #[test]
     fn the_destroy_mark_is_written_only_on_a_destroy_plan_and_read_back() {
         let mut plan = SavedPlan::new(basis(), &[]);
-        let plain = plan.to_canonical();
+        let plain = plan.to_canonical(&Redactor::new());
         assert!(!plain.contains("\"destroy\""), "{plain}");
         assert!(!SavedPlan::parse(plain.as_bytes()).unwrap().destroy);
         plan.destroy = true;
-        let text = plan.to_canonical();
+        let text = plan.to_canonical(&Redactor::new());
         assert!(SavedPlan::parse(text.as_bytes()).unwrap().destroy, "{text}");
     }
 
@@ -683,7 +716,7 @@ mod tests {
         );
         assert_eq!(plan.allowed("b", 2).len(), 2);
         assert!(plan.allowed("c", 1).is_empty());
-        let text = plan.to_canonical();
+        let text = plan.to_canonical(&Redactor::new());
         assert_eq!(SavedPlan::parse(text.as_bytes()).unwrap(), plan);
         let unknown = text.replacen("{\"replace\"", "{\"frobnicate\"", 1);
         let err = SavedPlan::parse(unknown.as_bytes())
@@ -700,15 +733,15 @@ mod tests {
     fn a_data_read_is_kept_whole_only_without_secrets() {
         let config = json!({"inputs": {"k": "v"}});
         let result = json!({"id": "static", "random": "42"});
-        let plain = DataReadRecord::new("d", &config, &result, false);
+        let plain = DataReadRecord::new("d", &config, &result, false, &Redactor::new());
         assert_eq!(plain.result, Some(result.clone()));
         assert_eq!(plain.result_sha256, None);
-        let secret = DataReadRecord::new("d", &config, &result, true);
+        let secret = DataReadRecord::new("d", &config, &result, true, &Redactor::new());
         assert_eq!(secret.result, None);
         assert_eq!(secret.result_sha256, Some(result_digest(&result)));
         assert_eq!(plain.config_sha256, secret.config_sha256);
         // Absent when empty: a plan without reads keeps the bytes it had before reads existed.
         let plan = SavedPlan::new(basis(), &[]);
-        assert!(!plan.to_canonical().contains("dataReads"));
+        assert!(!plan.to_canonical(&Redactor::new()).contains("dataReads"));
     }
 }

@@ -62,10 +62,11 @@ impl Engine<'_> {
             if !configure || self.providers.is_configured(pid) {
                 continue;
             }
-            let resolved = resolve(&decl.config, &|id| match state.get(id) {
+            let lookup = |id: &str| match state.get(id) {
                 Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
                 None => Lookup::Pending,
-            });
+            };
+            let resolved = resolve(&decl.config, &lookup, &self.opts.redactor);
             let provider = self
                 .providers
                 .get(pid, decl)

@@ -14,6 +14,7 @@ use super::events::{Event, Sink};
 use super::{node, Confirm, Engine, Report};
 use crate::ir::Ir;
 use crate::provider::{Capabilities, Provider};
+use crate::secrets::Redactor;
 use crate::state::{Change, LockedStore, StateFile};
 
 impl Engine<'_> {
@@ -66,6 +67,7 @@ impl Engine<'_> {
             state,
             ids: &ids,
             providers: &providers,
+            redactor: &self.opts.redactor,
         };
         Ok(read_drift(input, &mut self.sink))
     }
@@ -96,6 +98,8 @@ pub(super) struct DriftInput<'a> {
     pub(super) ids: &'a [String],
     /// The running, configured providers of their records, by IR provider id.
     pub(super) providers: &'a HashMap<String, Arc<dyn Provider>>,
+    /// The run's redactor, taught the sensitive values read.
+    pub(super) redactor: &'a Redactor,
 }
 
 /// Reads each of `input.ids` through its provider (ReadResource, after the stored object's
@@ -107,7 +111,7 @@ pub(super) fn read_drift(input: DriftInput<'_>, sink: &mut dyn Sink) -> ObjectsR
     for id in input.ids {
         let r = input.state.get(id).expect("in state");
         let provider = &input.providers[&r.provider];
-        match node::refresh(provider.as_ref(), r) {
+        match node::refresh(provider.as_ref(), r, input.redactor) {
             Ok((change, drift)) => {
                 if let Some((attrs, gone)) = drift {
                     read.drifted += 1;

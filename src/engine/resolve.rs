@@ -14,6 +14,7 @@ use serde_json::Value as Json;
 
 use super::events::Wait;
 use crate::ir::{PathStep, Tree};
+use crate::secrets::Redactor;
 use crate::value::{self, Value};
 
 /// What the owner knows about a referenced object.
@@ -47,7 +48,11 @@ pub(super) struct Resolved {
 }
 
 /// Resolves `tree` using `lookup` for referenced ids.
-pub(super) fn resolve<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>) -> Resolved {
+pub(super) fn resolve<'a>(
+    tree: &Tree,
+    lookup: &dyn Fn(&str) -> Lookup<'a>,
+    redactor: &Redactor,
+) -> Resolved {
     let mut out = Resolved {
         value: Value::Null,
         waits: Vec::new(),
@@ -61,7 +66,7 @@ pub(super) fn resolve<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>) -> R
             map.iter()
                 .map(|(k, t)| {
                     out.touched_sensitive = false;
-                    let v = walk(t, lookup, &mut out);
+                    let v = walk(t, lookup, redactor, &mut out);
                     if out.touched_sensitive {
                         out.sensitive.push(k.clone());
                     }
@@ -69,23 +74,33 @@ pub(super) fn resolve<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>) -> R
                 })
                 .collect(),
         ),
-        other => walk(other, lookup, &mut out),
+        other => walk(other, lookup, redactor, &mut out),
     };
     out.waits.sort();
     out.waits.dedup();
     out
 }
 
-fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved) -> Value {
+fn walk<'a>(
+    tree: &Tree,
+    lookup: &dyn Fn(&str) -> Lookup<'a>,
+    redactor: &Redactor,
+    out: &mut Resolved,
+) -> Value {
     match tree {
         Tree::Null => Value::Null,
         Tree::Bool(b) => Value::Bool(*b),
         Tree::Number(n) => Value::Number(n.clone()),
         Tree::String(s) => Value::String(s.clone()),
-        Tree::List(items) => Value::List(items.iter().map(|t| walk(t, lookup, out)).collect()),
+        Tree::List(items) => Value::List(
+            items
+                .iter()
+                .map(|t| walk(t, lookup, redactor, out))
+                .collect(),
+        ),
         Tree::Object(map) => Value::Map(
             map.iter()
-                .map(|(k, t)| (k.clone(), walk(t, lookup, out)))
+                .map(|(k, t)| (k.clone(), walk(t, lookup, redactor, out)))
                 .collect(),
         ),
         Tree::Ref(r) | Tree::SensitiveRef(r) => match lookup(&r.resource) {
@@ -93,7 +108,7 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
                 Ok(json) => {
                     if matches!(tree, Tree::SensitiveRef(_)) || is_sensitive(&r.path, sensitive) {
                         out.touched_sensitive = true;
-                        crate::secrets::remember_json(json);
+                        redactor.remember_json(json);
                     }
                     value::json::from_plain_json(json)
                 }
@@ -110,7 +125,7 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
                 let v = follow_planned(planned, &r.path);
                 if matches!(tree, Tree::SensitiveRef(_)) || is_sensitive(&r.path, sensitive) {
                     out.touched_sensitive = true;
-                    crate::secrets::remember_value(&v);
+                    redactor.remember_value(&v);
                 }
                 v
             }
@@ -136,8 +151,8 @@ fn walk<'a>(tree: &Tree, lookup: &dyn Fn(&str) -> Lookup<'a>, out: &mut Resolved
         // plan (`engine::ephemeral`), and write-only attributes are nulled before recording.
         Tree::Sensitive(inner) | Tree::Ephemeral(inner) => {
             out.touched_sensitive = true;
-            let v = walk(inner, lookup, out);
-            crate::secrets::remember_value(&v);
+            let v = walk(inner, lookup, redactor, out);
+            redactor.remember_value(&v);
             v
         }
     }
@@ -328,13 +343,18 @@ mod tests {
             .into_iter()
             .collect(),
         );
-        let r = resolve(&tree, &|id| {
-            if id == "x" {
-                Lookup::Settled(&attrs, &[])
-            } else {
-                Lookup::Pending
-            }
-        });
+        let redactor = Redactor::new();
+        let r = resolve(
+            &tree,
+            &|id| {
+                if id == "x" {
+                    Lookup::Settled(&attrs, &[])
+                } else {
+                    Lookup::Pending
+                }
+            },
+            &redactor,
+        );
         let m = r.value.as_map().unwrap();
         assert_eq!(m["ip"], Value::String("10.0.0.1".into()));
         assert_eq!(m["env"], Value::String("prod".into()));
@@ -355,13 +375,17 @@ mod tests {
         );
         assert!(r.sensitive.is_empty());
         let secret = [json!(["tags"])];
-        let r = resolve(&tree, &|id| {
-            if id == "x" {
-                Lookup::Settled(&attrs, &secret)
-            } else {
-                Lookup::Pending
-            }
-        });
+        let r = resolve(
+            &tree,
+            &|id| {
+                if id == "x" {
+                    Lookup::Settled(&attrs, &secret)
+                } else {
+                    Lookup::Pending
+                }
+            },
+            &redactor,
+        );
         assert_eq!(
             r.sensitive,
             ["env"],
@@ -389,7 +413,8 @@ mod tests {
             .into_iter()
             .collect(),
         );
-        let r = resolve(&tree, &|_| Lookup::Settled(&attrs, &[]));
+        let redactor = Redactor::new();
+        let r = resolve(&tree, &|_| Lookup::Settled(&attrs, &[]), &redactor);
         let m = r.value.as_map().unwrap();
         assert_eq!(
             m["conn"],
@@ -400,7 +425,7 @@ mod tests {
         );
         assert_eq!(r.sensitive, ["conn"]);
         assert_eq!(
-            crate::secrets::redact("x resolve-test-secret"),
+            redactor.redact("x resolve-test-secret"),
             "x (sensitive value)",
             "remembered for redaction"
         );

@@ -12,6 +12,7 @@ use super::plan_file::{self, Basis, DeferredChange, SavedPlan, StateBasis, Varia
 use super::wire::PlanRow;
 use super::{node, Engine};
 use crate::ir::Ir;
+use crate::secrets::Redactor;
 use crate::state::StateFile;
 
 impl Engine<'_> {
@@ -55,7 +56,12 @@ impl Engine<'_> {
         given
             .map(|(name, value)| {
                 let sensitive = ir.variables.get(&name).is_none_or(|d| d.sensitive);
-                let record = plan_file::variable_record(&value, sensitive, key.as_ref());
+                let record = plan_file::variable_record(
+                    &value,
+                    sensitive,
+                    key.as_ref(),
+                    &self.opts.redactor,
+                );
                 (name, record)
             })
             .collect()
@@ -131,8 +137,9 @@ impl Engine<'_> {
                 PlanRow::Moved(..) | PlanRow::Imported(..) => {}
             }
         }
-        let difference = plan_file::first_difference(&saved.changes, &changes)
-            .or_else(|| plan_file::first_difference(&saved.deferred, &deferred));
+        let redactor = &self.opts.redactor;
+        let difference = plan_file::first_difference(&saved.changes, &changes, redactor)
+            .or_else(|| plan_file::first_difference(&saved.deferred, &deferred, redactor));
         difference.map_or(Ok(()), |why| Err(refused(why)))
     }
 
@@ -155,12 +162,13 @@ impl Engine<'_> {
 /// What a saved plan records of the data sources its phase 1 read, in address order.
 pub(super) fn data_read_records(
     reads: &HashMap<String, node::DataRead>,
+    redactor: &Redactor,
 ) -> Vec<plan_file::DataReadRecord> {
     let mut records: Vec<plan_file::DataReadRecord> = reads
         .iter()
         .map(|(id, read)| {
             let config = crate::value::json::to_plain_json(&read.config).unwrap_or(Json::Null);
-            plan_file::DataReadRecord::new(id, &config, &read.attributes, read.sensitive)
+            plan_file::DataReadRecord::new(id, &config, &read.attributes, read.sensitive, redactor)
         })
         .collect();
     records.sort_by(|a, b| a.id.cmp(&b.id));

@@ -38,7 +38,7 @@ impl Engine<'_> {
                 .providers
                 .get(pid, decl)
                 .map_err(EngineError::Diagnostics)?;
-            let resolved = resolve(&decl.config, &|_| Lookup::Pending);
+            let resolved = resolve(&decl.config, &|_| Lookup::Pending, &self.opts.redactor);
             let block = &provider.schema().provider.block;
             match node::conform_config(block, &resolved.value, &format!("provider {pid}: ")) {
                 Ok(config) => match provider.validate_provider_config(&config) {
@@ -72,7 +72,7 @@ impl Engine<'_> {
                 .providers
                 .get(&node.provider, decl)
                 .map_err(EngineError::Diagnostics)?;
-            let resolved = resolve(&node.config, &|_| Lookup::Pending);
+            let resolved = resolve(&node.config, &|_| Lookup::Pending, &self.opts.redactor);
             let schema = provider.schema();
             let block = match node.kind {
                 NodeKind::Managed => schema.resources.get(&node.type_name).map(|s| &s.block),

@@ -19,6 +19,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::secrets::Redactor;
+
 /// Why the private eval store cannot be used, or a build output cannot leave it.
 #[derive(Debug)]
 pub enum EvalStoreError {
@@ -166,6 +168,7 @@ pub(crate) fn copy_derivation_out(
     store: &Path,
     drv: &str,
     nix: impl Fn() -> Command,
+    redactor: &Redactor,
 ) -> Result<(), EvalStoreError> {
     if Path::new(drv).exists() {
         return Ok(());
@@ -182,7 +185,7 @@ pub(crate) fn copy_derivation_out(
         ]),
         &format!("listing the closure of {drv} in {store_arg}"),
     )?;
-    if let Some(holder) = secret_holder(store, &closure) {
+    if let Some(holder) = secret_holder(store, &closure, redactor) {
         return Err(EvalStoreError::SecretInClosure {
             drv: drv.to_string(),
             holder,
@@ -249,6 +252,7 @@ pub(crate) fn copy_paths_out(
     store: &Path,
     paths: &[String],
     nix: impl Fn() -> Command,
+    redactor: &Redactor,
 ) -> Vec<EvalStoreError> {
     let store_arg = store.display().to_string();
     let mut problems = Vec::new();
@@ -262,7 +266,7 @@ pub(crate) fn copy_paths_out(
             &format!("listing the closure of {path} in {store_arg}"),
         )
         .and_then(|closure| {
-            if let Some(holder) = secret_holder(store, &closure) {
+            if let Some(holder) = secret_holder(store, &closure, redactor) {
                 return Err(EvalStoreError::SecretStaysPrivate {
                     path: path.to_string(),
                     holder,
@@ -289,15 +293,15 @@ pub(crate) fn copy_paths_out(
 }
 
 /// The first store path of `closure` (`nix path-info` lines) with a file in `store` that holds
-/// a known secret.
-fn secret_holder(store: &Path, closure: &str) -> Option<String> {
+/// a secret `redactor` knows.
+fn secret_holder(store: &Path, closure: &str, redactor: &Redactor) -> Option<String> {
     closure
         .lines()
         .filter(|l| l.starts_with('/'))
         .find(|member| {
             let mut files = Vec::new();
             files_under(&store.join(member.trim_start_matches('/')), &mut files);
-            files.iter().any(|f| holds_known_secret(f))
+            files.iter().any(|f| holds_known_secret(f, redactor))
         })
         .map(str::to_string)
 }
@@ -320,13 +324,13 @@ fn run(cmd: &mut Command, what: &str) -> Result<String, EvalStoreError> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Whether the file at `path` holds a secret Nivis knows (in any form `secrets::redact` masks).
-fn holds_known_secret(path: &Path) -> bool {
+/// Whether the file at `path` holds a secret `redactor` knows (in any form it masks).
+fn holds_known_secret(path: &Path, redactor: &Redactor) -> bool {
     let Ok(bytes) = std::fs::read(path) else {
         return false;
     };
     matches!(
-        crate::secrets::redact(&String::from_utf8_lossy(&bytes)),
+        redactor.redact(&String::from_utf8_lossy(&bytes)),
         std::borrow::Cow::Owned(_)
     )
 }
@@ -380,7 +384,8 @@ mod tests {
             .create(&store)
             .unwrap();
         let secret = format!("nvclosure{:016x}", rand::random::<u64>());
-        crate::secrets::remember(&secret);
+        let redactor = Redactor::new();
+        redactor.remember(&secret);
         let nix = || {
             let mut cmd = Command::new("nix");
             cmd.args(["--extra-experimental-features", "nix-command"]);
@@ -398,7 +403,7 @@ mod tests {
             "eval",
         )
         .unwrap();
-        let e = copy_derivation_out(&store, &drv, nix).unwrap_err();
+        let e = copy_derivation_out(&store, &drv, nix, &redactor).unwrap_err();
         assert!(
             matches!(&e, EvalStoreError::SecretInClosure { holder, .. } if holder.ends_with("-pw")),
             "{e}"

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use super::{evaluate_applied, EvalError, PlanSource};
 use crate::nixsyntax::nix_string;
+use crate::secrets::Redactor;
 
 /// Per node id, `{definition, attributes}` with `{file, line, column}` positions (files of a
 /// flake's store copy pointed back at the project's own files); `null` when the plan's Nivis
@@ -18,6 +19,7 @@ pub fn positions(
     source: &PlanSource,
     ledger_path: &Path,
     inherit: Option<RawFd>,
+    redactor: &Redactor,
 ) -> Result<serde_json::Value, EvalError> {
     let ledger = ledger_path.to_str().ok_or_else(|| EvalError {
         what: source.to_string(),
@@ -27,7 +29,7 @@ pub fn positions(
         "plan: (plan ((builtins.fromJSON (builtins.readFile {})) // {{ positions = true; }})).positions or null",
         nix_string(ledger)
     );
-    let (bytes, _) = evaluate_applied(source, &apply, inherit)?;
+    let (bytes, _) = evaluate_applied(source, &apply, inherit, redactor)?;
     let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| EvalError {
         what: source.to_string(),
         message: format!("the positions Nix returned are not JSON: {e}"),

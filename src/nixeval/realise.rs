@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 use super::eval_store::{self, EvalStoreError};
 use super::nix_command;
+use crate::secrets::Redactor;
 
 /// Why a build output cannot be made to exist in the store.
 #[derive(Debug)]
@@ -60,7 +61,12 @@ impl std::error::Error for RealiseError {
 /// Makes sure a build output exists in the store, building its derivation if needed. The
 /// evaluation wrote the derivation into the private eval store: it is copied into the shared
 /// store first (refused when its closure holds a known secret), then built there.
-pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), RealiseError> {
+/// `redactor`: the run's secrets, none of which may leave the private store.
+pub fn realise(
+    path: &str,
+    drv_path: Option<&str>,
+    redactor: &Redactor,
+) -> Result<(), RealiseError> {
     let store_path = store_path_prefix(path);
     if Path::new(&store_path).exists() {
         return Ok(());
@@ -68,7 +74,7 @@ pub fn realise(path: &str, drv_path: Option<&str>) -> Result<(), RealiseError> {
     let target = drv_path.unwrap_or(&store_path);
     if let Some(drv) = drv_path {
         let store = eval_store::dir().map_err(RealiseError::EvalStore)?;
-        eval_store::copy_derivation_out(&store, drv, nix_command)
+        eval_store::copy_derivation_out(&store, drv, nix_command, redactor)
             .map_err(RealiseError::EvalStore)?;
     }
     let output =

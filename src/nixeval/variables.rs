@@ -11,6 +11,7 @@ use std::path::Path;
 
 use super::{evaluate_applied, EvalError, PlanSource};
 use crate::nixsyntax::nix_string;
+use crate::secrets::Redactor;
 
 /// The names of the variables the plan declares sensitive; `None` when the plan cannot say
 /// (its evaluation failed, or it gave no declarations in the contract's shape), and every
@@ -19,13 +20,14 @@ pub fn sensitive_variables(
     source: &PlanSource,
     ledger_path: &Path,
     inherit: Option<RawFd>,
+    redactor: &Redactor,
 ) -> Option<BTreeSet<String>> {
     let ledger = ledger_path.to_str()?;
     let apply = format!(
         "plan: (plan ((builtins.fromJSON (builtins.readFile {})) // {{ variablesOnly = true; }})).variables or {{ }}",
         nix_string(ledger)
     );
-    let (bytes, _) = evaluate_applied(source, &apply, inherit)
+    let (bytes, _) = evaluate_applied(source, &apply, inherit, redactor)
         .map_err(|_: EvalError| {
             // Not the error's text: it may quote a value not yet known to be secret.
             log::debug!("the plan's variable declarations could not be read alone");

@@ -152,7 +152,7 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 
 /// Warns (once per process) when Nix is about to copy a large tree whole for `source`: a
 /// `path:` flake or a flake directory outside any git work tree.
-pub fn warn_if_copy_is_large(source: &PlanSource) {
+pub fn warn_if_copy_is_large(source: &PlanSource, redactor: &crate::secrets::Redactor) {
     let super::Copied::Whole(dir) = super::copied_tree(source) else {
         return;
     };
@@ -168,7 +168,7 @@ pub fn warn_if_copy_is_large(source: &PlanSource) {
          /nix/store to evaluate the plan, build output and all. Make the project a git \
          repository (Nix then copies only tracked files; list build output in .gitignore) and \
          name it as a directory or `git+file://` reference, not `path:`.",
-        crate::render::escape_text(&dir.display().to_string()),
+        crate::render::escape_text(redactor, &dir.display().to_string()),
         COPY_WARN_BYTES / 1000 / 1000
     );
 }

@@ -74,13 +74,13 @@ pub fn place(
 impl Placement {
     /// Moves the states of earlier identities (every environment's) to this one's place, each
     /// with a message; creates the state directory and records the project's note in it.
-    pub fn adopt(&self) -> Result<(), ProjectError> {
+    pub fn adopt(&self, redactor: &crate::secrets::Redactor) -> Result<(), ProjectError> {
         if let Some(root) = &self.shallow {
             eprintln!(
                 "Warning: {} is a shallow git clone, whose history does not say which project \
                  it is, so its state is keyed by its path. Declare `nivis.project = \"NAME\";` \
                  beside nivis.plan in flake.nix to keep the state across clones and moves.",
-                crate::render::escape_text(&root.display().to_string())
+                crate::render::escape_text(redactor, &root.display().to_string())
             );
         }
         create_state_dir(&self.state)?;
@@ -101,7 +101,7 @@ impl Placement {
             }
             for (from, to) in moves {
                 if let Some(message) = move_state(&from, &to, was, &because)? {
-                    eprintln!("{}", crate::render::escape_text(&message));
+                    eprintln!("{}", crate::render::escape_text(redactor, &message));
                 }
             }
             remove_emptied_dir(old);
@@ -113,8 +113,8 @@ impl Placement {
                 eprintln!(
                     "Note: {} shares this state with {} (last used from there): they are one \
                      {}. Use --env, --state or another nivis.project to keep them apart.",
-                    crate::render::escape_text(&self.directory),
-                    crate::render::escape_text(&before.directory),
+                    crate::render::escape_text(redactor, &self.directory),
+                    crate::render::escape_text(redactor, &before.directory),
                     self.identity.describe()
                 );
             }

@@ -1,11 +1,13 @@
 //! The one escaping function everything Nivis prints goes through: provider output, user values
 //! and Nix errors may hold terminal control sequences, newlines that fake a line of ours, or
 //! bidirectional overrides that make text read differently from what it is. Known secrets are
-//! redacted on the way ([`crate::secrets`]).
+//! redacted on the way, by the run's [`Redactor`] each printing function is given.
 //!
 //! Owns: which characters are escaped and how. Not: what is printed, nor what is secret.
 
 use std::borrow::Cow;
+
+use crate::secrets::Redactor;
 
 /// Whether `c` must not reach a terminal as itself: C0 and C1 controls and DEL (escape
 /// sequences, bells, carriage returns, line breaks) and the invisible format characters that
@@ -41,8 +43,8 @@ fn escape_with(text: &str, keep_layout: bool) -> Cow<'_, str> {
 
 /// A single value or name for a terminal: known secrets redacted, every control, line break
 /// and bidirectional character escaped.
-pub fn escape(text: &str) -> String {
-    escape_with(&crate::secrets::redact(text), false).into_owned()
+pub fn escape(redactor: &Redactor, text: &str) -> String {
+    escape_with(&redactor.redact(text), false).into_owned()
 }
 
 /// [`escape`] without the redaction, only for a value the user asked to see as it is
@@ -53,22 +55,22 @@ pub fn escape_unredacted(text: &str) -> String {
 
 /// A message of several lines (an error, a provider's diagnostic, a log line) for a terminal:
 /// like [`escape`], but line breaks and tabs are kept.
-pub fn escape_text(text: &str) -> String {
-    escape_with(&crate::secrets::redact(text), true).into_owned()
+pub fn escape_text(redactor: &Redactor, text: &str) -> String {
+    escape_with(&redactor.redact(text), true).into_owned()
 }
 
 /// A string value in double quotes, as a plan shows it: `\` and `"` escaped too, so the value's
 /// end is unambiguous.
-pub fn quote(text: &str) -> String {
+pub fn quote(redactor: &Redactor, text: &str) -> String {
     let inner = text.replace('\\', "\\\\").replace('"', "\\\"");
-    format!("\"{}\"", escape(&inner))
+    format!("\"{}\"", escape(redactor, &inner))
 }
 
 /// JSON for a terminal or a pipe (`pretty`: indented): known secrets redacted inside strings,
 /// and the characters serde_json leaves raw escaped (see [`json_text_unredacted`]).
-pub fn json_text(value: &serde_json::Value, pretty: bool) -> String {
+pub fn json_text(redactor: &Redactor, value: &serde_json::Value, pretty: bool) -> String {
     let mut value = value.clone();
-    crate::secrets::redact_json(&mut value);
+    redactor.redact_json(&mut value);
     json_text_unredacted(&value, pretty)
 }
 

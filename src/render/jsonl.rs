@@ -14,18 +14,28 @@ use super::{json_text, stdout};
 use crate::diag::Diagnostic;
 use crate::engine::wire::{change_records, object, PlanRow};
 use crate::engine::{Event, Sink};
+use crate::secrets::Redactor;
 use crate::value::render_path;
 
 /// The version of the event stream's format: a field is only ever added within one version.
 pub(super) const EVENTS_VERSION: u32 = 1;
 
 /// The JSON-lines printer: one object per event on stdout.
-#[derive(Default)]
 pub struct JsonLines {
     started: bool,
+    /// The run's secrets, redacted from every line.
+    redactor: Redactor,
 }
 
 impl JsonLines {
+    /// A printer redacting what `redactor` knows (the run's).
+    pub fn new(redactor: Redactor) -> Self {
+        JsonLines {
+            started: false,
+            redactor,
+        }
+    }
+
     /// Writes the stream's first line: which Nivis, which format, which command.
     pub fn start(&mut self, command: &str) {
         self.started = true;
@@ -50,7 +60,7 @@ impl JsonLines {
     fn line(&mut self, mut object: serde_json::Value) {
         object["timestamp"] = json!(timestamp(SystemTime::now()));
         let mut out = stdout();
-        let _ = writeln!(out, "{}", json_text(&object, false));
+        let _ = writeln!(out, "{}", json_text(&self.redactor, &object, false));
         let _ = out.flush();
     }
 }

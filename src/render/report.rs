@@ -8,6 +8,7 @@ use super::{done_verb, escape, json_text, out, outln, plan_summary, write_diagno
 use crate::diag::Diagnostic;
 use crate::engine::plan_file::{SavedPlan, VariableRecord};
 use crate::engine::{describe_waits, Action, Report};
+use crate::secrets::Redactor;
 
 /// Asks `question` below the plan just printed, set off by a blank line; only `yes` agrees.
 pub fn confirm_plan(question: &str) -> bool {
@@ -26,70 +27,79 @@ pub fn confirm(question: &str) -> bool {
 }
 
 /// The answer to a declined confirmation.
-pub fn print_declined(message: &str) {
-    outln!("{}", escape(message));
+pub fn print_declined(redactor: &Redactor, message: &str) {
+    outln!("{}", escape(redactor, message));
 }
 
 /// Diagnostics on stderr.
-pub fn write_diagnostics(style: Style, diagnostics: &[Diagnostic]) {
+pub fn write_diagnostics(style: Style, redactor: &Redactor, diagnostics: &[Diagnostic]) {
     let mut err = std::io::stderr().lock();
     for d in diagnostics {
-        write_diagnostic(&mut err, style, d);
+        write_diagnostic(&mut err, style, redactor, d);
     }
 }
 
 /// A JSON document, pretty, on stdout (secrets redacted, terminal controls escaped).
-pub fn print_json(value: &serde_json::Value) {
-    outln!("{}", json_text(value, true));
+pub fn print_json(redactor: &Redactor, value: &serde_json::Value) {
+    outln!("{}", json_text(redactor, value, true));
 }
 
 /// What a saved plan was made from, before its changes (`nivis show`).
-pub fn print_saved_plan_head(path: &str, sha256: &str, plan: &SavedPlan) {
+pub fn print_saved_plan_head(redactor: &Redactor, path: &str, sha256: &str, plan: &SavedPlan) {
     let b = &plan.basis;
-    outln!("Saved plan {} ({})", escape(path), escape(sha256));
+    outln!(
+        "Saved plan {} ({})",
+        escape(redactor, path),
+        escape(redactor, sha256)
+    );
     outln!(
         "  made by Nivis {} against state {} serial {} (environment {})",
-        escape(&plan.meta.nivis),
-        escape(&b.state.lineage),
+        escape(redactor, &plan.meta.nivis),
+        escape(redactor, &b.state.lineage),
         b.state.serial,
-        escape(&b.state.env)
+        escape(redactor, &b.state.env)
     );
-    outln!("  IR {}", escape(&b.ir_digest));
+    outln!("  IR {}", escape(redactor, &b.ir_digest));
     for (id, p) in &b.providers {
         outln!(
             "  provider {}: {} ({}, {})",
-            escape(id),
-            escape(&p.source),
-            escape(&p.protocol),
-            escape(&p.sha256)
+            escape(redactor, id),
+            escape(redactor, &p.source),
+            escape(redactor, &p.protocol),
+            escape(redactor, &p.sha256)
         );
     }
     for (name, v) in &b.variables {
         let shown = match v {
-            VariableRecord::Value(v) => json_text(v, false),
-            VariableRecord::Hmac(d) => format!("(sensitive, {})", escape(d)),
+            VariableRecord::Value(v) => json_text(redactor, v, false),
+            VariableRecord::Hmac(d) => format!("(sensitive, {})", escape(redactor, d)),
             VariableRecord::Unrecorded => "(sensitive, not recorded)".to_string(),
         };
-        outln!("  variable {} = {shown}", escape(name));
+        outln!("  variable {} = {shown}", escape(redactor, name));
     }
     for (flag, ids) in [("--target", &b.targets), ("--replace", &b.replace)] {
         for id in ids {
-            outln!("  {flag} {}", escape(id));
+            outln!("  {flag} {}", escape(redactor, id));
         }
     }
     outln!();
 }
 
 /// The closing lines of a successful `command` (`refresh-only` for `plan --refresh-only`).
-pub fn print_summary(command: &str, report: Option<&Report>, tally: &Tally<'_>) {
+pub fn print_summary(
+    redactor: &Redactor,
+    command: &str,
+    report: Option<&Report>,
+    tally: &Tally<'_>,
+) {
     match (command, report) {
-        ("plan", _) => print_plan(tally, "nivis apply"),
-        ("plan-destroy", _) => print_plan(tally, "nivis destroy"),
+        ("plan", _) => print_plan(redactor, tally, "nivis apply"),
+        ("plan-destroy", _) => print_plan(redactor, tally, "nivis destroy"),
         ("refresh-only", _) => {
             print_drift("Refresh-only plan", tally, "`nivis refresh` records it")
         }
-        ("apply", Some(r)) => print_apply(r),
-        ("destroy", Some(r)) => print_destroy(r),
+        ("apply", Some(r)) => print_apply(redactor, r),
+        ("destroy", Some(r)) => print_destroy(redactor, r),
         ("refresh", _) => print_drift("Refresh complete", tally, "recorded in state"),
         ("validate", _) => outln!("The plan is valid."),
         _ => {}
@@ -97,7 +107,7 @@ pub fn print_summary(command: &str, report: Option<&Report>, tally: &Tally<'_>) 
 }
 
 /// The plan's counts and what to run next (`verb`: `nivis apply` or `nivis destroy`).
-fn print_plan(tally: &Tally<'_>, verb: &str) {
+fn print_plan(redactor: &Redactor, tally: &Tally<'_>, verb: &str) {
     outln!();
     outln!(
         "{}",
@@ -111,7 +121,7 @@ fn print_plan(tally: &Tally<'_>, verb: &str) {
     match &tally.saved_to {
         Some(path) => outln!(
             "Run `nivis apply {}` to carry out exactly this plan.",
-            escape(&shell_word(path))
+            escape(redactor, &shell_word(path))
         ),
         None if tally.has_changes() => outln!("Run `{verb}` to carry it out."),
         None => {}
@@ -136,7 +146,7 @@ fn print_drift(head: &str, tally: &Tally<'_>, recorded: &str) {
     }
 }
 
-fn print_apply(r: &Report) {
+fn print_apply(redactor: &Redactor, r: &Report) {
     outln!();
     if !r.pending.is_empty() {
         outln!(
@@ -146,12 +156,12 @@ fn print_apply(r: &Report) {
         );
         for (id, waits) in &r.pending {
             if waits.is_empty() {
-                outln!("  … {} (ready for the next phase)", escape(id));
+                outln!("  … {} (ready for the next phase)", escape(redactor, id));
             } else {
                 outln!(
                     "  … {} waits on {}",
-                    escape(id),
-                    escape(&describe_waits(waits))
+                    escape(redactor, id),
+                    escape(redactor, &describe_waits(waits))
                 );
             }
         }
@@ -171,12 +181,12 @@ fn print_apply(r: &Report) {
         r.apply_phases
     );
     for (id, action) in &r.changed {
-        outln!("  ✓ {} ({})", escape(id), done_verb(*action));
+        outln!("  ✓ {} ({})", escape(redactor, id), done_verb(*action));
     }
     outln!("Fixpoint reached after {} evaluation(s).", r.evaluations);
 }
 
-fn print_destroy(r: &Report) {
+fn print_destroy(redactor: &Redactor, r: &Report) {
     outln!();
     if r.changed.is_empty() {
         outln!("Nothing to destroy.");
@@ -185,8 +195,8 @@ fn print_destroy(r: &Report) {
     outln!("Destroyed {} resource(s):", r.changed.len());
     for (id, action) in &r.changed {
         match action {
-            Action::Forget => outln!("  . {} (forgotten: left as it is)", escape(id)),
-            _ => outln!("  - {}", escape(id)),
+            Action::Forget => outln!("  . {} (forgotten: left as it is)", escape(redactor, id)),
+            _ => outln!("  - {}", escape(redactor, id)),
         }
     }
 }

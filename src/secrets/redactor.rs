@@ -2,8 +2,9 @@
 //!
 //! Owns: the set of secret values one run has seen (and the variable values that may be secret
 //! until the plan says), and replacing them in text and JSON. Not: where the secrets come from
-//! (the engine, state, backends and secret sources call `remember*`), nor the forms a secret
-//! takes (`super::SecretSet`).
+//! (the engine, state, backends and secret sources call `remember*` on the redactor they were
+//! handed), nor the forms a secret takes (`super::SecretSet`), nor who holds it: the command
+//! line makes one per run and passes it down; nothing reaches one through a global.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};

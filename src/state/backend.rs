@@ -270,12 +270,14 @@ pub enum Backend {
 impl Backend {
     /// The backend from the flake's `nivis.backend` (`None`: not set) with `overrides`
     /// (`KEY=VALUE`; VALUE is JSON when it parses as JSON) for environment `env`; `local` is
-    /// the `--state` path.
+    /// the `--state` path; `redactor` (the run's) learns the secrets a remote backend reads
+    /// (credentials, the encryption key).
     pub fn configure(
         flake: Option<&Json>,
         overrides: &[String],
         env: &str,
         local: &Path,
+        redactor: &crate::secrets::Redactor,
     ) -> Result<Backend, BackendError> {
         let mut fields = match flake {
             None | Some(Json::Null) => Map::new(),
@@ -302,7 +304,7 @@ impl Backend {
                 fields: fields.keys().cloned().collect(),
             }),
             Some(Some("s3")) => Ok(Backend::S3 {
-                backend: Box::new(S3Backend::from_fields(&fields, env)?),
+                backend: Box::new(S3Backend::from_fields(&fields, env, redactor)?),
                 local: env_state_path(local, env)?,
             }),
             None => Err(BackendError::NoType),
@@ -466,13 +468,27 @@ mod tests {
     fn no_backend_is_the_local_file_and_environments_get_their_own() {
         let local = Path::new("/p/nivis.state.json");
         assert_eq!(
-            Backend::configure(None, &[], "default", local).unwrap(),
+            Backend::configure(
+                None,
+                &[],
+                "default",
+                local,
+                &crate::secrets::Redactor::new()
+            )
+            .unwrap(),
             Backend::Local {
                 path: local.into(),
                 env: "default".into()
             }
         );
-        let dev = Backend::configure(Some(&json!({"type": "local"})), &[], "dev", local).unwrap();
+        let dev = Backend::configure(
+            Some(&json!({"type": "local"})),
+            &[],
+            "dev",
+            local,
+            &crate::secrets::Redactor::new(),
+        )
+        .unwrap();
         assert_eq!(dev.describe(), "/p/nivis.env.d/dev/nivis.state.json");
         assert_eq!(dev.env(), "dev");
     }
@@ -486,6 +502,7 @@ mod tests {
             &["bucket=from-flag".into(), "usePathStyle=true".into()],
             "ci",
             Path::new("s.json"),
+            &crate::secrets::Redactor::new(),
         )
         .unwrap();
         let Backend::S3 { backend, .. } = &b else {
@@ -499,6 +516,7 @@ mod tests {
             &["type=s3".into(), "bucket=abc".into(), "key=x/y".into()],
             "default",
             Path::new("s.json"),
+            &crate::secrets::Redactor::new(),
         )
         .unwrap();
         assert_eq!(only_flags.describe(), "s3://abc/x/y");
@@ -508,9 +526,15 @@ mod tests {
     fn bad_configurations_say_what_is_wrong() {
         let err = |flake: Json, flags: &[&str]| {
             let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
-            Backend::configure(Some(&flake), &flags, "default", Path::new("s"))
-                .unwrap_err()
-                .to_string()
+            Backend::configure(
+                Some(&flake),
+                &flags,
+                "default",
+                Path::new("s"),
+                &crate::secrets::Redactor::new(),
+            )
+            .unwrap_err()
+            .to_string()
         };
         assert!(err(json!({"type": "gcs"}), &[]).contains("known types"));
         assert!(err(json!({"bucket": "abc"}), &[]).contains("needs `type`"));

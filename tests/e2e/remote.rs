@@ -614,7 +614,12 @@ mod store {
         }
         let fields = serde_json::json!({"type": "s3", "bucket": BUCKET, "key": key,
             "endpoint": weed.endpoint(), "usePathStyle": true, "maxAttempts": 2});
-        S3Backend::from_fields(fields.as_object().unwrap(), "default").unwrap()
+        S3Backend::from_fields(
+            fields.as_object().unwrap(),
+            "default",
+            &nivis::secrets::Redactor::new(),
+        )
+        .unwrap()
     }
 
     fn put(id: &str) -> Change {

@@ -10,6 +10,7 @@
 mod lifecycle;
 mod phases;
 mod plan_roundtrip;
+mod redaction;
 mod saved;
 mod truth;
 
@@ -25,6 +26,7 @@ use nivis::engine::{
 use nivis::ir::ProviderDecl;
 use nivis::ledger::Ledger;
 use nivis::provider::Provider;
+use nivis::secrets::Redactor;
 use nivis::state::{LockHolder, LockedStore, MemoryStore, Mirror, StateError, StateFile};
 use serde_json::{json, Value as Json};
 
@@ -135,6 +137,9 @@ struct World {
     save: bool,
     /// `apply FILE`.
     saved: Option<Arc<nivis::engine::plan_file::SavedPlan>>,
+    /// The run's secrets: every engine of this world is given a clone, so it sees what
+    /// they learnt.
+    redactor: Redactor,
 }
 
 /// What a command did: its result and every event.
@@ -197,6 +202,7 @@ impl World {
             replace: Vec::new(),
             save: false,
             saved: None,
+            redactor: Redactor::new(),
         }
     }
 
@@ -226,6 +232,7 @@ impl World {
             command: "engine unit test".into(),
             install: nivis::registry::InstallOptions::new("/nonexistent", "/nonexistent"),
             overrides: Default::default(),
+            redactor: self.redactor.clone(),
         }
     }
 

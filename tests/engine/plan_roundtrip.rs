@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use nivis::engine::plan_file::{Basis, SavedPlan, StateBasis};
 use nivis::engine::{Action, AttrChange, Event, Wait};
 use nivis::render::{Human, Style};
+use nivis::secrets::Redactor;
 use nivis::value::{PathStep, Value};
 
 /// xorshift64*: small and deterministic.
@@ -182,8 +183,8 @@ fn plan(rng: &mut Rng) -> Vec<Event> {
     events
 }
 
-fn printed(events: &[Event]) -> String {
-    let mut human = Human::new(Style { color: false });
+fn printed(events: &[Event], redactor: &Redactor) -> String {
+    let mut human = Human::new(Style { color: false }, redactor.clone());
     let mut out = Vec::new();
     for e in events {
         human.write_event(&mut out, e.clone());
@@ -208,19 +209,24 @@ fn basis() -> Basis {
 
 #[test]
 fn any_plan_shows_from_its_file_as_it_printed() {
-    nivis::secrets::remember(SECRET);
+    let redactor = Redactor::new();
+    redactor.remember(SECRET);
     for seed in 1..=500u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let events = plan(&mut rng);
-        let file = SavedPlan::new(basis(), &events).to_canonical();
+        let file = SavedPlan::new(basis(), &events).to_canonical(&redactor);
         let read = SavedPlan::parse(file.as_bytes())
             .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{file}"));
-        assert_eq!(read.to_canonical(), file, "seed {seed}: canonical again");
+        assert_eq!(
+            read.to_canonical(&redactor),
+            file,
+            "seed {seed}: canonical again"
+        );
         assert!(!file.contains(SECRET), "seed {seed}: {file}");
         let shown = read.events().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(
-            printed(&shown),
-            printed(&events),
+            printed(&shown, &redactor),
+            printed(&events, &redactor),
             "seed {seed}: show differs from plan\n{file}"
         );
     }

@@ -13,13 +13,14 @@ use super::super::{exit, fail, options};
 use crate::engine::{Collect, Engine, Options};
 use crate::nixeval::PlanSource;
 use crate::render::{self, outln};
+use crate::secrets::Redactor;
 use crate::state::{Backend, DEFAULT_ENV};
 
 /// Runs `nivis test`.
-pub(crate) fn test(args: &TestArgs) -> i32 {
-    match run(args) {
+pub(crate) fn test(args: &TestArgs, redactor: &Redactor) -> i32 {
+    match run(args, redactor) {
         Ok(code) => code,
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
@@ -72,13 +73,23 @@ fn parse_expectations(doc: &Json, what: &str) -> Result<Expectations, String> {
     Ok(Expectations { phases, outputs })
 }
 
-fn run(args: &TestArgs) -> Result<i32, String> {
+fn run(args: &TestArgs, redactor: &Redactor) -> Result<i32, String> {
     let install = InstallArgs::none();
-    let mut opts = options(&RunSpec::new(&args.source, &args.vars, &install), "test")?;
+    let mut opts = options(
+        &RunSpec::new(&args.source, &args.vars, &install),
+        "test",
+        redactor,
+    )?;
     let expected = expectations(args, &opts.source)?;
     let dir = crate::rundir::RunDir::create().map_err(|e| e.to_string())?;
-    opts.backend = Backend::configure(None, &[], DEFAULT_ENV, &dir.path().join("test.state.json"))
-        .map_err(|e| e.to_string())?;
+    opts.backend = Backend::configure(
+        None,
+        &[],
+        DEFAULT_ENV,
+        &dir.path().join("test.state.json"),
+        redactor,
+    )
+    .map_err(|e| e.to_string())?;
     opts.command = "nivis test".into();
     refuse_registry_providers(&opts)?;
     let mut sink = Collect::default();
@@ -128,7 +139,7 @@ fn run(args: &TestArgs) -> Result<i32, String> {
     }
     outln!("Test failed:");
     for f in &failures {
-        outln!("  {}", render::escape(f));
+        outln!("  {}", render::escape(redactor, f));
     }
     Ok(exit::ERROR)
 }

@@ -14,27 +14,28 @@ use crate::ledger::Ledger;
 use crate::render::{self, outln};
 use crate::review::diff::Shown;
 use crate::review::why::{explain, target, Origin, Why};
+use crate::secrets::Redactor;
 use crate::state::StateFile;
 
 /// Runs `nivis why`.
-pub(crate) fn why(args: &WhyArgs) -> i32 {
-    match run(args) {
+pub(crate) fn why(args: &WhyArgs, redactor: &Redactor) -> i32 {
+    match run(args, redactor) {
         Ok(code) => code,
-        Err(e) => fail(&e),
+        Err(e) => fail(redactor, &e),
     }
 }
 
-fn run(args: &WhyArgs) -> Result<i32, String> {
-    let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "why")?;
+fn run(args: &WhyArgs, redactor: &Redactor) -> Result<i32, String> {
+    let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "why", redactor)?;
     let ir = evaluate(&opts, &state)?;
     let target = target(&ir, &args.address).map_err(|e| e.to_string())?;
     let ledger = ledger_of(&opts, &state);
-    let positions = positions_of(&opts, &ledger)?;
+    let positions = positions_of(&opts, &ledger, redactor)?;
     let why = explain(&ir, target, &ledger.outputs, &positions);
     if args.json {
-        outln!("{}", render::json_text(&why.to_json(), true));
+        outln!("{}", render::json_text(redactor, &why.to_json(), true));
     } else {
-        print_why(&why, &args.address, positions.is_null());
+        print_why(&why, &args.address, positions.is_null(), redactor);
     }
     Ok(exit::OK)
 }
@@ -53,18 +54,19 @@ fn ledger_of(opts: &Options, state: &StateFile) -> Ledger {
 }
 
 /// The Nix library's positions of the plan's nodes and attributes (`null` if it gives none).
-fn positions_of(opts: &Options, ledger: &Ledger) -> Result<Json, String> {
+fn positions_of(opts: &Options, ledger: &Ledger, redactor: &Redactor) -> Result<Json, String> {
     let dir = crate::rundir::RunDir::create().map_err(|e| e.to_string())?;
     let path = ledger
         .write(&dir)
         .map_err(|e| format!("cannot write the ledger in {}: {e}", dir.path().display()))?;
-    let positions = crate::nixeval::positions(&opts.source, &path, Some(dir.inherit_fd()));
+    let positions =
+        crate::nixeval::positions(&opts.source, &path, Some(dir.inherit_fd()), redactor);
     dir.remove(crate::ledger::CHANNEL_FILE);
     positions.map_err(|e| e.to_string())
 }
 
 /// `file:line` of a position, relative to the working directory when under it.
-fn place(position: &Option<Json>) -> String {
+fn place(position: &Option<Json>, redactor: &Redactor) -> String {
     let Some(p) = position else {
         return "(position unknown)".into();
     };
@@ -74,26 +76,30 @@ fn place(position: &Option<Json>) -> String {
         .strip_prefix(&cwd)
         .map(|rel| rel.display().to_string())
         .unwrap_or_else(|_| file.to_string());
-    render::escape(&format!("{file}:{}", p["line"]))
+    render::escape(redactor, &format!("{file}:{}", p["line"]))
 }
 
-fn shown(s: &Shown) -> String {
+fn shown(s: &Shown, redactor: &Redactor) -> String {
     match s {
         Shown::Absent => "(not recorded yet)".into(),
         Shown::Sensitive => "(sensitive value)".into(),
-        Shown::Value(v) => show_ir_value(v),
+        Shown::Value(v) => show_ir_value(v, redactor),
     }
 }
 
-fn print_why(why: &Why, address: &str, no_positions: bool) {
-    outln!("{} = {}", render::escape(address), shown(&why.value));
+fn print_why(why: &Why, address: &str, no_positions: bool, redactor: &Redactor) {
+    outln!(
+        "{} = {}",
+        render::escape(redactor, address),
+        shown(&why.value, redactor)
+    );
     if why.target.attr.is_empty() {
-        outln!("  defined at {}", place(&why.node_defined_at));
+        outln!("  defined at {}", place(&why.node_defined_at, redactor));
     } else {
         outln!(
             "  defined at {} (the resource at {})",
-            place(&why.defined_at),
-            place(&why.node_defined_at)
+            place(&why.defined_at, redactor),
+            place(&why.node_defined_at, redactor)
         );
     }
     if why.origins.is_empty() {
@@ -101,7 +107,7 @@ fn print_why(why: &Why, address: &str, no_positions: bool) {
     } else {
         outln!("  computed from:");
         for o in &why.origins {
-            print_origin(o, 2);
+            print_origin(o, 2, redactor);
         }
     }
     if why.readers.is_empty() {
@@ -115,11 +121,11 @@ fn print_why(why: &Why, address: &str, no_positions: bool) {
             };
             outln!(
                 "    {} ({} at {}{}) defined at {}",
-                render::escape(&r.address),
+                render::escape(redactor, &r.address),
                 r.via.name(),
-                render::escape(&r.at),
-                render::escape(&reads),
-                place(&r.defined_at)
+                render::escape(redactor, &r.at),
+                render::escape(redactor, &reads),
+                place(&r.defined_at, redactor)
             );
         }
     }
@@ -128,25 +134,25 @@ fn print_why(why: &Why, address: &str, no_positions: bool) {
     }
 }
 
-fn print_origin(o: &Origin, depth: usize) {
+fn print_origin(o: &Origin, depth: usize, redactor: &Redactor) {
     let indent = "  ".repeat(depth);
     let head = format!(
         "({} at {}) defined at {}",
         o.via.name(),
-        render::escape(&o.at),
-        place(&o.defined_at)
+        render::escape(redactor, &o.at),
+        place(&o.defined_at, redactor)
     );
     if o.outputs.is_empty() {
-        outln!("{indent}{} {head}", render::escape(&o.address));
+        outln!("{indent}{} {head}", render::escape(redactor, &o.address));
     }
     for (output, value) in &o.outputs {
         outln!(
             "{indent}{} = {} {head}",
-            render::escape(&format!("{}.{output}", o.address)),
-            shown(value)
+            render::escape(redactor, &format!("{}.{output}", o.address)),
+            shown(value, redactor)
         );
     }
     for inner in &o.origins {
-        print_origin(inner, depth + 1);
+        print_origin(inner, depth + 1, redactor);
     }
 }

@@ -97,6 +97,9 @@ pub(super) struct NodeInput {
     /// A create-before-destroy replacement keeps its old object deposed for the phase to
     /// delete after the resources that read it have their turns (Terraform's order).
     pub keep_old: bool,
+    /// The run's secrets: what this turn records at sensitive paths (and the recorded values
+    /// of its sensitive inputs) is taught to it.
+    pub redactor: crate::secrets::Redactor,
 }
 
 /// A data source's result read in this phase's plan: the apply of the phase uses it, so the
@@ -281,7 +284,7 @@ pub(super) fn realise_builds(input: &NodeInput) -> Result<(), Diagnostics> {
         return Ok(());
     }
     for (path, drv) in &input.builds {
-        crate::nixeval::realise(path, drv.as_deref())
+        crate::nixeval::realise(path, drv.as_deref(), &input.redactor)
             .map_err(|e| err(format!("could not realise build output {path}: {e}")))?;
     }
     Ok(())

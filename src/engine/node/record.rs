@@ -55,7 +55,7 @@ pub(super) fn record(
     if let Some(prior) = &input.prior {
         r.extra = prior.extra.clone();
     }
-    crate::secrets::remember_state_record(&r);
+    input.redactor.remember_state_record(&r);
     Ok(r)
 }
 

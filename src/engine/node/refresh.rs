@@ -12,6 +12,7 @@ use super::record::{display_changes, path_json};
 use super::upgrade::{upgrade, StoredObject};
 use crate::diag::Diagnostics;
 use crate::provider::Provider;
+use crate::secrets::Redactor;
 use crate::state::{Change, ResourceState};
 use crate::value;
 
@@ -21,6 +22,7 @@ use crate::value;
 pub(crate) fn refresh(
     provider: &dyn Provider,
     state: &ResourceState,
+    redactor: &Redactor,
 ) -> Result<(Option<Change>, Option<Drift>), Diagnostics> {
     let schema = provider.schema();
     let s = schema.resources.get(&state.type_name).ok_or_else(|| {
@@ -81,6 +83,6 @@ pub(crate) fn refresh(
         }
     }
     rec.sensitive_paths = paths;
-    crate::secrets::remember_state_record(&rec);
+    redactor.remember_state_record(&rec);
     Ok((Some(Change::Put(rec)), drift))
 }

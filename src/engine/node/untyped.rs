@@ -29,8 +29,8 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
 /// A provider's error may quote its whole request (the real one does when it cannot read it),
 /// and an update request carries the inputs recorded last time too. The current values of
 /// sensitive inputs are already known secrets (resolving them remembered them); the recorded
-/// values of the same inputs (a rotated password) become known here, so that every printout
-/// redacts them ([`crate::secrets`]).
+/// values of the same inputs (a rotated password) become known here, to the run's redactor,
+/// so that every printout redacts them.
 fn remember_prior_secrets(input: &NodeInput) {
     let Some(private) = input.prior.as_ref().and_then(|p| p.private.as_deref()) else {
         return;
@@ -40,7 +40,7 @@ fn remember_prior_secrets(input: &NodeInput) {
     };
     for attr in &input.sensitive_inputs {
         if let Some(v) = recorded.get(attr) {
-            crate::secrets::remember_json(v);
+            input.redactor.remember_json(v);
         }
     }
 }

@@ -123,6 +123,7 @@ pub(super) fn options() -> Options {
         secret_vars: Vec::new(),
         lock_timeout: None,
         command: "engine stage test".into(),
+        redactor: crate::secrets::Redactor::new(),
         install: crate::registry::InstallOptions::new("/nonexistent", "/nonexistent"),
         saved: None,
         save: false,

@@ -17,6 +17,7 @@ use super::error::EngineError;
 use super::events::Wait;
 use super::phases::{stop_after_evaluation, stop_after_phase, Stop};
 use crate::ir::{self, Ir};
+use crate::secrets::Redactor;
 use crate::state::{Change, ResourceKind, ResourceState, StateFile};
 
 mod fixture;
@@ -92,6 +93,7 @@ fn analyse<'ir>(
         targets,
         replace: &[],
         settled,
+        redactor: &Redactor::new(),
     };
     analysis::analyse(ir, state, &scope)
 }
@@ -139,7 +141,7 @@ fn analyse_defers_a_nix_derived_value_and_what_depends_on_it() {
 fn analyse_skips_what_this_run_settled_with_the_same_configuration() {
     let ir = ir_of(vec![token("a", json!({"input": "x"}))], &[]);
     let state = recorded(StateFile::empty(), A, json!({"input": "x", "value": "v"}));
-    let fingerprint = resolved_fingerprint(&ir.resources[0], &state).unwrap();
+    let fingerprint = resolved_fingerprint(&ir.resources[0], &state, &Redactor::new()).unwrap();
     let settled: Settled = [(A.to_string(), fingerprint)].into();
     let analysis = analyse(&ir, &state, &[], &settled).unwrap();
     assert!(analysis.run.is_empty(), "{:?}", analysis.run);
@@ -201,7 +203,7 @@ fn the_loop_converges_when_an_evaluation_leaves_nothing_to_run_or_wait_on() {
     let state = recorded(StateFile::empty(), A, json!({"input": "x", "value": "v"}));
     let settled: Settled = [(
         A.to_string(),
-        resolved_fingerprint(&ir.resources[0], &state).unwrap(),
+        resolved_fingerprint(&ir.resources[0], &state, &Redactor::new()).unwrap(),
     )]
     .into();
     let analysis = analyse(&ir, &state, &[], &settled).unwrap();
@@ -229,7 +231,7 @@ fn the_loop_stops_unresolved_when_nothing_runs_and_something_waits() {
     let state = recorded(StateFile::empty(), A, json!({"input": "x", "value": "v"}));
     let settled: Settled = [(
         A.to_string(),
-        resolved_fingerprint(&ir.resources[0], &state).unwrap(),
+        resolved_fingerprint(&ir.resources[0], &state, &Redactor::new()).unwrap(),
     )]
     .into();
     let analysis = analyse(&ir, &state, &[], &settled).unwrap();

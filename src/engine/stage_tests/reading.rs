@@ -15,6 +15,7 @@ use crate::engine::events::{Collect, Event};
 use crate::engine::imports::{commit_imports, declared_imports, fetch_imports};
 use crate::engine::refresh::{read_drift, refresh_set, DriftInput};
 use crate::ir::Ir;
+use crate::secrets::Redactor;
 use crate::state::{Change, MemoryStore, ResourceState, StateFile, StateStore};
 
 #[test]
@@ -49,6 +50,7 @@ fn read_drift_reports_a_changed_object_and_a_vanished_one_and_changes_nothing() 
         state: store.state(),
         ids: &all,
         providers: &providers,
+        redactor: &Redactor::new(),
     };
     let read = read_drift(input, &mut sink);
     assert_eq!((read.drifted, read.failed), (2, 0), "{:#?}", sink.0);
@@ -78,7 +80,7 @@ fn import(
     let state = StateFile::empty();
     let analysis = analyse(&ir, &state, &[], &HashMap::new()).expect("analysed");
     let requests = declared_imports(&analysis, &state);
-    let fetched = fetch_imports(&ir, &requests, &providers(knobs));
+    let fetched = fetch_imports(&ir, &requests, &providers(knobs), &Redactor::new());
     (ir.clone(), fetched)
 }
 

@@ -12,6 +12,7 @@ use super::client::{Client, Retry, Target};
 use super::crypt::{Cipher, KeySource};
 use super::sigv4::Credentials;
 use super::RemoteError;
+use crate::secrets::Redactor;
 use crate::state::StateError;
 
 /// The environment whose state is the backend's `key` itself.
@@ -129,7 +130,7 @@ impl std::fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// A configured S3 backend for one environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct S3Backend {
     /// The bucket, endpoint and region the state is kept in.
     pub target: Target,
@@ -145,7 +146,35 @@ pub struct S3Backend {
     pub encryption: Option<KeySource>,
     /// How often and how long a failed request is tried again.
     pub retry: Retry,
+    /// The run's secrets: the credentials and the encryption key are taught to it as they are
+    /// read. Not part of the configuration (equality ignores it).
+    pub redactor: Redactor,
 }
+
+impl PartialEq for S3Backend {
+    fn eq(&self, other: &S3Backend) -> bool {
+        // Every field but the redactor, which says nothing about where the state is.
+        let S3Backend {
+            target,
+            base_key,
+            env_prefix,
+            env,
+            profile,
+            encryption,
+            retry,
+            redactor: _,
+        } = self;
+        *target == other.target
+            && *base_key == other.base_key
+            && *env_prefix == other.env_prefix
+            && *env == other.env
+            && *profile == other.profile
+            && *encryption == other.encryption
+            && *retry == other.retry
+    }
+}
+
+impl Eq for S3Backend {}
 
 /// The fields `type = "s3"` accepts.
 pub(crate) const FIELDS: &[&str] = &[
@@ -165,10 +194,15 @@ pub(crate) const FIELDS: &[&str] = &[
 ];
 
 impl S3Backend {
-    /// Reads the fields of an `s3` backend for environment `env`.
+    /// Reads the fields of an `s3` backend for environment `env`, for the run whose secrets
+    /// `redactor` knows.
     // Long because it reads one backend field after another, each with its own check and message, a
     // table in one place.
-    pub fn from_fields(fields: &Map<String, Json>, env: &str) -> Result<S3Backend, ConfigError> {
+    pub fn from_fields(
+        fields: &Map<String, Json>,
+        env: &str,
+        redactor: &Redactor,
+    ) -> Result<S3Backend, ConfigError> {
         if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(ConfigError::UnknownField {
                 field: unknown.clone(),
@@ -250,6 +284,7 @@ impl S3Backend {
             env: env.to_string(),
             profile: text("profile")?,
             encryption,
+            redactor: redactor.clone(),
             retry,
         })
     }
@@ -298,10 +333,10 @@ impl S3Backend {
     pub fn client(&self) -> Result<Client, StateError> {
         let creds = Credentials::discover(self.profile.as_deref())
             .map_err(|e| RemoteError::Invalid(e.to_string()))?;
-        // Redacted from every printout from now on, like any secret.
-        crate::secrets::remember(&creds.secret_key);
+        // Redacted from every printout of the run from now on, like any secret.
+        self.redactor.remember(&creds.secret_key);
         if let Some(token) = &creds.session_token {
-            crate::secrets::remember(token);
+            self.redactor.remember(token);
         }
         Client::new(&self.target, creds, self.retry)
             .map_err(|e| RemoteError::s3(format!("use {}", self.url()), e).into())
@@ -311,7 +346,7 @@ impl S3Backend {
     pub fn cipher(&self) -> Result<Option<Cipher>, StateError> {
         match &self.encryption {
             None => Ok(None),
-            Some(source) => Cipher::load(source)
+            Some(source) => Cipher::load(source, &self.redactor)
                 .map(Some)
                 .map_err(|e| RemoteError::Invalid(e.to_string()).into()),
         }
@@ -386,19 +421,19 @@ mod tests {
             json!({"type": "s3", "bucket": "team-state", "key": "prod/nivis.state",
             "region": "eu-west-1", "endpoint": "http://127.0.0.1:9000", "usePathStyle": true}),
         );
-        let b = S3Backend::from_fields(&f, "default").unwrap();
+        let b = S3Backend::from_fields(&f, "default", &Redactor::new()).unwrap();
         assert_eq!(b.key(), "prod/nivis.state");
         assert_eq!(b.url(), "s3://team-state/prod/nivis.state");
         assert!(b.target.path_style);
         assert_eq!(b.target.region, "eu-west-1");
-        let dev = S3Backend::from_fields(&f, "dev").unwrap();
+        let dev = S3Backend::from_fields(&f, "dev", &Redactor::new()).unwrap();
         assert_eq!(dev.key(), "env:/dev/prod/nivis.state");
     }
 
     #[test]
     fn refuses_what_cannot_work() {
         let bad = |v: Json, env: &str| {
-            S3Backend::from_fields(&fields(v), env)
+            S3Backend::from_fields(&fields(v), env, &Redactor::new())
                 .unwrap_err()
                 .to_string()
         };

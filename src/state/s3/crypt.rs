@@ -16,6 +16,8 @@ use aes_gcm::{Aes256Gcm, Key, Nonce};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
+use crate::secrets::Redactor;
+
 const MAGIC: &[u8] = b"nivis-aes256gcm-v1\n";
 const NONCE_LEN: usize = 12;
 
@@ -179,8 +181,9 @@ impl std::fmt::Debug for Cipher {
 }
 
 impl Cipher {
-    /// Loads the key from `source`; the error names the source and what is wrong.
-    pub fn load(source: &KeySource) -> Result<Cipher, KeyError> {
+    /// Loads the key from `source` (and teaches it to `redactor`, the run's); the error names
+    /// the source and what is wrong.
+    pub fn load(source: &KeySource, redactor: &Redactor) -> Result<Cipher, KeyError> {
         let (text, what) = match source {
             KeySource::Env(var) => (
                 std::env::var(var).map_err(|_| KeyError::EnvUnset { var: var.clone() })?,
@@ -188,8 +191,8 @@ impl Cipher {
             ),
             KeySource::File(path) => (read_key_file(path)?, path.display().to_string()),
         };
-        // Redacted from every printout from now on, like any secret.
-        crate::secrets::remember(text.trim());
+        // Redacted from every printout of the run from now on, like any secret.
+        redactor.remember(text.trim());
         let key = STANDARD
             .decode(text.trim())
             .map_err(|source| KeyError::NotBase64 {
@@ -330,21 +333,24 @@ mod tests {
         std::fs::write(&path, format!("{key}\n")).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let err = Cipher::load(&KeySource::File(path.clone()))
+        let err = Cipher::load(&KeySource::File(path.clone()), &Redactor::new())
             .unwrap_err()
             .to_string();
         assert!(err.contains("chmod 600"), "{err}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let c = Cipher::load(&KeySource::File(path.clone())).unwrap();
+        let c = Cipher::load(&KeySource::File(path.clone()), &Redactor::new()).unwrap();
         assert_eq!(c.open("n", &cipher(1).seal("n", b"hi")).unwrap(), b"hi");
         std::fs::write(&path, STANDARD.encode([1u8; 16])).unwrap();
-        let err = Cipher::load(&KeySource::File(path))
+        let err = Cipher::load(&KeySource::File(path), &Redactor::new())
             .unwrap_err()
             .to_string();
         assert!(err.contains("16 bytes"), "{err}");
-        let err = Cipher::load(&KeySource::Env("NIVIS_TEST_UNSET_KEY_VAR".into()))
-            .unwrap_err()
-            .to_string();
+        let err = Cipher::load(
+            &KeySource::Env("NIVIS_TEST_UNSET_KEY_VAR".into()),
+            &Redactor::new(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("NIVIS_TEST_UNSET_KEY_VAR is not set"), "{err}");
     }
 }

@@ -108,13 +108,13 @@ impl fmt::Debug for Credentials {
 const CREDENTIALS_FILE_LIMIT: u64 = 1 << 20;
 
 impl Credentials {
-    /// Remembers the secret parts of the standard credential variables as secrets, so that no
-    /// printout shows them, whichever backend this run uses (a Nix error or a provider's log
-    /// may quote its environment).
-    pub fn remember_environment() {
+    /// Teaches `redactor` (the run's) the secret parts of the standard credential variables,
+    /// so that no printout shows them, whichever backend this run uses (a Nix error or a
+    /// provider's log may quote its environment).
+    pub fn remember_environment(redactor: &crate::secrets::Redactor) {
         for name in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] {
             if let Ok(value) = std::env::var(name) {
-                crate::secrets::remember(&value);
+                redactor.remember(&value);
             }
         }
     }
