@@ -22,7 +22,7 @@ use crate::render::{self, out, outln};
 use crate::state::s3::Conversion;
 use crate::state::{
     env_state_path, parse_snapshot, Backend, ForceUnlock, Liveness, LockHolder, LockedStore,
-    StateFile, Store, DEFAULT_ENV,
+    Mutation, StateFile, Store, DEFAULT_ENV,
 };
 
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
@@ -338,17 +338,26 @@ pub(super) fn push(t: &StateTarget, file: &Path, how: PushForce, wait: Option<Du
             dropped.join(", ")
         ));
     }
-    replace_and_close(store, pushed, &done)
+    replace_and_close(store, pushed, &done, Mutation::for_state_verb("state push"))
 }
 
-/// Replaces the whole state in `store` by `next`, closes it, and says `done`.
-fn replace_and_close(mut store: Box<dyn LockedStore>, next: StateFile, done: &str) -> i32 {
-    if let Err(e) = store.replace(next).and_then(|()| store.close()) {
+/// Replaces the whole state in `store` by `next` (as the state verb `mutation` was granted
+/// for), closes it, and says `done`.
+fn replace_and_close(
+    mut store: Box<dyn LockedStore>,
+    next: StateFile,
+    done: &str,
+    mutation: Mutation,
+) -> i32 {
+    if let Err(e) = store.replace(next, mutation).and_then(|()| store.close()) {
         return fail(&e);
     }
     outln!("{}", render::escape(done));
     exit::OK
 }
+
+/// The grant of `state migrate`, which copies the state or rewrites it encrypted or not.
+const MIGRATE: Mutation = Mutation::for_state_verb("state migrate");
 
 /// `nivis state migrate`: copies the local state file into the configured (remote) backend.
 pub(super) fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i32 {
@@ -406,7 +415,7 @@ pub(super) fn migrate(t: &StateTarget, force: bool, wait: Option<Duration>) -> i
         local.display(),
         backend.describe()
     );
-    replace_and_close(target, state, &done)
+    replace_and_close(target, state, &done, MIGRATE)
 }
 
 /// `nivis state migrate --encrypt|--decrypt`: the remote state rewritten in place, sealed with
@@ -422,7 +431,7 @@ pub(super) fn convert(t: &StateTarget, conversion: Conversion, wait: Option<Dura
     };
     super::audit::begin(&backend, command);
     let holder = LockHolder::current("nivis state migrate");
-    let (resources, deleted) = match backend.convert(holder, wait, conversion) {
+    let (resources, deleted) = match backend.convert(holder, wait, conversion, MIGRATE) {
         Ok(done) => done,
         Err(e) => return fail(&e),
     };

@@ -12,7 +12,7 @@ use super::args::{StateCommand, StateTarget};
 use super::{backend, exit, fail};
 use crate::render::{self, outln};
 use crate::state::s3::Conversion;
-use crate::state::{Change, LockHolder, LockedStore, ResourceState};
+use crate::state::{Change, LockHolder, LockedStore, Mutation, ResourceState};
 
 // Long because it dispatches one arm per state verb.
 pub(super) fn run(cmd: StateCommand) -> i32 {
@@ -188,7 +188,7 @@ fn rename(from: &str, to: &str, target: &StateTarget, wait: Option<Duration>) ->
         ));
     }
     let changes = store.state().rename(from, to);
-    if let Err(e) = store.commit(&changes) {
+    if let Err(e) = store.commit(&changes, Mutation::for_state_verb("state mv")) {
         return fail(&e);
     }
     super::audit::change(to, &format!("move from {from}"));
@@ -215,7 +215,7 @@ fn remove(ids: &[String], target: &StateTarget, wait: Option<Duration>) -> i32 {
         }
     }
     let changes: Vec<Change> = ids.iter().map(|id| Change::Remove(id.clone())).collect();
-    if let Err(e) = store.commit(&changes) {
+    if let Err(e) = store.commit(&changes, Mutation::for_state_verb("state rm")) {
         return fail(&e);
     }
     for id in ids {

@@ -9,7 +9,7 @@ use super::args::StateTarget;
 use super::{backend, exit, fail};
 use crate::render::{self, outln};
 use crate::state::s3::{repair, Repair};
-use crate::state::{Backend, LockHolder};
+use crate::state::{Backend, LockHolder, Mutation};
 
 pub(super) fn run(t: &StateTarget, dry_run: bool, wait: Option<Duration>) -> i32 {
     let chosen = match backend::of(&t.source, &t.state) {
@@ -29,7 +29,8 @@ pub(super) fn run(t: &StateTarget, dry_run: bool, wait: Option<Duration>) -> i32
         super::audit::begin(&chosen, "nivis state repair");
     }
     let holder = LockHolder::current("nivis state repair");
-    match repair(s3, holder, wait, dry_run) {
+    let write = (!dry_run).then(|| Mutation::for_state_verb("state repair"));
+    match repair(s3, holder, wait, write) {
         Ok(done) => {
             outln!(
                 "{}",

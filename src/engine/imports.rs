@@ -12,9 +12,10 @@ use super::analysis::Analysis;
 use super::error::EngineError;
 use super::events::{Event, Sink};
 use super::node::path_json;
+use super::record::Destination;
 use super::{Engine, Report};
 use crate::ir::{Ir, Node, NodeKind};
-use crate::state::{Change, LockedStore, StateFile};
+use crate::state::{Change, StateFile};
 use crate::state::{ResourceKind, ResourceState};
 
 impl Engine<'_> {
@@ -116,13 +117,13 @@ impl Engine<'_> {
             .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))
     }
 
-    /// Writes the imported records to `store` in one commit and reports each.
+    /// Writes the imported records to `to` in one commit and reports each, as recorded or as
+    /// planned (`to` says which).
     pub(super) fn commit_imports(
         &mut self,
         imports: &[(ResourceState, String)],
-        store: &mut dyn LockedStore,
+        mut to: Destination<'_>,
         phase: u32,
-        recorded: bool,
     ) -> Result<(), EngineError> {
         if imports.is_empty() {
             return Ok(());
@@ -131,7 +132,8 @@ impl Engine<'_> {
             .iter()
             .map(|(r, _)| Change::Put(r.clone()))
             .collect();
-        store.commit(&changes)?;
+        to.commit(&changes)?;
+        let recorded = to.recorded();
         for (r, import_id) in imports {
             self.sink.event(Event::Imported {
                 phase,
@@ -150,7 +152,7 @@ impl Engine<'_> {
     /// resource `addr`, which the plan declares and the state does not hold yet. The state is
     /// locked; on any error nothing is recorded.
     pub fn import(&mut self, addr: &str, import_id: &str) -> Result<Report, EngineError> {
-        self.mutating(None, |engine, store, _confirm, _mutation| {
+        self.mutating(None, |engine, store, _confirm, mutation| {
             let ir = engine.evaluate(store.state(), 0)?;
             if store.state().contains(addr) {
                 return Err(EngineError::Refused(format!(
@@ -166,7 +168,8 @@ impl Engine<'_> {
             };
             engine.prepare_providers(&ir, store.state(), &[addr.to_string()], true)?;
             let record = engine.import_object(&ir, node, import_id, node.depends_on.clone())?;
-            engine.commit_imports(&[(record, import_id.to_string())], store, 1, true)?;
+            let imported = [(record, import_id.to_string())];
+            engine.commit_imports(&imported, Destination::Recorded(store, mutation), 1)?;
             Ok(Report {
                 evaluations: 1,
                 ..Report::default()
