@@ -74,7 +74,7 @@ pub(super) fn run(args: &OutputArgs) -> i32 {
 fn collect(args: &OutputArgs) -> Result<Collected, String> {
     // `nivis output` in a directory without a flake (only a state file) shows what state
     // holds; any source given explicitly must evaluate.
-    let implicit = args.source.file.is_none() && args.source.flake == ".";
+    let implicit = args.project.source.file.is_none() && args.project.source.flake == ".";
     let here = std::env::current_dir().unwrap_or_default();
     if implicit && crate::project::search_upward(&here).is_err() {
         if !args.json && !args.raw {
@@ -82,12 +82,12 @@ fn collect(args: &OutputArgs) -> Result<Collected, String> {
                 "(no flake.nix here: Nix consumer values are not shown; use --flake or --file)"
             );
         }
-        let (_, state) = backend::read(&args.source, &args.state)?;
+        let (_, state) = backend::read(&args.project.source, &args.project.state)?;
         return Ok(Collected::new(&state, None));
     }
     if let Some(name) = &args.name {
         // A resource's outputs are in the state: no evaluation, so no variables needed.
-        let (_, state) = backend::read(&args.source, &args.state)?;
+        let (_, state) = backend::read(&args.project.source, &args.project.state)?;
         let recorded = state
             .ids()
             .any(|id| name == id || name.strip_prefix(id).is_some_and(|r| r.starts_with('.')));
@@ -96,10 +96,7 @@ fn collect(args: &OutputArgs) -> Result<Collected, String> {
         }
     }
     let install = InstallArgs::none();
-    let spec = RunSpec {
-        state: Some(&args.state),
-        ..RunSpec::new(&args.source, &args.vars, &install)
-    };
+    let spec = RunSpec::for_project(&args.project, &install);
     let opts = options(&spec, "output")?;
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
     crate::secrets::remember_state(&state);

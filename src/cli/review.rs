@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{json, Value as Json};
 
-use super::args::{DiffArgs, InstallArgs, RunSpec, SourceArgs, StateArgs, VarArgs};
+use super::args::{DiffArgs, InstallArgs, ProjectArgs, RunSpec};
 use super::{exit, fail, options};
 use crate::engine::{Collect, Engine, Options};
 use crate::ir::{Ir, PathStep};
@@ -39,24 +39,16 @@ pub(super) fn diff(args: &DiffArgs) -> i32 {
 
 /// The options and the state a review evaluates with: the state read once, so every
 /// evaluation sees the same recorded outputs.
-fn review_setup(
-    source: &SourceArgs,
-    vars: &VarArgs,
-    state: &StateArgs,
-    verb: &str,
-) -> Result<(Options, StateFile), String> {
+fn review_setup(project: &ProjectArgs, verb: &str) -> Result<(Options, StateFile), String> {
     let install = InstallArgs::none();
-    let spec = RunSpec {
-        state: Some(state),
-        ..RunSpec::new(source, vars, &install)
-    };
+    let spec = RunSpec::for_project(project, &install);
     let opts = options(&spec, verb)?;
     let recorded = opts.backend.read_only().map_err(|e| e.to_string())?;
     Ok((opts, recorded))
 }
 
 fn run_diff(args: &DiffArgs) -> Result<i32, String> {
-    let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "diff")?;
+    let (opts, state) = review_setup(&args.project, "diff")?;
     let root = revision::repository_root(&opts.source).map_err(|e| e.to_string())?;
     let from = revision::resolve(&root, args.from.as_deref().unwrap_or("HEAD"))
         .map_err(|e| e.to_string())?;

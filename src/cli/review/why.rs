@@ -25,7 +25,7 @@ pub(crate) fn why(args: &WhyArgs) -> i32 {
 }
 
 fn run(args: &WhyArgs) -> Result<i32, String> {
-    let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "why")?;
+    let (opts, state) = review_setup(&args.project, "why")?;
     let ir = evaluate(&opts, &state)?;
     let target = target(&ir, &args.address).map_err(|e| e.to_string())?;
     let ledger = ledger_of(&opts, &state);
