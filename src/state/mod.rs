@@ -10,7 +10,8 @@
 //!   ([`LockHolder`], with the lock id `force-unlock` must name, and whether it still runs:
 //!   [`Liveness`]). This is the only module that takes file locks.
 //! - **Contract**: the [`StateStore`] trait, an in-memory [`MemoryStore`], and [`conformance`],
-//!   one test every store must pass.
+//!   one test every store must pass. Every call that writes records takes the [`Mutation`]
+//!   token, which only the mutating paths make (DESIGN §39).
 //! - **Backends**: [`Backend`] chooses the local file store or the S3 store ([`s3`]) and the
 //!   environment; a writer holds either as a [`LockedStore`]. Both share the formats below, the
 //!   lock record ([`LockHolder`]), `force-unlock`'s checks and the rescue file (`rescue.rs`).
