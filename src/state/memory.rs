@@ -124,4 +124,31 @@ mod tests {
     fn memory_store_conforms() {
         conformance(&mut MemoryStore::new(), Mutation::for_tests());
     }
+
+    #[test]
+    fn a_preview_changes_the_copy_and_never_the_mirror() {
+        let mirror = Mirror::default();
+        let mut store = MemoryStore::mirrored(StateFile::empty(), mirror.clone());
+        let put = |id: &str| {
+            Change::Put(crate::state::ResourceState::new(
+                id,
+                crate::state::ResourceKind::Managed,
+                "null",
+                "registry.terraform.io/hashicorp/null",
+                "null_resource",
+                serde_json::json!({ "id": id }),
+            ))
+        };
+        store.apply(&[put("previewed")]);
+        assert!(store.state().contains("previewed"));
+        assert!(
+            mirror.lock().unwrap().is_none(),
+            "a preview reached the mirror"
+        );
+        store
+            .commit(&[put("recorded")], Mutation::for_tests())
+            .unwrap();
+        let mirrored = mirror.lock().unwrap().clone().unwrap();
+        assert!(mirrored.contains("recorded"));
+    }
 }
