@@ -5,8 +5,10 @@
 //! changes are durable (`finished` means "done and recorded"), the call to halt dispatch when a
 //! state write failed or the state's filesystem is full, and the recovery once the operations
 //! already running have ended: retry the write, else write the rescue file, else name every
-//! object that exists but is not recorded. Not: what the changes are (`node`), scheduling
-//! (`sched`), the files (`state`).
+//! object that exists but is not recorded; all of it under the `Mutation` token the changes
+//! were made with. Also [`Destination`], where moves and imports go: the locked state (with the
+//! token) or the in-memory copy a plan previews on. Not: what the changes are (`node`),
+//! scheduling (`sched`), the files (`state`).
 
 use std::fmt;
 use std::path::PathBuf;
