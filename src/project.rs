@@ -524,7 +524,9 @@ mod tests {
                 ))
             })
             .collect();
-        store.commit(&changes).unwrap();
+        store
+            .commit(&changes, crate::state::Mutation::for_tests())
+            .unwrap();
         // No close: the change is only in the journal, as after a crash.
     }
 
@@ -581,7 +583,10 @@ mod tests {
             serde_json::json!({"id": "r"}),
         );
         store
-            .rescue(&[crate::state::Change::Put(rescued.clone())])
+            .rescue(
+                &[crate::state::Change::Put(rescued.clone())],
+                crate::state::Mutation::for_tests(),
+            )
             .unwrap();
         drop(store);
         std::fs::remove_file(StatePaths::new(&legacy).journal).unwrap();

@@ -235,6 +235,19 @@ pub struct StateTarget {
     pub state: StateArgs,
 }
 
+/// The project a verb works on: where the plan is, its variables, and where the state is. Each
+/// verb that evaluates the plan against the state flattens it (the flags are those of its
+/// three parts, unchanged).
+#[derive(Args, Debug, Clone)]
+pub struct ProjectArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub vars: VarArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
 /// Waiting for the state lock (verbs that write state).
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "State")]
@@ -366,11 +379,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub exit: DetailedExitcodeArg,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -403,11 +412,7 @@ pub struct ApplyArgs {
     #[command(flatten)]
     pub policy: OverrideArgs,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
     #[command(flatten)]
     pub lock: LockWaitArg,
     #[command(flatten)]
@@ -428,11 +433,7 @@ pub struct DestroyArgs {
     #[arg(long)]
     pub auto_approve: bool,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
     #[command(flatten)]
     pub lock: LockWaitArg,
     #[command(flatten)]
@@ -452,11 +453,7 @@ pub struct ImportArgs {
     /// The provider's id of the existing object.
     pub id: String,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
     #[command(flatten)]
     pub lock: LockWaitArg,
     #[command(flatten)]
@@ -468,10 +465,9 @@ pub struct ImportArgs {
 impl ImportArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state),
             lock_timeout: self.lock.lock_timeout,
             json: self.output.json,
-            ..RunSpec::new(&self.source, &self.vars, &self.install)
+            ..RunSpec::for_project(&self.project, &self.install)
         }
     }
 }
@@ -484,11 +480,7 @@ pub struct RefreshArgs {
     #[command(flatten)]
     pub exit: DetailedExitcodeArg,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
     #[command(flatten)]
     pub lock: LockWaitArg,
     #[command(flatten)]
@@ -556,6 +548,15 @@ pub struct RunSpec<'a> {
 }
 
 impl<'a> RunSpec<'a> {
+    /// The spec of a verb that works on a project (plan, variables, state) with the install
+    /// flags `install`.
+    pub fn for_project(project: &'a ProjectArgs, install: &'a InstallArgs) -> Self {
+        RunSpec {
+            state: Some(&project.state),
+            ..RunSpec::new(&project.source, &project.vars, install)
+        }
+    }
+
     /// The spec of a verb that takes only a plan source, variables and install flags.
     pub fn new(source: &'a SourceArgs, vars: &'a VarArgs, install: &'a InstallArgs) -> Self {
         RunSpec {
@@ -586,7 +587,6 @@ impl<'a> RunSpec<'a> {
 impl PlanArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state),
             targets: &self.targets.targets,
             parallelism: self.parallelism.parallelism,
             refresh: self.refresh.refresh,
@@ -598,7 +598,7 @@ impl PlanArgs {
             out: self.out.as_deref(),
             overrides: &self.policy.overrides,
             override_reason: self.policy.reason.as_deref(),
-            ..RunSpec::new(&self.source, &self.vars, &self.install)
+            ..RunSpec::for_project(&self.project, &self.install)
         }
     }
 }
@@ -606,7 +606,6 @@ impl PlanArgs {
 impl ApplyArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state),
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
             parallelism: self.parallelism.parallelism,
@@ -619,7 +618,7 @@ impl ApplyArgs {
             plan_file: self.plan_file.as_deref(),
             overrides: &self.policy.overrides,
             override_reason: self.policy.reason.as_deref(),
-            ..RunSpec::new(&self.source, &self.vars, &self.install)
+            ..RunSpec::for_project(&self.project, &self.install)
         }
     }
 }
@@ -627,13 +626,12 @@ impl ApplyArgs {
 impl DestroyArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state),
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
             parallelism: self.parallelism.parallelism,
             json: self.output.json,
             auto_approve: self.auto_approve,
-            ..RunSpec::new(&self.source, &self.vars, &self.install)
+            ..RunSpec::for_project(&self.project, &self.install)
         }
     }
 }
@@ -641,13 +639,12 @@ impl DestroyArgs {
 impl RefreshArgs {
     pub fn spec(&self) -> RunSpec<'_> {
         RunSpec {
-            state: Some(&self.state),
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
             json: self.output.json,
             auto_approve: self.auto_approve,
             detailed_exitcode: self.exit.detailed_exitcode,
-            ..RunSpec::new(&self.source, &self.vars, &self.install)
+            ..RunSpec::for_project(&self.project, &self.install)
         }
     }
 }
@@ -674,11 +671,7 @@ pub struct OutputArgs {
     #[arg(long, requires = "name", help_heading = "Output")]
     pub raw: bool,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -701,21 +694,14 @@ pub struct GenArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ProvidersPlanArgs {
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
     #[command(flatten)]
     pub install: InstallArgs,
 }
 
 impl ProvidersPlanArgs {
     pub fn spec(&self) -> RunSpec<'_> {
-        RunSpec {
-            state: Some(&self.state),
-            ..RunSpec::new(&self.source, &self.vars, &self.install)
-        }
+        RunSpec::for_project(&self.project, &self.install)
     }
 }
 

@@ -23,7 +23,7 @@ use crate::secrets::Redactor;
 use crate::state::s3::Conversion;
 use crate::state::{
     env_state_path, parse_snapshot, Backend, ForceUnlock, Liveness, LockHolder, LockedStore,
-    StateFile, Store, DEFAULT_ENV,
+    Mutation, StateFile, Store, DEFAULT_ENV,
 };
 
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
@@ -360,7 +360,7 @@ pub(super) fn push(
             dropped.join(", ")
         ));
     }
-    replace_and_close(store, pushed, &done, redactor)
+    replace_and_close(store, pushed, &done, Mutation::for_state_verb("state push"), redactor)
 }
 
 /// Why a push without `--force` is refused (the file is another state, or older than the
@@ -397,19 +397,24 @@ fn unforced_refusal(
     None
 }
 
-/// Replaces the whole state in `store` by `next`, closes it, and says `done`.
+/// Replaces the whole state in `store` by `next` (as the state verb `mutation` was granted
+/// for), closes it, and says `done`.
 fn replace_and_close(
     mut store: Box<dyn LockedStore>,
     next: StateFile,
     done: &str,
+    mutation: Mutation,
     redactor: &Redactor,
 ) -> i32 {
-    if let Err(e) = store.replace(next).and_then(|()| store.close()) {
+    if let Err(e) = store.replace(next, mutation).and_then(|()| store.close()) {
         return fail(redactor, &e);
     }
     outln!("{}", render::escape(redactor, done));
     exit::OK
 }
+
+/// The grant of `state migrate`, which copies the state or rewrites it encrypted or not.
+const MIGRATE: Mutation = Mutation::for_state_verb("state migrate");
 
 /// `nivis state migrate`: copies the local state file into the configured (remote) backend.
 pub(super) fn migrate(
@@ -475,7 +480,7 @@ pub(super) fn migrate(
         local.display(),
         backend.describe()
     );
-    replace_and_close(target, state, &done, redactor)
+    replace_and_close(target, state, &done, MIGRATE, redactor)
 }
 
 /// `nivis state migrate --encrypt|--decrypt`: the remote state rewritten in place, sealed with
@@ -496,7 +501,7 @@ pub(super) fn convert(
     };
     super::audit::begin(&backend, command);
     let holder = LockHolder::current("nivis state migrate");
-    let (resources, deleted) = match backend.convert(holder, wait, conversion) {
+    let (resources, deleted) = match backend.convert(holder, wait, conversion, MIGRATE) {
         Ok(done) => done,
         Err(e) => return fail(redactor, &e),
     };

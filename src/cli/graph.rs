@@ -46,10 +46,7 @@ struct PlanGraph {
 /// Runs `nivis graph`.
 pub(super) fn run(args: &GraphArgs, redactor: &Redactor) -> i32 {
     let install = InstallArgs::none();
-    let spec = RunSpec {
-        state: Some(&args.state),
-        ..RunSpec::new(&args.source, &args.vars, &install)
-    };
+    let spec = RunSpec::for_project(&args.project, &install);
     let opts = match options(&spec, "graph", redactor) {
         Ok(o) => o,
         Err(e) => return fail(redactor, &e),

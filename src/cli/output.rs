@@ -81,7 +81,7 @@ pub(super) fn run(args: &OutputArgs, redactor: &Redactor) -> i32 {
 fn collect(args: &OutputArgs, redactor: &Redactor) -> Result<Collected, String> {
     // `nivis output` in a directory without a flake (only a state file) shows what state
     // holds; any source given explicitly must evaluate.
-    let implicit = args.source.file.is_none() && args.source.flake == ".";
+    let implicit = args.project.source.file.is_none() && args.project.source.flake == ".";
     let here = std::env::current_dir().unwrap_or_default();
     if implicit && crate::project::search_upward(&here).is_err() {
         if !args.json && !args.raw {
@@ -89,12 +89,12 @@ fn collect(args: &OutputArgs, redactor: &Redactor) -> Result<Collected, String> 
                 "(no flake.nix here: Nix consumer values are not shown; use --flake or --file)"
             );
         }
-        let (_, state) = backend::read(&args.source, &args.state, redactor)?;
+        let (_, state) = backend::read(&args.project.source, &args.project.state, redactor)?;
         return Ok(Collected::new(&state, None));
     }
     if let Some(name) = &args.name {
         // A resource's outputs are in the state: no evaluation, so no variables needed.
-        let (_, state) = backend::read(&args.source, &args.state, redactor)?;
+        let (_, state) = backend::read(&args.project.source, &args.project.state, redactor)?;
         let recorded = state
             .ids()
             .any(|id| name == id || name.strip_prefix(id).is_some_and(|r| r.starts_with('.')));
@@ -103,10 +103,7 @@ fn collect(args: &OutputArgs, redactor: &Redactor) -> Result<Collected, String> 
         }
     }
     let install = InstallArgs::none();
-    let spec = RunSpec {
-        state: Some(&args.state),
-        ..RunSpec::new(&args.source, &args.vars, &install)
-    };
+    let spec = RunSpec::for_project(&args.project, &install);
     let opts = options(&spec, "output", redactor)?;
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
     redactor.remember_state(&state);

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{json, Value as Json};
 
-use super::args::{DiffArgs, InstallArgs, RunSpec, SourceArgs, StateArgs, VarArgs};
+use super::args::{DiffArgs, InstallArgs, ProjectArgs, RunSpec};
 use super::{exit, fail, options};
 use crate::engine::{Collect, Engine, Options};
 use crate::ir::{Ir, PathStep};
@@ -41,24 +41,19 @@ pub(super) fn diff(args: &DiffArgs, redactor: &Redactor) -> i32 {
 /// The options and the state a review evaluates with: the state read once, so every
 /// evaluation sees the same recorded outputs.
 fn review_setup(
-    source: &SourceArgs,
-    vars: &VarArgs,
-    state: &StateArgs,
+    project: &ProjectArgs,
     verb: &str,
     redactor: &Redactor,
 ) -> Result<(Options, StateFile), String> {
     let install = InstallArgs::none();
-    let spec = RunSpec {
-        state: Some(state),
-        ..RunSpec::new(source, vars, &install)
-    };
+    let spec = RunSpec::for_project(project, &install);
     let opts = options(&spec, verb, redactor)?;
     let recorded = opts.backend.read_only().map_err(|e| e.to_string())?;
     Ok((opts, recorded))
 }
 
 fn run_diff(args: &DiffArgs, redactor: &Redactor) -> Result<i32, String> {
-    let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "diff", redactor)?;
+    let (opts, state) = review_setup(&args.project, "diff", redactor)?;
     let root = revision::repository_root(&opts.source).map_err(|e| e.to_string())?;
     let from = revision::resolve(&root, args.from.as_deref().unwrap_or("HEAD"))
         .map_err(|e| e.to_string())?;

@@ -13,7 +13,7 @@ use super::{backend, exit, fail};
 use crate::render::{self, outln};
 use crate::secrets::Redactor;
 use crate::state::s3::Conversion;
-use crate::state::{Change, LockHolder, LockedStore, ResourceState};
+use crate::state::{Change, LockHolder, LockedStore, Mutation, ResourceState};
 
 // Long because it dispatches one arm per state verb.
 pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
@@ -210,7 +210,7 @@ fn rename(
         );
     }
     let changes = store.state().rename(from, to);
-    if let Err(e) = store.commit(&changes) {
+    if let Err(e) = store.commit(&changes, Mutation::for_state_verb("state mv")) {
         return fail(redactor, &e);
     }
     super::audit::change(to, &format!("move from {from}"));
@@ -245,7 +245,7 @@ fn remove(
         }
     }
     let changes: Vec<Change> = ids.iter().map(|id| Change::Remove(id.clone())).collect();
-    if let Err(e) = store.commit(&changes) {
+    if let Err(e) = store.commit(&changes, Mutation::for_state_verb("state rm")) {
         return fail(redactor, &e);
     }
     for id in ids {

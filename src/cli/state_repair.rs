@@ -10,7 +10,7 @@ use super::{backend, exit, fail};
 use crate::render::{self, outln};
 use crate::secrets::Redactor;
 use crate::state::s3::{repair, Repair};
-use crate::state::{Backend, LockHolder};
+use crate::state::{Backend, LockHolder, Mutation};
 
 pub(super) fn run(
     t: &StateTarget,
@@ -38,7 +38,8 @@ pub(super) fn run(
         super::audit::begin(&chosen, "nivis state repair");
     }
     let holder = LockHolder::current("nivis state repair");
-    match repair(s3, holder, wait, dry_run) {
+    let write = (!dry_run).then(|| Mutation::for_state_verb("state repair"));
+    match repair(s3, holder, wait, write) {
         Ok(done) => {
             outln!(
                 "{}",

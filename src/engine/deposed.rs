@@ -48,7 +48,7 @@ pub(super) fn delete_old_objects(
             node::destroy_deposed(provider.as_ref(), &record, &collect, &mut diags, mutation);
         for g in gone.into_inner() {
             let (event, change) = g.into_event_and_change(owner.phase);
-            owner.holder.commit(&[change])?;
+            owner.holder.commit(&[change], mutation)?;
             owner.sink.event(event);
         }
         if result.is_err() {

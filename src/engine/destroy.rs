@@ -22,7 +22,7 @@ use crate::graph::Graph;
 use crate::ir::Ir;
 use crate::provider::Provider;
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockedStore, StateFile};
+use crate::state::{Change, LockedStore, StateFile, StateStore};
 
 impl Engine<'_> {
     /// The planned removal of every managed resource in state that the plan no longer declares.
@@ -60,6 +60,7 @@ impl Engine<'_> {
                     .iter()
                     .map(|id| Change::Remove(id.clone()))
                     .collect::<Vec<_>>(),
+                mutation,
             )?;
         }
         let deleting = needing_delete(ir, holder.state(), &managed);
@@ -126,7 +127,7 @@ impl Engine<'_> {
 
     /// `plan_destroy`'s run: the listing, and the saved destroy plan.
     fn plan_destroy_listing(&mut self) -> Result<Report, EngineError> {
-        let holder = self.open_state(false)?;
+        let holder = self.open_copy()?;
         if self.opts.save {
             self.providers.identify = true;
             self.sink.keep();
@@ -205,7 +206,7 @@ impl Engine<'_> {
                 .filter(|r| !r.is_managed())
                 .map(|r| Change::Remove(r.id.clone()))
                 .collect();
-            holder.commit(&data)?;
+            holder.commit(&data, mutation)?;
         }
         Ok(Report {
             evaluations: 1,
@@ -345,6 +346,7 @@ pub(super) fn delete_set(
         destroyed: Vec::new(),
         failed: 0,
         recorder: Recorder::default(),
+        mutation,
     };
     let worker = DestroyWorker(mutation);
     let statuses = sched::run(&mut owner, &worker, &deps, parallelism, interrupt_flag());
@@ -391,6 +393,8 @@ pub(super) struct DestroyOwner<'a> {
     /// Removals not yet committed; [`sched::Owner::flush`] commits them as one batch before
     /// anything that waited on them is dispatched, then announces them.
     pub(super) recorder: Recorder,
+    /// The destroy's token, which the removals are recorded under.
+    pub(super) mutation: Mutation,
 }
 
 /// A removal to carry out: delete with this provider, or (`None`) forget.
@@ -425,7 +429,7 @@ impl sched::Owner for DestroyOwner<'_> {
     fn progress(&mut self, _i: usize, gone: node::DeposedGone) {
         let (event, change) = gone.into_event_and_change(self.phase);
         // A deleted object must be recorded as gone before anything else happens.
-        self.recorder.record(change);
+        self.recorder.record(change, self.mutation);
         self.recorder.announce(event);
         sched::Owner::flush(self);
     }
@@ -436,7 +440,8 @@ impl sched::Owner for DestroyOwner<'_> {
                 for w in warnings.warnings() {
                     self.sink.event(Event::Warning(w.clone().for_resource(&id)));
                 }
-                self.recorder.record(Change::Remove(id.clone()));
+                self.recorder
+                    .record(Change::Remove(id.clone()), self.mutation);
                 self.recorder.announce(Event::Finished {
                     phase: self.phase,
                     id: id.clone(),

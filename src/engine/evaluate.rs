@@ -14,7 +14,7 @@ use crate::diag::Diagnostic;
 use crate::ir::{self, Ir};
 use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
-use crate::state::StateFile;
+use crate::state::{StateFile, StateStore};
 
 /// Turns a ledger into the plan's IR.
 pub trait Evaluator {
@@ -233,7 +233,7 @@ impl Engine<'_> {
     /// that only need the declarations (`providers lock|mirror|list`).
     pub fn declarations(&mut self) -> Result<Ir, EngineError> {
         self.open_ephemerals = false;
-        let holder = self.open_state(false)?;
+        let holder = self.open_copy()?;
         self.evaluate(holder.state(), 0)
     }
 

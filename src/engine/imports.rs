@@ -19,11 +19,12 @@ use super::analysis::Analysis;
 use super::error::EngineError;
 use super::events::{Event, Sink};
 use super::node::path_json;
+use super::record::Destination;
 use super::{Engine, Report};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::Provider;
 use crate::secrets::Redactor;
-use crate::state::{Change, LockedStore, StateFile};
+use crate::state::{Change, StateFile};
 use crate::state::{ResourceKind, ResourceState};
 
 impl Engine<'_> {
@@ -41,16 +42,15 @@ impl Engine<'_> {
         fetch_imports(ir, &requests, &providers, &self.opts.redactor)
     }
 
-    /// Writes the imported records to `store` in one commit and reports each: the frame of
+    /// Writes the imported records to `to` in one commit and reports each: the frame of
     /// [`commit_imports`] with the run's sink.
     pub(super) fn commit_imports(
         &mut self,
         imports: &[(ResourceState, String)],
-        store: &mut dyn LockedStore,
+        to: Destination<'_>,
         phase: u32,
-        recorded: bool,
     ) -> Result<(), EngineError> {
-        commit_imports(imports, store, phase, recorded, &mut self.sink)
+        commit_imports(imports, to, phase, &mut self.sink)
     }
 }
 
@@ -179,13 +179,12 @@ pub(super) fn import_object(
         .map_err(|e| fail(format!("cannot record the provider's answer: {e}")))
 }
 
-/// Writes the imported records to `store` in one commit and reports each to `sink`
-/// (`recorded`: whether the commit is the run's, not a preview's copy).
+/// Writes the imported records to `to` in one commit and reports each to `sink`, as recorded
+/// or as planned (`to` says which: the run's state under the token, or a preview's copy).
 pub(super) fn commit_imports(
     imports: &[(ResourceState, String)],
-    store: &mut dyn LockedStore,
+    mut to: Destination<'_>,
     phase: u32,
-    recorded: bool,
     sink: &mut dyn Sink,
 ) -> Result<(), EngineError> {
     if imports.is_empty() {
@@ -195,7 +194,8 @@ pub(super) fn commit_imports(
         .iter()
         .map(|(r, _)| Change::Put(r.clone()))
         .collect();
-    store.commit(&changes)?;
+    to.commit(&changes)?;
+    let recorded = to.recorded();
     for (r, import_id) in imports {
         sink.event(Event::Imported {
             phase,
@@ -213,7 +213,7 @@ impl Engine<'_> {
     /// resource `addr`, which the plan declares and the state does not hold yet. The state is
     /// locked; on any error nothing is recorded.
     pub fn import(&mut self, addr: &str, import_id: &str) -> Result<Report, EngineError> {
-        self.mutating(None, |engine, store, _confirm, _mutation| {
+        self.mutating(None, |engine, store, _confirm, mutation| {
             let ir = engine.evaluate(store.state(), 0)?;
             if store.state().contains(addr) {
                 return Err(EngineError::Refused(format!(
@@ -235,7 +235,7 @@ impl Engine<'_> {
             };
             let providers = engine.running(&ir, [node.provider.as_str()])?;
             let imported = fetch_imports(&ir, &[request], &providers, &engine.opts.redactor)?;
-            engine.commit_imports(&imported, store, 1, true)?;
+            engine.commit_imports(&imported, Destination::Recorded(store, mutation), 1)?;
             Ok(Report {
                 evaluations: 1,
                 ..Report::default()

@@ -178,21 +178,10 @@ impl Seams {
     }
 }
 
-/// The permission to change real objects and the state: only the commands that mutate
-/// (`apply`, `destroy`, `refresh`) create one, and the calls that apply, delete or commit
-/// require it, so `plan` and `validate` cannot reach them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mutation {
-    _only_the_engine_makes_one: (),
-}
-
-impl Mutation {
-    fn granted() -> Mutation {
-        Mutation {
-            _only_the_engine_makes_one: (),
-        }
-    }
-}
+/// The permission to change real objects and the state (DESIGN §39): made for the engine only
+/// by [`Engine`]'s `mutating` frame (`apply`, `destroy`, `refresh`, `import`); the calls that
+/// apply, delete or commit require it, so `plan` and `validate` cannot reach them.
+pub use crate::state::Mutation;
 
 /// The confirmation callback of a mutating command: called once the plan is shown, it returns
 /// whether to go ahead.
@@ -279,9 +268,9 @@ impl<'s> Engine<'s> {
         ) -> Result<Report, EngineError>,
     ) -> Result<Report, EngineError> {
         self.reporting(|engine| {
-            let mut store = engine.open_state(true)?;
+            let mut store = engine.open_locked()?;
             let done = engine.watch_interrupts();
-            let result = run(engine, &mut *store, confirm, Mutation::granted());
+            let result = run(engine, &mut *store, confirm, Mutation::for_engine_run());
             done.store(true, Ordering::SeqCst);
             close_after(store, result)
         })
@@ -298,22 +287,25 @@ impl<'s> Engine<'s> {
         Ok(report)
     }
 
-    /// The state for this run: locked for writing (`write`), else an in-memory copy of it.
-    fn open_state(&self, write: bool) -> Result<Box<dyn LockedStore>, EngineError> {
-        if write {
-            let store = self.state_access.open_locked(
-                LockHolder::current(&self.opts.command),
-                self.opts.lock_timeout,
-            )?;
-            for warning in store.warnings() {
-                log::warn!("{warning}");
-            }
-            self.opts.redactor.remember_state(store.state());
-            Ok(store)
-        } else {
-            let state = self.state_access.read_only()?;
-            self.opts.redactor.remember_state(&state);
-            Ok(Box::new(MemoryStore::from_state(state)))
+    /// The state for this run, locked for writing: only `mutating` opens it, and only the
+    /// token it makes commits to it.
+    fn open_locked(&self) -> Result<Box<dyn LockedStore>, EngineError> {
+        let store = self.state_access.open_locked(
+            LockHolder::current(&self.opts.command),
+            self.opts.lock_timeout,
+        )?;
+        for warning in store.warnings() {
+            log::warn!("{warning}");
         }
+        self.opts.redactor.remember_state(store.state());
+        Ok(store)
+    }
+
+    /// The state for a run that changes nothing: an in-memory copy, which plans preview moves
+    /// and imports on ([`MemoryStore::apply`]).
+    fn open_copy(&self) -> Result<MemoryStore, EngineError> {
+        let state = self.state_access.read_only()?;
+        self.opts.redactor.remember_state(&state);
+        Ok(MemoryStore::from_state(state))
     }
 }

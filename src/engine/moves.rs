@@ -10,11 +10,12 @@ use std::collections::BTreeSet;
 
 use super::error::EngineError;
 use super::events::{Event, Sink};
+use super::record::Destination;
 use super::Engine;
 use crate::diag::Diagnostic;
 use crate::ir::{Ir, Node, Tree};
 use crate::plan::{self, Rename};
-use crate::state::{LockedStore, StateFile};
+use crate::state::StateFile;
 
 impl Engine<'_> {
     /// The renames the IR's moves make on `state`; an error names both ends of each move that
@@ -42,17 +43,16 @@ impl Engine<'_> {
         })
     }
 
-    /// Renames the records in `store` (one commit, journaled like any state change) and reports
-    /// each move, as planned or as `recorded`.
+    /// Renames the records in `to` (one commit, journaled like any state change) and reports
+    /// each move, as recorded or as planned (`to` says which).
     pub(super) fn commit_moves(
         &mut self,
         renames: &[Rename],
-        store: &mut dyn LockedStore,
+        mut to: Destination<'_>,
         phase: u32,
-        recorded: bool,
     ) -> Result<(), EngineError> {
         let mut changes = Vec::new();
-        let mut after = store.state().clone();
+        let mut after = to.state().clone();
         for r in renames {
             let step = after.rename(&r.from, &r.to);
             for c in &step {
@@ -60,9 +60,10 @@ impl Engine<'_> {
             }
             changes.extend(step);
         }
-        store.commit(&changes)?;
+        to.commit(&changes)?;
+        let recorded = to.recorded();
         for r in renames {
-            let type_name = store
+            let type_name = to
                 .state()
                 .get(&r.to)
                 .map(|s| s.type_name.clone())

@@ -23,7 +23,7 @@ use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::{Capabilities, Provider};
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockedStore};
+use crate::state::{Change, LockedStore, Mutation};
 use crate::value::json::from_plain_json;
 use crate::value::Value;
 
@@ -207,7 +207,8 @@ impl PhaseOwner<'_, '_> {
         self.recorder.flush(self.holder, self.sink);
     }
 
-    fn record(&mut self, change: Change) {
+    /// Queues `change`, made under `mutation`, for the next commit.
+    fn record(&mut self, change: Change, mutation: Mutation) {
         let before = self
             .holder
             .state()
@@ -227,7 +228,7 @@ impl PhaseOwner<'_, '_> {
         }
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
-        self.recorder.record(change);
+        self.recorder.record(change, mutation);
     }
 }
 
@@ -360,14 +361,14 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 action,
                 changes,
             }),
-            NodeProgress::DeposedGone(gone) => {
+            NodeProgress::DeposedGone(gone, mutation) => {
                 let (event, change) = gone.into_event_and_change(self.phase);
-                self.record(change);
+                self.record(change, mutation);
                 self.recorder.announce(event);
                 self.flush_commits();
             }
-            NodeProgress::Commit(change) => {
-                self.record(*change);
+            NodeProgress::Commit(change, mutation) => {
+                self.record(*change, mutation);
                 self.flush_commits();
             }
         }
@@ -409,12 +410,12 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             );
         }
         if let Some(change) = out.commit {
-            if self.mode.applies() {
+            if let Mode::Apply(mutation) = self.mode {
                 let kept_old = matches!(&change, Change::Put(r) if !r.deposed.is_empty());
                 if kept_old && self.read_by_others.contains(&id) {
                     self.old_objects.push(id.clone());
                 }
-                self.record(change);
+                self.record(change, mutation);
             } else if let (Some(p), Change::Put(r)) = (&out.planned_object, &change) {
                 if let Some(config) = &p.read_with {
                     let read = node::DataRead {

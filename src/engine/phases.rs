@@ -13,6 +13,7 @@ use super::error::EngineError;
 use super::events::{Event, Sink, Wait};
 use super::node::Mode;
 use super::phase_owner::{run_phase, PhaseInput, PhaseResult};
+use super::record::Destination;
 use super::{
     announced, describe_waits, interrupt_flag, refcheck, saved, Confirm, Engine, Mutation, Report,
 };
@@ -110,7 +111,7 @@ impl Engine<'_> {
 
     /// `plan`'s run: phase 1 planned, what waits listed, the saved plan built.
     fn plan_phases(&mut self) -> Result<Report, EngineError> {
-        let mut holder = self.open_state(false)?;
+        let mut holder = self.open_copy()?;
         if self.opts.save {
             self.providers.identify = true;
             self.sink.keep();
@@ -123,7 +124,7 @@ impl Engine<'_> {
         let renames = self.resolve_moves(&ir, holder.state())?;
         if !renames.is_empty() {
             // Plan against the moved records (an in-memory copy), with Nix seeing them.
-            self.commit_moves(&renames, &mut *holder, 1, false)?;
+            self.commit_moves(&renames, Destination::Previewed(&mut holder), 1)?;
             ir = self.evaluate(holder.state(), 0)?;
         }
         let analysis = analysis::analyse(&ir, holder.state(), &self.scope())?;
@@ -132,9 +133,9 @@ impl Engine<'_> {
         self.check_references(&ir)?;
         self.announce_open_set(&ir, holder.state());
         let imports = self.fetch_imports(&ir, &analysis, holder.state())?;
-        self.commit_imports(&imports, &mut *holder, 1, false)?;
+        self.commit_imports(&imports, Destination::Previewed(&mut holder), 1)?;
         self.sink.collect_planned();
-        let result = self.run_nodes(&ir, &analysis, &mut *holder, 1, Mode::Plan)?;
+        let result = self.run_nodes(&ir, &analysis, &mut holder, 1, Mode::Plan)?;
         self.emit_deferred(&analysis, holder.state(), 1);
         if self.opts.targets.is_empty() {
             self.emit_orphans(&ir, holder.state(), 1);
@@ -227,7 +228,7 @@ impl Engine<'_> {
             }
             if !moves_checked {
                 moves_checked = true;
-                if self.apply_moves(&ir, holder, &mut asking.confirm)? {
+                if self.apply_moves(&ir, holder, &mut asking.confirm, mutation)? {
                     continue; // evaluate again: Nix sees the records at their new addresses
                 }
             }
@@ -312,7 +313,8 @@ impl Engine<'_> {
             self.policy_preview(ir, analysis, holder, phase, &imports)?;
         }
         if !imports.is_empty() {
-            self.commit_imports(&imports, holder, phase, true)?;
+            let to = Destination::Recorded(&mut *holder, mutation);
+            self.commit_imports(&imports, to, phase)?;
         }
         let result = self.run_nodes(ir, analysis, holder, phase, Mode::Apply(mutation))?;
         self.sink.event(Event::PhaseDone {
@@ -466,7 +468,7 @@ impl Engine<'_> {
             return self.preview(ir, analysis, holder, phase);
         }
         let mut copy = MemoryStore::from_state(holder.state().clone());
-        self.commit_imports(imports, &mut copy, phase, false)?;
+        self.commit_imports(imports, Destination::Previewed(&mut copy), phase)?;
         self.preview(ir, analysis, &mut copy, phase)
     }
 
@@ -522,6 +524,7 @@ impl Engine<'_> {
         ir: &Ir,
         holder: &mut dyn LockedStore,
         confirm: &mut Confirm<'_>,
+        mutation: Mutation,
     ) -> Result<bool, EngineError> {
         let renames = self.resolve_moves(ir, holder.state())?;
         if let Some(saved) = &self.opts.saved {
@@ -537,7 +540,7 @@ impl Engine<'_> {
         }
         if let Some(ask) = confirm.take() {
             let mut copy = MemoryStore::from_state(holder.state().clone());
-            self.commit_moves(&renames, &mut copy, 1, false)?;
+            self.commit_moves(&renames, Destination::Previewed(&mut copy), 1)?;
             let moved_ir = self.evaluate(copy.state(), 0)?;
             let analysis = analysis::analyse(&moved_ir, copy.state(), &self.scope())?;
             if !analysis.run.is_empty() {
@@ -549,7 +552,7 @@ impl Engine<'_> {
                 return Err(EngineError::Declined);
             }
         }
-        self.commit_moves(&renames, holder, 1, true)?;
+        self.commit_moves(&renames, Destination::Recorded(holder, mutation), 1)?;
         Ok(true)
     }
 }

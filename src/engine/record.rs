@@ -5,8 +5,10 @@
 //! changes are durable (`finished` means "done and recorded"), the call to halt dispatch when a
 //! state write failed or the state's filesystem is full, and the recovery once the operations
 //! already running have ended: retry the write, else write the rescue file, else name every
-//! object that exists but is not recorded. Not: what the changes are (`node`), scheduling
-//! (`sched`), the files (`state`).
+//! object that exists but is not recorded; all of it under the `Mutation` token the changes
+//! were made with. Also [`Destination`], where moves and imports go: the locked state (with the
+//! token) or the in-memory copy a plan previews on. Not: what the changes are (`node`),
+//! scheduling (`sched`), the files (`state`).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -15,14 +17,52 @@ use std::time::Duration;
 use super::events::{Event, Sink};
 use super::EngineError;
 use crate::sched::Status;
-use crate::state::LockedStore;
-use crate::state::{Change, StateError};
+use crate::state::{Change, StateError, StateFile};
+use crate::state::{LockedStore, MemoryStore, Mutation, StateStore};
+
+/// Where the changes of moves and imports go: into the run's locked state, with the token, or
+/// into the in-memory copy a plan (or the preview before an apply) works on.
+pub(super) enum Destination<'a> {
+    /// Committed to the run's state, and reported as recorded.
+    Recorded(&'a mut dyn LockedStore, Mutation),
+    /// Applied to a copy that nothing outlives, and reported as planned.
+    Previewed(&'a mut MemoryStore),
+}
+
+impl Destination<'_> {
+    /// Commits (or applies) `changes` as one batch.
+    pub(super) fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+        match self {
+            Destination::Recorded(store, mutation) => store.commit(changes, *mutation),
+            Destination::Previewed(copy) => {
+                copy.apply(changes);
+                Ok(())
+            }
+        }
+    }
+
+    /// The state the changes go into.
+    pub(super) fn state(&self) -> &StateFile {
+        match self {
+            Destination::Recorded(store, _) => store.state(),
+            Destination::Previewed(copy) => copy.state(),
+        }
+    }
+
+    /// Whether the changes are recorded (not only previewed).
+    pub(super) fn recorded(&self) -> bool {
+        matches!(self, Destination::Recorded(..))
+    }
+}
 
 /// Results on their way into the state for one batch of operations.
 #[derive(Default)]
 pub(super) struct Recorder {
     /// Changes for the next commit.
     pending: Vec<Change>,
+    /// The token the changes were recorded under (the first `record` brings it; a plan,
+    /// which holds none, never records).
+    grant: Option<Mutation>,
     /// Events to send once `pending` (and everything before it) is durable.
     announce: Vec<Event>,
     /// The first failed write; from then on nothing is committed until [`Recorder::settle`].
@@ -34,8 +74,9 @@ pub(super) struct Recorder {
 }
 
 impl Recorder {
-    /// Queues `change` for the next commit.
-    pub(super) fn record(&mut self, change: Change) {
+    /// Queues `change`, made under `mutation`, for the next commit.
+    pub(super) fn record(&mut self, change: Change, mutation: Mutation) {
+        self.grant = Some(mutation);
         self.pending.push(change);
     }
 
@@ -47,7 +88,8 @@ impl Recorder {
     /// Commits the queued changes as one batch (one fsync), then sends the events that waited
     /// for them. After a failed write, only collects.
     pub(super) fn flush(&mut self, holder: &mut dyn LockedStore, sink: &mut dyn Sink) {
-        if self.failure.is_none() && !self.pending.is_empty() {
+        let ready = self.failure.is_none() && !self.pending.is_empty();
+        if let Some(mutation) = self.grant.filter(|_| ready) {
             // The provider calls are over; a slow or hung state write must not read as one.
             for event in &self.announce {
                 if let Event::Finished { phase, id, .. } = event {
@@ -57,7 +99,7 @@ impl Recorder {
                     });
                 }
             }
-            if let Err(e) = holder.commit(&self.pending) {
+            if let Err(e) = holder.commit(&self.pending, mutation) {
                 self.failure = Some(e);
             }
         }
@@ -116,7 +158,11 @@ impl Recorder {
                 remedy: holder.remedy(),
             });
         };
-        let outcome = recover(holder, &self.unrecorded);
+        let outcome = match self.grant {
+            Some(mutation) => recover(holder, &self.unrecorded, mutation),
+            // Nothing was recorded, so nothing failed to be.
+            None => Outcome::AllRecorded,
+        };
         let objects = || self.unrecorded.iter().map(Unrecorded::from).collect();
         let lost: Vec<Unrecorded> = match &outcome {
             Outcome::Lost { .. } => objects(),
@@ -159,19 +205,19 @@ impl Recorder {
 }
 
 /// Retries the write (the failure may have been passing), then writes the rescue file.
-fn recover(holder: &mut dyn LockedStore, changes: &[Change]) -> Outcome {
+fn recover(holder: &mut dyn LockedStore, changes: &[Change], mutation: Mutation) -> Outcome {
     if changes.is_empty() {
         return Outcome::AllRecorded;
     }
     let mut last = None;
     for pause in [0, 200, 1000] {
         std::thread::sleep(Duration::from_millis(pause));
-        match holder.recommit(changes) {
+        match holder.recommit(changes, mutation) {
             Ok(()) => return Outcome::Retried,
             Err(e) => last = Some(e),
         }
     }
-    match holder.rescue(changes) {
+    match holder.rescue(changes, mutation) {
         Ok(path) => Outcome::Rescued {
             path,
             objects: Vec::new(),

@@ -21,7 +21,7 @@ impl Engine<'_> {
     /// `nivis refresh`: reads every recorded object, reports drift, and (once `confirm`, if
     /// given, agrees) records what was read. Nothing is asked, or written, when nothing drifted.
     pub fn refresh(&mut self, confirm: Confirm<'_>) -> Result<Report, EngineError> {
-        self.mutating(confirm, |engine, holder, confirm, _mutation| {
+        self.mutating(confirm, |engine, holder, confirm, mutation| {
             let read = engine.read_recorded(&*holder)?;
             if read.failed > 0 {
                 return Err(EngineError::OperationsFailed(read.failed));
@@ -35,7 +35,7 @@ impl Engine<'_> {
             }
             // Without drift the changes only bring records up to date (schema upgrades,
             // private data): nothing to ask about.
-            holder.commit(&read.changes)?;
+            holder.commit(&read.changes, mutation)?;
             Ok(read_report())
         })
     }
@@ -43,8 +43,8 @@ impl Engine<'_> {
     /// `nivis plan --refresh-only`: the drift `refresh` would record, with nothing written.
     pub fn plan_refresh_only(&mut self) -> Result<Report, EngineError> {
         self.reporting(|engine| {
-            let holder = engine.open_state(false)?;
-            let read = engine.read_recorded(&*holder)?;
+            let holder = engine.open_copy()?;
+            let read = engine.read_recorded(&holder)?;
             if read.failed > 0 {
                 return Err(EngineError::PlanFailed(read.failed));
             }

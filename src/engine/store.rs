@@ -3,8 +3,9 @@
 //! after a run without hiding the run's own error.
 //!
 //! A run holds its state as a `LockedStore`: the backend's store, locked, for commands that
-//! change things; an in-memory copy for `plan` and `validate`, whose commits (plans record
-//! nothing, but the phase owner's bookkeeping goes through the same calls) never reach disk.
+//! change things; an in-memory copy (a `MemoryStore`) for `plan` and `validate`, which hold no
+//! `Mutation` and so commit nothing: a plan previews moves and imports on the copy
+//! (`record::Destination::Previewed`), which never reaches disk.
 
 use std::time::Duration;
 

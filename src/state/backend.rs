@@ -14,7 +14,7 @@ use serde_json::{Map, Value as Json};
 
 use super::s3::config::ConfigError;
 use super::s3::{Conversion, S3Backend, S3Store};
-use super::{Change, ForceUnlock, LockHolder, StateError, StateFile, StateStore, Store};
+use super::{Change, ForceUnlock, LockHolder, Mutation, StateError, StateFile, StateStore, Store};
 
 pub use super::s3::config::DEFAULT_ENV;
 
@@ -23,19 +23,20 @@ pub use super::s3::config::DEFAULT_ENV;
 ///
 /// When a commit fails, the store refuses writes until [`recommit`](LockedStore::recommit)
 /// succeeds; the caller retries, then hands the changes to [`rescue`](LockedStore::rescue),
-/// which the store's next open records before anything else.
+/// which the store's next open records before anything else. Like `commit`, every method that
+/// writes records takes the [`Mutation`] token.
 pub trait LockedStore: StateStore {
     /// Finishes (compacts, releases the lock); reports what could not be finished.
     fn close(self: Box<Self>) -> Result<(), StateError>;
     /// Retries a batch after a failed commit (a passing failure); on a store that is not
     /// refusing writes this is `commit`.
-    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError>;
+    fn recommit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError>;
     /// Keeps `changes`, which the state could not take, in the store's rescue file, and returns
     /// its path.
-    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError>;
+    fn rescue(&mut self, changes: &[Change], mutation: Mutation) -> Result<PathBuf, StateError>;
     /// Replaces the whole state by `next` (`state push`, `state migrate`): a new snapshot with
     /// a serial above both.
-    fn replace(&mut self, next: StateFile) -> Result<(), StateError>;
+    fn replace(&mut self, next: StateFile, mutation: Mutation) -> Result<(), StateError>;
     /// Why the store cannot promise room for the results of operations already running (the
     /// local filesystem is full), if so: start nothing new.
     fn space_error(&self) -> Option<&StateError> {
@@ -72,16 +73,16 @@ impl LockedStore for Store {
         Store::close(*self)
     }
 
-    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        Store::recommit(self, changes)
+    fn recommit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError> {
+        Store::recommit(self, changes, mutation)
     }
 
-    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
-        Store::rescue(self, changes)
+    fn rescue(&mut self, changes: &[Change], mutation: Mutation) -> Result<PathBuf, StateError> {
+        Store::rescue(self, changes, mutation)
     }
 
-    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
-        Store::replace(self, next)
+    fn replace(&mut self, next: StateFile, mutation: Mutation) -> Result<(), StateError> {
+        Store::replace(self, next, mutation)
     }
 
     fn space_error(&self) -> Option<&StateError> {
@@ -113,16 +114,16 @@ impl LockedStore for S3Store {
         S3Store::close(*self)
     }
 
-    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        S3Store::recommit(self, changes)
+    fn recommit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError> {
+        S3Store::recommit(self, changes, mutation)
     }
 
-    fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
-        S3Store::rescue(self, changes)
+    fn rescue(&mut self, changes: &[Change], mutation: Mutation) -> Result<PathBuf, StateError> {
+        S3Store::rescue(self, changes, mutation)
     }
 
-    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
-        S3Store::replace(self, next)
+    fn replace(&mut self, next: StateFile, mutation: Mutation) -> Result<(), StateError> {
+        S3Store::replace(self, next, mutation)
     }
 
     fn warnings(&self) -> Vec<String> {
@@ -392,12 +393,13 @@ impl Backend {
         holder: LockHolder,
         wait: Option<Duration>,
         conversion: Conversion,
+        mutation: Mutation,
     ) -> Result<(usize, usize), BackendError> {
         let Backend::S3 { backend, .. } = self else {
             return Err(BackendError::NeverEncrypted);
         };
         let mut store = S3Store::open_for_conversion(backend, holder, wait, conversion)?;
-        let deleted = store.convert()?;
+        let deleted = store.convert(mutation)?;
         let resources = store.state().len();
         store.close()?;
         Ok((resources, deleted))

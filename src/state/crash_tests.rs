@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::testutil::{file_len, holder, journal_path, open, put, temp_state};
+use super::testutil::{file_len, holder, journal_path, open, put, temp_state, GRANT};
 use super::{Change, MemoryStore, ResourceState, StateError, StateFile, StateStore, Store};
 
 /// Builds a store with a snapshot (3 resources) and a journal of `lines` records; returns the
@@ -18,7 +18,7 @@ fn snapshot_and_journal(lines: u64) -> (Vec<u8>, Vec<u8>, Vec<StateFile>) {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
     store
-        .commit(&[put("a", 1), put("b", 2), put("c", 3)])
+        .commit(&[put("a", 1), put("b", 2), put("c", 3)], GRANT)
         .unwrap();
     store.compact().unwrap();
     let mut states = vec![store.state().clone()];
@@ -28,7 +28,7 @@ fn snapshot_and_journal(lines: u64) -> (Vec<u8>, Vec<u8>, Vec<StateFile>) {
             changes.push(Change::Remove("a".into()));
             changes.push(put("b", 100 + i));
         }
-        store.commit(&changes).unwrap();
+        store.commit(&changes, GRANT).unwrap();
         states.push(store.state().clone());
     }
     drop(store);
@@ -135,9 +135,9 @@ fn an_interrupted_compaction_replays_cleanly() {
     // Crash after the new snapshot was renamed into place but before the journal was emptied.
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    store.commit(&[put("a", 1)]).unwrap();
+    store.commit(&[put("a", 1)], GRANT).unwrap();
     store
-        .commit(&[put("b", 2), Change::Remove("a".into())])
+        .commit(&[put("b", 2), Change::Remove("a".into())], GRANT)
         .unwrap();
     let old_journal = fs::read(journal_path(&path)).unwrap();
     store.compact().unwrap();
@@ -148,7 +148,7 @@ fn an_interrupted_compaction_replays_cleanly() {
     let mut store = open(&path);
     assert_eq!(store.state().resources, expected.resources);
     assert_eq!(file_len(&journal_path(&path)), 0);
-    store.commit(&[put("c", 3)]).unwrap();
+    store.commit(&[put("c", 3)], GRANT).unwrap();
     drop(store);
     assert!(open(&path).state().contains("c"));
 }
@@ -230,7 +230,7 @@ fn kill_batch(i: u64) -> Vec<Change> {
 fn resources_after(commits: u64) -> BTreeMap<String, ResourceState> {
     let mut memory = MemoryStore::new();
     for i in 1..=commits {
-        StateStore::commit(&mut memory, &kill_batch(i)).unwrap();
+        StateStore::commit(&mut memory, &kill_batch(i), GRANT).unwrap();
     }
     memory.into_state().resources
 }
@@ -246,7 +246,7 @@ fn kill9_child() {
         Store::open(&path, holder("kill9 child"), Some(Duration::from_secs(10))).unwrap();
     let mut stdout = io::stdout().lock();
     for i in 1.. {
-        store.commit(&kill_batch(i)).unwrap();
+        store.commit(&kill_batch(i), GRANT).unwrap();
         writeln!(stdout, "committed {i}").unwrap();
         stdout.flush().unwrap();
         if i.is_multiple_of(25) {

@@ -19,6 +19,7 @@ use super::holder::LockHolder;
 use super::journal::{self, ReplayError};
 use super::lock::{self, FileLock};
 use super::model::{declared_version, Change, StateFile, SCHEMA_VERSION};
+use super::mutation::Mutation;
 use super::rescue;
 use super::StateStore;
 
@@ -163,7 +164,7 @@ impl Store {
             };
             let ids = rescued.ids();
             let changes = rescued.changes_for(&place, &mut self.state, fresh)?;
-            self.commit(&changes)?;
+            self.append(&changes)?;
             rescue::remove(&place)?;
             self.recovered.extend(ids);
             self.recovered_from.push(place);
@@ -278,7 +279,13 @@ impl Store {
     ///
     /// [`recommit`]: Store::recommit
     /// [`space_error`]: Store::space_error
-    pub fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+    pub fn commit(&mut self, changes: &[Change], _mutation: Mutation) -> Result<(), StateError> {
+        self.append(changes)
+    }
+
+    /// [`commit`](Store::commit)'s work, for the store itself (the rescue file folded in at
+    /// open: results whose run held the token).
+    fn append(&mut self, changes: &[Change]) -> Result<(), StateError> {
         self.check_poisoned()?;
         if changes.is_empty() {
             return Ok(());
@@ -343,7 +350,7 @@ impl Store {
     /// Retries a batch after [`commit`](Store::commit) failed: checks that the journal is cut
     /// back to its last whole record, then commits `changes`. On a store that is not poisoned
     /// this is `commit`.
-    pub fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+    pub fn recommit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError> {
         match &self.poisoned {
             None => {}
             Some(Poison::Append(_)) => {
@@ -352,7 +359,7 @@ impl Store {
             }
             Some(Poison::Other(_)) => self.check_poisoned()?,
         }
-        self.commit(changes)
+        self.commit(changes, mutation)
     }
 
     /// Writes `changes`, which the journal could not take, to the rescue file `P.rescue` (see
@@ -360,7 +367,7 @@ impl Store {
     /// cannot take that either (full, read-only, failing), to this machine's spare place
     /// (`rescue::spare_path`). The next [`open`](Store::open) commits them first. Fails if a
     /// rescue file already exists.
-    pub fn rescue(&self, changes: &[Change]) -> Result<PathBuf, StateError> {
+    pub fn rescue(&self, changes: &[Change], _mutation: Mutation) -> Result<PathBuf, StateError> {
         let spare = rescue::spare_path(&self.paths.snapshot);
         rescue::write_or_spare(
             &self.paths.rescue,
@@ -435,7 +442,7 @@ impl Store {
     /// Replaces the whole state by `next` (`state push`): writes it as the new snapshot, with a
     /// serial above both, and empties the journal. On error nothing changed, unless the store is
     /// poisoned (the new snapshot may be in place: reopen to learn).
-    pub fn replace(&mut self, mut next: StateFile) -> Result<(), StateError> {
+    pub fn replace(&mut self, mut next: StateFile, _mutation: Mutation) -> Result<(), StateError> {
         self.check_poisoned()?;
         // `compact` adds one.
         next.serial = next.serial.max(self.state.serial);
@@ -490,8 +497,8 @@ impl StateStore for Store {
         Store::state(self)
     }
 
-    fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        Store::commit(self, changes)
+    fn commit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError> {
+        Store::commit(self, changes, mutation)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::state::conformance;
-use crate::state::testutil::{file_len, holder, journal_path, open, put, res, temp_state};
+use crate::state::testutil::{file_len, holder, journal_path, open, put, res, temp_state, GRANT};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Instant;
@@ -11,7 +11,7 @@ use std::time::Instant;
 fn file_store_conforms_and_persists() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    conformance(&mut store);
+    conformance(&mut store, GRANT);
     let expected = store.state().clone();
     drop(store);
     assert_eq!(open(&path).state().resources, expected.resources);
@@ -21,10 +21,10 @@ fn file_store_conforms_and_persists() {
 fn put_and_remove_replay_across_reopen() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    store.commit(&[put("a", 1), put("b", 2)]).unwrap();
-    store.commit(&[put("c", 3)]).unwrap();
+    store.commit(&[put("a", 1), put("b", 2)], GRANT).unwrap();
+    store.commit(&[put("c", 3)], GRANT).unwrap();
     store
-        .commit(&[Change::Remove("a".into()), put("b", 20)])
+        .commit(&[Change::Remove("a".into()), put("b", 20)], GRANT)
         .unwrap();
     let expected = store.state().clone();
     assert!(!path.exists(), "no snapshot before the first compaction");
@@ -46,7 +46,7 @@ fn serial_and_lineage_survive_reopen() {
     let mut store = open(&path);
     let lineage = store.state().lineage.clone();
     assert_eq!(store.state().serial, 0);
-    store.commit(&[put("a", 1)]).unwrap();
+    store.commit(&[put("a", 1)], GRANT).unwrap();
     store.close().unwrap();
 
     let mut store = open(&path);
@@ -54,7 +54,7 @@ fn serial_and_lineage_survive_reopen() {
         (store.state().serial, &store.state().lineage),
         (1, &lineage)
     );
-    store.commit(&[put("b", 2)]).unwrap();
+    store.commit(&[put("b", 2)], GRANT).unwrap();
     drop(store);
 
     // The journal was not empty, so opening compacts: serial 2.
@@ -80,9 +80,9 @@ fn compaction_empties_the_journal_and_keeps_content() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
     for i in 0..50 {
-        store.commit(&[put(&format!("r{i}"), i)]).unwrap();
+        store.commit(&[put(&format!("r{i}"), i)], GRANT).unwrap();
     }
-    store.commit(&[Change::Remove("r7".into())]).unwrap();
+    store.commit(&[Change::Remove("r7".into())], GRANT).unwrap();
     let journal = journal_path(&path);
     assert!(file_len(&journal) > 0);
     let before = store.state().clone();
@@ -102,12 +102,12 @@ fn journal_threshold_triggers_compaction() {
     let (_dir, path) = temp_state();
     let journal = journal_path(&path);
     let mut store = open(&path);
-    store.commit(&[put("small", 1)]).unwrap();
+    store.commit(&[put("small", 1)], GRANT).unwrap();
     assert!(file_len(&journal) > 0 && !path.exists());
 
     let mut big = res("big", 2);
     big.attributes["blob"] = json!("x".repeat(COMPACT_MIN_JOURNAL_BYTES as usize));
-    store.commit(&[Change::Put(big.clone())]).unwrap();
+    store.commit(&[Change::Put(big.clone())], GRANT).unwrap();
     assert!(store.compaction_error().is_none());
     assert_eq!(file_len(&journal), 0, "crossing the threshold compacts");
     assert_eq!(store.state().serial, 1);
@@ -121,7 +121,7 @@ fn journal_threshold_triggers_compaction() {
     // A journal smaller than the snapshot does not compact again.
     let mut half = res("half", 3);
     half.attributes["blob"] = json!("y".repeat(COMPACT_MIN_JOURNAL_BYTES as usize / 2));
-    store.commit(&[Change::Put(half.clone())]).unwrap();
+    store.commit(&[Change::Put(half.clone())], GRANT).unwrap();
     assert!(file_len(&journal) > COMPACT_MIN_JOURNAL_BYTES / 2);
     assert_eq!(store.state().serial, 1);
     drop(store);
@@ -134,7 +134,7 @@ fn journal_threshold_triggers_compaction() {
 fn files_are_private_to_the_owner() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    store.commit(&[put("secret", 1)]).unwrap();
+    store.commit(&[put("secret", 1)], GRANT).unwrap();
     let paths = StatePaths::new(&path);
     let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&paths.journal), 0o600);
@@ -148,7 +148,7 @@ fn files_are_private_to_the_owner() {
         fs::set_permissions(p, fs::Permissions::from_mode(0o644)).unwrap();
     }
     let mut store = open(&path);
-    store.commit(&[put("secret", 2)]).unwrap();
+    store.commit(&[put("secret", 2)], GRANT).unwrap();
     store.close().unwrap();
     for p in [&paths.snapshot, &paths.journal, &paths.lock] {
         assert_eq!(mode(p), 0o600, "{}", p.display());
@@ -268,10 +268,10 @@ fn mend_journal(store: &mut Store) {
 fn a_failed_commit_is_retried_after_the_journal_is_checked() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    store.commit(&[put("a", 1)]).unwrap();
+    store.commit(&[put("a", 1)], GRANT).unwrap();
     let journal_before = fs::read(journal_path(&path)).unwrap();
     break_journal(&mut store);
-    let err = store.commit(&[put("b", 2)]).unwrap_err();
+    let err = store.commit(&[put("b", 2)], GRANT).unwrap_err();
     assert!(
         matches!(
             err,
@@ -284,14 +284,17 @@ fn a_failed_commit_is_retried_after_the_journal_is_checked() {
     );
     assert!(!store.state().contains("b"), "not applied in memory");
     assert!(matches!(
-        store.commit(&[put("c", 3)]),
+        store.commit(&[put("c", 3)], GRANT),
         Err(StateError::Poisoned { .. })
     ));
-    assert!(store.recommit(&[put("b", 2)]).is_err(), "still failing");
+    assert!(
+        store.recommit(&[put("b", 2)], GRANT).is_err(),
+        "still failing"
+    );
     assert_eq!(fs::read(journal_path(&path)).unwrap(), journal_before);
     mend_journal(&mut store);
-    store.recommit(&[put("b", 2)]).unwrap();
-    store.commit(&[put("c", 3)]).unwrap();
+    store.recommit(&[put("b", 2)], GRANT).unwrap();
+    store.commit(&[put("c", 3)], GRANT).unwrap();
     drop(store);
     assert_eq!(
         open(&path).state().ids().collect::<Vec<_>>(),
@@ -303,12 +306,12 @@ fn a_failed_commit_is_retried_after_the_journal_is_checked() {
 fn what_the_journal_cannot_take_is_rescued_and_folded_in_first() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    store.commit(&[put("a", 1)]).unwrap();
+    store.commit(&[put("a", 1)], GRANT).unwrap();
     let lineage = store.state().lineage.clone();
     break_journal(&mut store);
-    assert!(store.commit(&[put("b", 2)]).is_err());
+    assert!(store.commit(&[put("b", 2)], GRANT).is_err());
     let rescued = store
-        .rescue(&[put("b", 2), Change::Remove("a".into())])
+        .rescue(&[put("b", 2), Change::Remove("a".into())], GRANT)
         .unwrap();
     assert_eq!(rescued, StatePaths::new(&path).rescue);
     assert_eq!(
@@ -316,7 +319,7 @@ fn what_the_journal_cannot_take_is_rescued_and_folded_in_first() {
         0o600
     );
     assert!(
-        store.rescue(&[put("x", 9)]).is_err(),
+        store.rescue(&[put("x", 9)], GRANT).is_err(),
         "never over an existing file"
     );
     assert!(store.close().is_err(), "a poisoned store says so on close");
@@ -356,13 +359,13 @@ fn what_the_journal_cannot_take_is_rescued_and_folded_in_first() {
 fn replace_writes_a_new_snapshot_above_both_serials() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    store.commit(&[put("a", 1)]).unwrap();
+    store.commit(&[put("a", 1)], GRANT).unwrap();
     store.compact().unwrap();
-    store.commit(&[put("b", 2)]).unwrap();
+    store.commit(&[put("b", 2)], GRANT).unwrap();
     let serial = store.state().serial;
     let mut pushed = StateFile::with_lineage("pushed-lineage");
     pushed.apply(&put("c", 3));
-    store.replace(pushed).unwrap();
+    store.replace(pushed, GRANT).unwrap();
     let state = store.state();
     assert_eq!(state.ids().collect::<Vec<_>>(), ["c"]);
     assert_eq!(state.lineage, "pushed-lineage");
@@ -381,7 +384,7 @@ fn replace_writes_a_new_snapshot_above_both_serials() {
     let mut store = open(&path);
     let mut newer = store.state().clone();
     newer.serial = 50;
-    store.replace(newer).unwrap();
+    store.replace(newer, GRANT).unwrap();
     assert_eq!(store.state().serial, 51);
 }
 
@@ -391,8 +394,8 @@ fn a_state_that_never_recorded_anything_adopts_the_rescued_lineage() {
     let mut store = open(&path);
     let lineage = store.state().lineage.clone();
     break_journal(&mut store);
-    assert!(store.commit(&[put("a", 1)]).is_err());
-    store.rescue(&[put("a", 1)]).unwrap();
+    assert!(store.commit(&[put("a", 1)], GRANT).is_err());
+    store.rescue(&[put("a", 1)], GRANT).unwrap();
     drop(store);
     let store = open(&path);
     assert_eq!(store.state().lineage, lineage);
@@ -403,7 +406,7 @@ fn a_state_that_never_recorded_anything_adopts_the_rescued_lineage() {
 fn whole_journal_lines_are_never_dropped_and_keep_unknown_fields() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    store.commit(&[put("a", 1)]).unwrap();
+    store.commit(&[put("a", 1)], GRANT).unwrap();
     let (lineage, serial) = (store.state().lineage.clone(), store.state().serial);
     drop(store);
     // A newer release of the same version added a field to the record and to the resource.
@@ -431,7 +434,7 @@ fn whole_journal_lines_are_never_dropped_and_keep_unknown_fields() {
 
     // A whole last line of a newer major version: refused, naming it; nothing truncated.
     let mut store = open(&path);
-    store.commit(&[put("c", 3)]).unwrap();
+    store.commit(&[put("c", 3)], GRANT).unwrap();
     drop(store);
     let mut journal = fs::read(journal_path(&path)).unwrap();
     journal.extend_from_slice(b"{\"schemaVersion\": 4, \"lineage\": \"x\"}\n");
@@ -469,7 +472,7 @@ fn a_symlinked_state_path_is_followed() {
     std::os::unix::fs::symlink("chain", dir.path().join("link")).unwrap();
     let link = dir.path().join("link");
     let mut store = open(&link);
-    store.commit(&[put("a", 1)]).unwrap();
+    store.commit(&[put("a", 1)], GRANT).unwrap();
     store.close().unwrap();
     assert!(fs::symlink_metadata(&link)
         .unwrap()
@@ -511,7 +514,7 @@ fn a_full_filesystem_is_reported_while_commits_still_fit() {
     while store.space_error().is_none() {
         let mut r = res(&format!("r{n}"), n);
         r.attributes["pad"] = json!("x".repeat(8000));
-        store.commit(&[Change::Put(r)]).unwrap();
+        store.commit(&[Change::Put(r)], GRANT).unwrap();
         n += 1;
         assert!(n < 1000, "the reserve never ran out");
     }
@@ -521,7 +524,7 @@ fn a_full_filesystem_is_reported_while_commits_still_fit() {
     for i in 0..10 {
         let mut r = res(&format!("late{i}"), i);
         r.attributes["pad"] = json!("y".repeat(8000));
-        store.commit(&[Change::Put(r)]).unwrap();
+        store.commit(&[Change::Put(r)], GRANT).unwrap();
     }
     drop(store);
     let _ = std::process::Command::new("umount")
@@ -534,7 +537,7 @@ fn a_full_filesystem_is_reported_while_commits_still_fit() {
 fn a_version_2_journal_line_is_read_with_its_snake_case_keys() {
     let (_dir, path) = temp_state();
     let mut store = open(&path);
-    store.commit(&[put("a", 1)]).unwrap();
+    store.commit(&[put("a", 1)], GRANT).unwrap();
     let (lineage, serial) = (store.state().lineage.clone(), store.state().serial);
     drop(store);
     // A line as version 2 wrote it: snake_case resource keys.

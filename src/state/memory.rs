@@ -4,7 +4,7 @@
 
 use super::error::StateError;
 use super::model::{Change, StateFile};
-use super::{LockedStore, StateStore};
+use super::{LockedStore, Mutation, StateStore};
 
 /// Where a [`MemoryStore`] copies its state after every commit, so that the state outlives the
 /// store (the engine closes the store it was given; a test reads the mirror afterwards).
@@ -49,6 +49,14 @@ impl MemoryStore {
     pub fn into_state(self) -> StateFile {
         self.state
     }
+
+    /// Applies `changes` to this copy only (never to the mirror): what a plan previews moves
+    /// and imports on. Needs no [`Mutation`]: nothing outlives the copy.
+    pub fn apply(&mut self, changes: &[Change]) {
+        for change in changes {
+            self.state.apply(change);
+        }
+    }
 }
 
 impl Default for MemoryStore {
@@ -62,10 +70,8 @@ impl StateStore for MemoryStore {
         &self.state
     }
 
-    fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        for change in changes {
-            self.state.apply(change);
-        }
+    fn commit(&mut self, changes: &[Change], _mutation: Mutation) -> Result<(), StateError> {
+        self.apply(changes);
         if let Some(mirror) = &self.mirror {
             *mirror.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.state.clone());
         }
@@ -78,22 +84,26 @@ impl LockedStore for MemoryStore {
         Ok(())
     }
 
-    fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        self.commit(changes)
+    fn recommit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError> {
+        self.commit(changes, mutation)
     }
 
     /// Commits never fail here, so there is never anything to rescue; should it be asked, it
     /// keeps the changes the only way it can, by taking them.
-    fn rescue(&mut self, changes: &[Change]) -> Result<std::path::PathBuf, StateError> {
-        self.commit(changes)?;
+    fn rescue(
+        &mut self,
+        changes: &[Change],
+        mutation: Mutation,
+    ) -> Result<std::path::PathBuf, StateError> {
+        self.commit(changes, mutation)?;
         Ok(std::path::PathBuf::from("(memory)"))
     }
 
-    fn replace(&mut self, next: StateFile) -> Result<(), StateError> {
+    fn replace(&mut self, next: StateFile, mutation: Mutation) -> Result<(), StateError> {
         let serial = self.state.serial.max(next.serial) + 1;
         self.state = next;
         self.state.serial = serial;
-        self.commit(&[])
+        self.commit(&[], mutation)
     }
 
     fn warnings(&self) -> Vec<String> {
@@ -112,6 +122,33 @@ mod tests {
 
     #[test]
     fn memory_store_conforms() {
-        conformance(&mut MemoryStore::new());
+        conformance(&mut MemoryStore::new(), Mutation::for_tests());
+    }
+
+    #[test]
+    fn a_preview_changes_the_copy_and_never_the_mirror() {
+        let mirror = Mirror::default();
+        let mut store = MemoryStore::mirrored(StateFile::empty(), mirror.clone());
+        let put = |id: &str| {
+            Change::Put(crate::state::ResourceState::new(
+                id,
+                crate::state::ResourceKind::Managed,
+                "null",
+                "registry.terraform.io/hashicorp/null",
+                "null_resource",
+                serde_json::json!({ "id": id }),
+            ))
+        };
+        store.apply(&[put("previewed")]);
+        assert!(store.state().contains("previewed"));
+        assert!(
+            mirror.lock().unwrap().is_none(),
+            "a preview reached the mirror"
+        );
+        store
+            .commit(&[put("recorded")], Mutation::for_tests())
+            .unwrap();
+        let mirrored = mirror.lock().unwrap().clone().unwrap();
+        assert!(mirrored.contains("recorded"));
     }
 }

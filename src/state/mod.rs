@@ -10,7 +10,8 @@
 //!   ([`LockHolder`], with the lock id `force-unlock` must name, and whether it still runs:
 //!   [`Liveness`]). This is the only module that takes file locks.
 //! - **Contract**: the [`StateStore`] trait, an in-memory [`MemoryStore`], and [`conformance`],
-//!   one test every store must pass.
+//!   one test every store must pass. Every call that writes records takes the [`Mutation`]
+//!   token, which only the mutating paths make (DESIGN §39).
 //! - **Backends**: [`Backend`] chooses the local file store or the S3 store ([`s3`]) and the
 //!   environment; a writer holds either as a [`LockedStore`]. Both share the formats below, the
 //!   lock record ([`LockHolder`]), `force-unlock`'s checks and the rescue file (`rescue.rs`).
@@ -150,6 +151,7 @@ mod journal;
 mod lock;
 mod memory;
 mod model;
+mod mutation;
 mod rescue;
 pub mod s3;
 #[cfg(test)]
@@ -168,6 +170,7 @@ pub use model::{
     Change, DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,
     SCHEMA_VERSION,
 };
+pub use mutation::Mutation;
 
 /// What every state store offers: read the current state, and commit a batch of changes.
 ///
@@ -179,14 +182,15 @@ pub trait StateStore {
 
     /// Records `changes` in order, all or nothing, and applies them to [`state`](Self::state).
     /// When this returns `Ok`, the changes are as durable as the store promises. An empty batch
-    /// does nothing.
-    fn commit(&mut self, changes: &[Change]) -> Result<(), StateError>;
+    /// does nothing. Only a holder of the [`Mutation`] token can call it.
+    fn commit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError>;
 }
 
 /// The contract every [`StateStore`] must meet, as assertions; panics on the first violation.
 ///
-/// Pass a store whose state is empty. Run it from each store's tests (and from any new store's).
-pub fn conformance(store: &mut dyn StateStore) {
+/// Pass a store whose state is empty and the test's grant to change it. Run it from each
+/// store's tests (and from any new store's).
+pub fn conformance(store: &mut dyn StateStore, mutation: Mutation) {
     use serde_json::json;
 
     let sample = |id: &str, n: i64| {
@@ -206,12 +210,12 @@ pub fn conformance(store: &mut dyn StateStore) {
     let lineage = store.state().lineage.clone();
     assert!(!lineage.is_empty(), "a state has a lineage");
 
-    store.commit(&[]).expect("an empty batch commits");
+    store.commit(&[], mutation).expect("an empty batch commits");
     assert!(store.state().is_empty(), "an empty batch changes nothing");
 
     let (a, b) = (sample("a", 1), sample("b", 2));
     store
-        .commit(&[Change::Put(b.clone()), Change::Put(a.clone())])
+        .commit(&[Change::Put(b.clone()), Change::Put(a.clone())], mutation)
         .expect("commit two puts");
     assert_eq!(store.state().get("a"), Some(&a));
     assert_eq!(store.state().get("b"), Some(&b));
@@ -228,13 +232,16 @@ pub fn conformance(store: &mut dyn StateStore) {
         2,
     )];
     store
-        .commit(&[Change::Put(a2.clone())])
+        .commit(&[Change::Put(a2.clone())], mutation)
         .expect("commit a replacement");
     assert_eq!(store.state().get("a"), Some(&a2), "a put replaces");
     assert_eq!(store.state().len(), 2);
 
     store
-        .commit(&[Change::Remove("b".into()), Change::Remove("missing".into())])
+        .commit(
+            &[Change::Remove("b".into()), Change::Remove("missing".into())],
+            mutation,
+        )
         .expect("commit removals");
     assert_eq!(
         ids(store),
@@ -245,12 +252,15 @@ pub fn conformance(store: &mut dyn StateStore) {
     let c = sample("c", 3);
     let a3 = sample("a", 30);
     store
-        .commit(&[
-            Change::Put(c.clone()),
-            Change::Remove("c".into()),
-            Change::Remove("a".into()),
-            Change::Put(a3.clone()),
-        ])
+        .commit(
+            &[
+                Change::Put(c.clone()),
+                Change::Remove("c".into()),
+                Change::Remove("a".into()),
+                Change::Put(a3.clone()),
+            ],
+            mutation,
+        )
         .expect("commit a mixed batch");
     assert_eq!(ids(store), ["a"], "a batch applies in order");
     assert_eq!(store.state().get("a"), Some(&a3));

@@ -7,7 +7,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::file::StatePaths;
-use super::{Change, LockHolder, ResourceKind, ResourceState, Store, DEFAULT_PATH};
+use super::{Change, LockHolder, Mutation, ResourceKind, ResourceState, Store, DEFAULT_PATH};
+
+/// The state tests' grant to write records.
+pub(super) const GRANT: Mutation = Mutation::for_tests();
 
 pub(super) fn res(id: &str, n: u64) -> ResourceState {
     ResourceState::new(

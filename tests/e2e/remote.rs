@@ -597,8 +597,12 @@ mod store {
     use super::*;
     use nivis::state::s3::{S3Backend, S3Store};
     use nivis::state::{
-        conformance, Change, ForceUnlock, LockHolder, ResourceKind, ResourceState, StateError,
+        conformance, Change, ForceUnlock, LockHolder, Mutation, ResourceKind, ResourceState,
+        StateError,
     };
+
+    /// These tests write the S3 state through the library, as a program using it would.
+    const GRANT: Mutation = Mutation::for_library_caller("tests/e2e/remote.rs");
 
     /// The store reads its credentials (and rescue directory) from this process's
     /// environment, and every harness server has a secret key of its own: the tests of this
@@ -639,7 +643,7 @@ mod store {
         let weed = Weed::start();
         let b = backend(&weed, "contract/nivis.state");
         let mut store = S3Store::open(&b, LockHolder::current("conformance"), None, None).unwrap();
-        conformance(&mut store);
+        conformance(&mut store, GRANT);
         let state = store.state().clone();
         store.close().unwrap();
         let again = S3Store::read_only(&b).unwrap();
@@ -704,7 +708,7 @@ mod store {
         let rescue = tempfile::tempdir().unwrap();
         std::env::set_var("NIVIS_RESCUE_DIR", rescue.path());
         let mut first = S3Store::open(&b, LockHolder::current("first"), None, None).unwrap();
-        first.commit(&[put("a")]).unwrap();
+        first.commit(&[put("a")], GRANT).unwrap();
         // Someone breaks the lock while `first` is still alive, and a second writer starts.
         let client = weed.client();
         let lock: Json =
@@ -732,17 +736,17 @@ mod store {
             second.state().contains("a"),
             "the second writer starts from what was recorded"
         );
-        second.commit(&[put("b")]).unwrap();
+        second.commit(&[put("b")], GRANT).unwrap();
         // The first writer's next commit cannot land beside the second's: it is refused (its
         // lock is gone), and refused again when retried; its result goes to this machine's
         // rescue file, bound to the lost lock.
-        let err = first.commit(&[put("c")]).unwrap_err();
+        let err = first.commit(&[put("c")], GRANT).unwrap_err();
         assert!(matches!(err, StateError::Remote(_)), "{err:?}");
         assert!(err.to_string().contains(&format!("lock {id} of")), "{err}");
         assert!(first.lock_lost().is_some());
-        let again = first.recommit(&[put("c")]).unwrap_err();
+        let again = first.recommit(&[put("c")], GRANT).unwrap_err();
         assert!(matches!(again, StateError::Poisoned { .. }), "{again:?}");
-        let kept = first.rescue(&[put("c")]).unwrap();
+        let kept = first.rescue(&[put("c")], GRANT).unwrap();
         assert!(kept.starts_with(rescue.path()), "{kept:?}");
         second.close().unwrap();
         assert!(

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueHint};
 
-use super::{SourceArgs, StateArgs, StateTarget, VarArgs};
+use super::{ProjectArgs, SourceArgs, StateArgs, StateTarget};
 
 #[derive(Args, Debug, Clone)]
 pub struct VersionArgs {
@@ -23,11 +23,7 @@ pub struct GraphArgs {
     #[arg(long, help_heading = "Output")]
     pub json: bool,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use super::{SourceArgs, StateArgs, VarArgs};
+use super::{ProjectArgs, SourceArgs, VarArgs};
 
 #[derive(Args, Debug, Clone)]
 pub struct DiffArgs {
@@ -20,11 +20,7 @@ pub struct DiffArgs {
     #[arg(long)]
     pub detailed_exitcode: bool,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -37,11 +33,7 @@ pub struct WhyArgs {
     #[arg(long, help_heading = "Output")]
     pub json: bool,
     #[command(flatten)]
-    pub source: SourceArgs,
-    #[command(flatten)]
-    pub vars: VarArgs,
-    #[command(flatten)]
-    pub state: StateArgs,
+    pub project: ProjectArgs,
 }
 
 #[derive(Args, Debug, Clone)]

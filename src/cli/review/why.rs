@@ -26,7 +26,7 @@ pub(crate) fn why(args: &WhyArgs, redactor: &Redactor) -> i32 {
 }
 
 fn run(args: &WhyArgs, redactor: &Redactor) -> Result<i32, String> {
-    let (opts, state) = review_setup(&args.source, &args.vars, &args.state, "why", redactor)?;
+    let (opts, state) = review_setup(&args.project, "why", redactor)?;
     let ir = evaluate(&opts, &state)?;
     let target = target(&ir, &args.address).map_err(|e| e.to_string())?;
     let ledger = ledger_of(&opts, &state);

@@ -328,7 +328,7 @@ fn apply_managed(
     // Old objects a create-before-destroy replace could not delete go first: the new record
     // written below has room for none of them.
     if let (false, Some(prior)) = (out.deposed.is_empty(), &input.prior) {
-        let gone = |g| report(NodeProgress::DeposedGone(g));
+        let gone = |g| report(NodeProgress::DeposedGone(g, mutation));
         if let Err(left) = destroy_deposed(&*input.provider, prior, &gone, &mut diags, mutation) {
             out.ok = false;
             out.deposed.retain(|k| !left.keys.contains(k));
@@ -372,9 +372,10 @@ fn apply_managed(
                 &mut diags,
                 mutation,
             ) {
-                Ok(()) => report(NodeProgress::Commit(Box::new(Change::Remove(
-                    input.id.clone(),
-                )))),
+                Ok(()) => report(NodeProgress::Commit(
+                    Box::new(Change::Remove(input.id.clone())),
+                    mutation,
+                )),
                 Err(_) => {
                     out.ok = false;
                     out.diagnostics = diags;
@@ -715,9 +716,10 @@ fn replace_create_first(
                 (!prior_private.is_empty()).then(|| prior_private.clone()),
                 s.version,
             ));
-            report(NodeProgress::Commit(Box::new(Change::Put(
-                new_record.clone(),
-            ))));
+            report(NodeProgress::Commit(
+                Box::new(Change::Put(new_record.clone())),
+                mutation,
+            ));
             if input.keep_old {
                 // Deleted by the phase once its readers have moved to the new object.
                 return Ok(Some(new_record));

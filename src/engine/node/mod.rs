@@ -129,10 +129,11 @@ pub(super) enum EarlierRead {
 pub(super) enum NodeProgress {
     /// The plan is made and the change (with its attribute changes) is about to be carried out.
     Applying(Action, Vec<AttrChange>),
-    /// A state change that must be recorded now (e.g. the old object of a replace is gone).
-    Commit(Box<Change>),
-    /// A deposed object was deleted: record the resource without it now.
-    DeposedGone(DeposedGone),
+    /// A state change that must be recorded now (e.g. the old object of a replace is gone),
+    /// with the token of the apply that made it.
+    Commit(Box<Change>, Mutation),
+    /// A deposed object was deleted: record the resource without it now (with the token).
+    DeposedGone(DeposedGone, Mutation),
 }
 
 /// A deposed object deleted: its key, the record without it, and how long the delete took.

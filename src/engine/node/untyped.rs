@@ -14,6 +14,7 @@ use serde_json::Value as Json;
 use super::{check_allowed, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::engine::events::{Action, AttrChange};
+use crate::engine::Mutation;
 use crate::ir::IgnorePath;
 use crate::plan;
 use crate::provider::{ApplyRequest, PlanRequest};
@@ -115,9 +116,48 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         );
         return out;
     }
-    if input.mode == Mode::Plan || action == Action::NoOp {
+    // Only an apply holds the token that changing the object takes.
+    let Mode::Apply(mutation) = input.mode else {
+        return out;
+    };
+    if action == Action::NoOp {
         return out;
     }
+    let planned = Planned {
+        action,
+        prior_outputs: &prior_outputs,
+        planned_state: &plan.planned_state,
+        planned_private: &plan.planned_private,
+        config: &config,
+    };
+    apply_object(input, &planned, out, report, mutation)
+}
+
+/// What the plan half of a turn decided, for the apply half.
+struct Planned<'a> {
+    action: Action,
+    prior_outputs: &'a Value,
+    planned_state: &'a Value,
+    planned_private: &'a [u8],
+    config: &'a Value,
+}
+
+/// Creates, updates or re-creates the object as `planned`, under the token, and puts its new
+/// record in `out`.
+fn apply_object(
+    input: &NodeInput,
+    planned: &Planned<'_>,
+    mut out: NodeOutput,
+    report: &dyn Fn(NodeProgress),
+    _mutation: Mutation,
+) -> NodeOutput {
+    let Planned {
+        action,
+        prior_outputs,
+        planned_state,
+        planned_private,
+        config,
+    } = *planned;
     if let Err(d) = check_allowed(input, action) {
         out.diagnostics.extend(d);
         out.ok = false;
@@ -131,14 +171,14 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
     }
     // A re-create is a create: the old object stays where it is.
     let (prior_state, prior_private) = match action {
-        Action::Update => (&prior_outputs, plan.planned_private.as_slice()),
+        Action::Update => (prior_outputs, planned_private),
         _ => (&Value::Null, &[][..]),
     };
     let applied = match input.provider.apply_resource_change(ApplyRequest {
         type_name: &input.type_name,
         prior_state,
-        planned_state: &plan.planned_state,
-        config: &config,
+        planned_state,
+        config,
         planned_private: prior_private,
     }) {
         Ok(r) => r,

@@ -162,7 +162,7 @@ pub(super) fn phase(ir: &Ir, store: &mut dyn LockedStore, mode: Mode, knobs: &Kn
 
 /// Apply mode, with the permission to change things.
 pub(super) fn applying() -> Mode {
-    Mode::Apply(Mutation::granted())
+    Mode::Apply(Mutation::for_tests())
 }
 
 /// A state holding the objects of `ir`, created by one applied phase of the `alpha` fake.

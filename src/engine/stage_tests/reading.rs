@@ -13,10 +13,11 @@ use super::{analyse, ir_of, A, B, C};
 use crate::engine::error::EngineError;
 use crate::engine::events::{Collect, Event};
 use crate::engine::imports::{commit_imports, declared_imports, fetch_imports};
+use crate::engine::record::Destination;
 use crate::engine::refresh::{read_drift, refresh_set, DriftInput};
 use crate::ir::Ir;
 use crate::secrets::Redactor;
-use crate::state::{Change, MemoryStore, ResourceState, StateFile, StateStore};
+use crate::state::{Change, MemoryStore, Mutation, ResourceState, StateFile, StateStore};
 
 #[test]
 fn refresh_set_is_every_managed_record_or_only_the_targets() {
@@ -99,7 +100,13 @@ fn fetch_imports_adopts_the_object_an_id_names() {
     // Committed: recorded in the store and reported.
     let mut store = MemoryStore::from_state(StateFile::empty());
     let mut sink = Collect::default();
-    commit_imports(&imported, &mut store, 1, true, &mut sink).unwrap();
+    commit_imports(
+        &imported,
+        Destination::Recorded(&mut store, Mutation::for_tests()),
+        1,
+        &mut sink,
+    )
+    .unwrap();
     assert_eq!(ids(store.state()), [A]);
     let reported = (sink.0.iter()).any(|e| {
         matches!(e, Event::Imported { id, import_id, recorded: true, .. } if id == A && import_id == "alpha-7")

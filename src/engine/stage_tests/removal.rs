@@ -38,7 +38,7 @@ fn delete(
         phase: 1,
     };
     let mut sink = Collect::default();
-    let result = delete_set(input, store, &mut sink, Mutation::granted());
+    let result = delete_set(input, store, &mut sink, Mutation::for_tests());
     (result, sink.0)
 }
 

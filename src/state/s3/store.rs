@@ -23,7 +23,9 @@ use crate::state::rescue::{self, Rescued};
 // A compaction is due once the journal reaches this size or the snapshot's, whichever is larger:
 // the local store's rule, so commits stay amortised O(batch).
 use crate::state::COMPACT_MIN_JOURNAL_BYTES;
-use crate::state::{Change, ForceUnlock, KeptFor, LockHolder, StateError, StateFile, StateStore};
+use crate::state::{
+    Change, ForceUnlock, KeptFor, LockHolder, Mutation, StateError, StateFile, StateStore,
+};
 
 /// Why this store refuses writes.
 #[derive(Debug, Clone)]
@@ -214,8 +216,8 @@ impl S3Store {
     /// Rewrites the whole state in the form the conversion it was opened for asks (a new
     /// snapshot), then deletes every older journal namespace, which holds the old form.
     /// Returns how many old objects were deleted.
-    pub fn convert(&mut self) -> Result<usize, StateError> {
-        self.replace(self.state.clone())?;
+    pub fn convert(&mut self, mutation: Mutation) -> Result<usize, StateError> {
+        self.replace(self.state.clone(), mutation)?;
         // The backup (`KEY.backup`) still holds the snapshot as it was stored before: rewritten
         // from the converted one, so no copy of the state is left in the old form.
         self.remote.keep_backup()?;
@@ -363,7 +365,13 @@ impl S3Store {
     /// Writes `changes` as the next journal segment and applies them: one PUT, whatever the
     /// batch size. After `Err` nothing is applied and the store refuses writes
     /// ([`StateError::Poisoned`]) except [`recommit`](S3Store::recommit).
-    pub fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+    pub fn commit(&mut self, changes: &[Change], _mutation: Mutation) -> Result<(), StateError> {
+        self.append(changes)
+    }
+
+    /// [`commit`](S3Store::commit)'s work, for the store itself (the rescue file recorded at
+    /// open: results whose run held the token).
+    fn append(&mut self, changes: &[Change]) -> Result<(), StateError> {
         self.check_poisoned()?;
         if changes.is_empty() {
             return Ok(());
@@ -430,7 +438,7 @@ impl S3Store {
     /// Retries a batch after [`commit`](S3Store::commit) failed. If the failed segment landed
     /// after all (its answer was lost), it is counted and `changes` follow it (replaying a put
     /// or a removal twice is harmless). Refused after a conflict.
-    pub fn recommit(&mut self, changes: &[Change]) -> Result<(), StateError> {
+    pub fn recommit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError> {
         if let Some(Poison::Retryable { line, .. }) = &self.poisoned {
             let name = self.remote.segment(self.state.serial, self.pos.next_seq);
             if self.remote.holds(&name, line) {
@@ -439,13 +447,23 @@ impl S3Store {
             }
             self.poisoned = None;
         }
-        self.commit(changes)
+        self.commit(changes, mutation)
     }
 
     /// Keeps `changes`, which the store could not take, in this machine's rescue file (see
     /// `state::rescue`; created with a private directory) and returns its path. The lock then
     /// stays held after this store is gone; the next open from this machine records them first.
-    pub fn rescue(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
+    pub fn rescue(
+        &mut self,
+        changes: &[Change],
+        _mutation: Mutation,
+    ) -> Result<PathBuf, StateError> {
+        self.keep_rescued(changes)
+    }
+
+    /// [`rescue`](S3Store::rescue)'s work, for the store itself (the whole state, when its
+    /// objects vanished under a commit).
+    fn keep_rescued(&mut self, changes: &[Change]) -> Result<PathBuf, StateError> {
         if let Some(dir) = self.rescue_path.parent() {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -513,7 +531,7 @@ impl S3Store {
 
     /// Replaces the whole state by `next` (state push, migration): seals the journal and
     /// writes `next` as the snapshot, with a serial above both.
-    pub fn replace(&mut self, mut next: StateFile) -> Result<(), StateError> {
+    pub fn replace(&mut self, mut next: StateFile, _mutation: Mutation) -> Result<(), StateError> {
         self.check_poisoned()?;
         next.serial = next.serial.max(self.state.serial) + 1;
         let (etag, len) = self
@@ -623,7 +641,7 @@ impl S3Store {
                     .cloned()
                     .map(Change::Put)
                     .collect();
-                match self.rescue(&all) {
+                match self.keep_rescued(&all) {
                     Ok(file) => format!(
                         "writing it back failed ({e}); its whole state ({n} resource(s)) is in \
                          the rescue file {}, the lock kept for it",
@@ -668,7 +686,7 @@ impl S3Store {
         let ids = rescued.ids();
         let path = self.rescue_path.clone();
         let changes = rescued.changes_for(&path, &mut self.state, fresh)?;
-        if let Err(e) = self.commit(&changes) {
+        if let Err(e) = self.append(&changes) {
             // The file stays, now bound to our lock, which stays kept for it.
             let id = self.lock.as_ref().map(|l| l.holder.id.clone());
             if let Some(id) = id {
@@ -727,8 +745,8 @@ impl StateStore for S3Store {
         &self.state
     }
 
-    fn commit(&mut self, changes: &[Change]) -> Result<(), StateError> {
-        S3Store::commit(self, changes)
+    fn commit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError> {
+        S3Store::commit(self, changes, mutation)
     }
 }
 

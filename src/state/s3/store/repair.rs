@@ -13,7 +13,7 @@ use super::super::remote::Remote;
 use super::super::RemoteError;
 use crate::state::file::parse_snapshot;
 use crate::state::journal;
-use crate::state::{LockHolder, StateError, StateFile};
+use crate::state::{LockHolder, Mutation, StateError, StateFile};
 
 /// What a repair found (and, unless a dry run, did).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,24 +32,25 @@ pub struct Repair {
     pub backup: String,
 }
 
-/// Finds the first missing segment of the journal of `backend`'s state and, unless `dry_run`,
-/// repairs the state as the module doc says. Under the lock, waiting up to `wait`.
+/// Finds the first missing segment of the journal of `backend`'s state and, given `write` (the
+/// token; `None` is a dry run), repairs the state as the module doc says. Under the lock,
+/// waiting up to `wait`.
 pub fn repair(
     backend: &S3Backend,
     holder: LockHolder,
     wait: Option<std::time::Duration>,
-    dry_run: bool,
+    write: Option<Mutation>,
 ) -> Result<Repair, StateError> {
     let remote = Remote::new(backend)?;
     let held = lock::acquire(&remote.client, &remote.lock_key(), holder, wait)?;
-    let result = repair_locked(&remote, dry_run);
+    let result = repair_locked(&remote, write);
     if let Err(e) = lock::release(&remote.client, &held) {
         log::warn!("could not release the lock of {}: {e}", remote.url);
     }
     result
 }
 
-fn repair_locked(remote: &Remote, dry_run: bool) -> Result<Repair, StateError> {
+fn repair_locked(remote: &Remote, write: Option<Mutation>) -> Result<Repair, StateError> {
     let fail = |what: &str, e| remote.fail(what, e);
     let snapshot = match remote
         .client
@@ -104,7 +105,7 @@ fn repair_locked(remote: &Remote, dry_run: bool) -> Result<Repair, StateError> {
         resources: state.resources.len(),
         backup,
     };
-    if !dry_run {
+    if let Some(mutation) = write {
         rewrite(
             remote,
             &names,
@@ -112,6 +113,7 @@ fn repair_locked(remote: &Remote, dry_run: bool) -> Result<Repair, StateError> {
             snapshot.map(|(_, e)| e),
             &repair,
             state,
+            mutation,
         )?;
     }
     Ok(repair)
@@ -127,6 +129,7 @@ fn rewrite(
     etag: Option<String>,
     repair: &Repair,
     state: StateFile,
+    _mutation: Mutation,
 ) -> Result<(), StateError> {
     let fail = |what: &str, e| remote.fail(what, e);
     // Every object of the broken journal aside first: nothing is deleted before it is kept.
