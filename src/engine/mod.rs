@@ -163,10 +163,10 @@ impl Seams {
     pub fn production(opts: &Options) -> Seams {
         Seams {
             evaluator: Box::new(NixEvaluator::new(opts.source.clone())),
-            launcher: Box::new(ProcessLauncher::new(
-                &opts.source.base_dir(),
-                opts.install.clone(),
-            )),
+            launcher: Box::new(
+                ProcessLauncher::new(&opts.source.base_dir(), opts.install.clone())
+                    .for_plan(&opts.source),
+            ),
             state: Box::new(opts.backend.clone()),
         }
     }

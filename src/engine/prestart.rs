@@ -82,7 +82,7 @@ impl Memory {
             return None;
         }
         let dir = crate::xdg::cache_home()?.join("nivis").join("prestart");
-        let path = dir.join(format!("{}.v1.json", key(source)));
+        let path = dir.join(format!("{}.v1.json", plan_key(source)));
         let remembered = read(&path).unwrap_or_default();
         Some(Memory { path, remembered })
     }
@@ -110,12 +110,13 @@ impl Memory {
     }
 }
 
-/// The record's name: the sha256 of the plan's source and the directory it is resolved in.
-fn key(source: &PlanSource) -> String {
+/// A name for the plan at `source`: the sha256 of its source and the directory it is resolved
+/// in (this record's name, and the scope of the plan's validation verdicts).
+pub(super) fn plan_key(source: &PlanSource) -> String {
     let base = source.base_dir();
     let base = std::fs::canonicalize(&base).unwrap_or(base);
     hex::encode(Sha256::digest(
-        format!("nivis-prestart-v1|{source:?}|{}", base.display()).as_bytes(),
+        format!("nivis-plan-key-v1|{source:?}|{}", base.display()).as_bytes(),
     ))
 }
 

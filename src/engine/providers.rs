@@ -29,6 +29,9 @@ struct Running {
     remembered: Option<Remembered>,
 }
 
+/// A started provider and how its start went, or why it failed.
+type Started = Result<(Arc<dyn Provider>, StartInfo), Diagnostics>;
+
 /// The rest of a provider's start, run on a thread of its own (see [`Launcher::prestart`]).
 pub type PendingStart =
     Box<dyn FnOnce() -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics> + Send>;
@@ -38,12 +41,12 @@ struct Prestarted {
     /// The declaration it was started with.
     remembered: Remembered,
     /// Finishes its start; joined when the evaluation declares it, or when it is dropped.
-    thread: std::thread::JoinHandle<Result<(Arc<dyn Provider>, StartInfo), Diagnostics>>,
+    thread: std::thread::JoinHandle<Started>,
 }
 
 impl Prestarted {
     /// Waits for the start to finish (on the process clock: the run waits on a provider).
-    fn join(self) -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics> {
+    fn join(self) -> Started {
         let _waiting = crate::plugin::InFlight::lifecycle();
         self.thread.join().unwrap_or_else(|_| {
             Err(Diagnostic::error(format!(
@@ -93,6 +96,8 @@ pub trait Launcher {
 pub struct ProcessLauncher {
     base_dir: PathBuf,
     install: crate::registry::InstallOptions,
+    /// The plan's remembered validation verdicts (see `LaunchSpec::validation_scope`).
+    validation_scope: Option<String>,
 }
 
 impl ProcessLauncher {
@@ -101,7 +106,20 @@ impl ProcessLauncher {
         ProcessLauncher {
             base_dir: base_dir.to_path_buf(),
             install,
+            validation_scope: None,
         }
+    }
+
+    /// Providers use the validation verdicts remembered for the plan at `source` only.
+    pub fn for_plan(mut self, source: &crate::nixeval::PlanSource) -> Self {
+        self.validation_scope = Some(super::prestart::plan_key(source));
+        self
+    }
+
+    fn spec(&self, id: &str, path: &Path) -> LaunchSpec {
+        let mut spec = LaunchSpec::new(id, path);
+        spec.validation_scope = self.validation_scope.clone();
+        spec
     }
 }
 
@@ -122,7 +140,7 @@ impl Launcher for ProcessLauncher {
                     &self.install,
                 )
                 .map_err(|e| failed(format!("provider {id}: {e}")))?;
-                let provider = GrpcProvider::start(&LaunchSpec::new(id, &path))
+                let provider = GrpcProvider::start(&self.spec(id, &path))
                     .map_err(|e| failed(e.to_string()))?;
                 let protocol = format!("tfplugin{}", provider.protocol());
                 (Arc::new(provider), path, protocol)
@@ -154,7 +172,7 @@ impl Launcher for ProcessLauncher {
         }
         let path = resolve_source(&decl.source, &self.base_dir).ok()?;
         let started = Instant::now();
-        let spawned = GrpcProvider::spawn(&LaunchSpec::new(id, &path)).ok()?;
+        let spawned = GrpcProvider::spawn(&self.spec(id, &path)).ok()?;
         Some(Box::new(move || {
             let provider = crate::plugin::off_the_clock(|| spawned.finish())
                 .map_err(|e| Diagnostics::from(Diagnostic::error(e.to_string())))?;
@@ -249,11 +267,7 @@ impl ProviderSet {
     }
 
     /// The provider started before the evaluation as `decl` declares it, if there is one.
-    fn adopt(
-        &mut self,
-        id: &str,
-        decl: &ProviderDecl,
-    ) -> Option<Result<(Arc<dyn Provider>, StartInfo), Diagnostics>> {
+    fn adopt(&mut self, id: &str, decl: &ProviderDecl) -> Option<Started> {
         let prestarted = self.prestarted.remove(id)?;
         if !prestarted.remembered.matches(decl) {
             prestarted.discard();

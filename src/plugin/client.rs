@@ -201,7 +201,8 @@ impl SpawnedProvider {
         };
         if let (Some((dir, hash)), Some(model)) = (&cache, model) {
             provider.mark = Some(super::schema_cache::binary_mark(hash, &model));
-            provider.validation = ValidationCache::open(dir, hash, &model);
+            let scope = spec.validation_scope.as_deref();
+            provider.validation = ValidationCache::open(dir, hash, &model, scope);
         }
         provider.set_schema(schema);
         Ok(provider)

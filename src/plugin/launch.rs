@@ -48,6 +48,10 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// How long the child may take to print its handshake.
     pub start_timeout: Duration,
+    /// Whose remembered validation verdicts to use: a hex digest naming the plan (one file per
+    /// plan and binary, so a run reads only its own plan's verdicts); `None`: the binary's file
+    /// shared by every user of it (`nivis gen`, tests).
+    pub validation_scope: Option<String>,
 }
 
 impl LaunchSpec {
@@ -58,6 +62,7 @@ impl LaunchSpec {
             name: name.to_string(),
             env: Vec::new(),
             start_timeout: Duration::from_secs(60),
+            validation_scope: None,
         }
     }
 }
