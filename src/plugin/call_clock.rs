@@ -191,6 +191,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn off_the_clock_an_rpc_counts_as_a_call_and_nothing_counts_in_the_union() {
+        let clock = Clock::new();
+        clock.count(Kind::Lifecycle, None);
+        clock.count(Kind::Rpc, None);
+        clock.count(Kind::Rpc, Some(Duration::from_millis(20)));
+        clock.count(Kind::Lifecycle, Some(Duration::from_millis(300)));
+        let total = clock.read(Instant::now() + Duration::from_secs(1));
+        assert_eq!(total.busy, Duration::ZERO);
+        assert_eq!(total.calls, 1);
+        assert_eq!(total.summed, Duration::from_millis(20));
+    }
+
+    #[test]
     fn overlapping_calls_count_once_in_the_union_and_idle_time_not_at_all() {
         let clock = Clock::new();
         let t0 = Instant::now();
