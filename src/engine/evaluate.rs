@@ -130,6 +130,7 @@ impl Engine<'_> {
         let (bytes, took) = self.evaluator.evaluate(&ledger)?;
         self.nix_time += took;
         let mut ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
+        self.providers.settle_prestarted(&ir.providers);
         // References Nix resolved are resolved here again, from what this phase plans or
         // records (see `ir::restore`).
         ir.restore_references();

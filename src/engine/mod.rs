@@ -26,6 +26,7 @@ mod phases;
 /// The saved plan (`plan --out`, `apply FILE`, `nivis show`): its file format and checks.
 pub mod plan_file;
 mod policy_check;
+mod prestart;
 mod providers;
 mod providers_run;
 mod record;
@@ -52,7 +53,7 @@ pub use self::evaluate::{Evaluator, NixEvaluator};
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::providers::ProviderSet;
 pub use self::providers::{
-    locate, resolve_source, Launcher, LocateError, ProcessLauncher, StartInfo,
+    locate, resolve_source, Launcher, LocateError, PendingStart, ProcessLauncher, StartInfo,
 };
 pub use self::record::{Outcome, Unrecorded, WriteFailure};
 use self::store::close_after;
@@ -169,10 +170,10 @@ impl Seams {
                 opts.source.clone(),
                 opts.redactor.clone(),
             )),
-            launcher: Box::new(ProcessLauncher::new(
-                &opts.source.base_dir(),
-                opts.install.clone(),
-            )),
+            launcher: Box::new(
+                ProcessLauncher::new(&opts.source.base_dir(), opts.install.clone())
+                    .for_plan(&opts.source),
+            ),
             state: Box::new(opts.backend.clone()),
         }
     }
@@ -220,6 +221,9 @@ pub struct Engine<'s> {
     policies: Option<crate::policy::PolicyRunner>,
     /// (static, plan) rule counts, once the first check told them.
     policy_rules: Option<(usize, usize)>,
+    /// Whether to start the providers the last run started before evaluating (production
+    /// seams only: the record is the user's, see `prestart`).
+    prestart: bool,
 }
 
 impl<'s> Engine<'s> {
@@ -229,6 +233,7 @@ impl<'s> Engine<'s> {
         let policies = crate::policy::PolicyRunner::new(opts.source.clone());
         let mut engine = Engine::with_seams(opts, sink, seams);
         engine.policies = Some(policies);
+        engine.prestart = true;
         engine
     }
 
@@ -250,6 +255,7 @@ impl<'s> Engine<'s> {
             data_reads: HashMap::new(),
             policies: None,
             policy_rules: None,
+            prestart: false,
         }
     }
 
@@ -282,6 +288,12 @@ impl<'s> Engine<'s> {
         &mut self,
         run: impl FnOnce(&mut Self) -> Result<Report, EngineError>,
     ) -> Result<Report, EngineError> {
+        // The providers the last run of this plan started start now, while Nix evaluates.
+        if std::mem::take(&mut self.prestart) {
+            if let Some(memory) = prestart::Memory::open(&self.opts.source) {
+                self.providers.prestart(memory);
+            }
+        }
         let mut report = run(self)?;
         report.nix_time = self.nix_time;
         Ok(report)

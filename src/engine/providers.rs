@@ -2,13 +2,16 @@
 //! once, and stopping them all.
 //!
 //! Providers are started from the thread that owns the run (never from workers): the kernel's
-//! parent-death signal that reaps providers if Nivis dies is tied to the starting thread.
+//! parent-death signal that reaps providers if Nivis dies is tied to the starting thread. A
+//! provider started before the evaluation (`prestart`) is spawned there too; only the rest of
+//! its start (handshake, TLS, schema) runs on a thread of its own while Nix evaluates.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::prestart::{Memory, Remembered};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::engine::plan_file::ProviderIdentity;
 use crate::ir::{ProviderDecl, ProviderKind};
@@ -22,6 +25,52 @@ struct Running {
     configured: Option<Value>,
     /// Which binary it is, when a saved plan is written or checked (hashing costs a read).
     identity: Option<ProviderIdentity>,
+    /// What the next run may start before its evaluation (`None`: not a gRPC provider).
+    remembered: Option<Remembered>,
+}
+
+/// A started provider and how its start went, or why it failed.
+type Started = Result<(Arc<dyn Provider>, StartInfo), Diagnostics>;
+
+/// The rest of a provider's start, run on a thread of its own (see [`Launcher::prestart`]).
+pub type PendingStart =
+    Box<dyn FnOnce() -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics> + Send>;
+
+/// A provider started before the evaluation that declares it.
+struct Prestarted {
+    /// The declaration it was started with.
+    remembered: Remembered,
+    /// Finishes its start; joined when the evaluation declares it, or when it is dropped.
+    thread: std::thread::JoinHandle<Started>,
+}
+
+impl Prestarted {
+    /// Waits for the start to finish (on the process clock: the run waits on a provider).
+    fn join(self) -> Started {
+        let _waiting = crate::plugin::InFlight::lifecycle();
+        self.thread.join().unwrap_or_else(|_| {
+            Err(Diagnostic::error(format!(
+                "provider {}: its start failed unexpectedly (a thread of Nivis panicked)",
+                self.remembered.id
+            ))
+            .into())
+        })
+    }
+
+    /// Stops a provider the evaluation did not declare as started: its process is ended and
+    /// its private directory removed before this returns.
+    fn discard(self) {
+        let id = self.remembered.id.clone();
+        match self.join() {
+            Ok((provider, _)) => {
+                drop(provider);
+                log::info!(
+                    "provider {id} was started before the evaluation but is not used: stopped"
+                );
+            }
+            Err(e) => log::debug!("provider {id} started before the evaluation failed: {e}"),
+        }
+    }
 }
 
 /// Starts a provider: the seam between the engine and provider processes. The engine's unit
@@ -33,6 +82,13 @@ pub trait Launcher {
         id: &str,
         decl: &ProviderDecl,
     ) -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics>;
+
+    /// Spawns provider `id`'s process (on this thread, which owns the run) before the
+    /// evaluation that declares it, and returns the rest of its start, which sends nothing of
+    /// a configuration. `None` when it cannot be started that way (then it starts as usual).
+    fn prestart(&mut self, _id: &str, _decl: &ProviderDecl) -> Option<PendingStart> {
+        None
+    }
 }
 
 /// The production launcher: finds the binary (registry, cache, path) and starts it as a
@@ -40,6 +96,8 @@ pub trait Launcher {
 pub struct ProcessLauncher {
     base_dir: PathBuf,
     install: crate::registry::InstallOptions,
+    /// The plan's remembered validation verdicts (see `LaunchSpec::validation_scope`).
+    validation_scope: Option<String>,
 }
 
 impl ProcessLauncher {
@@ -48,7 +106,20 @@ impl ProcessLauncher {
         ProcessLauncher {
             base_dir: base_dir.to_path_buf(),
             install,
+            validation_scope: None,
         }
+    }
+
+    /// Providers use the validation verdicts remembered for the plan at `source` only.
+    pub fn for_plan(mut self, source: &crate::nixeval::PlanSource) -> Self {
+        self.validation_scope = Some(super::prestart::plan_key(source));
+        self
+    }
+
+    fn spec(&self, id: &str, path: &Path) -> LaunchSpec {
+        let mut spec = LaunchSpec::new(id, path);
+        spec.validation_scope = self.validation_scope.clone();
+        spec
     }
 }
 
@@ -69,7 +140,7 @@ impl Launcher for ProcessLauncher {
                     &self.install,
                 )
                 .map_err(|e| failed(format!("provider {id}: {e}")))?;
-                let provider = GrpcProvider::start(&LaunchSpec::new(id, &path))
+                let provider = GrpcProvider::start(&self.spec(id, &path))
                     .map_err(|e| failed(e.to_string()))?;
                 let protocol = format!("tfplugin{}", provider.protocol());
                 (Arc::new(provider), path, protocol)
@@ -90,6 +161,29 @@ impl Launcher for ProcessLauncher {
         };
         Ok((provider, info))
     }
+
+    /// Only gRPC providers given by path or binary name: a registry address may need an
+    /// install checked against the lock file, which stays after the evaluation.
+    fn prestart(&mut self, id: &str, decl: &ProviderDecl) -> Option<PendingStart> {
+        let by_registry = crate::registry::is_registry_address(&decl.source)
+            && !decl.source.starts_with(['/', '.']);
+        if decl.kind != ProviderKind::Tfplugin || by_registry {
+            return None;
+        }
+        let path = resolve_source(&decl.source, &self.base_dir).ok()?;
+        let started = Instant::now();
+        let spawned = GrpcProvider::spawn(&self.spec(id, &path)).ok()?;
+        Some(Box::new(move || {
+            let provider = crate::plugin::off_the_clock(|| spawned.finish())
+                .map_err(|e| Diagnostics::from(Diagnostic::error(e.to_string())))?;
+            let info = StartInfo {
+                path,
+                protocol: format!("tfplugin{}", provider.protocol()),
+                startup: started.elapsed(),
+            };
+            Ok((Arc::new(provider) as Arc<dyn Provider>, info))
+        }))
+    }
 }
 
 /// The providers of one run, by IR provider id.
@@ -100,6 +194,10 @@ pub(super) struct ProviderSet {
     expected: Option<BTreeMap<String, ProviderIdentity>>,
     /// `plan --out`: note which binary each provider is.
     pub(super) identify: bool,
+    /// Providers started before the evaluation, not yet adopted or stopped.
+    prestarted: BTreeMap<String, Prestarted>,
+    /// Which providers the last run of this plan started; updated when this set goes.
+    memory: Option<Memory>,
 }
 
 /// How a provider was found and started, for `providers list` and benchmarks.
@@ -124,7 +222,58 @@ impl ProviderSet {
             running: BTreeMap::new(),
             identify: expected.is_some(),
             expected,
+            prestarted: BTreeMap::new(),
+            memory: None,
         }
+    }
+
+    /// Starts the providers the last run of this plan started (as `memory` says), each spawned
+    /// here and finished on a thread of its own while the caller evaluates. Once per run.
+    pub(super) fn prestart(&mut self, memory: Memory) {
+        for remembered in memory.remembered() {
+            let Some(rest) = self.launcher.prestart(&remembered.id, &remembered.decl()) else {
+                continue;
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("{}-prestart", remembered.id))
+                .spawn(rest);
+            match thread {
+                Ok(thread) => {
+                    log::debug!("provider {} started before the evaluation", remembered.id);
+                    let prestarted = Prestarted {
+                        remembered: remembered.clone(),
+                        thread,
+                    };
+                    self.prestarted.insert(remembered.id.clone(), prestarted);
+                }
+                Err(e) => log::debug!("provider {}: no thread to start it: {e}", remembered.id),
+            }
+        }
+        self.memory = Some(memory);
+    }
+
+    /// Stops the providers started before the evaluation that `declared` (the evaluated
+    /// providers) does not declare as started.
+    pub(super) fn settle_prestarted(&mut self, declared: &BTreeMap<String, ProviderDecl>) {
+        let unused: Vec<String> = (self.prestarted.iter())
+            .filter(|(id, p)| !declared.get(*id).is_some_and(|d| p.remembered.matches(d)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in unused {
+            if let Some(p) = self.prestarted.remove(&id) {
+                p.discard();
+            }
+        }
+    }
+
+    /// The provider started before the evaluation as `decl` declares it, if there is one.
+    fn adopt(&mut self, id: &str, decl: &ProviderDecl) -> Option<Started> {
+        let prestarted = self.prestarted.remove(id)?;
+        if !prestarted.remembered.matches(decl) {
+            prestarted.discard();
+            return None;
+        }
+        Some(prestarted.join())
     }
 
     /// Which binary each running provider is, for a saved plan.
@@ -154,7 +303,10 @@ impl ProviderSet {
         if let Some(r) = self.running.get(id) {
             return Ok((Arc::clone(&r.provider), None));
         }
-        let (provider, info) = self.launcher.launch(id, decl)?;
+        let (provider, info) = match self.adopt(id, decl) {
+            Some(started) => started?,
+            None => self.launcher.launch(id, decl)?,
+        };
         let identity = self.identify.then(|| ProviderIdentity {
             source: decl.source.clone(),
             version: decl.version.clone(),
@@ -189,6 +341,7 @@ impl ProviderSet {
                 provider: Arc::clone(&provider),
                 configured: None,
                 identity,
+                remembered: Remembered::of(id, decl),
             },
         );
         Ok((provider, Some(info)))
@@ -231,6 +384,20 @@ impl ProviderSet {
     /// True once `id` has been configured.
     pub(super) fn is_configured(&self, id: &str) -> bool {
         self.running.get(id).is_some_and(|r| r.configured.is_some())
+    }
+}
+
+impl Drop for ProviderSet {
+    /// Stops what was started before the evaluation and never used, and remembers what this
+    /// run started for the next one.
+    fn drop(&mut self) {
+        for (_, p) in std::mem::take(&mut self.prestarted) {
+            p.discard();
+        }
+        if let Some(memory) = &self.memory {
+            let started = self.running.values();
+            memory.remember(started.filter_map(|r| r.remembered.clone()).collect());
+        }
     }
 }
 

@@ -90,6 +90,19 @@ impl Clock {
         }
     }
 
+    /// An interaction off the clock: an RPC's start (`None`) counts a call, its end adds its
+    /// duration to the sum; the union is untouched.
+    fn count(&self, kind: Kind, took: Option<Duration>) {
+        if kind != Kind::Rpc {
+            return;
+        }
+        let mut state = self.lock();
+        match took {
+            None => state.totals.calls += 1,
+            Some(took) => state.totals.summed += took,
+        }
+    }
+
     fn exit(&self, now: Instant, kind: Kind, started: Instant) {
         let mut state = self.lock();
         if kind == Kind::Rpc {
@@ -111,10 +124,28 @@ pub fn call_times() -> CallTimes {
     PROCESS_CLOCK.read(Instant::now())
 }
 
+thread_local! {
+    /// Set while this thread starts a provider the run does not wait on (see [`off_the_clock`]).
+    static OFF_THE_CLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with this thread's provider interactions kept out of the busy union: a provider
+/// started while Nix evaluates is not waited on, so its start is not time spent waiting on
+/// providers (its RPCs still count as calls, and the wait for its end, if any, is clocked by
+/// the waiter).
+pub(crate) fn off_the_clock<T>(f: impl FnOnce() -> T) -> T {
+    OFF_THE_CLOCK.with(|off| off.set(true));
+    let result = f();
+    OFF_THE_CLOCK.with(|off| off.set(false));
+    result
+}
+
 /// One provider interaction in flight on the process clock, until dropped.
 pub(crate) struct InFlight {
     kind: Kind,
     started: Instant,
+    /// Off the clock: an RPC counts as a call, nothing counts in the union.
+    background: bool,
 }
 
 impl InFlight {
@@ -130,20 +161,47 @@ impl InFlight {
 
     fn enter(kind: Kind) -> InFlight {
         let started = Instant::now();
-        PROCESS_CLOCK.enter(started, kind);
-        InFlight { kind, started }
+        let background = OFF_THE_CLOCK.with(std::cell::Cell::get);
+        if background {
+            PROCESS_CLOCK.count(kind, None);
+        } else {
+            PROCESS_CLOCK.enter(started, kind);
+        }
+        InFlight {
+            kind,
+            started,
+            background,
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        PROCESS_CLOCK.exit(Instant::now(), self.kind, self.started);
+        let now = Instant::now();
+        if self.background {
+            PROCESS_CLOCK.count(self.kind, Some(now.saturating_duration_since(self.started)));
+        } else {
+            PROCESS_CLOCK.exit(now, self.kind, self.started);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn off_the_clock_an_rpc_counts_as_a_call_and_nothing_counts_in_the_union() {
+        let clock = Clock::new();
+        clock.count(Kind::Lifecycle, None);
+        clock.count(Kind::Rpc, None);
+        clock.count(Kind::Rpc, Some(Duration::from_millis(20)));
+        clock.count(Kind::Lifecycle, Some(Duration::from_millis(300)));
+        let total = clock.read(Instant::now() + Duration::from_secs(1));
+        assert_eq!(total.busy, Duration::ZERO);
+        assert_eq!(total.calls, 1);
+        assert_eq!(total.summed, Duration::from_millis(20));
+    }
 
     #[test]
     fn overlapping_calls_count_once_in_the_union_and_idle_time_not_at_all() {

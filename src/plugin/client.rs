@@ -16,7 +16,7 @@ use protobuf::{Message, MessageField};
 mod ephemeral;
 
 use super::call_clock::InFlight;
-use super::launch::{LaunchError, LaunchSpec, PluginProcess};
+use super::launch::{LaunchError, LaunchSpec, PluginProcess, SpawnedPlugin};
 use super::protocol::{self, Methods};
 use super::validation_cache::{Subject, ValidationCache};
 use super::wire::plugin as go_plugin;
@@ -107,7 +107,35 @@ impl GrpcProvider {
     /// Starts the provider binary, connects, and fetches its schema.
     pub fn start(spec: &LaunchSpec) -> Result<GrpcProvider, StartError> {
         let _in_flight = InFlight::lifecycle();
-        let process = PluginProcess::launch(spec).map_err(StartError::Launch)?;
+        GrpcProvider::spawn(spec)?.finish()
+    }
+
+    /// Starts the provider binary without waiting for it: the handshake, connection and schema
+    /// are [`SpawnedProvider::finish`]'s, which may run on another thread. Call it from the
+    /// thread that owns the run (the parent-death signal is tied to it).
+    pub fn spawn(spec: &LaunchSpec) -> Result<SpawnedProvider, StartError> {
+        let process = PluginProcess::spawn(spec).map_err(StartError::Launch)?;
+        Ok(SpawnedProvider {
+            spec: spec.clone(),
+            process,
+        })
+    }
+}
+
+/// A provider process spawned by [`GrpcProvider::spawn`], not yet spoken to.
+pub struct SpawnedProvider {
+    spec: LaunchSpec,
+    process: SpawnedPlugin,
+}
+
+impl SpawnedProvider {
+    /// Completes the start: the handshake, the transport, the gRPC channel, the schema (from
+    /// the cache or the provider) and the validation verdicts. Sends nothing of any
+    /// configuration.
+    pub fn finish(self) -> Result<GrpcProvider, StartError> {
+        let SpawnedProvider { spec, process } = self;
+        let spec = &spec;
+        let process = process.finish().map_err(StartError::Launch)?;
         let handshake = process.handshake().clone();
         let channel = ChannelBuilder::new(grpc_env())
             .max_receive_message_len(MAX_MESSAGE_BYTES)
@@ -173,12 +201,15 @@ impl GrpcProvider {
         };
         if let (Some((dir, hash)), Some(model)) = (&cache, model) {
             provider.mark = Some(super::schema_cache::binary_mark(hash, &model));
-            provider.validation = ValidationCache::open(dir, hash, &model);
+            let scope = spec.validation_scope.as_deref();
+            provider.validation = ValidationCache::open(dir, hash, &model, scope);
         }
         provider.set_schema(schema);
         Ok(provider)
     }
+}
 
+impl GrpcProvider {
     /// The negotiated protocol major (5 or 6).
     pub fn protocol(&self) -> u32 {
         self.protocol

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, RecvTimeoutError};
 
 use super::bridge::Bridge;
+use super::handshake::{parse_handshake, Handshake, HandshakeError};
 use super::socket_dir::SocketDir;
 use super::tls::{self, ClientCert, TlsClient, TlsError};
 use crate::child::{self, Child, End, Line, LineReader, Stdin, Tail, MAX_LINE};
@@ -47,6 +48,10 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// How long the child may take to print its handshake.
     pub start_timeout: Duration,
+    /// Whose remembered validation verdicts to use: a hex digest naming the plan (one file per
+    /// plan and binary, so a run reads only its own plan's verdicts); `None`: the binary's file
+    /// shared by every user of it (`nivis gen`, tests).
+    pub validation_scope: Option<String>,
 }
 
 impl LaunchSpec {
@@ -57,6 +62,7 @@ impl LaunchSpec {
             name: name.to_string(),
             env: Vec::new(),
             start_timeout: Duration::from_secs(60),
+            validation_scope: None,
         }
     }
 }
@@ -226,105 +232,6 @@ fn write_tail(f: &mut fmt::Formatter<'_>, stderr: &str) -> fmt::Result {
     Ok(())
 }
 
-/// The parsed handshake line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handshake {
-    /// Negotiated app protocol major (5 or 6).
-    pub protocol: u32,
-    /// gRPC target, e.g. `unix:/tmp/plugin123`.
-    pub target: String,
-    /// The provider's TLS certificate (the 6th field, base64 DER) when it serves mutual TLS;
-    /// `None` when the field is absent or, as go-plugin reads it, 50 characters or shorter.
-    pub server_cert: Option<String>,
-}
-
-/// Why a go-plugin handshake line is not one Nivis can use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HandshakeError {
-    /// Fewer than 4 `|`-separated fields.
-    TooFewFields(usize),
-    /// The go-plugin core version is not 1.
-    CoreVersion(String),
-    /// The app protocol version is not a number.
-    ProtocolNotANumber(String),
-    /// The transport is not gRPC (`netrpc` when absent).
-    Transport(String),
-    /// The plugin asked for gRPC multiplexing.
-    Multiplexing,
-    /// The network is neither `unix` nor `tcp`.
-    Network(String),
-    /// The first line on stdout is longer than go-plugin allows.
-    LineTooLong {
-        /// The limit, in KiB.
-        limit_kib: usize,
-    },
-}
-
-impl fmt::Display for HandshakeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HandshakeError::TooFewFields(n) => {
-                write!(f, "expected at least 4 `|`-separated fields, got {n}")
-            }
-            HandshakeError::CoreVersion(v) => {
-                write!(f, "incompatible go-plugin core version {v:?} (want 1)")
-            }
-            HandshakeError::ProtocolNotANumber(v) => {
-                write!(f, "protocol version {v:?} is not a number")
-            }
-            HandshakeError::Transport(t) => write!(
-                f,
-                "transport {t:?}: only gRPC providers (Terraform 0.12 and later) are supported"
-            ),
-            HandshakeError::Multiplexing => {
-                f.write_str("the plugin asked for gRPC multiplexing, which Nivis never requests")
-            }
-            HandshakeError::Network(n) => write!(f, "unknown network {n:?}"),
-            HandshakeError::LineTooLong { limit_kib } => write!(
-                f,
-                "the first line on stdout is longer than {limit_kib} KiB, go-plugin's limit"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for HandshakeError {}
-
-/// Parses `CORE|APP|NETWORK|ADDRESS|PROTOCOL[|CERT[|MUX]]`.
-pub fn parse_handshake(line: &str) -> Result<Handshake, HandshakeError> {
-    let parts: Vec<&str> = line.trim().split('|').collect();
-    if parts.len() < 4 {
-        return Err(HandshakeError::TooFewFields(parts.len()));
-    }
-    if parts[0] != "1" {
-        return Err(HandshakeError::CoreVersion(parts[0].into()));
-    }
-    let protocol: u32 = parts[1]
-        .parse()
-        .map_err(|_| HandshakeError::ProtocolNotANumber(parts[1].into()))?;
-    let transport = parts.get(4).copied().unwrap_or("netrpc");
-    if transport != "grpc" {
-        return Err(HandshakeError::Transport(transport.into()));
-    }
-    if parts.get(6).is_some_and(|m| !m.is_empty()) {
-        return Err(HandshakeError::Multiplexing);
-    }
-    let target = match parts[2] {
-        "unix" => format!("unix:{}", parts[3]),
-        "tcp" => parts[3].to_string(),
-        other => return Err(HandshakeError::Network(other.into())),
-    };
-    let server_cert = parts
-        .get(5)
-        .filter(|cert| cert.len() > 50)
-        .map(|cert| cert.to_string());
-    Ok(Handshake {
-        protocol,
-        target,
-        server_cert,
-    })
-}
-
 /// What we keep of a provider's stderr: its last lines, and a Go panic trace whole.
 struct StderrTail {
     lines: Tail,
@@ -365,9 +272,25 @@ enum First {
     Closed,
 }
 
+/// A provider process spawned whose handshake is not read yet: [`PluginProcess::spawn`] makes
+/// it on the thread that owns the run (the parent-death signal is tied to that thread), and
+/// [`SpawnedPlugin::finish`] may then run on any thread, e.g. while Nix evaluates.
+pub struct SpawnedPlugin {
+    process: PluginProcess,
+    first: crossbeam_channel::Receiver<First>,
+    client_cert: ClientCert,
+    start_timeout: Duration,
+}
+
 impl PluginProcess {
     /// Starts the binary and waits for its handshake.
     pub fn launch(spec: &LaunchSpec) -> Result<PluginProcess, LaunchError> {
+        PluginProcess::spawn(spec)?.finish()
+    }
+
+    /// Starts the binary (its private directory, our certificate, the process) without waiting
+    /// for its handshake. Call it from the thread that owns the run.
+    pub fn spawn(spec: &LaunchSpec) -> Result<SpawnedPlugin, LaunchError> {
         let name = spec.name.clone();
         if !spec.path.exists() {
             return Err(LaunchError::NotFound {
@@ -402,8 +325,8 @@ impl PluginProcess {
         let stderr_drained = spawn_stderr_drain(&name, pipes.stderr, Arc::clone(&tail));
         let first = spawn_stdout_drain(&name, pipes.stdout);
 
-        let mut process = PluginProcess {
-            name: name.clone(),
+        let process = PluginProcess {
+            name,
             child,
             handshake: Handshake {
                 protocol: 0,
@@ -415,34 +338,12 @@ impl PluginProcess {
             bridge: None,
             socket_dir,
         };
-        let line = process.await_first_line(first, spec.start_timeout)?;
-        let handshake = match parse_handshake(&line) {
-            Ok(h) => h,
-            Err(reason) => {
-                process.kill();
-                return Err(LaunchError::BadHandshake {
-                    name,
-                    line: shorten(line.trim_end()),
-                    reason,
-                    stderr: process.stderr_tail(),
-                });
-            }
-        };
-        if !OFFERED_PROTOCOLS.contains(&handshake.protocol) {
-            process.kill();
-            return Err(unsupported(name, handshake.protocol));
-        }
-        log::debug!(target: "provider", "{} started: pid {} protocol {} at {}", process.name, process.pid(), handshake.protocol, handshake.target);
-        if let Err(error) = process.secure(&handshake, &client_cert) {
-            process.kill();
-            return Err(LaunchError::Tls {
-                name,
-                error,
-                stderr: process.stderr_tail(),
-            });
-        }
-        process.handshake = handshake;
-        Ok(process)
+        Ok(SpawnedPlugin {
+            process,
+            first,
+            client_cert,
+            start_timeout: spec.start_timeout,
+        })
     }
 
     /// Starts the TLS bridge when the provider printed a certificate; says which transport is
@@ -570,6 +471,47 @@ impl PluginProcess {
     /// Kills (SIGKILL) the provider's process group and reaps the child. Idempotent.
     pub fn kill(&mut self) {
         self.child.kill();
+    }
+}
+
+impl SpawnedPlugin {
+    /// Waits for the handshake and sets up the transport (mutual TLS when offered).
+    pub fn finish(self) -> Result<PluginProcess, LaunchError> {
+        let SpawnedPlugin {
+            mut process,
+            first,
+            client_cert,
+            start_timeout,
+        } = self;
+        let name = process.name.clone();
+        let line = process.await_first_line(first, start_timeout)?;
+        let handshake = match parse_handshake(&line) {
+            Ok(h) => h,
+            Err(reason) => {
+                process.kill();
+                return Err(LaunchError::BadHandshake {
+                    name,
+                    line: shorten(line.trim_end()),
+                    reason,
+                    stderr: process.stderr_tail(),
+                });
+            }
+        };
+        if !OFFERED_PROTOCOLS.contains(&handshake.protocol) {
+            process.kill();
+            return Err(unsupported(name, handshake.protocol));
+        }
+        log::debug!(target: "provider", "{} started: pid {} protocol {} at {}", process.name, process.pid(), handshake.protocol, handshake.target);
+        if let Err(error) = process.secure(&handshake, &client_cert) {
+            process.kill();
+            return Err(LaunchError::Tls {
+                name,
+                error,
+                stderr: process.stderr_tail(),
+            });
+        }
+        process.handshake = handshake;
+        Ok(process)
     }
 }
 
@@ -730,58 +672,5 @@ mod tests {
         };
         assert!(e.to_string().contains("handshake within 60s"), "{e}");
         assert_eq!(humantime_secs(Duration::from_millis(500)), "500ms");
-    }
-
-    #[test]
-    fn handshake_variants() {
-        let h = parse_handshake("1|5|unix|/tmp/plugin123|grpc|\n").unwrap();
-        assert_eq!(
-            h,
-            Handshake {
-                protocol: 5,
-                target: "unix:/tmp/plugin123".into(),
-                server_cert: None,
-            }
-        );
-        let h = parse_handshake("1|6|unix|/tmp/p|grpc").unwrap();
-        assert_eq!(h.protocol, 6);
-        assert_eq!(
-            parse_handshake("1|6|unix|/tmp/p|grpc|MIIBcert")
-                .unwrap()
-                .server_cert,
-            None
-        );
-        let cert = "M".repeat(51);
-        assert_eq!(
-            parse_handshake(&format!("1|6|unix|/tmp/p|grpc|{cert}"))
-                .unwrap()
-                .server_cert,
-            Some(cert)
-        );
-        assert!(parse_handshake("1|6|tcp|127.0.0.1:1234|grpc||").is_ok());
-        assert!(parse_handshake("2|6|unix|/tmp/p|grpc|")
-            .unwrap_err()
-            .to_string()
-            .contains("core version"));
-        assert!(parse_handshake("1|5|unix|/tmp/p|netrpc|")
-            .unwrap_err()
-            .to_string()
-            .contains("netrpc"));
-        assert!(parse_handshake("1|5|unix|/tmp/p")
-            .unwrap_err()
-            .to_string()
-            .contains("netrpc"));
-        assert!(parse_handshake("hello world")
-            .unwrap_err()
-            .to_string()
-            .contains("at least 4"));
-        assert!(parse_handshake("1|x|unix|/p|grpc|")
-            .unwrap_err()
-            .to_string()
-            .contains("not a number"));
-        assert!(parse_handshake("1|6|unix|/p|grpc||true")
-            .unwrap_err()
-            .to_string()
-            .contains("multiplex"));
     }
 }

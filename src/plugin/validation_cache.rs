@@ -8,8 +8,9 @@
 //! remembered: a configuration holding unknown values (the provider may judge the known
 //! value differently), and any verdict with an error or a warning (shown on every run).
 //!
-//! Owns the file `$XDG_CACHE_HOME/nivis/schemas/validated/<binary sha256>-<schema digest>.v1`
-//! (0600, in the schema cache's 0700 directory): a header line with a random salt, then one
+//! Owns the files `$XDG_CACHE_HOME/nivis/schemas/validated/<binary sha256>-<schema digest>[-<plan>].v1`
+//! (0600, in the schema cache's 0700 directory; `<plan>` names the plan whose runs use it, so a
+//! run reads only its own plan's verdicts, not those of every plan the binary ever served): a header line with a random salt, then one
 //! line per clean verdict, the hex sha256 of (salt, kind, type, encoded configuration). The
 //! salt keeps a digest of a configuration holding a low-entropy secret from being guessed
 //! offline from this file alone. Lines are appended with one `write` under `O_APPEND`, so
@@ -50,17 +51,27 @@ pub(super) struct ValidationCache {
 
 impl ValidationCache {
     /// Opens (or starts) the verdicts of the binary with sha256 `binary` whose schema answer
-    /// had digest `schema`, under the schema cache directory `dir`. `None` when the cache is
-    /// off (`NIVIS_VALIDATION_CACHE=off`) or cannot be used.
-    pub(super) fn open(dir: &Path, binary: &str, schema: &str) -> Option<ValidationCache> {
+    /// had digest `schema`, under the schema cache directory `dir`, for the plan named by the
+    /// hex digest `scope` (`None`: the binary's shared file). `None` when the cache is off
+    /// (`NIVIS_VALIDATION_CACHE=off`) or cannot be used.
+    pub(super) fn open(
+        dir: &Path,
+        binary: &str,
+        schema: &str,
+        scope: Option<&str>,
+    ) -> Option<ValidationCache> {
         if std::env::var("NIVIS_VALIDATION_CACHE").is_ok_and(|v| v == "off") {
             return None;
         }
         let hex = |s: &str| s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
-        if !hex(binary) || !hex(schema) {
+        if !hex(binary) || !hex(schema) || !scope.is_none_or(hex) {
             return None;
         }
-        let path = dir.join("validated").join(format!("{binary}-{schema}.v1"));
+        let name = match scope {
+            Some(scope) => format!("{binary}-{schema}-{scope}.v1"),
+            None => format!("{binary}-{schema}.v1"),
+        };
+        let path = dir.join("validated").join(name);
         match read(&path) {
             Some((salt, clean)) => Some(ValidationCache {
                 path,
@@ -173,7 +184,7 @@ mod tests {
     #[test]
     fn clean_verdicts_survive_a_reopen_and_stay_per_binary_and_schema() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = ValidationCache::open(dir.path(), "ab12", "cd34").unwrap();
+        let cache = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
         let key = cache.key(Subject::Resource, "alpha_token", b"config");
         assert!(!cache.is_clean(&key));
         cache.remember_clean(key);
@@ -184,20 +195,29 @@ mod tests {
             cache.key(Subject::DataSource, "alpha_token", b"config")
         );
 
-        let again = ValidationCache::open(dir.path(), "ab12", "cd34").unwrap();
+        let again = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
         assert!(again.is_clean(&again.key(Subject::Resource, "alpha_token", b"config")));
-        let other_binary = ValidationCache::open(dir.path(), "ab13", "cd34").unwrap();
+        let other_binary = ValidationCache::open(dir.path(), "ab13", "cd34", None).unwrap();
         assert!(!other_binary.is_clean(&other_binary.key(
             Subject::Resource,
             "alpha_token",
             b"config"
         )));
-        let other_schema = ValidationCache::open(dir.path(), "ab12", "cd35").unwrap();
+        let other_schema = ValidationCache::open(dir.path(), "ab12", "cd35", None).unwrap();
         assert!(!other_schema.is_clean(&other_schema.key(
             Subject::Resource,
             "alpha_token",
             b"config"
         )));
+
+        // Another plan's verdicts are its own.
+        let other_plan = ValidationCache::open(dir.path(), "ab12", "cd34", Some("ef56")).unwrap();
+        let key = other_plan.key(Subject::Resource, "alpha_token", b"config");
+        assert!(!other_plan.is_clean(&key));
+        other_plan.remember_clean(key);
+        let reopened = ValidationCache::open(dir.path(), "ab12", "cd34", Some("ef56")).unwrap();
+        assert!(reopened.is_clean(&key));
+        assert!(ValidationCache::open(dir.path(), "ab12", "cd34", Some("../x")).is_none());
 
         let file = dir.path().join("validated").join("ab12-cd34.v1");
         let mode = std::fs::metadata(&file).unwrap().permissions().mode();
@@ -207,12 +227,12 @@ mod tests {
     #[test]
     fn a_foreign_or_group_readable_file_is_started_afresh() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = ValidationCache::open(dir.path(), "ab12", "cd34").unwrap();
+        let cache = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
         let key = cache.key(Subject::Resource, "t", b"c");
         cache.remember_clean(key);
         let file = dir.path().join("validated").join("ab12-cd34.v1");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let reopened = ValidationCache::open(dir.path(), "ab12", "cd34").unwrap();
+        let reopened = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
         assert!(!reopened.is_clean(&reopened.key(Subject::Resource, "t", b"c")));
     }
 }

@@ -332,13 +332,20 @@ fn a_hang_up_during_evaluation_and_a_dead_run_leave_no_secrets_file() {
         .unwrap();
     let started = std::time::Instant::now();
     let ours = format!("nivis-{}-", child.id());
-    let channel = || {
+    // Our directories in `run`: the run directory, and (`nivis-PID-p…`) the private directory
+    // of a provider started while Nix evaluates (DESIGN §82).
+    let provider_dir = format!("{ours}p");
+    let ours_where = |provider: bool| {
         std::fs::read_dir(&run)
             .unwrap()
             .flatten()
-            .find(|e| e.file_name().to_string_lossy().starts_with(&ours))
+            .find(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with(&ours) && name.starts_with(&provider_dir) == provider
+            })
             .map(|e| e.path())
     };
+    let channel = || ours_where(false);
     while channel().is_none_or(|d| !d.join("secrets.json").exists()) {
         assert!(
             started.elapsed().as_secs() < 30,
@@ -357,6 +364,11 @@ fn a_hang_up_during_evaluation_and_a_dead_run_leave_no_secrets_file() {
         channel().is_none(),
         "the run directory survived a hang-up: {:?}",
         channel()
+    );
+    assert!(
+        ours_where(true).is_none(),
+        "a provider's directory survived a hang-up: {:?}",
+        ours_where(true)
     );
 }
 

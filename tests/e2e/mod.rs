@@ -25,6 +25,7 @@ mod moves;
 mod nixops4;
 mod plan_truth;
 mod policy;
+mod prestart;
 mod real_null;
 mod remote;
 mod remote_encrypt;
