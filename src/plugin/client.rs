@@ -343,9 +343,9 @@ impl GrpcProvider {
         call: impl FnOnce() -> CallResult<Diagnostics>,
     ) -> CallResult<Diagnostics> {
         let key = match (&self.validation, encoded.as_ref()) {
-            (Some(cache), Some(dv)) if config.is_known() => {
-                Some((cache, cache.key(subject, type_name, &dv.msgpack)))
-            }
+            (Some(cache), Some(dv)) if config.is_known() => cache
+                .key(subject, type_name, &dv.msgpack)
+                .map(|key| (cache, key)),
             _ => None,
         };
         if let Some((cache, key)) = &key {

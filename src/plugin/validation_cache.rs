@@ -20,10 +20,11 @@
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
@@ -45,15 +46,24 @@ pub(super) enum Subject {
 /// The clean verdicts known for one provider binary and schema.
 pub(super) struct ValidationCache {
     path: PathBuf,
+    /// The file, read (or started) at the first validation: a run that validates nothing (a
+    /// destroy) never reads it, and at 100k remembered verdicts reading it is most of a small
+    /// run's own CPU. `None` inside: the file could not be used (no cache this run).
+    verdicts: OnceLock<Option<Verdicts>>,
+}
+
+/// The salt and the clean keys read from (or started in) the file.
+struct Verdicts {
     salt: String,
-    clean: Mutex<HashSet<[u8; 32]>>,
+    clean: Mutex<KeySet>,
 }
 
 impl ValidationCache {
-    /// Opens (or starts) the verdicts of the binary with sha256 `binary` whose schema answer
-    /// had digest `schema`, under the schema cache directory `dir`, for the plan named by the
-    /// hex digest `scope` (`None`: the binary's shared file). `None` when the cache is off
-    /// (`NIVIS_VALIDATION_CACHE=off`) or cannot be used.
+    /// The verdicts of the binary with sha256 `binary` whose schema answer had digest
+    /// `schema`, under the schema cache directory `dir`, for the plan named by the hex digest
+    /// `scope` (`None`: the binary's shared file); the file is read at the first
+    /// [`ValidationCache::key`]. `None` when the cache is off (`NIVIS_VALIDATION_CACHE=off`)
+    /// or the names cannot key a file.
     pub(super) fn open(
         dir: &Path,
         binary: &str,
@@ -71,43 +81,62 @@ impl ValidationCache {
             Some(scope) => format!("{binary}-{schema}-{scope}.v1"),
             None => format!("{binary}-{schema}.v1"),
         };
-        let path = dir.join("validated").join(name);
-        match read(&path) {
-            Some((salt, clean)) => Some(ValidationCache {
-                path,
-                salt,
-                clean: Mutex::new(clean),
-            }),
-            None => start(&path).map(|salt| ValidationCache {
-                path,
-                salt,
-                clean: Mutex::new(HashSet::new()),
-            }),
-        }
+        Some(ValidationCache {
+            path: dir.join("validated").join(name),
+            verdicts: OnceLock::new(),
+        })
+    }
+
+    /// The file's verdicts, read or started on first use (concurrent first users wait for one
+    /// read); `None` when the file cannot be used.
+    fn verdicts(&self) -> Option<&Verdicts> {
+        self.verdicts
+            .get_or_init(|| match read(&self.path) {
+                Some((salt, clean)) => Some(Verdicts {
+                    salt,
+                    clean: Mutex::new(clean),
+                }),
+                None => start(&self.path).map(|salt| Verdicts {
+                    salt,
+                    clean: Mutex::new(KeySet::default()),
+                }),
+            })
+            .as_ref()
     }
 
     /// The key of one validation request: `encoded` is the configuration as sent (msgpack).
-    pub(super) fn key(&self, subject: Subject, type_name: &str, encoded: &[u8]) -> [u8; 32] {
+    /// `None` when the file cannot be used (then nothing is looked up or remembered).
+    pub(super) fn key(
+        &self,
+        subject: Subject,
+        type_name: &str,
+        encoded: &[u8],
+    ) -> Option<[u8; 32]> {
+        let verdicts = self.verdicts()?;
         let mut h = Sha256::new();
-        h.update(self.salt.as_bytes());
+        h.update(verdicts.salt.as_bytes());
         h.update([0, subject as u8, 0]);
         h.update(type_name.as_bytes());
         h.update([0]);
         h.update(encoded);
-        h.finalize().into()
+        Some(h.finalize().into())
     }
 
     /// Whether this request was answered with no diagnostics before.
     pub(super) fn is_clean(&self, key: &[u8; 32]) -> bool {
-        self.clean.lock().is_ok_and(|c| c.contains(key))
+        self.verdicts()
+            .is_some_and(|v| v.clean.lock().is_ok_and(|c| c.contains(&Key::of(key))))
     }
 
     /// Remembers that this request was answered with no diagnostics.
     pub(super) fn remember_clean(&self, key: [u8; 32]) {
-        let Ok(mut clean) = self.clean.lock() else {
+        let Some(verdicts) = self.verdicts() else {
             return;
         };
-        if !clean.insert(key) {
+        let Ok(mut clean) = verdicts.clean.lock() else {
+            return;
+        };
+        if !clean.insert(Key::of(&key)) {
             return;
         }
         let line = format!("{}\n", hex::encode(key));
@@ -125,9 +154,87 @@ impl ValidationCache {
     }
 }
 
+/// A remembered key: the first 128 bits of a salted sha256 (as `Provider::binary_mark` keeps
+/// 128 bits, §79: with 10^5 verdicts a lookup matches a wrong one by a 2^-111 chance). Half
+/// the width halves the decoding and the table's cache misses, which were the whole cost of
+/// reading a 100k-line file (DESIGN §83). The bits are already uniform: their own hash.
+#[derive(PartialEq, Eq)]
+struct Key(u128);
+
+impl Key {
+    fn of(digest: &[u8; 32]) -> Key {
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&digest[..16]);
+        Key(u128::from_be_bytes(first))
+    }
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0 as u64);
+    }
+}
+
+/// The [`Hasher`] of [`Key`]s: passes the `u64` a key writes through.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used by `Key`; anything else still hashes every byte.
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type KeySet = HashSet<Key, BuildHasherDefault<KeyHasher>>;
+
+/// Each byte's value as a hex digit, or 0xff.
+const HEX_DIGITS: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// One line's key: a line of exactly 64 characters whose first 32 are hex digits (the line
+/// holds the whole digest; the key is its first half), else `None` (a torn or foreign line).
+fn decode_key(line: &[u8]) -> Option<Key> {
+    if line.len() != 64 {
+        return None;
+    }
+    let mut key = 0u128;
+    for digit in &line[..32] {
+        let value = HEX_DIGITS[usize::from(*digit)];
+        if value & 0xf0 != 0 {
+            return None;
+        }
+        key = key << 4 | u128::from(value);
+    }
+    Some(Key(key))
+}
+
 /// The salt and clean keys of an existing file, or `None` when it is missing, foreign, not
 /// private, or too large (then it is started afresh).
-fn read(path: &Path) -> Option<(String, HashSet<[u8; 32]>)> {
+fn read(path: &Path) -> Option<(String, KeySet)> {
     let mut file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
@@ -138,25 +245,21 @@ fn read(path: &Path) -> Option<(String, HashSet<[u8; 32]>)> {
     if meta.len() > MAX_BYTES || meta.uid() != crate::privfile::euid() || meta.mode() & 0o077 != 0 {
         return None;
     }
-    let mut text = String::new();
-    file.read_to_string(&mut text).ok()?;
-    let mut lines = text.lines();
+    // Bytes, not a String: the keys are checked digit by digit anyway.
+    let mut text = Vec::with_capacity(usize::try_from(meta.len()).ok()? + 1);
+    file.read_to_end(&mut text).ok()?;
+    let mut lines = text.split(|b| *b == b'\n');
     let salt = lines
         .next()?
-        .strip_prefix(MAGIC)?
-        .strip_prefix(' ')?
-        .to_string();
-    if salt.len() != 32 || !salt.bytes().all(|b| b.is_ascii_hexdigit()) {
+        .strip_prefix(MAGIC.as_bytes())?
+        .strip_prefix(b" ")?;
+    if salt.len() != 32 || !salt.iter().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
+    let salt = String::from_utf8(salt.to_vec()).ok()?;
     // Decoded in place (no allocation per line): at 100k resources the file has 100k lines.
-    let mut clean = HashSet::with_capacity(text.len() / 65);
-    for line in lines {
-        let mut key = [0u8; 32];
-        if hex::decode_to_slice(line, &mut key).is_ok() {
-            clean.insert(key);
-        }
-    }
+    let mut clean = KeySet::with_capacity_and_hasher(text.len() / 65, Default::default());
+    clean.extend(lines.filter_map(decode_key));
     Some((salt, clean))
 }
 
@@ -185,34 +288,44 @@ mod tests {
     fn clean_verdicts_survive_a_reopen_and_stay_per_binary_and_schema() {
         let dir = tempfile::tempdir().unwrap();
         let cache = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
-        let key = cache.key(Subject::Resource, "alpha_token", b"config");
+        let key = cache
+            .key(Subject::Resource, "alpha_token", b"config")
+            .unwrap();
         assert!(!cache.is_clean(&key));
         cache.remember_clean(key);
         assert!(cache.is_clean(&key));
         // The same request for a data source is another key.
         assert_ne!(
             key,
-            cache.key(Subject::DataSource, "alpha_token", b"config")
+            cache
+                .key(Subject::DataSource, "alpha_token", b"config")
+                .unwrap()
         );
 
         let again = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
-        assert!(again.is_clean(&again.key(Subject::Resource, "alpha_token", b"config")));
+        assert!(again.is_clean(
+            &again
+                .key(Subject::Resource, "alpha_token", b"config")
+                .unwrap()
+        ));
         let other_binary = ValidationCache::open(dir.path(), "ab13", "cd34", None).unwrap();
-        assert!(!other_binary.is_clean(&other_binary.key(
-            Subject::Resource,
-            "alpha_token",
-            b"config"
-        )));
+        assert!(!other_binary.is_clean(
+            &other_binary
+                .key(Subject::Resource, "alpha_token", b"config")
+                .unwrap()
+        ));
         let other_schema = ValidationCache::open(dir.path(), "ab12", "cd35", None).unwrap();
-        assert!(!other_schema.is_clean(&other_schema.key(
-            Subject::Resource,
-            "alpha_token",
-            b"config"
-        )));
+        assert!(!other_schema.is_clean(
+            &other_schema
+                .key(Subject::Resource, "alpha_token", b"config")
+                .unwrap()
+        ));
 
         // Another plan's verdicts are its own.
         let other_plan = ValidationCache::open(dir.path(), "ab12", "cd34", Some("ef56")).unwrap();
-        let key = other_plan.key(Subject::Resource, "alpha_token", b"config");
+        let key = other_plan
+            .key(Subject::Resource, "alpha_token", b"config")
+            .unwrap();
         assert!(!other_plan.is_clean(&key));
         other_plan.remember_clean(key);
         let reopened = ValidationCache::open(dir.path(), "ab12", "cd34", Some("ef56")).unwrap();
@@ -228,11 +341,70 @@ mod tests {
     fn a_foreign_or_group_readable_file_is_started_afresh() {
         let dir = tempfile::tempdir().unwrap();
         let cache = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
-        let key = cache.key(Subject::Resource, "t", b"c");
+        let key = cache.key(Subject::Resource, "t", b"c").unwrap();
         cache.remember_clean(key);
         let file = dir.path().join("validated").join("ab12-cd34.v1");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let reopened = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
-        assert!(!reopened.is_clean(&reopened.key(Subject::Resource, "t", b"c")));
+        assert!(!reopened.is_clean(&reopened.key(Subject::Resource, "t", b"c").unwrap()));
+    }
+
+    #[test]
+    fn the_file_is_read_or_started_only_at_the_first_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("validated").join("ab12-cd34.v1");
+        let cache = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
+        assert!(!file.exists(), "opening must not touch the file");
+        let key = cache.key(Subject::Resource, "t", b"c").unwrap();
+        assert!(file.exists());
+        cache.remember_clean(key);
+        // Opened while the file is usable, made foreign before the first key: what the first
+        // key finds is what counts (the file is started afresh, the verdict forgotten).
+        let late = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(!late.is_clean(&late.key(Subject::Resource, "t", b"c").unwrap()));
+    }
+
+    #[test]
+    fn every_whole_line_is_read_and_torn_or_foreign_lines_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
+        let keys: Vec<[u8; 32]> = (0..1000u32)
+            .map(|i| cache.key(Subject::Resource, "t", &i.to_le_bytes()).unwrap())
+            .collect();
+        for key in &keys {
+            cache.remember_clean(*key);
+        }
+        let file = dir.path().join("validated").join("ab12-cd34.v1");
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        let upper = hex::encode_upper([7u8; 32]);
+        text.push_str(&format!(
+            "{}\nzz{}\n{upper}\n{}",
+            &upper[..40],
+            &upper[2..],
+            &upper[..10]
+        ));
+        std::fs::write(&file, text).unwrap();
+
+        let again = ValidationCache::open(dir.path(), "ab12", "cd34", None).unwrap();
+        assert_eq!(
+            again.key(Subject::Resource, "t", b"x"),
+            cache.key(Subject::Resource, "t", b"x")
+        );
+        assert!(keys.iter().all(|key| again.is_clean(key)));
+        assert!(again.is_clean(&[7u8; 32]), "upper-case digits are digits");
+        let verdicts = again.verdicts().unwrap();
+        assert_eq!(verdicts.clean.lock().unwrap().len(), 1001);
+        assert_eq!(decode_key(&upper.as_bytes()[..40]).map(|k| k.0), None);
+        assert_eq!(
+            decode_key(format!("zz{}", &upper[2..]).as_bytes()).map(|k| k.0),
+            None
+        );
+        // A line read back is the key it was written as.
+        let digest: [u8; 32] = std::array::from_fn(|i| (i * 37 + 11) as u8);
+        assert_eq!(
+            decode_key(hex::encode(digest).as_bytes()).map(|k| k.0),
+            Some(Key::of(&digest).0)
+        );
     }
 }
