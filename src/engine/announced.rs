@@ -37,7 +37,9 @@ impl Engine<'_> {
         for id in missing {
             ledger.set(id, &Json::Object(serde_json::Map::new()), &[]);
         }
-        let Ok((bytes, took)) = self.evaluator.evaluate(&ledger) else {
+        let evaluated = self.evaluator.evaluate(&ledger);
+        drop(ledger);
+        let Ok((bytes, took)) = evaluated else {
             return true;
         };
         self.nix_time += took;

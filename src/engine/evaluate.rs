@@ -119,6 +119,9 @@ impl Engine<'_> {
             self.settle_variables_before(&ledger);
         }
         let (bytes, took) = self.evaluator.evaluate(&ledger)?;
+        // Every recorded object's outputs: not needed once Nix has read them, and as large as
+        // the state, so gone before the IR is parsed (the run's peak of memory).
+        drop(ledger);
         self.nix_time += took;
         let mut ir = ir::parse(&bytes).map_err(EngineError::Ir)?;
         // References Nix resolved are resolved here again, from what this phase plans or
