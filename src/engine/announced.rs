@@ -43,11 +43,14 @@ impl Engine<'_> {
             return true;
         };
         self.nix_time += took;
-        let Ok(probe) = ir::parse(&bytes) else {
-            return true;
-        };
         let ids = |ir: &Ir| ir.nodes().map(|n| n.id.clone()).collect::<BTreeSet<_>>();
-        ids(&probe) != ids(ir)
+        let open = match ir::parse(&bytes) {
+            Ok(probe) => ids(&probe) != ids(ir),
+            Err(_) => true,
+        };
+        drop(bytes);
+        super::evaluate::release_freed_memory();
+        open
     }
 
     /// Warns, as part of the plan, when the resource set depends on the ledger.
