@@ -37,9 +37,7 @@ impl Engine<'_> {
         for id in missing {
             ledger.set(id, &Json::Object(serde_json::Map::new()), &[]);
         }
-        let evaluated = self.evaluator.evaluate(&ledger);
-        drop(ledger);
-        let Ok((bytes, took)) = evaluated else {
+        let Ok((bytes, took)) = self.evaluator.evaluate(ledger) else {
             return true;
         };
         self.nix_time += took;

@@ -19,7 +19,9 @@ use crate::state::StateFile;
 /// Turns a ledger into the plan's IR.
 pub trait Evaluator {
     /// Evaluates the plan with `ledger` as its input; returns the IR bytes and the time taken.
-    fn evaluate(&mut self, ledger: &Ledger) -> Result<(Vec<u8>, Duration), EngineError>;
+    /// Takes the ledger (every recorded object's outputs, as large as the state) so that it can
+    /// be gone once handed over, while Nix evaluates.
+    fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError>;
 
     /// The names of the variables the plan declares sensitive, learnt without checking the
     /// values in `ledger` or forcing anything else; `None` when the plan cannot say (then
@@ -47,7 +49,7 @@ impl NixEvaluator {
 }
 
 impl Evaluator for NixEvaluator {
-    fn evaluate(&mut self, ledger: &Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
+    fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
         if self.run_dir.is_none() {
             self.run_dir =
                 Some(crate::rundir::RunDir::create().map_err(|e| EngineError::Io(e.to_string()))?);
@@ -59,6 +61,9 @@ impl Evaluator for NixEvaluator {
                 dir.path().display()
             ))
         })?;
+        // Written: its memory goes back to the system before Nix's grows beside it.
+        drop(ledger);
+        release_freed_memory();
         let evaluated = nixeval::evaluate(&self.source, &path, Some(dir.inherit_fd()));
         // The channel of secrets lives only while Nix reads it.
         dir.remove(crate::ledger::CHANNEL_FILE);
@@ -118,10 +123,7 @@ impl Engine<'_> {
         if !self.vars_settled {
             self.settle_variables_before(&ledger);
         }
-        let (bytes, took) = self.evaluator.evaluate(&ledger)?;
-        // Every recorded object's outputs: not needed once Nix has read them, and as large as
-        // the state, so gone before the IR is parsed (the run's peak of memory).
-        drop(ledger);
+        let (bytes, took) = self.evaluator.evaluate(ledger)?;
         self.nix_time += took;
         let parsed = ir::parse(&bytes);
         drop(bytes);
