@@ -20,7 +20,7 @@ python3 tests/ir-conformance/check.py test
 
 echo "== Nix library tests"
 # Timing sections are benchmarks (bench/gen.sh), not tests.
-bash tests/nix/run.sh unit throws phases property
+bash tests/nix/run.sh unit throws phases property allocations
 
 echo "== nivis gen output, evaluated with Nix (fakes' shapes, a large synthetic provider, null, workato)"
 cargo build --release --bins

@@ -3,7 +3,7 @@
 { names, values, nodes, vars }:
 let
   inherit (builtins)
-    attrNames attrValues concatMap elem elemAt filter foldl' genList groupBy head isAttrs
+    all attrNames attrValues concatMap elem elemAt filter foldl' genList groupBy head isAttrs
     isList length listToAttrs mapAttrs seq substring throw typeOf;
 
   inherit (values) lookup resolveItem;
@@ -12,6 +12,21 @@ let
 
   reserved = k: substring 0 2 k == "__";
 
+  # Whether walking `x` would rebuild it unchanged: data with nothing for toIR to resolve or
+  # refuse (no references, derived values, secrets, resources, derivations, functions,
+  # reserved names; no string with store paths inside a secret's computation). The walk then
+  # keeps the value itself instead of a copy: a large plan's configs are mostly such data,
+  # and their copies (with the walk's intermediate sets) were most of Nix's memory.
+  isPlainIn = secret: x:
+    let t = typeOf x; in
+    if t == "set" then
+      !(x ? _type || x ? outPath || x ? __toString || x ? __build || (x.type or null) == "derivation")
+      && all (k: !(reserved k) && isPlainIn secret x.${k}) (attrNames x)
+    else if t == "list" then all (isPlainIn secret) x
+    else if t == "lambda" then false
+    else if t == "string" then !(secret && builtins.hasContext x)
+    else true;
+
   # Walk a config tree. Returns { v = IR value; e = [ { from; via; ref?; } ]; } where e
   # lists the nodes this tree depends on and the attribute path of each use (with the
   # output path read, for a plain reference).
@@ -19,7 +34,8 @@ let
   # set inside a value computed from a secret.
   walk = ctx: path: x:
     let t = typeOf x; in
-    if t == "set" then walkSet ctx path x
+    if isPlainIn (ctx.secret or false) x then { v = x; e = [ ]; }
+    else if t == "set" then walkSet ctx path x
     else if t == "list" then
       let rs = genList (i: walk ctx (path ++ [ i ]) (elemAt x i)) (length x); in
       { v = map (r: r.v) rs; e = concatMap (r: r.e) rs; }
@@ -108,25 +124,30 @@ let
   # One edge per (from, via) pair, in a stable order.
   dedupe = es: attrValues (listToAttrs (map (e: { name = "${e.from} ${e.via}"; value = e; }) es));
 
+  # The lifecycle of a node that sets none, one set shared by all of them.
+  defaultLifecycle = { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; };
+
   lifecycleIR = owner: l:
-    let
-      unknown = filter (k: !elem k [ "preventDestroy" "createBeforeDestroy" "ignoreChanges" ]) (attrNames l);
-      flag = k:
-        let v = l.${k} or false; in
-        if builtins.isBool v then v else throw "nivis: ${owner}: lifecycle.${k} must be a bool, got ${names.describe v}";
-      path = p:
-        let s = if isList p then names.renderPath p else p; in
-        if builtins.isString s && names.isAttrPath s then s
-        else throw "nivis: ${owner}: lifecycle.ignoreChanges entry ${builtins.toJSON p} is not an attribute path such as \"tags.env\", \"disk[0].size\" or \"*\"";
-      ignore = l.ignoreChanges or [ ];
-    in
-    if unknown != [ ] then throw "nivis: ${owner}: unknown lifecycle field '${head unknown}' (expected preventDestroy, createBeforeDestroy, ignoreChanges)"
-    else if !isList ignore then throw "nivis: ${owner}: lifecycle.ignoreChanges must be a list of attribute paths"
-    else {
-      preventDestroy = flag "preventDestroy";
-      createBeforeDestroy = flag "createBeforeDestroy";
-      ignoreChanges = map path ignore;
-    };
+    if l == { } then defaultLifecycle
+    else
+      let
+        unknown = filter (k: !elem k [ "preventDestroy" "createBeforeDestroy" "ignoreChanges" ]) (attrNames l);
+        flag = k:
+          let v = l.${k} or false; in
+          if builtins.isBool v then v else throw "nivis: ${owner}: lifecycle.${k} must be a bool, got ${names.describe v}";
+        path = p:
+          let s = if isList p then names.renderPath p else p; in
+          if builtins.isString s && names.isAttrPath s then s
+          else throw "nivis: ${owner}: lifecycle.ignoreChanges entry ${builtins.toJSON p} is not an attribute path such as \"tags.env\", \"disk[0].size\" or \"*\"";
+        ignore = l.ignoreChanges or [ ];
+      in
+      if unknown != [ ] then throw "nivis: ${owner}: unknown lifecycle field '${head unknown}' (expected preventDestroy, createBeforeDestroy, ignoreChanges)"
+      else if !isList ignore then throw "nivis: ${owner}: lifecycle.ignoreChanges must be a list of attribute paths"
+      else {
+        preventDestroy = flag "preventDestroy";
+        createBeforeDestroy = flag "createBeforeDestroy";
+        ignoreChanges = map path ignore;
+      };
 
   toIR =
     args@{ providers ? { }
@@ -178,7 +199,8 @@ let
         let
           owner = if n.kind == "managed" then "resource ${n.id}" else "data source ${n.id}";
           ctx = { inherit outputs channel declared owner; ephemeral = ephemeralIds; root = "config"; };
-          w = walk ctx [ ] n.config;
+          # A plain config is its own IR: no walk, and no context built for one.
+          w = if isPlainIn false n.config then { v = n.config; e = [ ]; } else walk ctx [ ] n.config;
           deps = map (d:
             let id = if nodes.isNode d then d.id else d; in
             if builtins.isString id && declared ? ${id} then id
@@ -196,14 +218,21 @@ let
             inherit (n) id type name;
             inherit provider;
             config = w.v;
-            meta = { dependsOn = deps; }
-              // (if n.kind == "managed" then { lifecycle = lifecycleIR owner n.lifecycle; } else { })
-              // (if (n.importId or null) == null then { } else { inherit (n) importId; });
+            # One set (an attribute whose name is null is left out), not one per `//`.
+            meta = {
+              dependsOn = deps;
+              ${if n.kind == "managed" then "lifecycle" else null} = lifecycleIR owner n.lifecycle;
+              ${if (n.importId or null) == null then null else "importId"} = n.importId;
+            };
           };
-          edges = map (e: { inherit (e) from via; to = n.id; }
-            // (if e ? ref then { inherit (e) ref; } else { })
-            // (if e ? reads then { inherit (e) reads; } else { }))
-            (dedupe w.e ++ map (d: { from = d; via = "dependsOn"; }) deps);
+          edges =
+            if w.e == [ ] && n.dependsOn == [ ] then [ ]
+            else map (e: {
+              inherit (e) from via;
+              to = n.id;
+              ${if e ? ref then "ref" else null} = e.ref;
+              ${if e ? reads then "reads" else null} = e.reads;
+            }) (dedupe w.e ++ map (d: { from = d; via = "dependsOn"; }) deps);
         };
 
       converted = map nodeIR allNodes;

@@ -65,8 +65,10 @@ let
         else "elements are attribute names (strings) or list indices (integers >= 0)"}"
     else path;
 
-  # mkResource / mkData share everything but the id prefix and lifecycle.
-  mkNode = kind: args:
+  # The id of a node made by mkResource / mkData / mkEphemeral from `args`, or the throw
+  # saying what is wrong with `args`. Its own function: the checks' intermediate values die
+  # with the call instead of living in every node (a plan of 100k nodes keeps them all).
+  nodeId = kind: args:
     let
       managed = kind == "managed";
       ephemeral = kind == "ephemeral";
@@ -99,11 +101,24 @@ let
         else if (args.importId or "x") == "" || !isString (args.importId or "x") then
           "'importId' must be the provider's id of an existing object (a non-empty string), got ${names.describe (args.importId or null)}"
         else null;
-      id = (if managed then "" else if ephemeral then "ephemeral." else "data.") + "${args.provider}.${args.type}.${args.name}";
+    in
+    if problem == null then (if managed then "" else if ephemeral then "ephemeral." else "data.") + "${args.provider}.${args.type}.${args.name}"
+    else throw "nivis: ${label}: ${problem}";
+
+  # One function for every node, so a plan's nodes share it instead of each holding a closure.
+  nodeToString = self: throw
+    "nivis: ${self.id} is a resource, not a value; reference one of its outputs with .refAttr \"<attribute>\"";
+
+  # mkResource / mkData share everything but the id prefix and lifecycle. `key`: an
+  # instance's key (lib.count / lib.forEach), an attribute of the node unless null. The
+  # node holds only its attributes' thunks: each of a large plan's nodes stays alive until
+  # the IR is printed.
+  mkNodeKeyed = kind: args: key:
+    let
       self = {
         _type = "nivis:resource";
         inherit kind;
-        id = if problem == null then id else throw "nivis: ${label}: ${problem}";
+        id = nodeId kind args;
         inherit (args) provider type name;
         config = args.config or { };
         dependsOn = args.dependsOn or [ ];
@@ -115,20 +130,19 @@ let
           else throw "nivis: ${self.id}.refAttr expects an output attribute name, got ${names.describe attr}";
         # A reference into nested outputs: (vm.ref [ "net" 0 "ip" ]).
         ref = path: values.mkRef self.id (checkPath self.id path);
-        _kind = kind;
         _args = args;
-        __toString = self: throw
-          "nivis: ${self.id} is a resource, not a value; reference one of its outputs with .refAttr \"<attribute>\"";
+        __toString = nodeToString;
+        ${if key == null then null else "key"} = key;
       };
     in
     self;
 
-  mkResource = mkNode "managed";
-  mkData = mkNode "data";
+  mkResource = args: mkNodeKeyed "managed" args null;
+  mkData = args: mkNodeKeyed "data" args null;
   # An ephemeral resource: opened by the executor for one run, its result never stored;
   # usable (refAttr, str, compute) only in write-only attributes, provider configurations
   # and other ephemeral resources' configurations.
-  mkEphemeral = mkNode "ephemeral";
+  mkEphemeral = args: mkNodeKeyed "ephemeral" args null;
 
   # Rename one expanded instance to <name>__<key> and remember its key.
   instance = helper: key: suffix: r:
@@ -136,7 +150,7 @@ let
       throw "nivis: lib.${helper}: the function must return one resource made with mkResource or mkData (key ${suffix}), got ${names.describe r}"
     else if !names.isInstanceKey suffix then
       throw "nivis: lib.${helper}: key ${builtins.toJSON suffix} of ${r.id} cannot be part of a resource id (use letters, digits, '_' or '-')"
-    else mkNode r._kind (r._args // { name = "${r.name}__${suffix}"; }) // { inherit key; };
+    else mkNodeKeyed r.kind (r._args // { name = "${r.name}__${suffix}"; }) key;
 
   # lib.count 3 (i: mkResource { name = "web"; ... }) -> instances web__0, web__1, web__2
   count = n: f:

@@ -37,15 +37,18 @@ impl Engine<'_> {
         for id in missing {
             ledger.set(id, &Json::Object(serde_json::Map::new()), &[]);
         }
-        let Ok((bytes, took)) = self.evaluator.evaluate(&ledger) else {
+        let Ok((bytes, took)) = self.evaluator.evaluate(ledger) else {
             return true;
         };
         self.nix_time += took;
-        let Ok(probe) = ir::parse(&bytes) else {
-            return true;
-        };
         let ids = |ir: &Ir| ir.nodes().map(|n| n.id.clone()).collect::<BTreeSet<_>>();
-        ids(&probe) != ids(ir)
+        let open = match ir::parse(&bytes) {
+            Ok(probe) => ids(&probe) != ids(ir),
+            Err(_) => true,
+        };
+        drop(bytes);
+        super::evaluate::release_freed_memory();
+        open
     }
 
     /// Warns, as part of the plan, when the resource set depends on the ledger.

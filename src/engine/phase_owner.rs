@@ -209,22 +209,21 @@ impl PhaseOwner<'_, '_> {
 
     /// Queues `change`, made under `mutation`, for the next commit.
     fn record(&mut self, change: Change, mutation: Mutation) {
-        let before = self
-            .holder
-            .state()
-            .get(change.id())
-            .map(|r| r.attributes.clone());
+        let before = (self.holder.state().get(change.id())).map(|r| &r.attributes);
         let after = match &change {
-            Change::Put(r) => Some(r.attributes.clone()),
+            Change::Put(r) => Some(&r.attributes),
             Change::Remove(_) => None,
         };
         if before != after {
             self.result.outputs_changed = true;
-            // What Nix computed from the old outputs is stale now.
-            let plain = |v: Option<Json>| v.map_or(Value::Null, |j| from_plain_json(&j));
-            let (before, after) = (plain(before), plain(after));
-            let how = stale::OutputChange::Between { before, after };
-            self.staleness.outputs_changed(change.id(), how);
+            // What Nix computed from the old outputs is stale now (copies of both kept only
+            // when something reads them).
+            if self.staleness.watches(change.id()) {
+                let plain = |v: Option<&Json>| v.map_or(Value::Null, from_plain_json);
+                let (before, after) = (plain(before), plain(after));
+                let how = stale::OutputChange::Between { before, after };
+                self.staleness.outputs_changed(change.id(), how);
+            }
         }
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
@@ -446,7 +445,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 // Without a plan its outputs are unknown until applied.
                 None => no_plan && action != Action::NoOp,
             };
-            if may_change {
+            if may_change && self.staleness.watches(&id) {
                 // What Nix computed from the outputs it read may change: stale in this phase.
                 let how = match &out.planned_object {
                     Some(p) => stale::OutputChange::Between {

@@ -16,7 +16,7 @@
 //!
 //! Owns only that decision; the owner thread asks it before dispatching a resource.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::ir::{parse_path, DependencyKind, Edge, Ir, Node, PathStep};
 use crate::value::{self, Value};
@@ -59,6 +59,10 @@ pub(super) struct Staleness<'ir> {
     ir: &'ir Ir,
     /// Objects whose outputs change in this phase, and how.
     changed: HashMap<String, OutputChange>,
+    /// The objects some value edge reads: only their changes can make a resource stale, so
+    /// only theirs are kept (a phase of 100k independent resources keeps none, where it kept
+    /// a copy of every planned or new object).
+    read: HashSet<&'ir str>,
     /// Value edges (not `dependsOn`) by target, built when first needed.
     edges_to: Option<HashMap<&'ir str, Vec<&'ir Edge>>>,
 }
@@ -66,16 +70,30 @@ pub(super) struct Staleness<'ir> {
 impl<'ir> Staleness<'ir> {
     /// Nothing changed yet.
     pub(super) fn new(ir: &'ir Ir) -> Self {
+        let read = (ir.edges.iter())
+            .filter(|e| e.via != "dependsOn")
+            .map(|e| e.from.as_str())
+            .collect();
         Staleness {
             ir,
             changed: HashMap::new(),
+            read,
             edges_to: None,
         }
     }
 
-    /// Records that `id`'s outputs change in this phase, as `change` says.
+    /// Whether a change of `id`'s outputs can make anything stale (a value edge reads them):
+    /// callers build an [`OutputChange`] only then.
+    pub(super) fn watches(&self, id: &str) -> bool {
+        self.read.contains(id)
+    }
+
+    /// Records that `id`'s outputs change in this phase, as `change` says (kept only when
+    /// [`watches`](Self::watches) says it matters).
     pub(super) fn outputs_changed(&mut self, id: &str, change: OutputChange) {
-        self.changed.insert(id.to_string(), change);
+        if self.watches(id) {
+            self.changed.insert(id.to_string(), change);
+        }
     }
 
     /// The resource whose new outputs make `node`'s configuration stale, if any.

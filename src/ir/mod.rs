@@ -23,6 +23,7 @@
 //! are what they need from it.
 
 mod ephemeral;
+mod fields;
 mod model;
 mod parse;
 mod path;
@@ -34,6 +35,7 @@ mod sections;
 #[cfg(test)]
 mod tests;
 
+pub use self::fields::{Fields, FieldsIter};
 pub use self::model::*;
 pub use self::parse::{parse, parse_value};
 pub use self::path::{parse_path, render_path, value_path, PathStep};

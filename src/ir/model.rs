@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde_json::{Number, Value};
 
+use super::fields::Fields;
 use super::path::{render_path, PathStep};
 use super::rules::is_ident;
 
@@ -166,7 +167,7 @@ pub enum Tree {
     /// A list (or tuple, or set) of trees.
     List(Vec<Tree>),
     /// A plain object: attributes by name, none of them a marker.
-    Object(BTreeMap<String, Tree>),
+    Object(Fields),
     /// `__ref`: an output the executor can read once the target is applied (TF→TF).
     Ref(Ref),
     /// `__sensitiveRef`: a sensitive output; the executor substitutes the secret.

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde_json::{Map, Value};
 
+use super::fields::Fields;
 use super::model::{
     Build, Consumer, DerivedInput, Edge, IgnorePath, Ir, IrError, Lifecycle, Node, NodeKind,
     ProviderDecl, ProviderKind, Ref, Tree,
@@ -298,7 +299,7 @@ impl Parser {
                 .and_then(|s| self.string(&el, &[key("version")], s));
             let config = match obj.get("config") {
                 Some(c) => self.plain_object(&el, &[key("config")], c),
-                None => Tree::Object(BTreeMap::new()),
+                None => Tree::Object(Fields::new()),
             };
             let kind = self.provider_kind(&el, obj);
             out.insert(
@@ -629,12 +630,12 @@ impl Parser {
     pub(super) fn plain_object(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
         match self.object(el, path, v) {
             Some(obj) => self.plain_entries(el, path, obj),
-            None => Tree::Object(BTreeMap::new()),
+            None => Tree::Object(Fields::new()),
         }
     }
 
     fn plain_entries(&mut self, el: &str, path: &[PathStep], obj: &Map<String, Value>) -> Tree {
-        let mut out = BTreeMap::new();
+        let mut out = Fields::with_capacity(obj.len());
         for (k, x) in obj {
             let p = child(path, key(k));
             if k.starts_with("__") {

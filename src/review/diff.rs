@@ -284,8 +284,9 @@ fn rename_refs(tree: &mut Tree, renames: &BTreeMap<String, String>) {
 fn node_attributes(before: Option<&Node>, after: Option<&Node>) -> Vec<AttrChange> {
     let mut out = Vec::new();
     // A node on one side only lists each attribute it has, not one `config` object.
-    let config =
-        |n: Option<&Node>| Some(n.map_or(Tree::Object(BTreeMap::new()), |n| n.config.clone()));
+    let config = |n: Option<&Node>| {
+        Some(n.map_or(Tree::Object(crate::ir::Fields::new()), |n| n.config.clone()))
+    };
     compare_trees(
         &mut vec![PathStep::Key("config".into())],
         config(before).as_ref(),

@@ -41,8 +41,8 @@ type Plan = Box<dyn FnMut(&Ledger) -> Json + Send>;
 struct Canned(Plan);
 
 impl Evaluator for Canned {
-    fn evaluate(&mut self, ledger: &Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
-        let doc = (self.0)(ledger);
+    fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
+        let doc = (self.0)(&ledger);
         Ok((
             serde_json::to_vec(&doc).expect("IR serialises"),
             Duration::ZERO,
