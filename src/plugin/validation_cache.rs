@@ -157,7 +157,7 @@ impl ValidationCache {
 /// A remembered key: the first 128 bits of a salted sha256 (as `Provider::binary_mark` keeps
 /// 128 bits, §79: with 10^5 verdicts a lookup matches a wrong one by a 2^-111 chance). Half
 /// the width halves the decoding and the table's cache misses, which were the whole cost of
-/// reading a 100k-line file (DESIGN §83). The bits are already uniform: their own hash.
+/// reading a 100k-line file (DESIGN §81). The bits are already uniform: their own hash.
 #[derive(PartialEq, Eq)]
 struct Key(u128);
 

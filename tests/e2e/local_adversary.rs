@@ -333,7 +333,7 @@ fn a_hang_up_during_evaluation_and_a_dead_run_leave_no_secrets_file() {
     let started = std::time::Instant::now();
     let ours = format!("nivis-{}-", child.id());
     // Our directories in `run`: the run directory, and (`nivis-PID-p…`) the private directory
-    // of a provider started while Nix evaluates (DESIGN §82).
+    // of a provider started while Nix evaluates (DESIGN §80).
     let provider_dir = format!("{ours}p");
     let ours_where = |provider: bool| {
         std::fs::read_dir(&run)

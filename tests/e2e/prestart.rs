@@ -1,5 +1,5 @@
 //! Issue 35: the providers the last run of a plan started are started again before its first
-//! evaluation, so their start runs while Nix evaluates (DESIGN §82); one the evaluation does
+//! evaluation, so their start runs while Nix evaluates (DESIGN §80); one the evaluation does
 //! not declare is stopped, leaving no process and no private directory behind.
 //!
 //! How the overlap is seen without timing: each provider is a wrapper script that leaves a

@@ -133,7 +133,7 @@ fn the_cache_can_be_turned_off() {
 }
 
 /// A destroy validates nothing, so it never reads the verdicts (at 100k remembered verdicts the
-/// read was a third of a small destroy's own CPU, DESIGN §83): with the file removed after the
+/// read was a third of a small destroy's own CPU, DESIGN §81): with the file removed after the
 /// apply, the destroy does not start a new one; the next plan does.
 #[test]
 fn a_destroy_neither_reads_nor_starts_the_verdicts_file() {
