@@ -360,7 +360,13 @@ pub(super) fn push(
             dropped.join(", ")
         ));
     }
-    replace_and_close(store, pushed, &done, Mutation::for_state_verb("state push"), redactor)
+    replace_and_close(
+        store,
+        pushed,
+        &done,
+        Mutation::for_state_verb("state push"),
+        redactor,
+    )
 }
 
 /// Why a push without `--force` is refused (the file is another state, or older than the
