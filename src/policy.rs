@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value as Json};
 
-use crate::engine::wire::ChangeRecord;
-use crate::engine::{Action, AttrChange};
+use crate::plan::{Action, AttrChange, ChangeRecord};
 use crate::ir::{Ir, NodeKind, Tree};
 use crate::nixeval::{self, EvalError, PlanSource};
 use crate::rundir::RunDir;

@@ -152,7 +152,7 @@ pub(super) fn read_project(
 ) -> Result<(Backend, Option<Identity>, StateFile), String> {
     let (backend, placement, _) = resolve_project(state, &plan_source(source)?, redactor)?;
     let read = backend.read_only().map_err(|e| e.to_string())?;
-    redactor.remember_state(&read);
+    read.teach_secrets(redactor);
     Ok((backend, placement.map(|p| p.identity), read))
 }
 

@@ -106,7 +106,7 @@ fn collect(args: &OutputArgs, redactor: &Redactor) -> Result<Collected, String> 
     let spec = RunSpec::for_project(&args.project, &install);
     let opts = options(&spec, "output", redactor)?;
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
-    redactor.remember_state(&state);
+    state.teach_secrets(redactor);
     let mut sink = Collect::default();
     let ir = Engine::new(opts, &mut sink)
         .declarations()

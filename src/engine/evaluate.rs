@@ -249,7 +249,7 @@ impl Engine<'_> {
     /// Evaluates the plan once with the ledger built from `state` (read by the caller, so
     /// several plans can be evaluated against the very same outputs: `nivis diff`).
     pub fn declarations_from(&mut self, state: &StateFile) -> Result<Ir, EngineError> {
-        self.opts.redactor.remember_state(state);
+        state.teach_secrets(&self.opts.redactor);
         self.evaluate(state, 0)
     }
 }

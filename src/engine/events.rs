@@ -12,22 +12,7 @@ use super::wire::WaitRecord;
 use crate::diag::Diagnostic;
 use crate::value::{PathStep, Value};
 
-pub use crate::plan::Action;
-
-/// One changed attribute, as planned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AttrChange {
-    /// Where, within the object.
-    pub path: Vec<PathStep>,
-    /// The old value, absent for a new attribute.
-    pub before: Option<Value>,
-    /// The new value (`Value::Unknown` = known after apply), absent when removed.
-    pub after: Option<Value>,
-    /// The attribute is sensitive: show neither value.
-    pub sensitive: bool,
-    /// This attribute's change forces replacement.
-    pub forces_replacement: bool,
-}
+pub use crate::plan::{Action, AttrChange};
 
 /// Something the engine waits on before it can decide a resource.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -104,7 +104,7 @@ pub(super) fn fetch_imports(
     for r in requests {
         let provider = providers[&r.node.provider].as_ref();
         let record = import_object(ir, r.node, r.import_id, r.dependencies.clone(), provider)?;
-        redactor.remember_state_record(&record);
+        record.teach_secrets(redactor);
         out.push((record, r.import_id.to_string()));
     }
     Ok(out)

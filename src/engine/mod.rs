@@ -309,7 +309,7 @@ impl<'s> Engine<'s> {
         for warning in store.warnings() {
             log::warn!("{warning}");
         }
-        self.opts.redactor.remember_state(store.state());
+        store.state().teach_secrets(&self.opts.redactor);
         Ok(store)
     }
 
@@ -317,7 +317,7 @@ impl<'s> Engine<'s> {
     /// and imports on ([`MemoryStore::apply`]).
     fn open_copy(&self) -> Result<MemoryStore, EngineError> {
         let state = self.state_access.read_only()?;
-        self.opts.redactor.remember_state(&state);
+        state.teach_secrets(&self.opts.redactor);
         Ok(MemoryStore::from_state(state))
     }
 }

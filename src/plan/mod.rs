@@ -17,6 +17,7 @@
 //! attribute reads as null) rather than panic.
 
 mod action;
+mod change;
 mod compatible;
 mod diff;
 mod ignore;
@@ -35,6 +36,7 @@ use std::fmt;
 use crate::value::{render_path, PathStep, Value};
 
 pub use action::{choose_action, Action, PlanFacts, ReplacementRefused};
+pub use change::{AttrChange, ChangeRecord, WireError};
 pub use compatible::assert_object_compatible;
 pub use diff::{diff, diff_typed, LeafDiff};
 pub use ignore::apply_ignore_changes;

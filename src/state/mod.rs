@@ -153,6 +153,7 @@ mod memory;
 mod model;
 mod mutation;
 mod rescue;
+mod sensitive;
 pub mod s3;
 #[cfg(test)]
 mod testutil;

@@ -55,7 +55,7 @@ pub(super) fn record(
     if let Some(prior) = &input.prior {
         r.extra = prior.extra.clone();
     }
-    input.redactor.remember_state_record(&r);
+    r.teach_secrets(&input.redactor);
     Ok(r)
 }
 

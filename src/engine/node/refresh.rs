@@ -83,6 +83,6 @@ pub(crate) fn refresh(
         }
     }
     rec.sensitive_paths = paths;
-    redactor.remember_state_record(&rec);
+    rec.teach_secrets(redactor);
     Ok((Some(Change::Put(rec)), drift))
 }
