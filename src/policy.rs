@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value as Json};
 
-use crate::plan::{Action, AttrChange, ChangeRecord};
 use crate::ir::{Ir, NodeKind, Tree};
 use crate::nixeval::{self, EvalError, PlanSource};
+use crate::plan::{Action, AttrChange, ChangeRecord};
 use crate::rundir::RunDir;
 
 /// The runner: nix/lib/policy.nix, whose `run` takes the policies and the input.

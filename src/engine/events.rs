@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use super::wire::WaitRecord;
 use crate::diag::Diagnostic;
-use crate::value::{PathStep, Value};
 
 pub use crate::plan::{Action, AttrChange};
 

@@ -9,11 +9,10 @@
 //! frame and the other events (`render::jsonl`), printing.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 
 use super::events::{Action, AttrChange, Event, Wait};
 pub use crate::plan::{ChangeRecord, WireError};
-use crate::value::{render_path, Value};
 
 /// The records of a list of changes.
 pub fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
@@ -285,7 +284,10 @@ pub fn object(value: &impl Serialize) -> serde_json::Map<String, Json> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::value::Value;
 
     #[test]
     fn an_unknown_action_or_wait_kind_is_an_error() {

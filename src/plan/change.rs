@@ -124,4 +124,3 @@ fn wire_value(v: &Value) -> Json {
 fn is_unknown_marker(m: &serde_json::Map<String, Json>) -> bool {
     m.len() == 1 && m.get("unknown") == Some(&Json::Bool(true))
 }
-

@@ -153,8 +153,8 @@ mod memory;
 mod model;
 mod mutation;
 mod rescue;
-mod sensitive;
 pub mod s3;
+mod sensitive;
 #[cfg(test)]
 mod testutil;
 

@@ -19,7 +19,8 @@ impl ResourceState {
     /// Teaches `redactor` the values at every sensitive path of this resource (and its deposed
     /// objects).
     pub fn teach_secrets(&self, redactor: &Redactor) {
-        let trees = std::iter::once(&self.attributes).chain(self.deposed.iter().map(|d| &d.attributes));
+        let trees =
+            std::iter::once(&self.attributes).chain(self.deposed.iter().map(|d| &d.attributes));
         for attrs in trees {
             for path in &self.sensitive_paths {
                 if let Some(v) = at_path(attrs, path) {
