@@ -254,9 +254,6 @@ impl Engine<'_> {
     }
 }
 
-/// A plan whose `toIR` got no ledger (`withoutLedger`) and computes a value in Nix from
-/// another node's outputs can never finish: Nix never sees the outputs, so the value stays
-/// unknown after the nodes it reads are applied. Refused before any provider is called.
 /// Hands the heap pages freed since the last call back to the system. Parsing an IR builds a
 /// JSON tree of about ten times its size and frees it; glibc keeps freed memory for reuse, so
 /// without this nivis stays at that peak while the providers and the next Nix evaluation run
@@ -270,6 +267,9 @@ pub(super) fn release_freed_memory() {
     }
 }
 
+/// A plan whose `toIR` got no ledger (`withoutLedger`) and computes a value in Nix from
+/// another node's outputs can never finish: Nix never sees the outputs, so the value stays
+/// unknown after the nodes it reads are applied. Refused before any provider is called.
 fn refuse_without_ledger(ir: &Ir) -> Result<(), EngineError> {
     if !ir.without_ledger {
         return Ok(());
