@@ -447,6 +447,17 @@ pub fn write_private_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_private(&target.with_file_name(tmp_name), target, bytes)
 }
 
+/// Writes `bytes` to `target` as [`write_private_file`] does, after creating the directory it
+/// goes in (and missing parents) and making that directory 0700: the per-user caches' files.
+pub fn write_private_file_in_private_dir(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = target
+        .parent()
+        .ok_or_else(|| std::io::Error::other("not a file name"))?;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    write_private_file(target, bytes)
+}
+
 /// Writes `bytes` to `target` (mode 0600) through `tmp`, a new file that may neither exist
 /// already nor be a link: created `O_CREAT | O_EXCL | O_NOFOLLOW`, written, synced, renamed over
 /// `target`. `tmp` is removed if anything fails.

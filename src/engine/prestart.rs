@@ -15,7 +15,6 @@
 //! never depends on it.
 
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -101,7 +100,7 @@ impl Memory {
         let Ok(bytes) = serde_json::to_vec(&Record { providers: started }) else {
             return;
         };
-        if let Err(e) = write(&self.path, &bytes) {
+        if let Err(e) = crate::rundir::write_private_file_in_private_dir(&self.path, &bytes) {
             log::debug!(
                 "could not remember the providers started in {}: {e}",
                 self.path.display()
@@ -128,15 +127,10 @@ fn read(path: &Path) -> Option<Vec<Remembered>> {
     Some(record.providers)
 }
 
-fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().expect("the record has a directory");
-    std::fs::create_dir_all(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    crate::rundir::write_private_file(path, bytes)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

@@ -8,8 +8,8 @@
 //! remembered per (path, size, modification time). Any read or write problem simply means no
 //! cache: correctness never depends on it.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -55,7 +55,7 @@ pub(super) fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
         hasher.update(&buf[..n]);
     }
     let hash = hex::encode(hasher.finalize());
-    let _ = write_private(&memo, hash.as_bytes());
+    let _ = crate::rundir::write_private_file_in_private_dir(&memo, hash.as_bytes());
     Some(hash)
 }
 
@@ -110,7 +110,9 @@ pub(super) fn load(dir: &Path, hash: &str) -> Option<Entry> {
 /// Stores a schema for the binary with this hash.
 pub(super) fn store(dir: &Path, hash: &str, entry: &Entry) {
     if let Ok(bytes) = serde_json::to_vec(entry) {
-        if let Err(e) = write_private(&entry_path(dir, hash), &bytes) {
+        if let Err(e) =
+            crate::rundir::write_private_file_in_private_dir(&entry_path(dir, hash), &bytes)
+        {
             log::debug!(
                 "could not cache a provider schema in {}: {e}",
                 dir.display()
@@ -119,30 +121,10 @@ pub(super) fn store(dir: &Path, hash: &str, entry: &Entry) {
     }
 }
 
-/// Writes a 0600 file atomically, creating 0700 parent directories.
-pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let parent = path.parent().expect("cache files have a parent");
-    std::fs::create_dir_all(parent)?;
-    std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))?;
-    let tmp = parent.join(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        path.file_name().unwrap().to_string_lossy()
-    ));
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-    }
-    std::fs::rename(&tmp, path)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

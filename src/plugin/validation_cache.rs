@@ -274,7 +274,8 @@ fn start(path: &Path) -> Option<String> {
         .and_then(|mut f| f.read_exact(&mut bytes))
         .ok()?;
     let salt = hex::encode(bytes);
-    super::schema_cache::write_private(path, format!("{MAGIC} {salt}\n").as_bytes()).ok()?;
+    crate::rundir::write_private_file_in_private_dir(path, format!("{MAGIC} {salt}\n").as_bytes())
+        .ok()?;
     Some(salt)
 }
 
