@@ -3,7 +3,7 @@
 { names, values, nodes, vars }:
 let
   inherit (builtins)
-    all attrNames attrValues concatMap elem elemAt filter foldl' genList groupBy head isAttrs
+    all any attrNames attrValues concatMap elem elemAt filter foldl' genList groupBy head isAttrs
     isList length listToAttrs mapAttrs seq substring throw typeOf;
 
   inherit (values) lookup resolveItem;
@@ -126,6 +126,10 @@ let
 
   # The lifecycle of a node that sets none, one set shared by all of them.
   defaultLifecycle = { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; };
+  # The meta of a node without dependsOn, lifecycle or importId: one set shared by all of them
+  # (a large plan's IR nodes stay alive until the whole IR is printed).
+  defaultManagedMeta = { dependsOn = [ ]; lifecycle = defaultLifecycle; };
+  defaultDataMeta = { dependsOn = [ ]; };
 
   lifecycleIR = owner: l:
     if l == { } then defaultLifecycle
@@ -173,9 +177,13 @@ let
           // (if p.version == null then { } else { inherit (p) version; })
           // (if p.kind == "nixops4" then { inherit (p) kind statelessTypes; } else { })) providers;
 
+      # The nodes of one section, flattened; a wrong item throws when its element is forced.
+      # A list that holds nothing to flatten and only nodes of the section's kind is kept
+      # as it is (the common case: a plan's own list, or lib.count's).
       collect = section: kind: xs:
-        let items = flatten xs; in
-        genList (i:
+        let items = if isList xs && !(any isList xs) then xs else flatten xs; in
+        if all (n: nodes.isNode n && n.kind == kind) items then items
+        else genList (i:
           let n = elemAt items i; in
           if nodes.isNode n && n.kind == kind then n
           else if nodes.isNode n then
@@ -188,54 +196,61 @@ let
       ephemeralNodes = collect "ephemeral" "ephemeral" ephemeral;
       allNodes = managed ++ dataNodes;
 
-      declared = listToAttrs (map (n: { name = n.id; value = null; }) allNodes);
-      ephemeralIds = listToAttrs (map (n: { name = n.id; value = null; }) ephemeralNodes);
-      everyNode = allNodes ++ ephemeralNodes;
+      # Id -> the nodes with that id (one, unless duplicated); only its names are used.
+      # groupBy makes no {name; value} set per node, as listToAttrs would need.
+      declared = groupBy (n: n.id) allNodes;
+      ephemeralIds = groupBy (n: n.id) ephemeralNodes;
       duplicates =
-        if length (attrNames declared) + length (attrNames ephemeralIds) == length everyNode then [ ]
-        else filter (id: length (groupBy (n: n.id) everyNode).${id} > 1) (attrNames (declared // ephemeralIds));
+        # attrValues, not attrNames: it makes no new value per name.
+        if length (attrValues declared) + length (attrValues ephemeralIds) == length allNodes + length ephemeralNodes then [ ]
+        else
+          let everyNode = allNodes ++ ephemeralNodes; in
+          filter (id: length (groupBy (n: n.id) everyNode).${id} > 1) (attrNames (declared // ephemeralIds));
 
-      nodeIR = n:
-        let
-          owner = if n.kind == "managed" then "resource ${n.id}" else "data source ${n.id}";
-          ctx = { inherit outputs channel declared owner; ephemeral = ephemeralIds; root = "config"; };
-          # A plain config is its own IR: no walk, and no context built for one.
-          w = if isPlainIn false n.config then { v = n.config; e = [ ]; } else walk ctx [ ] n.config;
-          deps = map (d:
-            let id = if nodes.isNode d then d.id else d; in
-            if builtins.isString id && declared ? ${id} then id
-            else throw "nivis: ${owner}: dependsOn entry ${if builtins.isString id then id else names.describe id} is not in toIR's resources or data")
-            n.dependsOn;
-          provider =
-            if !(providers ? ${n.provider}) then
-              throw "nivis: ${owner}: provider '${n.provider}' is not declared in toIR's providers (declared: ${builtins.concatStringsSep ", " (attrNames providers)})"
-            else if n.kind == "data" && (providerIR.${n.provider}.kind or "tfplugin") == "nixops4" then
-              throw "nivis: ${owner}: provider '${n.provider}' is of kind nixops4, which has no data sources"
-            else n.provider;
-        in
-        {
-          node = {
-            inherit (n) id type name;
-            inherit provider;
-            config = w.v;
-            # One set (an attribute whose name is null is left out), not one per `//`.
-            meta = {
-              dependsOn = deps;
-              ${if n.kind == "managed" then "lifecycle" else null} = lifecycleIR owner n.lifecycle;
-              ${if (n.importId or null) == null then null else "importId"} = n.importId;
-            };
+      ownerOf = n: if n.kind == "managed" then "resource ${n.id}" else "data source ${n.id}";
+
+      # Each node's walked config, or null for a plain config (its own IR: no walk, and no
+      # walk context built for it). One list for the edges' and the resources' pass, so a
+      # config is walked once and no per-node pair of results is kept between the passes.
+      walked = map (n:
+        if isPlainIn false n.config then null
+        else walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config)
+        allNodes;
+
+      depsOf = n: map (d:
+        let id = if nodes.isNode d then d.id else d; in
+        if builtins.isString id && declared ? ${id} then id
+        else throw "nivis: ${ownerOf n}: dependsOn entry ${if builtins.isString id then id else names.describe id} is not in toIR's resources or data")
+        n.dependsOn;
+
+      nodeIR = n: w: {
+        inherit (n) id type name;
+        provider =
+          if !(providers ? ${n.provider}) then
+            throw "nivis: ${ownerOf n}: provider '${n.provider}' is not declared in toIR's providers (declared: ${builtins.concatStringsSep ", " (attrNames providers)})"
+          else if n.kind == "data" && (providerIR.${n.provider}.kind or "tfplugin") == "nixops4" then
+            throw "nivis: ${ownerOf n}: provider '${n.provider}' is of kind nixops4, which has no data sources"
+          else n.provider;
+        config = if w == null then n.config else w.v;
+        meta =
+          if n.dependsOn == [ ] && n.lifecycle == { } && (n.importId or null) == null then
+            (if n.kind == "managed" then defaultManagedMeta else defaultDataMeta)
+          # One set (an attribute whose name is null is left out), not one per `//`.
+          else {
+            dependsOn = depsOf n;
+            ${if n.kind == "managed" then "lifecycle" else null} = lifecycleIR (ownerOf n) n.lifecycle;
+            ${if (n.importId or null) == null then null else "importId"} = n.importId;
           };
-          edges =
-            if w.e == [ ] && n.dependsOn == [ ] then [ ]
-            else map (e: {
-              inherit (e) from via;
-              to = n.id;
-              ${if e ? ref then "ref" else null} = e.ref;
-              ${if e ? reads then "reads" else null} = e.reads;
-            }) (dedupe w.e ++ map (d: { from = d; via = "dependsOn"; }) deps);
-        };
+      };
 
-      converted = map nodeIR allNodes;
+      edgesOf = n: w:
+        if (w == null || w.e == [ ]) && n.dependsOn == [ ] then [ ]
+        else map (e: {
+          inherit (e) from via;
+          to = n.id;
+          ${if e ? ref then "ref" else null} = e.ref;
+          ${if e ? reads then "reads" else null} = e.reads;
+        }) (dedupe (if w == null then [ ] else w.e) ++ map (d: { from = d; via = "dependsOn"; }) (depsOf n));
 
       # Ephemeral resources: no edges (they are not graph nodes), no meta.
       ephemeralIR = map (n:
@@ -268,9 +283,9 @@ let
       ir = {
         schemaVersion = 1;
         providers = providerIR;
-        resources = genList (i: (elemAt converted i).node) nManaged;
-        data = genList (i: (elemAt converted (nManaged + i)).node) (length dataNodes);
-        edges = concatMap (c: c.edges) converted;
+        resources = genList (i: nodeIR (elemAt managed i) (elemAt walked i)) nManaged;
+        data = genList (i: nodeIR (elemAt dataNodes i) (elemAt walked (nManaged + i))) (length dataNodes);
+        edges = builtins.concatLists (genList (i: edgesOf (elemAt allNodes i) (elemAt walked i)) (length allNodes));
         nixConsumers = consumerIR;
         variables = variablesIR;
       } // (if movedIR == [ ] then { } else { moved = movedIR; })

@@ -65,20 +65,41 @@ let
         else "elements are attribute names (strings) or list indices (integers >= 0)"}"
     else path;
 
-  # The id of a node made by mkResource / mkData / mkEphemeral from `args`, or the throw
-  # saying what is wrong with `args`. Its own function: the checks' intermediate values die
-  # with the call instead of living in every node (a plan of 100k nodes keeps them all).
-  nodeId = kind: args:
+  # The arguments each kind of node takes (one list per kind, shared by every node).
+  allowedArgs = {
+    managed = [ "provider" "type" "name" "config" "dependsOn" "lifecycle" "importId" ];
+    data = [ "provider" "type" "name" "config" "dependsOn" ];
+    ephemeral = [ "provider" "type" "name" "config" ];
+  };
+
+  # The id of a node made by mkResource / mkData / mkEphemeral from `args` (`name`: the
+  # node's name, args.name or an instance's <name>__<key>), or the throw saying what is
+  # wrong with `args`. Its own function: the checks' intermediate values die with the
+  # call instead of living in every node (a plan of 100k nodes keeps them all). The
+  # common case (valid arguments, a config without `_type`) is one expression that binds
+  # nothing; anything else goes through nodeProblem, whose checks it mirrors.
+  nodeId = kind: args: name:
+    if isAttrs args
+      && removeAttrs args allowedArgs.${kind} == { }
+      && names.isProviderId (args.provider or null)
+      && names.isIdent (args.type or null)
+      && names.isIdent name
+      && (let c = args.config or { }; in isAttrs c && !(c ? _type))
+      && isList (args.dependsOn or [ ])
+      && isAttrs (args.lifecycle or { })
+      && isString (args.importId or "x") && (args.importId or "x") != ""
+    then "${if kind == "managed" then "" else "${kind}."}${args.provider}.${args.type}.${name}"
+    else nodeProblem kind args name;
+
+  # nodeId's checks one by one, with the message for the first that fails.
+  nodeProblem = kind: args: name:
     let
       managed = kind == "managed";
       ephemeral = kind == "ephemeral";
       fn = if managed then "mkResource" else if ephemeral then "mkEphemeral" else "mkData";
-      allowed = [ "provider" "type" "name" "config" ]
-        ++ (if ephemeral then [ ] else [ "dependsOn" ])
-        ++ (if managed then [ "lifecycle" "importId" ] else [ ]);
-      unknown = filter (k: !elem k allowed) (attrNames args);
+      unknown = filter (k: !elem k allowedArgs.${kind}) (attrNames args);
       part = k: let v = if isAttrs args then args.${k} or null else null; in if isString v then v else "?";
-      label = "${fn} ${part "provider"}.${part "type"}.${part "name"}";
+      label = "${fn} ${part "provider"}.${part "type"}.${if isString name then name else "?"}";
       hint = k:
         if elem k [ "count" "forEach" "for_each" ] then "; expand instances with lib.count or lib.forEach"
         else if ephemeral && k == "dependsOn" then "; an ephemeral resource is opened when its config is known"
@@ -92,8 +113,8 @@ let
           "'provider' must be a provider id declared in toIR's providers (letters, digits, '_', '-', '.', '/'), got ${names.describe (args.provider or null)}"
         else if !names.isIdent (args.type or null) then
           "'type' must be a resource type name such as \"alpha_token\", got ${names.describe (args.type or null)}"
-        else if !names.isIdent (args.name or null) then
-          "'name' must start with a letter or '_' and contain only letters, digits, '_' and '-', got ${names.describe (args.name or null)}"
+        else if !names.isIdent name then
+          "'name' must start with a letter or '_' and contain only letters, digits, '_' and '-', got ${names.describe name}"
         else if !isAttrs (args.config or { }) || isNode (args.config or { }) || values.isDeferred (args.config or { }) then
           "'config' must be an attrset"
         else if !isList (args.dependsOn or [ ]) then "'dependsOn' must be a list of resources or ids"
@@ -102,24 +123,25 @@ let
           "'importId' must be the provider's id of an existing object (a non-empty string), got ${names.describe (args.importId or null)}"
         else null;
     in
-    if problem == null then (if managed then "" else if ephemeral then "ephemeral." else "data.") + "${args.provider}.${args.type}.${args.name}"
+    if problem == null then (if managed then "" else "${kind}.") + "${args.provider}.${args.type}.${name}"
     else throw "nivis: ${label}: ${problem}";
 
   # One function for every node, so a plan's nodes share it instead of each holding a closure.
   nodeToString = self: throw
     "nivis: ${self.id} is a resource, not a value; reference one of its outputs with .refAttr \"<attribute>\"";
 
-  # mkResource / mkData share everything but the id prefix and lifecycle. `key`: an
-  # instance's key (lib.count / lib.forEach), an attribute of the node unless null. The
-  # node holds only its attributes' thunks: each of a large plan's nodes stays alive until
-  # the IR is printed.
-  mkNodeKeyed = kind: args: key:
+  # mkResource / mkData share everything but the id prefix and lifecycle. `name`: the
+  # node's name (args.name, or an instance's <name>__<key>: `args` stays the caller's set,
+  # not a copy with another name). `key`: an instance's key (lib.count / lib.forEach), an
+  # attribute of the node unless null. The node holds only its attributes' thunks: each of
+  # a large plan's nodes stays alive until the IR is printed.
+  mkNodeKeyed = kind: args: name: key:
     let
       self = {
         _type = "nivis:resource";
-        inherit kind;
-        id = nodeId kind args;
-        inherit (args) provider type name;
+        inherit kind name;
+        id = nodeId kind args name;
+        inherit (args) provider type;
         config = args.config or { };
         dependsOn = args.dependsOn or [ ];
         lifecycle = args.lifecycle or { };
@@ -137,20 +159,25 @@ let
     in
     self;
 
-  mkResource = args: mkNodeKeyed "managed" args null;
-  mkData = args: mkNodeKeyed "data" args null;
+  mkResource = args: mkNodeKeyed "managed" args (args.name or null) null;
+  mkData = args: mkNodeKeyed "data" args (args.name or null) null;
   # An ephemeral resource: opened by the executor for one run, its result never stored;
   # usable (refAttr, str, compute) only in write-only attributes, provider configurations
   # and other ephemeral resources' configurations.
-  mkEphemeral = args: mkNodeKeyed "ephemeral" args null;
+  mkEphemeral = args: mkNodeKeyed "ephemeral" args (args.name or null) null;
 
-  # Rename one expanded instance to <name>__<key> and remember its key.
+  # Rename one expanded instance to <name>__<key> and remember its key. `suffix` is known
+  # to be a valid key (count's decimal indices always are; forEach checks its keys).
   instance = helper: key: suffix: r:
     if !isNode r then
       throw "nivis: lib.${helper}: the function must return one resource made with mkResource or mkData (key ${suffix}), got ${names.describe r}"
-    else if !names.isInstanceKey suffix then
-      throw "nivis: lib.${helper}: key ${builtins.toJSON suffix} of ${r.id} cannot be part of a resource id (use letters, digits, '_' or '-')"
-    else mkNodeKeyed r.kind (r._args // { name = "${r.name}__${suffix}"; }) key;
+    else mkNodeKeyed r.kind r._args "${r.name}__${suffix}" key;
+
+  # forEach's keys become part of ids: each must be a valid instance key.
+  checkedInstance = helper: key: r:
+    if isNode r && !names.isInstanceKey key then
+      throw "nivis: lib.${helper}: key ${builtins.toJSON key} of ${r.id} cannot be part of a resource id (use letters, digits, '_' or '-')"
+    else instance helper key key r;
 
   # lib.count 3 (i: mkResource { name = "web"; ... }) -> instances web__0, web__1, web__2
   count = n: f:
@@ -172,7 +199,7 @@ let
         else throw "nivis: lib.forEach expects an attrset or a list of strings, got ${names.describe xs}";
     in
     if !isFunction f then throw "nivis: lib.forEach: the second argument must be a function key -> value -> resource"
-    else map (k: instance "forEach" k k (f k attrs.${k})) (attrNames attrs);
+    else map (k: checkedInstance "forEach" k (f k attrs.${k})) (attrNames attrs);
 
   # Instances from lib.count / lib.forEach as an attrset keyed by their key.
   byKey = instances:

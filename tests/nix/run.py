@@ -312,11 +312,13 @@ def section_timing(results):
     results.record(ok, f"timing: 1000-resource plan evaluates in {t * 1000:.0f} ms (limit {TIME_LIMIT} s)")
 
 
-# What one resource of a plain plan may allocate (measured 96 values and 12 sets with Nix 2.8;
-# 155 and 24 before issue 35). A 100k-resource plan's evaluator grows with these counts.
+# What one resource of a plain plan may allocate (measured with Nix 2.8: 67 values, 48
+# environments and 7 sets since DESIGN §86; 96, 56 and 12 before it; 155, 76 and 24 before
+# issue 35). A 100k-resource plan's evaluator grows with these counts.
 ALLOCATION_RESOURCES = 2000
-MAX_VALUES_PER_RESOURCE = 105
-MAX_SETS_PER_RESOURCE = 14
+MAX_VALUES_PER_RESOURCE = 72
+MAX_ENVS_PER_RESOURCE = 52
+MAX_SETS_PER_RESOURCE = 8
 
 
 def section_allocations(results):
@@ -330,10 +332,13 @@ def section_allocations(results):
         raise RuntimeError(proc.stderr)
     stats = json.loads(proc.stderr[proc.stderr.index("{"):proc.stderr.rindex("}") + 1])
     values = stats["values"]["number"] / n
+    envs = stats["envs"]["number"] / n
     sets = stats["sets"]["number"] / n
     ok = len(json.loads(proc.stdout)["resources"]) == n
     results.record(ok and values <= MAX_VALUES_PER_RESOURCE,
                    f"allocations: {values:.1f} values per resource (limit {MAX_VALUES_PER_RESOURCE})")
+    results.record(ok and envs <= MAX_ENVS_PER_RESOURCE,
+                   f"allocations: {envs:.1f} environments per resource (limit {MAX_ENVS_PER_RESOURCE})")
     results.record(ok and sets <= MAX_SETS_PER_RESOURCE,
                    f"allocations: {sets:.1f} attribute sets per resource (limit {MAX_SETS_PER_RESOURCE})")
 

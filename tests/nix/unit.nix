@@ -198,6 +198,27 @@ in
   { name = "count of data sources";
     expr = map (r: r.id) (count 2 (i: mkData { provider = "alpha"; type = "z"; name = "d"; }));
     expected = [ "data.alpha.z.d__0" "data.alpha.z.d__1" ]; }
+  { name = "count of ephemeral resources";
+    expr = map (r: r.id) (count 1 (i: lib.mkEphemeral { provider = "alpha"; type = "z"; name = "e"; }));
+    expected = [ "ephemeral.alpha.z.e__0" ]; }
+  { name = "an instance of an instance: names nest, the caller's arguments are kept";
+    expr = map (r: [ r.id r.name r.key r.config.label r._args.name ])
+      (forEach [ "x" ] (k: v: builtins.elemAt (count 2 (i: mkResource { provider = "alpha"; type = "t"; name = "n"; config.label = "${v}${toString i}"; })) 1));
+    expected = [ [ "alpha.t.n__1__x" "n__1__x" "x" "x1" "n" ] ]; }
+  { name = "an instance with a plain and a referencing config in one toIR";
+    expr = map (r: [ r.id r.config r.meta ]) (toIR {
+      inherit providers;
+      resources = count 2 (i: mkResource {
+        provider = "alpha"; type = "t"; name = "n";
+        config = if i == 0 then { v = 1; } else { v = A.refAttr "id"; };
+        dependsOn = if i == 0 then [ ] else [ A ];
+      }) ++ [ A ];
+    }).resources;
+    expected = [
+      [ "alpha.t.n__0" { v = 1; } { dependsOn = [ ]; lifecycle = { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; }; } ]
+      [ "alpha.t.n__1" { v = refMarker "alpha.alpha_token.A" [ "id" ]; } { dependsOn = [ "alpha.alpha_token.A" ]; lifecycle = { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; }; } ]
+      [ "alpha.alpha_token.A" { } { dependsOn = [ ]; lifecycle = { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; }; } ]
+    ]; }
   { name = "expanded instances in toIR, nested lists flattened, refs between instances";
     expr = {
       ids = map (r: r.id) expandedIR.resources;
