@@ -17,15 +17,23 @@ let
   # reserved names; no string with store paths inside a secret's computation). The walk then
   # keeps the value itself instead of a copy: a large plan's configs are mostly such data,
   # and their copies (with the walk's intermediate sets) were most of Nix's memory.
-  isPlainIn = secret: x:
-    let t = typeOf x; in
-    if t == "set" then
-      !(x ? _type || x ? outPath || x ? __toString || x ? __build || (x.type or null) == "derivation")
-      && all (k: !(reserved k) && isPlainIn secret x.${k}) (attrNames x)
-    else if t == "list" then all (isPlainIn secret) x
-    else if t == "lambda" then false
-    else if t == "string" then !(secret && builtins.hasContext x)
-    else true;
+  # One closure per `secret` (isPlainIn false and true are made once): each value it looks
+  # at costs one call, with primop type tests and no bindings of its own.
+  isPlainIn = secret: if secret then plainInSecret else plainData;
+  plainData = plainCheck false;
+  plainInSecret = plainCheck true;
+  plainCheck = secret:
+    let
+      go = x:
+        if isAttrs x then
+          !(x ? _type || x ? outPath || x ? __toString || x ? __build || (x.type or null) == "derivation")
+          && all (k: substring 0 2 k != "__" && go x.${k}) (attrNames x)
+        else if isList x then all go x
+        else if builtins.isFunction x then false
+        else if builtins.isString x then !(secret && builtins.hasContext x)
+        else true;
+    in
+    go;
 
   # Walk a config tree. Returns { v = IR value; e = [ { from; via; ref?; } ]; } where e
   # lists the nodes this tree depends on and the attribute path of each use (with the
@@ -209,13 +217,18 @@ let
 
       ownerOf = n: if n.kind == "managed" then "resource ${n.id}" else "data source ${n.id}";
 
-      # Each node's walked config, or null for a plain config (its own IR: no walk, and no
-      # walk context built for it). One list for the edges' and the resources' pass, so a
-      # config is walked once and no per-node pair of results is kept between the passes.
+      # Per node, in allNodes' order: null for a node without edges whose config is plain
+      # data (its config is its own IR: no walk, and no walk context built for it);
+      # otherwise { node; w; }, w its walked config or null for a plain one. One list for the
+      # edges' and the resources' pass, so a config is walked once and no per-node pair of
+      # results is kept between the passes.
       walked = map (n:
-        if isPlainIn false n.config then null
-        else walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config)
+        if plainData n.config then (if n.dependsOn == [ ] then null else { node = n; w = null; })
+        else { node = n; w = walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config; })
         allNodes;
+      # The common case of a large plan: no node has edges or a config to walk (forced by the
+      # resources, printed after the edges, which force every entry anyway).
+      noneWalked = all builtins.isNull walked;
 
       depsOf = n: map (d:
         let id = if nodes.isNode d then d.id else d; in
@@ -223,7 +236,8 @@ let
         else throw "nivis: ${ownerOf n}: dependsOn entry ${if builtins.isString id then id else names.describe id} is not in toIR's resources or data")
         n.dependsOn;
 
-      nodeIR = n: w: {
+      # `x`: the node's entry in `walked`.
+      nodeIR = x: n: {
         inherit (n) id type name;
         provider =
           if !(providers ? ${n.provider}) then
@@ -231,7 +245,7 @@ let
           else if n.kind == "data" && (providerIR.${n.provider}.kind or "tfplugin") == "nixops4" then
             throw "nivis: ${ownerOf n}: provider '${n.provider}' is of kind nixops4, which has no data sources"
           else n.provider;
-        config = if w == null then n.config else w.v;
+        config = if x == null || x.w == null then n.config else x.w.v;
         meta =
           if n.dependsOn == [ ] && n.lifecycle == { } && (n.importId or null) == null then
             (if n.kind == "managed" then defaultManagedMeta else defaultDataMeta)
@@ -243,7 +257,9 @@ let
           };
       };
 
-      edgesOf = n: w:
+      # The edges of a node's entry in `walked`.
+      edgesOf = x:
+        let n = x.node; w = x.w; in
         if (w == null || w.e == [ ]) && n.dependsOn == [ ] then [ ]
         else map (e: {
           inherit (e) from via;
@@ -283,9 +299,12 @@ let
       ir = {
         schemaVersion = 1;
         providers = providerIR;
-        resources = genList (i: nodeIR (elemAt managed i) (elemAt walked i)) nManaged;
-        data = genList (i: nodeIR (elemAt dataNodes i) (elemAt walked (nManaged + i))) (length dataNodes);
-        edges = builtins.concatLists (genList (i: edgesOf (elemAt allNodes i) (elemAt walked i)) (length allNodes));
+        resources =
+          if noneWalked then map (nodeIR null) managed
+          else genList (i: nodeIR (elemAt walked i) (elemAt managed i)) nManaged;
+        # Printed first (names in order): forces only the data nodes' entries, as before.
+        data = genList (i: nodeIR (elemAt walked (nManaged + i)) (elemAt dataNodes i)) (length dataNodes);
+        edges = concatMap (x: if x == null then [ ] else edgesOf x) walked;
         nixConsumers = consumerIR;
         variables = variablesIR;
       } // (if movedIR == [ ] then { } else { moved = movedIR; })

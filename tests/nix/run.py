@@ -312,12 +312,12 @@ def section_timing(results):
     results.record(ok, f"timing: 1000-resource plan evaluates in {t * 1000:.0f} ms (limit {TIME_LIMIT} s)")
 
 
-# What one resource of a plain plan may allocate (measured with Nix 2.8: 67 values, 48
+# What one resource of a plain plan may allocate (measured with Nix 2.8: 57 values, 36
 # environments and 7 sets since DESIGN §86; 96, 56 and 12 before it; 155, 76 and 24 before
 # issue 35). A 100k-resource plan's evaluator grows with these counts.
 ALLOCATION_RESOURCES = 2000
-MAX_VALUES_PER_RESOURCE = 72
-MAX_ENVS_PER_RESOURCE = 52
+MAX_VALUES_PER_RESOURCE = 62
+MAX_ENVS_PER_RESOURCE = 40
 MAX_SETS_PER_RESOURCE = 8
 
 
