@@ -130,13 +130,15 @@ let
   nodeToString = self: throw
     "nivis: ${self.id} is a resource, not a value; reference one of its outputs with .refAttr \"<attribute>\"";
 
-  # mkResource / mkData share everything but the id prefix and lifecycle. `name`: the
-  # node's name (args.name, or an instance's <name>__<key>: `args` stays the caller's set,
-  # not a copy with another name). `key`: an instance's key (lib.count / lib.forEach), an
-  # attribute of the node unless null. The node holds only its attributes' thunks: each of
-  # a large plan's nodes stays alive until the IR is printed.
-  mkNodeKeyed = kind: args: name: key:
+  # mkResource / mkData share everything but the id prefix and lifecycle. `base`: the
+  # node's name, args.name, or for an instance the name of the node it renames (`args`
+  # stays the caller's set, not a copy with another name). `key`: an instance's key
+  # (lib.count / lib.forEach), an attribute of the node unless null; an instance is named
+  # <base>__<key>. The node holds only its attributes' thunks: each of a large plan's nodes
+  # stays alive until the IR is printed.
+  mkNodeKeyed = kind: args: base: key:
     let
+      name = if key == null then base else "${base}__${toString key}";
       self = {
         _type = "nivis:resource";
         inherit kind name;
@@ -166,24 +168,30 @@ let
   # and other ephemeral resources' configurations.
   mkEphemeral = args: mkNodeKeyed "ephemeral" args (args.name or null) null;
 
-  # Rename one expanded instance to <name>__<key> and remember its key. `suffix` is known
-  # to be a valid key (count's decimal indices always are; forEach checks its keys).
-  instance = helper: key: suffix: r:
+  # Rename one expanded instance to <name>__<key> and remember its key (`key` is known to
+  # make a valid name: count's decimal indices always do, forEach checks its keys). What
+  # the instance takes from `r` is forced here, so that nothing of the instance refers
+  # to `r`: the node the caller made is garbage as soon as the instance exists, instead
+  # of living until the instance's name and id are forced (in a large plan, after every
+  # instance was made: both nodes of every resource alive at once).
+  instance = helper: key: r:
     if !isNode r then
-      throw "nivis: lib.${helper}: the function must return one resource made with mkResource or mkData (key ${suffix}), got ${names.describe r}"
-    else mkNodeKeyed r.kind r._args "${r.name}__${suffix}" key;
+      throw "nivis: lib.${helper}: the function must return one resource made with mkResource or mkData (key ${toString key}), got ${names.describe r}"
+    else
+      let kind = r.kind; args = r._args; base = r.name; in
+      builtins.seq kind (builtins.seq args (builtins.seq base (mkNodeKeyed kind args base key)));
 
   # forEach's keys become part of ids: each must be a valid instance key.
   checkedInstance = helper: key: r:
     if isNode r && !names.isInstanceKey key then
       throw "nivis: lib.${helper}: key ${builtins.toJSON key} of ${r.id} cannot be part of a resource id (use letters, digits, '_' or '-')"
-    else instance helper key key r;
+    else instance helper key r;
 
   # lib.count 3 (i: mkResource { name = "web"; ... }) -> instances web__0, web__1, web__2
   count = n: f:
     if !isInt n || n < 0 then throw "nivis: lib.count expects a non-negative integer, got ${names.describe n}"
     else if !isFunction f then throw "nivis: lib.count: the second argument must be a function index -> resource"
-    else genList (i: instance "count" i (toString i) (f i)) n;
+    else genList (i: instance "count" i (f i)) n;
 
   # lib.forEach { a = 1; b = 2; } (key: value: mkResource { name = "web"; ... })
   #   -> instances web__a, web__b (sorted by key)
