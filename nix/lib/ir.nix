@@ -138,6 +138,9 @@ let
   # (a large plan's IR nodes stay alive until the whole IR is printed).
   defaultManagedMeta = { dependsOn = [ ]; lifecycle = defaultLifecycle; };
   defaultDataMeta = { dependsOn = [ ]; };
+  # What toIR's plainNodeIR takes from a node, and what it adds.
+  irNodeKeys = { id = null; type = null; name = null; provider = null; config = null; };
+  plainManagedMeta = { meta = defaultManagedMeta; };
 
   lifecycleIR = owner: l:
     if l == { } then defaultLifecycle
@@ -257,6 +260,16 @@ let
           };
       };
 
+      # The IR of a managed node in a plan where noneWalked holds: its own id, type, name,
+      # provider and config (the node's values themselves, no thunk of its own) and the
+      # shared meta, unless it has a lifecycle or importId or its provider is not declared
+      # (nodeIR then builds it, or says what is wrong). The IR nodes of a large plan all
+      # stay alive until the whole IR is printed.
+      plainNodeIR = n:
+        if providers ? ${n.provider} && n.lifecycle == { } && (n.importId or null) == null
+        then builtins.intersectAttrs irNodeKeys n // plainManagedMeta
+        else nodeIR null n;
+
       # The edges of a node's entry in `walked`.
       edgesOf = x:
         let n = x.node; w = x.w; in
@@ -300,7 +313,7 @@ let
         schemaVersion = 1;
         providers = providerIR;
         resources =
-          if noneWalked then map (nodeIR null) managed
+          if noneWalked then map plainNodeIR managed
           else genList (i: nodeIR (elemAt walked i) (elemAt managed i)) nManaged;
         # Printed first (names in order): forces only the data nodes' entries, as before.
         data = genList (i: nodeIR (elemAt walked (nManaged + i)) (elemAt dataNodes i)) (length dataNodes);
