@@ -193,7 +193,7 @@ let
       # as it is (the common case: a plan's own list, or lib.count's).
       collect = section: kind: xs:
         let items = if isList xs && !(any isList xs) then xs else flatten xs; in
-        if all (n: nodes.isNode n && n.kind == kind) items then items
+        if all (n: isAttrs n && (n._type or null) == "nivis:resource" && n.kind == kind) items then items
         else genList (i:
           let n = elemAt items i; in
           if nodes.isNode n && n.kind == kind then n

@@ -80,7 +80,13 @@ let
   # nothing; anything else goes through nodeProblem, whose checks it mirrors.
   nodeId = kind: args: name:
     if isAttrs args
-      && removeAttrs args allowedArgs.${kind} == { }
+      # No argument but the allowed ones: counted, which allocates nothing but one list.
+      && length (builtins.attrValues args)
+        == (if args ? provider then 1 else 0) + (if args ? type then 1 else 0)
+        + (if args ? name then 1 else 0) + (if args ? config then 1 else 0)
+        + (if kind != "ephemeral" && args ? dependsOn then 1 else 0)
+        + (if kind == "managed" && args ? lifecycle then 1 else 0)
+        + (if kind == "managed" && args ? importId then 1 else 0)
       && names.isProviderId (args.provider or null)
       && names.isIdent (args.type or null)
       && names.isIdent name

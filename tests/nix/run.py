@@ -313,13 +313,13 @@ def section_timing(results):
     results.record(ok, f"timing: 1000-resource plan evaluates in {t * 1000:.0f} ms (limit {TIME_LIMIT} s)")
 
 
-# What one resource of a plain plan may allocate (measured with Nix 2.8: 55 values, 36
-# environments and 8 sets since DESIGN §86; 96, 56 and 12 before it; 155, 76 and 24 before
+# What one resource of a plain plan may allocate (measured with Nix 2.8: 55 values, 35
+# environments and 7 sets since DESIGN §86; 96, 56 and 12 before it; 155, 76 and 24 before
 # issue 35). A 100k-resource plan's evaluator grows with these counts.
 ALLOCATION_RESOURCES = 2000
 MAX_VALUES_PER_RESOURCE = 60
-MAX_ENVS_PER_RESOURCE = 40
-MAX_SETS_PER_RESOURCE = 9
+MAX_ENVS_PER_RESOURCE = 38
+MAX_SETS_PER_RESOURCE = 8
 # The evaluator's garbage-collected heap at the end of a 20000-resource plan, started as
 # Nivis starts it (GC_INITIAL_HEAP_SIZE=8M): what is alive at once, not what is allocated
 # (the same for the same Nix and plan; measured 49.3 MB since DESIGN §86, 73.3 MB before,
