@@ -142,8 +142,7 @@ impl Launcher for ProcessLauncher {
                 .map_err(|e| failed(format!("provider {id}: {e}")))?;
                 let provider = GrpcProvider::start(&self.spec(id, &path))
                     .map_err(|e| failed(e.to_string()))?;
-                let protocol = format!("tfplugin{}", provider.protocol());
-                (Arc::new(provider), path, protocol)
+                return Ok(grpc_started(provider, path, started));
             }
             ProviderKind::Nixops4 { stateless_types } => {
                 let path = locate_nixops4(&decl.source, &self.base_dir)
@@ -176,14 +175,23 @@ impl Launcher for ProcessLauncher {
         Some(Box::new(move || {
             let provider = crate::plugin::off_the_clock(|| spawned.finish())
                 .map_err(|e| Diagnostics::from(Diagnostic::error(e.to_string())))?;
-            let info = StartInfo {
-                path,
-                protocol: format!("tfplugin{}", provider.protocol()),
-                startup: started.elapsed(),
-            };
-            Ok((Arc::new(provider) as Arc<dyn Provider>, info))
+            Ok(grpc_started(provider, path, started))
         }))
     }
+}
+
+/// A gRPC provider just started from `path`, with how its start went (`started`: when it began).
+fn grpc_started(
+    provider: GrpcProvider,
+    path: PathBuf,
+    started: Instant,
+) -> (Arc<dyn Provider>, StartInfo) {
+    let info = StartInfo {
+        path,
+        protocol: format!("tfplugin{}", provider.protocol()),
+        startup: started.elapsed(),
+    };
+    (Arc::new(provider), info)
 }
 
 /// The providers of one run, by IR provider id.
@@ -304,7 +312,22 @@ impl ProviderSet {
             return Ok((Arc::clone(&r.provider), None));
         }
         let (provider, info) = match self.adopt(id, decl) {
-            Some(started) => started?,
+            Some(Ok(started)) => started,
+            // A start before the evaluation is a guess from the last run; when it failed (a
+            // provider that crashed, a binary replaced since) the run starts it as if it had
+            // not been remembered, and a provider that cannot start fails with that start's
+            // own error.
+            Some(Err(failed)) => {
+                log::info!(
+                    "provider {id}: the start before the evaluation failed ({}); starting it again",
+                    failed
+                        .errors()
+                        .next()
+                        .and_then(|e| e.summary.lines().next())
+                        .unwrap_or("no reason given")
+                );
+                self.launcher.launch(id, decl)?
+            }
             None => self.launcher.launch(id, decl)?,
         };
         let identity = self.identify.then(|| ProviderIdentity {

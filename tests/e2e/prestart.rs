@@ -173,3 +173,50 @@ fn an_apply_adopts_a_prestarted_provider_and_configures_it_after_the_evaluation(
     );
     p.assert_no_leftover_processes();
 }
+
+/// A wrapper for the fake `name` that exits 1 without starting while `NAME.fail-once` exists,
+/// removing it: the one start that meets the file fails, the next succeeds.
+fn write_failing_once_wrapper(dir: &Path, name: &str) {
+    let script = format!(
+        "#!/bin/sh\nif [ -e '{dir}/{name}.fail-once' ]; then rm -f '{dir}/{name}.fail-once'; echo 'failing once' >&2; exit 1; fi\necho $$ >> '{dir}/{name}.started'\nexec '{bin}' \"$@\"\n",
+        dir = dir.display(),
+        bin = bin_dir().join(format!("provider-{name}")).display()
+    );
+    let path = dir.join(format!("{name}.sh"));
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_provider_whose_start_before_the_evaluation_failed_is_started_again_when_needed() {
+    let p = Project::new("ledger: throw \"replaced below\"");
+    let dir = p.dir.path().to_path_buf();
+    let p = p.env("XDG_CACHE_HOME", dir.join("cache").to_str().unwrap());
+    write_failing_once_wrapper(&dir, "alpha");
+    p.set_plan(&plan(&dir, false, false));
+    assert_success(&p.run(&["plan"], &[]));
+    assert_eq!(take_markers(&dir), ["alpha"]);
+    // The next run starts alpha before its evaluation, and that start fails (a provider that
+    // crashed, a binary replaced mid-way): the run starts it again when it needs it.
+    std::fs::write(dir.join("alpha.fail-once"), "").unwrap();
+    let out = p.run(&["apply"], &["--auto-approve", "-v"]);
+    assert_success(&out);
+    assert!(
+        !dir.join("alpha.fail-once").exists(),
+        "the prestart met the file"
+    );
+    assert_eq!(
+        take_markers(&dir),
+        ["alpha"],
+        "started again after the failed prestart"
+    );
+    assert!(
+        stderr(&out).contains("the start before the evaluation failed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(p.state_json()["resources"]
+        .as_object()
+        .is_some_and(|r| r.len() == 1));
+    p.assert_no_leftover_processes();
+}
