@@ -32,6 +32,7 @@ mod references;
 mod restore;
 mod rules;
 mod sections;
+mod stream;
 #[cfg(test)]
 mod tests;
 
