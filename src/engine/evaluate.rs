@@ -43,6 +43,7 @@ pub struct NixEvaluator {
 impl NixEvaluator {
     /// Evaluates the plan at `source`, for the run whose secrets `redactor` knows.
     pub fn new(source: PlanSource, redactor: crate::secrets::Redactor) -> NixEvaluator {
+        map_large_buffers_apart();
         NixEvaluator {
             source,
             run_dir: None,
@@ -264,6 +265,20 @@ pub(super) fn release_freed_memory() {
     // allocation.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Makes every allocation of 1 MiB or more a mapping of its own, for the rest of the process.
+/// glibc otherwise raises that threshold to the largest buffer freed so far (up to 32 MiB): once
+/// the state's or an IR's bytes are freed, the next IR read from Nix grows inside the heap,
+/// copied at each doubling, and what it leaves there stays resident beside the next Nix
+/// evaluation (at 100k resources, 23 MB of an apply's second evaluation; DESIGN §84). Mapped,
+/// a buffer grows in place and goes back to the system when freed.
+fn map_large_buffers_apart() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it touches no allocation.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 
