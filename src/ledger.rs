@@ -155,8 +155,10 @@ mod tests {
 
     #[test]
     fn secrets_go_to_the_channel_and_placeholders_to_the_ledger() {
-        let mut ledger = Ledger::default();
-        ledger.env = Some("staging".into());
+        let mut ledger = Ledger {
+            env: Some("staging".into()),
+            ..Ledger::default()
+        };
         ledger.vars.insert("token".into(), json!("var-s3cret"));
         ledger.set(
             "alpha.alpha_token.A",

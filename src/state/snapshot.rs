@@ -237,7 +237,7 @@ mod tests {
             (repeated_id.into_bytes(), true),
             (broken_then_whole.clone().into_bytes(), false),
             (format!("{text} x").into_bytes(), false),
-            (text[..text.len() - 3].as_bytes().to_vec(), false),
+            (text.as_bytes()[..text.len() - 3].to_vec(), false),
             (b"[]".to_vec(), false),
         ];
         for (bytes, fast) in documents {
