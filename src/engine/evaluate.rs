@@ -255,10 +255,10 @@ impl Engine<'_> {
     }
 }
 
-/// Hands the heap pages freed since the last call back to the system. Parsing an IR builds a
-/// JSON tree of about ten times its size and frees it; glibc keeps freed memory for reuse, so
-/// without this nivis stays at that peak while the providers and the next Nix evaluation run
-/// beside it (a 100k-resource IR: some 240 MB).
+/// Hands the heap pages freed since the last call back to the system. Building and writing a
+/// ledger, and parsing an IR, allocate much that is freed at once; glibc keeps freed memory for
+/// reuse, so without this nivis stays at that peak while the providers and the next Nix
+/// evaluation run beside it.
 pub(super) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns the allocator's own free pages; it touches no live
