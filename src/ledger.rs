@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
 use crate::rundir::RunDir;
@@ -94,11 +95,18 @@ impl Ledger {
 
     /// The ledger as JSON (without the channel's path).
     pub fn to_json(&self) -> Json {
-        let mut json = json!({ "phase": self.phase, "outputs": self.outputs });
-        if let Some(env) = &self.env {
-            json["env"] = Json::String(env.clone());
+        serde_json::to_value(self.document(None)).expect("JSON values serialise")
+    }
+
+    /// The ledger's document, borrowing the outputs: serialised straight to the file's bytes
+    /// rather than through a JSON copy of every output (as large as the state).
+    fn document<'a>(&'a self, secrets_file: Option<&'a str>) -> LedgerDocument<'a> {
+        LedgerDocument {
+            phase: self.phase,
+            outputs: &self.outputs,
+            env: self.env.as_deref(),
+            secrets_file,
         }
-        json
     }
 
     /// The channel as JSON: secrets behind the placeholders, and the variables.
@@ -115,18 +123,25 @@ impl Ledger {
     /// mode 0600; returns the ledger's path. Delete [`CHANNEL_FILE`] once Nix has read it.
     pub fn write(&self, dir: &RunDir) -> std::io::Result<PathBuf> {
         let channel = dir.write(CHANNEL_FILE, &line(&self.channel_json()))?;
-        let mut ledger = self.to_json();
-        ledger["secretsFile"] = Json::String(
-            channel
-                .to_str()
-                .ok_or_else(|| std::io::Error::other("the run directory's path is not UTF-8"))?
-                .to_string(),
-        );
-        dir.write(LEDGER_FILE, &line(&ledger))
+        let channel = channel
+            .to_str()
+            .ok_or_else(|| std::io::Error::other("the run directory's path is not UTF-8"))?;
+        dir.write(LEDGER_FILE, &line(&self.document(Some(channel))))
     }
 }
 
-fn line(json: &Json) -> Vec<u8> {
+/// The ledger file's shape: `{phase, outputs, env?, secretsFile?}`.
+#[derive(Serialize)]
+struct LedgerDocument<'a> {
+    phase: u32,
+    outputs: &'a BTreeMap<String, Outputs>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env: Option<&'a str>,
+    #[serde(rename = "secretsFile", skip_serializing_if = "Option::is_none")]
+    secrets_file: Option<&'a str>,
+}
+
+fn line(json: &impl Serialize) -> Vec<u8> {
     let mut bytes = serde_json::to_vec(json).expect("JSON values serialise");
     bytes.push(b'\n');
     bytes
@@ -140,7 +155,10 @@ mod tests {
 
     #[test]
     fn secrets_go_to_the_channel_and_placeholders_to_the_ledger() {
-        let mut ledger = Ledger::default();
+        let mut ledger = Ledger {
+            env: Some("staging".into()),
+            ..Ledger::default()
+        };
         ledger.vars.insert("token".into(), json!("var-s3cret"));
         ledger.set(
             "alpha.alpha_token.A",
@@ -169,7 +187,12 @@ mod tests {
                 0o600
             );
         }
-        let back: Json = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let written = std::fs::read(&path).unwrap();
+        let back: Json = serde_json::from_slice(&written).unwrap();
+        // Written straight from the outputs, it is the ledger's JSON plus the channel's name.
+        let mut expected = ledger.to_json();
+        expected["secretsFile"] = back["secretsFile"].clone();
+        assert_eq!(written, line(&expected));
         assert_eq!(back["outputs"]["alpha.alpha_token.A"]["id"], "alpha-0");
         // Named through the run directory's descriptor, which a swapped path cannot redirect.
         let through_fd = format!("/proc/self/fd/{}/{CHANNEL_FILE}", dir.inherit_fd());

@@ -453,3 +453,51 @@ fn random_mutations_agree_with_check_py() {
         disagreements.join("\n")
     );
 }
+
+/// `ir::parse` reads a document from its bytes section by section (no JSON tree of the whole
+/// document, DESIGN §84); it must answer exactly as `ir::parse_value` on the whole tree does:
+/// the same IR, or the same errors in the same order, for every fixture and for seeded random
+/// mutations of them (keys in any order, sections of the wrong shape, repeated ids, ...).
+#[test]
+fn parsing_bytes_agrees_with_parsing_the_whole_tree() {
+    let mut rng = Rng(0x5ec7_10a5_b17e_0003);
+    let mut docs: Vec<Value> = Vec::new();
+    for kind in ["valid", "invalid"] {
+        for path in fixtures(kind) {
+            let mut doc = read_json(&path);
+            if let Some(map) = doc.as_object_mut() {
+                map.remove(EXPECT_KEY);
+            }
+            docs.push(doc);
+        }
+    }
+    let seeds = docs.clone();
+    for round in 0..4000 {
+        let mut doc = rng.pick(&seeds).clone();
+        if round % 4 == 0 {
+            // The document with its top-level keys in reverse order.
+            if let Value::Object(map) = &doc {
+                doc = Value::Object(map.clone().into_iter().rev().collect());
+            }
+        } else {
+            for _ in 0..=rng.below(3) {
+                mutate(&mut doc, &mut rng);
+            }
+        }
+        docs.push(doc);
+    }
+    let (mut accepted, mut rejected) = (0, 0);
+    for doc in &docs {
+        let from_bytes = ir::parse(&serde_json::to_vec(doc).unwrap());
+        let from_tree = ir::parse_value(doc);
+        assert_eq!(from_bytes, from_tree, "the two readers differ on {doc}");
+        match from_tree {
+            Ok(_) => accepted += 1,
+            Err(_) => rejected += 1,
+        }
+    }
+    assert!(
+        accepted > 100 && rejected > 100,
+        "both verdicts must be exercised ({accepted} accepted, {rejected} rejected)"
+    );
+}

@@ -43,6 +43,7 @@ pub struct NixEvaluator {
 impl NixEvaluator {
     /// Evaluates the plan at `source`, for the run whose secrets `redactor` knows.
     pub fn new(source: PlanSource, redactor: crate::secrets::Redactor) -> NixEvaluator {
+        map_large_buffers_apart();
         NixEvaluator {
             source,
             run_dir: None,
@@ -254,16 +255,30 @@ impl Engine<'_> {
     }
 }
 
-/// Hands the heap pages freed since the last call back to the system. Parsing an IR builds a
-/// JSON tree of about ten times its size and frees it; glibc keeps freed memory for reuse, so
-/// without this nivis stays at that peak while the providers and the next Nix evaluation run
-/// beside it (a 100k-resource IR: some 240 MB).
+/// Hands the heap pages freed since the last call back to the system. Building and writing a
+/// ledger, and parsing an IR, allocate much that is freed at once; glibc keeps freed memory for
+/// reuse, so without this nivis stays at that peak while the providers and the next Nix
+/// evaluation run beside it.
 pub(super) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns the allocator's own free pages; it touches no live
     // allocation.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Makes every allocation of 1 MiB or more a mapping of its own, for the rest of the process.
+/// glibc otherwise raises that threshold to the largest buffer freed so far (up to 32 MiB): once
+/// the state's or an IR's bytes are freed, the next IR read from Nix grows inside the heap,
+/// copied at each doubling, and what it leaves there stays resident beside the next Nix
+/// evaluation (at 100k resources, 23 MB of an apply's second evaluation; DESIGN §84). Mapped,
+/// a buffer grows in place and goes back to the system when freed.
+fn map_large_buffers_apart() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it touches no allocation.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 

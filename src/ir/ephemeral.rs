@@ -31,36 +31,38 @@ impl Parser {
         let Some(items) = self.array("ephemeral", &[], v) else {
             return Vec::new();
         };
-        let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let el = element_label("ephemeral", i, item);
-            let Some(obj) = self.object(&el, &[], item) else {
-                continue;
-            };
-            let fields = ["id", "provider", "type", "name", "config"];
-            self.object_keys(&el, &[], obj, &fields, &fields);
-            let mut text = |field: &str, ok: fn(&str) -> bool, pattern: &str| {
-                obj.get(field)
-                    .map(|x| self.pattern(&el, &[key(field)], x, ok, pattern))
-                    .unwrap_or_default()
-            };
-            let id = text("id", is_ephemeral_id, EPHEMERAL_ID_PATTERN);
-            let provider = text("provider", is_provider_id, PROVIDER_PATTERN);
-            let type_name = text("type", is_ident, IDENT_PATTERN);
-            let name = text("name", is_ident, IDENT_PATTERN);
-            let config = obj
-                .get("config")
-                .map(|c| self.plain_object(&el, &[key("config")], c))
-                .unwrap_or(Tree::Null);
-            out.push(EphemeralNode {
-                id,
-                provider,
-                type_name,
-                name,
-                config,
-            });
-        }
-        out
+        let nodes = items.iter().enumerate();
+        nodes
+            .filter_map(|(i, item)| self.ephemeral_node(i, item))
+            .collect()
+    }
+
+    /// `ephemeral[i]`.
+    pub(super) fn ephemeral_node(&mut self, i: usize, item: &Value) -> Option<EphemeralNode> {
+        let el = element_label("ephemeral", i, item);
+        let obj = self.object(&el, &[], item)?;
+        let fields = ["id", "provider", "type", "name", "config"];
+        self.object_keys(&el, &[], obj, &fields, &fields);
+        let mut text = |field: &str, ok: fn(&str) -> bool, pattern: &str| {
+            obj.get(field)
+                .map(|x| self.pattern(&el, &[key(field)], x, ok, pattern))
+                .unwrap_or_default()
+        };
+        let id = text("id", is_ephemeral_id, EPHEMERAL_ID_PATTERN);
+        let provider = text("provider", is_provider_id, PROVIDER_PATTERN);
+        let type_name = text("type", is_ident, IDENT_PATTERN);
+        let name = text("name", is_ident, IDENT_PATTERN);
+        let config = obj
+            .get("config")
+            .map(|c| self.plain_object(&el, &[key("config")], c))
+            .unwrap_or(Tree::Null);
+        Some(EphemeralNode {
+            id,
+            provider,
+            type_name,
+            name,
+            config,
+        })
     }
 }
 

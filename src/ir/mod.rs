@@ -12,6 +12,9 @@
 //!    reference in a node's config has an edge, consumer ids are unique,
 //!    variable defaults match their type.
 //!
+//! [`parse`] reads the bytes section by section and element by element (`stream`), never as
+//! one JSON tree of the whole document; [`parse_value`] judges such a tree with the same rules.
+//!
 //! Every [`IrError`] names the element (`resources[1] (alpha.alpha_token.B)`)
 //! and the attribute path inside it (`config.label.__ref`), and [`parse`]
 //! reports all of them rather than the first. It never panics, whatever the
@@ -32,6 +35,7 @@ mod references;
 mod restore;
 mod rules;
 mod sections;
+mod stream;
 #[cfg(test)]
 mod tests;
 

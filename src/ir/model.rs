@@ -10,7 +10,7 @@ use super::path::{render_path, PathStep};
 use super::rules::is_ident;
 
 /// A whole IR document.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ir {
     /// Provider declarations by provider id (`providers.<id>`).
     pub providers: BTreeMap<String, ProviderDecl>,

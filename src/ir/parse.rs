@@ -6,22 +6,27 @@ use serde_json::{Map, Value};
 
 use super::fields::Fields;
 use super::model::{
-    Build, Consumer, DerivedInput, Edge, IgnorePath, Ir, IrError, Lifecycle, Node, NodeKind,
-    ProviderDecl, ProviderKind, Ref, Tree,
+    Build, DerivedInput, IgnorePath, Ir, IrError, Lifecycle, Node, NodeKind, ProviderDecl,
+    ProviderKind, Ref, Tree,
 };
 use super::path::{key, parse_path, render_path, PathStep};
 use super::references::{check_references, located};
 use super::rules::{
-    expansion_message, integer_value, is_consumer_id, is_data_id, is_derived_input, is_drv_path,
-    is_ident, is_node_id, is_provider_id, no_match, not_of_type, py_str, BUILD_PATH_PATTERN,
-    CONSUMER_ID_PATTERN, DATA_ID_PATTERN, DERIVED_INPUT_PATTERN, DRV_PATH_PATTERN, IDENT_PATTERN,
-    KIND_MESSAGE, LIFECYCLE_ON_DATA, MAX_INDEX, NIXOPS4_CONFIG, NIXOPS4_VERSION, NODE_ID_PATTERN,
-    PATH_BODY, PROVIDER_PATTERN, SCHEMA_VERSION_MESSAGE, STATELESS_NOT_NIXOPS4, UNKNOWN_MARKER,
+    expansion_message, integer_value, is_data_id, is_derived_input, is_drv_path, is_ident,
+    is_node_id, is_provider_id, no_match, not_of_type, py_str, BUILD_PATH_PATTERN, DATA_ID_PATTERN,
+    DERIVED_INPUT_PATTERN, DRV_PATH_PATTERN, IDENT_PATTERN, KIND_MESSAGE, LIFECYCLE_ON_DATA,
+    MAX_INDEX, NIXOPS4_CONFIG, NIXOPS4_VERSION, NODE_ID_PATTERN, PATH_BODY, PROVIDER_PATTERN,
+    SCHEMA_VERSION_MESSAGE, STATELESS_NOT_NIXOPS4, UNKNOWN_MARKER,
 };
 
 /// Parse and validate an IR document. On failure, every structural error, or
 /// (for a structurally sound document) every referential error.
 pub fn parse(bytes: &[u8]) -> Result<Ir, Vec<IrError>> {
+    // Section by section and element by element when it can (no JSON tree of the whole
+    // document); what it hands back is read whole, with the same rules and the same words.
+    if let Some(result) = super::stream::parse_streaming(bytes) {
+        return result;
+    }
     match serde_json::from_slice::<Value>(bytes) {
         Ok(value) => parse_value(&value),
         Err(e) => Err(vec![IrError {
@@ -35,10 +40,7 @@ pub fn parse(bytes: &[u8]) -> Result<Ir, Vec<IrError>> {
 // Long because it checks the document's top-level keys one by one, in the order of docs/ir-
 // schema.json and of check.py, so the two report alike.
 pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
-    let mut p = Parser {
-        errors: Vec::new(),
-        ids: HashSet::new(),
-    };
+    let mut p = Parser::new();
     let Some(top) = doc.as_object() else {
         p.error("ir", &[], not_of_type(doc, "'object'"));
         return Err(p.errors);
@@ -54,34 +56,9 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         }
     }
 
-    p.object_keys(
-        "ir",
-        &[],
-        top,
-        &[
-            "schemaVersion",
-            "providers",
-            "resources",
-            "edges",
-            "nixConsumers",
-        ],
-        &[
-            "schemaVersion",
-            "providers",
-            "resources",
-            "data",
-            "edges",
-            "nixConsumers",
-            "variables",
-            "moved",
-            "ephemeral",
-            "withoutLedger",
-        ],
-    );
+    p.object_keys("ir", &[], top, TOP_REQUIRED, TOP_ALLOWED);
     if let Some(v) = top.get("schemaVersion") {
-        if !matches!(v, Value::Number(n) if n.as_f64() == Some(1.0)) {
-            p.error("schemaVersion", &[], SCHEMA_VERSION_MESSAGE.into());
-        }
+        p.schema_version(v);
     }
     let providers = top
         .get("providers")
@@ -114,7 +91,7 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
     if !p.errors.is_empty() {
         return Err(p.errors);
     }
-    let ir = Ir {
+    check_referentially(Ir {
         providers,
         resources,
         data,
@@ -124,7 +101,34 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         moved,
         ephemeral,
         without_ledger,
-    };
+    })
+}
+
+/// The document's required top-level keys.
+pub(super) const TOP_REQUIRED: &[&str] = &[
+    "schemaVersion",
+    "providers",
+    "resources",
+    "edges",
+    "nixConsumers",
+];
+
+/// Every top-level key, in the order the structural layer checks (and reports) them.
+pub(super) const TOP_ALLOWED: &[&str] = &[
+    "schemaVersion",
+    "providers",
+    "resources",
+    "data",
+    "edges",
+    "nixConsumers",
+    "variables",
+    "moved",
+    "ephemeral",
+    "withoutLedger",
+];
+
+/// The referential layer on a structurally sound IR.
+pub(super) fn check_referentially(ir: Ir) -> Result<Ir, Vec<IrError>> {
     let errors = check_references(&ir);
     if errors.is_empty() {
         Ok(ir)
@@ -134,8 +138,11 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
 }
 
 pub(super) struct Parser {
-    errors: Vec<IrError>,
-    ids: HashSet<String>,
+    pub(super) errors: Vec<IrError>,
+    /// The declared node ids, for splitting derived inputs (`split_input`).
+    pub(super) ids: HashSet<String>,
+    /// Whether a `__derived` input was split (with `ids` as they were then).
+    pub(super) derived_seen: bool,
 }
 
 /// Builds a path by appending one step, without disturbing the parent.
@@ -161,6 +168,14 @@ pub(super) fn element_label(section: &str, index: usize, item: &Value) -> String
 }
 
 impl Parser {
+    pub(super) fn new() -> Parser {
+        Parser {
+            errors: Vec::new(),
+            ids: HashSet::new(),
+            derived_seen: false,
+        }
+    }
+
     pub(super) fn error(&mut self, element: &str, path: &[PathStep], message: String) {
         self.errors.push(located(element, path, message));
     }
@@ -174,15 +189,24 @@ impl Parser {
         required: &[&str],
         allowed: &[&str],
     ) {
+        self.key_names(el, path, obj.keys().map(String::as_str), required, allowed);
+    }
+
+    /// [`Parser::object_keys`] for an object known by its keys.
+    pub(super) fn key_names<'k>(
+        &mut self,
+        el: &str,
+        path: &[PathStep],
+        keys: impl Iterator<Item = &'k str> + Clone,
+        required: &[&str],
+        allowed: &[&str],
+    ) {
         for k in required {
-            if !obj.contains_key(*k) {
+            if !keys.clone().any(|present| present == *k) {
                 self.error(el, path, format!("{} is a required property", py_str(k)));
             }
         }
-        let mut extra: Vec<&String> = obj
-            .keys()
-            .filter(|k| !allowed.contains(&k.as_str()))
-            .collect();
+        let mut extra: Vec<&str> = keys.filter(|k| !allowed.contains(k)).collect();
         if !extra.is_empty() {
             extra.sort();
             let verb = if extra.len() == 1 { "was" } else { "were" };
@@ -245,6 +269,13 @@ impl Parser {
         }
     }
 
+    /// `schemaVersion`: 1.
+    pub(super) fn schema_version(&mut self, v: &Value) {
+        if !matches!(v, Value::Number(n) if n.as_f64() == Some(1.0)) {
+            self.error("schemaVersion", &[], SCHEMA_VERSION_MESSAGE.into());
+        }
+    }
+
     /// A string matching `pattern` (checked by `ok`).
     pub(super) fn pattern(
         &mut self,
@@ -264,7 +295,7 @@ impl Parser {
         }
     }
 
-    fn providers(&mut self, v: &Value) -> BTreeMap<String, ProviderDecl> {
+    pub(super) fn providers(&mut self, v: &Value) -> BTreeMap<String, ProviderDecl> {
         let mut out = BTreeMap::new();
         let Some(map) = self.object("providers", &[], v) else {
             return out;
@@ -375,7 +406,7 @@ impl Parser {
 
     // Long because it checks one node's keys one by one, in the order of docs/ir-schema.json and of
     // check.py.
-    fn node(&mut self, el: &str, v: &Value, kind: NodeKind) -> Option<Node> {
+    pub(super) fn node(&mut self, el: &str, v: &Value, kind: NodeKind) -> Option<Node> {
         let obj = self.object(el, &[], v)?;
         self.object_keys(
             el,
@@ -512,88 +543,6 @@ impl Parser {
         out
     }
 
-    fn edges(&mut self, v: &Value) -> Vec<Edge> {
-        let Some(items) = self.array("edges", &[], v) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let el = element_label("edges", i, item);
-            let Some(obj) = self.object(&el, &[], item) else {
-                continue;
-            };
-            self.object_keys(
-                &el,
-                &[],
-                obj,
-                &["from", "to", "via"],
-                &["from", "to", "via", "ref", "reads"],
-            );
-            let from = obj
-                .get("from")
-                .map(|x| self.pattern(&el, &[key("from")], x, is_node_id, NODE_ID_PATTERN));
-            let to = obj
-                .get("to")
-                .map(|x| self.pattern(&el, &[key("to")], x, is_node_id, NODE_ID_PATTERN));
-            let via = obj
-                .get("via")
-                .and_then(|x| self.string(&el, &[key("via")], x));
-            if let Some(via) = &via {
-                if via != "dependsOn" && parse_path(via).is_none() {
-                    self.error(
-                        &el,
-                        &[key("via")],
-                        no_match(via, &format!("^(?:dependsOn|{PATH_BODY})$")),
-                    );
-                }
-            }
-            let reference = obj.get("ref").map(|p| self.ref_path(&el, &[key("ref")], p));
-            let reads = obj.get("reads").map(|list| {
-                let at = [key("reads")];
-                let items = self.array(&el, &at, list).cloned().unwrap_or_default();
-                items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| self.ref_path(&el, &child(&at, PathStep::Index(i as u64)), p))
-                    .collect()
-            });
-            out.push(Edge {
-                from: from.unwrap_or_default(),
-                to: to.unwrap_or_default(),
-                via: via.unwrap_or_default(),
-                reference,
-                reads,
-            });
-        }
-        out
-    }
-
-    fn consumers(&mut self, v: &Value) -> Vec<Consumer> {
-        let Some(items) = self.array("nixConsumers", &[], v) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let el = element_label("nixConsumers", i, item);
-            let Some(obj) = self.object(&el, &[], item) else {
-                continue;
-            };
-            self.object_keys(&el, &[], obj, &["id", "value"], &["id", "value"]);
-            let id = obj
-                .get("id")
-                .map(|x| self.pattern(&el, &[key("id")], x, is_consumer_id, CONSUMER_ID_PATTERN));
-            let value = obj
-                .get("value")
-                .map(|x| self.tree(&el, &[key("value")], x))
-                .unwrap_or(Tree::Null);
-            out.push(Consumer {
-                id: id.unwrap_or_default(),
-                value,
-            });
-        }
-        out
-    }
-
     pub(super) fn tree(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {
         match v {
             Value::Null => Tree::Null,
@@ -694,6 +643,7 @@ impl Parser {
                             let p = child(&ipath, PathStep::Index(i as u64));
                             let text =
                                 self.pattern(el, &p, item, is_derived_input, DERIVED_INPUT_PATTERN);
+                            self.derived_seen = true;
                             inputs.push(self.split_input(&text));
                         }
                     }
@@ -743,7 +693,7 @@ impl Parser {
         }
     }
 
-    fn ref_path(&mut self, el: &str, path: &[PathStep], v: &Value) -> Vec<PathStep> {
+    pub(super) fn ref_path(&mut self, el: &str, path: &[PathStep], v: &Value) -> Vec<PathStep> {
         let Some(items) = self.array(el, path, v) else {
             return Vec::new();
         };
@@ -774,7 +724,7 @@ impl Parser {
     }
 
     /// `<id>.<attr>` split at the longest declared id (else at the last dot).
-    fn split_input(&self, text: &str) -> DerivedInput {
+    pub(super) fn split_input(&self, text: &str) -> DerivedInput {
         let mut end = text.len();
         while let Some(dot) = text[..end].rfind('.') {
             if dot > 0 && dot + 1 < text.len() && self.ids.contains(&text[..dot]) {

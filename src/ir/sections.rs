@@ -1,19 +1,104 @@
-//! The structural layer for the optional top-level sections `variables` and `moved`
-//! (docs/ir-schema.json), split from [`super::parse`] to keep each file reviewable.
+//! The structural layer for the top-level sections `edges`, `nixConsumers`, `variables` and
+//! `moved` (docs/ir-schema.json), split from [`super::parse`] to keep each file reviewable.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::model::{Moved, VariableDecl};
-use super::parse::{element_label, Parser};
-use super::path::key;
+use super::model::{Consumer, Edge, Moved, Tree, VariableDecl};
+use super::parse::{child, element_label, Parser};
 use super::path::render_path;
+use super::path::{key, parse_path, PathStep};
 use super::rules::{
-    is_ident, is_node_id, no_match, py_repr, py_str, IDENT_PATTERN, NODE_ID_PATTERN, VARIABLE_TYPES,
+    is_consumer_id, is_ident, is_node_id, no_match, py_repr, py_str, CONSUMER_ID_PATTERN,
+    IDENT_PATTERN, NODE_ID_PATTERN, PATH_BODY, VARIABLE_TYPES,
 };
 
 impl Parser {
+    pub(super) fn edges(&mut self, v: &Value) -> Vec<Edge> {
+        let Some(items) = self.array("edges", &[], v) else {
+            return Vec::new();
+        };
+        let edges = items.iter().enumerate();
+        edges.filter_map(|(i, item)| self.edge(i, item)).collect()
+    }
+
+    /// `edges[i]`.
+    pub(super) fn edge(&mut self, i: usize, item: &Value) -> Option<Edge> {
+        let el = element_label("edges", i, item);
+        let obj = self.object(&el, &[], item)?;
+        self.object_keys(
+            &el,
+            &[],
+            obj,
+            &["from", "to", "via"],
+            &["from", "to", "via", "ref", "reads"],
+        );
+        let from = obj
+            .get("from")
+            .map(|x| self.pattern(&el, &[key("from")], x, is_node_id, NODE_ID_PATTERN));
+        let to = obj
+            .get("to")
+            .map(|x| self.pattern(&el, &[key("to")], x, is_node_id, NODE_ID_PATTERN));
+        let via = obj
+            .get("via")
+            .and_then(|x| self.string(&el, &[key("via")], x));
+        if let Some(via) = &via {
+            if via != "dependsOn" && parse_path(via).is_none() {
+                self.error(
+                    &el,
+                    &[key("via")],
+                    no_match(via, &format!("^(?:dependsOn|{PATH_BODY})$")),
+                );
+            }
+        }
+        let reference = obj.get("ref").map(|p| self.ref_path(&el, &[key("ref")], p));
+        let reads = obj.get("reads").map(|list| {
+            let at = [key("reads")];
+            let items = self.array(&el, &at, list).cloned().unwrap_or_default();
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, p)| self.ref_path(&el, &child(&at, PathStep::Index(i as u64)), p))
+                .collect()
+        });
+        Some(Edge {
+            from: from.unwrap_or_default(),
+            to: to.unwrap_or_default(),
+            via: via.unwrap_or_default(),
+            reference,
+            reads,
+        })
+    }
+
+    pub(super) fn consumers(&mut self, v: &Value) -> Vec<Consumer> {
+        let Some(items) = self.array("nixConsumers", &[], v) else {
+            return Vec::new();
+        };
+        let consumers = items.iter().enumerate();
+        consumers
+            .filter_map(|(i, item)| self.consumer(i, item))
+            .collect()
+    }
+
+    /// `nixConsumers[i]`.
+    pub(super) fn consumer(&mut self, i: usize, item: &Value) -> Option<Consumer> {
+        let el = element_label("nixConsumers", i, item);
+        let obj = self.object(&el, &[], item)?;
+        self.object_keys(&el, &[], obj, &["id", "value"], &["id", "value"]);
+        let id = obj
+            .get("id")
+            .map(|x| self.pattern(&el, &[key("id")], x, is_consumer_id, CONSUMER_ID_PATTERN));
+        let value = obj
+            .get("value")
+            .map(|x| self.tree(&el, &[key("value")], x))
+            .unwrap_or(Tree::Null);
+        Some(Consumer {
+            id: id.unwrap_or_default(),
+            value,
+        })
+    }
+
     pub(super) fn variables(&mut self, v: &Value) -> BTreeMap<String, VariableDecl> {
         let mut out = BTreeMap::new();
         let Some(map) = self.object("variables", &[], v) else {

@@ -625,6 +625,25 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
 /// Parses snapshot bytes read from `path` (a state file, a remote object's URL, or a file
 /// `state push` was given): the format version first, then the shape.
 pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
+    // One resource at a time when it can (a large state then never sits beside its whole JSON
+    // tree); everything else, errors included, is read and reported as a whole.
+    let state = match super::snapshot::read_current(bytes) {
+        Some(state) => state,
+        None => parse_whole_snapshot(path, bytes)?,
+    };
+    if let Some((key, resource)) = state.resources.iter().find(|(k, r)| **k != r.id) {
+        return Err(StateError::corrupt(
+            path,
+            None,
+            format!("the resource under key {key:?} has id {:?}", resource.id),
+        ));
+    }
+    Ok(state)
+}
+
+/// [`parse_snapshot`] through one JSON tree of the whole document: every format version, and
+/// every error message.
+pub(super) fn parse_whole_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     // Check the version before the shape, so a newer format says so instead of failing to parse.
     let corrupt = |e: String| StateError::corrupt(path, None, e);
     let object: Map<String, Value> =
@@ -638,15 +657,7 @@ pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError
             supported: SCHEMA_VERSION,
         });
     }
-    let state = StateFile::try_from(object).map_err(|e| corrupt(e.to_string()))?;
-    if let Some((key, resource)) = state.resources.iter().find(|(k, r)| **k != r.id) {
-        return Err(StateError::corrupt(
-            path,
-            None,
-            format!("the resource under key {key:?} has id {:?}", resource.id),
-        ));
-    }
-    Ok(state)
+    StateFile::try_from(object).map_err(|e| corrupt(e.to_string()))
 }
 
 /// Writes `state` to `P.tmp`, syncs it and renames it over `P`; returns its size. On error `P`

@@ -155,6 +155,7 @@ mod mutation;
 mod rescue;
 pub mod s3;
 mod sensitive;
+mod snapshot;
 #[cfg(test)]
 mod testutil;
 

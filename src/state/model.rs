@@ -233,6 +233,12 @@ impl Fields {
         serde_json::from_value(value).map_err(|source| FormatError::Field { field, source })
     }
 
+    /// A field kept as JSON: moved out as it is (decoding a JSON value into a JSON value
+    /// would build an identical copy).
+    fn take_json(&mut self, field: &'static str) -> Result<Value, FormatError> {
+        self.0.remove(field).ok_or(FormatError::Missing { field })
+    }
+
     /// A field older files lack: absent (or `null`) is `None`.
     fn take_optional<T: serde::de::DeserializeOwned>(
         &mut self,
@@ -416,7 +422,7 @@ impl TryFrom<Map<String, Value>> for ResourceState {
             provider_source: f.take("providerSource")?,
             type_name: f.take("typeName")?,
             schema_version: f.take("schemaVersion")?,
-            attributes: f.take("attributes")?,
+            attributes: f.take_json("attributes")?,
             private: f.take_private()?,
             dependencies: f.take("dependencies")?,
             sensitive_paths: f.take("sensitivePaths")?,
@@ -518,7 +524,7 @@ impl TryFrom<Map<String, Value>> for DeposedObject {
         let mut f = Fields(map);
         Ok(DeposedObject {
             key: f.take("key")?,
-            attributes: f.take("attributes")?,
+            attributes: f.take_json("attributes")?,
             private: f.take_private()?,
             schema_version: f.take("schemaVersion")?,
             extra: f.rest(),
