@@ -499,7 +499,9 @@ mod tests {
         );
         let failed = owner.log.iter().position(|l| l == "flush").unwrap();
         assert!(
-            owner.log[failed..].iter().all(|l| !l.starts_with("prepare")),
+            owner.log[failed..]
+                .iter()
+                .all(|l| !l.starts_with("prepare")),
             "{:?}",
             owner.log
         );
