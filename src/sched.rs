@@ -89,6 +89,8 @@ enum Message<P, R> {
 /// makes the batch durable, while the workers would otherwise idle; the jobs the batch made
 /// ready wait until the flush returned. Every dispatch first asks [`Owner::halted`], so after a
 /// failed flush nothing more starts.
+// Long because it is the scheduler's one event loop and starts the workers it feeds; the
+// bookkeeping its arms share is `Board`.
 pub fn run<O, W>(
     owner: &mut O,
     worker: &W,
