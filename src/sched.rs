@@ -12,6 +12,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
@@ -108,19 +109,19 @@ where
     }
     let workers = parallelism.max(1).min(n);
     let mut board = Board::new(deps, workers);
-    let (work_tx, work_rx) = unbounded::<(usize, O::Input)>();
+    let jobs = JobQueue::<O::Input>::default();
     let (result_tx, result_rx) = unbounded::<Message<O::Progress, O::Output>>();
     let (progress_tx, progress_rx) = unbounded::<Message<O::Progress, ()>>();
 
     std::thread::scope(|scope| {
         for w in 0..workers {
-            let work_rx = work_rx.clone();
+            let jobs = &jobs;
             let result_tx = result_tx.clone();
             let progress_tx = progress_tx.clone();
             std::thread::Builder::new()
                 .name(format!("nivis-worker-{w}"))
                 .spawn_scoped(scope, move || {
-                    for (i, input) in work_rx.iter() {
+                    while let Some((i, input)) = jobs.pop() {
                         let reporter = Reporter {
                             index: i,
                             tx: progress_tx.clone(),
@@ -135,9 +136,12 @@ where
         }
         drop(result_tx);
         drop(progress_tx);
+        // Closed however the loop ends (a panicking owner too), so the workers end and the
+        // scope can join them.
+        let _closing = Closing(&jobs);
 
         loop {
-            board.dispatch(owner, &work_tx, interrupted, usize::MAX);
+            board.dispatch(owner, &jobs, interrupted, usize::MAX);
             if board.in_flight == 0 {
                 break;
             }
@@ -156,14 +160,13 @@ where
                         while let Ok(msg) = result_rx.try_recv() {
                             board.take(owner, msg, &progress_rx);
                         }
-                        board.dispatch(owner, &work_tx, interrupted, ready_before);
+                        board.dispatch(owner, &jobs, interrupted, ready_before);
                         owner.flush();
                     }
                     Err(_) => break,
                 },
             }
         }
-        drop(work_tx);
     });
     let never_run = if owner.halted() {
         Status::Halted
@@ -175,6 +178,65 @@ where
         .into_iter()
         .map(|s| s.unwrap_or_else(|| never_run.clone()))
         .collect()
+}
+
+/// The jobs waiting for a worker. A worker with nothing to do sleeps on the condition variable
+/// at once: crossbeam's receive spins and yields before it sleeps, CPU a busy machine's
+/// providers need (DESIGN §85).
+struct JobQueue<I> {
+    /// The queue, and whether it is closed (no job will come any more).
+    queue: Mutex<(VecDeque<(usize, I)>, bool)>,
+    filled: Condvar,
+}
+
+impl<I> Default for JobQueue<I> {
+    fn default() -> Self {
+        JobQueue {
+            queue: Mutex::new((VecDeque::new(), false)),
+            filled: Condvar::new(),
+        }
+    }
+}
+
+impl<I> JobQueue<I> {
+    fn push(&self, job: (usize, I)) {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.0.push_back(job);
+        drop(queue);
+        self.filled.notify_one();
+    }
+
+    /// Lets every worker end once the queue is empty.
+    fn close(&self) {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
+        self.filled.notify_all();
+    }
+
+    /// The next job, waiting for one; `None` once the queue is closed and empty.
+    fn pop(&self) -> Option<(usize, I)> {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(job) = queue.0.pop_front() {
+                return Some(job);
+            }
+            if queue.1 {
+                return None;
+            }
+            queue = self
+                .filled
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Closes a [`JobQueue`] when dropped.
+struct Closing<'q, I>(&'q JobQueue<I>);
+
+impl<I> Drop for Closing<'_, I> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// The scheduler's bookkeeping: what ended how, what waits on what, what is ready and how many
@@ -215,7 +277,7 @@ impl Board {
     fn dispatch<O: Owner>(
         &mut self,
         owner: &mut O,
-        work_tx: &Sender<(usize, O::Input)>,
+        jobs: &JobQueue<O::Input>,
         interrupted: &AtomicBool,
         limit: usize,
     ) {
@@ -232,9 +294,7 @@ impl Board {
             match owner.prepare(i) {
                 Ok(input) => {
                     self.in_flight += 1;
-                    work_tx
-                        .send((i, input))
-                        .expect("workers are alive while jobs remain");
+                    jobs.push((i, input));
                 }
                 Err(out) => {
                     let ok = owner.finish(i, out);
@@ -506,6 +566,39 @@ mod tests {
                 .all(|l| !l.starts_with("prepare")),
             "{:?}",
             owner.log
+        );
+    }
+
+    struct Panicking;
+
+    impl Owner for Panicking {
+        type Input = ();
+        type Progress = u32;
+        type Output = bool;
+        fn prepare(&mut self, _i: usize) -> Result<(), bool> {
+            Ok(())
+        }
+        fn progress(&mut self, _i: usize, _p: u32) {}
+        fn finish(&mut self, _i: usize, _ok: bool) -> bool {
+            panic!("owner failed");
+        }
+    }
+
+    impl Worker<Panicking> for Quick {
+        fn run(&self, _i: usize, _input: (), _reporter: &Reporter<u32>) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_panicking_owner_lets_the_idle_workers_end() {
+        let deps = vec![vec![]; 8];
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run(&mut Panicking, &Quick, &deps, 4, &AtomicBool::new(false))
+        }));
+        assert!(
+            ran.is_err(),
+            "the panic reaches the caller instead of a hang"
         );
     }
 
