@@ -3,15 +3,18 @@
 //! Owns: the ready set, dispatch to at most `parallelism` workers over crossbeam channels, and
 //! the rule that a failed job's dependents are skipped (once, naming the failure) while
 //! unrelated jobs carry on; an interrupt flag, or the owner asking to halt (its results can no
-//! longer be recorded), stops new dispatches and lets in-flight jobs end.
+//! longer be recorded), stops new dispatches and lets in-flight jobs end; and when the owner
+//! makes a batch of results durable ([`Owner::flush`]): only jobs independent of the batch may
+//! start before it, its dependents after.
 //! The calling thread is the single owner of everything the jobs produce: it prepares each
 //! job's input when the job becomes ready and receives every result and progress report, so
 //! state needs no locks. Not: what a job does.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 
-use crossbeam_channel::{unbounded, Sender};
+use crossbeam_channel::{unbounded, Receiver, Sender};
 
 /// How a job ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,8 +84,14 @@ enum Message<P, R> {
 }
 
 /// Runs jobs `0..deps.len()`, where `deps[i]` lists the jobs `i` must wait for.
-// Long because it is the scheduler's one event loop; its arms share the ready set and in-flight
-// counters.
+///
+/// Dispatch around a batch of results (the rule of DESIGN §85): the jobs that were ready
+/// before the batch depend on nothing in it, so they are dispatched before [`Owner::flush`]
+/// makes the batch durable, while the workers would otherwise idle; the jobs the batch made
+/// ready wait until the flush returned. Every dispatch first asks [`Owner::halted`], so after a
+/// failed flush nothing more starts.
+// Long because it is the scheduler's one event loop and starts the workers it feeds; the
+// bookkeeping its arms share is `Board`.
 pub fn run<O, W>(
     owner: &mut O,
     worker: &W,
@@ -95,32 +104,24 @@ where
     W: Worker<O>,
 {
     let n = deps.len();
-    let mut status: Vec<Option<Status>> = vec![None; n];
-    let mut waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, ds) in deps.iter().enumerate() {
-        for &d in ds {
-            dependents[d].push(i);
-        }
-    }
-    let mut ready: VecDeque<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
     if n == 0 {
         return Vec::new();
     }
     let workers = parallelism.max(1).min(n);
-    let (work_tx, work_rx) = unbounded::<(usize, O::Input)>();
+    let mut board = Board::new(deps, workers);
+    let jobs = JobQueue::<O::Input>::default();
     let (result_tx, result_rx) = unbounded::<Message<O::Progress, O::Output>>();
     let (progress_tx, progress_rx) = unbounded::<Message<O::Progress, ()>>();
 
     std::thread::scope(|scope| {
         for w in 0..workers {
-            let work_rx = work_rx.clone();
+            let jobs = &jobs;
             let result_tx = result_tx.clone();
             let progress_tx = progress_tx.clone();
             std::thread::Builder::new()
                 .name(format!("nivis-worker-{w}"))
                 .spawn_scoped(scope, move || {
-                    for (i, input) in work_rx.iter() {
+                    while let Some((i, input)) = jobs.pop() {
                         let reporter = Reporter {
                             index: i,
                             tx: progress_tx.clone(),
@@ -135,25 +136,13 @@ where
         }
         drop(result_tx);
         drop(progress_tx);
+        // Closed however the loop ends (a panicking owner too), so the workers end and the
+        // scope can join them.
+        let _closing = Closing(&jobs);
 
-        let mut in_flight = 0usize;
         loop {
-            while in_flight < workers && !interrupted.load(Ordering::SeqCst) && !owner.halted() {
-                let Some(i) = ready.pop_front() else { break };
-                match owner.prepare(i) {
-                    Ok(input) => {
-                        in_flight += 1;
-                        work_tx
-                            .send((i, input))
-                            .expect("workers are alive while jobs remain");
-                    }
-                    Err(out) => {
-                        let ok = owner.finish(i, out);
-                        settle(i, ok, &mut status, &mut waiting, &dependents, &mut ready);
-                    }
-                }
-            }
-            if in_flight == 0 {
+            board.dispatch(owner, &jobs, interrupted, usize::MAX);
+            if board.in_flight == 0 {
                 break;
             }
             crossbeam_channel::select! {
@@ -163,72 +152,198 @@ where
                     }
                 }
                 recv(result_rx) -> msg => match msg {
-                    Ok(Message::Done(i, out)) => {
-                        // Progress sent before the result must be handled first.
-                        while let Ok(Message::Progress(j, p)) = progress_rx.try_recv() {
-                            owner.progress(j, p);
-                        }
-                        in_flight -= 1;
-                        let ok = owner.finish(i, out);
-                        settle(i, ok, &mut status, &mut waiting, &dependents, &mut ready);
+                    Ok(first) => {
+                        // Everything in the queue now was ready before this batch.
+                        let ready_before = board.ready.len();
+                        board.take(owner, first, &progress_rx);
                         // Take every other result already waiting into the same batch.
                         while let Ok(msg) = result_rx.try_recv() {
-                            match msg {
-                                Message::Done(i, out) => {
-                                    while let Ok(Message::Progress(j, p)) = progress_rx.try_recv() {
-                                        owner.progress(j, p);
-                                    }
-                                    in_flight -= 1;
-                                    let ok = owner.finish(i, out);
-                                    settle(i, ok, &mut status, &mut waiting, &dependents, &mut ready);
-                                }
-                                Message::Progress(i, p) => owner.progress(i, p),
-                            }
+                            board.take(owner, msg, &progress_rx);
                         }
+                        board.dispatch(owner, &jobs, interrupted, ready_before);
                         owner.flush();
                     }
-                    Ok(Message::Progress(i, p)) => owner.progress(i, p),
                     Err(_) => break,
                 },
             }
         }
-        drop(work_tx);
     });
     let never_run = if owner.halted() {
         Status::Halted
     } else {
         Status::Interrupted
     };
-    status
+    board
+        .status
         .into_iter()
         .map(|s| s.unwrap_or_else(|| never_run.clone()))
         .collect()
 }
 
-fn settle(
-    i: usize,
-    ok: bool,
-    status: &mut [Option<Status>],
-    waiting: &mut [usize],
-    dependents: &[Vec<usize>],
-    ready: &mut VecDeque<usize>,
-) {
-    if ok {
-        status[i] = Some(Status::Done);
-        for &d in &dependents[i] {
-            waiting[d] -= 1;
-            if waiting[d] == 0 && status[d].is_none() {
-                ready.push_back(d);
+/// The jobs waiting for a worker. A worker with nothing to do sleeps on the condition variable
+/// at once: crossbeam's receive spins and yields before it sleeps, CPU a busy machine's
+/// providers need (DESIGN §85).
+struct JobQueue<I> {
+    /// The queue, and whether it is closed (no job will come any more).
+    queue: Mutex<(VecDeque<(usize, I)>, bool)>,
+    filled: Condvar,
+}
+
+impl<I> Default for JobQueue<I> {
+    fn default() -> Self {
+        JobQueue {
+            queue: Mutex::new((VecDeque::new(), false)),
+            filled: Condvar::new(),
+        }
+    }
+}
+
+impl<I> JobQueue<I> {
+    fn push(&self, job: (usize, I)) {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.0.push_back(job);
+        drop(queue);
+        self.filled.notify_one();
+    }
+
+    /// Lets every worker end once the queue is empty.
+    fn close(&self) {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
+        self.filled.notify_all();
+    }
+
+    /// The next job, waiting for one; `None` once the queue is closed and empty.
+    fn pop(&self) -> Option<(usize, I)> {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(job) = queue.0.pop_front() {
+                return Some(job);
+            }
+            if queue.1 {
+                return None;
+            }
+            queue = self
+                .filled
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Closes a [`JobQueue`] when dropped.
+struct Closing<'q, I>(&'q JobQueue<I>);
+
+impl<I> Drop for Closing<'_, I> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// The scheduler's bookkeeping: what ended how, what waits on what, what is ready and how many
+/// jobs run.
+struct Board {
+    status: Vec<Option<Status>>,
+    /// How many of its dependencies each job still waits for.
+    waiting: Vec<usize>,
+    dependents: Vec<Vec<usize>>,
+    ready: VecDeque<usize>,
+    in_flight: usize,
+    workers: usize,
+}
+
+impl Board {
+    fn new(deps: &[Vec<usize>], workers: usize) -> Board {
+        let n = deps.len();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, ds) in deps.iter().enumerate() {
+            for &d in ds {
+                dependents[d].push(i);
             }
         }
-        return;
+        let waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
+        Board {
+            status: vec![None; n],
+            ready: (0..n).filter(|&i| waiting[i] == 0).collect(),
+            waiting,
+            dependents,
+            in_flight: 0,
+            workers,
+        }
     }
-    status[i] = Some(Status::Failed);
-    let mut todo = dependents[i].clone();
-    while let Some(d) = todo.pop() {
-        if status[d].is_none() {
-            status[d] = Some(Status::Skipped { because: i });
-            todo.extend(dependents[d].iter().copied());
+
+    /// Dispatches ready jobs, at most `limit` of those at the front of the queue, while a
+    /// worker is free and neither an interrupt nor the owner stops it. A job that fails to
+    /// prepare ends at once (its dependents go to the back of the queue).
+    fn dispatch<O: Owner>(
+        &mut self,
+        owner: &mut O,
+        jobs: &JobQueue<O::Input>,
+        interrupted: &AtomicBool,
+        limit: usize,
+    ) {
+        let mut taken = 0;
+        while taken < limit
+            && self.in_flight < self.workers
+            && !interrupted.load(Ordering::SeqCst)
+            && !owner.halted()
+        {
+            let Some(i) = self.ready.pop_front() else {
+                break;
+            };
+            taken += 1;
+            match owner.prepare(i) {
+                Ok(input) => {
+                    self.in_flight += 1;
+                    jobs.push((i, input));
+                }
+                Err(out) => {
+                    let ok = owner.finish(i, out);
+                    self.settle(i, ok);
+                }
+            }
+        }
+    }
+
+    /// Hands a message from the results channel to the owner; for a result, first the
+    /// progress its job sent before it.
+    fn take<O: Owner>(
+        &mut self,
+        owner: &mut O,
+        msg: Message<O::Progress, O::Output>,
+        progress_rx: &Receiver<Message<O::Progress, ()>>,
+    ) {
+        match msg {
+            Message::Done(i, out) => {
+                while let Ok(Message::Progress(j, p)) = progress_rx.try_recv() {
+                    owner.progress(j, p);
+                }
+                self.in_flight -= 1;
+                let ok = owner.finish(i, out);
+                self.settle(i, ok);
+            }
+            Message::Progress(i, p) => owner.progress(i, p),
+        }
+    }
+
+    /// Records how job `i` ended: its dependents become ready (success), or are skipped.
+    fn settle(&mut self, i: usize, ok: bool) {
+        if ok {
+            self.status[i] = Some(Status::Done);
+            for &d in &self.dependents[i] {
+                self.waiting[d] -= 1;
+                if self.waiting[d] == 0 && self.status[d].is_none() {
+                    self.ready.push_back(d);
+                }
+            }
+            return;
+        }
+        self.status[i] = Some(Status::Failed);
+        let mut todo = self.dependents[i].clone();
+        while let Some(d) = todo.pop() {
+            if self.status[d].is_none() {
+                self.status[d] = Some(Status::Skipped { because: i });
+                todo.extend(self.dependents[d].iter().copied());
+            }
         }
     }
 }
@@ -375,6 +490,115 @@ mod tests {
         assert_eq!(
             done, 4,
             "the first four were running; nothing started after"
+        );
+    }
+
+    /// Logs what the scheduler asks of it; its flush fails (and halts) when `flush_fails`.
+    #[derive(Default)]
+    struct Logging {
+        log: Vec<String>,
+        flush_fails: bool,
+        failed: bool,
+    }
+
+    impl Owner for Logging {
+        type Input = ();
+        type Progress = u32;
+        type Output = bool;
+        fn prepare(&mut self, i: usize) -> Result<(), bool> {
+            self.log.push(format!("prepare {i}"));
+            Ok(())
+        }
+        fn progress(&mut self, _i: usize, _p: u32) {}
+        fn finish(&mut self, i: usize, ok: bool) -> bool {
+            self.log.push(format!("finish {i}"));
+            ok
+        }
+        fn flush(&mut self) {
+            self.failed |= self.flush_fails;
+            self.log.push("flush".into());
+        }
+        fn halted(&self) -> bool {
+            self.failed
+        }
+    }
+
+    struct Quick;
+
+    impl Worker<Logging> for Quick {
+        fn run(&self, _i: usize, _input: (), _reporter: &Reporter<u32>) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn jobs_ready_before_a_batch_start_before_its_flush_its_dependents_after() {
+        // 2 depends on 0; 1 is independent. One worker, so every batch is one result.
+        let deps = vec![vec![], vec![], vec![0]];
+        let mut owner = Logging::default();
+        let status = run(&mut owner, &Quick, &deps, 1, &AtomicBool::new(false));
+        assert!(status.iter().all(|s| *s == Status::Done), "{status:?}");
+        let at = |what: &str| owner.log.iter().position(|l| l == what).unwrap();
+        assert_eq!(owner.log[..2], ["prepare 0", "finish 0"], "{:?}", owner.log);
+        // 1 was ready before 0's batch: it starts while that batch is made durable.
+        assert!(at("prepare 1") < at("flush"), "{:?}", owner.log);
+        // 2 waits until the result it depends on is durable.
+        assert!(at("prepare 2") > at("flush"), "{:?}", owner.log);
+    }
+
+    #[test]
+    fn after_a_failed_flush_nothing_more_starts() {
+        let deps = vec![vec![]; 4];
+        let mut owner = Logging {
+            flush_fails: true,
+            ..Logging::default()
+        };
+        let status = run(&mut owner, &Quick, &deps, 1, &AtomicBool::new(false));
+        // 1 was dispatched before the flush of 0's batch failed, and ran to its end.
+        assert_eq!(
+            status,
+            [Status::Done, Status::Done, Status::Halted, Status::Halted]
+        );
+        let failed = owner.log.iter().position(|l| l == "flush").unwrap();
+        assert!(
+            owner.log[failed..]
+                .iter()
+                .all(|l| !l.starts_with("prepare")),
+            "{:?}",
+            owner.log
+        );
+    }
+
+    struct Panicking;
+
+    impl Owner for Panicking {
+        type Input = ();
+        type Progress = u32;
+        type Output = bool;
+        fn prepare(&mut self, _i: usize) -> Result<(), bool> {
+            Ok(())
+        }
+        fn progress(&mut self, _i: usize, _p: u32) {}
+        fn finish(&mut self, _i: usize, _ok: bool) -> bool {
+            panic!("owner failed");
+        }
+    }
+
+    impl Worker<Panicking> for Quick {
+        fn run(&self, _i: usize, _input: (), _reporter: &Reporter<u32>) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_panicking_owner_lets_the_idle_workers_end() {
+        let deps = vec![vec![]; 8];
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run(&mut Panicking, &Quick, &deps, 4, &AtomicBool::new(false))
+        }));
+        assert!(
+            ran.is_err(),
+            "the panic reaches the caller instead of a hang"
         );
     }
 

@@ -69,6 +69,9 @@ pub fn quote(redactor: &Redactor, text: &str) -> String {
 /// JSON for a terminal or a pipe (`pretty`: indented): known secrets redacted inside strings,
 /// and the characters serde_json leaves raw escaped (see [`json_text_unredacted`]).
 pub fn json_text(redactor: &Redactor, value: &serde_json::Value, pretty: bool) -> String {
+    if !redactor.knows_secrets() {
+        return json_text_unredacted(value, pretty);
+    }
     let mut value = value.clone();
     redactor.redact_json(&mut value);
     json_text_unredacted(&value, pretty)
@@ -100,4 +103,29 @@ pub fn json_text_unredacted(value: &serde_json::Value, pretty: bool) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{json_text, json_text_unredacted};
+    use crate::secrets::Redactor;
+
+    #[test]
+    fn a_line_masks_secrets_in_values_and_keys_in_place_and_is_unchanged_without_one() {
+        let redactor = Redactor::new();
+        let value = json!({"b": "x s3cr3t-value y", "s3cr3t-value": [1], "a": "\u{7f}"});
+        let plain = json_text(&redactor, &value, false);
+        assert_eq!(plain, json_text_unredacted(&value, false));
+        assert_eq!(
+            plain,
+            r#"{"b":"x s3cr3t-value y","s3cr3t-value":[1],"a":"\u007f"}"#
+        );
+        redactor.remember("s3cr3t-value");
+        assert_eq!(
+            json_text(&redactor, &value, false),
+            r#"{"b":"x (sensitive) y","(sensitive)":[1],"a":"\u007f"}"#
+        );
+    }
 }

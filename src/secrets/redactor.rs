@@ -129,14 +129,25 @@ impl Redactor {
             }
             Json::Array(items) => items.iter_mut().for_each(|j| self.redact_json(j)),
             Json::Object(m) => {
-                let entries = std::mem::take(m);
-                for (k, mut v) in entries {
-                    self.redact_json(&mut v);
-                    m.insert(self.redact_with(&k, JSON_MASK).into_owned(), v);
+                m.values_mut().for_each(|v| self.redact_json(v));
+                // Keys are rebuilt (in order) only when one holds a secret: every event line
+                // passes through here.
+                let masked = |k: &String| matches!(self.redact_with(k, JSON_MASK), Cow::Owned(_));
+                if m.keys().any(masked) {
+                    let entries = std::mem::take(m);
+                    for (k, v) in entries {
+                        m.insert(self.redact_with(&k, JSON_MASK).into_owned(), v);
+                    }
                 }
             }
             Json::Number(_) | Json::Bool(_) | Json::Null => {}
         }
+    }
+
+    /// Whether any secret is known: without one, nothing is ever redacted.
+    pub fn knows_secrets(&self) -> bool {
+        let known = self.read();
+        !(known.values.is_empty() && known.provisional.is_empty())
     }
 
     /// `text` (an error Nix printed) without the lines that quote a fragment of a known secret

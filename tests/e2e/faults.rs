@@ -129,7 +129,7 @@ fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
         "killed mid-way: {before} recorded"
     );
     // Everything recorded exists. A create whose answer was in flight when Nivis died cannot
-    // be recorded by anyone (Terraform has the same window): at most one per worker.
+    // be recorded by anyone (Terraform has the same window): at most two per worker.
     let killed = p.remote_vs_state();
     killed.assert_killed_mid_apply(10);
 

@@ -6,6 +6,7 @@ mod book;
 mod cli;
 mod cli_conventions;
 mod disk_full;
+mod dispatch;
 mod encoded_leaks;
 mod ephemeral;
 mod eval_store;

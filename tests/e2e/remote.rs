@@ -223,7 +223,7 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     assert!(stdout(&freed).contains(&lock_id), "{}", stdout(&freed));
 
     // Everything recorded exists; a create whose answer was in flight at the kill cannot be
-    // recorded by anyone (as in Terraform): at most one per worker.
+    // recorded by anyone (as in Terraform): at most two per worker.
     let killed = a.project.remote_vs(&recorded_in(&b.pulled()));
     killed.assert_killed_mid_apply(10);
 
