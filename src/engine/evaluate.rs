@@ -23,12 +23,37 @@ pub trait Evaluator {
     /// be gone once handed over, while Nix evaluates.
     fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError>;
 
+    /// [`evaluate`](Self::evaluate), and in the same evaluation the resource-set probe (see
+    /// `engine::announced`): `open` says whether the plan function declares another set of
+    /// nodes once every node it declares has an (empty) output entry. `open` is `None` when
+    /// this evaluator cannot probe in the same evaluation; the engine then probes in an
+    /// evaluation of its own.
+    fn evaluate_probing(&mut self, ledger: Ledger) -> Result<Evaluation, EngineError> {
+        let (ir, took) = self.evaluate(ledger)?;
+        Ok(Evaluation {
+            ir,
+            took,
+            open: None,
+        })
+    }
+
     /// The names of the variables the plan declares sensitive, learnt without checking the
     /// values in `ledger` or forcing anything else; `None` when the plan cannot say (then
     /// every given value is masked until the first IR says).
     fn sensitive_variables(&mut self, _ledger: &Ledger) -> Option<BTreeSet<String>> {
         None
     }
+}
+
+/// What [`Evaluator::evaluate_probing`] returns.
+pub struct Evaluation {
+    /// The IR bytes.
+    pub ir: Vec<u8>,
+    /// The time the evaluation took.
+    pub took: Duration,
+    /// The probe's verdict, when it ran in this evaluation: whether the resource set reads
+    /// the ledger.
+    pub open: Option<bool>,
 }
 
 /// The production evaluator: `nix eval` of the plan, the ledger handed over in the run's
@@ -51,8 +76,20 @@ impl NixEvaluator {
     }
 }
 
-impl Evaluator for NixEvaluator {
-    fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
+impl NixEvaluator {
+    /// Writes `ledger` into the run's private directory (created at the first evaluation) and
+    /// runs `eval` on the plan with the ledger's path and the descriptor Nix reaches it by;
+    /// the channel of secrets is removed once `eval` returns.
+    fn with_ledger<T>(
+        &mut self,
+        ledger: Ledger,
+        eval: impl FnOnce(
+            &PlanSource,
+            &std::path::Path,
+            std::os::fd::RawFd,
+            &crate::secrets::Redactor,
+        ) -> Result<T, nixeval::EvalError>,
+    ) -> Result<T, EngineError> {
         if self.run_dir.is_none() {
             self.run_dir =
                 Some(crate::rundir::RunDir::create().map_err(|e| EngineError::Io(e.to_string()))?);
@@ -67,11 +104,29 @@ impl Evaluator for NixEvaluator {
         // Written: its memory goes back to the system before Nix's grows beside it.
         drop(ledger);
         release_freed_memory();
-        let evaluated =
-            nixeval::evaluate(&self.source, &path, Some(dir.inherit_fd()), &self.redactor);
+        let evaluated = eval(&self.source, &path, dir.inherit_fd(), &self.redactor);
         // The channel of secrets lives only while Nix reads it.
         dir.remove(crate::ledger::CHANNEL_FILE);
         evaluated.map_err(EngineError::Eval)
+    }
+}
+
+impl Evaluator for NixEvaluator {
+    fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
+        self.with_ledger(ledger, |source, path, fd, redactor| {
+            nixeval::evaluate(source, path, Some(fd), redactor)
+        })
+    }
+
+    fn evaluate_probing(&mut self, ledger: Ledger) -> Result<Evaluation, EngineError> {
+        let probed = self.with_ledger(ledger, |source, path, fd, redactor| {
+            nixeval::evaluate_probing(source, path, Some(fd), redactor)
+        })?;
+        Ok(Evaluation {
+            ir: probed.ir,
+            took: probed.took,
+            open: Some(probed.open),
+        })
     }
 
     fn sensitive_variables(&mut self, ledger: &Ledger) -> Option<BTreeSet<String>> {
@@ -132,7 +187,15 @@ impl Engine<'_> {
         if !self.vars_settled {
             self.settle_variables_before(&ledger);
         }
-        let (bytes, took) = self.evaluator.evaluate(ledger)?;
+        self.probed = None;
+        let (bytes, took) = match self.probe_next {
+            true => {
+                let evaluation = self.evaluator.evaluate_probing(ledger)?;
+                self.probed = evaluation.open;
+                (evaluation.ir, evaluation.took)
+            }
+            false => self.evaluator.evaluate(ledger)?,
+        };
         self.nix_time += took;
         let parsed = ir::parse(&bytes);
         drop(bytes);

@@ -116,7 +116,7 @@ impl Engine<'_> {
             self.providers.identify = true;
             self.sink.keep();
         }
-        let mut ir = self.evaluate(holder.state(), 0)?;
+        let mut ir = self.evaluate_probing(holder.state(), 0)?;
         let basis = match self.opts.save {
             true => Some(self.basis(&ir, holder.state())?),
             false => None,
@@ -125,7 +125,7 @@ impl Engine<'_> {
         if !renames.is_empty() {
             // Plan against the moved records (an in-memory copy), with Nix seeing them.
             self.commit_moves(&renames, Destination::Previewed(&mut holder), 1)?;
-            ir = self.evaluate(holder.state(), 0)?;
+            ir = self.evaluate_probing(holder.state(), 0)?;
         }
         let analysis = analysis::analyse(&ir, holder.state(), &self.scope())?;
         self.check_static_policies(&ir, 1)?;
@@ -217,7 +217,11 @@ impl Engine<'_> {
         };
         loop {
             report.evaluations += 1;
-            let ir = self.evaluate(holder.state(), phase)?;
+            // The evaluation whose plan is confirmed also says whether more may come.
+            let ir = match asking.confirm.is_some() {
+                true => self.evaluate_probing(holder.state(), phase)?,
+                false => self.evaluate(holder.state(), phase)?,
+            };
             if let Some(shown) = &asking.announced {
                 shown.check(&ir, holder.state())?;
             }

@@ -8,6 +8,7 @@ mod cli_conventions;
 mod disk_full;
 mod encoded_leaks;
 mod ephemeral;
+mod eval_path;
 mod eval_store;
 mod faults;
 mod flake;
