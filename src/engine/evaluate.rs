@@ -183,6 +183,19 @@ impl Engine<'_> {
         state: &StateFile,
         phase: u32,
     ) -> Result<Ir, EngineError> {
+        let (bytes, took) = self.nix_evaluation(state, phase)?;
+        let ir = parse_releasing(bytes)?;
+        self.accept_evaluated(ir, Parsed::Now, took, phase)
+    }
+
+    /// Nix's evaluation of the plan with a ledger built from `state`: the IR's bytes and the
+    /// time taken (added to the run's Nix time), the probe's verdict kept when it was asked
+    /// for (`probe_next`).
+    pub(super) fn nix_evaluation(
+        &mut self,
+        state: &StateFile,
+        phase: u32,
+    ) -> Result<(Vec<u8>, Duration), EngineError> {
         let ledger = self.ledger_from(state, phase);
         if !self.vars_settled {
             self.settle_variables_before(&ledger);
@@ -197,14 +210,25 @@ impl Engine<'_> {
             false => self.evaluator.evaluate(ledger)?,
         };
         self.nix_time += took;
-        let parsed = ir::parse(&bytes);
-        drop(bytes);
-        release_freed_memory();
-        let mut ir = parsed.map_err(EngineError::Ir)?;
+        Ok((bytes, took))
+    }
+
+    /// What every evaluation's IR goes through once parsed (`parsed`: now, or earlier, for
+    /// the IR a phase ran that Nix printed again): the providers to keep, the references Nix
+    /// resolved restored, the variables checked, and the `evaluated` event.
+    pub(super) fn accept_evaluated(
+        &mut self,
+        mut ir: Ir,
+        parsed: Parsed,
+        took: Duration,
+        phase: u32,
+    ) -> Result<Ir, EngineError> {
         self.providers.settle_prestarted(&ir.providers);
-        // References Nix resolved are resolved here again, from what this phase plans or
-        // records (see `ir::restore`).
-        ir.restore_references();
+        if parsed == Parsed::Now {
+            // References Nix resolved are resolved here again, from what this phase plans or
+            // records (see `ir::restore`).
+            ir.restore_references();
+        }
         if !self.vars_settled {
             self.vars_settled = true;
             for values in self.variable_values() {
@@ -315,6 +339,23 @@ impl Engine<'_> {
         state.teach_secrets(&self.opts.redactor);
         self.evaluate(state, 0)
     }
+}
+
+/// When an IR handed to [`Engine::accept_evaluated`] was parsed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Parsed {
+    /// From this evaluation's bytes: its references are still to be restored.
+    Now,
+    /// Earlier (the same bytes): accepted once already, references restored.
+    Earlier,
+}
+
+/// The IR of `bytes`, whose memory (and the parse's) goes back to the system once parsed.
+pub(super) fn parse_releasing(bytes: Vec<u8>) -> Result<Ir, EngineError> {
+    let parsed = ir::parse(&bytes);
+    drop(bytes);
+    release_freed_memory();
+    parsed.map_err(EngineError::Ir)
 }
 
 /// Hands the heap pages freed since the last call back to the system. Parsing an IR builds a

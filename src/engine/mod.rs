@@ -33,6 +33,7 @@ mod record;
 mod refcheck;
 mod refresh;
 mod resolve;
+mod same_ir;
 mod saved;
 #[cfg(test)]
 mod stage_tests;
@@ -219,6 +220,8 @@ pub struct Engine<'s> {
     probe_next: bool,
     /// The probe's verdict from the latest evaluation, when it ran in it.
     probed: Option<bool>,
+    /// Whether every node the latest phase ran (`run_nodes`) settled with a fingerprint.
+    fingerprinted_all: bool,
     /// The data sources the preview of the coming apply phase read: the apply uses them.
     data_reads: HashMap<String, node::DataRead>,
     /// The project's policies (`nivis.policies`); `None` without any (or in the engine's unit
@@ -259,6 +262,7 @@ impl<'s> Engine<'s> {
             vars_settled: false,
             probe_next: false,
             probed: None,
+            fingerprinted_all: false,
             data_reads: HashMap::new(),
             policies: None,
             policy_rules: None,

@@ -15,7 +15,8 @@ use super::node::Mode;
 use super::phase_owner::{run_phase, PhaseInput, PhaseResult};
 use super::record::Destination;
 use super::{
-    announced, describe_waits, interrupt_flag, refcheck, saved, Confirm, Engine, Mutation, Report,
+    announced, describe_waits, interrupt_flag, refcheck, same_ir, saved, Confirm, Engine, Mutation,
+    Report,
 };
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Ir;
@@ -77,13 +78,17 @@ impl Engine<'_> {
             earlier_reads,
         };
         let result = run_phase(phase_input, holder, &mut self.sink)?;
+        let mut fingerprinted = 0;
         for id in &result.settled {
             if let Some(fp) =
                 resolved_fingerprint(analysis.nodes[id].node, holder.state(), &self.opts.redactor)
             {
                 self.settled.insert(id.clone(), fp);
+                fingerprinted += 1;
             }
         }
+        // Each node of the run settles at most once.
+        self.fingerprinted_all = fingerprinted == analysis.run.len();
         Ok(result)
     }
 
@@ -215,55 +220,64 @@ impl Engine<'_> {
             confirm,
             announced: None,
         };
+        // The IR the last phase ran, when that phase settled everything (see `same_ir`).
+        let mut ran = None;
         loop {
             report.evaluations += 1;
             // The evaluation whose plan is confirmed also says whether more may come.
-            let ir = match asking.confirm.is_some() {
-                true => self.evaluate_probing(holder.state(), phase)?,
-                false => self.evaluate(holder.state(), phase)?,
-            };
+            let probe = asking.confirm.is_some();
+            let evaluation = self.evaluate_in_loop(holder.state(), phase, probe, ran.take())?;
+            let ir = &evaluation.ir;
             if let Some(shown) = &asking.announced {
-                shown.check(&ir, holder.state())?;
+                shown.check(ir, holder.state())?;
             }
             if report.evaluations == 1 {
                 if let Some(saved) = self.opts.saved.clone() {
-                    self.check_basis(&saved, &ir, holder.state(), false)?;
+                    self.check_basis(&saved, ir, holder.state(), false)?;
                 }
             }
             if !moves_checked {
                 moves_checked = true;
-                if self.apply_moves(&ir, holder, &mut asking.confirm, mutation)? {
+                if self.apply_moves(ir, holder, &mut asking.confirm, mutation)? {
                     continue; // evaluate again: Nix sees the records at their new addresses
                 }
             }
-            let analysis = analysis::analyse(&ir, holder.state(), &self.scope())?;
+            let analysis = match evaluation.same {
+                true => same_ir::analysis_of_the_same(ir),
+                false => analysis::analyse(ir, holder.state(), &self.scope())?,
+            };
             let limit = self.phase_limit_reached(&report);
-            if let Some(stop) = stop_after_evaluation(&ir, &analysis, limit) {
+            if let Some(stop) = stop_after_evaluation(ir, &analysis, limit) {
                 // No phase ran after this evaluation: orphans go in a phase of their own.
                 let phase = phase + 1;
+                drop(analysis);
                 return Ok(Ended {
                     stop,
-                    ir,
+                    ir: evaluation.ir,
                     phase,
                     report,
                 });
             }
             phase += 1;
             let result =
-                self.run_apply_phase(&ir, &analysis, holder, phase, &mut asking, mutation)?;
+                self.run_apply_phase(ir, &analysis, holder, phase, &mut asking, mutation)?;
             report.changed.extend(result.changed.iter().cloned());
             if !result.changed.is_empty() || result.outputs_changed {
                 report.apply_phases += 1;
             }
             let limit = self.phase_limit_reached(&report);
-            if let Some(stop) = stop_after_phase(&ir, &analysis, result.outputs_changed, limit) {
+            let stop = stop_after_phase(ir, &analysis, result.outputs_changed, limit);
+            let settled = same_ir::settled_everything(ir, &analysis, self.fingerprinted_all);
+            drop(analysis);
+            if let Some(stop) = stop {
                 return Ok(Ended {
                     stop,
-                    ir,
+                    ir: evaluation.ir,
                     phase,
                     report,
                 });
             }
+            ran = evaluation.keep(settled);
         }
     }
 

@@ -135,3 +135,118 @@ fn a_plan_that_fails_reports_its_own_error() {
     assert!(err.contains("the plan's own error"), "{err}");
     assert!(!err.contains("tryEval"), "{err}");
 }
+
+/// A plan of `a` (label `a_label`, a Nix expression) and the data source `l`.
+fn tokens_and_lookup(a_label: &str) -> String {
+    format!(
+        "ledger: let \
+           a = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; config = {{ label = {a_label}; }}; }}; \
+           {} \
+           l = lib.mkData {{ provider = \"alpha\"; type = \"alpha_lookup\"; name = \"l\"; config.key = \"k\"; }}; \
+         in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; resources = [ a b ]; data = [ l ]; inherit ledger; }}",
+        token("b"),
+    )
+}
+
+/// The run's course without what varies between runs (times, the order of parallel work):
+/// the evaluations, phases and the fixpoint in order, what finished (sorted), and the summary.
+fn course(out: &std::process::Output) -> (Vec<Json>, Vec<(String, Json)>, Json) {
+    let (_, events, mut summary) = stream(out);
+    let steps = (events.iter())
+        .filter(|e| ["evaluated", "phase-done", "fixpoint"].contains(&e["type"].as_str().unwrap()))
+        .map(|e| {
+            let mut e = e.clone();
+            e.as_object_mut()
+                .unwrap()
+                .retain(|k, _| k != "timestamp" && k != "seconds");
+            e
+        })
+        .collect();
+    let mut finished = actions(out, "finished");
+    finished.sort_by(|x, y| x.0.cmp(&y.0));
+    summary
+        .as_object_mut()
+        .unwrap()
+        .retain(|k, _| k != "timestamp" && k != "seconds");
+    (steps, finished, summary)
+}
+
+/// Item 3: the evaluation after a phase that settled everything prints the very IR the phase
+/// ran; the run reaches the fixpoint with that IR, not parsed or analysed again (said at -vv),
+/// with the events and summary a full analysis gives.
+#[test]
+fn the_same_ir_after_a_phase_is_the_fixpoint() {
+    let p = Project::new(&tokens_and_lookup("\"a\""));
+    let out = p.run(&["apply"], &["--auto-approve", "--json", "-vv"]);
+    assert_success(&out);
+    let (steps, finished, summary) = course(&out);
+    let expected_steps: Vec<Json> = vec![
+        serde_json::json!({"type": "evaluated", "phase": 0, "resources": 2, "data": 1}),
+        serde_json::json!({"type": "phase-done", "phase": 1, "changed": 2}),
+        serde_json::json!({"type": "evaluated", "phase": 1, "resources": 2, "data": 1}),
+        serde_json::json!({"type": "fixpoint", "evaluations": 2, "applyPhases": 1}),
+    ];
+    assert_eq!(steps, expected_steps, "{}", stdout(&out));
+    assert_eq!(
+        finished,
+        [
+            ("alpha.alpha_token.a".to_string(), Json::from("create")),
+            ("alpha.alpha_token.b".to_string(), Json::from("create")),
+            ("data.alpha.alpha_lookup.l".to_string(), Json::from("read")),
+        ]
+    );
+    let expected_summary = serde_json::json!({
+        "type": "summary", "command": "apply", "exitStatus": 0, "changes": false,
+        "planned": {}, "applied": {"create": 2},
+        "deferred": 0, "moved": 0, "imported": 0, "drifted": 0,
+    });
+    assert_eq!(summary, expected_summary);
+    let err = stderr(&out);
+    assert!(
+        err.contains("phase 1's evaluation printed the IR the last phase ran"),
+        "{err}"
+    );
+    // Nothing left to do: a no-op plan.
+    let out = p.run(&["plan"], &["--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// Item 3: a plan whose IR changes once the first phase's outputs are in the ledger (`a`'s
+/// label reads `b`'s id through the ledger, nothing deferred) gets its second phase.
+#[test]
+fn an_ir_that_changes_after_a_phase_gets_the_next_phase() {
+    let label = "(if (ledger.outputs or { }) ? \"alpha.alpha_token.b\" then \"after-${ledger.outputs.\"alpha.alpha_token.b\".id}\" else \"before\")";
+    let p = Project::new(&tokens_and_lookup(label));
+    let out = p.run(&["apply"], &["--auto-approve", "--json", "-vv"]);
+    assert_success(&out);
+    let (steps, finished, _) = course(&out);
+    let last = steps.last().unwrap();
+    assert_eq!(last["type"], "fixpoint", "{steps:?}");
+    assert_eq!(
+        (last["evaluations"].as_u64(), last["applyPhases"].as_u64()),
+        (Some(3), Some(2)),
+        "{steps:?}"
+    );
+    assert!(
+        finished.contains(&("alpha.alpha_token.a".to_string(), Json::from("update"))),
+        "{finished:?}"
+    );
+    let b_id = p.outputs()["alpha.alpha_token.b"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        p.outputs()["alpha.alpha_token.a"]["label"],
+        format!("after-{b_id}")
+    );
+    // The third evaluation printed the second phase's IR again.
+    let err = stderr(&out);
+    assert!(
+        !err.contains("phase 1's evaluation printed the IR the last phase ran"),
+        "{err}"
+    );
+    assert!(
+        err.contains("phase 2's evaluation printed the IR the last phase ran"),
+        "{err}"
+    );
+}
