@@ -11,7 +11,7 @@ use super::error::EngineError;
 use super::events::{Event, Sink};
 use super::Engine;
 use crate::diag::Diagnostic;
-use crate::ir::{self, Ir};
+use crate::ir::{self, Ir, VariableDecl};
 use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
 use crate::state::{StateFile, StateStore};
@@ -185,7 +185,7 @@ impl Engine<'_> {
     ) -> Result<Ir, EngineError> {
         let (bytes, took) = self.nix_evaluation(state, phase)?;
         let ir = parse_releasing(bytes)?;
-        self.accept_evaluated(ir, Parsed::Now, took, phase)
+        self.accept_evaluated(ir, took, phase)
     }
 
     /// Nix's evaluation of the plan with a ledger built from `state`: the IR's bytes and the
@@ -213,22 +213,18 @@ impl Engine<'_> {
         Ok((bytes, took))
     }
 
-    /// What every evaluation's IR goes through once parsed (`parsed`: now, or earlier, for
-    /// the IR a phase ran that Nix printed again): the providers to keep, the references Nix
-    /// resolved restored, the variables checked, and the `evaluated` event.
+    /// What every evaluation's IR goes through once parsed: the providers to keep, the
+    /// references Nix resolved restored, the variables checked, and the `evaluated` event.
     pub(super) fn accept_evaluated(
         &mut self,
         mut ir: Ir,
-        parsed: Parsed,
         took: Duration,
         phase: u32,
     ) -> Result<Ir, EngineError> {
         self.providers.settle_prestarted(&ir.providers);
-        if parsed == Parsed::Now {
-            // References Nix resolved are resolved here again, from what this phase plans or
-            // records (see `ir::restore`).
-            ir.restore_references();
-        }
+        // References Nix resolved are resolved here again, from what this phase plans or
+        // records (see `ir::restore`).
+        ir.restore_references();
         if !self.vars_settled {
             self.vars_settled = true;
             for values in self.variable_values() {
@@ -237,7 +233,7 @@ impl Engine<'_> {
                 });
             }
         }
-        self.check_variable_names(&ir)?;
+        self.check_variable_names(&ir.variables)?;
         refuse_without_ledger(&ir)?;
         self.sink.event(Event::Evaluated {
             phase,
@@ -275,23 +271,26 @@ impl Engine<'_> {
     /// A `--var` the plan does not declare is an error, before anything is planned or
     /// applied; a value from a `--var-file` or the environment the plan does not declare is a
     /// warning (when the plan declares variables at all).
-    fn check_variable_names(&mut self, ir: &Ir) -> Result<(), EngineError> {
-        let declared = || match ir.variables.len() {
+    pub(super) fn check_variable_names(
+        &mut self,
+        variables: &BTreeMap<String, VariableDecl>,
+    ) -> Result<(), EngineError> {
+        let declared = || match variables.len() {
             0 => "it declares none".to_string(),
             _ => format!(
                 "declared: {}",
-                ir.variables.keys().cloned().collect::<Vec<_>>().join(", ")
+                variables.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         };
         // A value from a secret store must never be recorded in plain text (a saved plan
         // keeps non-sensitive variables' values).
         if let Some(name) = (self.opts.secret_vars.iter())
-            .find(|name| !ir.variables.get(*name).is_some_and(|d| d.sensitive))
+            .find(|name| !variables.get(*name).is_some_and(|d| d.sensitive))
         {
             return Err(EngineError::Diagnostics(
                 Diagnostic::error(format!(
                     "variable {name} is read from a secret store (secretSources.{name}), but                      the plan {}: declare it in the plan's `variables` with sensitive = true",
-                    if ir.variables.contains_key(name) {
+                    if variables.contains_key(name) {
                         "does not declare it sensitive"
                     } else {
                         "declares no such variable"
@@ -301,7 +300,7 @@ impl Engine<'_> {
             ));
         }
         let undeclared: Vec<&String> = (self.opts.flag_vars.iter())
-            .filter(|name| !ir.variables.contains_key(*name))
+            .filter(|name| !variables.contains_key(*name))
             .collect();
         if let Some(name) = undeclared.first() {
             return Err(EngineError::Diagnostics(
@@ -314,7 +313,7 @@ impl Engine<'_> {
             ));
         }
         for name in self.opts.vars.keys() {
-            if !ir.variables.is_empty() && !ir.variables.contains_key(name) {
+            if !variables.is_empty() && !variables.contains_key(name) {
                 self.sink.event(Event::Warning(Diagnostic::warning(format!(
                     "variable {name} (from --var-file or NIVIS_VAR_{name}): the plan declares \
                      no such variable ({})",
@@ -339,15 +338,6 @@ impl Engine<'_> {
         state.teach_secrets(&self.opts.redactor);
         self.evaluate(state, 0)
     }
-}
-
-/// When an IR handed to [`Engine::accept_evaluated`] was parsed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Parsed {
-    /// From this evaluation's bytes: its references are still to be restored.
-    Now,
-    /// Earlier (the same bytes): accepted once already, references restored.
-    Earlier,
 }
 
 /// The IR of `bytes`, whose memory (and the parse's) goes back to the system once parsed.

@@ -14,9 +14,9 @@ use super::events::{Event, Sink, Wait};
 use super::node::Mode;
 use super::phase_owner::{run_phase, PhaseInput, PhaseResult};
 use super::record::Destination;
+use super::same_ir::{LoopEvaluation, PhaseFacts, Recognised};
 use super::{
-    announced, describe_waits, interrupt_flag, refcheck, same_ir, saved, Confirm, Engine, Mutation,
-    Report,
+    announced, describe_waits, interrupt_flag, refcheck, saved, Confirm, Engine, Mutation, Report,
 };
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Ir;
@@ -196,7 +196,7 @@ impl Engine<'_> {
             mut report,
         } = self.phase_loop(holder, confirm, mutation)?;
         match stop {
-            Stop::Fixpoint => self.finish_at_fixpoint(&ir, holder, phase, mutation, report),
+            Stop::Fixpoint => self.finish_at_fixpoint(ir.as_ref(), holder, phase, mutation, report),
             Stop::Unresolved(unresolved) => self.incomplete(unresolved, report),
             Stop::PhaseLimit(pending) => {
                 report.pending = pending;
@@ -220,64 +220,61 @@ impl Engine<'_> {
             confirm,
             announced: None,
         };
-        // The IR the last phase ran, when that phase settled everything (see `same_ir`).
-        let mut ran = None;
+        // What is kept of the IR the last phase ran, when it settled everything (`same_ir`).
+        let mut last = None;
         loop {
             report.evaluations += 1;
             // The evaluation whose plan is confirmed also says whether more may come.
             let probe = asking.confirm.is_some();
-            let evaluation = self.evaluate_in_loop(holder.state(), phase, probe, ran.take())?;
-            let ir = &evaluation.ir;
+            let evaluated = self.evaluate_in_loop(holder.state(), phase, probe, last.take())?;
+            let (ir, digest) = match evaluated {
+                LoopEvaluation::Parsed(ir, digest) => (*ir, digest),
+                // No phase ran after this evaluation: orphans (none) in a phase of their own.
+                LoopEvaluation::Same(stop) => return Ok(Ended::at(stop, None, phase + 1, report)),
+            };
             if let Some(shown) = &asking.announced {
-                shown.check(ir, holder.state())?;
+                shown.check(&ir, holder.state())?;
             }
             if report.evaluations == 1 {
                 if let Some(saved) = self.opts.saved.clone() {
-                    self.check_basis(&saved, ir, holder.state(), false)?;
+                    self.check_basis(&saved, &ir, holder.state(), false)?;
                 }
             }
             if !moves_checked {
                 moves_checked = true;
-                if self.apply_moves(ir, holder, &mut asking.confirm, mutation)? {
+                if self.apply_moves(&ir, holder, &mut asking.confirm, mutation)? {
                     continue; // evaluate again: Nix sees the records at their new addresses
                 }
             }
-            let analysis = match evaluation.same {
-                true => same_ir::analysis_of_the_same(ir),
-                false => analysis::analyse(ir, holder.state(), &self.scope())?,
-            };
+            let analysis = analysis::analyse(&ir, holder.state(), &self.scope())?;
             let limit = self.phase_limit_reached(&report);
-            if let Some(stop) = stop_after_evaluation(ir, &analysis, limit) {
+            if let Some(stop) = stop_after_evaluation(&ir, &analysis, limit) {
                 // No phase ran after this evaluation: orphans go in a phase of their own.
-                let phase = phase + 1;
                 drop(analysis);
-                return Ok(Ended {
-                    stop,
-                    ir: evaluation.ir,
-                    phase,
-                    report,
-                });
+                return Ok(Ended::at(stop, Some(ir), phase + 1, report));
             }
             phase += 1;
             let result =
-                self.run_apply_phase(ir, &analysis, holder, phase, &mut asking, mutation)?;
+                self.run_apply_phase(&ir, &analysis, holder, phase, &mut asking, mutation)?;
             report.changed.extend(result.changed.iter().cloned());
             if !result.changed.is_empty() || result.outputs_changed {
                 report.apply_phases += 1;
             }
             let limit = self.phase_limit_reached(&report);
-            let stop = stop_after_phase(ir, &analysis, result.outputs_changed, limit);
-            let settled = same_ir::settled_everything(ir, &analysis, self.fingerprinted_all);
-            drop(analysis);
-            if let Some(stop) = stop {
-                return Ok(Ended {
-                    stop,
-                    ir: evaluation.ir,
-                    phase,
-                    report,
-                });
+            if let Some(stop) = stop_after_phase(&ir, &analysis, result.outputs_changed, limit) {
+                drop(analysis);
+                return Ok(Ended::at(stop, Some(ir), phase, report));
             }
-            ran = evaluation.keep(settled);
+            let facts = PhaseFacts {
+                state: holder.state(),
+                fingerprinted_all: self.fingerprinted_all,
+                announced_open: asking.announced.is_some(),
+                limit,
+            };
+            last = Recognised::after_phase(&ir, digest, &analysis, facts);
+            // The IR goes before Nix evaluates again (only `last`, small, is kept).
+            drop(analysis);
+            drop(ir);
         }
     }
 
@@ -361,9 +358,23 @@ struct Asking<'c> {
 /// destroys orphans in that phase), and the report so far.
 struct Ended {
     stop: Stop,
-    ir: Ir,
+    /// `None` when the last evaluation printed the IR the last phase ran again, which was
+    /// recognised without parsing it only because the state records nothing it does not
+    /// declare (`same_ir`): there are no orphans.
+    ir: Option<Ir>,
     phase: u32,
     report: Report,
+}
+
+impl Ended {
+    fn at(stop: Stop, ir: Option<Ir>, phase: u32, report: Report) -> Ended {
+        Ended {
+            stop,
+            ir,
+            phase,
+            report,
+        }
+    }
 }
 
 /// Why the phase loop stops, short of an error.
@@ -447,7 +458,7 @@ impl Engine<'_> {
     /// longer declares are destroyed, in `phase`.
     fn finish_at_fixpoint(
         &mut self,
-        ir: &Ir,
+        ir: Option<&Ir>,
         holder: &mut dyn LockedStore,
         phase: u32,
         mutation: Mutation,
@@ -457,7 +468,8 @@ impl Engine<'_> {
             evaluations: report.evaluations,
             apply_phases: report.apply_phases,
         });
-        if self.opts.targets.is_empty() {
+        // Without the IR there is no orphan (see `Ended`).
+        if let Some(ir) = ir.filter(|_| self.opts.targets.is_empty()) {
             let removed = self.destroy_orphans(ir, holder, phase, mutation)?;
             report.changed.extend(removed);
         }

@@ -250,3 +250,35 @@ fn an_ir_that_changes_after_a_phase_gets_the_next_phase() {
         "{err}"
     );
 }
+
+/// Item 3: the IR printed again is recognised without parsing only when the fixpoint needs no
+/// IR: with a recorded resource the plan no longer declares, the evaluation after the phase is
+/// parsed, and the orphan destroyed at the fixpoint.
+#[test]
+fn an_orphan_is_destroyed_at_the_fixpoint_after_a_settled_phase() {
+    let with = |names: &[&str]| {
+        format!(
+            "ledger: let {} in lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; resources = [ {} ]; inherit ledger; }}",
+            names.iter().map(|n| token(n)).collect::<String>(),
+            names.join(" ")
+        )
+    };
+    let p = Project::new(&with(&["a", "b"]));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    p.set_plan(&with(&["a", "c"]));
+    let out = p.run(&["apply"], &["--auto-approve", "--json", "-vv"]);
+    assert_success(&out);
+    let (steps, mut finished, _) = course(&out);
+    finished.retain(|(_, a)| a != "no-op");
+    assert_eq!(
+        finished,
+        [
+            ("alpha.alpha_token.b".to_string(), Json::from("delete")),
+            ("alpha.alpha_token.c".to_string(), Json::from("create")),
+        ],
+        "{steps:?}"
+    );
+    assert!(!stderr(&out).contains("printed the IR the last phase ran"));
+    let listed = stdout(&p.state_cmd(&["state", "list"]));
+    assert!(!listed.contains("alpha.alpha_token.b"), "{listed}");
+}
