@@ -125,7 +125,7 @@ impl Evaluator for NixEvaluator {
         Ok(Evaluation {
             ir: probed.ir,
             took: probed.took,
-            open: Some(probed.open),
+            open: probed.open,
         })
     }
 

@@ -8,7 +8,8 @@
 //! IR's meaning (`ir`).
 //!
 //! Nix prints `[ IR VERDICT ]`: the IR first (the very bytes the plain evaluation prints), then
-//! `true` (the set differs, or the probe threw) or `false`. The probe forces only the node ids
+//! `true` (the set differs, or the probe threw), `false`, or `null` (more nodes than
+//! [`FOLDED_UP_TO`]: not probed here). The probe forces only the node ids
 //! of the second evaluation; what does not depend on the ledger (the library, imports) is
 //! evaluated once for both. `builtins.tryEval` catches `throw` and `assert` only: a probe that
 //! fails otherwise (a type error in a branch only the probe takes) fails the whole evaluation,
@@ -31,8 +32,8 @@ pub struct Probed {
     /// The time Nix took (both evaluations when the combined one failed).
     pub took: Duration,
     /// Whether the resource set reads the ledger: the probe declared another set of nodes, or
-    /// failed.
-    pub open: bool,
+    /// failed. `None`: not probed in this evaluation (more than [`FOLDED_UP_TO`] nodes).
+    pub open: Option<bool>,
 }
 
 /// Evaluates the plan with the ledger at `ledger_path` (as [`evaluate`]) and probes, in the
@@ -62,9 +63,15 @@ pub fn evaluate_probing(
     Ok(Probed {
         ir,
         took: started.elapsed(),
-        open: true,
+        open: Some(true),
     })
 }
+
+/// The most declared nodes probed inside the plan's evaluation. Both evaluations of the plan
+/// function are live in one evaluator at once: at 100k null resources its peak doubled (316 →
+/// 635 MB), where two evaluations one after the other each peak at the first's. Above this
+/// the engine probes in an evaluation of its own, as before (DESIGN §83).
+pub(crate) const FOLDED_UP_TO: usize = 10_000;
 
 /// The `--apply` expression: the plan function applied to the ledger read from `ledger` (a
 /// path), and the probe's verdict. The probe ledger is the ledger for phase 1 with an empty
@@ -75,24 +82,31 @@ fn probing_apply(ledger: &str) -> String {
            ledger = builtins.fromJSON (builtins.readFile {}); \
            ir = plan ledger; \
            ids = i: map (n: n.id) (i.resources ++ (i.data or [ ])); \
+           declared = ids ir; \
            held = ledger.outputs; \
-           missing = builtins.filter (id: !(builtins.hasAttr id held)) (ids ir); \
+           missing = builtins.filter (id: !(builtins.hasAttr id held)) declared; \
            named = l: builtins.listToAttrs (map (id: {{ name = id; value = {{ }}; }}) l); \
            probe = plan (ledger // {{ phase = 1; outputs = held // named missing; }}); \
-           differs = builtins.attrNames (named (ids probe)) != builtins.attrNames (named (ids ir)); \
+           differs = builtins.attrNames (named (ids probe)) != builtins.attrNames (named declared); \
            tried = builtins.tryEval differs; \
-         in [ ir (missing != [ ] && (!tried.success || tried.value)) ]",
+         in [ ir (if builtins.length declared > {FOLDED_UP_TO} then null \
+                  else missing != [ ] && (!tried.success || tried.value)) ]",
         nix_string(ledger)
     )
 }
 
 /// Takes `[IR,VERDICT]` apart: the IR's bytes as printed, without copying them when Nix printed
-/// the list compactly (it does), else through a JSON parse.
-fn split_verdict(mut printed: Vec<u8>) -> Result<(Vec<u8>, bool), String> {
+/// the list compactly (it does), else through a JSON parse. The verdict `null`: not probed.
+fn split_verdict(mut printed: Vec<u8>) -> Result<(Vec<u8>, Option<bool>), String> {
     while printed.last().is_some_and(u8::is_ascii_whitespace) {
         printed.pop();
     }
-    for (tail, open) in [(&b",true]"[..], true), (b",false]", false)] {
+    let tails = [
+        (&b",true]"[..], Some(true)),
+        (b",false]", Some(false)),
+        (b",null]", None),
+    ];
+    for (tail, open) in tails {
         if printed.first() == Some(&b'[') && printed.ends_with(tail) {
             printed.truncate(printed.len() - tail.len());
             printed.drain(..1);
@@ -105,8 +119,10 @@ fn split_verdict(mut printed: Vec<u8>) -> Result<(Vec<u8>, bool), String> {
     };
     let value: serde_json::Value = serde_json::from_slice(&printed).map_err(|_| not_ours())?;
     match value {
-        serde_json::Value::Array(mut pair) if pair.len() == 2 && pair[1].is_boolean() => {
-            let open = pair[1].as_bool() == Some(true);
+        serde_json::Value::Array(mut pair)
+            if pair.len() == 2 && (pair[1].is_boolean() || pair[1].is_null()) =>
+        {
+            let open = pair[1].as_bool();
             let ir = serde_json::to_vec(&pair.swap_remove(0)).map_err(|_| not_ours())?;
             Ok((ir, open))
         }
@@ -121,7 +137,7 @@ mod tests {
     #[test]
     fn the_verdict_comes_off_what_nix_printed() {
         let ir = br#"{"resources":[],"schemaVersion":1}"#;
-        for (open, word) in [(true, "true"), (false, "false")] {
+        for (open, word) in [(Some(true), "true"), (Some(false), "false"), (None, "null")] {
             let mut printed = b"[".to_vec();
             printed.extend_from_slice(ir);
             printed.extend_from_slice(format!(",{word}]\n").as_bytes());
@@ -129,7 +145,7 @@ mod tests {
         }
         // Printed another way (spaced): taken apart through a parse.
         let spaced = br#"[ {"resources": [], "schemaVersion": 1}, true ]"#.to_vec();
-        assert_eq!(split_verdict(spaced).unwrap(), (ir.to_vec(), true));
+        assert_eq!(split_verdict(spaced).unwrap(), (ir.to_vec(), Some(true)));
         for other in [&br#"{"resources":[]}"#[..], b"[1]", b"[{}, 1]", b"not json"] {
             assert!(split_verdict(other.to_vec()).is_err(), "{other:?}");
         }

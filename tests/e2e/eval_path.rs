@@ -282,3 +282,19 @@ fn an_orphan_is_destroyed_at_the_fixpoint_after_a_settled_phase() {
     let listed = stdout(&p.state_cmd(&["state", "list"]));
     assert!(!listed.contains("alpha.alpha_token.b"), "{listed}");
 }
+
+/// Item 1: above `nixeval::probe::FOLDED_UP_TO` (10000) declared nodes the probe is not folded
+/// in (both evaluations live in one evaluator would double its peak): the plan's evaluation
+/// says "not probed" and the engine probes in an evaluation of its own, as before.
+#[test]
+fn a_large_plan_probes_in_an_evaluation_of_its_own() {
+    let many = "lib.count 10000 (i: lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"many\"; config.label = toString i; })";
+    let p = counting_nix(&grows_with("[ b ]").replace(
+        "resources = [ a ] ++",
+        &format!("resources = [ a ] ++ {many} ++"),
+    ));
+    let out = p.run(&["plan"], &["--json", "--target", "alpha.alpha_token.a"]);
+    assert_success(&out);
+    assert!(warns_may_add(&out), "{}", stdout(&out));
+    assert_eq!(nix_evals(&p), 2, "{}", stderr(&out));
+}
