@@ -34,6 +34,7 @@ use crate::xdg::state_home;
 mod eval_store;
 mod located;
 mod positions;
+mod probe;
 mod realise;
 mod variables;
 
@@ -41,6 +42,7 @@ pub use self::eval_store::EvalStoreError;
 pub use self::realise::{realise, RealiseError};
 
 pub use self::positions::positions;
+pub use self::probe::{evaluate_probing, Probed};
 pub use self::variables::sensitive_variables;
 
 /// Where the plan function lives.

@@ -376,9 +376,14 @@ impl RunDir {
     }
 
     /// Writes `name` (a plain file name) with mode 0600 into the directory through its
-    /// descriptor: into a new temporary file that may not exist or be a link, synced, then
-    /// renamed over `name`. Returns the path Nix reads it by: `/proc/self/fd/N/name`, valid in
-    /// a process that inherited [`inherit_fd`](Self::inherit_fd).
+    /// descriptor: into a new temporary file that may not exist or be a link, then renamed
+    /// over `name` (a reader never sees it half written). Returns the path Nix reads it by:
+    /// `/proc/self/fd/N/name`, valid in a process that inherited
+    /// [`inherit_fd`](Self::inherit_fd).
+    ///
+    /// Not synced: what the directory holds is input for a child process of this run, read
+    /// back through the page cache, never data that must survive a crash (a crash ends the run,
+    /// and the next run removes the directory). Durable files take [`write_private_file`].
     pub fn write(&self, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
         remember_live_name(name);
         let tmp = CString::new(format!(".{name}.{}.tmp", random_suffix()?))?;
@@ -405,7 +410,6 @@ impl RunDir {
                 ));
             }
             file.write_all(bytes)?;
-            file.sync_all()?;
             // SAFETY: as above.
             if unsafe { libc::renameat(fd, tmp.as_ptr(), fd, target.as_ptr()) } != 0 {
                 return Err(std::io::Error::last_os_error());

@@ -1,7 +1,8 @@
 //! Plans whose resource *set* depends on apply-time outputs: a plan function that reads the
 //! ledger to decide which resources exist may declare more once the first objects exist. The
-//! plan says so (a probe evaluation), and an apply that asked for confirmation stops before
-//! creating anything its plan did not announce.
+//! plan says so (a probe: a second evaluation of the plan function, folded into the plan's own
+//! evaluation where the evaluator can, see `nixeval::evaluate_probing`), and an apply that
+//! asked for confirmation stops before creating anything its plan did not announce.
 //!
 //! Owns the probe and the check; not the phase loop (`phases`), nor the wording of the plan.
 
@@ -21,6 +22,20 @@ pub(super) const MAY_ADD: &str =
     "resources may be added in a later phase: the plan function reads the ledger to decide which resources exist";
 
 impl Engine<'_> {
+    /// Evaluates as `evaluate` does, with the probe folded into the evaluation when the
+    /// evaluator can (its verdict is what [`announce_open_set`](Self::announce_open_set) then
+    /// says, without an evaluation of its own).
+    pub(super) fn evaluate_probing(
+        &mut self,
+        state: &StateFile,
+        phase: u32,
+    ) -> Result<Ir, EngineError> {
+        self.probe_next = true;
+        let ir = self.evaluate(state, phase);
+        self.probe_next = false;
+        ir
+    }
+
     /// Whether the plan function decides which resources exist from the ledger: evaluated
     /// again with an (empty) output entry for every declared node not recorded yet, it
     /// declares another set of nodes, or fails. Without such nodes there is nothing to probe.
@@ -52,8 +67,13 @@ impl Engine<'_> {
     }
 
     /// Warns, as part of the plan, when the resource set depends on the ledger.
+    /// `ir` and `state` must be those of the latest evaluation, whose probe verdict is used
+    /// when it ran in it.
     pub(super) fn announce_open_set(&mut self, ir: &Ir, state: &StateFile) -> bool {
-        let open = self.resource_set_reads_ledger(ir, state);
+        let open = match self.probed.take() {
+            Some(open) => open,
+            None => self.resource_set_reads_ledger(ir, state),
+        };
         if open {
             self.sink
                 .event(Event::Warning(Diagnostic::warning(MAY_ADD).with_detail(

@@ -219,7 +219,18 @@ impl Engine<'_> {
         state: &StateFile,
         phase: u32,
     ) -> Result<Ir, EngineError> {
-        let mut ir = self.evaluate_once(state, phase)?;
+        let ir = self.evaluate_once(state, phase)?;
+        self.with_ephemerals_open(ir, state, phase)
+    }
+
+    /// `ir`, just evaluated, or (when it declares ephemeral resources ready to open) the IR of
+    /// the evaluation after they are open, until no more become ready.
+    pub(super) fn with_ephemerals_open(
+        &mut self,
+        mut ir: Ir,
+        state: &StateFile,
+        phase: u32,
+    ) -> Result<Ir, EngineError> {
         if ir.ephemeral.is_empty() || !self.open_ephemerals {
             return Ok(ir);
         }

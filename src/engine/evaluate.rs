@@ -11,7 +11,7 @@ use super::error::EngineError;
 use super::events::{Event, Sink};
 use super::Engine;
 use crate::diag::Diagnostic;
-use crate::ir::{self, Ir};
+use crate::ir::{self, Ir, VariableDecl};
 use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource};
 use crate::state::{StateFile, StateStore};
@@ -23,12 +23,37 @@ pub trait Evaluator {
     /// be gone once handed over, while Nix evaluates.
     fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError>;
 
+    /// [`evaluate`](Self::evaluate), and in the same evaluation the resource-set probe (see
+    /// `engine::announced`): `open` says whether the plan function declares another set of
+    /// nodes once every node it declares has an (empty) output entry. `open` is `None` when
+    /// this evaluator cannot probe in the same evaluation; the engine then probes in an
+    /// evaluation of its own.
+    fn evaluate_probing(&mut self, ledger: Ledger) -> Result<Evaluation, EngineError> {
+        let (ir, took) = self.evaluate(ledger)?;
+        Ok(Evaluation {
+            ir,
+            took,
+            open: None,
+        })
+    }
+
     /// The names of the variables the plan declares sensitive, learnt without checking the
     /// values in `ledger` or forcing anything else; `None` when the plan cannot say (then
     /// every given value is masked until the first IR says).
     fn sensitive_variables(&mut self, _ledger: &Ledger) -> Option<BTreeSet<String>> {
         None
     }
+}
+
+/// What [`Evaluator::evaluate_probing`] returns.
+pub struct Evaluation {
+    /// The IR bytes.
+    pub ir: Vec<u8>,
+    /// The time the evaluation took.
+    pub took: Duration,
+    /// The probe's verdict, when it ran in this evaluation: whether the resource set reads
+    /// the ledger.
+    pub open: Option<bool>,
 }
 
 /// The production evaluator: `nix eval` of the plan, the ledger handed over in the run's
@@ -52,8 +77,20 @@ impl NixEvaluator {
     }
 }
 
-impl Evaluator for NixEvaluator {
-    fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
+impl NixEvaluator {
+    /// Writes `ledger` into the run's private directory (created at the first evaluation) and
+    /// runs `eval` on the plan with the ledger's path and the descriptor Nix reaches it by;
+    /// the channel of secrets is removed once `eval` returns.
+    fn with_ledger<T>(
+        &mut self,
+        ledger: Ledger,
+        eval: impl FnOnce(
+            &PlanSource,
+            &std::path::Path,
+            std::os::fd::RawFd,
+            &crate::secrets::Redactor,
+        ) -> Result<T, nixeval::EvalError>,
+    ) -> Result<T, EngineError> {
         if self.run_dir.is_none() {
             self.run_dir =
                 Some(crate::rundir::RunDir::create().map_err(|e| EngineError::Io(e.to_string()))?);
@@ -68,11 +105,29 @@ impl Evaluator for NixEvaluator {
         // Written: its memory goes back to the system before Nix's grows beside it.
         drop(ledger);
         release_freed_memory();
-        let evaluated =
-            nixeval::evaluate(&self.source, &path, Some(dir.inherit_fd()), &self.redactor);
+        let evaluated = eval(&self.source, &path, dir.inherit_fd(), &self.redactor);
         // The channel of secrets lives only while Nix reads it.
         dir.remove(crate::ledger::CHANNEL_FILE);
         evaluated.map_err(EngineError::Eval)
+    }
+}
+
+impl Evaluator for NixEvaluator {
+    fn evaluate(&mut self, ledger: Ledger) -> Result<(Vec<u8>, Duration), EngineError> {
+        self.with_ledger(ledger, |source, path, fd, redactor| {
+            nixeval::evaluate(source, path, Some(fd), redactor)
+        })
+    }
+
+    fn evaluate_probing(&mut self, ledger: Ledger) -> Result<Evaluation, EngineError> {
+        let probed = self.with_ledger(ledger, |source, path, fd, redactor| {
+            nixeval::evaluate_probing(source, path, Some(fd), redactor)
+        })?;
+        Ok(Evaluation {
+            ir: probed.ir,
+            took: probed.took,
+            open: probed.open,
+        })
     }
 
     fn sensitive_variables(&mut self, ledger: &Ledger) -> Option<BTreeSet<String>> {
@@ -129,16 +184,44 @@ impl Engine<'_> {
         state: &StateFile,
         phase: u32,
     ) -> Result<Ir, EngineError> {
+        let (bytes, took) = self.nix_evaluation(state, phase)?;
+        let ir = parse_releasing(bytes)?;
+        self.accept_evaluated(ir, took, phase)
+    }
+
+    /// Nix's evaluation of the plan with a ledger built from `state`: the IR's bytes and the
+    /// time taken (added to the run's Nix time), the probe's verdict kept when it was asked
+    /// for (`probe_next`).
+    pub(super) fn nix_evaluation(
+        &mut self,
+        state: &StateFile,
+        phase: u32,
+    ) -> Result<(Vec<u8>, Duration), EngineError> {
         let ledger = self.ledger_from(state, phase);
         if !self.vars_settled {
             self.settle_variables_before(&ledger);
         }
-        let (bytes, took) = self.evaluator.evaluate(ledger)?;
+        self.probed = None;
+        let (bytes, took) = match self.probe_next {
+            true => {
+                let evaluation = self.evaluator.evaluate_probing(ledger)?;
+                self.probed = evaluation.open;
+                (evaluation.ir, evaluation.took)
+            }
+            false => self.evaluator.evaluate(ledger)?,
+        };
         self.nix_time += took;
-        let parsed = ir::parse(&bytes);
-        drop(bytes);
-        release_freed_memory();
-        let mut ir = parsed.map_err(EngineError::Ir)?;
+        Ok((bytes, took))
+    }
+
+    /// What every evaluation's IR goes through once parsed: the providers to keep, the
+    /// references Nix resolved restored, the variables checked, and the `evaluated` event.
+    pub(super) fn accept_evaluated(
+        &mut self,
+        mut ir: Ir,
+        took: Duration,
+        phase: u32,
+    ) -> Result<Ir, EngineError> {
         self.providers.settle_prestarted(&ir.providers);
         // References Nix resolved are resolved here again, from what this phase plans or
         // records (see `ir::restore`).
@@ -151,7 +234,7 @@ impl Engine<'_> {
                 });
             }
         }
-        self.check_variable_names(&ir)?;
+        self.check_variable_names(&ir.variables)?;
         refuse_without_ledger(&ir)?;
         self.sink.event(Event::Evaluated {
             phase,
@@ -189,23 +272,26 @@ impl Engine<'_> {
     /// A `--var` the plan does not declare is an error, before anything is planned or
     /// applied; a value from a `--var-file` or the environment the plan does not declare is a
     /// warning (when the plan declares variables at all).
-    fn check_variable_names(&mut self, ir: &Ir) -> Result<(), EngineError> {
-        let declared = || match ir.variables.len() {
+    pub(super) fn check_variable_names(
+        &mut self,
+        variables: &BTreeMap<String, VariableDecl>,
+    ) -> Result<(), EngineError> {
+        let declared = || match variables.len() {
             0 => "it declares none".to_string(),
             _ => format!(
                 "declared: {}",
-                ir.variables.keys().cloned().collect::<Vec<_>>().join(", ")
+                variables.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         };
         // A value from a secret store must never be recorded in plain text (a saved plan
         // keeps non-sensitive variables' values).
         if let Some(name) = (self.opts.secret_vars.iter())
-            .find(|name| !ir.variables.get(*name).is_some_and(|d| d.sensitive))
+            .find(|name| !variables.get(*name).is_some_and(|d| d.sensitive))
         {
             return Err(EngineError::Diagnostics(
                 Diagnostic::error(format!(
                     "variable {name} is read from a secret store (secretSources.{name}), but                      the plan {}: declare it in the plan's `variables` with sensitive = true",
-                    if ir.variables.contains_key(name) {
+                    if variables.contains_key(name) {
                         "does not declare it sensitive"
                     } else {
                         "declares no such variable"
@@ -215,7 +301,7 @@ impl Engine<'_> {
             ));
         }
         let undeclared: Vec<&String> = (self.opts.flag_vars.iter())
-            .filter(|name| !ir.variables.contains_key(*name))
+            .filter(|name| !variables.contains_key(*name))
             .collect();
         if let Some(name) = undeclared.first() {
             return Err(EngineError::Diagnostics(
@@ -228,7 +314,7 @@ impl Engine<'_> {
             ));
         }
         for name in self.opts.vars.keys() {
-            if !ir.variables.is_empty() && !ir.variables.contains_key(name) {
+            if !variables.is_empty() && !variables.contains_key(name) {
                 self.sink.event(Event::Warning(Diagnostic::warning(format!(
                     "variable {name} (from --var-file or NIVIS_VAR_{name}): the plan declares \
                      no such variable ({})",
@@ -253,6 +339,14 @@ impl Engine<'_> {
         state.teach_secrets(&self.opts.redactor);
         self.evaluate(state, 0)
     }
+}
+
+/// The IR of `bytes`, whose memory (and the parse's) goes back to the system once parsed.
+pub(super) fn parse_releasing(bytes: Vec<u8>) -> Result<Ir, EngineError> {
+    let parsed = ir::parse(&bytes);
+    drop(bytes);
+    release_freed_memory();
+    parsed.map_err(EngineError::Ir)
 }
 
 /// Hands the heap pages freed since the last call back to the system. Building and writing a

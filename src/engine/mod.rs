@@ -33,6 +33,7 @@ mod record;
 mod refcheck;
 mod refresh;
 mod resolve;
+mod same_ir;
 mod saved;
 #[cfg(test)]
 mod stage_tests;
@@ -49,7 +50,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 pub use self::error::EngineError;
-pub use self::evaluate::{Evaluator, NixEvaluator};
+pub use self::evaluate::{Evaluation, Evaluator, NixEvaluator};
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::providers::ProviderSet;
 pub use self::providers::{
@@ -214,6 +215,13 @@ pub struct Engine<'s> {
     nix_time: Duration,
     /// Until the first IR says which variables are sensitive, all their values are masked.
     vars_settled: bool,
+    /// Whether the next evaluations fold in the resource-set probe (the plan's, and the
+    /// evaluation an apply asks confirmation for: see `announced`).
+    probe_next: bool,
+    /// The probe's verdict from the latest evaluation, when it ran in it.
+    probed: Option<bool>,
+    /// Whether every node the latest phase ran (`run_nodes`) settled with a fingerprint.
+    fingerprinted_all: bool,
     /// The data sources the preview of the coming apply phase read: the apply uses them.
     data_reads: HashMap<String, node::DataRead>,
     /// The project's policies (`nivis.policies`); `None` without any (or in the engine's unit
@@ -252,6 +260,9 @@ impl<'s> Engine<'s> {
             settled: HashMap::new(),
             nix_time: Duration::ZERO,
             vars_settled: false,
+            probe_next: false,
+            probed: None,
+            fingerprinted_all: false,
             data_reads: HashMap::new(),
             policies: None,
             policy_rules: None,

@@ -14,6 +14,7 @@ use super::events::{Event, Sink, Wait};
 use super::node::Mode;
 use super::phase_owner::{run_phase, PhaseInput, PhaseResult};
 use super::record::Destination;
+use super::same_ir::{LoopEvaluation, PhaseFacts, Recognised};
 use super::{
     announced, describe_waits, interrupt_flag, refcheck, saved, Confirm, Engine, Mutation, Report,
 };
@@ -77,13 +78,17 @@ impl Engine<'_> {
             earlier_reads,
         };
         let result = run_phase(phase_input, holder, &mut self.sink)?;
+        let mut fingerprinted = 0;
         for id in &result.settled {
             if let Some(fp) =
                 resolved_fingerprint(analysis.nodes[id].node, holder.state(), &self.opts.redactor)
             {
                 self.settled.insert(id.clone(), fp);
+                fingerprinted += 1;
             }
         }
+        // Each node of the run settles at most once.
+        self.fingerprinted_all = fingerprinted == analysis.run.len();
         Ok(result)
     }
 
@@ -116,7 +121,7 @@ impl Engine<'_> {
             self.providers.identify = true;
             self.sink.keep();
         }
-        let mut ir = self.evaluate(holder.state(), 0)?;
+        let mut ir = self.evaluate_probing(holder.state(), 0)?;
         let basis = match self.opts.save {
             true => Some(self.basis(&ir, holder.state())?),
             false => None,
@@ -125,7 +130,7 @@ impl Engine<'_> {
         if !renames.is_empty() {
             // Plan against the moved records (an in-memory copy), with Nix seeing them.
             self.commit_moves(&renames, Destination::Previewed(&mut holder), 1)?;
-            ir = self.evaluate(holder.state(), 0)?;
+            ir = self.evaluate_probing(holder.state(), 0)?;
         }
         let analysis = analysis::analyse(&ir, holder.state(), &self.scope())?;
         self.check_static_policies(&ir, 1)?;
@@ -191,7 +196,7 @@ impl Engine<'_> {
             mut report,
         } = self.phase_loop(holder, confirm, mutation)?;
         match stop {
-            Stop::Fixpoint => self.finish_at_fixpoint(&ir, holder, phase, mutation, report),
+            Stop::Fixpoint => self.finish_at_fixpoint(ir.as_ref(), holder, phase, mutation, report),
             Stop::Unresolved(unresolved) => self.incomplete(unresolved, report),
             Stop::PhaseLimit(pending) => {
                 report.pending = pending;
@@ -215,9 +220,18 @@ impl Engine<'_> {
             confirm,
             announced: None,
         };
+        // What is kept of the IR the last phase ran, when it settled everything (`same_ir`).
+        let mut last = None;
         loop {
             report.evaluations += 1;
-            let ir = self.evaluate(holder.state(), phase)?;
+            // The evaluation whose plan is confirmed also says whether more may come.
+            let probe = asking.confirm.is_some();
+            let evaluated = self.evaluate_in_loop(holder.state(), phase, probe, last.take())?;
+            let (ir, digest) = match evaluated {
+                LoopEvaluation::Parsed(ir, digest) => (*ir, digest),
+                // No phase ran after this evaluation: orphans (none) in a phase of their own.
+                LoopEvaluation::Same(stop) => return Ok(Ended::at(stop, None, phase + 1, report)),
+            };
             if let Some(shown) = &asking.announced {
                 shown.check(&ir, holder.state())?;
             }
@@ -236,13 +250,8 @@ impl Engine<'_> {
             let limit = self.phase_limit_reached(&report);
             if let Some(stop) = stop_after_evaluation(&ir, &analysis, limit) {
                 // No phase ran after this evaluation: orphans go in a phase of their own.
-                let phase = phase + 1;
-                return Ok(Ended {
-                    stop,
-                    ir,
-                    phase,
-                    report,
-                });
+                drop(analysis);
+                return Ok(Ended::at(stop, Some(ir), phase + 1, report));
             }
             phase += 1;
             let result =
@@ -253,13 +262,19 @@ impl Engine<'_> {
             }
             let limit = self.phase_limit_reached(&report);
             if let Some(stop) = stop_after_phase(&ir, &analysis, result.outputs_changed, limit) {
-                return Ok(Ended {
-                    stop,
-                    ir,
-                    phase,
-                    report,
-                });
+                drop(analysis);
+                return Ok(Ended::at(stop, Some(ir), phase, report));
             }
+            let facts = PhaseFacts {
+                state: holder.state(),
+                fingerprinted_all: self.fingerprinted_all,
+                announced_open: asking.announced.is_some(),
+                limit,
+            };
+            last = Recognised::after_phase(&ir, digest, &analysis, facts);
+            // The IR goes before Nix evaluates again (only `last`, small, is kept).
+            drop(analysis);
+            drop(ir);
         }
     }
 
@@ -343,9 +358,23 @@ struct Asking<'c> {
 /// destroys orphans in that phase), and the report so far.
 struct Ended {
     stop: Stop,
-    ir: Ir,
+    /// `None` when the last evaluation printed the IR the last phase ran again, which was
+    /// recognised without parsing it only because the state records nothing it does not
+    /// declare (`same_ir`): there are no orphans.
+    ir: Option<Ir>,
     phase: u32,
     report: Report,
+}
+
+impl Ended {
+    fn at(stop: Stop, ir: Option<Ir>, phase: u32, report: Report) -> Ended {
+        Ended {
+            stop,
+            ir,
+            phase,
+            report,
+        }
+    }
 }
 
 /// Why the phase loop stops, short of an error.
@@ -429,7 +458,7 @@ impl Engine<'_> {
     /// longer declares are destroyed, in `phase`.
     fn finish_at_fixpoint(
         &mut self,
-        ir: &Ir,
+        ir: Option<&Ir>,
         holder: &mut dyn LockedStore,
         phase: u32,
         mutation: Mutation,
@@ -439,7 +468,8 @@ impl Engine<'_> {
             evaluations: report.evaluations,
             apply_phases: report.apply_phases,
         });
-        if self.opts.targets.is_empty() {
+        // Without the IR there is no orphan (see `Ended`).
+        if let Some(ir) = ir.filter(|_| self.opts.targets.is_empty()) {
             let removed = self.destroy_orphans(ir, holder, phase, mutation)?;
             report.changed.extend(removed);
         }

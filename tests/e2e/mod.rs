@@ -9,6 +9,7 @@ mod disk_full;
 mod dispatch;
 mod encoded_leaks;
 mod ephemeral;
+mod eval_path;
 mod eval_store;
 mod faults;
 mod flake;
