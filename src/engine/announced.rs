@@ -14,7 +14,7 @@ use super::error::EngineError;
 use super::events::{Event, Sink};
 use super::Engine;
 use crate::diag::Diagnostic;
-use crate::ir::{self, Ir};
+use crate::ir::Ir;
 use crate::state::StateFile;
 
 /// What the plan says when the probe finds the resource set depends on the ledger.
@@ -57,13 +57,10 @@ impl Engine<'_> {
         };
         self.nix_time += took;
         let ids = |ir: &Ir| ir.nodes().map(|n| n.id.clone()).collect::<BTreeSet<_>>();
-        let open = match ir::parse(&bytes) {
+        match super::evaluate::parse_releasing(bytes) {
             Ok(probe) => ids(&probe) != ids(ir),
             Err(_) => true,
-        };
-        drop(bytes);
-        super::evaluate::release_freed_memory();
-        open
+        }
     }
 
     /// Warns, as part of the plan, when the resource set depends on the ledger.

@@ -13,7 +13,7 @@ use super::Engine;
 use crate::diag::Diagnostic;
 use crate::ir::{self, Ir, VariableDecl};
 use crate::ledger::Ledger;
-use crate::nixeval::{self, PlanSource};
+use crate::nixeval::{self, PlanSource, Probed};
 use crate::state::{StateFile, StateStore};
 
 /// Turns a ledger into the plan's IR.
@@ -28,9 +28,9 @@ pub trait Evaluator {
     /// nodes once every node it declares has an (empty) output entry. `open` is `None` when
     /// this evaluator cannot probe in the same evaluation; the engine then probes in an
     /// evaluation of its own.
-    fn evaluate_probing(&mut self, ledger: Ledger) -> Result<Evaluation, EngineError> {
+    fn evaluate_probing(&mut self, ledger: Ledger) -> Result<Probed, EngineError> {
         let (ir, took) = self.evaluate(ledger)?;
-        Ok(Evaluation {
+        Ok(Probed {
             ir,
             took,
             open: None,
@@ -43,17 +43,6 @@ pub trait Evaluator {
     fn sensitive_variables(&mut self, _ledger: &Ledger) -> Option<BTreeSet<String>> {
         None
     }
-}
-
-/// What [`Evaluator::evaluate_probing`] returns.
-pub struct Evaluation {
-    /// The IR bytes.
-    pub ir: Vec<u8>,
-    /// The time the evaluation took.
-    pub took: Duration,
-    /// The probe's verdict, when it ran in this evaluation: whether the resource set reads
-    /// the ledger.
-    pub open: Option<bool>,
 }
 
 /// The production evaluator: `nix eval` of the plan, the ledger handed over in the run's
@@ -119,14 +108,9 @@ impl Evaluator for NixEvaluator {
         })
     }
 
-    fn evaluate_probing(&mut self, ledger: Ledger) -> Result<Evaluation, EngineError> {
-        let probed = self.with_ledger(ledger, |source, path, fd, redactor| {
+    fn evaluate_probing(&mut self, ledger: Ledger) -> Result<Probed, EngineError> {
+        self.with_ledger(ledger, |source, path, fd, redactor| {
             nixeval::evaluate_probing(source, path, Some(fd), redactor)
-        })?;
-        Ok(Evaluation {
-            ir: probed.ir,
-            took: probed.took,
-            open: probed.open,
         })
     }
 

@@ -50,7 +50,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 pub use self::error::EngineError;
-pub use self::evaluate::{Evaluation, Evaluator, NixEvaluator};
+pub use self::evaluate::{Evaluator, NixEvaluator};
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::providers::ProviderSet;
 pub use self::providers::{

@@ -32,7 +32,8 @@ pub struct Probed {
     /// The time Nix took (both evaluations when the combined one failed).
     pub took: Duration,
     /// Whether the resource set reads the ledger: the probe declared another set of nodes, or
-    /// failed. `None`: not probed in this evaluation (more than [`FOLDED_UP_TO`] nodes).
+    /// failed. `None`: not probed in this evaluation (more than [`FOLDED_UP_TO`] nodes, or an
+    /// evaluator that cannot probe in the same evaluation: see `engine::Evaluator`).
     pub open: Option<bool>,
 }
 

@@ -13,8 +13,13 @@ use crate::util::*;
 
 /// A wrapper for the fake `name` that leaves `NAME.started` (holding its pid) in `dir`.
 fn write_wrapper(dir: &Path, name: &str) {
+    write_wrapper_after(dir, name, "");
+}
+
+/// [`write_wrapper`], with the shell lines `prelude` run first.
+fn write_wrapper_after(dir: &Path, name: &str, prelude: &str) {
     let script = format!(
-        "#!/bin/sh\necho $$ >> '{dir}/{name}.started'\nexec '{bin}' \"$@\"\n",
+        "#!/bin/sh\n{prelude}echo $$ >> '{dir}/{name}.started'\nexec '{bin}' \"$@\"\n",
         dir = dir.display(),
         bin = bin_dir().join(format!("provider-{name}")).display()
     );
@@ -177,14 +182,12 @@ fn an_apply_adopts_a_prestarted_provider_and_configures_it_after_the_evaluation(
 /// A wrapper for the fake `name` that exits 1 without starting while `NAME.fail-once` exists,
 /// removing it: the one start that meets the file fails, the next succeeds.
 fn write_failing_once_wrapper(dir: &Path, name: &str) {
-    let script = format!(
-        "#!/bin/sh\nif [ -e '{dir}/{name}.fail-once' ]; then rm -f '{dir}/{name}.fail-once'; echo 'failing once' >&2; exit 1; fi\necho $$ >> '{dir}/{name}.started'\nexec '{bin}' \"$@\"\n",
-        dir = dir.display(),
-        bin = bin_dir().join(format!("provider-{name}")).display()
+    let flag = dir.join(format!("{name}.fail-once"));
+    let prelude = format!(
+        "if [ -e '{flag}' ]; then rm -f '{flag}'; echo 'failing once' >&2; exit 1; fi\n",
+        flag = flag.display()
     );
-    let path = dir.join(format!("{name}.sh"));
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    write_wrapper_after(dir, name, &prelude);
 }
 
 #[test]
