@@ -136,6 +136,12 @@ impl PolicyRunner {
         }
     }
 
+    /// Whether the plan has a place for policies beside it (a flake, or a file read with an
+    /// attribute path): without one, [`PolicyRunner::check`] has nothing to run.
+    pub fn has_place(&self) -> bool {
+        nixeval::has_policies_place(&self.source)
+    }
+
     /// Checks `input` ([`static_input`] or [`plan_input`]); `None` when the plan has no place
     /// for policies beside it. Returns the verdict and the time Nix took.
     pub fn check(&mut self, input: &Json) -> Result<Option<(Verdict, Duration)>, EvalError> {

@@ -306,7 +306,10 @@ impl RunDir {
                 return Err(RunDirError::RuntimeUnsafe { parent, problem });
             }
         }
-        remove_leftovers(&real);
+        // Once per process: a run's later directories (a policy check, a probe) would only
+        // read the whole parent again (thousands of entries in a busy `/tmp`).
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| remove_leftovers(&real));
         Self::create_in(&real)
     }
 

@@ -14,13 +14,37 @@ use crate::policy::{self, PlannedChange};
 impl Engine<'_> {
     /// Checks the static rules on `ir`, the IR phase `phase` plans from.
     pub(super) fn check_static_policies(&mut self, ir: &Ir, phase: u32) -> Result<(), EngineError> {
-        if self
-            .policy_rules
-            .is_some_and(|(static_rules, _)| static_rules == 0)
+        self.forget_placeless_policies();
+        if self.policies.is_none()
+            || self
+                .policy_rules
+                .is_some_and(|(static_rules, _)| static_rules == 0)
         {
             return Ok(());
         }
         self.check_policies(&policy::static_input(ir), phase)
+    }
+
+    /// Drops the runner of a plan with no place for policies beside it (a plain file read
+    /// without `--attr`) before any input is built for it: without this the first check wrote
+    /// every resource's configuration to a run directory only to learn there was nothing to run.
+    fn forget_placeless_policies(&mut self) {
+        if self.policies.as_ref().is_some_and(|r| !r.has_place()) {
+            self.no_policies();
+        }
+    }
+
+    /// The plan has no policies: no check runs again in this run, and an `--override` is
+    /// said to override nothing.
+    fn no_policies(&mut self) {
+        self.policies = None;
+        if !self.opts.overrides.rules.is_empty() {
+            self.sink
+                .event(Event::Warning(crate::diag::Diagnostic::warning(
+                    "--override: this plan has no policies (a plain file read without --attr \
+                     has nothing beside its plan function)",
+                )));
+        }
     }
 
     /// Whether the plan rules need phase `phase`'s changes (a silent preview when the apply
@@ -38,6 +62,7 @@ impl Engine<'_> {
         planned: &[Event],
         phase: u32,
     ) -> Result<(), EngineError> {
+        self.forget_placeless_policies();
         if !self.wants_plan_policies() {
             return Ok(());
         }
@@ -70,14 +95,7 @@ impl Engine<'_> {
             return Ok(());
         };
         let Some((mut verdict, took)) = runner.check(input).map_err(EngineError::Eval)? else {
-            self.policies = None;
-            if !self.opts.overrides.rules.is_empty() {
-                self.sink
-                    .event(Event::Warning(crate::diag::Diagnostic::warning(
-                    "--override: this plan has no policies (a plain file read without --attr has \
-                     nothing beside its plan function)",
-                )));
-            }
+            self.no_policies();
             return Ok(());
         };
         self.nix_time += took;

@@ -336,3 +336,22 @@ fn policy_test_compares_fixture_verdicts() {
         "{text}"
     );
 }
+
+/// A plain file read without `--attr` has no place for policies: the plan runs without any
+/// policy evaluation, and an `--override` is said to override nothing.
+#[test]
+fn a_plan_without_a_place_for_policies_runs_none_and_says_an_override_is_void() {
+    let p = Project::new(
+        "ledger: lib.toIR { providers.alpha = lib.mkProvider { source = \"provider-alpha\"; }; \
+         resources = [ (lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; \
+         name = \"a\"; config.label = \"a\"; }) ]; inherit ledger; }",
+    );
+    let out = p.run(
+        &["apply"],
+        &["--auto-approve", "--override", "some-rule", "--reason", "r"],
+    );
+    assert_success(&out);
+    let warning = "--override: this plan has no policies";
+    assert_eq!(stderr(&out).matches(warning).count(), 1, "{}", stderr(&out));
+    assert!(p.outputs()["alpha.alpha_token.a"]["id"].is_string());
+}
