@@ -145,6 +145,8 @@ def start(root: Path, port: int | None = None, buckets: tuple[str, ...] = ()) ->
         try:
             return start_once(root, port, buckets)
         except HarnessError as e:
+            # What the failed attempt left: its server (if still running) and its sockets.
+            stop(root)
             if port is not None or attempt == 2:
                 raise
             log(f"{e}; retrying on other ports")
@@ -169,6 +171,10 @@ def start_once(root: Path, port: int | None, buckets: tuple[str, ...]) -> dict:
     # weed adds an admin identity from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY when they are set:
     # only the identities file may define who gets in.
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # Its logs go to the temporary directory: keep them with the server's files.
+    (root / "tmp").mkdir(exist_ok=True)
+    env["TMPDIR"] = str(root / "tmp")
+    (root / "weed.port").write_text(f"{base}\n")
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                             start_new_session=True, env=env)
     (root / "weed.pid").write_text(f"{proc.pid}\n")
@@ -199,6 +205,7 @@ def stop(root: Path) -> None:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         pid_file.unlink(missing_ok=True)
+        remove_sockets(root.resolve())
         return
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -219,6 +226,23 @@ def stop(root: Path) -> None:
         except ProcessLookupError:
             pass
     pid_file.unlink(missing_ok=True)
+    remove_sockets(root.resolve())
+
+
+def remove_sockets(root: Path) -> None:
+    """Removes the unix sockets weed made for its ports: it names them in /tmp whatever
+    TMPDIR says (`/tmp/seaweedfs-<role>-<port>.sock`) and leaves them behind."""
+    try:
+        ports = {str(p) for p in all_ports(int((root / "weed.port").read_text()))}
+    except (OSError, ValueError):
+        return
+    for sock in Path("/tmp").glob("seaweedfs-*.sock"):
+        port = sock.name.removesuffix(".sock").rsplit("-", 1)[-1]
+        try:
+            if port in ports and sock.lstat().st_uid == os.getuid():
+                sock.unlink()
+        except OSError:
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
