@@ -571,15 +571,15 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
     })
 }
 
-/// The Nix expression selecting the policies beside the plan at `source` (`a.b.policies` for
-/// the plan `a.b.plan`, `[ ]` when there are none there); `None` when nothing can be beside
-/// the plan (a plain file without `--attr` evaluates to the plan function itself).
 /// Whether the plan at `source` has a place for policies beside it: a plain file read without
 /// an attribute path has none.
 pub fn has_policies_place(source: &PlanSource) -> bool {
     policies_expr(source).is_some()
 }
 
+/// The Nix expression selecting the policies beside the plan at `source` (`a.b.policies` for
+/// the plan `a.b.plan`, `[ ]` when there are none there); `None` when nothing can be beside
+/// the plan (a plain file without `--attr` evaluates to the plan function itself).
 fn policies_expr(source: &PlanSource) -> Option<String> {
     let beside = |attr: &str| {
         let mut path = attr_path(attr);

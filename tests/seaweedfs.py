@@ -145,8 +145,6 @@ def start(root: Path, port: int | None = None, buckets: tuple[str, ...] = ()) ->
         try:
             return start_once(root, port, buckets)
         except HarnessError as e:
-            # What the failed attempt left: its server (if still running) and its sockets.
-            stop(root)
             if port is not None or attempt == 2:
                 raise
             log(f"{e}; retrying on other ports")
@@ -181,14 +179,20 @@ def start_once(root: Path, port: int | None, buckets: tuple[str, ...]) -> dict:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not answers_http(base):
         if proc.poll() is not None:
+            stop(root)  # its sockets
             raise HarnessError(f"weed exited with {proc.returncode}; see {root / 'weed.log'}")
         if time.monotonic() > deadline:
             stop(root)
             raise HarnessError(f"the S3 gateway did not answer within {READY_TIMEOUT_S}s; "
                                f"see {root / 'weed.log'}")
         time.sleep(0.1)
-    for name in buckets:
-        create_bucket(weed, base, name)
+    try:
+        for name in buckets:
+            create_bucket(weed, base, name)
+    except HarnessError:
+        # Not left running while the caller retries on other ports.
+        stop(root)
+        raise
     return {"endpoint": f"http://127.0.0.1:{base}", "port": base, "pid": proc.pid,
             "accessKey": ACCESS_KEY, "secretKey": secret_key, "region": REGION,
             "dir": str(root)}
