@@ -202,6 +202,12 @@ pub fn show(r: &Redactor, value: &Value) -> String {
 }
 
 fn show_change(r: &Redactor, c: &AttrChange) -> String {
+    if c.write_only {
+        return format!(
+            "{} = (write-only attribute)",
+            escape(r, &render_path(&c.path))
+        );
+    }
     let side = |v: &Option<Value>| match v {
         None => "(absent)".to_string(),
         Some(_) if c.sensitive => "(sensitive value)".to_string(),
@@ -646,6 +652,7 @@ mod tests {
             after: Some(Value::String("b".into())),
             sensitive: false,
             forces_replacement: true,
+            write_only: false,
         };
         assert_eq!(
             show_change(&Redactor::new(), &c),
@@ -657,6 +664,7 @@ mod tests {
             after: Some(Value::String("x".into())),
             sensitive: true,
             forces_replacement: false,
+            write_only: false,
         };
         assert_eq!(
             show_change(&Redactor::new(), &c),
@@ -668,10 +676,23 @@ mod tests {
             after: Some(Value::Unknown),
             sensitive: false,
             forces_replacement: false,
+            write_only: false,
         };
         assert_eq!(
             show_change(&Redactor::new(), &c),
             "id = (known after apply)"
+        );
+        let c = AttrChange {
+            path: vec![PathStep::Attr("password_wo".into())],
+            before: None,
+            after: None,
+            sensitive: false,
+            forces_replacement: false,
+            write_only: true,
+        };
+        assert_eq!(
+            show_change(&Redactor::new(), &c),
+            "password_wo = (write-only attribute)"
         );
         let j = serde_json::to_value(ChangeRecord::from(&AttrChange {
             path: vec![PathStep::Attr("secret".into())],
@@ -679,6 +700,7 @@ mod tests {
             after: Some(Value::String("x".into())),
             sensitive: true,
             forces_replacement: false,
+            write_only: false,
         }))
         .unwrap();
         assert!(!j.to_string().contains("\"x\""));

@@ -562,6 +562,7 @@ mod tests {
                 after: Some(Value::Unknown),
                 sensitive: false,
                 forces_replacement: true,
+                write_only: false,
             }],
             deposed: None,
             drifted: vec!["alpha.alpha_token.up".into()],

@@ -335,6 +335,7 @@ mod tests {
             after: Some(Value::List(vec![Value::String("a".into()), Value::Unknown])),
             sensitive: false,
             forces_replacement: false,
+            write_only: false,
         };
         let record = ChangeRecord::from(&change);
         assert_eq!(record.after, json!(["a", {"unknown": true}]));
@@ -349,6 +350,7 @@ mod tests {
             after: json!(1),
             sensitive: false,
             forces_replacement: false,
+            write_only: false,
         };
         let err = record.to_change().unwrap_err();
         assert_eq!(err.path, "tags[");

@@ -48,6 +48,15 @@ impl Action {
             Action::Read => "read",
         }
     }
+
+    /// Whether the provider writes an object with the configuration (a create, an update, the
+    /// create half of a replacement): the calls that carry write-only values.
+    pub fn writes_object(self) -> bool {
+        match self {
+            Action::Create | Action::Update | Action::Replace { .. } | Action::Recreate => true,
+            Action::Delete | Action::Forget | Action::NoOp | Action::Read => false,
+        }
+    }
 }
 
 /// What planning found about one managed resource.

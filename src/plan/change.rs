@@ -23,6 +23,9 @@ pub struct AttrChange {
     pub sensitive: bool,
     /// This attribute's change forces replacement.
     pub forces_replacement: bool,
+    /// A write-only attribute the configuration sets: its value goes to the provider with this
+    /// change and is never planned, stored or shown (both sides are absent).
+    pub write_only: bool,
 }
 
 /// One changed attribute on the wire: `path` rendered, `before`/`after` plain JSON, `null`
@@ -41,6 +44,10 @@ pub struct ChangeRecord {
     pub sensitive: bool,
     /// Whether this change forces the resource to be replaced.
     pub forces_replacement: bool,
+    /// A write-only attribute the configuration sets (sent, never shown: both sides `null`);
+    /// left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub write_only: bool,
 }
 
 impl From<&AttrChange> for ChangeRecord {
@@ -56,6 +63,7 @@ impl From<&AttrChange> for ChangeRecord {
             after: side(&c.after),
             sensitive: c.sensitive,
             forces_replacement: c.forces_replacement,
+            write_only: c.write_only,
         }
     }
 }
@@ -105,6 +113,7 @@ impl ChangeRecord {
             after: side(&self.after),
             sensitive: self.sensitive,
             forces_replacement: self.forces_replacement,
+            write_only: self.write_only,
         })
     }
 }

@@ -152,6 +152,23 @@ fn an_ephemeral_token_feeds_a_write_only_password_and_is_stored_nowhere() {
     let planned = ok(&w.s.nivis(&["plan", "--out", "review.plan"]));
     assert!(planned.contains("alpha.alpha_account.B"), "{planned}");
     assert!(planned.contains("update"), "{planned}");
+    // The password goes with the update: the plan says so, with no value.
+    assert!(
+        planned.contains("password_wo = (write-only attribute)"),
+        "{planned}"
+    );
+    let shown = ok(&w.s.nivis(&["show", "review.plan", "--json"]));
+    let document: Json = serde_json::from_str(&shown).expect("show --json prints JSON");
+    let change = (document["changes"].as_array().into_iter().flatten())
+        .filter(|row| row["id"] == "alpha.alpha_account.B")
+        .flat_map(|row| row["changes"].as_array().cloned().unwrap_or_default())
+        .find(|c| c["path"] == "password_wo")
+        .unwrap_or_else(|| panic!("no password_wo change in:\n{shown}"));
+    assert_eq!(
+        change,
+        serde_json::json!({"path": "password_wo", "before": null, "after": null,
+                           "sensitive": false, "forcesReplacement": false, "writeOnly": true})
+    );
     ok(&w.s.nivis(&["apply", "review.plan", "--json"]));
     let written = of(&w.log, "write-only");
     assert_eq!(written.len(), 2, "{:#?}", entries(&w.log));

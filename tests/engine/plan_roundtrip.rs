@@ -93,6 +93,7 @@ fn change(rng: &mut Rng) -> AttrChange {
         after: side(rng),
         sensitive: rng.chance(20),
         forces_replacement: rng.chance(20),
+        write_only: rng.chance(10),
     }
 }
 

@@ -4,7 +4,9 @@
 use serde_json::Value as Json;
 
 use super::delete::{destroy_deposed, destroy_object};
-use super::record::{display_changes, marked_sensitive, record, schema_sensitive_paths};
+use super::record::{
+    display_changes, marked_sensitive, record, schema_sensitive_paths, write_only_sent,
+};
 use super::upgrade::{upgrade, StoredObject};
 use super::{
     check_allowed, conform, err, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress,
@@ -201,7 +203,7 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
             return Err(failed(diags, Some(refused.action)));
         }
     };
-    let changes = display_changes(
+    let mut changes = display_changes(
         block,
         &if tainted {
             prior.clone()
@@ -212,6 +214,9 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         &replace_paths,
         &marked_sensitive(input),
     );
+    if action.writes_object() {
+        changes.extend(write_only_sent(block, &config));
+    }
 
     let planned_object = if input.mode.applies() {
         None

@@ -144,6 +144,21 @@ pub(in crate::engine) fn path_json(path: &[PathStep]) -> Json {
     )
 }
 
+/// The write-only attributes `config` sets, as the plan lists them: sent to the provider with
+/// the change, never planned or stored, so no value on either side.
+pub(super) fn write_only_sent(block: &Block, config: &Value) -> Vec<AttrChange> {
+    (block.write_only_paths(config).into_iter())
+        .map(|path| AttrChange {
+            path,
+            before: None,
+            after: None,
+            sensitive: false,
+            forces_replacement: false,
+            write_only: true,
+        })
+        .collect()
+}
+
 /// The changed attributes between two objects, with sensitivity and replacement marks.
 /// `marked` adds paths known to be sensitive beyond the schema (JSON arrays, as in state).
 pub(super) fn display_changes(
@@ -171,7 +186,7 @@ pub(super) fn display_changes(
                 || matches!(path.first(), Some(PathStep::Attr(n)) if sensitive_top.contains(&n.as_str()))
                 || marked.iter().any(|m| overlaps(m, &path));
             let forces = replace.iter().any(|r| path.starts_with(r) || r.starts_with(&path));
-            AttrChange { path, before: b, after: a, sensitive: is_sensitive, forces_replacement: forces }
+            AttrChange { path, before: b, after: a, sensitive: is_sensitive, forces_replacement: forces, write_only: false }
         })
         .collect()
 }

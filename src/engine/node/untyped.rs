@@ -255,6 +255,7 @@ fn input_changes(
                 after: a.cloned(),
                 sensitive: sensitive(k),
                 forces_replacement,
+                write_only: false,
             })
         })
         .collect()
