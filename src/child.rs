@@ -132,7 +132,11 @@ impl Child {
                     };
                     let millis = left.as_millis().clamp(1, i32::MAX as u128) as i32;
                     // SAFETY: one pollfd we own, for the duration of the call.
-                    unsafe { libc::poll(&mut poll, 1, millis) };
+                    let rc = unsafe { libc::poll(&mut poll, 1, millis) };
+                    if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                        // Never spin on a poll that keeps failing.
+                        std::thread::sleep(left.min(Duration::from_millis(1)));
+                    }
                 }
                 None => std::thread::sleep(left.min(Duration::from_millis(1))),
             }
