@@ -52,7 +52,7 @@ fn with_pending(f: impl FnOnce(&mut Pending)) {
 /// This process runs `command`, which may change the state of `backend`: its record is
 /// appended when the command ends.
 pub(super) fn begin(backend: &Backend, command: &str) {
-    let serial_before = backend.read_only().ok().map(|s| s.serial);
+    let serial_before = backend.serial().ok();
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending {
         backend: backend.clone(),
         command: command.to_string(),
@@ -198,7 +198,7 @@ fn entry(p: &Pending, status: i32) -> Entry {
         saved_plan_sha256: p.saved_plan_sha256.clone(),
         plan_digest,
         serial_before: p.serial_before,
-        serial_after: p.backend.read_only().ok().map(|s| s.serial),
+        serial_after: p.backend.serial().ok(),
         changes: p.changes.clone(),
         policy_overrides: p.overrides.clone(),
         result: match status {

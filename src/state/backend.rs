@@ -405,6 +405,15 @@ impl Backend {
         Ok((resources, deleted))
     }
 
+    /// The state's serial, as [`Backend::read_only`] would report it (a local state reads
+    /// only its snapshot's head: [`Store::read_serial`]).
+    pub fn serial(&self) -> Result<u64, StateError> {
+        match self {
+            Backend::Local { path, .. } => Store::read_serial(path),
+            Backend::S3 { .. } => self.read_only().map(|state| state.serial),
+        }
+    }
+
     /// Reads the state without locking.
     pub fn read_only(&self) -> Result<StateFile, StateError> {
         match self {

@@ -222,6 +222,24 @@ impl Store {
         }
     }
 
+    /// The serial [`Store::read_only`] would report for the state at `path`, read from the
+    /// snapshot alone when it says (the journal and a rescue file never change the serial):
+    /// the audit record asks it before and after every mutating run, and reading every record
+    /// for it cost a 1000-resource destroy ~4% of its time.
+    pub fn read_serial(path: impl AsRef<Path>) -> Result<u64, StateError> {
+        let paths = StatePaths::resolve(path.as_ref())?;
+        match fs::read(&paths.snapshot) {
+            Ok(bytes) => {
+                if let Some(serial) = super::snapshot::serial_of(&bytes) {
+                    return Ok(serial);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StateError::io(&paths.snapshot, "read", e)),
+        }
+        Store::read_only(path).map(|state| state.serial)
+    }
+
     /// Breaks the lock of the state at `path`, held under lock id `id`, for a holder that is
     /// gone.
     ///

@@ -570,3 +570,45 @@ fn a_version_2_journal_line_is_read_with_its_snake_case_keys() {
         "{text}"
     );
 }
+
+#[test]
+fn the_serial_read_alone_is_the_one_read_only_reports() {
+    let (_dir, path) = temp_state();
+    let agree = |what: &str| {
+        let whole = Store::read_only(&path).map(|s| s.serial).ok();
+        assert_eq!(Store::read_serial(&path).ok(), whole, "{what}");
+        whole
+    };
+    assert_eq!(agree("no state at all"), Some(0));
+    let mut store = open(&path);
+    store.commit(&[put("a", 1)], GRANT).unwrap();
+    drop(store);
+    agree("a journal without a snapshot");
+    let store = open(&path);
+    store.close().unwrap();
+    assert_eq!(agree("a snapshot"), Some(1));
+    let mut store = open(&path);
+    store.commit(&[put("b", 2)], GRANT).unwrap();
+    drop(store);
+    assert_eq!(agree("a snapshot and journal records"), Some(1));
+    let store = open(&path);
+    store.close().unwrap();
+    assert_eq!(agree("compacted again"), Some(2));
+    // The first release's spelling of the version, and formats this build does not read.
+    let mut legacy: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let map = legacy.as_object_mut().unwrap();
+    let version = map.remove("schemaVersion").unwrap();
+    map.insert("schema_version".into(), json!(1));
+    std::fs::write(&path, serde_json::to_vec(&legacy).unwrap()).unwrap();
+    assert_eq!(agree("version 1"), Some(2));
+    legacy["schema_version"] = json!(99);
+    std::fs::write(&path, serde_json::to_vec(&legacy).unwrap()).unwrap();
+    assert_eq!(agree("a newer format"), None);
+    let map = legacy.as_object_mut().unwrap();
+    map.remove("schema_version");
+    map.insert("schemaVersion".into(), version);
+    map.insert("serial".into(), json!("two"));
+    std::fs::write(&path, serde_json::to_vec(&legacy).unwrap()).unwrap();
+    assert_eq!(agree("a serial that is not a number"), None);
+}

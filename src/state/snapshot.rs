@@ -31,6 +31,25 @@ pub(super) fn read_current(bytes: &[u8]) -> Option<StateFile> {
     Some(state)
 }
 
+/// The serial of the snapshot in `bytes`, read without its records (serde skips every other
+/// key without building anything), or `None` when the general reader must say: no whole
+/// number under `serial`, or a format version this build does not read.
+pub(super) fn serial_of(bytes: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "schemaVersion")]
+        version: Option<u32>,
+        /// The first release's spelling.
+        schema_version: Option<u32>,
+        serial: u64,
+    }
+    let head: Head = serde_json::from_slice(bytes).ok()?;
+    let version = head.version.or(head.schema_version)?;
+    (1..=SCHEMA_VERSION)
+        .contains(&version)
+        .then_some(head.serial)
+}
+
 /// Why the fast path hands a document to the general reader (never shown: the general reader
 /// reports in its own words).
 fn decline<E: de::Error>(why: &str) -> E {
