@@ -20,7 +20,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer as _, MapAccess, Visitor};
 use serde_json::Value;
 
-use super::model::{ResourceState, StateFile, SCHEMA_VERSION};
+use super::model::{declared_version, ResourceState, StateFile, SCHEMA_VERSION};
 
 /// The snapshot in `bytes` read one resource at a time, or `None` when the general reader must
 /// read it (see the module doc): never a different state than the general reader's.
@@ -33,19 +33,27 @@ pub(super) fn read_current(bytes: &[u8]) -> Option<StateFile> {
 
 /// The serial of the snapshot in `bytes`, read without its records (serde skips every other
 /// key without building anything), or `None` when the general reader must say: no whole
-/// number under `serial`, or a format version this build does not read.
+/// number under `serial`, or a format version this build does not read (the version read as
+/// every reader reads it, [`declared_version`]).
 pub(super) fn serial_of(bytes: &[u8]) -> Option<u64> {
     #[derive(serde::Deserialize)]
     struct Head {
         #[serde(rename = "schemaVersion")]
-        version: Option<u32>,
+        version: Option<Value>,
         /// The first release's spelling.
-        schema_version: Option<u32>,
+        schema_version: Option<Value>,
         serial: u64,
     }
     let head: Head = serde_json::from_slice(bytes).ok()?;
-    let version = head.version.or(head.schema_version)?;
-    (1..=SCHEMA_VERSION)
+    let keys = [
+        ("schemaVersion", head.version),
+        ("schema_version", head.schema_version),
+    ];
+    let versions: serde_json::Map<String, Value> = (keys.into_iter())
+        .filter_map(|(key, value)| Some((key.to_string(), value?)))
+        .collect();
+    let version = declared_version(&versions).ok()?;
+    (1..=u64::from(SCHEMA_VERSION))
         .contains(&version)
         .then_some(head.serial)
 }
