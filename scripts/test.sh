@@ -11,6 +11,9 @@ eval "$(python3 tests/fetch-providers.py --print-env)"
 export NIVIS_REAL_NULL NIVIS_REAL_WORKATO NIVIS_REAL_TERRAFORM NIVIS_REAL_NIXOPS4 NIVIS_REAL_WEED NIVIS_SOPS
 python3 tests/fetch-providers.py --self-test
 
+echo "== file and function sizes (house style: DESIGN §38)"
+python3 scripts/check-sizes.py
+
 echo "== cargo fmt / clippy"
 cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings
