@@ -69,27 +69,24 @@ impl InstallArgs {
     }
 }
 
-/// Parses `30s`, `2m`, `250ms`, `1.5h` (a bare number is seconds), up to a year.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    const MAX_SECS: f64 = 365.0 * 24.0 * 3600.0;
-    let (num, unit) = s.split_at(
-        s.find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(s.len()),
-    );
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 30s or 2m"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+/// Parses a duration the way every flag and `nivis log --since` read one: humantime's grammar
+/// (`30s`, `2m`, `250ms`, `1h 30m`, `1d`), or a bare number of seconds (`30`, `1.5`), up to a
+/// year. One grammar for the whole command line (DESIGN §55).
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    const MAX: Duration = Duration::from_secs(365 * 24 * 3600);
+    let text = s.trim();
+    let parsed = match text.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => {
+            Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))?
+        }
+        Ok(_) => return Err(format!("{s:?} is not a duration like 30s, 2m or 1d")),
+        Err(_) => humantime::parse_duration(text)
+            .map_err(|e| format!("{s:?} is not a duration like 30s, 2m or 1d ({e})"))?,
     };
-    if !(0.0..=MAX_SECS).contains(&secs) {
+    if parsed > MAX {
         return Err(format!("{s:?} is longer than a year"));
     }
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+    Ok(parsed)
 }
 
 /// Exit codes.
@@ -572,7 +569,11 @@ mod tests {
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("3 weeks").is_err());
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("1d").unwrap(), Duration::from_secs(86400));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert!(parse_duration("3 fortnights").is_err());
+        assert!(parse_duration("2y").is_err(), "over a year");
         for hostile in [
             "99999999999999999999s",
             "5000000000000000h",

@@ -10,7 +10,11 @@
 //! The same `FakeProvider` is used in process by the engine's unit tests (no child process, no
 //! gRPC) and spawned as `provider-alpha` / `provider-beta` by the end-to-end tests, so both
 //! exercise one behaviour.
-#![allow(dead_code, unused_imports)]
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each binary and test module that includes the kit uses a different part of it"
+)]
 
 pub(crate) mod alpha;
 pub(crate) mod beta;

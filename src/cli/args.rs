@@ -252,7 +252,7 @@ pub struct ProjectArgs {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "State")]
 pub struct LockWaitArg {
-    /// Wait this long for the state lock (e.g. 30s, 2m); default: fail at once.
+    /// Wait this long for the state lock (e.g. 30s, 2m, 1h 30m); default: fail at once.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub lock_timeout: Option<Duration>,
 }

@@ -7,7 +7,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::args::LogArgs;
-use super::{backend, exit, fail};
+use super::{backend, exit, fail, parse_duration};
 use crate::render::{self, outln};
 use crate::secrets::Redactor;
 use crate::state::audit::{verify, Log, Record};
@@ -100,7 +100,7 @@ fn parse_since(text: &str) -> Result<SystemTime, String> {
     if let Ok(t) = humantime::parse_rfc3339_weak(&format!("{text}T00:00:00Z")) {
         return Ok(t);
     }
-    let age: Duration = humantime::parse_duration(text).map_err(|_| {
+    let age: Duration = parse_duration(text).map_err(|_| {
         format!("--since {text:?}: give a time (2026-11-25T10:00:00Z), a date (2026-11-25) or an age (2h, 3d)")
     })?;
     SystemTime::now()

@@ -44,7 +44,10 @@ mod lockfile_hcl;
 mod mirror_write;
 mod netmirror;
 mod package;
-#[allow(clippy::module_inception)]
+#[allow(
+    clippy::module_inception,
+    reason = "registry::registry is the registry protocol client, one job among the folder's others"
+)]
 mod registry;
 mod resolve;
 

@@ -533,8 +533,10 @@ impl TryFrom<Map<String, Value>> for DeposedObject {
 }
 
 /// One change to a state; a store commits a batch of them at once.
-// Changes live briefly in small batches: boxing `Put` would cost an allocation per resource.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "changes live briefly in small batches: boxing `Put` would cost an allocation per resource"
+)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Change {

@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use rmp::Marker;
+
 use super::number::{number_from_f64, parse_number, wire_number, WireNumber};
 use super::{describe, quote, PathStep, Type, Value, ValueError};
 
@@ -37,11 +39,11 @@ fn mismatch(ty: &Type, value: &Value) -> ValueError {
 fn encode_into(out: &mut Vec<u8>, value: &Value, ty: &Type) -> Result<(), ValueError> {
     match value {
         Value::Null => {
-            out.push(0xc0);
+            rmp::encode::write_nil(out).expect(VEC_WRITE);
             return Ok(());
         }
         Value::Unknown => {
-            out.extend_from_slice(&[0xd4, 0, 0]);
+            out.extend_from_slice(&UNKNOWN);
             return Ok(());
         }
         Value::Dynamic {
@@ -51,8 +53,8 @@ fn encode_into(out: &mut Vec<u8>, value: &Value, ty: &Type) -> Result<(), ValueE
             if *ty != Type::Dynamic || *dty == Type::Dynamic {
                 return encode_into(out, inner, ty);
             }
-            write_array_len(out, 2);
-            write_bin(out, &dty.to_json_bytes());
+            write_array_len(out, 2)?;
+            write_bin(out, &dty.to_json_bytes())?;
             return encode_into(out, inner, dty);
         }
         _ => {}
@@ -60,31 +62,28 @@ fn encode_into(out: &mut Vec<u8>, value: &Value, ty: &Type) -> Result<(), ValueE
     match (ty, value) {
         (Type::Dynamic, v) => {
             let concrete = v.infer_type();
-            write_array_len(out, 2);
-            write_bin(out, &concrete.to_json_bytes());
+            write_array_len(out, 2)?;
+            write_bin(out, &concrete.to_json_bytes())?;
             encode_into(out, v, &concrete)
         }
         (Type::String, Value::String(s)) => {
-            write_str(out, s);
+            write_str(out, s)?;
             Ok(())
         }
         (Type::Number, Value::Number(n)) => {
             match wire_number(n) {
                 WireNumber::Int(i) => write_int(out, i),
-                WireNumber::Float(f) => {
-                    out.push(0xcb);
-                    out.extend_from_slice(&f.to_be_bytes());
-                }
-                WireNumber::Text(t) => write_str(out, &t),
+                WireNumber::Float(f) => write_f64(out, f),
+                WireNumber::Text(t) => write_str(out, &t)?,
             }
             Ok(())
         }
         (Type::Bool, Value::Bool(b)) => {
-            out.push(if *b { 0xc3 } else { 0xc2 });
+            rmp::encode::write_bool(out, *b).expect(VEC_WRITE);
             Ok(())
         }
         (Type::List(elem) | Type::Set(elem), Value::List(items)) => {
-            write_array_len(out, items.len());
+            write_array_len(out, items.len())?;
             for (i, item) in items.iter().enumerate() {
                 encode_into(out, item, elem).map_err(|e| e.within(PathStep::Index(i as u64)))?;
             }
@@ -98,16 +97,16 @@ fn encode_into(out: &mut Vec<u8>, value: &Value, ty: &Type) -> Result<(), ValueE
                     items.len()
                 )));
             }
-            write_array_len(out, items.len());
+            write_array_len(out, items.len())?;
             for (i, (item, t)) in items.iter().zip(elems).enumerate() {
                 encode_into(out, item, t).map_err(|e| e.within(PathStep::Index(i as u64)))?;
             }
             Ok(())
         }
         (Type::Map(elem), Value::Map(map)) => {
-            write_map_len(out, map.len());
+            write_map_len(out, map.len())?;
             for (k, v) in map {
-                write_str(out, k);
+                write_str(out, k)?;
                 encode_into(out, v, elem).map_err(|e| e.within(PathStep::Key(k.clone())))?;
             }
             Ok(())
@@ -117,9 +116,9 @@ fn encode_into(out: &mut Vec<u8>, value: &Value, ty: &Type) -> Result<(), ValueE
             if map.len() != attrs.len() || !map.keys().eq(attrs.keys()) {
                 return Err(object_shape_error(attrs, map.keys(), map.len()));
             }
-            write_map_len(out, attrs.len());
+            write_map_len(out, attrs.len())?;
             for ((k, t), v) in attrs.iter().zip(map.values()) {
-                write_str(out, k);
+                write_str(out, k)?;
                 encode_into(out, v, t).map_err(|e| e.within(PathStep::Attr(k.clone())))?;
             }
             Ok(())
@@ -157,84 +156,47 @@ fn object_shape_error<'a>(
     ValueError::new(msg)
 }
 
+// The bytes of each item are rmp's (DESIGN §2): it picks the most compact form, as cty's
+// encoder does. Writing into a `Vec` cannot fail, so its errors are unreachable here.
+const VEC_WRITE: &str = "writing msgpack into a Vec cannot fail";
+
+/// cty's unknown value: a fixext1 of type 0 with a zero byte.
+const UNKNOWN: [u8; 3] = [0xd4, 0, 0];
+
 fn write_int(out: &mut Vec<u8>, n: i64) {
-    if n >= 0 {
-        let u = n as u64;
-        if u <= 0x7f {
-            out.push(u as u8);
-        } else if u <= 0xff {
-            out.extend_from_slice(&[0xcc, u as u8]);
-        } else if u <= 0xffff {
-            out.push(0xcd);
-            out.extend_from_slice(&(u as u16).to_be_bytes());
-        } else if u <= 0xffff_ffff {
-            out.push(0xce);
-            out.extend_from_slice(&(u as u32).to_be_bytes());
-        } else {
-            out.push(0xcf);
-            out.extend_from_slice(&u.to_be_bytes());
-        }
-    } else if n >= -32 {
-        out.push(n as u8);
-    } else if n >= i64::from(i8::MIN) {
-        out.extend_from_slice(&[0xd0, n as u8]);
-    } else if n >= i64::from(i16::MIN) {
-        out.push(0xd1);
-        out.extend_from_slice(&(n as i16).to_be_bytes());
-    } else if n >= i64::from(i32::MIN) {
-        out.push(0xd2);
-        out.extend_from_slice(&(n as i32).to_be_bytes());
-    } else {
-        out.push(0xd3);
-        out.extend_from_slice(&n.to_be_bytes());
-    }
+    rmp::encode::write_sint(out, n).expect(VEC_WRITE);
 }
 
-fn write_len(
-    out: &mut Vec<u8>,
-    len: usize,
-    fix: Option<(u8, usize)>,
-    m8: Option<u8>,
-    m16: u8,
-    m32: u8,
-) {
-    if let Some((base, max)) = fix {
-        if len < max {
-            out.push(base | len as u8);
-            return;
-        }
-    }
-    if let Some(m8) = m8 {
-        if len <= 0xff {
-            out.extend_from_slice(&[m8, len as u8]);
-            return;
-        }
-    }
-    if len <= 0xffff {
-        out.push(m16);
-        out.extend_from_slice(&(len as u16).to_be_bytes());
-    } else {
-        out.push(m32);
-        out.extend_from_slice(&(len as u32).to_be_bytes());
-    }
+fn write_f64(out: &mut Vec<u8>, f: f64) {
+    rmp::encode::write_f64(out, f).expect(VEC_WRITE);
 }
 
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    write_len(out, s.len(), Some((0xa0, 32)), Some(0xd9), 0xda, 0xdb);
+/// A length as msgpack carries it (at most 32 bits), or the error naming what is too long.
+fn wire_len(len: usize, what: &str) -> Result<u32, ValueError> {
+    u32::try_from(len)
+        .map_err(|_| ValueError::new(format!("{what} of {len} is too long for msgpack")))
+}
+
+fn write_str(out: &mut Vec<u8>, s: &str) -> Result<(), ValueError> {
+    rmp::encode::write_str_len(out, wire_len(s.len(), "a string")?).expect(VEC_WRITE);
     out.extend_from_slice(s.as_bytes());
+    Ok(())
 }
 
-fn write_bin(out: &mut Vec<u8>, b: &[u8]) {
-    write_len(out, b.len(), None, Some(0xc4), 0xc5, 0xc6);
+fn write_bin(out: &mut Vec<u8>, b: &[u8]) -> Result<(), ValueError> {
+    rmp::encode::write_bin_len(out, wire_len(b.len(), "a type")?).expect(VEC_WRITE);
     out.extend_from_slice(b);
+    Ok(())
 }
 
-fn write_array_len(out: &mut Vec<u8>, len: usize) {
-    write_len(out, len, Some((0x90, 16)), None, 0xdc, 0xdd);
+fn write_array_len(out: &mut Vec<u8>, len: usize) -> Result<(), ValueError> {
+    rmp::encode::write_array_len(out, wire_len(len, "a collection")?).expect(VEC_WRITE);
+    Ok(())
 }
 
-fn write_map_len(out: &mut Vec<u8>, len: usize) {
-    write_len(out, len, Some((0x80, 16)), None, 0xde, 0xdf);
+fn write_map_len(out: &mut Vec<u8>, len: usize) -> Result<(), ValueError> {
+    rmp::encode::write_map_len(out, wire_len(len, "a map or object")?).expect(VEC_WRITE);
+    Ok(())
 }
 
 /// Decodes msgpack `bytes` as a value of type `ty`.
@@ -268,14 +230,19 @@ impl<'a> Reader<'a> {
         ValueError::new("unexpected end of msgpack data")
     }
 
-    fn peek(&self) -> Result<u8, ValueError> {
-        self.buf.get(self.pos).copied().ok_or_else(Self::eof)
+    fn peek(&self) -> Result<Marker, ValueError> {
+        let byte = self.buf.get(self.pos).copied().ok_or_else(Self::eof)?;
+        Ok(Marker::from_u8(byte))
     }
 
     fn byte(&mut self) -> Result<u8, ValueError> {
-        let b = self.peek()?;
+        let b = self.buf.get(self.pos).copied().ok_or_else(Self::eof)?;
         self.pos += 1;
         Ok(b)
+    }
+
+    fn marker(&mut self) -> Result<Marker, ValueError> {
+        Ok(Marker::from_u8(self.byte()?))
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], ValueError> {
@@ -307,17 +274,17 @@ impl<'a> Reader<'a> {
         Ok(u32::from_be_bytes(self.be()?) as usize)
     }
 
-    /// The length of an ext at the current marker, or `None` when it is not an ext.
-    fn ext_len(&mut self, marker: u8) -> Result<Option<usize>, ValueError> {
+    /// The payload length of an ext at `marker`, or `None` when it is not an ext.
+    fn ext_len(&mut self, marker: Marker) -> Result<Option<usize>, ValueError> {
         Ok(Some(match marker {
-            0xd4 => 1,
-            0xd5 => 2,
-            0xd6 => 4,
-            0xd7 => 8,
-            0xd8 => 16,
-            0xc7 => self.len8()?,
-            0xc8 => self.len16()?,
-            0xc9 => self.len32()?,
+            Marker::FixExt1 => 1,
+            Marker::FixExt2 => 2,
+            Marker::FixExt4 => 4,
+            Marker::FixExt8 => 8,
+            Marker::FixExt16 => 16,
+            Marker::Ext8 => self.len8()?,
+            Marker::Ext16 => self.len16()?,
+            Marker::Ext32 => self.len32()?,
             _ => return Ok(None),
         }))
     }
@@ -325,7 +292,7 @@ impl<'a> Reader<'a> {
     /// If the next item is an ext, consumes it (type byte and payload) and returns true.
     fn skip_ext(&mut self) -> Result<bool, ValueError> {
         let marker = self.peek()?;
-        if !matches!(marker, 0xd4..=0xd8 | 0xc7..=0xc9) {
+        if !is_ext(marker) {
             return Ok(false);
         }
         self.pos += 1;
@@ -334,28 +301,26 @@ impl<'a> Reader<'a> {
         Ok(true)
     }
 
-    fn str_len(&mut self, marker: u8) -> Option<Result<usize, ValueError>> {
+    /// The length of a str or bin at `marker`, or `None` when it is neither.
+    fn str_len(&mut self, marker: Marker) -> Option<Result<usize, ValueError>> {
         Some(match marker {
-            0xa0..=0xbf => Ok(usize::from(marker & 0x1f)),
-            0xd9 | 0xc4 => self.len8(),
-            0xda | 0xc5 => self.len16(),
-            0xdb | 0xc6 => self.len32(),
+            Marker::FixStr(n) => Ok(usize::from(n)),
+            Marker::Str8 | Marker::Bin8 => self.len8(),
+            Marker::Str16 | Marker::Bin16 => self.len16(),
+            Marker::Str32 | Marker::Bin32 => self.len32(),
             _ => return None,
         })
     }
 
     /// A str (or bin, as Go's msgpack accepts both) as raw bytes.
     fn bytes(&mut self, what: &str) -> Result<&'a [u8], ValueError> {
-        let marker = self.byte()?;
+        let marker = self.marker()?;
         match self.str_len(marker) {
             Some(len) => {
                 let len = len?;
                 self.take(len)
             }
-            None => Err(ValueError::new(format!(
-                "expected {what}, got {}",
-                marker_name(marker)
-            ))),
+            None => Err(expected(what, marker)),
         }
     }
 
@@ -367,46 +332,38 @@ impl<'a> Reader<'a> {
     }
 
     fn array_len(&mut self, what: &str) -> Result<usize, ValueError> {
-        let marker = self.byte()?;
-        match marker {
-            0x90..=0x9f => Ok(usize::from(marker & 0x0f)),
-            0xdc => self.len16(),
-            0xdd => self.len32(),
-            _ => Err(ValueError::new(format!(
-                "expected {what}, got {}",
-                marker_name(marker)
-            ))),
+        match self.marker()? {
+            Marker::FixArray(n) => Ok(usize::from(n)),
+            Marker::Array16 => self.len16(),
+            Marker::Array32 => self.len32(),
+            m => Err(expected(what, m)),
         }
     }
 
     fn map_len(&mut self, what: &str) -> Result<usize, ValueError> {
-        let marker = self.byte()?;
-        match marker {
-            0x80..=0x8f => Ok(usize::from(marker & 0x0f)),
-            0xde => self.len16(),
-            0xdf => self.len32(),
-            _ => Err(ValueError::new(format!(
-                "expected {what}, got {}",
-                marker_name(marker)
-            ))),
+        match self.marker()? {
+            Marker::FixMap(n) => Ok(usize::from(n)),
+            Marker::Map16 => self.len16(),
+            Marker::Map32 => self.len32(),
+            m => Err(expected(what, m)),
         }
     }
 
     fn number(&mut self) -> Result<serde_json::Number, ValueError> {
-        let marker = self.byte()?;
+        let marker = self.marker()?;
         let n = match marker {
-            0x00..=0x7f => serde_json::Number::from(marker),
-            0xe0..=0xff => serde_json::Number::from(marker as i8),
-            0xcc => serde_json::Number::from(self.byte()?),
-            0xcd => serde_json::Number::from(u16::from_be_bytes(self.be()?)),
-            0xce => serde_json::Number::from(u32::from_be_bytes(self.be()?)),
-            0xcf => serde_json::Number::from(u64::from_be_bytes(self.be()?)),
-            0xd0 => serde_json::Number::from(self.byte()? as i8),
-            0xd1 => serde_json::Number::from(i16::from_be_bytes(self.be()?)),
-            0xd2 => serde_json::Number::from(i32::from_be_bytes(self.be()?)),
-            0xd3 => serde_json::Number::from(i64::from_be_bytes(self.be()?)),
-            0xca | 0xcb => {
-                let x = if marker == 0xca {
+            Marker::FixPos(n) => serde_json::Number::from(n),
+            Marker::FixNeg(n) => serde_json::Number::from(n),
+            Marker::U8 => serde_json::Number::from(self.byte()?),
+            Marker::U16 => serde_json::Number::from(u16::from_be_bytes(self.be()?)),
+            Marker::U32 => serde_json::Number::from(u32::from_be_bytes(self.be()?)),
+            Marker::U64 => serde_json::Number::from(u64::from_be_bytes(self.be()?)),
+            Marker::I8 => serde_json::Number::from(i8::from_be_bytes(self.be()?)),
+            Marker::I16 => serde_json::Number::from(i16::from_be_bytes(self.be()?)),
+            Marker::I32 => serde_json::Number::from(i32::from_be_bytes(self.be()?)),
+            Marker::I64 => serde_json::Number::from(i64::from_be_bytes(self.be()?)),
+            Marker::F32 | Marker::F64 => {
+                let x = if marker == Marker::F32 {
                     f64::from(f32::from_be_bytes(self.be()?))
                 } else {
                     f64::from_be_bytes(self.be()?)
@@ -414,27 +371,28 @@ impl<'a> Reader<'a> {
                 number_from_f64(x)
                     .ok_or_else(|| ValueError::new(format!("unsupported number {x}")))?
             }
-            m if self.str_len(m).is_some() => {
+            Marker::FixStr(_)
+            | Marker::Str8
+            | Marker::Str16
+            | Marker::Str32
+            | Marker::Bin8
+            | Marker::Bin16
+            | Marker::Bin32 => {
+                // Back to the marker: the text is read as a whole string item.
                 self.pos -= 1;
                 let text = self.string("number")?;
                 parse_number(&text).ok_or_else(|| {
                     ValueError::new(format!("invalid number text {}", quote(&text)))
                 })?
             }
-            m => {
-                return Err(ValueError::new(format!(
-                    "expected number, got {}",
-                    marker_name(m)
-                )))
-            }
+            m => return Err(expected("number", m)),
         };
         Ok(n)
     }
 
     // Long because it has one arm per type, the decoding table in one place.
     fn value(&mut self, ty: &Type) -> Result<Value, ValueError> {
-        let marker = self.peek()?;
-        if marker == 0xc0 {
+        if self.peek()? == Marker::Null {
             self.pos += 1;
             return Ok(Value::Null);
         }
@@ -458,13 +416,10 @@ impl<'a> Reader<'a> {
             }
             Type::String => Ok(Value::String(self.string("string")?)),
             Type::Number => Ok(Value::Number(self.number()?)),
-            Type::Bool => match self.byte()? {
-                0xc2 => Ok(Value::Bool(false)),
-                0xc3 => Ok(Value::Bool(true)),
-                m => Err(ValueError::new(format!(
-                    "expected bool, got {}",
-                    marker_name(m)
-                ))),
+            Type::Bool => match self.marker()? {
+                Marker::False => Ok(Value::Bool(false)),
+                Marker::True => Ok(Value::Bool(true)),
+                m => Err(expected("bool", m)),
             },
             Type::List(elem) | Type::Set(elem) => {
                 let n = self.array_len(&ty.friendly_name())?;
@@ -549,22 +504,28 @@ impl<'a> Reader<'a> {
         if self.skip_ext()? {
             return Ok(());
         }
-        let marker = self.byte()?;
-        let (scalar, items) = match marker {
-            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
-            0xcc | 0xd0 => (1, 0),
-            0xcd | 0xd1 => (2, 0),
-            0xce | 0xd2 | 0xca => (4, 0),
-            0xcf | 0xd3 | 0xcb => (8, 0),
-            0x90..=0x9f => (0, usize::from(marker & 0x0f)),
-            0xdc => (0, self.len16()?),
-            0xdd => (0, self.len32()?),
-            0x80..=0x8f => (0, 2 * usize::from(marker & 0x0f)),
-            0xde => (0, 2 * self.len16()?),
-            0xdf => (0, 2 * self.len32()?),
+        let (scalar, items) = match self.marker()? {
+            Marker::FixPos(_) | Marker::FixNeg(_) | Marker::Null | Marker::True | Marker::False => {
+                (0, 0)
+            }
+            Marker::U8 | Marker::I8 => (1, 0),
+            Marker::U16 | Marker::I16 => (2, 0),
+            Marker::U32 | Marker::I32 | Marker::F32 => (4, 0),
+            Marker::U64 | Marker::I64 | Marker::F64 => (8, 0),
+            Marker::FixArray(n) => (0, usize::from(n)),
+            Marker::Array16 => (0, self.len16()?),
+            Marker::Array32 => (0, self.len32()?),
+            Marker::FixMap(n) => (0, 2 * usize::from(n)),
+            Marker::Map16 => (0, 2 * self.len16()?),
+            Marker::Map32 => (0, 2 * self.len32()?),
             m => match self.str_len(m) {
                 Some(len) => (len?, 0),
-                None => return Err(ValueError::new(format!("invalid msgpack marker 0x{m:02x}"))),
+                None => {
+                    return Err(ValueError::new(format!(
+                        "invalid msgpack marker 0x{:02x}",
+                        m.to_u8()
+                    )))
+                }
             },
         };
         self.take(scalar)?;
@@ -575,17 +536,45 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn marker_name(m: u8) -> String {
+fn is_ext(m: Marker) -> bool {
+    matches!(
+        m,
+        Marker::FixExt1
+            | Marker::FixExt2
+            | Marker::FixExt4
+            | Marker::FixExt8
+            | Marker::FixExt16
+            | Marker::Ext8
+            | Marker::Ext16
+            | Marker::Ext32
+    )
+}
+
+/// "expected WHAT, got a map".
+fn expected(what: &str, got: Marker) -> ValueError {
+    ValueError::new(format!("expected {what}, got {}", marker_name(got)))
+}
+
+fn marker_name(m: Marker) -> String {
     match m {
-        0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xcf | 0xd0..=0xd3 => "an integer".into(),
-        0xca | 0xcb => "a float".into(),
-        0xa0..=0xbf | 0xd9..=0xdb => "a string".into(),
-        0xc4..=0xc6 => "binary data".into(),
-        0x90..=0x9f | 0xdc | 0xdd => "an array".into(),
-        0x80..=0x8f | 0xde | 0xdf => "a map".into(),
-        0xc0 => "nil".into(),
-        0xc2 | 0xc3 => "a bool".into(),
-        m => format!("msgpack marker 0x{m:02x}"),
+        Marker::FixPos(_)
+        | Marker::FixNeg(_)
+        | Marker::U8
+        | Marker::U16
+        | Marker::U32
+        | Marker::U64
+        | Marker::I8
+        | Marker::I16
+        | Marker::I32
+        | Marker::I64 => "an integer".into(),
+        Marker::F32 | Marker::F64 => "a float".into(),
+        Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32 => "a string".into(),
+        Marker::Bin8 | Marker::Bin16 | Marker::Bin32 => "binary data".into(),
+        Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => "an array".into(),
+        Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => "a map".into(),
+        Marker::Null => "nil".into(),
+        Marker::True | Marker::False => "a bool".into(),
+        m => format!("msgpack marker 0x{:02x}", m.to_u8()),
     }
 }
 

@@ -31,7 +31,10 @@ use nivis::state::{LockHolder, LockedStore, MemoryStore, Mirror, StateError, Sta
 use serde_json::{json, Value as Json};
 
 #[path = "../../fakes/kit/mod.rs"]
-#[allow(clippy::all)]
+#[allow(
+    clippy::all,
+    reason = "the fakes' kit is compiled again here as a test module; its lints are checked where it is a binary"
+)]
 mod kit;
 
 /// The plan: the IR for a ledger.

@@ -471,7 +471,10 @@ pub(super) fn check_plan(
 pub(super) type Applied = Result<Option<ResourceState>, Option<Box<ResourceState>>>;
 
 /// Applies a create or update.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "each argument is a distinct input of the call (node, block, type, schema version, prior, planned, private data); a struct would only rename them"
+)]
 // Long because it is the apply call and the checks on its answer, in OpenTofu's order.
 pub(super) fn apply_change(
     input: &NodeInput,
@@ -561,7 +564,10 @@ pub(super) fn apply_change(
 }
 
 /// Plans and applies a create with no prior object (second half of a replace).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the same distinct inputs as apply_change, for the create half of a replace"
+)]
 pub(super) fn create_fresh(
     input: &NodeInput,
     block: &Block,

@@ -22,7 +22,11 @@ use crate::state::{Change, ResourceKind, ResourceState, StateFile};
 
 mod fixture;
 #[path = "../../../fakes/kit/mod.rs"]
-#[allow(clippy::all, unreachable_pub)]
+#[allow(
+    clippy::all,
+    unreachable_pub,
+    reason = "the fakes' kit is compiled again here as a test module; its lints are checked where it is a binary"
+)]
 mod kit;
 mod phase;
 mod reading;

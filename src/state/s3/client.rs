@@ -391,7 +391,10 @@ impl Client {
     }
 
     /// The request for one attempt, signed now (a signature is valid for minutes only).
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a request is signed over all of its parts (method, url, path, query, headers, body, payload digest) at once"
+    )]
     fn signed(
         &self,
         method: &str,

@@ -108,6 +108,12 @@ fn numbers_that_are_not_int64() {
     );
     // Exponent text is normalized before choosing.
     assert_eq!(hex(&encode(&num("1e2"), &Type::Number).unwrap()), "64");
+    // Decimal text of 32 bytes or more travels as a str8 (a length byte after the marker),
+    // and comes back whole.
+    let longer = "1234567890123456789012345678901234567890.5";
+    let bytes = encode(&num(longer), &Type::Number).unwrap();
+    assert_eq!(&bytes[..2], &[0xd9, longer.len() as u8]);
+    assert_eq!(decode(&bytes, &Type::Number).unwrap(), num(longer));
 }
 
 #[test]
