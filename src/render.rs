@@ -288,6 +288,9 @@ pub struct Human {
     pub phase_headers: bool,
     /// The last phase a header was printed for.
     headed: u32,
+    /// The evaluation waves that joined a running phase (DESIGN §89), by number: the
+    /// resources whose outputs Nix re-evaluated with.
+    waves: std::collections::HashMap<u32, Vec<String>>,
     ticker: ticker::Ticker,
     /// Resources whose planned diff was printed (phase, id): their start does not repeat it.
     previewed: std::collections::HashSet<(u32, String)>,
@@ -302,23 +305,35 @@ impl Human {
             progress: true,
             phase_headers: false,
             headed: 0,
+            waves: std::collections::HashMap::new(),
             ticker: ticker::Ticker::new(),
             previewed: std::collections::HashSet::new(),
         }
     }
 
-    /// "Phase N" before the first operation of a phase, once.
-    fn header(&mut self, out: &mut dyn Write, phase: u32) {
-        if !self.phase_headers || phase <= self.headed {
-            return;
+    /// "Phase N" before the first operation of a phase, once. Returns what a line of an
+    /// earlier phase, printed after a later one's header (a wave joined it), adds to name it.
+    fn header(&mut self, out: &mut dyn Write, phase: u32) -> String {
+        if !self.phase_headers {
+            return String::new();
+        }
+        if phase < self.headed {
+            return self.style.dim(&format!(" (phase {phase})"));
+        }
+        if phase == self.headed {
+            return String::new();
         }
         self.headed = phase;
-        let why = if phase == 1 {
-            String::new()
-        } else {
-            format!(" (Nix re-evaluated with phase {}'s outputs)", phase - 1)
+        let why = match (phase, self.waves.get(&phase)) {
+            (1, _) => String::new(),
+            (_, Some(trigger)) => format!(
+                " (Nix re-evaluated with {}'s outputs while other operations run)",
+                escape(&self.redactor, &trigger.join(", "))
+            ),
+            _ => format!(" (Nix re-evaluated with phase {}'s outputs)", phase - 1),
         };
         let _ = writeln!(out, "{}", self.style.ember(&format!("Phase {phase}{why}")));
+        String::new()
     }
 }
 
@@ -421,8 +436,8 @@ impl Human {
                 changes,
             } => {
                 if self.progress && action != Action::NoOp {
-                    self.header(out, phase);
-                    let head = format!("  {} {}", s.action(action), s.name(r, &id));
+                    let tag = self.header(out, phase);
+                    let head = format!("  {} {}{tag}", s.action(action), s.name(r, &id));
                     let _ = writeln!(out, "{head}: {}…", doing_verb(action));
                     // The diff as decided in this phase, unless the confirmed plan showed it.
                     if !self.previewed.remove(&(phase, id.clone())) {
@@ -455,10 +470,10 @@ impl Human {
             } => {
                 self.ticker.finish(&id);
                 if self.progress && action != Action::NoOp {
-                    self.header(out, phase);
+                    let tag = self.header(out, phase);
                     let _ = writeln!(
                         out,
-                        "  {} {}{}: {}",
+                        "  {} {}{}{tag}: {}",
                         s.action(action),
                         s.name(r, &id),
                         deposed_note(r, &deposed),
@@ -572,6 +587,9 @@ impl Human {
                 write_policy_violation(&mut std::io::stderr().lock(), s, r, &v)
             }
             Event::PhaseDone { .. } => {}
+            Event::Wave { phase, trigger, .. } => {
+                self.waves.insert(phase, trigger);
+            }
             Event::Fixpoint {
                 evaluations,
                 apply_phases,

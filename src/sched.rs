@@ -56,6 +56,13 @@ pub trait Owner {
     fn halted(&self) -> bool {
         false
     }
+    /// Called after [`Owner::flush`] while jobs still run (`queued`: how many ready jobs wait
+    /// for a worker): the owner may add jobs, given as their dependencies (indices of the
+    /// jobs so far or of the new ones, which take the next indices in order). A dependency
+    /// that failed skips the new job; one that succeeded is already met.
+    fn extend(&mut self, _queued: usize) -> Vec<Vec<usize>> {
+        Vec::new()
+    }
 }
 
 /// The worker side: runs on several threads at once.
@@ -107,14 +114,14 @@ where
     if n == 0 {
         return Vec::new();
     }
-    let workers = parallelism.max(1).min(n);
-    let mut board = Board::new(deps, workers);
+    let parallelism = parallelism.max(1);
+    let mut board = Board::new(deps, parallelism.min(n));
     let jobs = JobQueue::<O::Input>::default();
     let (result_tx, result_rx) = unbounded::<Message<O::Progress, O::Output>>();
     let (progress_tx, progress_rx) = unbounded::<Message<O::Progress, ()>>();
 
     std::thread::scope(|scope| {
-        for w in 0..workers {
+        let spawn = |w: usize| {
             let jobs = &jobs;
             let result_tx = result_tx.clone();
             let progress_tx = progress_tx.clone();
@@ -133,9 +140,10 @@ where
                     }
                 })
                 .expect("spawn worker thread");
+        };
+        for w in 0..board.workers {
+            spawn(w);
         }
-        drop(result_tx);
-        drop(progress_tx);
         // Closed however the loop ends (a panicking owner too), so the workers end and the
         // scope can join them.
         let _closing = Closing(&jobs);
@@ -162,6 +170,16 @@ where
                         }
                         board.dispatch(owner, &jobs, interrupted, ready_before);
                         owner.flush();
+                        let running = board.in_flight > 0;
+                        if running && !interrupted.load(Ordering::SeqCst) && !owner.halted() {
+                            let added = owner.extend(board.ready.len());
+                            board.extend(added);
+                            // More jobs may use more workers, up to `parallelism`.
+                            while board.workers < parallelism.min(board.status.len()) {
+                                spawn(board.workers);
+                                board.workers += 1;
+                            }
+                        }
                     }
                     Err(_) => break,
                 },
@@ -322,6 +340,34 @@ impl Board {
                 self.settle(i, ok);
             }
             Message::Progress(i, p) => owner.progress(i, p),
+        }
+    }
+
+    /// Adds jobs depending on `deps` (see [`Owner::extend`]), indexed after the existing ones.
+    fn extend(&mut self, deps: Vec<Vec<usize>>) {
+        let first = self.status.len();
+        let n = first + deps.len();
+        self.status.resize(n, None);
+        self.waiting.resize(n, 0);
+        self.dependents.resize(n, Vec::new());
+        for (k, ds) in deps.into_iter().enumerate() {
+            let i = first + k;
+            for d in ds {
+                match &self.status[d] {
+                    Some(Status::Done) => {}
+                    Some(Status::Failed) => self.status[i] = Some(Status::Skipped { because: d }),
+                    Some(Status::Skipped { because }) => {
+                        self.status[i] = Some(Status::Skipped { because: *because })
+                    }
+                    _ => {
+                        self.waiting[i] += 1;
+                        self.dependents[d].push(i);
+                    }
+                }
+            }
+            if self.waiting[i] == 0 && self.status[i].is_none() {
+                self.ready.push_back(i);
+            }
         }
     }
 
@@ -564,6 +610,76 @@ mod tests {
             owner.log[failed..]
                 .iter()
                 .all(|l| !l.starts_with("prepare")),
+            "{:?}",
+            owner.log
+        );
+    }
+
+    /// Adds job 2 (depending on 0, which succeeds) and job 3 (depending on 1, which fails)
+    /// once 0 has finished while 1 still runs.
+    #[derive(Default)]
+    struct Extending {
+        log: Vec<String>,
+        extended: bool,
+    }
+
+    impl Owner for Extending {
+        type Input = usize;
+        type Progress = u32;
+        type Output = bool;
+        fn prepare(&mut self, i: usize) -> Result<usize, bool> {
+            self.log.push(format!("prepare {i}"));
+            Ok(i)
+        }
+        fn progress(&mut self, _i: usize, _p: u32) {}
+        fn finish(&mut self, i: usize, ok: bool) -> bool {
+            self.log.push(format!("finish {i}"));
+            ok
+        }
+        fn extend(&mut self, queued: usize) -> Vec<Vec<usize>> {
+            if self.extended || !self.log.contains(&"finish 0".to_string()) {
+                return Vec::new();
+            }
+            assert_eq!(queued, 0);
+            self.extended = true;
+            self.log.push("extend".into());
+            vec![vec![0], vec![1]]
+        }
+    }
+
+    /// Job 0 is quick, job 1 slow and failing, the added ones quick.
+    struct Staggered;
+
+    impl Worker<Extending> for Staggered {
+        fn run(&self, i: usize, _input: usize, _reporter: &Reporter<u32>) -> bool {
+            if i == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                return false;
+            }
+            true
+        }
+    }
+
+    #[test]
+    fn jobs_added_while_others_run_start_at_once_and_wait_for_their_dependencies() {
+        let deps = vec![vec![], vec![]];
+        let mut owner = Extending::default();
+        let status = run(&mut owner, &Staggered, &deps, 2, &AtomicBool::new(false));
+        assert_eq!(
+            status,
+            [
+                Status::Done,
+                Status::Failed,
+                Status::Done,
+                Status::Skipped { because: 1 }
+            ]
+        );
+        let at = |what: &str| owner.log.iter().position(|l| l == what).unwrap();
+        // Added while 1 ran, 2 started (and ended) before 1 ended; 3 never started.
+        assert!(at("extend") < at("prepare 2"), "{:?}", owner.log);
+        assert!(at("finish 2") < at("finish 1"), "{:?}", owner.log);
+        assert!(
+            !owner.log.contains(&"prepare 3".to_string()),
             "{:?}",
             owner.log
         );

@@ -25,6 +25,10 @@ pub(crate) struct Knobs {
     pub gone_on: Vec<String>,
     /// Every apply sleeps this long first (`NIVIS_FAKE_SLOW_MS`).
     pub slow: Option<Duration>,
+    /// Applies of objects whose label matches a pattern sleep that pattern's time first, the
+    /// first match counting (`NIVIS_FAKE_LATENCY_MS="slow*=3000,db=8000"`: a pattern is a
+    /// label, or a prefix before `*`). Added to `slow`.
+    pub latency: Vec<(String, Duration)>,
     /// KiB of noise written to stdout and stderr on plan, apply and startup (`NIVIS_FAKE_NOISE`).
     pub noise_kib: Option<usize>,
     /// The object log: one JSON line per remote object created or deleted
@@ -77,6 +81,7 @@ impl Knobs {
             slow: env("NIVIS_FAKE_SLOW_MS")
                 .and_then(|v| v.parse().ok())
                 .map(Duration::from_millis),
+            latency: latencies(env("NIVIS_FAKE_LATENCY_MS").as_deref().unwrap_or("")),
             noise_kib: env("NIVIS_FAKE_NOISE").and_then(|v| v.parse().ok()),
             object_log: env("NIVIS_FAKE_OBJECT_LOG").map(PathBuf::from),
             counter_seed: env("NIVIS_FAKE_COUNTER")
@@ -94,6 +99,30 @@ impl Knobs {
                 .and_then(|v| v.parse().ok())
                 .map(Duration::from_millis),
         }
+    }
+}
+
+/// The `pattern=ms` pairs of `NIVIS_FAKE_LATENCY_MS`; a malformed pair is left out.
+pub(crate) fn latencies(spec: &str) -> Vec<(String, Duration)> {
+    (spec.split(','))
+        .filter_map(|pair| {
+            let (pattern, ms) = pair.trim().split_once('=')?;
+            let ms: u64 = ms.trim().parse().ok()?;
+            Some((pattern.trim().to_string(), Duration::from_millis(ms)))
+        })
+        .collect()
+}
+
+impl Knobs {
+    /// How long an apply of the object labelled `label` sleeps for `latency`.
+    pub(crate) fn latency_of(&self, label: Option<&str>) -> Option<Duration> {
+        let label = label?;
+        (self.latency.iter())
+            .find(|(pattern, _)| match pattern.strip_suffix('*') {
+                Some(prefix) => label.starts_with(prefix),
+                None => label == pattern,
+            })
+            .map(|(_, d)| *d)
     }
 }
 

@@ -355,6 +355,11 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
         if let Some(slow) = self.knobs.slow {
             std::thread::sleep(slow);
         }
+        let label = (self.behaviour.object_label(r.planned_state))
+            .or_else(|| self.behaviour.object_label(r.prior_state));
+        if let Some(latency) = self.knobs.latency_of(label.as_deref()) {
+            std::thread::sleep(latency);
+        }
         self.noise("apply");
         if !r.config.is_known() {
             return Err(error(

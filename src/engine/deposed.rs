@@ -16,7 +16,6 @@ use crate::sched::Status;
 /// its old reader may still use it). Returns how many deletions failed.
 pub(super) fn delete_old_objects(
     owner: &mut PhaseOwner<'_, '_>,
-    deps: &[Vec<usize>],
     statuses: &[Status],
 ) -> Result<usize, EngineError> {
     // Old objects are kept only while applying: a plan has none to delete.
@@ -26,10 +25,10 @@ pub(super) fn delete_old_objects(
     let mut failed = 0;
     let kept = std::mem::take(&mut owner.old_objects);
     for id in kept.iter().rev() {
-        let Some(at) = owner.analysis.run.iter().position(|r| r == id) else {
+        let Some(&at) = owner.job_of.get(id) else {
             continue;
         };
-        let readers_done = deps
+        let readers_done = (owner.deps)
             .iter()
             .zip(statuses)
             .filter(|(d, _)| d.contains(&at))
@@ -40,7 +39,7 @@ pub(super) fn delete_old_objects(
         if !readers_done || record.deposed.is_empty() {
             continue;
         }
-        let provider = &owner.providers[&owner.analysis.nodes[id].node.provider];
+        let provider = &owner.providers[&owner.node(at).provider];
         let gone = std::cell::RefCell::new(Vec::new());
         let mut diags = Diagnostics::new();
         let collect = |g: DeposedGone| gone.borrow_mut().push(g);
@@ -49,11 +48,11 @@ pub(super) fn delete_old_objects(
         for g in gone.into_inner() {
             let (event, change) = g.into_event_and_change(owner.phase);
             owner.holder.commit(&[change], mutation)?;
-            owner.sink.event(event);
+            owner.host.sink().event(event);
         }
         if result.is_err() {
             failed += 1;
-            owner.sink.event(Event::Failed {
+            owner.host.sink().event(Event::Failed {
                 phase: owner.phase,
                 id: id.clone(),
                 diagnostics: diags.for_resource(id).errors().cloned().collect(),

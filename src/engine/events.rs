@@ -196,6 +196,17 @@ pub enum Event {
         /// The rule, the resource, and why it does not hold.
         violation: crate::policy::Violation,
     },
+    /// Nix evaluated again while other operations of the phase ran, because `trigger`'s
+    /// outputs were recorded, and `ready` joined the running phase as wave `phase`
+    /// (DESIGN §89). Their events carry that number.
+    Wave {
+        /// The wave's number (phases and waves share one count).
+        phase: u32,
+        /// The resources whose recorded outputs the evaluation was for.
+        trigger: Vec<String>,
+        /// The resources that became ready and start now.
+        ready: Vec<String>,
+    },
     /// A phase ended.
     PhaseDone {
         /// The phase.

@@ -222,6 +222,8 @@ pub struct Engine<'s> {
     probed: Option<bool>,
     /// Whether every node the latest phase ran (`run_nodes`) settled with a fingerprint.
     fingerprinted_all: bool,
+    /// Whether evaluation waves may join the apply phase about to run (DESIGN §89).
+    streaming: bool,
     /// The data sources the preview of the coming apply phase read: the apply uses them.
     data_reads: HashMap<String, node::DataRead>,
     /// The project's policies (`nivis.policies`); `None` without any (or in the engine's unit
@@ -263,6 +265,7 @@ impl<'s> Engine<'s> {
             probe_next: false,
             probed: None,
             fingerprinted_all: false,
+            streaming: false,
             data_reads: HashMap::new(),
             policies: None,
             policy_rules: None,

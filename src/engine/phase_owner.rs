@@ -2,17 +2,21 @@
 //! [`PhaseInput`] to a [`PhaseResult`]; its owner turns the node results into events (held in
 //! one stable listing order in plan mode), state changes (through the recorder) and what the
 //! next phase needs (settled, planned and drifted resources, data reads, old objects to delete).
+//! In apply mode, when an output that a deferred resource waits on is recorded while other
+//! nodes still run, the owner has Nix evaluate again (through its [`PhaseHost`]) and adds the
+//! nodes that evaluation made ready to the running phase: an evaluation wave (DESIGN §89).
 //!
-//! Not: the phase loop (`phases`), starting providers (`providers`), nor what a node does with
-//! its provider (`node`).
+//! Not: the phase loop (`phases`), starting providers (`providers`), evaluating or checking
+//! policies (the host's), nor what a node does with its provider (`node`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::cell::OnceCell;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use super::analysis::Analysis;
+use super::analysis::{resolved_fingerprint, Analysis};
 use super::error::EngineError;
 use super::events::{Action, Event, Sink, Wait};
 use super::node::{self, Mode, NodeInput, NodeOutput, NodeProgress};
@@ -23,7 +27,7 @@ use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::{Capabilities, Provider};
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockedStore, Mutation};
+use crate::state::{Change, LockedStore, Mutation, StateFile};
 use crate::value::json::from_plain_json;
 use crate::value::Value;
 
@@ -34,7 +38,6 @@ pub(super) struct PhaseInput<'a, 'ir> {
     pub(super) analysis: &'a Analysis<'ir>,
     /// The running providers of the nodes, by IR provider id.
     pub(super) providers: HashMap<String, Arc<dyn Provider>>,
-    pub(super) opts: &'a Options,
     pub(super) phase: u32,
     /// Plan only, or plan and apply.
     pub(super) mode: Mode,
@@ -44,6 +47,50 @@ pub(super) struct PhaseInput<'a, 'ir> {
     pub(super) earlier_reads: HashMap<String, node::DataRead>,
 }
 
+/// What a phase's owner needs from the run it is part of: where events go, the run's options,
+/// and (apply mode) the evaluation waves that join the phase while it runs (DESIGN §89).
+pub(super) trait PhaseHost {
+    /// Where the phase's events go.
+    fn sink(&mut self) -> &mut dyn Sink;
+    /// The run's options.
+    fn opts(&self) -> &Options;
+    /// Whether evaluation waves may join this phase (else it runs only its own nodes).
+    fn streams(&self) -> bool {
+        false
+    }
+    /// Nix's evaluation for wave `wave` with a ledger built from `state` (committed records).
+    fn evaluate_wave(&mut self, _state: &StateFile, _wave: u32) -> Result<Ir, EngineError> {
+        Err(EngineError::Io("this phase does not evaluate".into()))
+    }
+    /// The analysis of a wave's IR, with what the run settled so far.
+    fn analyse_wave<'i>(&self, ir: &'i Ir, state: &StateFile) -> Result<Analysis<'i>, EngineError>;
+    /// Before a wave's nodes (`analysis.run`) change anything: its policies checked, its
+    /// providers started and its references checked. Returns the wave's running providers
+    /// and the data sources its policy preview read (the apply uses them).
+    fn admit_wave(
+        &mut self,
+        _ir: &Ir,
+        _analysis: &Analysis<'_>,
+        _holder: &mut dyn LockedStore,
+        _wave: u32,
+    ) -> Result<Admitted, EngineError> {
+        Err(EngineError::Io("this phase does not evaluate".into()))
+    }
+    /// `id` settled with configuration fingerprint `fingerprint`: later analyses need not run
+    /// it again.
+    fn settled(&mut self, _id: &str, _fingerprint: String) {}
+}
+
+/// What [`PhaseHost::admit_wave`] gives a wave.
+pub(super) type Admitted = (
+    HashMap<String, Arc<dyn Provider>>,
+    HashMap<String, node::DataRead>,
+);
+
+/// How many evaluation waves may join one phase; later outputs wait for the phase's end, as
+/// without waves. Each wave's IR is kept until the phase ends (its nodes may still run).
+const MAX_WAVES: usize = 32;
+
 /// Plans, or plans and applies (`input.mode`), the nodes of `input.analysis.run` on the
 /// scheduler, recording each result in `holder` and reporting to `sink`: the plan listing in
 /// its stable order, skipped nodes, old objects of replacements deleted at the end.
@@ -52,13 +99,12 @@ pub(super) struct PhaseInput<'a, 'ir> {
 pub(super) fn run_phase(
     input: PhaseInput<'_, '_>,
     holder: &mut dyn LockedStore,
-    sink: &mut dyn Sink,
+    host: &mut dyn PhaseHost,
 ) -> Result<PhaseResult, EngineError> {
     let PhaseInput {
         ir,
         analysis,
         providers,
-        opts,
         phase,
         mode,
         replace_now,
@@ -84,20 +130,34 @@ pub(super) fn run_phase(
                 .collect()
         })
         .collect();
+    // The IRs and analyses of the waves that join this phase: kept until it ends.
+    let wave_irs: Vec<OnceCell<Ir>> = (0..MAX_WAVES).map(|_| OnceCell::new()).collect();
+    let wave_analyses: Vec<OnceCell<Analysis<'_>>> =
+        (0..MAX_WAVES).map(|_| OnceCell::new()).collect();
+    let streams = mode.applies() && host.streams();
     let mut owner = PhaseOwner {
-        ir,
-        analysis,
+        waves: vec![Wave {
+            number: phase,
+            ir,
+            analysis,
+            staleness: stale::Staleness::new(ir),
+        }],
+        wave_irs: &wave_irs,
+        wave_analyses: &wave_analyses,
+        ids: ids.clone(),
+        job_wave: vec![0; ids.len()],
+        job_of: index.iter().map(|(id, &i)| (id.to_string(), i)).collect(),
+        done: vec![false; ids.len()],
+        deps: deps.clone(),
         holder,
         providers,
-        sink,
+        host,
         phase,
         mode,
-        opts,
         result: PhaseResult::default(),
         recorder: Recorder::default(),
         running: ids.iter().cloned().collect(),
         unchanged: BTreeSet::new(),
-        staleness: stale::Staleness::new(ir),
         stale: HashMap::new(),
         planned: HashMap::new(),
         replace_now,
@@ -106,40 +166,75 @@ pub(super) fn run_phase(
         read_by_others: deps.iter().flatten().map(|&d| ids[d].clone()).collect(),
         old_objects: Vec::new(),
         earlier_reads,
+        streams,
+        awaited: Vec::new(),
+        changed_since_evaluation: BTreeSet::new(),
+        told_settled: 0,
+        wave_error: None,
     };
-    let workers = opts.parallelism;
+    if streams {
+        owner.awaited = awaited_by_deferred(analysis);
+    }
+    let workers = owner.host.opts().parallelism;
     let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
     let mut listing = std::mem::take(&mut owner.listing);
-    let rank = listing_order(ids, &deps);
+    let rank = listing_order(&owner.ids, &owner.deps);
     // Stable: a node's own rows keep their order.
     listing.sort_by_key(|(i, _)| rank[*i]);
     for (_, event) in listing {
-        owner.sink.event(event);
+        owner.host.sink().event(event);
     }
     let recorder = std::mem::take(&mut owner.recorder);
-    recorder.settle_run(owner.holder, owner.sink, phase, &statuses)?;
-    let old_failed = deposed::delete_old_objects(&mut owner, &deps, &statuses)?;
+    recorder.settle_run(owner.holder, owner.host.sink(), phase, &statuses)?;
+    let old_failed = deposed::delete_old_objects(&mut owner, &statuses)?;
     let mut result = std::mem::take(&mut owner.result);
-    // The apply summary lists changes in the listing's order too.
+    // The apply summary lists changes wave by wave, each in the listing's order.
+    let (job_of, job_wave) = (&owner.job_of, &owner.job_wave);
     result
         .changed
-        .sort_by_key(|(id, _)| index.get(id.as_str()).map(|&i| rank[i]));
+        .sort_by_key(|(id, _)| job_of.get(id.as_str()).map(|&i| (job_wave[i], rank[i])));
     result.failed += old_failed;
     for (i, s) in statuses.iter().enumerate() {
         match s {
             Status::Skipped { because } => {
-                owner.sink.event(Event::Skipped {
-                    phase,
-                    id: ids[i].clone(),
-                    because: ids[*because].clone(),
-                });
+                let event = Event::Skipped {
+                    phase: owner.wave_number(i),
+                    id: owner.ids[i].clone(),
+                    because: owner.ids[*because].clone(),
+                };
+                owner.host.sink().event(event);
                 result.failed += 1;
             }
             Status::Interrupted => result.interrupted = true,
             _ => {}
         }
     }
+    result.fingerprints = owner.fingerprints(&result.settled);
+    result.jobs = owner.ids.len();
+    result.waves = owner.waves.len() as u32;
+    result.last_wave = owner.waves.last().map_or(phase, |w| w.number);
+    if let Some(e) = owner.wave_error.take() {
+        return Err(e);
+    }
     Ok(result)
+}
+
+/// For each resource a deferred node of `analysis` waits on through Nix (or a value Nix must
+/// compute again), the nodes waiting on it: the outputs whose recording may make a wave.
+fn awaited_by_deferred(analysis: &Analysis<'_>) -> Vec<BTreeSet<String>> {
+    (analysis.deferred.values())
+        .map(|waits| {
+            (waits.iter())
+                .filter_map(|w| match w {
+                    Wait::Nix { resource, .. } | Wait::Recomputed(resource) => {
+                        Some(resource.clone())
+                    }
+                    Wait::Resource(_) | Wait::ProviderConfig(_) => None,
+                })
+                .collect::<BTreeSet<String>>()
+        })
+        .filter(|set| !set.is_empty())
+        .collect()
 }
 
 /// Result of running one phase's nodes.
@@ -152,17 +247,50 @@ pub(super) struct PhaseResult {
     pub(super) interrupted: bool,
     /// Plan mode: the data sources read, with what they returned.
     pub(super) reads: HashMap<String, node::DataRead>,
+    /// The evaluations the waves that joined the phase made.
+    pub(super) evaluations: u32,
+    /// The settled nodes' configuration fingerprints (see `analysis::resolved_fingerprint`).
+    pub(super) fingerprints: Vec<(String, String)>,
+    /// How many nodes ran, over all waves.
+    pub(super) jobs: usize,
+    /// How many evaluation waves the phase ran (1 when none joined it).
+    pub(super) waves: u32,
+    /// The number of the phase's last wave (the phase's own number when none joined it).
+    pub(super) last_wave: u32,
+}
+
+/// One evaluation wave of a phase: the IR and analysis its nodes come from.
+struct Wave<'a, 'ir> {
+    /// Its number (the phase's for the first): events of its nodes carry it.
+    number: u32,
+    ir: &'ir Ir,
+    analysis: &'a Analysis<'ir>,
+    /// Outputs changed since this wave's evaluation, and who waits on them.
+    staleness: stale::Staleness<'ir>,
 }
 
 pub(super) struct PhaseOwner<'a, 'ir> {
-    ir: &'ir Ir,
-    pub(super) analysis: &'a Analysis<'ir>,
+    /// The phase's waves, the first being the phase's own analysis.
+    waves: Vec<Wave<'a, 'ir>>,
+    /// Where the IRs and analyses of later waves are kept.
+    wave_irs: &'ir [OnceCell<Ir>],
+    wave_analyses: &'a [OnceCell<Analysis<'ir>>],
+    /// The nodes run, by job index (the scheduler's), in the order they joined.
+    pub(super) ids: Vec<String>,
+    /// The wave (index into `waves`) each job comes from.
+    job_wave: Vec<usize>,
+    /// The latest job of each id.
+    pub(super) job_of: HashMap<String, usize>,
+    /// Which jobs have finished.
+    done: Vec<bool>,
+    /// What each job waits for (job indices).
+    pub(super) deps: Vec<Vec<usize>>,
     pub(super) holder: &'a mut dyn LockedStore,
     pub(super) providers: HashMap<String, Arc<dyn Provider>>,
-    pub(super) sink: &'a mut dyn Sink,
+    pub(super) host: &'a mut dyn PhaseHost,
+    /// The phase's number (its first wave's).
     pub(super) phase: u32,
     pub(super) mode: Mode,
-    opts: &'a Options,
     result: PhaseResult,
     /// Commits results before `finished` is announced.
     recorder: Recorder,
@@ -171,8 +299,6 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     /// Plan mode: managed resources of `running` whose plan is a no-op, so their recorded
     /// values are what dependents will see.
     unchanged: BTreeSet<String>,
-    /// Outputs changed this phase by providers without a plan, and who waits on them.
-    staleness: stale::Staleness<'ir>,
     /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
     stale: HashMap<String, Wait>,
     /// Plan mode: what the resources planned so far in this phase are planned to become.
@@ -191,6 +317,52 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     read_by_others: BTreeSet<String>,
     /// Apply mode: resources whose old objects wait for that, in the order they were replaced.
     pub(super) old_objects: Vec<String>,
+    /// Whether evaluation waves may join the phase.
+    streams: bool,
+    /// For each deferred node of the latest evaluation, the resources it waits on through Nix.
+    awaited: Vec<BTreeSet<String>>,
+    /// Resources whose recorded outputs changed since the latest evaluation.
+    changed_since_evaluation: BTreeSet<String>,
+    /// How many of `result.settled` the host was told of (see [`PhaseHost::settled`]).
+    told_settled: usize,
+    /// Why a wave could not join (its evaluation failed, a policy refused it): nothing more
+    /// starts, what runs ends and is recorded, and the phase fails with it.
+    wave_error: Option<EngineError>,
+}
+
+impl<'ir> PhaseOwner<'_, 'ir> {
+    /// Job `i`'s wave.
+    fn wave_of(&self, i: usize) -> &Wave<'_, 'ir> {
+        &self.waves[self.job_wave[i]]
+    }
+
+    /// The number of job `i`'s wave: its events carry it.
+    fn wave_number(&self, i: usize) -> u32 {
+        self.wave_of(i).number
+    }
+
+    /// Job `i`'s IR node.
+    pub(super) fn node(&self, i: usize) -> &'ir Node {
+        let wave = &self.waves[self.job_wave[i]];
+        wave.analysis.nodes[&self.ids[i]].node
+    }
+
+    /// Job `i`'s analysed node.
+    fn info(&self, i: usize) -> &super::analysis::NodeInfo<'ir> {
+        &self.wave_of(i).analysis.nodes[&self.ids[i]]
+    }
+
+    /// The configuration fingerprints of the `settled` nodes, in their latest wave.
+    fn fingerprints(&self, settled: &[String]) -> Vec<(String, String)> {
+        let state = self.holder.state();
+        let redactor = &self.host.opts().redactor;
+        (settled.iter())
+            .filter_map(|id| {
+                let node = self.node(self.job_of[id]);
+                resolved_fingerprint(node, state, redactor).map(|fp| (id.clone(), fp))
+            })
+            .collect()
+    }
 }
 
 impl PhaseOwner<'_, '_> {
@@ -199,12 +371,12 @@ impl PhaseOwner<'_, '_> {
     fn list(&mut self, i: usize, event: Event) {
         match self.mode {
             Mode::Plan => self.listing.push((i, event)),
-            Mode::Apply(_) => self.sink.event(event),
+            Mode::Apply(_) => self.host.sink().event(event),
         }
     }
 
     fn flush_commits(&mut self) {
-        self.recorder.flush(self.holder, self.sink);
+        self.recorder.flush(self.holder, self.host.sink());
     }
 
     /// Queues `change`, made under `mutation`, for the next commit.
@@ -216,13 +388,19 @@ impl PhaseOwner<'_, '_> {
         };
         if before != after {
             self.result.outputs_changed = true;
+            if self.streams {
+                self.changed_since_evaluation
+                    .insert(change.id().to_string());
+            }
             // What Nix computed from the old outputs is stale now (copies of both kept only
-            // when something reads them).
-            if self.staleness.watches(change.id()) {
-                let plain = |v: Option<&Json>| v.map_or(Value::Null, from_plain_json);
-                let (before, after) = (plain(before), plain(after));
-                let how = stale::OutputChange::Between { before, after };
-                self.staleness.outputs_changed(change.id(), how);
+            // when something reads them), in every wave's IR.
+            let plain = |v: Option<&Json>| v.map_or(Value::Null, from_plain_json);
+            for wave in &mut self.waves {
+                if wave.staleness.watches(change.id()) {
+                    let (before, after) = (plain(before), plain(after));
+                    let how = stale::OutputChange::Between { before, after };
+                    wave.staleness.outputs_changed(change.id(), how);
+                }
             }
         }
         // Commit at once: a completed provider operation must be durable before anything
@@ -250,7 +428,7 @@ impl PhaseOwner<'_, '_> {
                 None => Lookup::Pending,
             }
         };
-        resolve(&node.config, &lookup, &self.opts.redactor)
+        resolve(&node.config, &lookup, &self.host.opts().redactor)
     }
 }
 
@@ -261,7 +439,12 @@ impl PhaseOwner<'_, '_> {
         if let Some(read) = self.earlier_reads.get(id) {
             return Some(node::EarlierRead::Here(Box::new(read.clone())));
         }
-        let saved = self.opts.saved.as_ref().filter(|_| self.phase == 1)?;
+        let saved = self
+            .host
+            .opts()
+            .saved
+            .as_ref()
+            .filter(|_| self.phase == 1)?;
         if self.mode != Mode::Plan {
             return None;
         }
@@ -276,15 +459,21 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     type Output = NodeOutput;
 
     fn prepare(&mut self, i: usize) -> Result<NodeInput, NodeOutput> {
-        let id = &self.analysis.run[i];
-        let node = self.analysis.nodes[id].node;
-        if let Some(source) = self.staleness.stale_source(node) {
+        let id = &self.ids[i];
+        let node = self.node(i);
+        let w = self.job_wave[i];
+        if let Some(source) = self.waves[w].staleness.stale_source(node) {
             // `finish` reports it as deferred. In apply, the changed outputs guarantee another
             // phase; in a plan, that phase is the apply's.
+            if self.streams {
+                // Nix computes it again once its source is recorded (it is, now).
+                self.awaited.push([source.clone()].into());
+            }
             self.stale.insert(id.clone(), Wait::Recomputed(source));
             return Err(NodeOutput::failed(Diagnostics::new(), None));
         }
-        if let Some(dep) = self.analysis.nodes[id]
+        if let Some(dep) = self
+            .info(i)
             .deps
             .iter()
             .find(|d| self.stale.contains_key(*d))
@@ -316,7 +505,9 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 planned_object: None,
             });
         }
-        let decl = &self.ir.providers[&node.provider];
+        let wave = self.wave_of(i);
+        let decl = &wave.ir.providers[&node.provider];
+        let opts = self.host.opts();
         Ok(NodeInput {
             id: id.clone(),
             kind: node.kind,
@@ -330,21 +521,18 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             sensitive_inputs: resolved.sensitive,
             prior: state.get(id).cloned(),
             lifecycle: crate::ir::Lifecycle {
-                create_before_destroy: self.analysis.create_before_destroy.contains(id),
+                create_before_destroy: wave.analysis.create_before_destroy.contains(id),
                 ..node.lifecycle.clone()
             },
-            dependencies: self.analysis.nodes[id].deps.iter().cloned().collect(),
+            dependencies: self.info(i).deps.iter().cloned().collect(),
             mode,
             force_replace: self.replace_now.contains(id),
-            allowed: self
-                .opts
-                .saved
-                .as_ref()
+            allowed: (opts.saved.as_ref())
                 .filter(|_| mode.applies())
-                .map(|s| s.allowed(id, self.phase)),
-            refresh: self.opts.refresh,
-            redactor: self.opts.redactor.clone(),
-            build: self.opts.build,
+                .map(|s| s.allowed(id, wave.number)),
+            refresh: opts.refresh,
+            redactor: opts.redactor.clone(),
+            build: opts.build,
             earlier_read: (node.kind == NodeKind::Data)
                 .then(|| self.earlier_read(id))
                 .flatten(),
@@ -354,14 +542,17 @@ impl sched::Owner for PhaseOwner<'_, '_> {
 
     fn progress(&mut self, i: usize, progress: NodeProgress) {
         match progress {
-            NodeProgress::Applying(action, changes) => self.sink.event(Event::Started {
-                phase: self.phase,
-                id: self.analysis.run[i].clone(),
-                action,
-                changes,
-            }),
+            NodeProgress::Applying(action, changes) => {
+                let event = Event::Started {
+                    phase: self.wave_number(i),
+                    id: self.ids[i].clone(),
+                    action,
+                    changes,
+                };
+                self.host.sink().event(event)
+            }
             NodeProgress::DeposedGone(gone, mutation) => {
-                let (event, change) = gone.into_event_and_change(self.phase);
+                let (event, change) = gone.into_event_and_change(self.wave_number(i));
                 self.record(change, mutation);
                 self.recorder.announce(event);
                 self.flush_commits();
@@ -376,8 +567,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     // Long because it has one branch per outcome of a turn (stale, failed, planned, applied), each
     // sending its events.
     fn finish(&mut self, i: usize, mut out: NodeOutput) -> bool {
-        let id = self.analysis.run[i].clone();
-        let type_name = self.analysis.nodes[&id].node.type_name.clone();
+        self.done[i] = true;
+        let id = self.ids[i].clone();
+        let node = self.node(i);
+        let type_name = node.type_name.clone();
+        let phase = self.wave_number(i);
         if let Some(wait) = self.stale.get(&id) {
             // Not settled: the next evaluation runs it with fresh values. What depends on it
             // reads its current record meanwhile.
@@ -385,7 +579,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             self.list(
                 i,
                 Event::Deferred {
-                    phase: self.phase,
+                    phase,
                     id: id.clone(),
                     type_name,
                     in_state: self.holder.state().contains(&id),
@@ -395,7 +589,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             return true;
         }
         for w in out.diagnostics.warnings() {
-            self.sink.event(Event::Warning(w.clone()));
+            self.host.sink().event(Event::Warning(w.clone()));
         }
         if let Some((changes, gone)) = &out.drift {
             self.drifted.insert(id.clone());
@@ -429,8 +623,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         if !out.ok {
             self.result.failed += 1;
-            self.sink.event(Event::Failed {
-                phase: self.phase,
+            self.host.sink().event(Event::Failed {
+                phase,
                 id,
                 diagnostics: out.diagnostics.errors().cloned().collect(),
             });
@@ -438,14 +632,14 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         }
         let action = out.action.unwrap_or(Action::NoOp);
         if self.mode == Mode::Plan {
-            let provider = &self.analysis.nodes[&id].node.provider;
-            let no_plan = !Capabilities::of(&self.ir.providers[provider].kind).schemas;
+            let wave = self.wave_of(i);
+            let no_plan = !Capabilities::of(&wave.ir.providers[&node.provider].kind).schemas;
             let may_change = match &out.planned_object {
                 Some(p) => p.changes_outputs,
                 // Without a plan its outputs are unknown until applied.
                 None => no_plan && action != Action::NoOp,
             };
-            if may_change && self.staleness.watches(&id) {
+            if may_change && self.waves[0].staleness.watches(&id) {
                 // What Nix computed from the outputs it read may change: stale in this phase.
                 let how = match &out.planned_object {
                     Some(p) => stale::OutputChange::Between {
@@ -458,15 +652,14 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     },
                     None => stale::OutputChange::Any,
                 };
-                self.staleness.outputs_changed(&id, how);
+                self.waves[0].staleness.outputs_changed(&id, how);
             }
             if let Some(p) = out.planned_object.take() {
                 self.planned.insert(id.clone(), p);
             }
             for key in &out.deposed {
                 let deposed = Some(key.clone());
-                let event =
-                    Event::planned_removal(self.phase, &id, &type_name, Action::Delete, deposed);
+                let event = Event::planned_removal(phase, &id, &type_name, Action::Delete, deposed);
                 self.list(i, event);
             }
         }
@@ -475,13 +668,14 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 // A no-op that drifted is planned from its refreshed object (in `planned`):
                 // its record is not what dependents will see.
                 if action == Action::NoOp
-                    && self.analysis.nodes[&id].node.kind == NodeKind::Managed
+                    && node.kind == NodeKind::Managed
                     && !self.planned.contains_key(&id)
                 {
                     self.unchanged.insert(id.clone());
                 }
                 if action != Action::NoOp {
-                    let drifted = self.analysis.nodes[&id]
+                    let drifted = self
+                        .info(i)
                         .deps
                         .iter()
                         .filter(|d| self.drifted.contains(*d))
@@ -490,7 +684,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     self.list(
                         i,
                         Event::Planned {
-                            phase: self.phase,
+                            phase,
                             id: id.clone(),
                             type_name,
                             action,
@@ -503,14 +697,13 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             }
             Mode::Apply(_) => {
                 if action != Action::NoOp
-                    && !(action == Action::Read
-                        && self.analysis.nodes[&id].node.kind == NodeKind::Data)
+                    && !(action == Action::Read && node.kind == NodeKind::Data)
                 {
                     self.result.changed.push((id.clone(), action));
                 }
                 // "finished" means recorded: sent once the commit of this batch returns.
                 self.recorder.announce(Event::Finished {
-                    phase: self.phase,
+                    phase,
                     id: id.clone(),
                     action,
                     duration: out.elapsed,
@@ -527,7 +720,125 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     }
 
     fn halted(&self) -> bool {
-        self.recorder.halted(self.holder)
+        self.recorder.halted(self.holder) || self.wave_error.is_some()
+    }
+
+    fn extend(&mut self, queued: usize) -> Vec<Vec<usize>> {
+        // With ready nodes waiting for a worker, a wave's nodes could start no sooner.
+        if queued > 0 || self.waves.len() > MAX_WAVES {
+            return Vec::new();
+        }
+        let trigger = self.ripe();
+        if trigger.is_empty() {
+            return Vec::new();
+        }
+        match self.next_wave(trigger) {
+            Ok(added) => added,
+            Err(e) => {
+                self.wave_error = Some(e);
+                Vec::new()
+            }
+        }
+    }
+}
+
+impl PhaseOwner<'_, '_> {
+    /// The recorded outputs that make a deferred node ready for Nix: changed since the latest
+    /// evaluation, and every resource that node waits on through Nix done in this phase. Empty
+    /// when no deferred node is ripe (an evaluation would find it still waiting).
+    fn ripe(&self) -> Vec<String> {
+        if !self.streams || self.changed_since_evaluation.is_empty() {
+            return Vec::new();
+        }
+        let settled = |r: &String| self.job_of.get(r).is_none_or(|&j| self.done[j]);
+        let mut trigger: BTreeSet<&String> = BTreeSet::new();
+        for awaited in &self.awaited {
+            let changed: Vec<&String> = (awaited.iter())
+                .filter(|r| self.changed_since_evaluation.contains(*r))
+                .collect();
+            if !changed.is_empty() && awaited.iter().all(settled) {
+                trigger.extend(changed);
+            }
+        }
+        trigger.into_iter().cloned().collect()
+    }
+
+    /// Evaluates with the records committed so far and adds the nodes that became ready (and
+    /// are not already in the phase) as wave `trigger` made: returns their dependencies for
+    /// the scheduler. Nothing joins when the evaluation made nothing new ready.
+    fn next_wave(&mut self, trigger: Vec<String>) -> Result<Vec<Vec<usize>>, EngineError> {
+        // What settled since the last wave is fresh for the analysis (it does not run again).
+        let settled = std::mem::take(&mut self.result.settled);
+        for (id, fp) in self.fingerprints(&settled[self.told_settled..]) {
+            self.host.settled(&id, fp);
+        }
+        self.told_settled = settled.len();
+        self.result.settled = settled;
+        let number = self.waves.last().map_or(self.phase, |w| w.number) + 1;
+        let evaluated = self.host.evaluate_wave(self.holder.state(), number)?;
+        self.result.evaluations += 1;
+        self.changed_since_evaluation.clear();
+        let joining = {
+            let analysis = self.host.analyse_wave(&evaluated, self.holder.state())?;
+            self.awaited = awaited_by_deferred(&analysis);
+            self.joining(&analysis)
+        };
+        if joining.is_empty() {
+            return Ok(Vec::new());
+        }
+        let slot = self.waves.len() - 1;
+        let (wave_irs, wave_analyses) = (self.wave_irs, self.wave_analyses);
+        let ir: &Ir = wave_irs[slot].get_or_init(|| evaluated);
+        let mut analysis = self.host.analyse_wave(ir, self.holder.state())?;
+        analysis.run.retain(|id| joining.contains(id));
+        let analysis = wave_analyses[slot].get_or_init(|| analysis);
+        let admitted = self.host.admit_wave(ir, analysis, self.holder, number)?;
+        self.providers.extend(admitted.0);
+        self.earlier_reads.extend(admitted.1);
+        self.waves.push(Wave {
+            number,
+            ir,
+            analysis,
+            staleness: stale::Staleness::new(ir),
+        });
+        let w = self.waves.len() - 1;
+        let first = self.ids.len();
+        for (k, id) in analysis.run.iter().enumerate() {
+            self.stale.remove(id);
+            self.job_of.insert(id.clone(), first + k);
+            self.ids.push(id.clone());
+            self.job_wave.push(w);
+            self.done.push(false);
+            self.running.insert(id.clone());
+        }
+        let mut added = Vec::new();
+        for id in &analysis.run {
+            let deps: Vec<usize> = (analysis.nodes[id].deps.iter())
+                .filter_map(|d| self.job_of.get(d).copied())
+                .collect();
+            self.read_by_others
+                .extend(deps.iter().map(|&d| self.ids[d].clone()));
+            self.deps.push(deps.clone());
+            added.push(deps);
+        }
+        self.host.sink().event(Event::Wave {
+            phase: number,
+            trigger,
+            ready: analysis.run.clone(),
+        });
+        Ok(added)
+    }
+
+    /// Of `analysis.run`, the nodes that join the phase: those it does not run already (a
+    /// node left stale for a new evaluation joins again).
+    fn joining(&self, analysis: &Analysis<'_>) -> HashSet<String> {
+        (analysis.run.iter())
+            .filter(|id| match self.job_of.get(*id) {
+                None => true,
+                Some(&j) => self.done[j] && self.stale.contains_key(*id),
+            })
+            .cloned()
+            .collect()
     }
 }
 

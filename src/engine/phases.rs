@@ -6,13 +6,12 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use super::analysis::{
-    self, collect_derived, collect_refs_as_waits, pending, resolved_fingerprint, tidy_waits,
-    Analysis, Scope,
+    self, collect_derived, collect_refs_as_waits, pending, tidy_waits, Analysis, Scope,
 };
 use super::error::EngineError;
 use super::events::{Event, Sink, Wait};
 use super::node::Mode;
-use super::phase_owner::{run_phase, PhaseInput, PhaseResult};
+use super::phase_owner::{run_phase, Admitted, PhaseHost, PhaseInput, PhaseResult};
 use super::record::Destination;
 use super::same_ir::{LoopEvaluation, PhaseFacts, Recognised};
 use super::{
@@ -20,7 +19,9 @@ use super::{
 };
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Ir;
+use crate::provider::Provider;
 use crate::state::{LockedStore, MemoryStore, StateFile, StateStore};
+use std::sync::Arc;
 
 impl Engine<'_> {
     /// What besides IR and state decides this run's analyses.
@@ -71,24 +72,16 @@ impl Engine<'_> {
             ir,
             analysis,
             providers,
-            opts: &self.opts,
             phase,
             mode,
             replace_now,
             earlier_reads,
         };
-        let result = run_phase(phase_input, holder, &mut self.sink)?;
-        let mut fingerprinted = 0;
-        for id in &result.settled {
-            if let Some(fp) =
-                resolved_fingerprint(analysis.nodes[id].node, holder.state(), &self.opts.redactor)
-            {
-                self.settled.insert(id.clone(), fp);
-                fingerprinted += 1;
-            }
-        }
+        let result = run_phase(phase_input, holder, self)?;
+        let fingerprinted = result.fingerprints.len();
+        self.settled.extend(result.fingerprints.iter().cloned());
         // Each node of the run settles at most once.
-        self.fingerprinted_all = fingerprinted == analysis.run.len();
+        self.fingerprinted_all = fingerprinted == result.jobs;
         Ok(result)
     }
 
@@ -254,12 +247,19 @@ impl Engine<'_> {
                 return Ok(Ended::at(stop, Some(ir), phase + 1, report));
             }
             phase += 1;
-            let result =
-                self.run_apply_phase(&ir, &analysis, holder, phase, &mut asking, mutation)?;
+            // Waves join a phase unless the phases must stay whole: `--max-phases` counts
+            // them, and an announced resource set is checked at each evaluation (DESIGN §89).
+            self.streaming = self.opts.max_phases.is_none() && asking.announced.is_none();
+            let result = self.run_apply_phase(&ir, &analysis, holder, phase, &mut asking, mutation);
+            self.streaming = false;
+            let result = result?;
             report.changed.extend(result.changed.iter().cloned());
+            report.evaluations += result.evaluations;
             if !result.changed.is_empty() || result.outputs_changed {
-                report.apply_phases += 1;
+                report.apply_phases += result.waves;
             }
+            let joined = result.waves > 1;
+            phase = result.last_wave;
             let limit = self.phase_limit_reached(&report);
             if let Some(stop) = stop_after_phase(&ir, &analysis, result.outputs_changed, limit) {
                 drop(analysis);
@@ -271,7 +271,8 @@ impl Engine<'_> {
                 announced_open: asking.announced.is_some(),
                 limit,
             };
-            last = Recognised::after_phase(&ir, digest, &analysis, facts);
+            // After waves the IR Nix printed last is not the one the phase began with.
+            last = Recognised::after_phase(&ir, digest, &analysis, facts).filter(|_| !joined);
             // The IR goes before Nix evaluates again (only `last`, small, is kept).
             drop(analysis);
             drop(ir);
@@ -333,7 +334,7 @@ impl Engine<'_> {
         }
         let result = self.run_nodes(ir, analysis, holder, phase, Mode::Apply(mutation))?;
         self.sink.event(Event::PhaseDone {
-            phase,
+            phase: result.last_wave,
             changed: result.changed.len(),
         });
         if result.interrupted || interrupt_flag().load(Ordering::SeqCst) {
@@ -584,5 +585,53 @@ impl Engine<'_> {
         }
         self.commit_moves(&renames, Destination::Recorded(holder, mutation), 1)?;
         Ok(true)
+    }
+}
+
+/// The engine as the host of its phases: waves evaluate, analyse, and are admitted (policies,
+/// providers, references) as the loop does for a phase (DESIGN §89).
+impl PhaseHost for Engine<'_> {
+    fn sink(&mut self) -> &mut dyn Sink {
+        &mut self.sink
+    }
+
+    fn opts(&self) -> &super::Options {
+        &self.opts
+    }
+
+    fn streams(&self) -> bool {
+        self.streaming
+    }
+
+    fn evaluate_wave(&mut self, state: &StateFile, wave: u32) -> Result<Ir, EngineError> {
+        self.evaluate(state, wave)
+    }
+
+    fn analyse_wave<'i>(&self, ir: &'i Ir, state: &StateFile) -> Result<Analysis<'i>, EngineError> {
+        analysis::analyse(ir, state, &self.scope())
+    }
+
+    fn admit_wave(
+        &mut self,
+        ir: &Ir,
+        analysis: &Analysis<'_>,
+        holder: &mut dyn LockedStore,
+        wave: u32,
+    ) -> Result<Admitted, EngineError> {
+        self.check_static_policies(ir, wave)?;
+        self.prepare_providers(ir, holder.state(), &analysis.run, true)?;
+        self.check_references(ir)?;
+        if self.wants_plan_policies() {
+            self.policy_preview(ir, analysis, holder, wave, &[])?;
+        }
+        let reads = std::mem::take(&mut self.data_reads);
+        let pids = (analysis.run.iter()).map(|id| analysis.nodes[id].node.provider.as_str());
+        let providers: std::collections::HashMap<String, Arc<dyn Provider>> =
+            self.running(ir, pids)?;
+        Ok((providers, reads))
+    }
+
+    fn settled(&mut self, id: &str, fingerprint: String) {
+        self.settled.insert(id.to_string(), fingerprint);
     }
 }

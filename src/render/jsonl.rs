@@ -199,6 +199,11 @@ pub fn event_json(event: &Event) -> serde_json::Value {
         } => {
             json!({"type": "policy-violation", "phase": phase, "rule": v.rule, "level": v.level.name(), "address": v.address, "message": v.message, "overridden": v.overridden.is_some(), "reason": v.overridden})
         }
+        Event::Wave {
+            phase,
+            trigger,
+            ready,
+        } => json!({"type": "wave", "phase": phase, "trigger": trigger, "ready": ready}),
         Event::PhaseDone { phase, changed } => {
             json!({"type": "phase-done", "phase": phase, "changed": changed})
         }

@@ -39,6 +39,7 @@ mod secret_sources;
 mod secrets;
 mod secrets_property;
 mod state_files;
+mod stream;
 mod team_faults;
 mod upgrade_skip;
 mod validation_cache;

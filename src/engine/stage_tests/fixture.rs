@@ -8,9 +8,12 @@ use serde_json::{json, Value as Json};
 
 use super::kit::{self, Knobs};
 use super::{analyse, A, B};
+use crate::engine::analysis::Analysis;
+use crate::engine::error::EngineError;
+use crate::engine::events::Sink;
 use crate::engine::events::{Collect, Event};
 use crate::engine::node::Mode;
-use crate::engine::phase_owner::{run_phase, PhaseInput, PhaseResult};
+use crate::engine::phase_owner::{run_phase, PhaseHost, PhaseInput, PhaseResult};
 use crate::engine::{Mutation, Options};
 use crate::ir::Ir;
 use crate::provider::Provider;
@@ -141,22 +144,47 @@ pub(super) struct Phase {
 /// ready, with the `alpha` fake built from `knobs`.
 pub(super) fn phase(ir: &Ir, store: &mut dyn LockedStore, mode: Mode, knobs: &Knobs) -> Phase {
     let analysis = analyse(ir, store.state(), &[], &HashMap::new()).expect("analysed");
-    let opts = options();
     let input = PhaseInput {
         ir,
         analysis: &analysis,
         providers: providers(knobs),
-        opts: &opts,
         phase: 1,
         mode,
         replace_now: BTreeSet::new(),
         earlier_reads: HashMap::new(),
     };
-    let mut sink = Collect::default();
-    let result = run_phase(input, store, &mut sink).expect("the phase ran");
+    let mut host = Host {
+        sink: Collect::default(),
+        opts: options(),
+    };
+    let result = run_phase(input, store, &mut host).expect("the phase ran");
     Phase {
         result,
-        events: sink.0,
+        events: host.sink.0,
+    }
+}
+
+/// A phase's host that collects its events; no wave joins its phases.
+struct Host {
+    sink: Collect,
+    opts: Options,
+}
+
+impl PhaseHost for Host {
+    fn sink(&mut self) -> &mut dyn Sink {
+        &mut self.sink
+    }
+
+    fn opts(&self) -> &Options {
+        &self.opts
+    }
+
+    fn analyse_wave<'i>(
+        &self,
+        _ir: &'i Ir,
+        _state: &StateFile,
+    ) -> Result<Analysis<'i>, EngineError> {
+        Err(EngineError::Io("no wave joins a stage test's phase".into()))
     }
 }
 
