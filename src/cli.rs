@@ -15,6 +15,7 @@ mod audit_log;
 mod backend;
 mod complete;
 mod console;
+mod convert;
 mod docs;
 mod gen;
 mod graph;
@@ -149,6 +150,9 @@ fn dispatch(command: Command, style: Style, r: &Redactor) -> i32 {
         Command::Why(args) => review::why(&args, r),
         Command::Test(args) => review::test(&args, r),
         Command::Log(args) => audit_log::run(&args, r),
+        Command::Convert(args::ConvertCommand::Terraform(args)) => {
+            convert::terraform(&args, style, r)
+        }
     }
 }
 

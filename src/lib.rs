@@ -33,6 +33,9 @@
 //! Reviewing a change without credentials ([`review`]: `nivis diff`, `nivis why`) compares and
 //! explains IRs evaluated against the recorded outputs, starting no provider.
 //!
+//! Moving in from Terraform or OpenTofu, [`convert`] writes an estate's configuration as a
+//! flake and its state as a Nivis state (`nivis convert terraform`).
+//!
 //! Beside the pipeline, [`codegen`] turns a provider schema into typed Nix constructors and
 //! reference docs (`nivis gen`).
 //!
@@ -49,6 +52,7 @@ extern crate self as nivis;
 pub mod child;
 pub mod cli;
 pub mod codegen;
+pub mod convert;
 pub mod diag;
 pub mod engine;
 pub mod graph;

@@ -14,9 +14,11 @@ use clap_complete::engine::ArgValueCandidates;
 use super::complete::state_ids;
 use super::parse_duration;
 
+mod convert;
 mod inspect;
 mod review;
 mod state;
+pub(super) use self::convert::{ConvertCommand, ConvertTerraformArgs};
 pub(super) use self::inspect::{
     ConsoleArgs, GraphArgs, LogArgs, PolicyCommand, PolicyTestArgs, VersionArgs,
 };
@@ -171,6 +173,9 @@ pub enum Command {
         after_help = "Examples:\n  nivis log\n  nivis log --address null.null_resource.first --since 2d --user alice\n  nivis log --json\n  nivis log --verify                exit 1 naming the first deleted, edited or reordered record"
     )]
     Log(LogArgs),
+    /// Move an estate from another tool to Nivis (`convert terraform`).
+    #[command(subcommand)]
+    Convert(ConvertCommand),
 }
 
 /// Where the plan comes from.

@@ -16,7 +16,8 @@
 /// - [`Mutation::for_engine_run`]: the engine's `mutating` frame (`apply`, `destroy`,
 ///   `refresh`, `import`), once the state is locked;
 /// - [`Mutation::for_state_verb`]: a `nivis state` verb that changes the state (`state mv`,
-///   `state rm`, `state push`, `state migrate`, `state repair`);
+///   `state rm`, `state push`, `state migrate`, `state repair`), and `convert terraform`,
+///   which records a converted estate in a new state;
 /// - [`Mutation::for_library_caller`]: a program using this crate as a library that writes a
 ///   state itself (the S3 store's tests in `tests/e2e/remote.rs`); never Nivis's own code.
 ///
@@ -84,6 +85,10 @@ mod tests {
         (
             "src/cli/state_repair.rs",
             "Mutation::for_state_verb(\"state repair\")",
+        ),
+        (
+            "src/cli/convert.rs",
+            "Mutation::for_state_verb(\"convert terraform\")",
         ),
     ];
 

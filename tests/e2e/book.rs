@@ -1,6 +1,6 @@
 //! The book's chapters that users type along with are run, command for command: every ```sh
 //! block of docs/book/src/getting-started.md, tutorial-null.md, modules-and-policies.md,
-//! reviewing-changes.md and
+//! reviewing-changes.md, coming-from-terraform.md and
 //! remote-state.md, in order, in one bash, offline.
 //!
 //! The only change to the text: the public flake reference `github:wearetechnative/nivis`
@@ -332,4 +332,54 @@ fn nix_block_starting(markdown: &str, start: &str) -> String {
 fn sh_blocks_are_found() {
     let md = "text\n```sh\na\nb\n```\n```text\nnot run\n```\n```sh\nc\n```\n";
     assert_eq!(shell_blocks(md), ["a\nb\n", "c\n"]);
+}
+
+/// The chapter for teams leaving Terraform: the real Terraform 1.0.3 applies an estate from a
+/// filesystem mirror in `~/tf-mirror` (the unpacked layout both tools read), convert adopts it
+/// with no changes, Nivis changes it, and the Terraform state is retired.
+#[test]
+fn the_coming_from_terraform_chapter_runs_as_written() {
+    let out = run_chapter_with("coming-from-terraform.md", |_, tmp| {
+        let home = tmp.join("home");
+        let null = real_provider("null");
+        let target = home.join("tf-mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64");
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::copy(&null, target.join(null.file_name().unwrap())).unwrap();
+        let tools = tmp.join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::os::unix::fs::symlink(real_provider("terraform"), tools.join("terraform")).unwrap();
+        let path = format!(
+            "{}:{}:{}",
+            bin_dir().display(),
+            tools.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Setup {
+            env: vec![
+                ("PATH".into(), path),
+                (
+                    "TF_CLI_CONFIG_FILE".into(),
+                    home.join(".terraformrc").display().to_string(),
+                ),
+                ("CHECKPOINT_DISABLE".into(), "1".into()),
+                ("TF_IN_AUTOMATION".into(), "1".into()),
+            ],
+            ..Setup::default()
+        }
+    });
+    for want in [
+        "null_resource.svc[\"api\"]",
+        "  null_resource.node[1] -> null.null_resource.node__1",
+        "  null_resource.svc[\"api\"] -> null.null_resource.svc__api",
+        "Adopted exactly: the plan shows no changes.",
+        "lib.forEach",
+        "No changes.",
+        "Applied 4 resource(s)",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    assert!(
+        out.trim_end().ends_with('0'),
+        "the Terraform state is empty:\n{out}"
+    );
 }

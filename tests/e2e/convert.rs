@@ -1,0 +1,415 @@
+//! `nivis convert terraform` against estates the real Terraform 1.0.3 applied with the real
+//! hashicorp/null 2.1.2, offline from a filesystem mirror (as bench/difftest.py drives it):
+//! the estate converts, `state list` holds Terraform's managed objects, and `nivis plan
+//! --detailed-exitcode` in the written flake finds nothing to change.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::e2e::flake::{copy_flake_source, sealed};
+use crate::util::*;
+
+/// A Terraform estate in a temporary directory, with the provider mirror both tools use.
+pub(crate) struct Estate {
+    pub tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+    mirror: PathBuf,
+    nivis_src: PathBuf,
+}
+
+impl Estate {
+    pub(crate) fn new() -> Estate {
+        let tmp = tempfile::tempdir().unwrap();
+        let mirror = tmp.path().join("mirror");
+        let null = real_provider("null");
+        let target = mirror.join("registry.terraform.io/hashicorp/null/2.1.2/linux_amd64");
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::copy(&null, target.join(null.file_name().unwrap())).unwrap();
+        std::fs::write(
+            tmp.path().join("terraform.tfrc"),
+            format!(
+                "provider_installation {{\n  filesystem_mirror {{\n    path    = {:?}\n    \
+                 include = [\"registry.terraform.io/hashicorp/null\"]\n  }}\n}}\n",
+                mirror.display().to_string()
+            ),
+        )
+        .unwrap();
+        let nivis_src = tmp.path().join("nivis-src");
+        copy_flake_source(&nivis_src);
+        git(&nivis_src, &["init", "-q"]);
+        git(&nivis_src, &["add", "-A"]);
+        git(&nivis_src, &["commit", "-q", "-m", "src"]);
+        let dir = tmp.path().join("terraform");
+        std::fs::create_dir_all(&dir).unwrap();
+        Estate {
+            tmp,
+            dir,
+            mirror,
+            nivis_src,
+        }
+    }
+
+    pub(crate) fn write(&self, name: &str, text: &str) {
+        let path = self.dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub(crate) fn terraform(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(real_provider("terraform"));
+        cmd.args(args).current_dir(&self.dir);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("TF_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("TF_CLI_CONFIG_FILE", self.tmp.path().join("terraform.tfrc"))
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_IN_AUTOMATION", "1")
+            .env("HOME", self.tmp.path());
+        cmd.output().unwrap()
+    }
+
+    /// `terraform init` and `apply`.
+    pub(crate) fn apply(&self) {
+        let init = self.terraform(&["init", "-input=false", "-no-color"]);
+        assert_success(&init);
+        let apply = self.terraform(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+        assert_success(&apply);
+    }
+
+    /// The Nivis state file of the converted project.
+    pub(crate) fn state(&self) -> PathBuf {
+        self.tmp.path().join("nivis.state.json")
+    }
+
+    /// `nivis ARGS` in `cwd`, offline, with the estate's mirror and the Nivis state file.
+    pub(crate) fn nivis(&self, cwd: &Path, args: &[&str]) -> Output {
+        let mut cmd = Command::new(nivis_bin());
+        cmd.args(args)
+            .current_dir(cwd)
+            .env("NIVIS_PROVIDER_MIRRORS", &self.mirror)
+            .env("NIVIS_OFFLINE", "1")
+            .env("NIVIS_STATE", self.state())
+            .env("NIVIS_PROVIDER_CACHE_DIR", self.tmp.path().join("cache"))
+            .env("HOME", self.tmp.path())
+            .env_remove("NIVIS_LOCK_FILE")
+            .env_remove("NIVIS_LOG");
+        sealed(&mut cmd, self.tmp.path());
+        cmd.output().unwrap()
+    }
+
+    /// `nivis convert terraform DIR --out OUT` with this Nivis as the flake's input.
+    pub(crate) fn convert(&self, dir: &Path, out: &Path, extra: &[&str]) -> Output {
+        let src = format!("git+file://{}", self.nivis_src.display());
+        let mut args = vec![
+            "convert",
+            "terraform",
+            dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--nivis-src",
+            &src,
+        ];
+        args.extend_from_slice(extra);
+        self.nivis(self.tmp.path(), &args)
+    }
+
+    pub(crate) fn out(&self) -> PathBuf {
+        self.tmp.path().join("converted")
+    }
+
+    /// `state list` of the converted project.
+    pub(crate) fn state_list(&self) -> Vec<String> {
+        let out = self.out();
+        let listed = self.nivis(&out, &["state", "list"]);
+        assert_success(&listed);
+        stdout(&listed).lines().map(str::to_string).collect()
+    }
+
+    /// Asserts `nivis plan --detailed-exitcode` in OUT exits 0.
+    pub(crate) fn assert_plans_no_changes(&self) {
+        let out = self.out();
+        let plan = self.nivis(&out, &["plan", "--detailed-exitcode"]);
+        assert!(
+            plan.status.code() == Some(0),
+            "plan in the converted flake: {:?}\n{}\n{}",
+            plan.status,
+            stdout(&plan),
+            stderr(&plan)
+        );
+    }
+
+    /// Converts, checks the proof, the recorded ids and a second plan.
+    fn converts_exactly(&self, expected_ids: &[&str]) {
+        let tf_state = std::fs::read(self.dir.join("terraform.tfstate")).unwrap();
+        let out = self.convert(&self.dir, &self.out(), &[]);
+        assert!(
+            out.status.success(),
+            "convert: {:?}\n{}\n{}",
+            out.status,
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(stdout(&out).contains("Adopted exactly"), "{}", stdout(&out));
+        assert_eq!(
+            std::fs::read(self.dir.join("terraform.tfstate")).unwrap(),
+            tf_state,
+            "the Terraform state is only read"
+        );
+        let mut ids = self.state_list();
+        ids.sort();
+        assert_eq!(ids, expected_ids);
+        self.assert_plans_no_changes();
+    }
+}
+
+/// The estate of the issue: a variable, count, for_each over a map, references and
+/// interpolations, the listed functions, a data source, depends_on, lifecycle and an output.
+const MAIN_TF: &str = r#"
+terraform {
+  required_providers {
+    null = { source = "hashicorp/null", version = "2.1.2" }
+  }
+}
+variable "prefix" {
+  type    = string
+  default = "web"
+}
+variable "services" {
+  type    = map(string)
+  default = { api = "8080", ui = "3000" }
+}
+locals {
+  label = upper(var.prefix)
+  tags  = merge({ team = "ops" }, { env = lower("PROD") })
+}
+resource "null_resource" "node" {
+  count = 2
+  triggers = {
+    name  = format("%s-%d", var.prefix, count.index)
+    label = "${local.label}/${lookup(local.tags, "env", "none")}"
+  }
+}
+resource "null_resource" "svc" {
+  for_each = var.services
+  triggers = {
+    port  = each.value
+    key   = each.key
+    after = null_resource.node[0].id
+    all   = join(",", null_resource.node[*].id)
+    pick  = element(concat(keys(var.services), values(var.services)), 3)
+  }
+}
+data "null_data_source" "info" {
+  inputs = { first = "node-${null_resource.node[1].id}" }
+}
+resource "null_resource" "tail" {
+  triggers = {
+    from  = data.null_data_source.info.outputs["first"]
+    n     = tostring(length(keys(var.services)))
+    kind  = length(var.services) > 1 ? "many" : "one"
+    name  = coalesce("", replace(var.prefix, "w", "W"))
+    ports = join("+", [for k, v in var.services : "${k}=${v}" if v != ""])
+    keys  = join(",", keys({ for k, v in var.services : upper(k) => v }))
+  }
+  depends_on = [null_resource.svc]
+  lifecycle {
+    create_before_destroy = true
+    ignore_changes        = [triggers["ignored"]]
+  }
+}
+output "tail_id" { value = null_resource.tail.id }
+"#;
+
+const IDS: [&str; 5] = [
+    "null.null_resource.node__0",
+    "null.null_resource.node__1",
+    "null.null_resource.svc__api",
+    "null.null_resource.svc__ui",
+    "null.null_resource.tail",
+];
+
+#[test]
+fn a_tf_estate_converts_and_plans_no_changes() {
+    let e = Estate::new();
+    e.write("main.tf", MAIN_TF);
+    e.apply();
+    e.converts_exactly(&IDS);
+    let main = std::fs::read_to_string(e.out().join("main.nix")).unwrap();
+    assert!(main.contains("lib.count"), "{main}");
+    assert!(main.contains("lib.forEach"), "{main}");
+    assert!(!main.contains("throw"), "{main}");
+}
+
+/// What a terranix flake generates for the same estate (Terraform's JSON syntax).
+const MAIN_TF_JSON: &str = r#"{
+  "terraform": {"required_providers": {"null": {"source": "hashicorp/null", "version": "2.1.2"}}},
+  "variable": {
+    "prefix": {"type": "string", "default": "web"},
+    "services": {"type": "map(string)", "default": {"api": "8080", "ui": "3000"}}
+  },
+  "locals": {"label": "${upper(var.prefix)}"},
+  "resource": {"null_resource": {
+    "node": {"count": 2, "triggers": {"name": "${format(\"%s-%d\", var.prefix, count.index)}", "label": "${local.label}"}},
+    "svc": {"for_each": "${var.services}",
+            "triggers": {"port": "${each.value}", "after": "${null_resource.node[0].id}",
+                         "all": "${join(\",\", null_resource.node[*].id)}", "cost": "$${not interpolated}"}},
+    "tail": {"triggers": {"from": "${data.null_data_source.info.outputs[\"first\"]}"},
+             "depends_on": ["null_resource.svc"],
+             "lifecycle": {"create_before_destroy": true}}
+  }},
+  "data": {"null_data_source": {"info": {"inputs": {"first": "node-${null_resource.node[1].id}"}}}},
+  "output": {"tail_id": {"value": "${null_resource.tail.id}"}}
+}"#;
+
+#[test]
+fn a_terranix_tf_json_estate_converts_and_plans_no_changes() {
+    let e = Estate::new();
+    e.write("config.tf.json", MAIN_TF_JSON);
+    e.apply();
+    e.converts_exactly(&IDS);
+}
+
+#[test]
+fn an_estate_with_a_local_module_converts_and_plans_no_changes() {
+    let e = Estate::new();
+    e.write(
+        "main.tf",
+        r#"
+variable "names" {
+  type    = list(string)
+  default = ["a", "b"]
+}
+resource "null_resource" "base" {
+  triggers = { v = "base" }
+}
+module "app" {
+  source = "./modules/app"
+  name   = "web-${null_resource.base.id}"
+  names  = var.names
+}
+resource "null_resource" "after" {
+  triggers = { app = module.app.id }
+}
+output "app" { value = module.app.id }
+"#,
+    );
+    e.write(
+        "modules/app/main.tf",
+        r#"
+variable "name" { type = string }
+variable "names" { type = list(string) }
+variable "unused" {
+  type    = string
+  default = "d"
+}
+resource "null_resource" "one" {
+  triggers = { name = var.name, d = var.unused }
+}
+resource "null_resource" "each" {
+  for_each = toset(var.names)
+  triggers = { n = each.key, one = null_resource.one.id }
+}
+output "id" { value = null_resource.one.id }
+"#,
+    );
+    e.apply();
+    e.converts_exactly(&[
+        "null.null_resource.after",
+        "null.null_resource.app--each__a",
+        "null.null_resource.app--each__b",
+        "null.null_resource.app--one",
+        "null.null_resource.base",
+    ]);
+}
+
+#[test]
+fn a_state_alone_converts_to_literals_and_plans_no_changes() {
+    let e = Estate::new();
+    e.write("main.tf", MAIN_TF);
+    e.apply();
+    // Only the state and the lock file, as `terraform state pull` gives them.
+    let alone = e.tmp.path().join("state-only");
+    std::fs::create_dir_all(&alone).unwrap();
+    let pulled = e.tmp.path().join("pulled.tfstate");
+    std::fs::copy(e.dir.join("terraform.tfstate"), &pulled).unwrap();
+    std::fs::copy(
+        e.dir.join(".terraform.lock.hcl"),
+        alone.join(".terraform.lock.hcl"),
+    )
+    .unwrap();
+    let out = e.convert(&alone, &e.out(), &["--tfstate", pulled.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "convert: {:?}\n{}\n{}",
+        out.status,
+        stdout(&out),
+        stderr(&out)
+    );
+    let mut ids = e.state_list();
+    ids.sort();
+    assert_eq!(ids, IDS);
+    let main = std::fs::read_to_string(e.out().join("main.nix")).unwrap();
+    assert!(
+        main.contains("\"web-1\""),
+        "the recorded trigger as a literal: {main}"
+    );
+    e.assert_plans_no_changes();
+}
+
+#[test]
+fn an_untranslatable_construct_is_a_marked_throw_and_fails() {
+    let e = Estate::new();
+    e.write(
+        "main.tf",
+        r#"
+resource "null_resource" "net" {
+  triggers = { cidr = cidrsubnet("10.0.0.0/8", 8, 1), plain = "kept" }
+}
+"#,
+    );
+    e.apply();
+    let out = e.convert(&e.dir, &e.out(), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("null_resource.net.triggers.cidr: the function cidrsubnet()"),
+        "{text}"
+    );
+    let main = std::fs::read_to_string(e.out().join("main.nix")).unwrap();
+    assert!(
+        main.contains(
+            "throw \"convert: null_resource.net.triggers.cidr: the function cidrsubnet()"
+        ),
+        "{main}"
+    );
+    // The objects are recorded all the same; the plan fails at the throw, naming it.
+    assert_eq!(e.state_list(), ["null.null_resource.net"]);
+    let plan = e.nivis(&e.out(), &["plan"]);
+    assert!(!plan.status.success());
+    assert!(stderr(&plan).contains("cidrsubnet"), "{}", stderr(&plan));
+}
+
+#[test]
+fn a_state_of_another_format_version_is_refused_and_nothing_is_written() {
+    let e = Estate::new();
+    e.write(
+        "terraform.tfstate",
+        r#"{"version": 3, "serial": 1, "modules": []}"#,
+    );
+    let out = e.convert(&e.dir, &e.out(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("state format version 3"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!e.out().exists(), "nothing is written for a refused estate");
+}
