@@ -9,6 +9,7 @@ use super::analysis::{
     self, collect_derived, collect_refs_as_waits, pending, resolved_fingerprint, tidy_waits,
     Analysis, Scope,
 };
+use super::conditions::Judging;
 use super::error::EngineError;
 use super::events::{Event, Sink, Wait};
 use super::node::Mode;
@@ -111,7 +112,8 @@ impl Engine<'_> {
 
     /// `nivis plan`: what the next apply would do, phase 1 in full and later phases as waits.
     pub fn plan(&mut self) -> Result<Report, EngineError> {
-        self.reporting(Self::plan_phases)
+        let report = self.reporting(Self::plan_phases)?;
+        self.judge_conditions(report, Judging::Plan)
     }
 
     /// `plan`'s run: phase 1 planned, what waits listed, the saved plan built.
@@ -178,7 +180,8 @@ impl Engine<'_> {
 
     /// `nivis apply`: phases until the fixpoint; `confirm` sees the phase-1 plan.
     pub fn apply(&mut self, confirm: Confirm<'_>) -> Result<Report, EngineError> {
-        self.mutating(confirm, Self::apply_phases)
+        let report = self.mutating(confirm, Self::apply_phases)?;
+        self.judge_conditions(report, Judging::Apply)
     }
 
     /// The phase loop, then its one exit: the fixpoint (orphans destroyed), values left

@@ -42,4 +42,5 @@ mod state_files;
 mod team_faults;
 mod upgrade_skip;
 mod validation_cache;
+mod vocab;
 mod weed;
