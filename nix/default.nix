@@ -19,7 +19,9 @@
 #     r.refAttr "value"        a reference to one output attribute
 #     r.ref [ "net" 0 "ip" ]   a reference into nested outputs (keys and indices)
 #     dependsOn takes resources or id strings; lifecycle takes preventDestroy,
-#     createBeforeDestroy and ignoreChanges ("tags.env", [ "tags" "a.b" ], "*").
+#     createBeforeDestroy, ignoreChanges ("tags.env", [ "tags" "a.b" ], "*"),
+#     precondition = [ { condition = BOOL; message; } ] and
+#     postcondition = [ { condition = self: BOOL; message; } ] (lib/conditions.nix)
 #
 #   str [ "rec-" (r.refAttr "value") ]      a string built from outputs
 #   compute { ip = vm.refAttr "ip"; } ({ ip }: "http://${ip}")
@@ -48,7 +50,13 @@
 #                                           rules for nivis.policies (lib/policy.nix)
 #   modules.toIR { modules; ledger; }        the IR of a project written as modules
 #                                           (lib/modules.nix: mkOption, types, mkIf, ...)
-#   toIR { providers; resources; data ? []; ephemeral ? []; consumers ? {}; variables ? {}; moved ? []; ledger ? {}; }
+#   removed { from = "alpha.alpha_token.old"; destroy ? true; }
+#                                           a resource no longer declared: forgotten without a
+#                                           provider call (destroy = false) or destroyed; list
+#                                           these in toIR's removed
+#   check { name; assert; message; }       a check for toIR's checks: warned about when false
+#                                           after the fixpoint (lib/conditions.nix)
+#   toIR { providers; resources; data ? []; ephemeral ? []; consumers ? {}; variables ? {}; moved ? []; removed ? []; checks ? []; ledger ? {}; }
 #
 #   checks { plan; ledger ? {}; golden ? null; name ? "nivis-plan"; }
 #                                           a flake's `checks`: the plan evaluated offline
@@ -64,13 +72,15 @@ let
   values = import ./lib/values.nix { inherit names; };
   nodes = import ./lib/nodes.nix { inherit names values; };
   vars = import ./lib/vars.nix { inherit names values; };
-  ir = import ./lib/ir.nix { inherit names values nodes vars; };
+  conditions = import ./lib/conditions.nix { inherit names; };
+  ir = import ./lib/ir.nix { inherit names values nodes vars conditions; };
   typecheck = import ./lib/typecheck.nix { inherit names values; };
   policy = import ./lib/policy.nix;
   checks = import ./lib/checks.nix { };
   self = {
     schemaVersion = 1;
-    inherit (nodes) mkProvider mkResource mkData mkEphemeral count forEach byKey drv moved;
+    inherit (nodes) mkProvider mkResource mkData mkEphemeral count forEach byKey drv moved removed;
+    inherit (conditions) check;
     inherit (values) str compute;
     inherit (vars) vars;
     inherit (ir) toIR;
@@ -78,7 +88,7 @@ let
     # Policy as code, listed beside the plan as nivis.policies (lib/policy.nix).
     policy = { inherit (policy) static plan phase; };
     # Infrastructure as modules (lib/modules.nix): options, imports, merging, assertions.
-    modules = import ./lib/modules.nix { nivisLib = self; inherit ir; };
+    modules = import ./lib/modules.nix { nivisLib = self; inherit ir nodes names; };
     # Runtime type checks used by constructors that `nivis gen` writes.
     inherit typecheck;
   };

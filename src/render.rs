@@ -230,6 +230,25 @@ fn show_change(r: &Redactor, c: &AttrChange) -> String {
     line
 }
 
+/// The warning a failing check or postcondition prints (`None` for one that holds or is not
+/// known yet).
+fn condition_warning(c: &crate::ir::Condition) -> Option<Diagnostic> {
+    if c.status != crate::ir::ConditionStatus::Fail {
+        return None;
+    }
+    let d = match &c.kind {
+        crate::ir::ConditionKind::Check => {
+            Diagnostic::warning(format!("check {} failed: {}", c.name, c.message))
+        }
+        crate::ir::ConditionKind::Postcondition { resource } => Diagnostic::warning(format!(
+            "postcondition of {resource} fails against its recorded object: {}",
+            c.message
+        ))
+        .with_detail("An apply fails unless the planned change makes it hold.".to_string()),
+    };
+    Some(d)
+}
+
 /// Writes a diagnostic in the human format.
 pub fn write_diagnostic(out: &mut dyn Write, style: Style, r: &Redactor, d: &Diagnostic) {
     let label = match d.severity {
@@ -583,6 +602,12 @@ impl Human {
                 }
             }
             Event::Warning(d) => write_diagnostic(&mut std::io::stderr().lock(), s, r, &d),
+            // A fatal one is the run's error, printed once, by whoever prints that.
+            Event::Condition { condition, fatal } => {
+                if let Some(d) = condition_warning(&condition).filter(|_| !fatal) {
+                    write_diagnostic(&mut std::io::stderr().lock(), s, r, &d)
+                }
+            }
             Event::PolicyViolation { violation: v, .. } => {
                 write_policy_violation(&mut std::io::stderr().lock(), s, r, &v)
             }
@@ -638,7 +663,8 @@ impl Human {
 fn forget_note(action: Action) -> Option<&'static str> {
     match action {
         Action::Forget => Some(
-            "forget: removed from state and left as it is (its provider cannot delete objects)",
+            "forget: removed from state and left as it is (lib.removed with destroy = false, \
+             or a provider that cannot delete objects)",
         ),
         Action::Recreate => Some(
             "re-create: a new object replaces it in state; the old one is forgotten, not deleted \

@@ -1,6 +1,6 @@
 # toIR: turn providers, resources, data sources and consumers into the IR
 # (docs/IR-CONTRACT.md), resolving references against the outputs ledger.
-{ names, values, nodes, vars }:
+{ names, values, nodes, vars, conditions }:
 let
   inherit (builtins)
     all any attrNames attrValues concatMap elem elemAt filter foldl' genList groupBy head isAttrs
@@ -139,14 +139,15 @@ let
   defaultManagedMeta = { dependsOn = [ ]; lifecycle = defaultLifecycle; };
   defaultDataMeta = { dependsOn = [ ]; };
   # What toIR's plainNodeIR takes from a node, and what it adds.
-  irNodeKeys = { id = null; type = null; name = null; provider = null; config = null; };
+  irNodeKeys = { id = null; type = null; name = null; provider = null; config = null; module = null; };
   plainManagedMeta = { meta = defaultManagedMeta; };
 
-  lifecycleIR = owner: l:
+  # `pending`: the outputs the preconditions not known yet read (conditions.preconditions).
+  lifecycleIR = owner: l: pending:
     if l == { } then defaultLifecycle
     else
       let
-        unknown = filter (k: !elem k [ "preventDestroy" "createBeforeDestroy" "ignoreChanges" ]) (attrNames l);
+        unknown = filter (k: !elem k conditions.lifecycleKeys) (attrNames l);
         flag = k:
           let v = l.${k} or false; in
           if builtins.isBool v then v else throw "nivis: ${owner}: lifecycle.${k} must be a bool, got ${names.describe v}";
@@ -156,12 +157,13 @@ let
           else throw "nivis: ${owner}: lifecycle.ignoreChanges entry ${builtins.toJSON p} is not an attribute path such as \"tags.env\", \"disk[0].size\" or \"*\"";
         ignore = l.ignoreChanges or [ ];
       in
-      if unknown != [ ] then throw "nivis: ${owner}: unknown lifecycle field '${head unknown}' (expected preventDestroy, createBeforeDestroy, ignoreChanges)"
+      if unknown != [ ] then throw "nivis: ${owner}: unknown lifecycle field '${head unknown}' (expected ${builtins.concatStringsSep ", " conditions.lifecycleKeys})"
       else if !isList ignore then throw "nivis: ${owner}: lifecycle.ignoreChanges must be a list of attribute paths"
       else {
         preventDestroy = flag "preventDestroy";
         createBeforeDestroy = flag "createBeforeDestroy";
         ignoreChanges = map path ignore;
+        ${if pending == [ ] then null else "preconditionPending"} = { __derived = { inputs = pending; }; };
       };
 
   toIR =
@@ -172,6 +174,8 @@ let
     , variables ? { }
     , moved ? [ ]
     , ephemeral ? [ ]
+    , checks ? [ ]
+    , removed ? [ ]
     , ledger ? { }
     }:
     let
@@ -226,9 +230,17 @@ let
       # edges' and the resources' pass, so a config is walked once and no per-node pair of
       # results is kept between the passes.
       walked = map (n:
-        if plainData n.config then (if n.dependsOn == [ ] then null else { node = n; w = null; })
-        else { node = n; w = walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config; })
+        let pre = preconditionsOf n; in
+        if plainData n.config then (if n.dependsOn == [ ] && pre == null then null else { node = n; w = null; inherit pre; })
+        else { node = n; w = walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config; inherit pre; })
         allNodes;
+
+      # A managed node's preconditions (conditions.preconditions), or null without any.
+      preconditionsOf = n:
+        if n.kind != "managed" || !(isAttrs n.lifecycle && n.lifecycle ? precondition) then null
+        else conditions.preconditions (ownerOf n) (i: c:
+          walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "lifecycle.precondition[${toString i}].condition"; } [ ] c)
+          n.lifecycle.precondition;
       # The common case of a large plan: no node has edges or a config to walk (forced by the
       # resources, printed after the edges, which force every entry anyway).
       noneWalked = all builtins.isNull walked;
@@ -242,6 +254,7 @@ let
       # `x`: the node's entry in `walked`.
       nodeIR = x: n: {
         inherit (n) id type name;
+        ${if n ? module then "module" else null} = n.module;
         provider =
           if !(providers ? ${n.provider}) then
             throw "nivis: ${ownerOf n}: provider '${n.provider}' is not declared in toIR's providers (declared: ${builtins.concatStringsSep ", " (attrNames providers)})"
@@ -255,7 +268,8 @@ let
           # One set (an attribute whose name is null is left out), not one per `//`.
           else {
             dependsOn = depsOf n;
-            ${if n.kind == "managed" then "lifecycle" else null} = lifecycleIR (ownerOf n) n.lifecycle;
+            ${if n.kind == "managed" then "lifecycle" else null} =
+              lifecycleIR (ownerOf n) n.lifecycle (if x == null || x.pre or null == null then [ ] else x.pre.pending);
             ${if (n.importId or null) == null then null else "importId"} = n.importId;
           };
       };
@@ -273,13 +287,14 @@ let
       # The edges of a node's entry in `walked`.
       edgesOf = x:
         let n = x.node; w = x.w; in
-        if (w == null || w.e == [ ]) && n.dependsOn == [ ] then [ ]
+        if (w == null || w.e == [ ]) && n.dependsOn == [ ] && x.pre == null then [ ]
         else map (e: {
           inherit (e) from via;
           to = n.id;
           ${if e ? ref then "ref" else null} = e.ref;
           ${if e ? reads then "reads" else null} = e.reads;
-        }) (dedupe (if w == null then [ ] else w.e) ++ map (d: { from = d; via = "dependsOn"; }) (depsOf n));
+        }) (dedupe ((if w == null then [ ] else w.e) ++ (if x.pre == null then [ ] else x.pre.edges))
+          ++ map (d: { from = d; via = "dependsOn"; }) (depsOf n));
 
       # Ephemeral resources: no edges (they are not graph nodes), no meta.
       ephemeralIR = map (n:
@@ -309,6 +324,24 @@ let
         else throw "nivis: toIR: moved entries must be made with lib.moved, got ${names.describe m}")
         (flatten moved);
 
+      # Postconditions (against the recorded outputs) and checks: the executor reports them.
+      conditionsIR =
+        concatMap (n:
+          if isAttrs n.lifecycle && n.lifecycle ? postcondition
+          then conditions.postconditions (ownerOf n) n.id outputs n.lifecycle.postcondition
+          else [ ]) managed
+        ++ conditions.checks (c:
+          walk { inherit outputs channel declared; ephemeral = ephemeralIds; owner = "check ${c.name}"; root = "assert"; } [ ] c.condition)
+          (flatten checks);
+
+      removedIR = map (r:
+        if !nodes.isRemoved r then throw "nivis: toIR: removed entries must be made with lib.removed, got ${names.describe r}"
+        else if declared ? ${r.from} then
+          throw "nivis: toIR: ${r.from} is in removed but still declared; drop the resource from the plan (or the removed entry)"
+        else { inherit (r) from destroy; })
+        (flatten removed);
+      removedTwice = filter (f: length (filter (r: r.from == f) removedIR) > 1) (map (r: r.from) removedIR);
+
       ir = {
         schemaVersion = 1;
         providers = providerIR;
@@ -321,6 +354,8 @@ let
         nixConsumers = consumerIR;
         variables = variablesIR;
       } // (if movedIR == [ ] then { } else { moved = movedIR; })
+        // (if conditionsIR == [ ] then { } else { conditions = conditionsIR; })
+        // (if removedIR == [ ] then { } else { removed = removedIR; })
         // (if ephemeralIR == [ ] then { } else { ephemeral = ephemeralIR; })
         # A forgotten `inherit ledger;`: the executor refuses a plan that needs Nix to see
         # outputs (it would half-apply and then wait forever).
@@ -328,6 +363,7 @@ let
     in
     if !isAttrs providers then throw "nivis: toIR: providers must be an attrset of mkProvider values"
     else if !isAttrs consumers || nodes.isNode consumers then throw "nivis: toIR: consumers must be an attrset id -> value"
+    else if removedTwice != [ ] then throw "nivis: toIR: ${head removedTwice} is in removed twice"
     else if duplicates != [ ] then
       throw "nivis: toIR: duplicate resource id ${head duplicates} (ids must be unique across resources and data)"
     # `nivis why` asks (ledger.positions = true, in an evaluation of its own) where each

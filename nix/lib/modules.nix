@@ -3,7 +3,8 @@
 #
 #   modules.toIR { modules; ledger; args ? { }; }
 #     evaluates the modules and returns the IR of config.nivis.{providers, resources, data,
-#     consumers, variables, moved}, after checking `assertions` (warnings are Nix traces)
+#     consumers, variables, moved, removed, checks}, after checking `assertions` (warnings are
+#     Nix traces)
 #   modules.eval { modules; args ? { }; }  -> { config; options; }
 #
 # A module is a file (a path), an attribute set, or a function of
@@ -15,9 +16,11 @@
 #   mkIf cond value    mkMerge [ values ]    mkDefault value    mkForce value
 #   mkOverride priority value                (lower wins: mkForce 50, plain 100, mkDefault 1000)
 #   types.any str int bool float number attrs path enum [ ... ] nullOr t listOf t attrsOf t
+#   types.submodule module                   a module instance (attrsOf / listOf: many): its
+#                                            resources get ids module.<path>.<provider>.…
 #
 # Errors name the option path and the file that defined (or declared) it.
-{ nivisLib, ir }:
+{ nivisLib, ir, nodes, names }:
 let
   inherit (builtins)
     all
@@ -127,7 +130,26 @@ let
       name = "a list of ${t.name}";
       check = isList;
       elem = t;
-      merge = _: defs: concatMap (d: d.value) defs;
+      # A list of submodules: each element its own instance, named by its index.
+      merge =
+        path: defs:
+        let
+          all' = concatMap (d: map (value: d // { inherit value; }) d.value) defs;
+        in
+        if t.isSubmodule or false then
+          builtins.genList (i: t.merge (path ++ [ i ]) [ (builtins.elemAt all' i) ]) (length all')
+        else
+          map (d: d.value) all';
+    };
+    # A module instance: its definitions are the config of one evaluation of `module` (a file,
+    # attribute set or function, as in `modules`), whose value is that evaluation's config.
+    # Its resources are addressed `module.<path>.<provider>.<type>.<name>` (see instancePrefix)
+    # and collected into the plan by toIR.
+    submodule = module: {
+      name = "a submodule";
+      check = v: isAttrs v || isFunction v;
+      isSubmodule = true;
+      merge = path: defs: instance path module defs;
     };
     attrsOf = t: {
       name = "an attribute set of ${t.name}";
@@ -140,6 +162,46 @@ let
         );
     };
   };
+
+  # The address prefix of the instance at option path `path`: `module.` and the path's names
+  # joined with `__` (the separator lib.count and lib.forEach use): `db.eu` -> module.db__eu,
+  # the third element of `db` -> module.db__2.
+  instancePrefix =
+    path:
+    let
+      parts = map (p: if builtins.isInt p then toString p else p) path;
+      bad = filter (p: !names.isInstanceKey p) parts;
+    in
+    if bad != [ ] then
+      throw "The option `${showPath parts}' is a module instance, but `${head bad}' cannot be part of an address (use letters, digits, '_' or '-')"
+    else
+      "module.${builtins.concatStringsSep "__" parts}";
+
+  # One evaluation of `module` with `defs` as config, for the instance at `path`: its modules
+  # get a `lib` whose constructors prefix the ids (nodes.constructorsIn); the Nivis options
+  # (nivis.resources, …) are declared in it too. Instances do not nest (yet).
+  instance =
+    path: module: defs:
+    let
+      prefix = instancePrefix path;
+      instanceLib =
+        nivisLib
+        // nodes.constructorsIn prefix
+        // {
+          modules = nivisLib.modules // {
+            types = nivisLib.modules.types // {
+              submodule = _: throw "nivis: lib.modules: a module instance (${prefix}) cannot declare module instances of its own (instances do not nest yet)";
+            };
+          };
+        };
+      evaluated = eval {
+        modules = [ base module ] ++ map (d: { _file = d.file; config = d.value; }) defs;
+        lib = instanceLib;
+      };
+      # Looking at the instance's option types finds a nested instance (refused above).
+      nested = instancesIn evaluated.options evaluated.config;
+    in
+    builtins.seq prefix (builtins.seq nested (evaluated.config // { _nivisInstance = prefix; }));
 
   # `defs` with each value checked against `type` (and the elements of a list or attribute set
   # against its element type), or an error naming the option and the defining file.
@@ -374,12 +436,12 @@ let
     {
       modules,
       args ? { },
+      lib ? nivisLib,
     }:
     let
       all' = collect fullArgs modules;
       fullArgs = args // {
-        inherit config options;
-        lib = nivisLib;
+        inherit config options lib;
       };
       options = mergeOptions [ ] (
         map (m: {
@@ -436,6 +498,14 @@ let
           type = types.listOf types.any;
           default = [ ];
         };
+        removed = mkOption {
+          type = types.listOf types.any;
+          default = [ ];
+        };
+        checks = mkOption {
+          type = types.listOf types.any;
+          default = [ ];
+        };
       };
       assertions = mkOption {
         type = types.listOf types.attrs;
@@ -447,6 +517,31 @@ let
       };
     };
   };
+
+  # The module instances in `config` (options of a submodule type, or attrsOf / listOf one),
+  # each its evaluated config.
+  instancesIn =
+    options: config:
+    concatMap (
+      name:
+      let
+        o = options.${name};
+        v = config.${name};
+      in
+      if isOption o then
+        (
+          if o.type.isSubmodule or false then
+            [ v ]
+          else if (o.type.elem or { }).isSubmodule or false then
+            (if isList v then v else builtins.attrValues v)
+          else
+            [ ]
+        )
+      else if isAttrs o then
+        instancesIn o v
+      else
+        [ ]
+    ) (filter (n: n != "_file") (attrNames options));
 
   toIR =
     {
@@ -462,6 +557,20 @@ let
         };
       };
       c = evaluated.config;
+      instances = instancesIn evaluated.options c;
+      # The plan's own nivis.* and every instance's: lists concatenated (the plan's first),
+      # attribute sets merged (the plan's win).
+      gathered = {
+        providers = foldl' (acc: i: acc // i.nivis.providers) { } instances // c.nivis.providers;
+        consumers = foldl' (acc: i: acc // i.nivis.consumers) { } instances // c.nivis.consumers;
+        variables = foldl' (acc: i: acc // i.nivis.variables) { } instances // c.nivis.variables;
+      }
+      // builtins.listToAttrs (
+        map (k: {
+          name = k;
+          value = c.nivis.${k} ++ concatMap (i: i.nivis.${k}) instances;
+        }) [ "resources" "data" "moved" "removed" "checks" ]
+      );
       failed = evaluated.failedAssertions;
       warned = foldl' (acc: w: builtins.trace "nivis warning: ${w}" acc) true c.warnings;
     in
@@ -475,13 +584,15 @@ let
     else
       builtins.seq warned (
         ir.toIR {
-          inherit (c.nivis)
+          inherit (gathered)
             providers
             resources
             data
             consumers
             variables
             moved
+            removed
+            checks
             ;
           inherit ledger;
         }

@@ -142,13 +142,20 @@ let
   # (lib.count / lib.forEach), an attribute of the node unless null; an instance is named
   # <base>__<key>. The node holds only its attributes' thunks: each of a large plan's nodes
   # stays alive until the IR is printed.
-  mkNodeKeyed = kind: args: base: key:
+  # `module`: the address prefix of a module instance ("module.db.eu"), or null; an instance's
+  # node is `<module>.<provider>.<type>.<name>` (data sources: `data.<module>.…`).
+  mkNodeKeyed = mkNodeIn null;
+  mkNodeIn = module: kind: args: base: key:
     let
       name = if key == null then base else "${base}__${toString key}";
+      flat = nodeId kind args name;
       self = {
         _type = "nivis:resource";
         inherit kind name;
-        id = nodeId kind args name;
+        id =
+          if module == null then flat
+          else if kind == "managed" then "${module}.${flat}"
+          else "${kind}.${module}.${substring (builtins.stringLength kind + 1) (builtins.stringLength flat) flat}";
         inherit (args) provider type;
         config = args.config or { };
         dependsOn = args.dependsOn or [ ];
@@ -163,9 +170,18 @@ let
         _args = args;
         __toString = nodeToString;
         ${if key == null then null else "key"} = key;
+        ${if module == null then null else "module"} = module;
       };
     in
     self;
+
+  # The constructors of a module instance: the same as mkResource / mkData / mkEphemeral,
+  # their nodes' ids prefixed with `module` (lib.modules gives them to an instance's modules).
+  constructorsIn = module: {
+    mkResource = args: mkNodeIn module "managed" args (args.name or null) null;
+    mkData = args: mkNodeIn module "data" args (args.name or null) null;
+    mkEphemeral = args: mkNodeIn module "ephemeral" args (args.name or null) null;
+  };
 
   mkResource = args: mkNodeKeyed "managed" args (args.name or null) null;
   mkData = args: mkNodeKeyed "data" args (args.name or null) null;
@@ -184,8 +200,8 @@ let
     if !isNode r then
       throw "nivis: lib.${helper}: the function must return one resource made with mkResource or mkData (key ${toString key}), got ${names.describe r}"
     else
-      let kind = r.kind; args = r._args; base = r.name; in
-      builtins.seq kind (builtins.seq args (builtins.seq base (mkNodeKeyed kind args base key)));
+      let kind = r.kind; args = r._args; base = r.name; module = r.module or null; in
+      builtins.seq kind (builtins.seq args (builtins.seq base (mkNodeIn module kind args base key)));
 
   # forEach's keys become part of ids: each must be a valid instance key.
   checkedInstance = helper: key: r:
@@ -240,6 +256,27 @@ let
     else if !(args ? from && args ? to) then throw "nivis: lib.moved needs both from and to"
     else { _type = "nivis:moved"; from = end "from"; to = end "to"; };
 
+  # lib.removed { from = "alpha.alpha_token.old"; destroy = false; }: the object recorded at
+  # `from` (no longer declared) leaves the state without a provider call (destroy = false), or
+  # is destroyed (destroy = true, the default: what happens to any record the plan no longer
+  # declares, now written down). List these in toIR's removed.
+  isRemoved = x: isAttrs x && (x._type or null) == "nivis:removed";
+  removed = args:
+    let
+      unknown = filter (k: !(elem k [ "from" "destroy" ])) (attrNames args);
+      from = args.from or null;
+      id = if isNode from && from.kind == "managed" then from.id else from;
+    in
+    if !isAttrs args then throw "nivis: lib.removed expects { from; destroy ? true; }, got ${names.describe args}"
+    else if unknown != [ ] then throw "nivis: lib.removed: unknown field '${head unknown}' (expected from, destroy)"
+    else if isNode from && from.kind != "managed" then
+      throw "nivis: lib.removed: from is the ${from.kind} node ${from.id}; only managed resources are removed (data sources are never recorded for long)"
+    else if !isString id || builtins.match "[A-Za-z0-9][A-Za-z0-9_./-]*[.][A-Za-z_][A-Za-z0-9_-]*[.][A-Za-z_][A-Za-z0-9_-]*" id == null then
+      throw "nivis: lib.removed: from must be a resource id such as \"alpha.alpha_token.old\" (or a resource made with mkResource), got ${names.describe from}"
+    else if !builtins.isBool (args.destroy or true) then
+      throw "nivis: lib.removed ${id}: destroy must be a bool (false: forget the object, leave it as it is; true: destroy it)"
+    else { _type = "nivis:removed"; from = id; destroy = args.destroy or true; };
+
   # Where a node was written, for `nivis why`: the position of its definition (its `type`
   # attribute) and of every attribute of its config, nested plain attrsets included, keyed
   # by rendered path ({ file; line; column; } each; attributes Nix has no position for are
@@ -282,6 +319,6 @@ let
     else throw "nivis: lib.drv expects a derivation or an absolute store path, got ${names.describe d}";
 in
 {
-  inherit isNode isProvider isMoved moved mkProvider mkResource mkData mkEphemeral count forEach
+  inherit isNode isProvider isMoved moved isRemoved removed constructorsIn mkProvider mkResource mkData mkEphemeral count forEach
     byKey drv positions;
 }

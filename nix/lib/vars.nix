@@ -5,7 +5,9 @@
 # `--var t=2` is "2" and not the number the executor read it as. A variable declared
 # sensitive = true is wrapped (values.mkSecret): it can be passed on or computed with
 # through lib.str / lib.compute, and everything made from it is marked __sensitive in
-# the IR.
+# the IR. A declaration's `validation = [ { condition = value: BOOL; message; } ]` rules are
+# checked on the value (default included): a failing one fails the evaluation naming the
+# variable and the rule's message, never the value. The rules stay out of the IR (functions).
 { names, values }:
 let
   inherit (builtins) attrNames elem filter head isAttrs isBool isFloat isInt isList isString mapAttrs throw;
@@ -19,10 +21,35 @@ let
     any = _: true;
   };
   nouns = { string = "a string"; number = "a number"; bool = "a bool"; list = "a list"; map = "a map (attrset)"; any = "anything"; };
-  keys = [ "type" "default" "description" "sensitive" ];
+  keys = [ "type" "default" "description" "sensitive" "validation" ];
 
   # null is a valid value of every type (an optional variable).
   fits = ty: v: v == null || checks.${ty} v;
+
+  # What is wrong with a declaration's `validation` list, or null:
+  #   validation = [ { condition = value: BOOL; message = STR; } ]
+  validationProblem = rules:
+    let
+      bad = filter (r: !(isAttrs r && builtins.isFunction (r.condition or null) && isString (r.message or null)
+        && builtins.attrNames r == [ "condition" "message" ])) (if isList rules then rules else [ ]);
+    in
+    if !isList rules then "validation must be a list of { condition = value: BOOL; message = STR; }"
+    else if bad != [ ] then "each validation rule is { condition = value: BOOL; message = STR; } (condition a function of the value, message a string), got ${names.describe (head bad)}"
+    else null;
+
+  # The value, once every validation rule of `decl` holds for it; otherwise the throw naming the
+  # variable and the first failing rule's message. The value itself is never quoted (a rule's
+  # message is the author's), so a sensitive variable stays hidden.
+  validated = name: decl: value:
+    let
+      failing = filter (r:
+        let ok = r.condition value; in
+        if isBool ok then !ok
+        else throw "nivis: variable '${name}': a validation condition returned ${builtins.typeOf ok}, not a bool (message: ${r.message})")
+        (decl.validation or [ ]);
+    in
+    if failing == [ ] then value
+    else throw "nivis: variable '${name}': validation failed: ${(head failing).message}";
 
   # Validate one declaration; returns it unchanged.
   checkDecl = name: decl:
@@ -37,7 +64,7 @@ let
         else if decl ? description && !isString decl.description then "description must be a string"
         else if decl ? sensitive && !isBool decl.sensitive then "sensitive must be a bool"
         else if decl ? default && !fits ty decl.default then "the default must be ${nouns.${ty}}, got ${names.describe decl.default}"
-        else null;
+        else validationProblem (decl.validation or [ ]);
     in
     if problem == null then decl else throw "nivis: variable '${name}': ${problem}";
 
@@ -69,8 +96,9 @@ let
         got = if secret then "a ${builtins.typeOf value} (value hidden: the variable is sensitive)" else names.describe value;
       in
       if !fits ty value then throw "nivis: variable '${name}' must be ${nouns.${ty}}, got ${got}"
-      else if secret && value != null then values.mkSecret name value
-      else value) decls;
+      # Checked when the variable is forced (toIR forces every one), used or not.
+      else if secret && value != null then builtins.seq (validated name decl value) (values.mkSecret name value)
+      else validated name decl value) decls;
 
   # The IR form of the declarations (fields left out when not given). A sensitive
   # variable's default is not repeated: the IR never holds a secret in plain text.

@@ -128,6 +128,18 @@ pub(super) fn analyse<'ir>(
             waits.push(Wait::ProviderConfig(info.node.provider.clone()));
         }
         collect_derived(&info.node.config, &mut waits);
+        // A precondition Nix could not decide yet: the resource waits for the evaluation that
+        // knows the outputs it reads (nix/lib/conditions.nix).
+        waits.extend(
+            info.node
+                .lifecycle
+                .precondition_pending
+                .iter()
+                .map(|i| Wait::Nix {
+                    resource: i.resource.clone(),
+                    attribute: i.attr.clone(),
+                }),
+        );
         for d in &info.deps {
             if deferred.contains_key(d) {
                 waits.push(Wait::Resource(d.clone()));
@@ -200,10 +212,19 @@ fn create_before_destroy_propagated(nodes: &BTreeMap<String, NodeInfo<'_>>) -> B
 /// cannot delete. An undeclared provider counts as deleting: removing its objects then fails,
 /// saying it is undeclared.
 pub(super) fn removal(ir: &Ir, r: &crate::state::ResourceState) -> Action {
+    if forgotten_by_plan(ir, &r.id) {
+        return Action::Forget;
+    }
     match ir.providers.get(&r.provider) {
         Some(decl) if !Capabilities::of(&decl.kind).delete => Action::Forget,
         _ => Action::Delete,
     }
+}
+
+/// Whether the plan forgets the record at `id` (`lib.removed { destroy = false; }`): it leaves the
+/// state, no provider is called, the object is left as it is.
+pub(super) fn forgotten_by_plan(ir: &Ir, id: &str) -> bool {
+    (ir.removed.iter()).any(|r| r.from == id && r.action == crate::ir::RemovedAction::Forget)
 }
 
 /// Those of `ids` (all in state) whose removal is a delete, which needs their provider.

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::analysis::{needing_delete, orphans, removal};
+use super::analysis::{forgotten_by_plan, needing_delete, orphans, removal};
 use super::error::EngineError;
 use super::events::{Action, Event, Sink};
 use super::record::Recorder;
@@ -54,6 +54,11 @@ impl Engine<'_> {
             .into_iter()
             .partition(|id| holder.state().get(id).is_some_and(|r| !r.is_managed()));
         self.check_removals(&managed)?;
+        // `lib.removed { destroy = false; }`: the records go in one commit, no provider called
+        // (a provider running to delete other objects of the same provider must not see them).
+        let (forgotten, managed): (Vec<String>, Vec<String>) =
+            (managed.into_iter()).partition(|id| forgotten_by_plan(ir, id));
+        let mut removed = self.forget_records(holder, &forgotten, phase, mutation)?;
         if !data.is_empty() {
             holder.commit(
                 &data
@@ -63,9 +68,48 @@ impl Engine<'_> {
                 mutation,
             )?;
         }
+        if managed.is_empty() {
+            return Ok(removed);
+        }
         let deleting = needing_delete(ir, holder.state(), &managed);
         self.prepare_providers(ir, holder.state(), &deleting, true)?;
-        self.destroy_set(ir, holder, &managed, phase, mutation)
+        removed.extend(self.destroy_set(ir, holder, &managed, phase, mutation)?);
+        Ok(removed)
+    }
+
+    /// Forgets `ids` (managed records the plan lists in `removed` with `destroy = false`): one
+    /// commit, each reported as started and finished with [`Action::Forget`].
+    fn forget_records(
+        &mut self,
+        holder: &mut dyn LockedStore,
+        ids: &[String],
+        phase: u32,
+        mutation: Mutation,
+    ) -> Result<Vec<(String, Action)>, EngineError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let started = std::time::Instant::now();
+        for id in ids {
+            self.sink.event(Event::Started {
+                phase,
+                id: id.clone(),
+                action: Action::Forget,
+                changes: Vec::new(),
+            });
+        }
+        let changes: Vec<Change> = ids.iter().map(|id| Change::Remove(id.clone())).collect();
+        holder.commit(&changes, mutation)?;
+        for id in ids {
+            self.sink.event(Event::Finished {
+                phase,
+                id: id.clone(),
+                action: Action::Forget,
+                duration: started.elapsed(),
+                deposed: None,
+            });
+        }
+        Ok(ids.iter().map(|id| (id.clone(), Action::Forget)).collect())
     }
 
     /// Destroys `ids` (all in state) in reverse dependency order: the frame of [`delete_set`],

@@ -48,6 +48,9 @@ pub enum EngineError {
     Refused(String),
     /// The private run directory could not be written.
     Io(String),
+    /// After an apply, postconditions (`lifecycle.postcondition`) are false against the objects
+    /// recorded; the objects stay recorded.
+    Postconditions(Vec<ir::Condition>),
 }
 
 impl fmt::Display for EngineError {
@@ -88,6 +91,17 @@ impl fmt::Display for EngineError {
             EngineError::Interrupted => write!(f, "interrupted: in-flight operations finished and were recorded; nothing new was started"),
             EngineError::Refused(msg) => write!(f, "{msg}"),
             EngineError::Io(msg) => write!(f, "{msg}"),
+            EngineError::Postconditions(failed) => {
+                writeln!(f, "{} postcondition(s) failed against the applied objects (they stay recorded in state):", failed.len())?;
+                for c in failed {
+                    let of = match &c.kind {
+                        ir::ConditionKind::Postcondition { resource } => resource.as_str(),
+                        ir::ConditionKind::Check => c.name.as_str(),
+                    };
+                    writeln!(f, "  {of}: {}", c.message)?;
+                }
+                write!(f, "Fix the resource's configuration (or the condition) and run `nivis apply` again.")
+            }
         }
     }
 }

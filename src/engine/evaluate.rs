@@ -220,6 +220,7 @@ impl Engine<'_> {
         }
         self.check_variable_names(&ir.variables)?;
         refuse_without_ledger(&ir)?;
+        self.conditions.clone_from(&ir.conditions);
         self.sink.event(Event::Evaluated {
             phase,
             duration: took,

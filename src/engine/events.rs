@@ -188,6 +188,14 @@ pub enum Event {
     },
     /// A warning from a provider or from Nivis.
     Warning(Diagnostic),
+    /// A check or postcondition of the plan, as the run's last evaluation found it; `fatal`:
+    /// it fails the run (a postcondition false after an apply), else a failure only warns.
+    Condition {
+        /// The condition, with its status.
+        condition: crate::ir::Condition,
+        /// Whether it ends the run with an error.
+        fatal: bool,
+    },
     /// A policy rule (`nivis.policies`) does not hold, found before phase `phase` changed
     /// anything; with `violation.overridden`, the reason it does not refuse.
     PolicyViolation {

@@ -11,6 +11,7 @@
 
 mod analysis;
 mod announced;
+mod conditions;
 mod deposed;
 mod destroy;
 mod ephemeral;
@@ -234,6 +235,9 @@ pub struct Engine<'s> {
     /// Whether to start the providers the last run started before evaluating (production
     /// seams only: the record is the user's, see `prestart`).
     prestart: bool,
+    /// The latest evaluation's postconditions and checks, reported when the run completes
+    /// (`conditions`).
+    conditions: Vec<crate::ir::Condition>,
 }
 
 impl<'s> Engine<'s> {
@@ -270,6 +274,7 @@ impl<'s> Engine<'s> {
             policies: None,
             policy_rules: None,
             prestart: false,
+            conditions: Vec::new(),
         }
     }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use super::analysis::{
     self, collect_derived, collect_refs_as_waits, pending, tidy_waits, Analysis, Scope,
 };
+use super::conditions::Judging;
 use super::error::EngineError;
 use super::events::{Event, Sink, Wait};
 use super::node::Mode;
@@ -104,7 +105,8 @@ impl Engine<'_> {
 
     /// `nivis plan`: what the next apply would do, phase 1 in full and later phases as waits.
     pub fn plan(&mut self) -> Result<Report, EngineError> {
-        self.reporting(Self::plan_phases)
+        let report = self.reporting(Self::plan_phases)?;
+        self.judge_conditions(report, Judging::Plan)
     }
 
     /// `plan`'s run: phase 1 planned, what waits listed, the saved plan built.
@@ -171,7 +173,8 @@ impl Engine<'_> {
 
     /// `nivis apply`: phases until the fixpoint; `confirm` sees the phase-1 plan.
     pub fn apply(&mut self, confirm: Confirm<'_>) -> Result<Report, EngineError> {
-        self.mutating(confirm, Self::apply_phases)
+        let report = self.mutating(confirm, Self::apply_phases)?;
+        self.judge_conditions(report, Judging::Apply)
     }
 
     /// The phase loop, then its one exit: the fixpoint (orphans destroyed), values left

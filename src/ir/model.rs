@@ -28,6 +28,10 @@ pub struct Ir {
     pub moved: Vec<Moved>,
     /// `ephemeral[]`: ephemeral resources, opened for one run and never recorded.
     pub ephemeral: Vec<EphemeralNode>,
+    /// `conditions[]`: postconditions and checks, as Nix judged them against its ledger.
+    pub conditions: Vec<Condition>,
+    /// `removed[]`: records of resources no longer declared, forgotten or destroyed.
+    pub removed: Vec<Removed>,
     /// `withoutLedger`: the library's `toIR` was called without the outputs ledger (a
     /// forgotten `inherit ledger;`), so Nix never sees what providers produce.
     pub without_ledger: bool,
@@ -49,6 +53,76 @@ pub struct EphemeralNode {
     pub name: String,
     /// Always a [`Tree::Object`]; may hold references to resources and data sources.
     pub config: Tree,
+}
+
+/// `removed[i]`: the object recorded at `from`, a resource the plan no longer declares, leaves
+/// the state: forgotten (no provider call; the object is left as it is) or destroyed (what
+/// happens to any record the plan no longer declares, written down).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    /// The address the object is recorded at.
+    pub from: String,
+    /// Whether it is forgotten or destroyed (`destroy`).
+    pub action: RemovedAction,
+}
+
+/// `removed[i].destroy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovedAction {
+    /// `destroy = false`: the record goes, the object stays.
+    Forget,
+    /// `destroy = true`: the object is destroyed.
+    Destroy,
+}
+
+/// `conditions[i]`: a postcondition of a resource or a check of the plan, with what Nix found
+/// when it evaluated the plan against the ledger it was given. A precondition is never here: a
+/// false one fails the evaluation, one not known yet holds its resource back
+/// ([`Lifecycle::precondition_pending`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// What kind of condition, with the resource a postcondition is of.
+    pub kind: ConditionKind,
+    /// A check's name, or `<resource id>.postcondition[<i>]`.
+    pub name: String,
+    /// The author's message, shown when the condition fails.
+    pub message: String,
+    /// What Nix found.
+    pub status: ConditionStatus,
+}
+
+/// `conditions[i].kind` (and, for a postcondition, `resource`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConditionKind {
+    /// `lib.check`: a failing one is a warning after the fixpoint.
+    Check,
+    /// `lifecycle.postcondition` of this resource: a failing one fails an apply.
+    Postcondition {
+        /// The resource's id.
+        resource: String,
+    },
+}
+
+/// `conditions[i].status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    Pass,
+    /// The condition is false.
+    Fail,
+    /// An output it reads is not in the ledger yet.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// The IR spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConditionStatus::Pass => "pass",
+            ConditionStatus::Fail => "fail",
+            ConditionStatus::Unknown => "unknown",
+        }
+    }
 }
 
 /// `moved[i]`: the object recorded at `from` is now the object of `to` (a rename, or a move
@@ -121,6 +195,9 @@ pub struct Node {
     pub type_name: String,
     /// The name given in the plan.
     pub name: String,
+    /// `module`: the address prefix of the module instance that declares it
+    /// (`module.db__eu`), part of the id.
+    pub module: Option<String>,
     /// Always a [`Tree::Object`].
     pub config: Tree,
     /// Ids of nodes that must be applied first although nothing of theirs is read (`dependsOn`).
@@ -141,6 +218,9 @@ pub struct Lifecycle {
     pub create_before_destroy: bool,
     /// `ignoreChanges`: attributes whose changes in the plan do not cause an update.
     pub ignore_changes: Vec<IgnorePath>,
+    /// `preconditionPending`: the outputs its preconditions read that Nix did not have yet;
+    /// the resource waits for the evaluation that has them (empty: every precondition held).
+    pub precondition_pending: Vec<DerivedInput>,
 }
 
 /// One `ignoreChanges` entry: `"*"` or an attribute path.

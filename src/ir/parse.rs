@@ -13,10 +13,11 @@ use super::path::{key, parse_path, render_path, PathStep};
 use super::references::{check_references, located};
 use super::rules::{
     expansion_message, integer_value, is_data_id, is_derived_input, is_drv_path, is_ident,
-    is_node_id, is_provider_id, no_match, not_of_type, py_str, BUILD_PATH_PATTERN, DATA_ID_PATTERN,
-    DERIVED_INPUT_PATTERN, DRV_PATH_PATTERN, IDENT_PATTERN, KIND_MESSAGE, LIFECYCLE_ON_DATA,
-    MAX_INDEX, NIXOPS4_CONFIG, NIXOPS4_VERSION, NODE_ID_PATTERN, PATH_BODY, PROVIDER_PATTERN,
-    SCHEMA_VERSION_MESSAGE, STATELESS_NOT_NIXOPS4, UNKNOWN_MARKER,
+    is_module_prefix, is_node_id, is_provider_id, no_match, not_of_type, py_str,
+    BUILD_PATH_PATTERN, DATA_ID_PATTERN, DERIVED_INPUT_PATTERN, DRV_PATH_PATTERN, IDENT_PATTERN,
+    KIND_MESSAGE, LIFECYCLE_ON_DATA, MAX_INDEX, MODULE_PATTERN, NIXOPS4_CONFIG, NIXOPS4_VERSION,
+    NODE_ID_PATTERN, PATH_BODY, PROVIDER_PATTERN, SCHEMA_VERSION_MESSAGE, STATELESS_NOT_NIXOPS4,
+    UNKNOWN_MARKER,
 };
 
 /// Parse and validate an IR document. On failure, every structural error, or
@@ -86,6 +87,11 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         .get("ephemeral")
         .map(|v| p.ephemeral(v))
         .unwrap_or_default();
+    let conditions = top
+        .get("conditions")
+        .map(|v| p.conditions(v))
+        .unwrap_or_default();
+    let removed = top.get("removed").map(|v| p.removed(v)).unwrap_or_default();
     let without_ledger =
         (top.get("withoutLedger")).is_some_and(|v| p.boolean("withoutLedger", &[], v));
     if !p.errors.is_empty() {
@@ -100,6 +106,8 @@ pub fn parse_value(doc: &Value) -> Result<Ir, Vec<IrError>> {
         variables,
         moved,
         ephemeral,
+        conditions,
+        removed,
         without_ledger,
     })
 }
@@ -123,7 +131,9 @@ pub(super) const TOP_ALLOWED: &[&str] = &[
     "nixConsumers",
     "variables",
     "moved",
+    "removed",
     "ephemeral",
+    "conditions",
     "withoutLedger",
 ];
 
@@ -155,6 +165,12 @@ pub(super) fn child(path: &[PathStep], step: PathStep) -> Vec<PathStep> {
 
 pub(super) fn element_label(section: &str, index: usize, item: &Value) -> String {
     let label = format!("{section}[{index}]");
+    if section == "removed" {
+        return match item.get("from") {
+            Some(Value::String(f)) => format!("{label} ({f})"),
+            _ => label,
+        };
+    }
     if section == "edges" || section == "moved" {
         return match (item.get("from"), item.get("to")) {
             (Some(Value::String(f)), Some(Value::String(t))) => format!("{label} ({f} -> {t})"),
@@ -413,7 +429,7 @@ impl Parser {
             &[],
             obj,
             &["id", "provider", "type", "name", "config"],
-            &["id", "provider", "type", "name", "config", "meta"],
+            &["id", "provider", "type", "name", "module", "config", "meta"],
         );
         let (id_ok, id_pattern): (fn(&str) -> bool, _) = if kind == NodeKind::Data {
             (is_data_id, DATA_ID_PATTERN)
@@ -436,6 +452,9 @@ impl Parser {
             .get("name")
             .map(|x| self.pattern(el, &[key("name")], x, is_ident, IDENT_PATTERN))
             .unwrap_or_default();
+        let module = obj
+            .get("module")
+            .map(|x| self.pattern(el, &[key("module")], x, is_module_prefix, MODULE_PATTERN));
         let config = obj
             .get("config")
             .map(|c| self.plain_object(el, &[key("config")], c))
@@ -496,6 +515,7 @@ impl Parser {
             provider,
             type_name,
             name,
+            module,
             config,
             depends_on,
             lifecycle,
@@ -513,7 +533,12 @@ impl Parser {
             path,
             obj,
             &[],
-            &["preventDestroy", "createBeforeDestroy", "ignoreChanges"],
+            &[
+                "preventDestroy",
+                "createBeforeDestroy",
+                "ignoreChanges",
+                "preconditionPending",
+            ],
         );
         if let Some(b) = obj.get("preventDestroy") {
             out.prevent_destroy = self.boolean(el, &child(path, key("preventDestroy")), b);
@@ -538,6 +563,18 @@ impl Parser {
                         self.error(el, &p, no_match(&s, &format!(r"^(?:\*|{PATH_BODY})$")));
                     }
                 }
+            }
+        }
+        if let Some(pending) = obj.get("preconditionPending") {
+            let ppath = child(path, key("preconditionPending"));
+            // The schema's derivedMarker: an object holding `__derived`.
+            if !pending.is_object() {
+                self.error(el, &ppath, not_of_type(pending, "'object'"));
+            } else if pending.get("__derived").is_none() {
+                let msg = "'__derived' is a required property".to_string();
+                self.error(el, &ppath, msg);
+            } else if let Tree::Derived(inputs) = self.tree(el, &ppath, pending) {
+                out.precondition_pending = inputs;
             }
         }
         out

@@ -2,7 +2,10 @@
 
 use serde_json::{Map, Value};
 
-use super::model::{Dependency, DependencyKind, Edge, Ir, Node, NodeKind, ProviderKind, Ref, Tree};
+use super::model::{
+    Condition, ConditionKind, Dependency, DependencyKind, Edge, Ir, Node, NodeKind, ProviderKind,
+    Ref, RemovedAction, Tree,
+};
 use super::path::PathStep;
 use super::SCHEMA_VERSION;
 
@@ -75,6 +78,17 @@ impl Ir {
             // Absent when the ledger was given, as the library emits it.
             doc["withoutLedger"] = Value::Bool(true);
         }
+        if !self.removed.is_empty() {
+            doc["removed"] = (self.removed.iter())
+                .map(|r| {
+                    let destroy = r.action == RemovedAction::Destroy;
+                    serde_json::json!({"from": r.from, "destroy": destroy})
+                })
+                .collect();
+        }
+        if !self.conditions.is_empty() {
+            doc["conditions"] = self.conditions.iter().map(Condition::to_json).collect();
+        }
         if !self.ephemeral.is_empty() {
             doc["ephemeral"] = (self.ephemeral.iter())
                 .map(|e| {
@@ -87,31 +101,52 @@ impl Ir {
     }
 }
 
+impl Condition {
+    fn to_json(&self) -> Value {
+        let mut c = serde_json::json!({"kind": "check", "name": self.name,
+            "message": self.message, "status": self.status.name()});
+        if let ConditionKind::Postcondition { resource } = &self.kind {
+            c["kind"] = Value::String("postcondition".into());
+            c["resource"] = Value::String(resource.clone());
+        }
+        c
+    }
+}
+
 impl Node {
     fn to_json(&self) -> Value {
         let mut meta = Map::new();
         meta.insert("dependsOn".into(), serde_json::json!(self.depends_on));
         if self.kind == NodeKind::Managed {
-            meta.insert(
-                "lifecycle".into(),
-                serde_json::json!({
-                    "preventDestroy": self.lifecycle.prevent_destroy,
-                    "createBeforeDestroy": self.lifecycle.create_before_destroy,
-                    "ignoreChanges": self.lifecycle.ignore_changes.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                }),
-            );
+            let mut lifecycle = serde_json::json!({
+                "preventDestroy": self.lifecycle.prevent_destroy,
+                "createBeforeDestroy": self.lifecycle.create_before_destroy,
+                "ignoreChanges": self.lifecycle.ignore_changes.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            });
+            if !self.lifecycle.precondition_pending.is_empty() {
+                let inputs: Vec<String> = (self.lifecycle.precondition_pending.iter())
+                    .map(ToString::to_string)
+                    .collect();
+                lifecycle["preconditionPending"] =
+                    serde_json::json!({"__derived": {"inputs": inputs}});
+            }
+            meta.insert("lifecycle".into(), lifecycle);
         }
         if let Some(id) = &self.import_id {
             meta.insert("importId".into(), Value::String(id.clone()));
         }
-        serde_json::json!({
+        let mut node = serde_json::json!({
             "id": self.id,
             "provider": self.provider,
             "type": self.type_name,
             "name": self.name,
             "config": self.config.to_json(),
             "meta": meta,
-        })
+        });
+        if let Some(module) = &self.module {
+            node["module"] = Value::String(module.clone());
+        }
+        node
     }
 }
 

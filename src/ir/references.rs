@@ -7,10 +7,10 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::ephemeral::{check_ephemeral_nodes, ephemeral_label};
-use super::model::{Ir, IrError, Node, NodeKind, ProviderKind, Tree};
+use super::model::{ConditionKind, Ir, IrError, Node, NodeKind, ProviderKind, Tree};
 use super::path::render_path;
 use super::path::{key, PathStep};
-use super::rules::BUILD_IN_SENSITIVE;
+use super::rules::{without_module, BUILD_IN_SENSITIVE};
 
 pub(super) fn node_label(node: &Node, index: usize) -> String {
     let section = if node.kind == NodeKind::Data {
@@ -69,7 +69,15 @@ pub(super) fn check_references(ir: &Ir) -> Vec<IrError> {
         } else {
             ""
         };
-        let expected = format!("{prefix}{}.{}.{}", node.provider, node.type_name, node.name);
+        let module = node
+            .module
+            .as_ref()
+            .map(|m| format!("{m}."))
+            .unwrap_or_default();
+        let expected = format!(
+            "{prefix}{module}{}.{}.{}",
+            node.provider, node.type_name, node.name
+        );
         if node.id != expected {
             errors.push(located(
                 label,
@@ -253,6 +261,8 @@ pub(super) fn check_references(ir: &Ir) -> Vec<IrError> {
         }
     }
     errors.extend(check_moves(ir));
+    errors.extend(check_conditions(ir));
+    errors.extend(check_removed(ir));
     errors
 }
 
@@ -288,7 +298,8 @@ fn check_moves(ir: &Ir) -> Vec<IrError> {
             ));
         }
         let kind = |id: &str| {
-            id.rsplit_once('.')
+            without_module(id)
+                .rsplit_once('.')
                 .map(|(k, _)| k.to_string())
                 .unwrap_or_default()
         };
@@ -321,6 +332,46 @@ fn check_moves(ir: &Ir) -> Vec<IrError> {
         }
     }
     errors
+}
+
+/// `removed[]`: each `from` is no longer declared, and removed once.
+fn check_removed(ir: &Ir) -> Vec<IrError> {
+    let declared: HashSet<&str> = ir.nodes().map(|n| n.id.as_str()).collect();
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut errors = Vec::new();
+    for (i, r) in ir.removed.iter().enumerate() {
+        let label = format!("removed[{i}] ({})", r.from);
+        if declared.contains(r.from.as_str()) {
+            let msg = format!("'{}' is still declared; a removal's from must be an address that is no longer in the configuration", r.from);
+            errors.push(located(&label, &[key("from")], msg));
+        }
+        if let Some(at) = first.get(r.from.as_str()) {
+            let msg = format!("'{}' is removed twice (first at removed[{at}])", r.from);
+            errors.push(located(&label, &[key("from")], msg));
+        }
+        first.entry(r.from.as_str()).or_insert(i);
+    }
+    errors
+}
+
+/// `conditions[]`: a postcondition's resource is a declared managed resource.
+fn check_conditions(ir: &Ir) -> Vec<IrError> {
+    let managed: HashSet<&str> = ir.resources.iter().map(|n| n.id.as_str()).collect();
+    let postconditions = ir
+        .conditions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match &c.kind {
+            ConditionKind::Postcondition { resource } => Some((i, resource)),
+            ConditionKind::Check => None,
+        });
+    postconditions
+        .filter(|(_, resource)| !managed.contains(resource.as_str()))
+        .map(|(i, resource)| {
+            let msg = format!("'{resource}' is not a declared resource");
+            located(&format!("conditions[{i}]"), &[key("resource")], msg)
+        })
+        .collect()
 }
 
 /// The cycle through `moved[i]` as `a -> b -> a`, when `i` is its lowest index (so a cycle is

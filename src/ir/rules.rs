@@ -12,6 +12,7 @@ pub(super) const NODE_ID_PATTERN: &str =
 pub(super) const DATA_ID_PATTERN: &str =
     r"^data\.[A-Za-z0-9][A-Za-z0-9_./-]*\.[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_-]*$";
 pub(super) const IDENT_PATTERN: &str = "^[A-Za-z_][A-Za-z0-9_-]*$";
+pub(super) const MODULE_PATTERN: &str = r"^module\.[A-Za-z0-9_-]+(?:\.module\.[A-Za-z0-9_-]+)*$";
 pub(super) const DERIVED_INPUT_PATTERN: &str = r"^[A-Za-z0-9][A-Za-z0-9_./-]*\.[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z0-9_-]+$";
 pub(super) const CONSUMER_ID_PATTERN: &str = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";
 pub(super) const BUILD_PATH_PATTERN: &str = "^/";
@@ -71,6 +72,28 @@ pub(super) fn is_node_id(s: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// `MODULE_PATTERN`: `module.<key>` pairs, dot-separated.
+pub(super) fn is_module_prefix(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('.').collect();
+    parts.len() % 2 == 0
+        && parts
+            .chunks(2)
+            .all(|pair| pair[0] == "module" && is_attr_name(pair[1]))
+}
+
+/// A resource id without its module instance prefix (`module.<key>.` pairs), as far as what
+/// is left is still an id.
+pub(super) fn without_module(id: &str) -> &str {
+    let mut rest = id;
+    while let Some(after) = rest.strip_prefix("module.") {
+        match after.split_once('.') {
+            Some((_, tail)) if tail.split('.').count() >= 3 => rest = tail,
+            _ => break,
+        }
+    }
+    rest
 }
 
 pub(super) fn is_data_id(s: &str) -> bool {

@@ -1,11 +1,15 @@
-//! The structural layer for the top-level sections `edges`, `nixConsumers`, `variables` and
-//! `moved` (docs/ir-schema.json), split from [`super::parse`] to keep each file reviewable.
+//! The structural layer for the top-level sections `edges`, `nixConsumers`, `variables`,
+//! `moved` and `conditions` (docs/ir-schema.json), split from [`super::parse`] to keep each file
+//! reviewable.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::model::{Consumer, Edge, Moved, Tree, VariableDecl};
+use super::model::{
+    Condition, ConditionKind, ConditionStatus, Consumer, Edge, Moved, Removed, RemovedAction, Tree,
+    VariableDecl,
+};
 use super::parse::{child, element_label, Parser};
 use super::path::render_path;
 use super::path::{key, parse_path, PathStep};
@@ -178,5 +182,116 @@ impl Parser {
             out.push(Moved { from, to });
         }
         out
+    }
+
+    pub(super) fn removed(&mut self, v: &Value) -> Vec<Removed> {
+        let Some(items) = self.array("removed", &[], v) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let el = element_label("removed", i, item);
+            let Some(obj) = self.object(&el, &[], item) else {
+                continue;
+            };
+            self.object_keys(&el, &[], obj, &["from", "destroy"], &["from", "destroy"]);
+            let from = obj
+                .get("from")
+                .map(|x| self.pattern(&el, &[key("from")], x, is_node_id, NODE_ID_PATTERN));
+            let destroy = obj
+                .get("destroy")
+                .map(|x| self.boolean(&el, &[key("destroy")], x));
+            let action = match destroy {
+                Some(true) => RemovedAction::Destroy,
+                _ => RemovedAction::Forget,
+            };
+            out.push(Removed {
+                from: from.unwrap_or_default(),
+                action,
+            });
+        }
+        out
+    }
+
+    pub(super) fn conditions(&mut self, v: &Value) -> Vec<Condition> {
+        let Some(items) = self.array("conditions", &[], v) else {
+            return Vec::new();
+        };
+        let items = items.iter().enumerate();
+        items
+            .filter_map(|(i, item)| self.condition(i, item))
+            .collect()
+    }
+
+    /// `conditions[i]`.
+    fn condition(&mut self, i: usize, item: &Value) -> Option<Condition> {
+        let el = format!("conditions[{i}]");
+        let obj = self.object(&el, &[], item)?;
+        self.object_keys(
+            &el,
+            &[],
+            obj,
+            &["kind", "name", "message", "status"],
+            &["kind", "name", "resource", "message", "status"],
+        );
+        let mut text = |name: &str| {
+            obj.get(name)
+                .and_then(|x| self.string(&el, &[key(name)], x))
+        };
+        let name = text("name");
+        let message = text("message");
+        let resource = obj
+            .get("resource")
+            .map(|x| self.pattern(&el, &[key("resource")], x, is_node_id, NODE_ID_PATTERN));
+        if name.as_deref() == Some("") {
+            self.error(&el, &[key("name")], "'' should be non-empty".into());
+        }
+        let kind = match obj.get("kind") {
+            Some(Value::String(k)) if k == "check" => {
+                if resource.is_some() {
+                    let msg = "a check is of no resource".to_string();
+                    self.error(&el, &[key("resource")], msg);
+                }
+                Some(ConditionKind::Check)
+            }
+            Some(Value::String(k)) if k == "postcondition" => {
+                if resource.is_none() {
+                    let msg = "'resource' is a required property".to_string();
+                    self.error(&el, &[], msg);
+                }
+                Some(ConditionKind::Postcondition {
+                    resource: resource.clone().unwrap_or_default(),
+                })
+            }
+            Some(other) => {
+                let msg = format!(
+                    "{} is not one of ['check', 'postcondition']",
+                    py_repr(other)
+                );
+                self.error(&el, &[key("kind")], msg);
+                None
+            }
+            None => None,
+        };
+        let status = match obj.get("status") {
+            Some(Value::String(s)) if s == "pass" => Some(ConditionStatus::Pass),
+            Some(Value::String(s)) if s == "fail" => Some(ConditionStatus::Fail),
+            Some(Value::String(s)) if s == "unknown" => Some(ConditionStatus::Unknown),
+            Some(other) => {
+                let msg = format!(
+                    "{} is not one of ['pass', 'fail', 'unknown']",
+                    py_repr(other)
+                );
+                self.error(&el, &[key("status")], msg);
+                None
+            }
+            None => None,
+        };
+        Some(Condition {
+            kind: kind?,
+            name: name?,
+            message: message?,
+            status: status?,
+        })
     }
 }

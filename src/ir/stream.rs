@@ -173,6 +173,8 @@ fn read_section<'de, A: MapAccess<'de>>(
                 "providers" => ir.providers = p.providers(&value),
                 "variables" => ir.variables = p.variables(&value),
                 "moved" => ir.moved = p.moved(&value),
+                "conditions" => ir.conditions = p.conditions(&value),
+                "removed" => ir.removed = p.removed(&value),
                 "withoutLedger" => ir.without_ledger = p.boolean(name, &[], &value),
                 _ => unreachable!("TOP_ALLOWED names no other section"),
             }

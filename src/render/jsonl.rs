@@ -125,6 +125,18 @@ fn diag_json(d: &Diagnostic) -> serde_json::Value {
     })
 }
 
+/// A `condition` event: a check or postcondition with its status, and whether a failure is an
+/// error (a postcondition after an apply) or a warning.
+fn condition_json(c: &crate::ir::Condition, fatal: bool) -> serde_json::Value {
+    let (kind, resource) = match &c.kind {
+        crate::ir::ConditionKind::Check => ("check", None),
+        crate::ir::ConditionKind::Postcondition { resource } => ("postcondition", Some(resource)),
+    };
+    let severity = if fatal { "error" } else { "warning" };
+    json!({"type": "condition", "kind": kind, "name": c.name, "resource": resource,
+        "status": c.status.name(), "message": c.message, "severity": severity})
+}
+
 /// Converts an event to its JSON-lines form.
 // Long because it is one arm per event type, each the object docs/JSON-EVENTS.md describes.
 pub fn event_json(event: &Event) -> serde_json::Value {
@@ -193,6 +205,7 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             json!({"type": "drift", "id": id, "gone": gone, "changes": change_records(changes)})
         }
         Event::Warning(d) => json!({"type": "warning", "diagnostic": diag_json(d)}),
+        Event::Condition { condition, fatal } => condition_json(condition, *fatal),
         Event::PolicyViolation {
             phase,
             violation: v,

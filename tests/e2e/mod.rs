@@ -44,4 +44,5 @@ mod stream;
 mod team_faults;
 mod upgrade_skip;
 mod validation_cache;
+mod vocab;
 mod weed;

@@ -107,6 +107,8 @@ def element_label(doc, section, index):
         return label
     if not isinstance(item, dict):
         return label
+    if section == "removed" and isinstance(item.get("from"), str):
+        return f"{label} ({item['from']})"
     if section in ("edges", "moved"):
         if isinstance(item.get("from"), str) and isinstance(item.get("to"), str):
             return f"{label} ({item['from']} -> {item['to']})"
@@ -122,7 +124,7 @@ def locate(doc, path):
     if not path:
         return "ir"
     head = path[0]
-    if head in ("resources", "data", "ephemeral", "edges", "nixConsumers", "moved") and len(path) > 1 and isinstance(path[1], int):
+    if head in ("resources", "data", "ephemeral", "edges", "nixConsumers", "moved", "conditions", "removed") and len(path) > 1 and isinstance(path[1], int):
         element, rest = element_label(doc, head, path[1]), path[2:]
     elif head in ("providers", "variables") and len(path) > 1:
         element, rest = render_path(path[:2]), path[2:]
@@ -209,7 +211,8 @@ def reference_errors(doc):
     for section, i, node in nodes:
         where = element_label(doc, section, i)
         prefix = "data." if section == "data" else ""
-        expected = f"{prefix}{node['provider']}.{node['type']}.{node['name']}"
+        module = f"{node['module']}." if "module" in node else ""
+        expected = f"{prefix}{module}{node['provider']}.{node['type']}.{node['name']}"
         if node["id"] != expected:
             errors.append(f"{where}: id: '{node['id']}' does not match its parts (expected '{expected}')")
         if node["id"] in ids:
@@ -312,7 +315,42 @@ def reference_errors(doc):
         if "default" in decl and not type_matches(decl.get("type"), decl["default"]):
             errors.append(f"{render_path(['variables', name])}: default: default does not match type '{decl['type']}'")
     errors += move_errors(doc, ids)
+    errors += condition_errors(doc)
+    errors += removal_errors(doc, ids)
     return errors
+
+
+def removal_errors(doc, ids):
+    """removed[]: from is no longer declared, and removed once."""
+    errors = []
+    first = {}
+    for i, r in enumerate(doc.get("removed", [])):
+        where = f"removed[{i}] ({r['from']})"
+        if r["from"] in ids:
+            errors.append(f"{where}: from: '{r['from']}' is still declared; a removal's from must be an "
+                          "address that is no longer in the configuration")
+        if r["from"] in first:
+            errors.append(f"{where}: from: '{r['from']}' is removed twice (first at removed[{first[r['from']]}])")
+        first.setdefault(r["from"], i)
+    return errors
+
+
+def condition_errors(doc):
+    """conditions[]: a postcondition's resource is declared."""
+    errors = []
+    managed = {n["id"] for n in doc["resources"]}
+    for i, c in enumerate(doc.get("conditions", [])):
+        if c["kind"] == "postcondition" and c["resource"] not in managed:
+            errors.append(f"conditions[{i}]: resource: '{c['resource']}' is not a declared resource")
+    return errors
+
+
+def without_module(node_id):
+    """A resource id without its module instance prefix (module.<key>. pairs)."""
+    parts = node_id.split(".")
+    while len(parts) >= 5 and parts[0] == "module":
+        parts = parts[2:]
+    return ".".join(parts)
 
 
 def move_errors(doc, ids):
@@ -324,7 +362,7 @@ def move_errors(doc, ids):
     first_from = {}
     for i, m in enumerate(moves):
         first_from.setdefault(m["from"], i)
-    kind = lambda node_id: node_id.rsplit(".", 1)[0]
+    kind = lambda node_id: without_module(node_id).rsplit(".", 1)[0]
     for i, m in enumerate(moves):
         where = element_label(doc, "moved", i)
         f, t = m["from"], m["to"]

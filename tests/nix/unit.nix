@@ -301,6 +301,60 @@ in
     expr = (mkProvider { source = /opt/bin/provider; kind = "nixops4"; }).source;
     expected = "/opt/bin/provider"; }
 
+  # --- conditions and checks (lib/conditions.nix) ---------------------------------------------
+  { name = "a precondition not known yet holds the resource back and orders it after its inputs";
+    expr = let
+      C = mkResource { provider = "alpha"; type = "alpha_token"; name = "C"; lifecycle.precondition = [
+        { condition = compute { v = A.refAttr "value"; } ({ v }: v != ""); message = "A has a value"; } ]; };
+      ir = toIR { inherit providers; resources = [ A C ]; ledger = { }; };
+    in [ (builtins.elemAt ir.resources 1).meta.lifecycle.preconditionPending ir.edges ];
+    expected = [
+      { __derived.inputs = [ "alpha.alpha_token.A.value" ]; }
+      [ { from = "alpha.alpha_token.A"; to = "alpha.alpha_token.C"; via = "lifecycle.precondition[0]"; reads = [ [ "value" ] ]; } ]
+    ]; }
+  { name = "a precondition that holds leaves the lifecycle as it is, and keeps the edge";
+    expr = let
+      C = mkResource { provider = "alpha"; type = "alpha_token"; name = "C"; lifecycle.precondition = [
+        { condition = A.refAttr "ok"; message = "unused"; }
+        { condition = compute { p = A.refAttr "port"; } ({ p }: p == 8080); message = "port 8080"; } ]; };
+      ir = toIR { inherit providers; resources = [ A C ]; ledger.outputs."alpha.alpha_token.A" = { port = 8080; ok = true; }; };
+    in [ (builtins.elemAt ir.resources 1).meta.lifecycle (map (e: e.via) ir.edges) ];
+    expected = [
+      { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; }
+      [ "lifecycle.precondition[0]" "lifecycle.precondition[1]" ]
+    ]; }
+  { name = "postconditions are unknown until the object is recorded, then checked against its outputs";
+    expr = let
+      P = mkResource { provider = "alpha"; type = "alpha_token"; name = "A"; lifecycle.postcondition = [
+        { condition = self: self.port == 8080; message = "port 8080"; }
+        { condition = self: self.value == "other"; message = "value other"; } ]; };
+      st = ledger: map (c: c.status) (toIR { inherit providers ledger; resources = [ P ]; }).conditions;
+    in [ (st { }) (st ledgerA) ];
+    expected = [ [ "unknown" "unknown" ] [ "pass" "fail" ] ]; }
+  { name = "checks are pass, fail or unknown, in the IR's conditions";
+    expr = (toIR {
+      inherit providers; resources = [ A B ]; ledger = ledgerA;
+      checks = [
+        (lib.check { name = "port"; "assert" = compute { p = A.refAttr "port"; } ({ p }: p > 1024); message = "high port"; })
+        (lib.check { name = "static"; condition = false; message = "always fails"; })
+        (lib.check { name = "later"; "assert" = compute { x = B.refAttr "x"; } ({ x }: x); message = "B"; })
+      ]; }).conditions;
+    expected = [
+      { kind = "check"; name = "port"; message = "high port"; status = "pass"; }
+      { kind = "check"; name = "static"; message = "always fails"; status = "fail"; }
+      { kind = "check"; name = "later"; message = "B"; status = "unknown"; }
+    ]; }
+  { name = "a plan without conditions has no conditions section";
+    expr = (toIR { inherit providers; resources = [ A ]; ledger = { }; }) ? conditions;
+    expected = false; }
+
+  { name = "removed entries are in the IR, destroy defaulting to true";
+    expr = (toIR { inherit providers; resources = [ A ]; ledger = { }; removed = [
+      (lib.removed { from = "alpha.alpha_token.old"; destroy = false; })
+      (lib.removed { from = mkResource { provider = "alpha"; type = "alpha_token"; name = "gone"; }; })
+    ]; }).removed;
+    expected = [ { from = "alpha.alpha_token.old"; destroy = false; } { from = "alpha.alpha_token.gone"; destroy = true; } ]; }
+
   # --- variables -------------------------------------------------------------------------------
   { name = "vars applies defaults";
     expr = vars { } decls;
@@ -315,6 +369,10 @@ in
   { name = "vars without varsText (older executors) uses vars";
     expr = (vars { vars.region = "x"; varsText = null; } decls).region;
     expected = "x"; }
+  { name = "a variable whose validation holds keeps its value, and its rules stay out of the IR";
+    expr = let d = { n = { type = "number"; default = 3; validation = [ { condition = v: v > 0; message = "positive"; } { condition = v: v < 10; message = "small"; } ]; }; }; in
+      [ (vars { } d).n (toIR { inherit providers; variables = d; ledger = { }; }).variables.n ];
+    expected = [ 3 { type = "number"; default = 3; } ]; }
   { name = "variables are declared in the IR";
     expr = (toIR { inherit providers; variables = decls; ledger.vars.region = "x"; }).variables;
     expected = {
@@ -407,6 +465,48 @@ in
       ]; };
     in ev.config.v;
     expected = 5; }
+  { name = "modules: nivis.checks and nivis.removed reach the IR";
+    expr = let
+      ir = lib.modules.toIR { ledger = { }; modules = [ {
+        nivis.providers = { inherit (providers) alpha; };
+        nivis.checks = [ (lib.check { name = "c"; condition = true; message = "m"; }) ];
+        nivis.removed = [ (lib.removed { from = "alpha.alpha_token.old"; destroy = false; }) ];
+      } ]; };
+    in [ ir.conditions ir.removed ];
+    expected = [ [ { kind = "check"; name = "c"; message = "m"; status = "pass"; } ] [ { from = "alpha.alpha_token.old"; destroy = false; } ] ]; }
+  { name = "modules: two instances of one module (attrsOf submodule) get their own addresses";
+    expr = let
+      m = lib.modules; t = m.types;
+      db = { config, lib, ... }: {
+        options.label = lib.modules.mkOption { type = lib.modules.types.str; };
+        config.nivis.resources = [ (lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "main"; config.label = config.label; }) ];
+        config.nivis.data = [ (lib.mkData { provider = "alpha"; type = "alpha_token"; name = "look"; }) ];
+      };
+      ir = m.toIR { ledger = { }; modules = [ {
+        options.db = m.mkOption { type = t.attrsOf (t.submodule db); };
+        options.replicas = m.mkOption { type = t.listOf (t.submodule db); default = [ ]; };
+        config = { nivis.providers = { inherit (providers) alpha; }; db.eu.label = "e"; db.us.label = "u"; replicas = [ { label = "r"; } ]; };
+      } ]; };
+    in [ (map (n: [ n.id n.module n.config.label ]) ir.resources) (map (n: n.id) ir.data) ];
+    expected = [
+      [ [ "module.db__eu.alpha.alpha_token.main" "module.db__eu" "e" ]
+        [ "module.db__us.alpha.alpha_token.main" "module.db__us" "u" ]
+        [ "module.replicas__0.alpha.alpha_token.main" "module.replicas__0" "r" ] ]
+      [ "data.module.db__eu.alpha.alpha_token.look" "data.module.db__us.alpha.alpha_token.look" "data.module.replicas__0.alpha.alpha_token.look" ]
+    ]; }
+  { name = "modules: a reference inside an instance points at the instance's own resource";
+    expr = let
+      m = lib.modules; t = m.types;
+      pair = { lib, ... }: {
+        config.nivis.resources = let a = lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "a"; }; in
+          [ a (lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "b"; config.from = a.refAttr "value"; }) ];
+      };
+      ir = m.toIR { ledger = { }; modules = [ {
+        options.p = m.mkOption { type = t.attrsOf (t.submodule pair); };
+        config = { nivis.providers = { inherit (providers) alpha; }; p.x = { }; };
+      } ]; };
+    in map (e: [ e.from e.to ]) ir.edges;
+    expected = [ [ "module.p__x.alpha.alpha_token.a" "module.p__x.alpha.alpha_token.b" ] ]; }
   # lib.policy: the runner.
   { name = "policy: static, plan and phase rules; messages; levels";
     expr = (import ../../nix/lib/policy.nix).run [
