@@ -18,7 +18,6 @@ With --out, the results replace the section "Remote state (S3)" of that file (or
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -31,20 +30,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from common import fetch, load_module, write_section  # noqa: E402
+
 SECTION = "## Remote state (S3)"
-
-
-def load_module(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def fetch(name: str) -> str:
-    out = subprocess.run([sys.executable, str(REPO / "tests/fetch-providers.py"), "--only", name],
-                         stdout=subprocess.PIPE, text=True, check=True)
-    return out.stdout.strip().split("=", 1)[1]
 
 
 def nix_str(s: str) -> str:
@@ -150,12 +139,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        old = args.out.read_text() if args.out.exists() else ""
-        if SECTION in old:
-            head, _, rest = old.partition(SECTION)
-            nxt = rest.find("\n## ")
-            old = head + (rest[nxt + 1:] if nxt >= 0 else "")
-        args.out.write_text(old.rstrip("\n") + "\n\n" + text)
+        write_section(args.out, SECTION, text)
     return 0
 
 

@@ -96,7 +96,8 @@ pub mod exit {
     pub const OK: i32 = 0;
     /// Something failed.
     pub const ERROR: i32 = 1;
-    /// `--detailed-exitcode`: the run succeeded and there are changes (or drift).
+    /// `--detailed-exitcode`: the run succeeded and there are changes (drift alone only for
+    /// `refresh` and `--refresh-only`, DESIGN §90).
     pub const CHANGES: i32 = 2;
     /// Interrupted by Ctrl-C.
     pub const INTERRUPTED: i32 = 130;

@@ -162,14 +162,26 @@ def start(root: Path) -> dict:
         raise HarnessError(f"{p['pid']} exists: is a daemon still running for {root}? "
                            f"(`python3 tests/lxd.py stop --dir {root}`)")
     p["lxd"].mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o711)
     os.chmod(p["lxd"], 0o711)
+    # The containers' root users (uid 100000 and up) must be able to walk down to their root
+    # file systems under DIR.
+    for d in root.parents:
+        if not os.stat(d).st_mode & 0o001:
+            raise HarnessError(f"{d} is not searchable by other users, so the containers cannot "
+                               f"reach their files under {root}: chmod o+x {d}, or use another --dir")
     lxd, unshare, ip = tool("lxd"), tool("unshare"), tool("ip")
     tool("lxc")
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["LXD_DIR"] = str(p["lxd"])
-    # lo up first: LXD listens on nothing but its socket, yet some of its start-up wants a
-    # working loopback.
-    script = f'"{ip}" link set lo up && exec "{lxd}" --group root --logfile "{p["log"]}"'
+    # Inside the namespaces: loopback up; then a sysfs of the new network namespace over /sys
+    # (the inherited one lists the host's interfaces, so LXD would not find the bridges it
+    # makes), with the host's cgroup hierarchies bound back into it.
+    sysfs = root / "sysfs"
+    sysfs.mkdir(exist_ok=True)
+    script = (f'"{ip}" link set lo up && mount -t sysfs sysfs "{sysfs}" '
+              f'&& mount --rbind /sys/fs/cgroup "{sysfs}/fs/cgroup" && mount --move "{sysfs}" /sys '
+              f'&& exec "{lxd}" --group root --logfile "{p["log"]}"')
     logf = open(root / "lxd.out", "ab")
     proc = subprocess.Popen([unshare, "--net", "--mount", "--propagation", "private", "--fork",
                              "sh", "-c", script],

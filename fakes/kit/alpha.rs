@@ -11,7 +11,8 @@
 //! returned) and `password_wo_version` (the companion that drives a change), computed `id` =
 //! `account-N`. Ephemeral type `alpha_ticket`: `scope` (optional) → the sensitive `token` =
 //! `<secret prefix>-ticket-<pid>-N`, a new one per open (the pid keeps them unique across runs).
-//! Every fault knob is matched against `label`.
+//! Every fault knob is matched against `label`; with the empty-at-read knob, reads answer a
+//! null `rules` as an empty list.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -254,6 +255,11 @@ impl Behaviour for Alpha {
         let mut state = state.clone();
         if named(&knobs.drift_on, &label) {
             set(&mut state, "value", Value::String("changed-outside".into()));
+        }
+        if named(&knobs.empty_at_read_on, &label)
+            && state.get_attr("rules").is_none_or(Value::is_null)
+        {
+            set(&mut state, "rules", Value::List(Vec::new()));
         }
         state
     }

@@ -342,11 +342,21 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
             .plan(r.type_name, r.prior_state, r.proposed_new_state)
             .map_err(error)?;
         block.null_write_only(&mut planned_state);
+        // The empty-at-read knob makes the fake an SDKv2 provider for that object: its plan
+        // keeps the empty collections its read returned where the configuration says null
+        // (the SDK cannot tell them apart), which the legacy type system allows.
+        let sdk_like = self
+            .behaviour
+            .object_label(r.prior_state)
+            .is_some_and(|l| super::knobs::named(&self.knobs.empty_at_read_on, &l));
+        if sdk_like {
+            keep_empty_collections(&mut planned_state, r.prior_state);
+        }
         Ok(PlanResponse {
             planned_state,
             requires_replace,
             planned_private: PLANNED_PRIVATE.to_vec(),
-            legacy_type_system: false,
+            legacy_type_system: sdk_like,
             diagnostics: Diagnostics::new(),
         })
     }
@@ -541,4 +551,19 @@ fn append_line(path: Option<&std::path::Path>, line: &serde_json::Value) {
         .append(true)
         .open(path)
         .and_then(|mut f| f.write_all(text.as_bytes()));
+}
+
+/// Sets each top-level attribute of `planned` that is null to `prior`'s value where that is an
+/// empty list, set or map: what an SDKv2 provider plans after reading `{}` for a null.
+fn keep_empty_collections(planned: &mut Value, prior: &Value) {
+    let (Value::Map(planned), Value::Map(prior)) = (planned, prior) else {
+        return;
+    };
+    for (name, old) in prior {
+        let empty = matches!(old, Value::List(v) if v.is_empty())
+            || matches!(old, Value::Map(m) if m.is_empty());
+        if empty && planned.get(name).is_some_and(Value::is_null) {
+            planned.insert(name.clone(), old.clone());
+        }
+    }
 }

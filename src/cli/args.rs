@@ -316,7 +316,7 @@ pub struct OverrideArgs {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Output")]
 pub struct DetailedExitcodeArg {
-    /// Exit 0 when there is nothing to change, 2 when there are changes (or drift), 1 on error.
+    /// Exit 0 when there is nothing to change, 2 when there are changes (drift alone only for refresh and --refresh-only), 1 on error.
     #[arg(long)]
     pub detailed_exitcode: bool,
 }

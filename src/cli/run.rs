@@ -61,6 +61,7 @@ pub(super) fn run_engine(spec: &RunSpec<'_>, style: Style, redactor: &Redactor, 
     let (status, summary) = {
         let inner: &mut dyn Sink = if spec.json { &mut jsonl } else { &mut human };
         let mut tally = Tally::new(inner);
+        tally.drift_is_change = verb == Verb::Refresh || spec.refresh_only;
         let status = run_verb(spec, style, redactor, verb, &mut tally);
         (status, tally.summary_json())
     };

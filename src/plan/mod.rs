@@ -8,6 +8,7 @@
 //! [`RuleViolation`]s that carry the attribute path; [`filter_requires_replace`];
 //! [`normalize_object_from_legacy_sdk`] (ReadResource); [`apply_ignore_changes`]; and the
 //! helpers that compare and list changes ([`values_equal`], [`diff`], [`diff_typed`]); and
+//! whether a refreshed object drifted ([`drifted`]: a null and an empty collection are one value);
 //! the action choice ([`choose_action`]: one [`Action`] per resource, `preventDestroy`'s
 //! refusal included); and which records a list of moves renames ([`resolve_moves`]).
 //!
@@ -20,6 +21,7 @@ mod action;
 mod change;
 mod compatible;
 mod diff;
+mod drift;
 mod ignore;
 mod legacy;
 mod moves;
@@ -39,6 +41,7 @@ pub use action::{choose_action, Action, PlanFacts, ReplacementRefused};
 pub use change::{AttrChange, ChangeRecord, WireError};
 pub use compatible::assert_object_compatible;
 pub use diff::{diff, diff_typed, LeafDiff};
+pub use drift::{drifted, empty_as_null};
 pub use ignore::apply_ignore_changes;
 pub use legacy::normalize_object_from_legacy_sdk;
 pub use moves::{resolve_moves, MoveError, Rename};

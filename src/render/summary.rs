@@ -25,6 +25,9 @@ pub struct Tally<'a> {
     pub applied: Vec<(String, Action)>,
     /// Where `plan --out` saved the plan, as given.
     pub saved_to: Option<String>,
+    /// Whether drift alone is a change (`refresh` and `plan --refresh-only`, whose business
+    /// it is); elsewhere drift is reported but only what the plan acts on is a change.
+    pub drift_is_change: bool,
 }
 
 impl<'a> Tally<'a> {
@@ -39,17 +42,20 @@ impl<'a> Tally<'a> {
             drifted: Vec::new(),
             applied: Vec::new(),
             saved_to: None,
+            drift_is_change: false,
         }
     }
 
     /// Whether there is anything to do or record: planned changes, resources decided later,
-    /// moves, imports, drift (`--detailed-exitcode` exits 2 then).
+    /// moves, imports, and drift where [`Tally::drift_is_change`] (`--detailed-exitcode`
+    /// exits 2 then). Drift the plan does not act on is no change, as in Terraform (DESIGN §90):
+    /// drift that matters shows up as a planned action.
     pub fn has_changes(&self) -> bool {
         !(self.planned.is_empty()
             && self.deferred.is_empty()
             && self.moves.is_empty()
             && self.imports.is_empty()
-            && self.drifted.is_empty())
+            && (self.drifted.is_empty() || !self.drift_is_change))
     }
 
     /// The counts the JSON stream's `summary` line carries.

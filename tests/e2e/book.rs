@@ -1,6 +1,6 @@
 //! The book's chapters that users type along with are run, command for command: every ```sh
-//! block of docs/book/src/getting-started.md, tutorial-null.md, modules-and-policies.md,
-//! reviewing-changes.md, coming-from-terraform.md and
+//! block of docs/book/src/getting-started.md, tutorial-null.md, tutorial-lxd.md,
+//! modules-and-policies.md, reviewing-changes.md, coming-from-terraform.md and
 //! remote-state.md, in order, in one bash, offline.
 //!
 //! The only change to the text: the public flake reference `github:wearetechnative/nivis`
@@ -196,6 +196,51 @@ fn the_null_tutorial_runs_as_written() {
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
+}
+
+/// The LXD tutorial against a daemon of its own (tests/lxd.py): the chapter's socket becomes
+/// the daemon's, `lxc` finds it through `LXD_DIR`, and the mirror holds the real
+/// terraform-provider-lxd 1.5.0 as `nivis providers mirror` lays it out.
+#[test]
+fn the_lxd_tutorial_runs_as_written() {
+    let lxd = crate::e2e::real_lxd::Lxd::start();
+    let out = run_chapter_with("tutorial-lxd.md", |_, tmp| {
+        let provider = real_provider("lxd");
+        let dir = tmp.join("home/nivis-mirror/registry.opentofu.org/terraform-lxd/lxd");
+        std::fs::create_dir_all(&dir).unwrap();
+        let platform = nivis::registry::Platform::current();
+        let name = provider.file_name().unwrap().to_str().unwrap();
+        let zip = crate::registry::make_zip(&[(name, &std::fs::read(&provider).unwrap(), 0o755)]);
+        std::fs::write(
+            dir.join(format!("terraform-provider-lxd_1.5.0_{platform}.zip")),
+            zip,
+        )
+        .unwrap();
+        Setup {
+            replace: vec![("/var/lib/lxd/unix.socket".into(), lxd.socket())],
+            after_block: None,
+            env: vec![(
+                "LXD_DIR".into(),
+                lxd.info["lxdDir"].as_str().unwrap().to_string(),
+            )],
+        }
+    });
+    for want in [
+        "Applied 4 resource(s) across 2 phase(s)",
+        "web is Running",
+        "plan exit 2",
+        "Destroyed 4 resource(s)",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    // What LXD says: the role was put back before the destroy, and nothing is left.
+    assert!(
+        out.contains("\nweb\n"),
+        "the role profile was not restored:\n{out}"
+    );
+    assert_eq!(lxd.instances(), Vec::<(String, String)>::new());
+    assert_eq!(lxd.names(&["profile", "list"]), ["default"]);
+    assert_eq!(lxd.volumes("default"), Vec::<String>::new());
 }
 
 #[test]

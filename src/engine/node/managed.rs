@@ -48,21 +48,33 @@ pub(super) fn current_object(
     }
     let drift = if read.new_state.is_null() {
         Some((Vec::new(), true))
-    } else if !plan::values_equal(&upgraded, &read.new_state) {
+    } else if plan::drifted(&upgraded, &read.new_state, &block.implied_type()) {
         Some((
-            display_changes(
-                block,
-                &upgraded,
-                &read.new_state,
-                &[],
-                &prior.sensitive_paths,
-            ),
+            drift_changes(block, &upgraded, &read.new_state, prior),
             false,
         ))
     } else {
         None
     };
     Ok((read.new_state, read.private, drift))
+}
+
+/// How a drifted object differs from its record, a null and an empty collection being one
+/// value on either side (DESIGN §90).
+pub(super) fn drift_changes(
+    block: &Block,
+    recorded: &Value,
+    read: &Value,
+    prior: &ResourceState,
+) -> Vec<AttrChange> {
+    let ty = block.implied_type();
+    display_changes(
+        block,
+        &plan::empty_as_null(recorded, &ty),
+        &plan::empty_as_null(read, &ty),
+        &[],
+        &prior.sensitive_paths,
+    )
 }
 
 /// A managed resource planned: what the apply half of its turn needs.

@@ -7,8 +7,8 @@
 use serde_json::Value as Json;
 
 use super::err;
-use super::managed::Drift;
-use super::record::{display_changes, path_json};
+use super::managed::{drift_changes, Drift};
+use super::record::path_json;
 use super::upgrade::{upgrade, StoredObject};
 use crate::diag::Diagnostics;
 use crate::provider::Provider;
@@ -47,15 +47,11 @@ pub(crate) fn refresh(
     let attributes =
         value::json::to_state_json(&read.new_state, &ty).map_err(|e| err(e.to_string()))?;
     let new_private = (!read.private.is_empty()).then_some(read.private.clone());
-    let drift = (!crate::plan::values_equal(&current, &read.new_state)).then(|| {
-        let changes = display_changes(
-            &s.block,
-            &current,
-            &read.new_state,
-            &[],
-            &state.sensitive_paths,
-        );
-        (changes, false)
+    let drift = crate::plan::drifted(&current, &read.new_state, &ty).then(|| {
+        (
+            drift_changes(&s.block, &current, &read.new_state, state),
+            false,
+        )
     });
     if attributes == state.attributes
         && new_private == state.private

@@ -2,6 +2,7 @@
 
 mod compatible;
 mod diff;
+mod drift;
 mod end_to_end;
 mod ignore;
 mod legacy;
