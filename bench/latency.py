@@ -20,10 +20,12 @@ Shapes:
   wide10k   10000 resources in 5 hops of 2000 (each reads one of the hop before through Nix),
             zero latency: what evaluation costs
 
-and Terraform 1.0.3 on the same DAG (`--terraform`, the default when tests/fetch-providers.py
-has it cached): the same fake provider binary, loaded through a `dev_overrides` CLI
-configuration (no `terraform init`), a Nix-computed edge written as an interpolation
-("k${alpha_token.r3.id}") and a plain edge as `depends_on`.
+and, with `--terraform`, Terraform 1.0.3 on the same DAG: the same fake provider binary, loaded
+through a `dev_overrides` CLI configuration (no `terraform init`), a Nix-computed edge written as
+an interpolation ("k${alpha_token.r3.id}") and a plain edge as `depends_on`. Today Terraform
+cannot load the fakes: it configures go-plugin's automatic mutual TLS and the fakes serve
+plaintext gRPC ("tls: first record does not look like a TLS handshake"), so the comparison is
+with the bound (a failed Terraform run is reported as such, not fatal).
 
 Python 3.11 standard library only; not a test, it asserts nothing.
 
@@ -72,15 +74,16 @@ class Dag:
         pairs = [f"{l}={int(round(s * 1000))}" for l, s in zip(self.labels, self.latency) if s > 0]
         return ",".join(pairs)
 
-    def bound(self, evaluation: float) -> float:
-        """The longest path: a resource costs its latency, a Nix edge one evaluation."""
+    def bound(self, evaluation: float, parallelism: int = 10) -> float:
+        """The longest path (a resource costs its latency, a Nix edge one evaluation), or the
+        work divided among the workers when that is longer."""
         finish: list[float] = []
         for i, deps in enumerate(self.deps):
             start = 0.0
             for d, nix in deps:
                 start = max(start, finish[d] + (evaluation if nix else 0.0))
             finish.append(start + self.latency[i])
-        return max(finish, default=0.0)
+        return max(max(finish, default=0.0), sum(self.latency) / parallelism)
 
     def plan(self) -> str:
         lines = []
@@ -180,7 +183,8 @@ def terraform_apply(tf: Path, nivis: Path, dag: Dag, work: Path) -> dict:
     r = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
     if r.returncode != 0:
-        raise SystemExit(f"{dag.name}: terraform apply failed ({r.returncode}):\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+        log(f"{dag.name}: terraform apply failed ({r.returncode}): {r.stdout.strip()[:300]}")
+        return {"wall": None}
     return {"wall": wall}
 
 
@@ -232,10 +236,10 @@ def main() -> None:
     ap.add_argument("--nivis")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workdir")
-    ap.add_argument("--no-terraform", action="store_true")
+    ap.add_argument("--terraform", action="store_true", help="also run Terraform 1.0.3 (see above)")
     args = ap.parse_args()
     nivis = find_nivis(args.nivis)
-    tf = None if args.no_terraform else find_terraform()
+    tf = find_terraform() if args.terraform else None
     makers = {"barrier": barrier, "chain3": chain3, "random200": random200,
               "wide10k": lambda: wide(1000 if args.quick else 10000)}
     shapes = ["barrier", "chain3"] if args.quick else args.shapes.split(",")
@@ -254,6 +258,8 @@ def main() -> None:
         if tf is not None and len(dag.labels) <= 1000:
             for rep in range(args.reps):
                 res = terraform_apply(tf, nivis, dag, work / name / "terraform")
+                if res["wall"] is None:
+                    break
                 tf_runs.append(res["wall"])
                 log(f"{dag.name:<10} terraform rep {rep}: {res['wall']:7.2f}s")
         s, p = runs["streaming"], runs["phased"]
