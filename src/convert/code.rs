@@ -79,6 +79,7 @@ impl Providers<'_> {
 }
 
 /// Writes one module's Nix file text; what cannot be translated is added to `problems`.
+// Long because it writes the module file's sections in their order, one loop each.
 pub fn module_file(
     loaded: &Loaded,
     all: &BTreeMap<String, &Loaded>,

@@ -94,7 +94,7 @@ fn format(t: &mut Translator<'_>, args: &[Expression]) -> String {
         }
         match chars.next() {
             Some('%') => literal.push('%'),
-            Some(verb @ ('s' | 'd' | 'v')) => {
+            Some('s' | 'd' | 'v') => {
                 if !literal.is_empty() {
                     parts.push(nix_string(&std::mem::take(&mut literal)));
                 }
@@ -102,7 +102,6 @@ fn format(t: &mut Translator<'_>, args: &[Expression]) -> String {
                     return t.unsupported(&format!("format({spec:?}) with too few arguments"));
                 };
                 next += 1;
-                let _ = verb;
                 parts.push(format!("(tf.tostring {v})"));
             }
             other => {

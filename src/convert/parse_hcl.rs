@@ -42,6 +42,7 @@ fn labels(block: &Block, n: usize, file: &str) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
+// Long because it dispatches one arm per top-level block type.
 pub(super) fn add_block(module: &mut Module, file: &str, block: Block) -> Result<(), String> {
     match block.identifier.as_str() {
         "terraform" => terraform_block(module, &block),

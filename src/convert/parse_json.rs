@@ -79,11 +79,14 @@ fn blocks(
 fn block_of(kind: &str, labels: &[String], body: &Map<String, Value>) -> Result<Block, String> {
     let mut b = Block::builder(kind).add_labels(labels.iter().cloned());
     for (key, value) in body {
-        let nested_block = match (kind, key.as_str()) {
-            ("terraform", "required_providers") => true,
-            ("resource" | "data", "lifecycle" | "provisioner" | "connection" | "dynamic") => true,
-            _ => false,
-        };
+        let nested_block = matches!(
+            (kind, key.as_str()),
+            ("terraform", "required_providers")
+                | (
+                    "resource" | "data",
+                    "lifecycle" | "provisioner" | "connection" | "dynamic"
+                )
+        );
         if key == "//" {
             continue;
         }

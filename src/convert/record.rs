@@ -23,6 +23,7 @@ pub struct Carried {
 
 /// The records of every managed object in `tf` for a fresh state (`lineage` new), and the
 /// address each came from, in state order.
+// Long because every field of a Terraform object is carried over in this one place.
 pub fn build(tf: &TfState, providers: &ProviderIds) -> Result<(StateFile, Vec<Carried>), String> {
     let managed: Vec<&TfResource> = tf
         .resources
