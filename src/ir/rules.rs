@@ -77,7 +77,7 @@ pub(super) fn is_node_id(s: &str) -> bool {
 /// `MODULE_PATTERN`: `module.<key>` pairs, dot-separated.
 pub(super) fn is_module_prefix(s: &str) -> bool {
     let parts: Vec<&str> = s.split('.').collect();
-    parts.len() % 2 == 0
+    parts.len().is_multiple_of(2)
         && parts
             .chunks(2)
             .all(|pair| pair[0] == "module" && is_attr_name(pair[1]))
