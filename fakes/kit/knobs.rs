@@ -23,6 +23,9 @@ pub(crate) struct Knobs {
     pub drift_on: Vec<String>,
     /// Reads report the object gone (`NIVIS_FAKE_GONE_ON`).
     pub gone_on: Vec<String>,
+    /// Reads of these fail with a diagnostic, as a read of an object the API refuses to
+    /// show does (`NIVIS_FAKE_FAIL_READ_ON`).
+    pub fail_read_on: Vec<String>,
     /// Every apply sleeps this long first (`NIVIS_FAKE_SLOW_MS`).
     pub slow: Option<Duration>,
     /// KiB of noise written to stdout and stderr on plan, apply and startup (`NIVIS_FAKE_NOISE`).
@@ -74,6 +77,7 @@ impl Knobs {
             crash_on: list("NIVIS_FAKE_CRASH_ON"),
             drift_on: list("NIVIS_FAKE_DRIFT_ON"),
             gone_on: list("NIVIS_FAKE_GONE_ON"),
+            fail_read_on: list("NIVIS_FAKE_FAIL_READ_ON"),
             slow: env("NIVIS_FAKE_SLOW_MS")
                 .and_then(|v| v.parse().ok())
                 .map(Duration::from_millis),
