@@ -201,28 +201,26 @@ pub fn show(r: &Redactor, value: &Value) -> String {
     }
 }
 
-fn show_change(r: &Redactor, c: &AttrChange) -> String {
+/// One changed attribute as a plan line. `object_new`: the whole object is new (a create, a
+/// read), so every attribute is and none is marked; otherwise (an update, a replacement,
+/// drift) an attribute set from null or absent is an addition (`+ path = value`) and one set
+/// to null or removed a removal (`- path = value -> null`), as Terraform marks them.
+fn show_change(r: &Redactor, c: &AttrChange, object_new: bool) -> String {
+    let path = escape(r, &render_path(&c.path));
     if c.write_only {
-        return format!(
-            "{} = (write-only attribute)",
-            escape(r, &render_path(&c.path))
-        );
+        return format!("{path} = (write-only attribute)");
     }
     let side = |v: &Option<Value>| match v {
         None => "(absent)".to_string(),
         Some(_) if c.sensitive => "(sensitive value)".to_string(),
         Some(v) => show(r, v),
     };
-    let mut line = match (&c.before, &c.after) {
-        (None, Some(_)) | (Some(Value::Null), Some(_)) => {
-            format!("{} = {}", escape(r, &render_path(&c.path)), side(&c.after))
-        }
-        _ => format!(
-            "{}: {} -> {}",
-            escape(r, &render_path(&c.path)),
-            side(&c.before),
-            side(&c.after)
-        ),
+    let unset = |v: &Option<Value>| matches!(v, None | Some(Value::Null));
+    let mut line = match (unset(&c.before), unset(&c.after)) {
+        (true, false) if object_new => format!("{path} = {}", side(&c.after)),
+        (true, false) => format!("+ {path} = {}", side(&c.after)),
+        (false, true) if !object_new => format!("- {path} = {} -> null", side(&c.before)),
+        _ => format!("{path}: {} -> {}", side(&c.before), side(&c.after)),
     };
     if c.forces_replacement {
         line.push_str("  # forces replacement");
@@ -247,6 +245,11 @@ fn condition_warning(c: &crate::ir::Condition) -> Option<Diagnostic> {
         .with_detail("An apply fails unless the planned change makes it hold.".to_string()),
     };
     Some(d)
+}
+
+/// Whether `action` makes the whole object anew, so its attributes need no addition marks.
+fn object_new(action: Action) -> bool {
+    matches!(action, Action::Create | Action::Read)
 }
 
 /// Writes a diagnostic in the human format.
@@ -399,7 +402,7 @@ impl Human {
                     escape(r, &type_name)
                 );
                 for c in &changes {
-                    let _ = writeln!(out, "      {}", show_change(r, c));
+                    let _ = writeln!(out, "      {}", show_change(r, c, object_new(action)));
                 }
                 for cause in &drifted {
                     let note = format!("(because {} changed outside Nivis)", escape(r, cause));
@@ -416,17 +419,14 @@ impl Human {
                 waits,
                 ..
             } => {
-                let sym = if in_state {
-                    s.paint("33", "~?")
-                } else {
-                    s.paint("32", "+?")
+                // A data source is read, never created (issue 48, F18); ids of data sources
+                // start `data.` (as `Tally` tells them apart).
+                let (sym, may) = match (id.starts_with("data."), in_state) {
+                    (true, _) => (s.paint("36", "<=?"), "will be read"),
+                    (false, true) => (s.paint("33", "~?"), "may be updated or replaced"),
+                    (false, false) => (s.paint("32", "+?"), "will be created"),
                 };
                 let _ = writeln!(out, "{sym} {} ({})", s.name(r, &id), escape(r, &type_name));
-                let may = if in_state {
-                    "may be updated or replaced"
-                } else {
-                    "will be created"
-                };
                 let _ = writeln!(
                     out,
                     "      {}",
@@ -461,7 +461,8 @@ impl Human {
                     // The diff as decided in this phase, unless the confirmed plan showed it.
                     if !self.previewed.remove(&(phase, id.clone())) {
                         for c in &changes {
-                            let _ = writeln!(out, "      {}", show_change(r, c));
+                            let shown = show_change(r, c, object_new(action));
+                            let _ = writeln!(out, "      {shown}");
                         }
                     }
                     let _ = out.flush();
@@ -597,7 +598,7 @@ impl Human {
                         s.name(r, &id)
                     );
                     for c in &changes {
-                        let _ = writeln!(out, "      {}", show_change(r, c));
+                        let _ = writeln!(out, "      {}", show_change(r, c, false));
                     }
                 }
             }
@@ -683,6 +684,9 @@ fn deposed_note(r: &Redactor, deposed: &Option<String>) -> String {
 }
 
 #[cfg(test)]
+mod plan_line_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::wire::ChangeRecord;
@@ -699,7 +703,7 @@ mod tests {
             write_only: false,
         };
         assert_eq!(
-            show_change(&Redactor::new(), &c),
+            show_change(&Redactor::new(), &c, true),
             "label: \"a\" -> \"b\"  # forces replacement"
         );
         let c = AttrChange {
@@ -711,7 +715,7 @@ mod tests {
             write_only: false,
         };
         assert_eq!(
-            show_change(&Redactor::new(), &c),
+            show_change(&Redactor::new(), &c, true),
             "secret = (sensitive value)"
         );
         let c = AttrChange {
@@ -723,7 +727,7 @@ mod tests {
             write_only: false,
         };
         assert_eq!(
-            show_change(&Redactor::new(), &c),
+            show_change(&Redactor::new(), &c, true),
             "id = (known after apply)"
         );
         let c = AttrChange {
@@ -735,7 +739,7 @@ mod tests {
             write_only: true,
         };
         assert_eq!(
-            show_change(&Redactor::new(), &c),
+            show_change(&Redactor::new(), &c, true),
             "password_wo = (write-only attribute)"
         );
         let j = serde_json::to_value(ChangeRecord::from(&AttrChange {

@@ -26,6 +26,9 @@ pub(crate) struct Knobs {
     /// Reads answer an empty collection where the object holds null, as an SDKv2 provider
     /// answers create with null and read with `{}` (`NIVIS_FAKE_EMPTY_AT_READ_ON`).
     pub empty_at_read_on: Vec<String>,
+    /// Reads of these fail with a diagnostic, as a read of an object the API refuses to
+    /// show does (`NIVIS_FAKE_FAIL_READ_ON`).
+    pub fail_read_on: Vec<String>,
     /// Every apply sleeps this long first (`NIVIS_FAKE_SLOW_MS`).
     pub slow: Option<Duration>,
     /// Applies of objects whose label matches a pattern sleep that pattern's time first, the
@@ -82,6 +85,7 @@ impl Knobs {
             drift_on: list("NIVIS_FAKE_DRIFT_ON"),
             gone_on: list("NIVIS_FAKE_GONE_ON"),
             empty_at_read_on: list("NIVIS_FAKE_EMPTY_AT_READ_ON"),
+            fail_read_on: list("NIVIS_FAKE_FAIL_READ_ON"),
             slow: env("NIVIS_FAKE_SLOW_MS")
                 .and_then(|v| v.parse().ok())
                 .map(Duration::from_millis),

@@ -20,7 +20,7 @@ use nivis::schema::ProviderSchema;
 use nivis::value::{self, PathStep, Value};
 
 use super::build::get_str;
-use super::knobs::{write_noise, Knobs};
+use super::knobs::{named, write_noise, Knobs};
 
 /// Private bytes the fakes hand out from plan and expect back in apply.
 pub(crate) const PLANNED_PRIVATE: &[u8] = b"{\"fake\":\"planned\"}";
@@ -307,6 +307,18 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
             diagnostics.push(Diagnostic::error(
                 "fake: ReadResource did not receive the private data stored with the object",
             ));
+        }
+        // Objects are named by their label (alpha) or `from` (beta), as every knob names them.
+        let name = get_str(current, "label").or_else(|| get_str(current, "from"));
+        if let Some(name) = name.filter(|n| named(&self.knobs.fail_read_on, n)) {
+            diagnostics.push(Diagnostic::error(format!(
+                "fake: cannot read {name}: the API refused (NIVIS_FAKE_FAIL_READ_ON)"
+            )));
+            return Ok(ReadResponse {
+                new_state: current.clone(),
+                private: STATE_PRIVATE.to_vec(),
+                diagnostics,
+            });
         }
         Ok(ReadResponse {
             new_state: self.behaviour.read(type_name, current, &self.knobs),

@@ -200,8 +200,13 @@ let
     if !isNode r then
       throw "nivis: lib.${helper}: the function must return one resource made with mkResource or mkData (key ${toString key}), got ${names.describe r}"
     else
-      let kind = r.kind; args = r._args; base = r.name; module = r.module or null; in
-      builtins.seq kind (builtins.seq args (builtins.seq base (mkNodeIn module kind args base key)));
+      let
+        kind = r.kind; args = r._args; base = r.name; module = r.module or null;
+        made = mkNodeIn module kind args base key;
+      in
+      builtins.seq kind (builtins.seq args (builtins.seq base
+        # A generated constructor's call site stays with each instance (see positions).
+        (if r ? _site then made // { inherit (r) _site; } else made)));
 
   # forEach's keys become part of ids: each must be a valid instance key.
   checkedInstance = helper: key: r:
@@ -277,18 +282,23 @@ let
       throw "nivis: lib.removed ${id}: destroy must be a bool (false: forget the object, leave it as it is; true: destroy it)"
     else { _type = "nivis:removed"; from = id; destroy = args.destroy or true; };
 
-  # Where a node was written, for `nivis why`: the position of its definition (its `type`
-  # attribute) and of every attribute of its config, nested plain attrsets included, keyed
-  # by rendered path ({ file; line; column; } each; attributes Nix has no position for are
-  # left out). Only evaluated when the ledger asks for positions (see toIR).
+  # Where a node was written, for `nivis why`: the position of its definition and of every
+  # attribute of its config, nested plain attrsets included, keyed by rendered path
+  # ({ file; line; column; } each; attributes Nix has no position for are left out). Only
+  # evaluated when the ledger asks for positions (see toIR).
+  # The definition is where the user wrote the node's `name` (then its `type`, `provider`),
+  # never a line of this library: Nix knows where attributes were written, not where a
+  # function was called, so the arguments a `nivis gen` constructor was called with
+  # (`_site`, kept by typecheck.construct) come first, and a helper that merges the caller's
+  # set into mkResource's argument points at its caller (DESIGN §91).
   positions = n:
     let
       pos = set: k:
         let p = builtins.unsafeGetAttrPos k set; in
         if p == null then null else { inherit (p) file line column; };
-      firstOf = ks:
-        let found = filter (p: p != null) (map (pos n._args) ks); in
-        if found == [ ] then null else head found;
+      ours = p: hasPrefix libraryDir p.file;
+      definitions = filter (p: p != null && !ours p)
+        (map (pos (n._site or { })) [ "name" ] ++ map (pos n._args) [ "name" "type" "provider" ]);
       plain = v: isAttrs v && !(v ? _type) && (v.type or null) != "derivation" && !(v ? outPath)
         && !(v ? __build) && !(v ? __toString);
       attrs = prefix: set: builtins.concatMap (k:
@@ -298,9 +308,12 @@ let
       config = n._args.config or { };
     in
     {
-      definition = firstOf [ "type" "provider" "name" ];
+      definition = if definitions == [ ] then null else head definitions;
       attributes = listToAttrs (filter (a: a.value != null) (if isAttrs config then attrs [ ] config else [ ]));
     };
+
+  # This library's directory (with a trailing slash), whose lines `why` never names.
+  libraryDir = "${toString ./..}/";
 
   # A build output as a __build leaf: the executor realises it before apply.
   drv = d:

@@ -228,7 +228,9 @@ let
         else if elem k [ "count" "forEach" "for_each" ] then
           fail what "unknown constructor argument '${k}': expand instances with lib.count or lib.forEach"
         else fail what "unknown constructor argument '${k}'${hint k ctorArgs.${kind}}";
-      made = make nodeArgs;
+      # A resource or data source keeps the arguments it was called with: `nivis why` names
+      # the line where they were written, not this constructor's (see nodes.positions).
+      made = if kind == "provider" then make nodeArgs else make nodeArgs // { _site = args; };
     in
     builtins.seq ok (
       if spec ? dep then trace "nivis: warning: ${what} is deprecated${if spec.dep == "" then "" else ": ${spec.dep}"}" made

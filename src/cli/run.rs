@@ -115,6 +115,7 @@ fn run_verb(
                     _ if spec.plan_destroy => "plan-destroy",
                     _ => verb.name(),
                 };
+                tally.source_flags = Some(source_flags(spec));
                 render::print_summary(redactor, command, report.as_ref(), tally);
             }
             if spec.detailed_exitcode && tally.has_changes() {
@@ -131,6 +132,34 @@ fn run_verb(
             report_failure(failure, style, redactor)
         }
     }
+}
+
+/// The flags that chose this run's plan source and state, for the command a summary says to
+/// run next: a saved plan does not name its source (DESIGN §91), so `nivis apply FILE` needs
+/// them again. `--backend-config` values are left out (they may hold credentials).
+fn source_flags(spec: &RunSpec<'_>) -> Vec<String> {
+    let mut flags = Vec::new();
+    let mut flag = |name: &str, value: String| {
+        flags.push(name.to_string());
+        flags.push(value);
+    };
+    match &spec.source.file {
+        Some(file) => flag("--file", file.display().to_string()),
+        None if spec.source.flake != "." => flag("--flake", spec.source.flake.clone()),
+        None => {}
+    }
+    if let Some(attr) = &spec.source.attr {
+        flag("--attr", attr.clone());
+    }
+    if let Some(state) = spec.state {
+        if let Some(path) = &state.state {
+            flag("--state", path.display().to_string());
+        }
+        if state.env != "default" {
+            flag("--env", state.env.clone());
+        }
+    }
+    flags
 }
 
 /// Sets the engine up from the flags and runs the verb.
@@ -310,6 +339,9 @@ pub(super) fn show(file: &Path, json: bool, style: Style, redactor: &Redactor) -
     for event in events {
         tally.event(event);
     }
+    // The next step names the file; the flags it was planned with are not in it (DESIGN §91).
+    tally.saved_to = Some(file.display().to_string());
+    tally.source_flags = None;
     render::print_summary(redactor, "plan", None, &tally);
     exit::OK
 }

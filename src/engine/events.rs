@@ -321,8 +321,9 @@ pub(super) struct Output<'s> {
     listed: usize,
     /// While collecting, the `Planned` events sent (a phase's changes, for its policy check).
     planned: Option<Vec<Event>>,
-    /// Plan rows are collected but not sent (the silent preview of a later phase, planned only
-    /// for its policy check).
+    /// Plan rows are collected but not sent, nor drift (the silent preview of a phase, planned
+    /// for its policy check and, in phase 1, to stop before any change when a node cannot be
+    /// planned).
     quiet: bool,
 }
 
@@ -347,7 +348,7 @@ impl<'s> Output<'s> {
         self.planned.take().unwrap_or_default()
     }
 
-    /// While `quiet`, plan rows are not sent on (nor counted as listed).
+    /// While `quiet`, plan rows and drift are not sent on (nor counted as listed).
     pub(super) fn set_quiet(&mut self, quiet: bool) {
         self.quiet = quiet;
     }
@@ -380,7 +381,8 @@ impl Sink for Output<'_> {
         if let (Some(planned), Event::Planned { .. }) = (&mut self.planned, &event) {
             planned.push(event.clone());
         }
-        if row && self.quiet {
+        // A quiet preview's drift is reported again by the apply that follows it.
+        if self.quiet && (row || matches!(event, Event::Drift { .. })) {
             return;
         }
         if row {

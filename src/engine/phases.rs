@@ -328,7 +328,9 @@ impl Engine<'_> {
                     return Err(EngineError::Declined);
                 }
             }
-        } else if self.wants_plan_policies() {
+        } else if phase == 1 || self.wants_plan_policies() {
+            // Phase 1 is what `plan` shows: as there, nothing changes unless every node of it
+            // can be refreshed and planned (Terraform's rule; DESIGN §91), asked or not.
             self.policy_preview(ir, analysis, holder, phase, &imports)?;
         }
         if !imports.is_empty() {
@@ -506,8 +508,9 @@ impl Engine<'_> {
         self.preview(ir, analysis, &mut copy, phase)
     }
 
-    /// Phase `phase`'s plan, made only for the policy check (not shown: the apply shows each
-    /// change as it starts), then checked. What the run settled so far stays settled.
+    /// Phase `phase`'s plan, made for the policy check and, in phase 1, so that a node that
+    /// cannot be planned stops the run before anything changes (not shown: the apply shows
+    /// each change as it starts), then checked. What the run settled so far stays settled.
     fn policy_preview(
         &mut self,
         ir: &Ir,

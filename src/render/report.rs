@@ -106,7 +106,8 @@ pub fn print_summary(
     }
 }
 
-/// The plan's counts and what to run next (`verb`: `nivis apply` or `nivis destroy`).
+/// The plan's counts and what to run next (`verb`: `nivis apply` or `nivis destroy`), with
+/// the flags that chose the plan source and state: a plan with nothing to do has no next step.
 fn print_plan(redactor: &Redactor, tally: &Tally<'_>, verb: &str) {
     outln!();
     outln!(
@@ -118,13 +119,28 @@ fn print_plan(redactor: &Redactor, tally: &Tally<'_>, verb: &str) {
             tally.imports.len()
         )
     );
+    if !tally.plans_work() {
+        return;
+    }
+    let flags: String = (tally.source_flags.iter().flatten())
+        .map(|flag| format!(" {}", shell_word(flag)))
+        .collect();
+    let flags = escape(redactor, &flags);
     match &tally.saved_to {
-        Some(path) => outln!(
-            "Run `nivis apply {}` to carry out exactly this plan.",
-            escape(redactor, &shell_word(path))
-        ),
-        None if tally.has_changes() => outln!("Run `{verb}` to carry it out."),
-        None => {}
+        Some(path) => {
+            let path = escape(redactor, &shell_word(path));
+            match tally.source_flags {
+                Some(_) => {
+                    outln!("Run `nivis apply{flags} {path}` to carry out exactly this plan.")
+                }
+                None => outln!(
+                    "Run `nivis apply {path}`, with the plan source and state flags it was \
+                     made with (--flake or --file, --attr, --state, --env), to carry out \
+                     exactly this plan."
+                ),
+            }
+        }
+        None => outln!("Run `{verb}{flags}` to carry it out."),
     }
 }
 

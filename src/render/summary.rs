@@ -23,11 +23,14 @@ pub struct Tally<'a> {
     pub drifted: Vec<String>,
     /// Changes carried out and recorded: (id, action); data source reads and no-ops left out.
     pub applied: Vec<(String, Action)>,
-    /// Where `plan --out` saved the plan, as given.
+    /// Where `plan --out` saved the plan, as given (`nivis show FILE`: the file shown).
     pub saved_to: Option<String>,
     /// Whether drift alone is a change (`refresh` and `plan --refresh-only`, whose business
     /// it is); elsewhere drift is reported but only what the plan acts on is a change.
     pub drift_is_change: bool,
+    /// The flags that chose the plan source and the state, as the command was given them, for
+    /// the next step's command line; `None` when they are not known (`nivis show FILE`).
+    pub source_flags: Option<Vec<String>>,
 }
 
 impl<'a> Tally<'a> {
@@ -43,6 +46,7 @@ impl<'a> Tally<'a> {
             applied: Vec::new(),
             saved_to: None,
             drift_is_change: false,
+            source_flags: Some(Vec::new()),
         }
     }
 
@@ -56,6 +60,15 @@ impl<'a> Tally<'a> {
             && self.moves.is_empty()
             && self.imports.is_empty()
             && (self.drifted.is_empty() || !self.drift_is_change))
+    }
+
+    /// Whether an apply of this plan would do anything: planned changes, resources decided
+    /// later, moves or imports. Drift alone is not: "No changes." is then the plan's last word.
+    pub fn plans_work(&self) -> bool {
+        !(self.planned.is_empty()
+            && self.deferred.is_empty()
+            && self.moves.is_empty()
+            && self.imports.is_empty())
     }
 
     /// The counts the JSON stream's `summary` line carries.

@@ -134,7 +134,13 @@ fn a_saved_plan_applies_without_a_prompt_and_the_footer_names_it() {
     let out = p.run(&["plan"], &["--out", "p.plan"]);
     assert_success(&out);
     let text = stdout(&out);
-    assert!(text.contains("nivis apply p.plan"), "{text}");
+    // The next step works as printed: with the plan source and state the plan used.
+    let next = format!(
+        "Run `nivis apply --file {} --state {} p.plan` to carry out exactly this plan.",
+        p.plan.display(),
+        p.state.display()
+    );
+    assert!(text.contains(&next), "{text}");
     assert!(
         !text.contains("Run `nivis apply` to"),
         "no footer for a plain apply: {text}"
@@ -519,10 +525,13 @@ fn plan_destroy_lists_what_destroy_would_remove_and_changes_nothing() {
     assert_eq!(rows.len(), 6, "{text}");
     assert!(rows.iter().all(|r| r.starts_with("- ")), "{rows:?}");
     assert!(text.contains("6 to destroy"), "{text}");
-    assert!(
-        text.contains("Run `nivis destroy` to carry it out."),
-        "{text}"
+    // The command as it works here: with the plan source and state this plan used.
+    let next = format!(
+        "Run `nivis destroy --file {} --state {}` to carry it out.",
+        p.plan.display(),
+        p.state.display()
     );
+    assert!(text.contains(&next), "{text}");
     assert_eq!(p.state_json()["resources"], before, "nothing was removed");
 }
 
@@ -542,7 +551,13 @@ fn a_saved_destroy_plan_applies_exactly_and_refuses_a_changed_state() {
     );
     assert_success(&out);
     let text = stdout(&out);
-    assert!(text.contains("nivis apply d.plan"), "{text}");
+    // The next step works as printed: with the plan source and state the plan used.
+    let next = format!(
+        "Run `nivis apply --file {} --state {} d.plan` to carry out exactly this plan.",
+        p.plan.display(),
+        p.state.display()
+    );
+    assert!(text.contains(&next), "{text}");
     assert!(
         text.contains("2 to destroy"),
         "a and c, which reads it: {text}"

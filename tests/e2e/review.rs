@@ -497,3 +497,63 @@ in lib.toIR {{
         stdout(&why_text)
     );
 }
+
+/// Issue 45, defect 2: `why` names the user's line for a resource made by a `nivis gen`
+/// constructor (the call's arguments, not the constructor file) and by a helper that merges
+/// the caller's set into mkResource's argument (the caller); a helper that writes the set
+/// itself is the resource's declaration (its line). Line 1 is the one `Project` adds.
+#[test]
+fn why_names_the_users_line_not_a_constructors() {
+    let p = Project::new("ledger: lib.toIR { resources = [ ]; inherit ledger; }");
+    let gen_dir = p.dir.path().join("gen");
+    let out = Command::new(nivis_bin())
+        .args(["gen", "--provider"])
+        .arg(bin_dir().join("provider-alpha"))
+        .arg("--out")
+        .arg(&gen_dir)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    p.set_plan(&format!(
+        "ledger:
+let
+  g = import {} lib;
+  merged = args: lib.mkResource (args // {{ provider = \"alpha\"; type = \"alpha_token\"; }});
+  named = name: lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; inherit name; config.label = \"n\"; }};
+  t = g.resources.alpha_token {{
+    name = \"t\";
+    config.label = \"from-gen\";
+  }};
+  many = lib.count 2 (i: g.resources.alpha_token {{ name = \"many\"; config.label = \"m\"; }});
+  h = merged {{ name = \"h\"; config.label = \"from-helper\"; }};
+  n = named \"n\";
+in lib.toIR {{
+  providers.alpha = g.provider {{ source = \"provider-alpha\"; }};
+  resources = [ t h n ] ++ many;
+  inherit ledger;
+}}",
+        gen_dir.join("alpha").display()
+    ));
+    for (address, want) in [
+        ("alpha.alpha_token.t", "\n  defined at plan.nix:8\n"),
+        (
+            "alpha.alpha_token.t.label",
+            "\n  defined at plan.nix:9 (the resource at plan.nix:8)\n",
+        ),
+        ("alpha.alpha_token.many__1", "\n  defined at plan.nix:11\n"),
+        (
+            "alpha.alpha_token.h.label",
+            "\n  defined at plan.nix:12 (the resource at plan.nix:12)\n",
+        ),
+        ("alpha.alpha_token.n", "\n  defined at plan.nix:6\n"),
+    ] {
+        let out = offline(&p, &["why", address]);
+        assert_success(&out);
+        let text = stdout(&out);
+        assert!(
+            text.contains(want),
+            "{address}: missing {want:?} in:\n{text}"
+        );
+        assert!(!text.contains("gen/alpha"), "{address}: {text}");
+    }
+}

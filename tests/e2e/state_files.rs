@@ -5,7 +5,8 @@ use serde_json::Value as Json;
 
 use crate::util::*;
 
-fn tokens(labels: &[&str]) -> String {
+/// Alpha tokens named and labelled by `labels`.
+pub(super) fn tokens(labels: &[&str]) -> String {
     let resources: Vec<String> = labels
         .iter()
         .map(|l| {

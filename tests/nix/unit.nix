@@ -529,7 +529,8 @@ in
       pos = (toIR { inherit providers; resources = [ P ]; ledger = { positions = true; }; }).positions."alpha.alpha_token.P";
       line = p: p.line - (builtins.unsafeGetAttrPos "provider" P._args).line;
     in { definition = line pos.definition; tags = line pos.attributes.tags; env = line pos.attributes."tags.env"; keys = builtins.attrNames pos; };
-    expected = { definition = 1; tags = 3; env = 3; keys = [ "attributes" "definition" ]; }; }
+    # The definition is the line of `name` (DESIGN §91).
+    expected = { definition = 2; tags = 3; env = 3; keys = [ "attributes" "definition" ]; }; }
   { name = "variablesOnly: asked by the ledger, toIR gives the declarations alone, checking no value and forcing nothing else";
     expr = toIR {
       inherit providers;
