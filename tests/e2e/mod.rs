@@ -5,6 +5,7 @@ mod backups;
 mod book;
 mod cli;
 mod cli_conventions;
+mod cli_vocabulary;
 mod disk_full;
 mod dispatch;
 mod encoded_leaks;
