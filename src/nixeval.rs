@@ -132,9 +132,29 @@ impl fmt::Display for EvalError {
             f,
             "evaluating {} failed:\n{}",
             self.what,
-            self.message.trim_end()
+            without_dirty_tree_warnings(&self.message).trim_end()
         )
     }
+}
+
+/// `text` without Nix's "warning: Git tree '…' is dirty" lines: every evaluation of a git
+/// flake with uncommitted changes prints one, which says nothing about why it failed.
+fn without_dirty_tree_warnings(text: &str) -> String {
+    let noise = |line: &str| {
+        let line = line.trim_end();
+        line.contains("warning: Git tree '") && line.ends_with("' is dirty")
+    };
+    let kept: Vec<&str> = text.lines().filter(|l| !noise(l)).collect();
+    kept.join("\n")
+}
+
+/// Whether `nix` runs with `--show-trace` (the global flag of that name: Nix's errors say to
+/// use it).
+static SHOW_TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every `nix` this process runs from now on print its full trace on an error.
+pub fn show_trace(on: bool) {
+    SHOW_TRACE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 impl std::error::Error for EvalError {}
@@ -142,6 +162,9 @@ impl std::error::Error for EvalError {}
 fn nix_command() -> Command {
     let mut cmd = Command::new(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()));
     cmd.args(["--extra-experimental-features", "nix-command flakes"]);
+    if SHOW_TRACE.load(std::sync::atomic::Ordering::Relaxed) {
+        cmd.arg("--show-trace");
+    }
     // A plan (or a backend configuration) reading a secret with builtins.getEnv would get it
     // unmarked.
     for (k, _) in std::env::vars_os() {
@@ -234,8 +257,18 @@ fn copy_named_paths_out(ir: &[u8], redactor: &Redactor) {
     let Ok(store) = eval_store::dir() else {
         return;
     };
+    // Every evaluation of a run names the same paths: each problem is told once.
+    static TOLD: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
     for problem in eval_store::copy_paths_out(&store, &paths, nix_command, redactor) {
-        log::warn!("{}", redactor.redact(&problem.to_string()));
+        let text = redactor.redact(&problem.to_string()).into_owned();
+        if TOLD
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(text.clone())
+        {
+            log::warn!("{text}");
+        }
     }
 }
 
@@ -693,6 +726,20 @@ pub fn plan_sibling(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_evaluation_error_leaves_out_nix_s_dirty_tree_warnings() {
+        let e = EvalError {
+            what: "/p#nivis.plan".into(),
+            message: "warning: Git tree '/p' is dirty\nerror: undefined variable 'x'\n       at /p/flake.nix:3:5".into(),
+        };
+        let shown = e.to_string();
+        assert!(!shown.contains("is dirty"), "{shown}");
+        assert!(
+            shown.contains("undefined variable 'x'\n       at /p/flake.nix:3:5"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn a_directory_in_a_git_work_tree_is_a_git_flake() {

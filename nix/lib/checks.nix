@@ -85,7 +85,7 @@ let
       got = fromJSON json;
       goldenCheck = passing "${name}-golden" (
         if want == got then json
-        else throw "nivis: lib.checks: the plan's IR differs from the snapshot ${file} at: ${builtins.concatStringsSep ", " (differences want got)}. If the change is intended, update the snapshot: nix eval --json .#checks.<system>.${name}-golden.ir > ${file}"
+        else throw "nivis: lib.checks: the plan's IR differs from the snapshot ${file} at: ${builtins.concatStringsSep ", " (differences want got)}. If the change is intended, write the snapshot again, as the book's chapter on reviewing changes does: system=$(nix eval --impure --raw --expr builtins.currentSystem); nix eval --json \".#checks.$system.${name}.ir\" > ${file}"
       ) // { inherit ir; };
     in
     { ${name} = valid; }

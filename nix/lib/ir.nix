@@ -190,6 +190,7 @@ let
         if !names.isProviderId id then throw "nivis: provider id '${id}' may only contain letters, digits, '_', '-', '.' and '/'"
         else { inherit (p) source; config = (walk ctx [ ] p.config).v; }
           // (if p.version == null then { } else { inherit (p) version; })
+          // (if (p.drvPath or null) == null then { } else { inherit (p) drvPath; })
           // (if p.kind == "nixops4" then { inherit (p) kind statelessTypes; } else { })) providers;
 
       # The nodes of one section, flattened; a wrong item throws when its element is forced.

@@ -18,7 +18,17 @@ let
   mkProvider = args:
     let
       unknown = filter (k: !elem k [ "source" "version" "config" "kind" "statelessTypes" ]) (attrNames args);
-      source = if isPath (args.source or null) then toString args.source else args.source or null;
+      given = args.source or null;
+      # A package (a derivation, or lib.drv of one): its out path, built before the provider
+      # starts (the IR carries the derivation as drvPath).
+      built =
+        if isAttrs given && given ? __build then given.__build
+        else if isAttrs given && (given.type or null) == "derivation" then (drv given).__build
+        else null;
+      source =
+        if built != null then built.path
+        else if isPath given then toString given
+        else given;
       kind = args.kind or "tfplugin";
       nixops4 = kind == "nixops4";
       stateless = args.statelessTypes or [ ];
@@ -27,7 +37,7 @@ let
     if !isAttrs args then throw "nivis: mkProvider expects an attrset { source; version ? null; config ? {}; kind ? \"tfplugin\"; }"
     else if unknown != [ ] then throw "nivis: mkProvider: unknown argument '${head unknown}' (expected source, version, config, kind, statelessTypes)"
     else if !(isString source) || source == "" then
-      throw "nivis: mkProvider: 'source' must be a non-empty string or a path (a registry address, a binary name or a path)"
+      throw "nivis: mkProvider: 'source' must be a non-empty string, a path or a package (a registry address, a binary name, a path, or a derivation / lib.drv of one)"
     else if !elem kind [ "tfplugin" "nixops4" ] then
       throw "nivis: ${label}: 'kind' must be \"tfplugin\" (the default) or \"nixops4\", got ${names.describe kind}"
     else if (args.version or null) != null && !isString args.version then
@@ -45,6 +55,7 @@ let
     else {
       _type = "nivis:provider";
       inherit source kind;
+      drvPath = if built != null then built.drvPath or null else null;
       version = args.version or null;
       config = args.config or { };
       statelessTypes = stateless;

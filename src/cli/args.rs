@@ -20,10 +20,10 @@ mod review;
 mod state;
 pub(super) use self::convert::{ConvertCommand, ConvertTerraformArgs};
 pub(super) use self::inspect::{
-    ConsoleArgs, GraphArgs, LogArgs, PolicyCommand, PolicyTestArgs, VersionArgs,
+    ConsoleArgs, FmtArgs, GraphArgs, LogArgs, PolicyCommand, PolicyTestArgs, VersionArgs,
 };
 pub(super) use self::review::{DiffArgs, TestArgs, WhyArgs};
-pub(super) use self::state::{EnvCommand, ForceUnlockArgs, StateCommand};
+pub(super) use self::state::{EnvCommand, ForceUnlockArgs, PlanLockArgs, StateCommand};
 
 const TOP_EXAMPLES: &str = "\
 Examples:
@@ -59,6 +59,9 @@ pub struct Cli {
     /// No colours (also NO_COLOR=1 or TERM=dumb; colours are only used on a terminal).
     #[arg(long, global = true)]
     pub no_color: bool,
+    /// Nix prints the full trace of an evaluation error (its `--show-trace`).
+    #[arg(long, global = true)]
+    pub show_trace: bool,
     /// The verb to run.
     #[command(subcommand)]
     pub command: Command,
@@ -77,9 +80,10 @@ pub enum Command {
         after_help = "Examples:\n  nivis apply                       asks before changing anything\n  nivis apply --auto-approve --json\n  nivis apply --max-phases 1        one phase, then report what waits\n  nivis apply reviewed.plan         exactly what `nivis plan --out reviewed.plan` showed,\n                                    without asking (the saved plan was the review)"
     )]
     Apply(ApplyArgs),
-    /// Print a saved plan (`nivis plan --out FILE`) as `nivis plan` printed it.
+    /// Print a saved plan (`nivis plan --out FILE`) as `nivis plan` printed it; without FILE,
+    /// every resource in the state with its attributes (sensitive values hidden).
     #[command(
-        after_help = "Examples:\n  nivis show reviewed.plan\n  nivis show reviewed.plan --json"
+        after_help = "Examples:\n  nivis show reviewed.plan\n  nivis show reviewed.plan --json\n  nivis show                        the state\n  nivis show --json"
     )]
     Show(ShowArgs),
     /// Destroy every resource in state (or the targets and what depends on them).
@@ -176,6 +180,12 @@ pub enum Command {
     /// Move an estate from another tool to Nivis (`convert terraform`).
     #[command(subcommand)]
     Convert(ConvertCommand),
+    /// Format Nix files in alejandra's style with Nivis's own formatter (no nixpkgs needed);
+    /// `--check` lists the files that are not formatted and exits 1.
+    #[command(
+        after_help = "Examples:\n  nivis fmt                         every *.nix under this directory\n  nivis fmt --check                 in CI: exit 1 naming the unformatted files\n  nivis fmt flake.nix modules/\n  nivis fmt - < plan.nix            standard input to standard output"
+    )]
+    Fmt(FmtArgs),
 }
 
 /// Where the plan comes from.
@@ -253,7 +263,7 @@ pub struct ProjectArgs {
     pub state: StateArgs,
 }
 
-/// Waiting for the state lock (verbs that write state).
+/// Waiting for the state lock (verbs that write state; `plan` has it in [`PlanLockArgs`]).
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "State")]
 pub struct LockWaitArg {
@@ -386,6 +396,8 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub project: ProjectArgs,
     #[command(flatten)]
+    pub lock: PlanLockArgs,
+    #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
     pub parallelism: ParallelismArg,
@@ -409,6 +421,10 @@ pub struct ApplyArgs {
     /// Stop after N phases that changed something and report what is still pending.
     #[arg(long, value_name = "N")]
     pub max_phases: Option<u32>,
+    /// Only read the recorded objects and record how they drifted, as `nivis refresh` does
+    /// (asking first, unless --auto-approve); plan and apply no change.
+    #[arg(long, conflicts_with_all = ["plan_file", "replace", "max_phases"])]
+    pub refresh_only: bool,
     /// Realise `__build` outputs before apply (--build=false to skip).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub build: bool,
@@ -498,12 +514,14 @@ pub struct RefreshArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ShowArgs {
-    /// The saved plan.
-    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub file: PathBuf,
-    /// The saved plan's canonical JSON, pretty-printed.
+    /// The saved plan; without it, the state: every resource's recorded attributes.
+    #[arg(id = "plan_file", value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub file: Option<PathBuf>,
+    /// The saved plan's canonical JSON, pretty-printed; or the state's resources as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub state: StateTarget,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -539,8 +557,10 @@ pub struct RunSpec<'a> {
     pub replace: &'a [String],
     /// `--detailed-exitcode`.
     pub detailed_exitcode: bool,
-    /// `plan --refresh-only`.
+    /// `plan --refresh-only`, `apply --refresh-only`.
     pub refresh_only: bool,
+    /// `plan`: hold the state lock while reading (`--lock`, default on).
+    pub read_lock: bool,
     /// `plan --destroy`.
     pub plan_destroy: bool,
     /// `plan --out FILE`.
@@ -580,6 +600,7 @@ impl<'a> RunSpec<'a> {
             replace: &[],
             detailed_exitcode: false,
             refresh_only: false,
+            read_lock: false,
             plan_destroy: false,
             out: None,
             plan_file: None,
@@ -599,6 +620,8 @@ impl PlanArgs {
             replace: &self.replace.replace,
             detailed_exitcode: self.exit.detailed_exitcode,
             refresh_only: self.refresh_only,
+            read_lock: self.lock.lock,
+            lock_timeout: self.lock.wait.lock_timeout,
             plan_destroy: self.destroy,
             out: self.out.as_deref(),
             overrides: &self.policy.overrides,
@@ -621,6 +644,7 @@ impl ApplyArgs {
             build: self.build,
             replace: &self.replace.replace,
             plan_file: self.plan_file.as_deref(),
+            refresh_only: self.refresh_only,
             overrides: &self.policy.overrides,
             override_reason: self.policy.reason.as_deref(),
             ..RunSpec::for_project(&self.project, &self.install)

@@ -52,7 +52,9 @@ pub(super) fn run(args: &GraphArgs, redactor: &Redactor) -> i32 {
         Err(e) => return fail(redactor, &e),
     };
     let mut sink = Collect::default();
-    let ir = match Engine::new(opts, &mut sink).declarations() {
+    // The graph of the plan's references: with the state's outputs in the ledger, an applied
+    // plan's references are values and its edges gone.
+    let ir = match Engine::new(opts, &mut sink).declarations_unapplied() {
         Ok(ir) => ir,
         Err(e) => return fail(redactor, &e),
     };

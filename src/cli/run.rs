@@ -111,7 +111,7 @@ fn run_verb(
             }
             if !spec.json {
                 let command = match () {
-                    _ if spec.refresh_only => "refresh-only",
+                    _ if spec.refresh_only && verb == Verb::Plan => "refresh-only",
                     _ if spec.plan_destroy => "plan-destroy",
                     _ => verb.name(),
                 };
@@ -172,6 +172,8 @@ fn drive(
 ) -> Result<Option<Report>, Failure> {
     let mut opts = options(spec, verb.name(), redactor).map_err(Failure::Setup)?;
     opts.save = spec.out.is_some();
+    let plan_locks = verb == Verb::Plan && spec.read_lock;
+    let _read_lock = plan_locks.then(|| lock_to_read(&opts)).transpose()?;
     let mut saved_destroy = false;
     if let Some(file) = spec.plan_file {
         saved_destroy = use_saved_plan(&mut opts, file, sink).map_err(Failure::Setup)?;
@@ -240,6 +242,21 @@ fn drive(
         ),
         e => Failure::Engine(e),
     })
+}
+
+/// `plan`'s hold on the state lock, refused (naming the holder) while an apply holds it; held
+/// until the plan is done, so no apply changes the state while it is read.
+fn lock_to_read(opts: &Options) -> Result<crate::state::ReadLock, Failure> {
+    let holder = crate::state::LockHolder::current(&opts.command);
+    opts.backend
+        .lock_to_read(holder, opts.lock_timeout)
+        .map_err(|e| match e {
+            e @ crate::state::StateError::Locked { .. } => Failure::Setup(format!(
+                "{e}. To plan without waiting, `--lock=false` reads the state without the lock \
+                 (what the holder is changing may then be half recorded)"
+            )),
+            e => Failure::Engine(EngineError::State(e)),
+        })
 }
 
 /// `apply FILE`: the run applies the saved plan, with its `--target` and `--replace`. Returns

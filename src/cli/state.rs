@@ -1,5 +1,5 @@
 //! `nivis state list|show|rm|mv` and dispatch of the other state verbs (`pull`, `push`,
-//! `migrate`: `cli::backend`).
+//! `migrate`: `cli::backend`; `replace-provider`: `cli::state_provider`).
 //!
 //! Owns: what these commands print (every value escaped, every sensitive path masked) and the
 //! removal and renaming of records. Not: where the state is (`cli::backend`), nor the state's format.
@@ -116,6 +116,21 @@ pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
             state,
             lock,
         } => super::state_repair::run(&state, dry_run, lock.lock_timeout, redactor),
+        StateCommand::ReplaceProvider {
+            from,
+            to,
+            auto_approve,
+            state,
+            lock,
+        } => {
+            let ask = super::state_provider::Replacement {
+                from: &from,
+                to: &to,
+                auto_approve,
+                wait: lock.lock_timeout,
+            };
+            super::state_provider::run(&ask, &state, redactor)
+        }
     }
 }
 
@@ -130,13 +145,48 @@ fn matches(id: &str, addresses: &[String]) -> bool {
         })
 }
 
+/// Bare `nivis show` (Terraform's `show` without a plan file): every resource in the state with
+/// its recorded attributes, every sensitive path masked; `--json`: `{"resources": [...]}`, each
+/// as `state show --json` prints one.
+pub(super) fn show_all(target: &StateTarget, json: bool, redactor: &Redactor) -> i32 {
+    let (backend, state) = match backend::read(&target.source, &target.state, redactor) {
+        Ok(read) => read,
+        Err(e) => return fail(redactor, &e),
+    };
+    if json {
+        let resources: Vec<Json> = state.iter().map(resource_json).collect();
+        let doc = serde_json::json!({ "resources": resources });
+        outln!("{}", render::json_text(redactor, &doc, false));
+        return exit::OK;
+    }
+    if state.is_empty() {
+        outln!(
+            "No state: nothing is recorded in {}.",
+            render::escape(redactor, &backend.describe())
+        );
+        return exit::OK;
+    }
+    for (i, r) in state.iter().enumerate() {
+        if i > 0 {
+            outln!();
+        }
+        show_resource(r, false, redactor);
+    }
+    exit::OK
+}
+
+/// A record as `state show --json` prints it: sensitive paths masked.
+fn resource_json(r: &ResourceState) -> Json {
+    use crate::secrets::{mask_paths, JSON_MASK};
+    let attrs = mask_paths(&r.attributes, &r.sensitive_paths, JSON_MASK);
+    serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs})
+}
+
 /// `state show`: the recorded attributes, every sensitive path masked.
 fn show_resource(r: &ResourceState, json: bool, redactor: &Redactor) {
-    use crate::secrets::{mask_paths, JSON_MASK, MASK};
+    use crate::secrets::{mask_paths, MASK};
     if json {
-        let attrs = mask_paths(&r.attributes, &r.sensitive_paths, JSON_MASK);
-        let doc = serde_json::json!({"id": r.id, "type": r.type_name, "provider": r.provider, "attributes": attrs});
-        outln!("{}", render::json_text(redactor, &doc, false));
+        outln!("{}", render::json_text(redactor, &resource_json(r), false));
         return;
     }
     outln!(
@@ -156,7 +206,7 @@ fn show_resource(r: &ResourceState, json: bool, redactor: &Redactor) {
 }
 
 /// The state, locked for a change by `command`.
-fn open_locked(
+pub(super) fn open_locked(
     target: &StateTarget,
     command: &str,
     wait: Option<Duration>,

@@ -45,12 +45,15 @@ pub fn parse() -> Cli {
     }
 }
 
-/// For a Terraform verb Nivis spells another way (`taint`, `untaint`), what to type instead.
+/// For a Terraform verb Nivis spells another way (`taint`, `untaint`, `init`, `workspace`),
+/// what to type instead.
 pub(super) fn terraform_verb_hint(args: &[OsString]) -> Option<String> {
     let verb = args.get(1)?.to_str()?;
     let instead = match verb {
         "taint" => "replace an object with `nivis apply --replace ID` (or plan it with `nivis plan --replace ID`)",
         "untaint" => "nothing to undo: `--replace` applies to one run only",
+        "init" => "there is nothing to initialise: `nivis plan` installs the plan's providers on first use and reads the state backend from the flake's `nivis.backend`; `nivis providers lock` records provider versions and hashes, `nivis state migrate` moves a local state to the backend",
+        "workspace" => "Nivis calls workspaces environments: `--env NAME` (or NIVIS_ENV=NAME) selects one, whose state is created on its first apply; `nivis env list` lists those with a state",
         _ => return None,
     };
     Some(format!("'{verb}' is not a Nivis command: {instead}"))
@@ -120,6 +123,15 @@ mod tests {
         assert!(hint(&["state", "show", "-state", "s.json", "x"])
             .unwrap()
             .contains("'--state'"));
+    }
+
+    #[test]
+    fn terraform_verbs_get_what_nivis_does_instead() {
+        let hint = |verb: &str| terraform_verb_hint(&["nivis".into(), verb.into()]);
+        assert!(hint("init").unwrap().contains("`nivis providers lock`"));
+        assert!(hint("workspace").unwrap().contains("--env NAME"));
+        assert!(hint("taint").unwrap().contains("--replace ID"));
+        assert_eq!(hint("plan"), None);
     }
 
     #[test]

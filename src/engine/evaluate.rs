@@ -318,6 +318,14 @@ impl Engine<'_> {
         self.evaluate(holder.state(), 0)
     }
 
+    /// Evaluates the plan once against no recorded outputs (`nivis graph`): every reference
+    /// between resources is still one, where after an apply the ledger would resolve it to a
+    /// value and the IR would have no edge left to show. The state is not read.
+    pub fn declarations_unapplied(&mut self) -> Result<Ir, EngineError> {
+        self.open_ephemerals = false;
+        self.evaluate(&StateFile::empty(), 0)
+    }
+
     /// Evaluates the plan once with the ledger built from `state` (read by the caller, so
     /// several plans can be evaluated against the very same outputs: `nivis diff`).
     pub fn declarations_from(&mut self, state: &StateFile) -> Result<Ir, EngineError> {

@@ -15,7 +15,7 @@ use super::Engine;
 use crate::diag::Diagnostic;
 use crate::ir::{Ir, Node, Tree};
 use crate::plan::{self, Rename};
-use crate::state::StateFile;
+use crate::state::{Change, StateFile};
 
 impl Engine<'_> {
     /// The renames the IR's moves make on `state`; an error names both ends of each move that
@@ -44,17 +44,29 @@ impl Engine<'_> {
     }
 
     /// Renames the records in `to` (one commit, journaled like any state change) and reports
-    /// each move, as recorded or as planned (`to` says which).
+    /// each move, as recorded or as planned (`to` says which). A record moved to a resource of
+    /// another configuration of its provider (an alias, `ir` says which) is that one's now.
     pub(super) fn commit_moves(
         &mut self,
         renames: &[Rename],
+        ir: &Ir,
         mut to: Destination<'_>,
         phase: u32,
     ) -> Result<(), EngineError> {
         let mut changes = Vec::new();
         let mut after = to.state().clone();
         for r in renames {
-            let step = after.rename(&r.from, &r.to);
+            let mut step = after.rename(&r.from, &r.to);
+            if let Some(node) = ir.resources.iter().find(|n| n.id == r.to) {
+                for c in &mut step {
+                    match c {
+                        Change::Put(moved) if moved.id == r.to => {
+                            moved.provider.clone_from(&node.provider);
+                        }
+                        _ => {}
+                    }
+                }
+            }
             for c in &step {
                 after.apply(c);
             }

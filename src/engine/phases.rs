@@ -124,7 +124,7 @@ impl Engine<'_> {
         let renames = self.resolve_moves(&ir, holder.state())?;
         if !renames.is_empty() {
             // Plan against the moved records (an in-memory copy), with Nix seeing them.
-            self.commit_moves(&renames, Destination::Previewed(&mut holder), 1)?;
+            self.commit_moves(&renames, &ir, Destination::Previewed(&mut holder), 1)?;
             ir = self.evaluate_probing(holder.state(), 0)?;
         }
         let analysis = analysis::analyse(&ir, holder.state(), &self.scope())?;
@@ -577,7 +577,7 @@ impl Engine<'_> {
         }
         if let Some(ask) = confirm.take() {
             let mut copy = MemoryStore::from_state(holder.state().clone());
-            self.commit_moves(&renames, Destination::Previewed(&mut copy), 1)?;
+            self.commit_moves(&renames, ir, Destination::Previewed(&mut copy), 1)?;
             let moved_ir = self.evaluate(copy.state(), 0)?;
             let analysis = analysis::analyse(&moved_ir, copy.state(), &self.scope())?;
             if !analysis.run.is_empty() {
@@ -589,7 +589,7 @@ impl Engine<'_> {
                 return Err(EngineError::Declined);
             }
         }
-        self.commit_moves(&renames, Destination::Recorded(holder, mutation), 1)?;
+        self.commit_moves(&renames, ir, Destination::Recorded(holder, mutation), 1)?;
         Ok(true)
     }
 }

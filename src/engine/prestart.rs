@@ -52,6 +52,7 @@ impl Remembered {
             version: self.version.clone(),
             config: crate::ir::Tree::Object(Default::default()),
             kind: ProviderKind::Tfplugin,
+            drv_path: None,
         }
     }
 
@@ -140,6 +141,7 @@ mod tests {
             version: None,
             config: crate::ir::Tree::Object(Default::default()),
             kind: ProviderKind::Tfplugin,
+            drv_path: None,
         };
         let r = Remembered::of("p", &decl).unwrap();
         assert!(r.matches(&decl));

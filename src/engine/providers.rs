@@ -18,6 +18,7 @@ use crate::ir::{ProviderDecl, ProviderKind};
 use crate::nixops4::Nixops4Provider;
 use crate::plugin::{GrpcProvider, LaunchSpec};
 use crate::provider::Provider;
+use crate::secrets::Redactor;
 use crate::value::Value;
 
 struct Running {
@@ -131,6 +132,12 @@ impl Launcher for ProcessLauncher {
     ) -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics> {
         let failed = |e: String| Diagnostics::from(Diagnostic::error(e));
         let started = Instant::now();
+        if let Some(drv) = &decl.drv_path {
+            // `source = lib.drv pkg`: built (or substituted) now, as a resource's build output
+            // is before its apply. Nothing secret builds a provider: no secret to redact.
+            crate::nixeval::realise(&decl.source, Some(drv), &Redactor::new())
+                .map_err(|e| failed(format!("provider {id}: building its source: {e}")))?;
+        }
         let (provider, path, protocol): (Arc<dyn Provider>, _, _) = match &decl.kind {
             ProviderKind::Tfplugin => {
                 let path = locate(
@@ -460,6 +467,14 @@ impl std::fmt::Display for LocateError {
             LocateError::EmptyPackage(dir) => {
                 write!(f, "{} holds no terraform-provider-* binary", dir.display())
             }
+            LocateError::Missing { source, path } if path.starts_with("/nix/store") => write!(
+                f,
+                "source {source:?}: {} does not exist: a Nix store path that was never built on \
+                 this machine, or was garbage-collected. Build it first (`nix build` of the \
+                 package, or `nix-store --realise` of its .drv), or give the package itself: \
+                 `source = lib.drv pkg` builds it before the provider starts",
+                path.display()
+            ),
             LocateError::Missing { source, path } => {
                 write!(f, "source {source:?}: {} does not exist", path.display())
             }

@@ -147,6 +147,9 @@ pub struct ProviderDecl {
     pub config: Tree,
     /// The protocol the binary speaks.
     pub kind: ProviderKind,
+    /// `drvPath`: the derivation that builds `source`, a store path (`source = lib.drv pkg`),
+    /// realised before the provider starts.
+    pub drv_path: Option<String>,
 }
 
 /// `providers.<id>.kind`: the protocol the provider binary speaks.

@@ -329,7 +329,14 @@ impl Parser {
                 &[],
                 obj,
                 &["source", "config"],
-                &["source", "version", "config", "kind", "statelessTypes"],
+                &[
+                    "source",
+                    "version",
+                    "config",
+                    "kind",
+                    "statelessTypes",
+                    "drvPath",
+                ],
             );
             let source = match obj.get("source") {
                 Some(s) => match self.string(&el, &[key("source")], s) {
@@ -349,6 +356,9 @@ impl Parser {
                 None => Tree::Object(Fields::new()),
             };
             let kind = self.provider_kind(&el, obj);
+            let drv_path = obj
+                .get("drvPath")
+                .and_then(|s| self.string(&el, &[key("drvPath")], s));
             out.insert(
                 id.clone(),
                 ProviderDecl {
@@ -356,6 +366,7 @@ impl Parser {
                     version,
                     config,
                     kind,
+                    drv_path,
                 },
             );
         }

@@ -297,24 +297,8 @@ fn check_moves(ir: &Ir) -> Vec<IrError> {
                 ),
             ));
         }
-        let kind = |id: &str| {
-            without_module(id)
-                .rsplit_once('.')
-                .map(|(k, _)| k.to_string())
-                .unwrap_or_default()
-        };
-        if kind(&m.from) != kind(&m.to) {
-            errors.push(located(
-                &label,
-                &[key("to")],
-                format!(
-                    "a move keeps the provider and the type: '{}' is a {}, '{}' a {}",
-                    m.from,
-                    kind(&m.from),
-                    m.to,
-                    kind(&m.to)
-                ),
-            ));
+        if let Some(problem) = kind_changed(ir, &m.from, &m.to) {
+            errors.push(located(&label, &[key("to")], problem));
         }
         if let Some(&first) = first_from.get(m.from.as_str()).filter(|&&f| f != i) {
             errors.push(located(
@@ -372,6 +356,36 @@ fn check_conditions(ir: &Ir) -> Vec<IrError> {
             located(&format!("conditions[{i}]"), &[key("resource")], msg)
         })
         .collect()
+}
+
+/// Why a move from `from` to `to` changes what the object is, if it does. A move keeps the
+/// resource type and the provider; the provider's configuration may change between two that
+/// the plan declares with the same source and kind (an alias: `alpha` to `alpha_eu`).
+fn kind_changed(ir: &Ir, from: &str, to: &str) -> Option<String> {
+    // `PROVIDER.TYPE` of an id `PROVIDER.TYPE.NAME`.
+    let kind = |id: &str| {
+        without_module(id)
+            .rsplit_once('.')
+            .map_or(String::new(), |(k, _)| k.into())
+    };
+    let (from_kind, to_kind) = (kind(from), kind(to));
+    if from_kind == to_kind {
+        return None;
+    }
+    let same_provider = ir.resources.iter().find(|n| n.id == to).is_some_and(|n| {
+        let from_provider = from_kind.strip_suffix(&format!(".{}", n.type_name));
+        let decl = |p: &str| ir.providers.get(p).map(|d| (&d.source, &d.kind));
+        from_provider
+            .and_then(decl)
+            .is_some_and(|d| Some(d) == decl(&n.provider))
+    });
+    (!same_provider).then(|| {
+        format!(
+            "a move keeps the provider and the type: '{from}' is of provider.type {from_kind}, \
+             '{to}' of {to_kind} (two configurations of one provider, declared with the same \
+             source, may exchange resources)"
+        )
+    })
 }
 
 /// The cycle through `moved[i]` as `a -> b -> a`, when `i` is its lowest index (so a cycle is

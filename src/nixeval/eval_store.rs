@@ -80,10 +80,15 @@ impl fmt::Display for EvalStoreError {
                 f,
                 "refusing to build {drv}: {holder}, which it depends on, holds a secret (a sensitive variable or a value from the state), and building would copy it into the world-readable /nix/store. It stays in your private eval store; build the derivation without the secret (pass the secret to a resource instead)"
             ),
-            EvalStoreError::SecretStaysPrivate { path, holder } => write!(
-                f,
-                "the plan names {path}, and {holder} (in its closure) holds a secret (a sensitive variable or a value from the state): it stays in your private eval store, not copied into the world-readable /nix/store, so a provider or build looking for {path} will not find it. Pass the secret itself to the resource instead of a file holding it"
-            ),
+            EvalStoreError::SecretStaysPrivate { path, holder } => {
+                // Without their hashes: a path made from a secret is known to the run as one
+                // (and masked whole), and its hash could confirm a guess of the secret.
+                let (path, holder) = (without_hash(path), without_hash(holder));
+                write!(
+                    f,
+                    "the plan names the store path {path}, and {holder} (in its closure; hashes left out) holds a secret (a sensitive variable or a value from the state): it stays in your private eval store, not copied into the world-readable /nix/store, so a provider or build looking for it will not find it. Pass the secret itself to the resource instead of a file holding it (builtins.toFile of a secret, say)"
+                )
+            }
             EvalStoreError::Nix { what, stderr } => {
                 write!(f, "{what} failed:\n{}", stderr.trim_end())
             }
@@ -92,6 +97,17 @@ impl fmt::Display for EvalStoreError {
 }
 
 impl std::error::Error for EvalStoreError {}
+
+/// `/nix/store/HASH-NAME` as `/nix/store/…-NAME` (another text unchanged).
+fn without_hash(path: &str) -> String {
+    match path
+        .strip_prefix("/nix/store/")
+        .and_then(|rest| rest.split_once('-'))
+    {
+        Some((_, name)) => format!("/nix/store/…-{name}"),
+        None => path.to_string(),
+    }
+}
 
 /// The private eval store's directory, created mode 0700 when missing; refused unless it is a
 /// real directory (not a link), ours, and neither readable nor writable by anyone else, with

@@ -8,7 +8,8 @@
 //!   changes with one `fdatasync` each, recovers from crashes at any instant, and compacts.
 //! - **Locking**: one writer per state at a time; a refused opener learns who holds the lock
 //!   ([`LockHolder`], with the lock id `force-unlock` must name, and whether it still runs:
-//!   [`Liveness`]). This is the only module that takes file locks.
+//!   [`Liveness`]). This is the only module that takes file locks. A run that only reads
+//!   (`plan`) may hold the same lock without opening the store: [`ReadLock`].
 //! - **Contract**: the [`StateStore`] trait, an in-memory [`MemoryStore`], and [`conformance`],
 //!   one test every store must pass. Every call that writes records takes the [`Mutation`]
 //!   token, which only the mutating paths make (DESIGN §39).
@@ -152,6 +153,7 @@ mod lock;
 mod memory;
 mod model;
 mod mutation;
+mod read_lock;
 mod rescue;
 pub mod s3;
 mod sensitive;
@@ -173,6 +175,7 @@ pub use model::{
     SCHEMA_VERSION,
 };
 pub use mutation::Mutation;
+pub use read_lock::ReadLock;
 
 /// What every state store offers: read the current state, and commit a batch of changes.
 ///

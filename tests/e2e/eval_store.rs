@@ -52,7 +52,18 @@ fn a_secret_the_plan_writes_with_to_file_stays_in_the_private_eval_store() {
     s.set_env("NIVIS_VAR_token", Some(&value));
     let plan = succeeded(&s.nivis(&["plan"]));
     assert!(plan.contains("beta.beta_record.B"), "{plan}");
-    succeeded(&s.nivis(&["apply", "--auto-approve"]));
+    let applied = s.nivis(&["apply", "--auto-approve"]);
+    succeeded(&applied);
+    // Each file is warned about once in the run (every phase evaluates the plan again), by
+    // its name: the hash is left out, the path itself being masked as made from a secret.
+    let warned = stderr(&applied);
+    for name in ["/nix/store/…-nv-var", "/nix/store/…-nv-state"] {
+        let told = warned
+            .lines()
+            .filter(|l| l.contains(&format!("the store path {name},")))
+            .count();
+        assert_eq!(told, 1, "{name} in:\n{warned}");
+    }
     // Evaluated again with the state's secret of A known (the fixpoint's second phase, and
     // this plan).
     let again = succeeded(&s.nivis(&["plan"]));

@@ -83,6 +83,8 @@ fn no_flag_value_makes_nivis_panic() {
         ("plan", "--parallelism"),
         ("plan", "--refresh"),
         ("refresh", "--lock-timeout"),
+        ("plan", "--lock-timeout"),
+        ("plan", "--lock"),
         ("plan", "--mirror"),
         ("plan", "--network-mirror"),
         ("plan", "--lock-file"),
@@ -194,6 +196,16 @@ fn no_flag_value_makes_nivis_panic() {
             value.clone(),
         ]);
         cases.push(vec![os("output"), os("--state"), value.clone()]);
+        // Never `fmt` without --check: a hostile value naming a real file would rewrite it.
+        cases.push(vec![os("fmt"), os("--check"), value.clone()]);
+        cases.push(vec![
+            os("state"),
+            os("replace-provider"),
+            value.clone(),
+            value.clone(),
+            os("--state"),
+            state.clone(),
+        ]);
         cases.push(vec![
             os("force-unlock"),
             value.clone(),

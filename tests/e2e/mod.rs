@@ -6,6 +6,7 @@ mod book;
 mod cli;
 mod cli_conventions;
 mod convert;
+mod cli_vocabulary;
 mod disk_full;
 mod dispatch;
 mod drift_rule;

@@ -353,9 +353,25 @@ def without_module(node_id):
     return ".".join(parts)
 
 
+def same_provider(doc, from_kind, to):
+    """Whether from_kind (PROVIDER.TYPE of a move's from) is the type of the declared resource
+    `to` under another configuration of its provider (same source and kind: an alias)."""
+    node = next((n for n in doc["resources"] if n["id"] == to), None)
+    if node is None or not from_kind.endswith("." + node["type"]):
+        return False
+    providers = doc.get("providers", {})
+
+    def decl(p):
+        d = providers.get(p)
+        return None if d is None else (d["source"], d.get("kind", "tfplugin"))
+
+    from_decl = decl(from_kind[: -len("." + node["type"])])
+    return from_decl is not None and from_decl == decl(node["provider"])
+
+
 def move_errors(doc, ids):
     """moved[]: from no longer declared, to declared (or another move's from), same provider
-    and type, each from moved once, no cycle (reported at its lowest index)."""
+    (or an alias of it) and type, each from moved once, no cycle (reported at its lowest index)."""
     errors = []
     moves = doc.get("moved", [])
     managed = {n["id"] for n in doc["resources"]}
@@ -371,9 +387,10 @@ def move_errors(doc, ids):
                           "that is no longer in the configuration")
         if t not in managed and t not in first_from:
             errors.append(f"{where}: to: '{t}' is not a declared resource nor the from of another move")
-        if kind(f) != kind(t):
-            errors.append(f"{where}: to: a move keeps the provider and the type: '{f}' is a {kind(f)}, "
-                          f"'{t}' a {kind(t)}")
+        if kind(f) != kind(t) and not same_provider(doc, kind(f), t):
+            errors.append(f"{where}: to: a move keeps the provider and the type: '{f}' is of "
+                          f"provider.type {kind(f)}, '{t}' of {kind(t)} (two configurations of one "
+                          "provider, declared with the same source, may exchange resources)")
         if first_from[f] != i:
             errors.append(f"{where}: from: '{f}' is moved twice (first at moved[{first_from[f]}])")
         path, at = [f], i

@@ -300,6 +300,17 @@ in
   { name = "a provider source may be a path";
     expr = (mkProvider { source = /opt/bin/provider; kind = "nixops4"; }).source;
     expected = "/opt/bin/provider"; }
+  { name = "a provider source may be a package: its out path, built from the drvPath in the IR";
+    expr =
+      let
+        pkg = { type = "derivation"; outPath = "/nix/store/aaaa-terraform-provider-x"; drvPath = "/nix/store/bbbb-terraform-provider-x.drv"; };
+        ir = p: (toIR { providers.x = p; resources = [ ]; }).providers.x;
+      in
+      [ (ir (mkProvider { source = pkg; })) (ir (mkProvider { source = drv pkg; })) ];
+    expected = [
+      { source = "/nix/store/aaaa-terraform-provider-x"; drvPath = "/nix/store/bbbb-terraform-provider-x.drv"; config = { }; }
+      { source = "/nix/store/aaaa-terraform-provider-x"; drvPath = "/nix/store/bbbb-terraform-provider-x.drv"; config = { }; }
+    ]; }
 
   # --- conditions and checks (lib/conditions.nix) ---------------------------------------------
   { name = "a precondition not known yet holds the resource back and orders it after its inputs";

@@ -1,5 +1,5 @@
 //! The flags of the verbs that look without changing anything or starting a provider:
-//! `version`, `graph`, `console`, `policy test` and `log`. (A part of `cli::args`, kept apart so each file stays readable.)
+//! `version`, `graph`, `console`, `policy test`, `log` and `fmt`. (A part of `cli::args`, kept apart so each file stays readable.)
 
 use std::path::PathBuf;
 
@@ -15,6 +15,17 @@ pub struct VersionArgs {
     /// The provider lock file whose providers to list (if it exists).
     #[arg(long, value_name = "FILE", default_value = ".terraform.lock.hcl", env = "NIVIS_LOCK_FILE", value_hint = ValueHint::FilePath)]
     pub lock_file: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FmtArgs {
+    /// Nix files, or directories to format the `*.nix` files under (hidden directories and
+    /// links skipped); `-` formats standard input to standard output [default: .].
+    #[arg(value_name = "FILE", value_hint = ValueHint::AnyPath)]
+    pub files: Vec<PathBuf>,
+    /// Change nothing: list the files that are not formatted, and exit 1 if there are any.
+    #[arg(long)]
+    pub check: bool,
 }
 
 #[derive(Args, Debug, Clone)]

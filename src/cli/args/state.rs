@@ -1,5 +1,6 @@
-//! The flags of the verbs about the state alone: `state …`, `force-unlock` and `env`. (A part
-//! of `cli::args`, kept apart so each file stays readable.)
+//! The flags of the verbs about the state alone: `state …`, `force-unlock` and `env`, and
+//! `plan`'s hold on the state lock. (A part of `cli::args`, kept apart so each file stays
+//! readable.)
 
 use std::path::PathBuf;
 
@@ -121,6 +122,24 @@ pub enum StateCommand {
         #[command(flatten)]
         lock: LockWaitArg,
     },
+    /// Change the provider source address recorded with resources from FROM to TO (a provider
+    /// that moved to another namespace, registry or fork); the real objects are not touched.
+    #[command(
+        after_help = "Example:\n  nivis state replace-provider registry.terraform.io/-/null registry.terraform.io/hashicorp/null\n\nFROM is the source as recorded: the error for a FROM nothing uses lists the recorded\nones. Then name TO in the plan's `providers` too."
+    )]
+    ReplaceProvider {
+        /// The provider source address recorded now.
+        from: String,
+        /// The address to record instead.
+        to: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        auto_approve: bool,
+        #[command(flatten)]
+        state: StateTarget,
+        #[command(flatten)]
+        lock: LockWaitArg,
+    },
     /// Salvage an S3 state whose journal lost a segment in its middle: keep the records before
     /// the gap, list what is lost after it, keep the broken journal aside and write a new
     /// snapshot, under the lock.
@@ -160,4 +179,16 @@ pub enum EnvCommand {
         #[arg(long, help_heading = "Output")]
         json: bool,
     },
+}
+
+/// Whether `plan` holds the state lock while it reads, and how long it waits for it.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "State")]
+pub struct PlanLockArgs {
+    /// Hold the state lock while planning, refused while an apply holds it (--lock=false: plan
+    /// without it, reading a state a running apply may be changing).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub lock: bool,
+    #[command(flatten)]
+    pub wait: LockWaitArg,
 }

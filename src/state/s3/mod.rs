@@ -48,12 +48,14 @@
 //! `interrupt`), `xml` reads S3's answers, `lock` is the lock object,
 //! `crypt` the optional AES-GCM sealing, `remote` the state's objects and conditional writes on
 //! them, `store` the [`S3Store`] itself (lock, fencing, rescue), `config` the backend
-//! configuration (and where the rescue file lives), `audit` the audit log's objects.
+//! configuration (and where the rescue file lives), `audit` the audit log's objects,
+//! `held_alone` the lock held without the store (what `plan` holds while it reads).
 
 pub mod audit;
 mod client;
 pub(crate) mod config;
 mod crypt;
+mod held_alone;
 mod interrupt;
 mod lock;
 mod remote;
@@ -67,6 +69,7 @@ use std::fmt;
 pub use client::{Client, Condition, Retry, S3Error, Target};
 pub use config::{ConfigError, S3Backend};
 pub use crypt::{KeyError, KeySource, OpenError};
+pub use held_alone::HeldAlone;
 pub use interrupt::yield_to;
 pub use remote::Conversion;
 pub use sigv4::{Credentials, CredentialsError};
