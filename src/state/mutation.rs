@@ -85,6 +85,14 @@ mod tests {
             "src/cli/state_repair.rs",
             "Mutation::for_state_verb(\"state repair\")",
         ),
+        (
+            "src/cli/backend.rs",
+            "Mutation::for_state_verb(\"state restore\")",
+        ),
+        (
+            "src/state/s3/store/recovery.rs",
+            "Mutation::for_state_verb(\"--accept-lost-state\")",
+        ),
     ];
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
