@@ -505,6 +505,7 @@ extern "C" fn on_interrupt(_sig: libc::c_int) {
         // Second Ctrl-C: leave now. Providers die with us (parent-death signal); the channel
         // of secrets for Nix goes first.
         crate::rundir::remove_live_files();
+        crate::last_words::write_out();
         unsafe { libc::_exit(exit::INTERRUPTED) };
     }
     let msg = b"\nInterrupt received: finishing in-flight operations and recording them; press Ctrl-C again to quit at once.\n";

@@ -40,8 +40,9 @@
 //! reference docs (`nivis gen`).
 //!
 //! On the ground floor, importing nothing of the crate: [`xdg`] (the per-user state and cache
-//! directories), [`nixsyntax`] (Nix string literals and attribute names) and [`percent`]
-//! (percent-encoding), for the floors above that need them.
+//! directories), [`nixsyntax`] (Nix string literals and attribute names), [`percent`]
+//! (percent-encoding) and [`last_words`] (the line a second Ctrl-C prints), for the floors above
+//! that need them.
 
 // The engine's stage tests (`engine::stage_tests`) run the fakes of `fakes/kit`, which name
 // this crate `nivis::` as the test binaries that also include them do; so the stages stay
@@ -57,6 +58,7 @@ pub mod diag;
 pub mod engine;
 pub mod graph;
 pub mod ir;
+pub mod last_words;
 pub mod ledger;
 pub mod nixeval;
 pub mod nixops4;

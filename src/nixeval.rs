@@ -232,12 +232,14 @@ fn evaluate_applied(
         PlanSource::File { .. } => run_eval(source, &apply, inherit)?,
     };
     if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let mut message = source.located(&without_derived_lines(&stderr, redactor));
+        if let Some(advice) = eval_store::full_disk_advice(&stderr) {
+            message = format!("{}\n{advice}", message.trim_end());
+        }
         return Err(EvalError {
             what: source.to_string(),
-            message: source.located(&without_derived_lines(
-                &String::from_utf8_lossy(&output.stderr),
-                redactor,
-            )),
+            message,
         });
     }
     log_plan_warnings(&output.stderr, redactor);

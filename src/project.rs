@@ -573,7 +573,7 @@ mod tests {
         // Only a rescue file: a run whose journal failed before anything else was written.
         let legacy = root.path().join("proj/nivis.state.json");
         std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
-        let store = Store::open(&legacy, LockHolder::current("test"), None).unwrap();
+        let mut store = Store::open(&legacy, LockHolder::current("test"), None).unwrap();
         let rescued = crate::state::ResourceState::new(
             "r",
             crate::state::ResourceKind::Managed,

@@ -238,6 +238,11 @@ pub struct StateArgs {
     /// `--backend-config type=s3 --backend-config bucket=b`.
     #[arg(long = "backend-config", value_name = "KEY=VALUE")]
     pub backend_config: Vec<String>,
+    /// The state is gone but its backup or audit log shows it existed, and the objects it
+    /// recorded are gone too: start over with an empty state (recorded at once, its serial
+    /// after the lost one's). Without it such a state is refused, never planned against.
+    #[arg(long)]
+    pub accept_lost_state: bool,
 }
 
 /// What a command about the state alone needs: the plan's location (for the flake's

@@ -22,8 +22,8 @@ use crate::render::{self, out, outln};
 use crate::secrets::Redactor;
 use crate::state::s3::Conversion;
 use crate::state::{
-    env_state_path, parse_snapshot, Backend, ForceUnlock, Liveness, LockHolder, LockedStore,
-    Mutation, StateFile, Store, DEFAULT_ENV,
+    env_state_path, parse_snapshot, Backend, ForceUnlock, IfLost, Liveness, LockHolder,
+    LockedStore, Mutation, StateFile, Store, DEFAULT_ENV,
 };
 
 /// The backend for `args` and the plan `source`: the flake's `nivis.backend` (the plan
@@ -79,7 +79,30 @@ pub(super) fn resolve_project(
         redactor,
     )
     .map_err(|e| format!("state backend: {e}"))?;
+    if args.accept_lost_state {
+        start_over(&backend, redactor)?;
+    }
     Ok((backend, placement, settings.secret_sources))
+}
+
+/// `--accept-lost-state`: records an empty state in place of a lost one (see
+/// `Backend::start_over`) and says what was given up; a state that is not lost is left alone.
+fn start_over(backend: &Backend, redactor: &Redactor) -> Result<(), String> {
+    let holder = LockHolder::current("nivis --accept-lost-state");
+    let message = match backend.start_over(holder, None).map_err(|e| e.to_string())? {
+        Some(lost) => format!(
+            "Started over with an empty state at {} (serial {}) in place of the lost one ({}).              Objects it recorded and that still exist are unknown to Nivis: adopt one with              `nivis import ADDRESS ID`.",
+            lost.state,
+            lost.serial + 1,
+            lost.found.join("; ")
+        ),
+        None => format!(
+            "--accept-lost-state: the state at {} is not lost; nothing was changed.",
+            backend.describe()
+        ),
+    };
+    eprintln!("{}", render::escape_text(redactor, &message));
+    Ok(())
 }
 
 /// The local state path of the default environment: `--state` (refused inside a tree Nix
@@ -314,7 +337,9 @@ pub(super) fn push(
         Err(e) => return fail(redactor, &e),
     };
     super::audit::begin(&backend, "nivis state push");
-    let store = match backend.open(LockHolder::current("nivis state push"), wait) {
+    // A push replaces the whole state: one that was lost is what it restores.
+    let holder = LockHolder::current("nivis state push");
+    let store = match backend.open_as(holder, wait, IfLost::Replace) {
         Ok(s) => s,
         Err(e) => return fail(redactor, &e),
     };
@@ -360,12 +385,103 @@ pub(super) fn push(
             dropped.join(", ")
         ));
     }
-    replace_and_close(
+    let dropped: Vec<String> = dropped.iter().map(|d| d.to_string()).collect();
+    let mutation = Mutation::for_state_verb("state push");
+    let code = replace_and_close(store, pushed, &done, mutation, redactor);
+    // The audit record names what the push dropped: records of objects that still exist.
+    if code == exit::OK {
+        dropped
+            .iter()
+            .for_each(|id| super::audit::change(id, "drop (state push)"));
+    }
+    code
+}
+
+/// `nivis state restore`: replaces the state by its backup (any backend), refusing while it
+/// would leave records unrecorded unless `--drop-records` names their count.
+pub(super) fn restore(
+    t: &StateTarget,
+    drop_records: Option<usize>,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> i32 {
+    let backend = match of(&t.source, &t.state, redactor) {
+        Ok(b) => b,
+        Err(e) => return fail(redactor, &e),
+    };
+    let (backup, place) = match backend.read_backup() {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            return fail(
+                redactor,
+                &format!(
+                    "{} has no backup to restore (one is kept once a run has replaced a \
+                     snapshot); nothing was changed",
+                    backend.describe()
+                ),
+            )
+        }
+        Err(e) => return fail(redactor, &e),
+    };
+    super::audit::begin(&backend, "nivis state restore");
+    // A lost state is what a backup is restored for: opened empty, replaced whole.
+    let holder = LockHolder::current("nivis state restore");
+    let store = match backend.open_as(holder, wait, IfLost::Replace) {
+        Ok(s) => s,
+        Err(e) => return fail(redactor, &e),
+    };
+    let dropped: Vec<String> = (store.state().ids())
+        .filter(|id| !backup.contains(id))
+        .map(str::to_string)
+        .collect();
+    let n = dropped.len();
+    if n > 0 && drop_records != Some(n) {
+        return fail(redactor, &restore_refusal(&place, &dropped, drop_records));
+    }
+    let mut done = format!(
+        "Restored the backup {place} (serial {}, {} resource(s)) to {}; the state it replaced \
+         is the backup now.",
+        backup.serial,
+        backup.len(),
+        backend.describe()
+    );
+    match n {
+        0 => done.push_str(" Every record the state had is in it."),
+        _ => done.push_str(&format!(
+            " It left {n} record(s) unrecorded (their objects still exist; `nivis import` adopts \
+             one): {}.",
+            dropped.join(", ")
+        )),
+    }
+    let code = replace_and_close(
         store,
-        pushed,
+        backup,
         &done,
-        Mutation::for_state_verb("state push"),
+        Mutation::for_state_verb("state restore"),
         redactor,
+    );
+    if code == exit::OK {
+        for id in &dropped {
+            super::audit::change(id, "drop (state restore)");
+        }
+    }
+    code
+}
+
+/// Why `state restore` of the backup at `place` is refused: it would leave `dropped`
+/// unrecorded and `--drop-records` does not name their count.
+fn restore_refusal(place: &str, dropped: &[String], drop_records: Option<usize>) -> String {
+    let n = dropped.len();
+    let given = match drop_records {
+        Some(m) => format!("--drop-records {m} was given, but "),
+        None => String::new(),
+    };
+    format!(
+        "{given}restoring {place} leaves {n} record(s) the state has unrecorded (their objects \
+         still exist and would be recorded nowhere): {}. Nothing was changed; pass \
+         --drop-records {n} to confirm, then adopt each object that exists with `nivis import \
+         ADDRESS ID`",
+        dropped.join(", ")
     )
 }
 

@@ -83,9 +83,13 @@ fn run_verb(
     let started = Instant::now();
     let calls_before = crate::plugin::call_times();
     let cpu_before = own_cpu_time();
-    // What the run does is noted for its audit record.
+    // What the run does is noted for its audit record, and what is in flight for the line a
+    // second Ctrl-C prints.
     let mut recorder = super::audit::Recorder { inner: &mut *tally };
-    let result = drive(spec, style, redactor, verb, &mut recorder);
+    let mut in_flight = InFlight {
+        inner: &mut recorder,
+    };
+    let result = drive(spec, style, redactor, verb, &mut in_flight);
     match result {
         Ok(report) => {
             if let Some(r) = &report {
@@ -160,6 +164,25 @@ fn source_flags(spec: &RunSpec<'_>) -> Vec<String> {
         }
     }
     flags
+}
+
+/// Forwards every event and keeps `last_words` current with the operations sent to a provider
+/// and not yet recorded: a second Ctrl-C names them.
+struct InFlight<'a> {
+    inner: &'a mut dyn Sink,
+}
+
+impl Sink for InFlight<'_> {
+    fn event(&mut self, event: Event) {
+        match &event {
+            Event::Started { id, action, .. } => crate::last_words::started(action.class(), id),
+            Event::Finished { id, .. }
+            | Event::Unrecorded { id, .. }
+            | Event::Failed { id, .. } => crate::last_words::ended(id),
+            _ => {}
+        }
+        self.inner.event(event);
+    }
 }
 
 /// Sets the engine up from the flags and runs the verb.

@@ -35,6 +35,11 @@ pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
             lock.lock_timeout,
             redactor,
         ),
+        StateCommand::Restore {
+            drop_records,
+            state,
+            lock,
+        } => backend::restore(&state, drop_records, lock.lock_timeout, redactor),
         StateCommand::Migrate {
             force,
             encrypt,

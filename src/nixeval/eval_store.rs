@@ -109,6 +109,33 @@ fn without_hash(path: &str) -> String {
     }
 }
 
+/// What Nix says when a write to a store failed for want of space (its SQLite database says
+/// "disk I/O error" or "database or disk is full" rather than the system's words).
+const FULL_DISK_SIGNS: [&str; 3] = [
+    "No space left on device",
+    "disk I/O error",
+    "database or disk is full",
+];
+
+/// When Nix's error text says a write failed for want of space, the advice to append: the eval
+/// store every evaluation writes to, how to free it, and that no state was written by the
+/// evaluation. `None` when the error is about something else.
+pub(crate) fn full_disk_advice(nix_stderr: &str) -> Option<String> {
+    if !FULL_DISK_SIGNS.iter().any(|sign| nix_stderr.contains(sign)) {
+        return None;
+    }
+    let store = match dir() {
+        Ok(dir) => dir.display().to_string(),
+        Err(_) => "$XDG_CACHE_HOME/nivis/eval-store".to_string(),
+    };
+    Some(format!(
+        "Nix could not write to a store: the filesystem of Nivis's private Nix eval store \
+         {store}, where every evaluation writes, is most likely full. Free space there (`nix \
+         store gc --store {store}` drops what Nivis evaluated), then run again. An evaluation \
+         writes no state: every operation this run applied before it is recorded."
+    ))
+}
+
 /// The private eval store's directory, created mode 0700 when missing; refused unless it is a
 /// real directory (not a link), ours, and neither readable nor writable by anyone else, with
 /// every directory above it under the file rule (`privfile`).
@@ -370,6 +397,18 @@ fn files_under(path: &Path, out: &mut Vec<PathBuf>) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn only_a_full_disk_gets_the_eval_store_advice() {
+        assert_eq!(full_disk_advice("error: undefined variable 'x'"), None);
+        let advice = full_disk_advice(
+            "error: executing SQLite statement 'insert into ValidPaths': disk I/O error",
+        )
+        .unwrap();
+        assert!(advice.contains("private Nix eval store"), "{advice}");
+        assert!(advice.contains("nix store gc --store"), "{advice}");
+        assert!(advice.contains("applied before it is recorded"), "{advice}");
+    }
 
     #[test]
     fn only_a_private_directory_of_ours_is_a_store() {

@@ -388,7 +388,7 @@ fn append_local(path: &Path, entry: Entry) -> Result<Record, AuditError> {
     Ok(record)
 }
 
-fn read_local(path: &Path) -> Result<Vec<Stored>, AuditError> {
+pub(crate) fn read_local(path: &Path) -> Result<Vec<Stored>, AuditError> {
     let mut file = match open_local(path, false) {
         Ok(f) => f,
         Err(crate::privfile::OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -14,7 +14,10 @@ use serde_json::{Map, Value as Json};
 
 use super::s3::config::ConfigError;
 use super::s3::{Conversion, S3Backend, S3Store};
-use super::{Change, ForceUnlock, LockHolder, Mutation, StateError, StateFile, StateStore, Store};
+use super::{
+    Change, ForceUnlock, IfLost, LockHolder, LostState, Mutation, StateError, StateFile,
+    StateStore, Store,
+};
 
 pub use super::s3::config::DEFAULT_ENV;
 
@@ -102,10 +105,7 @@ impl LockedStore for Store {
     }
 
     fn remedy(&self) -> String {
-        format!(
-            "Free space on (or repair) the filesystem holding {}, then run again.",
-            self.path().display()
-        )
+        Store::remedy(self)
     }
 }
 
@@ -347,11 +347,24 @@ impl Backend {
         }
     }
 
-    /// Opens the state for writing, locked for `holder`, waiting up to `wait` for the lock.
+    /// Opens the state for writing, locked for `holder`, waiting up to `wait` for the lock. A
+    /// state that is missing although evidence shows it existed is refused
+    /// ([`StateError::Lost`]).
     pub fn open(
         &self,
         holder: LockHolder,
         wait: Option<Duration>,
+    ) -> Result<Box<dyn LockedStore>, StateError> {
+        self.open_as(holder, wait, IfLost::Refuse)
+    }
+
+    /// [`open`](Backend::open), with what to do when the state is lost (`state push`, which
+    /// replaces it whole, and `--accept-lost-state` start over).
+    pub fn open_as(
+        &self,
+        holder: LockHolder,
+        wait: Option<Duration>,
+        if_lost: IfLost,
     ) -> Result<Box<dyn LockedStore>, StateError> {
         match self {
             Backend::Local { path, .. } => {
@@ -363,11 +376,15 @@ impl Backend {
                         .create(dir)
                         .map_err(|e| StateError::io(dir, "create the directory", e))?;
                 }
-                Ok(Box::new(Store::open(path, holder, wait)?))
+                Ok(Box::new(Store::open_as(path, holder, wait, if_lost)?))
             }
-            Backend::S3 { backend, local } => {
-                Ok(Box::new(S3Store::open(backend, holder, wait, Some(local))?))
-            }
+            Backend::S3 { backend, local } => Ok(Box::new(S3Store::open_as(
+                backend,
+                holder,
+                wait,
+                Some(local),
+                if_lost,
+            )?)),
         }
     }
 
@@ -380,8 +397,11 @@ impl Backend {
     ) -> Result<Box<dyn LockedStore>, BackendError> {
         match self {
             Backend::Local { .. } => Err(BackendError::NotRemote),
-            Backend::S3 { backend, .. } => Ok(S3Store::open(backend, holder, wait, None)
-                .map(|s| Box::new(s) as Box<dyn LockedStore>)?),
+            // The migrated state replaces whatever was lost there.
+            Backend::S3 { backend, .. } => {
+                let store = S3Store::open_as(backend, holder, wait, None, IfLost::Replace)?;
+                Ok(Box::new(store))
+            }
         }
     }
 
@@ -411,6 +431,42 @@ impl Backend {
         match self {
             Backend::Local { path, .. } => Store::read_serial(path),
             Backend::S3 { .. } => self.read_only().map(|state| state.serial),
+        }
+    }
+
+    /// Starts over when the state is lost (`--accept-lost-state`): records an empty state
+    /// whose serial continues after the lost one's, and returns what showed it was lost.
+    /// `None`: the state is not lost (it exists, or never did), and nothing was written.
+    pub fn start_over(
+        &self,
+        holder: LockHolder,
+        wait: Option<Duration>,
+    ) -> Result<Option<LostState>, StateError> {
+        let lost = match self.read_only() {
+            Err(StateError::Lost(lost)) => *lost,
+            Ok(_) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        self.open_as(holder, wait, IfLost::StartOver)?.close()?;
+        Ok(Some(lost))
+    }
+
+    /// The backup kept beside the state (`P.backup`, `KEY.backup`: the snapshot before the
+    /// last run that replaced it) and where it is; `None`: there is none.
+    pub fn read_backup(&self) -> Result<Option<(StateFile, String)>, StateError> {
+        match self {
+            Backend::Local { path, .. } => {
+                let paths = super::StatePaths::resolve(path)?;
+                match std::fs::read(&paths.backup) {
+                    Ok(bytes) => Ok(Some((
+                        super::parse_snapshot(&paths.backup, &bytes)?,
+                        paths.backup.display().to_string(),
+                    ))),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(StateError::io(&paths.backup, "read", e)),
+                }
+            }
+            Backend::S3 { backend, .. } => S3Store::read_backup(backend),
         }
     }
 

@@ -87,6 +87,10 @@ pub enum StateError {
         /// The earlier failure.
         cause: String,
     },
+    /// The state is missing, but what a state leaves beside it shows that one existed (a
+    /// backup, audit records of runs with a serial, journal segments): refused rather than
+    /// treated as a new, empty state.
+    Lost(Box<super::lost::LostState>),
 }
 
 impl StateError {
@@ -252,6 +256,7 @@ impl fmt::Display for StateError {
                  committed",
                 path.display()
             ),
+            StateError::Lost(lost) => lost.fmt(f),
         }
     }
 }

@@ -18,10 +18,13 @@ use super::holder::ForceUnlock;
 use super::holder::LockHolder;
 use super::journal::{self, ReplayError};
 use super::lock::{self, FileLock};
+use super::lost::{self, IfLost};
 use super::model::{declared_version, Change, StateFile, SCHEMA_VERSION};
 use super::mutation::Mutation;
 use super::rescue;
 use super::StateStore;
+
+mod gone;
 
 /// The state path used when none is given.
 pub const DEFAULT_PATH: &str = "nivis.state.json";
@@ -79,6 +82,12 @@ pub struct Store {
     /// Whether this open has kept the snapshot it found as `P.backup` (before its first
     /// compaction replaced it).
     backed_up: bool,
+    /// The journal is no longer the file at its path: the state directory was removed or
+    /// moved while this store held it, taking every record with it.
+    gone: bool,
+    /// After `gone`: where [`rescue`](Store::rescue) saved every record this store held, and
+    /// their ids.
+    rescued_whole: Option<(PathBuf, Vec<String>)>,
     _lock: FileLock,
 }
 
@@ -92,10 +101,26 @@ impl Store {
     /// anything it is compacted; a failed compaction here is not fatal (see
     /// [`compaction_error`](Store::compaction_error)). A state path that is a symlink is
     /// followed: every file lives beside its target.
+    ///
+    /// A missing state beside evidence that one existed (its backup, audit records of runs
+    /// with a serial) is refused with [`StateError::Lost`]; see [`Store::open_as`].
     pub fn open(
         path: impl AsRef<Path>,
         holder: LockHolder,
         wait: Option<Duration>,
+    ) -> Result<Store, StateError> {
+        Store::open_as(path, holder, wait, IfLost::Refuse)
+    }
+
+    /// [`open`](Store::open), with what to do when the state is missing but evidence shows it
+    /// existed: refuse, or start over with an empty state (new lineage) written at once as a
+    /// snapshot whose serial continues after the highest the evidence names, so the decision
+    /// is made once and the serial never goes back.
+    pub fn open_as(
+        path: impl AsRef<Path>,
+        holder: LockHolder,
+        wait: Option<Duration>,
+        if_lost: IfLost,
     ) -> Result<Store, StateError> {
         let paths = StatePaths::resolve(path.as_ref())?;
         let lock = FileLock::acquire(&paths.lock, holder, wait)?;
@@ -128,6 +153,13 @@ impl Store {
         }
         // Make the directory entries of a just-created journal and lock file durable.
         sync_parent(&paths.snapshot)?;
+        let lost = match fresh && replayed.valid_len == 0 {
+            true => lost::local_evidence(&paths)?,
+            false => None,
+        };
+        if let (Some(lost), IfLost::Refuse) = (&lost, if_lost) {
+            return Err(StateError::Lost(Box::new(lost.clone())));
+        }
         let mut store = Store {
             paths,
             state: replayed.state,
@@ -140,10 +172,16 @@ impl Store {
             recovered: Vec::new(),
             recovered_from: Vec::new(),
             backed_up: false,
+            gone: false,
+            rescued_whole: None,
             _lock: lock,
         };
         store.fold_rescue(fresh && store.journal_len == 0)?;
-        if store.journal_len > 0 {
+        if let (Some(lost), IfLost::StartOver) = (&lost, if_lost) {
+            log::warn!("starting over with an empty state: {lost}");
+            store.state.serial = store.state.serial.max(lost.serial);
+            store.compact()?;
+        } else if store.journal_len > 0 {
             store.compact_or_record();
         }
         store.keep_reserve();
@@ -199,6 +237,11 @@ impl Store {
             match journal::replay(&paths.journal, snapshot, &bytes) {
                 Ok(mut replayed) => {
                     let mut fresh = fresh && replayed.valid_len == 0;
+                    if let Some(lost) = fresh.then(|| lost::local_evidence(&paths)) {
+                        if let Some(lost) = lost? {
+                            return Err(StateError::Lost(Box::new(lost)));
+                        }
+                    }
                     let places = [
                         Some(paths.rescue.clone()),
                         rescue::spare_path(&paths.snapshot),
@@ -362,6 +405,7 @@ impl Store {
             ),
         );
         self.poisoned = Some(Poison::Other(err.to_string()));
+        self.gone = true;
         Err(err)
     }
 
@@ -385,8 +429,20 @@ impl Store {
     /// cannot take that either (full, read-only, failing), to this machine's spare place
     /// (`rescue::spare_path`). The next [`open`](Store::open) commits them first. Fails if a
     /// rescue file already exists.
-    pub fn rescue(&self, changes: &[Change], _mutation: Mutation) -> Result<PathBuf, StateError> {
+    ///
+    /// When the state directory was removed or moved while this store held it, the records it
+    /// held went with it: every one of them is saved with `changes`, in the spare place (writing
+    /// beside the state would recreate the directory), so the next run records the whole state
+    /// again; [`remedy`](Store::remedy) lists them.
+    pub fn rescue(
+        &mut self,
+        changes: &[Change],
+        _mutation: Mutation,
+    ) -> Result<PathBuf, StateError> {
         let spare = rescue::spare_path(&self.paths.snapshot);
+        if self.gone {
+            return self.rescue_whole(changes, spare);
+        }
         rescue::write_or_spare(
             &self.paths.rescue,
             spare.as_deref(),
@@ -475,7 +531,14 @@ impl Store {
     /// Compacts (if the journal holds anything) and releases the lock. A compaction that fails
     /// loses nothing (the journal keeps every commit; the next open compacts) and is not an
     /// error; a store poisoned by a failed write is.
+    ///
+    /// A state directory removed or moved since the last commit took every record with it: they
+    /// are saved in the spare place (as [`rescue`](Store::rescue) does), and the error says so
+    /// and lists them.
     pub fn close(mut self) -> Result<(), StateError> {
+        if self.poisoned.is_none() && self.check_in_place().is_err() {
+            return Err(self.save_after_gone());
+        }
         if self.journal_len > 0 && self.poisoned.is_none() {
             self.compact_or_record();
         }

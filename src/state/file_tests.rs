@@ -612,3 +612,91 @@ fn the_serial_read_alone_is_the_one_read_only_reports() {
     std::fs::write(&path, serde_json::to_vec(&legacy).unwrap()).unwrap();
     assert_eq!(agree("a serial that is not a number"), None);
 }
+
+/// An audit record of a run that left the state at `serial_after` (`None`: it wrote nothing).
+fn audit_record(path: &Path, serial_after: Option<u64>) {
+    let entry = crate::state::audit::Entry {
+        time: "2026-01-01T00:00:00Z".into(),
+        user: "u".into(),
+        uid: 1000,
+        host: "h".into(),
+        ci_job: None,
+        command: "nivis apply".into(),
+        env: "default".into(),
+        saved_plan_sha256: None,
+        plan_digest: None,
+        serial_before: None,
+        serial_after,
+        changes: Vec::new(),
+        policy_overrides: Vec::new(),
+        result: "ok".into(),
+    };
+    let log = crate::state::audit::Log::Local(crate::state::audit::local_path(path));
+    log.append(entry).unwrap();
+}
+
+#[test]
+fn a_vanished_state_beside_its_backup_is_refused_until_started_over() {
+    let (_dir, path) = temp_state();
+    for (id, n) in [("a", 1), ("b", 2)] {
+        let mut store = open(&path);
+        store.commit(&[put(id, n)], GRANT).unwrap();
+        store.close().unwrap();
+    }
+    let paths = StatePaths::new(&path);
+    assert!(
+        paths.backup.exists(),
+        "the second run kept the first snapshot"
+    );
+    fs::remove_file(&path).unwrap();
+    fs::remove_file(&paths.journal).unwrap();
+
+    let err = Store::open(&path, holder("t"), None).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StateError::Lost(_)), "{text}");
+    assert!(
+        text.contains(&format!("the backup {} (serial 1)", paths.backup.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("cp -p {}", paths.backup.display())),
+        "{text}"
+    );
+    assert!(matches!(Store::read_only(&path), Err(StateError::Lost(_))));
+    assert!(!path.exists(), "a refusal writes no snapshot");
+
+    // Replacing the whole state (a push) opens it empty and writes nothing yet.
+    let replacing = Store::open_as(&path, holder("t"), None, IfLost::Replace).unwrap();
+    assert!(replacing.state().is_empty());
+    drop(replacing);
+    assert!(!path.exists());
+
+    let store = Store::open_as(&path, holder("t"), None, IfLost::StartOver).unwrap();
+    assert!(store.state().is_empty());
+    assert_eq!(store.state().serial, 2, "after the lost serial 1");
+    drop(store);
+    assert!(path.exists(), "starting over is recorded at once");
+    assert_eq!(Store::read_only(&path).unwrap().serial, 2);
+    assert_eq!(open(&path).state().serial, 2);
+}
+
+#[test]
+fn audit_records_with_a_serial_show_a_state_existed_and_others_do_not() {
+    let (_dir, path) = temp_state();
+    audit_record(&path, None);
+    assert!(
+        Store::read_only(&path).unwrap().is_empty(),
+        "a run that wrote nothing leaves no state behind"
+    );
+    audit_record(&path, Some(3));
+    audit_record(&path, None);
+    let err = Store::read_only(&path).unwrap_err().to_string();
+    assert!(err.contains("3 audit record(s)"), "{err}");
+    assert!(err.contains("up to serial 3"), "{err}");
+    assert!(
+        !err.contains("restore the backup"),
+        "no backup to restore: {err}"
+    );
+    let store = Store::open_as(&path, holder("t"), None, IfLost::StartOver).unwrap();
+    assert_eq!(store.state().serial, 4);
+}

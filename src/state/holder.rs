@@ -133,13 +133,36 @@ impl fmt::Display for LockHolder {
         }
         write!(f, ", since {}", format_utc(self.since))?;
         let now = unix_now();
-        if now >= self.since {
-            write!(f, " ({} s ago)", now - self.since)?;
+        match now.checked_sub(self.since) {
+            Some(age) => write!(f, " ({} ago)", human_duration(age))?,
+            None => write!(
+                f,
+                " ({} in the future: clock skew?)",
+                human_duration(self.since - now)
+            )?,
         }
         if let Some(kept) = &self.kept {
             write!(f, "; {kept}")?;
         }
         Ok(())
+    }
+}
+
+/// `secs` in the largest units that keep it readable: `42 s`, `7 min`, `3 h 5 min`,
+/// `30 days`.
+pub(crate) fn human_duration(secs: u64) -> String {
+    const MIN: u64 = 60;
+    const HOUR: u64 = 60 * MIN;
+    const DAY: u64 = 24 * HOUR;
+    match secs {
+        s if s < MIN => format!("{s} s"),
+        s if s < HOUR => format!("{} min", s / MIN),
+        s if s < DAY => match (s % HOUR) / MIN {
+            0 => format!("{} h", s / HOUR),
+            m => format!("{} h {m} min", s / HOUR),
+        },
+        s if s < 2 * DAY => format!("1 day {} h", (s - DAY) / HOUR),
+        s => format!("{} days", s / DAY),
     }
 }
 
@@ -318,6 +341,23 @@ pub(crate) fn format_utc(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lock_ages_read_in_human_units_and_a_future_one_suspects_the_clock() {
+        assert_eq!(human_duration(42), "42 s");
+        assert_eq!(human_duration(7 * 60 + 5), "7 min");
+        assert_eq!(human_duration(3 * 3600), "3 h");
+        assert_eq!(human_duration(3 * 3600 + 5 * 60), "3 h 5 min");
+        assert_eq!(human_duration(86_400 + 7200), "1 day 2 h");
+        assert_eq!(human_duration(2_592_001), "30 days");
+        let mut old = LockHolder::current("nivis apply");
+        old.since = unix_now() - 2_592_001;
+        assert!(old.to_string().contains("(30 days ago)"), "{old}");
+        let mut ahead = LockHolder::current("nivis apply");
+        ahead.since = unix_now() + 7200;
+        let text = ahead.to_string();
+        assert!(text.contains("in the future: clock skew?"), "{text}");
+    }
 
     #[test]
     fn formats_utc_dates() {

@@ -25,16 +25,18 @@ pub(super) fn encode(
     serial: u64,
     changes: &[Change],
 ) -> serde_json::Result<Vec<u8>> {
-    encode_under(lineage, serial, changes, None)
+    encode_under(lineage, serial, changes, None, None)
 }
 
-/// Encodes one commit as a journal line naming the lock it was written under (a rescue file's
-/// line: see `rescue.rs`); the journal's reader ignores the field.
+/// Encodes one commit as a journal line naming the lock it was written under and how many
+/// journal segments the state had then (a rescue file's line: see `rescue.rs`); the journal's
+/// reader ignores both fields.
 pub(super) fn encode_under(
     lineage: &str,
     serial: u64,
     changes: &[Change],
     lock: Option<&str>,
+    segments: Option<u64>,
 ) -> serde_json::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(&RecordOut {
         schema_version: SCHEMA_VERSION,
@@ -42,6 +44,7 @@ pub(super) fn encode_under(
         serial,
         changes,
         lock,
+        segments,
     })?;
     line.push(b'\n');
     Ok(line)
@@ -57,6 +60,8 @@ struct RecordOut<'a> {
     changes: &'a [Change],
     #[serde(skip_serializing_if = "Option::is_none")]
     lock: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    segments: Option<u64>,
 }
 
 /// One journal line, as read (other fields ignored).
@@ -68,6 +73,9 @@ pub(super) struct RecordIn {
     /// The lock the line was written under (rescue files only).
     #[serde(default)]
     pub(super) lock: Option<String>,
+    /// The journal segments the state had when the line was written (S3 rescue files only).
+    #[serde(default)]
+    pub(super) segments: Option<u64>,
 }
 
 /// Why a whole line is not a record this build can apply.

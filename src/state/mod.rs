@@ -150,6 +150,7 @@ mod file;
 mod holder;
 mod journal;
 mod lock;
+mod lost;
 mod memory;
 mod model;
 mod mutation;
@@ -169,6 +170,7 @@ pub use file::{
 };
 pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
 pub use holder::{ForceUnlock, KeptFor, Liveness, LockHolder};
+pub use lost::{IfLost, LostState};
 pub use memory::{MemoryStore, Mirror};
 pub use model::{
     Change, DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,

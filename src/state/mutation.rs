@@ -90,6 +90,14 @@ mod tests {
             "src/cli/convert.rs",
             "Mutation::for_state_verb(\"convert terraform\")",
         ),
+        (
+            "src/cli/backend.rs",
+            "Mutation::for_state_verb(\"state restore\")",
+        ),
+        (
+            "src/state/s3/store/recovery.rs",
+            "Mutation::for_state_verb(\"--accept-lost-state\")",
+        ),
     ];
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -35,6 +35,10 @@ pub(crate) struct Rescued {
     /// The id of the lock the changes were rescued under (S3 store; `None` for the local store,
     /// whose lock is the file system's, and for files written before rescue files named it).
     pub(crate) lock: Option<String>,
+    /// Where the state stood when the changes were rescued: its snapshot serial and how many
+    /// journal segments it had (S3 store; `None` for the local store and older files). A file
+    /// whose lock is gone is still replayed when the state stands there yet (nobody wrote).
+    pub(crate) at: Option<(u64, u64)>,
 }
 
 impl Rescued {
@@ -165,7 +169,18 @@ pub(crate) fn write(
     changes: &[Change],
     lock: Option<&str>,
 ) -> Result<(), StateError> {
-    let line = journal::encode_under(&state.lineage, state.serial, changes, lock)
+    write_at(path, state, changes, lock, None)
+}
+
+/// [`write`], noting that the state had `segments` journal segments (see [`Rescued::at`]).
+pub(crate) fn write_at(
+    path: &Path,
+    state: &StateFile,
+    changes: &[Change],
+    lock: Option<&str>,
+    segments: Option<u64>,
+) -> Result<(), StateError> {
+    let line = journal::encode_under(&state.lineage, state.serial, changes, lock, segments)
         .map_err(|e| StateError::io(path, "encode", io::Error::other(e)))?;
     create(path, &line)
 }
@@ -176,8 +191,18 @@ pub(crate) fn rebind(path: &Path, lock: &str) -> Result<(), StateError> {
     let Some(rescued) = read(path)? else {
         return Ok(());
     };
-    let line = journal::encode_under(&rescued.lineage, 0, &rescued.changes, Some(lock))
-        .map_err(|e| StateError::io(path, "encode", io::Error::other(e)))?;
+    let (serial, segments) = match rescued.at {
+        Some((serial, segments)) => (serial, Some(segments)),
+        None => (0, None),
+    };
+    let line = journal::encode_under(
+        &rescued.lineage,
+        serial,
+        &rescued.changes,
+        Some(lock),
+        segments,
+    )
+    .map_err(|e| StateError::io(path, "encode", io::Error::other(e)))?;
     let next = path.with_extension("rescue.next");
     let _ = fs::remove_file(&next);
     create(&next, &line)?;
@@ -255,14 +280,17 @@ pub(crate) fn read(path: &Path) -> Result<Option<Rescued>, StateError> {
                     lineage: record.lineage,
                     changes: record.changes,
                     lock: record.lock,
+                    at: record.segments.map(|n| (record.serial, n)),
                 })
             }
             Some(r) if r.lineage == record.lineage => {
                 r.changes.extend(record.changes);
-                // A file holds one rescue; should it hold more, the last line's lock counts.
+                // A file holds one rescue; should it hold more, the last line's lock and
+                // position count.
                 if record.lock.is_some() {
                     r.lock = record.lock;
                 }
+                r.at = record.segments.map(|n| (record.serial, n));
             }
             Some(r) => {
                 return Err(corrupt(format!(

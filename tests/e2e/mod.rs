@@ -3,6 +3,7 @@
 mod audit;
 mod backups;
 mod book;
+mod boundary;
 mod cli;
 mod cli_conventions;
 mod convert;

@@ -180,7 +180,11 @@ fn a_lock_kept_for_results_rescued_on_another_machine_says_so_and_is_not_forced_
 
 #[test]
 fn a_local_state_directory_moved_mid_apply_stops_the_run_and_names_what_is_unrecorded() {
-    let mut p = Project::new(&tokens(300, "l")).env("NIVIS_FAKE_SLOW_MS", "40");
+    // The records the run held are saved in the spare place (DESIGN §94): a private one.
+    let rescue = tempfile::tempdir().unwrap();
+    let mut p = Project::new(&tokens(300, "l"))
+        .env("NIVIS_FAKE_SLOW_MS", "40")
+        .env("NIVIS_RESCUE_DIR", &rescue.path().display().to_string());
     p = p.with_object_log();
     let dir = p.dir.path().join("st");
     std::fs::create_dir(&dir).unwrap();

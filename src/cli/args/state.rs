@@ -44,6 +44,22 @@ pub enum StateCommand {
         #[command(flatten)]
         lock: LockWaitArg,
     },
+    /// Put back the backup Nivis keeps beside the state (the snapshot before the last run that
+    /// replaced it), the same way for a local and an S3 state, naming every record it leaves
+    /// unrecorded; the state it replaces becomes the backup.
+    #[command(
+        after_help = "Example:\n  nivis state restore\n  nivis state restore --drop-records 3"
+    )]
+    Restore {
+        /// Confirms that the restore leaves this many records the state has unrecorded (their
+        /// objects stay); needed when it leaves any.
+        #[arg(long, value_name = "N")]
+        drop_records: Option<usize>,
+        #[command(flatten)]
+        state: StateTarget,
+        #[command(flatten)]
+        lock: LockWaitArg,
+    },
     /// Copy the local state file (--state) into the configured remote backend; or, with
     /// --encrypt / --decrypt, turn the remote state's encryption on or off in place.
     #[command(

@@ -13,7 +13,8 @@
 //! conflict.
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ureq::http::{Request, Uri};
 
@@ -64,6 +65,26 @@ pub struct Retry {
     pub timeout: Duration,
     /// Longest a whole attempt may take, bodies included (a large snapshot).
     pub transfer_timeout: Duration,
+    /// Longest a call may keep trying, all its attempts and pauses together (`callDeadline`,
+    /// else `NIVIS_STORE_DEADLINE`). Counted from when the endpoint was first seen failing (by
+    /// any client of the process), so once it has been down this long the calls that follow (a
+    /// retry, the rescue's lock note, the audit record, the release) fail at once instead of
+    /// each waiting as long again.
+    pub deadline: Duration,
+}
+
+/// The default of [`Retry::deadline`]: about the 5 attempts of 5 s the book promises.
+pub(crate) const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(30);
+
+/// A failure this recent counts as the same outage: a call right after one that gave up at the
+/// deadline fails at once; a call later than this tries again.
+const OUTAGE_MEMORY: Duration = Duration::from_secs(10);
+
+/// How long the server has been failing: since the first failure of the outage, and the last.
+#[derive(Debug, Clone, Copy)]
+struct Outage {
+    since: Instant,
+    last: Instant,
 }
 
 impl Default for Retry {
@@ -74,6 +95,7 @@ impl Default for Retry {
             max_pause: Duration::from_secs(2),
             timeout: DEFAULT_REQUEST_TIMEOUT,
             transfer_timeout: Duration::from_secs(60),
+            deadline: DEFAULT_CALL_DEADLINE,
         }
     }
 }
@@ -120,6 +142,11 @@ pub struct Client {
     creds: Credentials,
     retry: Retry,
 }
+
+/// The outage under way at each endpoint (as shown), if its last attempt failed: shared by every
+/// client of the process (the store's, its lock's, the audit log's, a later read), so that a
+/// server down past the deadline costs the run one deadline, not one per client.
+static OUTAGES: Mutex<Vec<(String, Outage)>> = Mutex::new(Vec::new());
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -346,6 +373,9 @@ impl Client {
         let payload = sigv4::payload_hash(body);
         let mut pause = self.retry.first_pause;
         let mut attempt = 0;
+        if let Some(down) = self.past_deadline() {
+            return Err(self.gave_up(down, 0));
+        }
         loop {
             attempt += 1;
             let request = self.signed(method, &url, &path, query, headers, body, &payload)?;
@@ -354,6 +384,12 @@ impl Client {
                 .map_err(|interrupt::Abandoned| self.abandoned(method, attempt))?;
             if outcome.is_err() {
                 interrupt::give_up();
+            }
+            let failed = !matches!(&outcome, Ok(r) if !is_retried_status(r.status));
+            let down = self.note_outcome(failed);
+            let out_of_time = down.is_some_and(|d| d + pause >= self.retry.deadline);
+            if out_of_time && attempt < self.retry.attempts.max(1) {
+                return Err(self.gave_up(down.unwrap_or_default(), attempt));
             }
             // After Ctrl-C a failed attempt is not tried again: the run is stopping.
             let last = attempt >= self.retry.attempts.max(1) || interrupt::interrupted();
@@ -380,7 +416,7 @@ impl Client {
                     })
                 }
                 Ok(_) | Err(_) => {
-                    log::debug!("S3 {method} {url}: attempt {attempt} failed; retrying");
+                    self.retrying(method, &url, attempt);
                     if interrupt::pause(pause) {
                         return Err(self.abandoned(method, attempt));
                     }
@@ -425,6 +461,63 @@ impl Client {
         request.body(body.to_vec()).map_err(|e| {
             S3Error::Config(format!("cannot build the S3 request {method} {url}: {e}"))
         })
+    }
+
+    /// Says that attempt `attempt` of a call failed and is retried: the first time as a warning
+    /// that the run waits for the state store (not for a provider).
+    fn retrying(&self, method: &str, url: &str, attempt: u32) {
+        log::debug!("S3 {method} {url}: attempt {attempt} failed; retrying");
+        if attempt == 1 {
+            log::warn!(
+                "waiting for the state store {}: {method} failed; retrying for up to {} s",
+                self.shown,
+                self.retry.deadline.as_secs()
+            );
+        }
+    }
+
+    /// Records whether the last attempt `failed`; returns how long the outage has lasted (none:
+    /// the server answered).
+    fn note_outcome(&self, failed: bool) -> Option<Duration> {
+        let mut outages = OUTAGES.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = outages.iter().position(|(e, _)| *e == self.shown);
+        if !failed {
+            if let Some(at) = at {
+                outages.swap_remove(at);
+            }
+            return None;
+        }
+        let now = Instant::now();
+        let since = at.map_or(now, |at| outages[at].1.since);
+        let outage = Outage { since, last: now };
+        match at {
+            Some(at) => outages[at].1 = outage,
+            None => outages.push((self.shown.clone(), outage)),
+        }
+        Some(now - since)
+    }
+
+    /// How long the server has been failing, when that is past the deadline and its last
+    /// failure is recent: the call is not tried.
+    fn past_deadline(&self) -> Option<Duration> {
+        let outages = OUTAGES.lock().unwrap_or_else(PoisonError::into_inner);
+        let o = outages.iter().find(|(e, _)| *e == self.shown)?.1;
+        let down = o.since.elapsed();
+        (down >= self.retry.deadline && o.last.elapsed() < OUTAGE_MEMORY).then_some(down)
+    }
+
+    /// The error for a call given up at the deadline, `down` into the outage.
+    fn gave_up(&self, down: Duration, attempts: u32) -> S3Error {
+        S3Error::Unreachable {
+            endpoint: self.shown.clone(),
+            detail: format!(
+                "no answer for {} s, past the deadline of a state store call ({} s; the backend \
+                 field callDeadline or NIVIS_STORE_DEADLINE sets it)",
+                down.as_secs(),
+                self.retry.deadline.as_secs()
+            ),
+            attempts,
+        }
     }
 
     /// The error for a request given up after Ctrl-C.
@@ -639,6 +732,40 @@ mod tests {
     }
 
     #[test]
+    fn a_call_gives_up_at_its_deadline_and_the_next_one_at_once() {
+        // A server that accepts connections and never answers: a hung one.
+        let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = hung.local_addr().unwrap().port();
+        let retry = Retry {
+            attempts: 20,
+            first_pause: Duration::from_millis(10),
+            max_pause: Duration::from_millis(20),
+            timeout: Duration::from_millis(300),
+            transfer_timeout: Duration::from_secs(5),
+            deadline: Duration::from_secs(1),
+        };
+        let c = Client::new(
+            &target(Some(&format!("http://127.0.0.1:{port}")), true),
+            creds(),
+            retry,
+        )
+        .unwrap();
+        let started = Instant::now();
+        let err = c.get("k").unwrap_err();
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(1800), "{took:?}: {err}");
+        assert!(err.to_string().contains("callDeadline"), "{err}");
+        let again = Instant::now();
+        let err = c.get("k").unwrap_err();
+        assert!(again.elapsed() < Duration::from_millis(50), "{err}");
+        assert!(
+            matches!(err, S3Error::Unreachable { attempts: 0, .. }),
+            "{err:?}"
+        );
+        drop(hung);
+    }
+
+    #[test]
     fn unreachable_endpoints_fail_after_the_bounded_retries() {
         // A port nobody listens on: bind, note the port, close.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -652,6 +779,7 @@ mod tests {
             max_pause: Duration::from_millis(20),
             timeout: Duration::from_secs(5),
             transfer_timeout: Duration::from_secs(5),
+            deadline: DEFAULT_CALL_DEADLINE,
         };
         let c = Client::new(
             &target(Some(&format!("http://127.0.0.1:{port}")), true),

@@ -67,6 +67,11 @@ pub enum ConfigError {
         /// What it holds.
         found: Json,
     },
+    /// `callDeadline` (or `NIVIS_STORE_DEADLINE`) outside 1 to 3600 seconds.
+    BadCallDeadline {
+        /// What it holds.
+        found: Json,
+    },
     /// An `envKeyPrefix` with a `/`.
     BadEnvPrefix {
         /// The prefix as given.
@@ -115,6 +120,11 @@ impl std::fmt::Display for ConfigError {
             ConfigError::BadRequestTimeout { found } => write!(
                 f,
                 "backend field requestTimeout must be 1 to 600 (seconds), not {found}"
+            ),
+            ConfigError::BadCallDeadline { found } => write!(
+                f,
+                "backend field callDeadline (or NIVIS_STORE_DEADLINE) must be 1 to 3600 \
+                 (seconds), not {found}"
             ),
             ConfigError::BadEnvPrefix { prefix } => {
                 write!(f, "backend envKeyPrefix {prefix:?} must not contain '/'")
@@ -191,6 +201,7 @@ pub(crate) const FIELDS: &[&str] = &[
     "allowHttp",
     "maxAttempts",
     "requestTimeout",
+    "callDeadline",
 ];
 
 impl S3Backend {
@@ -264,6 +275,17 @@ impl S3Backend {
             Some(n) => match n.as_u64() {
                 Some(n @ 1..=600) => retry.timeout = std::time::Duration::from_secs(n),
                 _ => return Err(ConfigError::BadRequestTimeout { found: n.clone() }),
+            },
+        }
+        let env_deadline = std::env::var("NIVIS_STORE_DEADLINE")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|v| serde_json::from_str(&v).unwrap_or(Json::String(v)));
+        match fields.get("callDeadline").cloned().or(env_deadline) {
+            None | Some(Json::Null) => {}
+            Some(n) => match n.as_u64() {
+                Some(n @ 1..=3600) => retry.deadline = std::time::Duration::from_secs(n),
+                _ => return Err(ConfigError::BadCallDeadline { found: n }),
             },
         }
         let env_prefix = text("envKeyPrefix")?.unwrap_or_else(|| "env:".into());

@@ -145,14 +145,22 @@ impl fmt::Display for RemoteError {
             RemoteError::LockLost { state, id, now } => {
                 write!(f, "this run's lock {id} of {state} was taken away (")?;
                 match now {
-                    Some(h) => write!(f, "it is now held by {h}; lock id {}", h.id)?,
-                    None => write!(f, "there is no lock now")?,
+                    Some(h) => write!(
+                        f,
+                        "it is now held by {h}; lock id {}): the lock was forced open while this \
+                         run was paused or cut off",
+                        h.id
+                    )?,
+                    None => write!(
+                        f,
+                        "the lock object {state}.lock was deleted and nobody holds it now: by \
+                         `nivis force-unlock`, a lifecycle rule or a hand-made delete)"
+                    )?,
                 }
                 write!(
                     f,
-                    "): the lock was forced open while this run was paused or cut off, and \
-                     another run may have changed the state since. This run started nothing \
-                     more and writes nothing more to the state"
+                    ", and another run may have changed the state since. This run started \
+                     nothing more and writes nothing more to the state"
                 )
             }
         }

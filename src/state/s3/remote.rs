@@ -12,8 +12,10 @@ use super::client::{Client, Condition, S3Error};
 use super::config::S3Backend;
 use super::crypt::Cipher;
 use super::RemoteError;
+use crate::state::audit::Record;
 use crate::state::file::parse_snapshot;
 use crate::state::journal;
+use crate::state::lost::{self, LostState};
 use crate::state::{StateError, StateFile};
 
 /// The body of a seal segment: the namespace it ends takes no more records.
@@ -288,6 +290,89 @@ impl Remote {
             }
         }
         Ok(gone)
+    }
+
+    /// The backup `KEY.backup` (opened, parsed) and its URL; `None`: there is none.
+    pub(super) fn read_backup(&self) -> Result<Option<(StateFile, String)>, StateError> {
+        let name = crate::state::backup::backup_name(&self.key);
+        let url = format!("{}.backup", self.url);
+        let Some(object) = self
+            .client
+            .get(&name)
+            .map_err(|e| self.fail("read the backup of", e))?
+        else {
+            return Ok(None);
+        };
+        let plain = self.open_body(&name, object.body)?;
+        Ok(Some((parse_snapshot(Path::new(&url), &plain)?, url)))
+    }
+
+    /// What shows that a state existed under this key although its snapshot and journal are
+    /// gone (see `state::lost`): the backup `KEY.backup`, journal segments of any serial, audit
+    /// records `KEY.audit/` of runs with a serial. One LIST, and a GET of the backup and of the
+    /// last audit record when they exist. `None`: nothing, a new state.
+    pub(super) fn lost_evidence(&self) -> Result<Option<LostState>, StateError> {
+        let names = self
+            .client
+            .list(&self.key)
+            .map_err(|e| self.fail("list the objects of", e))?;
+        let mut found = Vec::new();
+        let backup = crate::state::backup::backup_name(&self.key);
+        let mut restore = None;
+        if names.contains(&backup) {
+            let body = self
+                .client
+                .get(&backup)
+                .map_err(|e| self.fail("read the backup of", e))?;
+            let serial = body
+                .and_then(|o| self.open_body(&backup, o.body).ok())
+                .and_then(|b| crate::state::snapshot::serial_of(&b))
+                .unwrap_or(0);
+            found.push((
+                format!("the backup {}.backup (serial {serial})", self.url),
+                serial,
+            ));
+            restore = Some(format!("aws s3 cp {0}.backup {0}", self.url));
+        }
+        let journal = format!("{}.journal/", self.key);
+        let segments: Vec<u64> = names
+            .iter()
+            .filter_map(|n| n.strip_prefix(&journal))
+            .filter_map(|rest| rest.split('/').next()?.parse().ok())
+            .collect();
+        if let Some(serial) = segments.iter().copied().max() {
+            found.push((
+                format!(
+                    "{} journal segment(s) under {}.journal/, up to serial {serial}",
+                    segments.len(),
+                    self.url
+                ),
+                serial,
+            ));
+        }
+        let audit = format!("{}.audit/", self.key);
+        let records: Vec<&String> = names.iter().filter(|n| n.starts_with(&audit)).collect();
+        // From the last back to one that names a serial (a refused run's record names none).
+        for name in records.iter().rev() {
+            let record = self
+                .client
+                .get(name)
+                .map_err(|e| self.fail("read the audit log of", e))?
+                .and_then(|o| serde_json::from_slice::<Record>(&o.body).ok());
+            if let Some(serial) = record.and_then(|r| lost::highest_serial(&[r])) {
+                found.push((
+                    format!(
+                        "{} audit record(s) under {}.audit/, the last with a serial of a run at \
+                         serial {serial}",
+                        records.len(),
+                        self.url
+                    ),
+                    serial,
+                ));
+                break;
+            }
+        }
+        Ok(LostState::from_evidence(self.url.clone(), found, restore))
     }
 
     pub(super) fn snapshot_conflict(&self) -> StateError {

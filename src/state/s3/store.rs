@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod fence;
+mod recovery;
 mod repair;
 
 pub use repair::{repair, Repair};
@@ -19,12 +20,12 @@ use super::lock::{self, HeldLock};
 use super::remote::{Conversion, Position, Remote};
 use super::RemoteError;
 use crate::state::journal;
-use crate::state::rescue::{self, Rescued};
+use crate::state::rescue;
 // A compaction is due once the journal reaches this size or the snapshot's, whichever is larger:
 // the local store's rule, so commits stay amortised O(batch).
 use crate::state::COMPACT_MIN_JOURNAL_BYTES;
 use crate::state::{
-    Change, ForceUnlock, KeptFor, LockHolder, Mutation, StateError, StateFile, StateStore,
+    Change, ForceUnlock, IfLost, KeptFor, LockHolder, Mutation, StateError, StateFile, StateStore,
 };
 
 /// Why this store refuses writes.
@@ -108,7 +109,20 @@ impl S3Store {
         wait: Option<Duration>,
         local: Option<&Path>,
     ) -> Result<S3Store, StateError> {
-        S3Store::open_remote(Remote::new(backend)?, backend, holder, wait, local)
+        S3Store::open_as(backend, holder, wait, local, IfLost::Refuse)
+    }
+
+    /// [`open`](S3Store::open), with what to do when the state is missing but objects beside
+    /// it show that it existed (see [`crate::state::Store::open_as`]).
+    pub fn open_as(
+        backend: &S3Backend,
+        holder: LockHolder,
+        wait: Option<Duration>,
+        local: Option<&Path>,
+        if_lost: IfLost,
+    ) -> Result<S3Store, StateError> {
+        let remote = Remote::new(backend)?;
+        S3Store::open_remote(remote, backend, holder, wait, local, if_lost)
     }
 
     /// Locks and loads the state of `backend` to turn its encryption on or off (see
@@ -134,7 +148,7 @@ impl S3Store {
             .into());
         }
         remote.conversion = Some(conversion);
-        S3Store::open_remote(remote, backend, holder, wait, None)
+        S3Store::open_remote(remote, backend, holder, wait, None, IfLost::Refuse)
     }
 
     fn open_remote(
@@ -143,6 +157,7 @@ impl S3Store {
         holder: LockHolder,
         wait: Option<Duration>,
         local: Option<&Path>,
+        if_lost: IfLost,
     ) -> Result<S3Store, StateError> {
         let rescue_path = backend.rescue_path()?;
         remote
@@ -168,6 +183,8 @@ impl S3Store {
         }
         let started = std::time::Instant::now();
         let held = lock::acquire(&remote.client, &lock_key, holder, wait)?;
+        // Quitting at once (a second Ctrl-C) leaves this lock behind: the last line says so.
+        crate::last_words::lock_held(Some((&remote.url, &held.holder.id)));
         log::info!(
             "took the lock {} of {} in {:.1} ms",
             held.holder.id,
@@ -195,15 +212,17 @@ impl S3Store {
             vanished: None,
         };
         let loaded = store.remote.load()?;
-        let pending = store.claim_rescue(taken_over.as_ref())?;
+        let stands = (loaded.state.serial, loaded.pos.next_seq);
+        let pending = store.claim_rescue(taken_over.as_ref(), stands)?;
         store.rescue_pending = pending.is_some();
         if let (false, Some(local), None) = (loaded.exists, local, &pending) {
             refuse_silent_migration(&store.remote.url, local)?;
         }
         store.state = loaded.state;
         store.pos = loaded.pos;
+        let started_over = store.settle_lost(loaded.exists, if_lost, pending.as_ref())?;
         if let Some(rescued) = pending {
-            store.record_rescued(rescued, !loaded.exists)?;
+            store.record_rescued(rescued, !loaded.exists && !started_over)?;
         }
         if store.pos.journal_pending() {
             store.compact()?;
@@ -224,47 +243,23 @@ impl S3Store {
         self.remote.delete_other_namespaces(self.state.serial)
     }
 
-    /// Reads this machine's rescue file, under the lock. It is replayed only if it is bound to
-    /// the lock this open took over (written under that lock, or the lock was kept for it), or
-    /// if it predates that binding; otherwise its lock was forced open and the state may have
-    /// moved on without it, so it is set aside with a warning, never replayed.
-    fn claim_rescue(
-        &mut self,
-        taken_over: Option<&LockHolder>,
-    ) -> Result<Option<Rescued>, StateError> {
-        let path = self.rescue_path.clone();
-        let Some(rescued) = rescue::read(&path)? else {
-            return Ok(None);
-        };
-        let Some(lock_id) = rescued.lock.clone() else {
-            return Ok(Some(rescued));
-        };
-        let file = path.display().to_string();
-        let bound = taken_over
-            .is_some_and(|h| h.id == lock_id || h.kept.as_ref().is_some_and(|k| k.file == file));
-        if bound {
-            return Ok(Some(rescued));
-        }
-        let aside = rescue::set_aside(&path)?;
-        let note = format!(
-            "the rescue file {file} was written under the lock {lock_id}, which was forced open \
-             or lost since: {} may have moved on without its results, so they are not replayed. \
-             It is kept as {}; these resources' objects exist but the state may not record \
-             them: {}. Check each; adopt one with `nivis import ADDRESS ID` or delete it",
-            self.remote.url,
-            aside.display(),
-            rescued.ids().join(", ")
-        );
-        log::warn!("{note}");
-        self.notes.push(note);
-        Ok(None)
+    /// The backup `KEY.backup` of `backend`'s state (the snapshot before the last run that
+    /// replaced it) and its URL; `None`: there is none.
+    pub fn read_backup(backend: &S3Backend) -> Result<Option<(StateFile, String)>, StateError> {
+        Remote::new(backend)?.read_backup()
     }
 
     /// Reads the state of `backend` without locking, with the results this machine keeps in
-    /// the rescue file applied in memory (as the next writer will record them first).
+    /// the rescue file applied in memory (as the next writer will record them first). A lost
+    /// state is refused (see `state::lost`).
     pub fn read_only(backend: &S3Backend) -> Result<StateFile, StateError> {
         let remote = Remote::new(backend)?;
         let loaded = remote.load()?;
+        if !loaded.exists {
+            if let Some(lost) = remote.lost_evidence()? {
+                return Err(StateError::Lost(Box::new(lost)));
+            }
+        }
         let mut state = loaded.state;
         let path = backend.rescue_path()?;
         if let Some(rescued) = rescue::read(&path)? {
@@ -472,7 +467,14 @@ impl S3Store {
                 .map_err(|e| StateError::io(dir, "create the directory", e))?;
         }
         let lock_id = self.lock.as_ref().map(|l| l.holder.id.clone());
-        rescue::write(&self.rescue_path, &self.state, changes, lock_id.as_deref())?;
+        let segments = Some(self.pos.next_seq);
+        rescue::write_at(
+            &self.rescue_path,
+            &self.state,
+            changes,
+            lock_id.as_deref(),
+            segments,
+        )?;
         self.rescue_pending = true;
         if self.lost().is_none() {
             self.keep_lock_for(changes.len());
@@ -508,12 +510,22 @@ impl S3Store {
                  wrote back or rescued."
             );
         }
-        if self.lost().is_some() {
+        if let Some(now) = self.lost() {
+            if now.is_none() {
+                return format!(
+                    "This run's lock of {url} was deleted. The rescue file {} holds the results \
+                     listed above: the next run from this machine records them first if nobody \
+                     wrote {url} since; if somebody did, it sets the file aside and you check \
+                     each object (adopt it with `nivis import ADDRESS ID`, or delete it).",
+                    self.rescue_path.display()
+                );
+            }
             return format!(
                 "This run no longer holds the lock of {url}: another run works from it now. The \
-                 rescue file {} belongs to the lost lock and is never replayed (the next run \
-                 from this machine sets it aside). Check each object listed above: adopt it \
-                 with `nivis import ADDRESS ID` once no other run applies, or delete it.",
+                 rescue file {} belongs to the lost lock and is replayed only if nobody wrote \
+                 since (the next run from this machine sets it aside otherwise). Check each \
+                 object listed above: adopt it with `nivis import ADDRESS ID` once no other run \
+                 applies, or delete it.",
                 self.rescue_path.display()
             );
         }
@@ -533,6 +545,11 @@ impl S3Store {
     /// writes `next` as the snapshot, with a serial above both.
     pub fn replace(&mut self, mut next: StateFile, _mutation: Mutation) -> Result<(), StateError> {
         self.check_poisoned()?;
+        // The snapshot replaced is kept as the backup, as a local state's is (its `compact`).
+        if !self.backed_up {
+            self.remote.keep_backup()?;
+            self.backed_up = true;
+        }
         next.serial = next.serial.max(self.state.serial) + 1;
         let (etag, len) = self
             .remote
@@ -681,36 +698,9 @@ impl S3Store {
             .get_or_insert_with(|| Poison::Final(format!("could not {what}: {e}")));
     }
 
-    /// Records the results an earlier run kept in the rescue file, before anything else.
-    fn record_rescued(&mut self, rescued: Rescued, fresh: bool) -> Result<(), StateError> {
-        let ids = rescued.ids();
-        let path = self.rescue_path.clone();
-        let changes = rescued.changes_for(&path, &mut self.state, fresh)?;
-        if let Err(e) = self.append(&changes) {
-            // The file stays, now bound to our lock, which stays kept for it.
-            let id = self.lock.as_ref().map(|l| l.holder.id.clone());
-            if let Some(id) = id {
-                if let Err(e) = rescue::rebind(&path, &id) {
-                    log::warn!("{e}");
-                }
-            }
-            self.keep_lock_for(changes.len());
-            return Err(StateError::from(RemoteError::Invalid(format!(
-                "cannot record the rescue file {} in {}: {e}; its results ({}) stay in it and \
-                 the next run from this machine tries again",
-                path.display(),
-                self.remote.url,
-                ids.join(", ")
-            ))));
-        }
-        rescue::remove(&path)?;
-        self.rescue_pending = false;
-        self.recovered = ids;
-        Ok(())
-    }
-
     fn release(&mut self) {
         if let Some(held) = self.lock.take() {
+            crate::last_words::lock_held(None);
             let started = std::time::Instant::now();
             match lock::release(&self.remote.client, &held) {
                 Ok(None) => log::info!(
