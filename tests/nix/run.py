@@ -129,8 +129,9 @@ def section_phases(results, tmp):
                          f"plan: plan (builtins.fromJSON (builtins.readFile {ledger}))"])
 
     api = nix_json(["--expr", f"{get_flake}.lib", "--apply", "builtins.attrNames"])
-    want = ["byKey", "checks", "compute", "count", "drv", "forEach", "mkData", "mkEphemeral", "mkProvider",
-            "mkResource", "modules", "moved", "policy", "schemaVersion", "str", "toIR", "typecheck", "vars"]
+    want = ["byKey", "check", "checks", "compute", "count", "drv", "forEach", "mkData", "mkEphemeral",
+            "mkProvider", "mkResource", "modules", "moved", "policy", "removed", "schemaVersion", "str",
+            "toIR", "typecheck", "vars"]
     results.record(api == want, "phases: flake lib exposes the documented API", f"got {api}")
 
     cases = [("plan", f"ledger-phase{i}.json", f"ir-phase{i}.json") for i in range(4)]
