@@ -52,6 +52,7 @@ pub mod codegen;
 pub mod diag;
 pub mod engine;
 pub mod graph;
+pub mod guard;
 pub mod ir;
 pub mod ledger;
 pub mod nixeval;

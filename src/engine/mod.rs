@@ -35,6 +35,7 @@ mod refresh;
 mod resolve;
 mod same_ir;
 mod saved;
+mod secret_addresses;
 #[cfg(test)]
 mod stage_tests;
 mod stale;
@@ -50,7 +51,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 pub use self::error::EngineError;
-pub use self::evaluate::{Evaluator, NixEvaluator};
+pub use self::evaluate::{placeholder, Evaluator, NixEvaluator, PLACEHOLDER};
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::providers::ProviderSet;
 pub use self::providers::{
@@ -94,6 +95,10 @@ pub struct Options {
     /// The variables read from secret stores (`secret_sources`): the plan must declare each
     /// sensitive.
     pub secret_vars: Vec<String>,
+    /// A review (`diff`, `why`, `graph`, `validate`, `output`, `console`): every sensitive
+    /// variable without a value gets a placeholder of its type, so a review needs no secret
+    /// (DESIGN §93); a warning names them.
+    pub placeholder_variables: bool,
     /// How long to wait for the state lock.
     pub lock_timeout: Option<Duration>,
     /// The command line, recorded in the lock.

@@ -40,6 +40,7 @@ mod secrets;
 mod secrets_property;
 mod state_files;
 mod team_faults;
+mod trust;
 mod upgrade_skip;
 mod validation_cache;
 mod weed;
