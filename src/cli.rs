@@ -252,9 +252,60 @@ fn plan_source(source: &args::SourceArgs) -> Result<PlanSource, String> {
     })
 }
 
+/// Prints the warnings among the events a review collected (its placeholders, say), which a
+/// collecting sink would otherwise keep to itself.
+pub(super) fn say_warnings(events: &[crate::engine::Event], redactor: &Redactor) {
+    for event in events {
+        if let crate::engine::Event::Warning(d) = event {
+            let _ = writeln!(
+                std::io::stderr(),
+                "Warning: {}",
+                render::escape_text(redactor, &d.summary)
+            );
+        }
+    }
+}
+
+/// Refuses (or with `--trust-group` warns about) a plan whose files someone else can change:
+/// they would choose what runs as us. Judged before anything evaluates them (DESIGN §93).
+fn check_code(source: &PlanSource, trust_group: bool, redactor: &Redactor) -> Result<(), String> {
+    if let Some(warning) =
+        crate::project::check_code(source, trust_group).map_err(|e| e.to_string())?
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "Warning: {}",
+            render::escape_text(redactor, &warning)
+        );
+    }
+    Ok(())
+}
+
+/// The variables read from the plan's secret `sources`, before any evaluation or provider
+/// call; a review or a read runs none (`REVIEW_VERBS`, DESIGN §93).
+fn secrets_for(
+    verb: &str,
+    spec: &RunSpec<'_>,
+    vars: &mut vars::VarValues,
+    sources: &Option<serde_json::Value>,
+    source: &PlanSource,
+    redactor: &Redactor,
+) -> Result<Vec<String>, String> {
+    if REVIEW_VERBS.contains(&verb) {
+        return Ok(Vec::new());
+    }
+    let (base, trust_group) = (source.base_dir(), spec.source.trust_group);
+    vars::add_secret_sources(vars, sources.as_ref(), &base, redactor, trust_group)
+}
+
+/// The verbs that review or read a plan and change nothing: they run no secret source, and
+/// sensitive variables nobody gave are placeholders.
+const REVIEW_VERBS: &[&str] = &["diff", "why", "graph", "validate", "output", "console"];
+
 fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Options, String> {
     let source = plan_source(spec.source)?;
     crate::project::require_flake(&source).map_err(|e| e.to_string())?;
+    check_code(&source, spec.source.trust_group, redactor)?;
     // Before anything evaluates the flake (and copies its tree into the store).
     for file in &spec.vars.var_files {
         crate::project::check_var_file(file, &source).map_err(|e| e.to_string())?;
@@ -293,9 +344,7 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
     if matches!(verb, "apply" | "destroy" | "refresh" | "import") {
         audit::begin(&backend, &format!("nivis {verb}"));
     }
-    // Before any evaluation or provider call.
-    let secret_vars =
-        vars::add_secret_sources(&mut vars, sources.as_ref(), &source.base_dir(), redactor)?;
+    let secret_vars = secrets_for(verb, spec, &mut vars, &sources, &source, redactor)?;
     Ok(Options {
         source,
         backend,
@@ -316,6 +365,7 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
             .filter_map(|v| v.split_once('=').map(|(name, _)| name.to_string()))
             .collect(),
         secret_vars,
+        placeholder_variables: REVIEW_VERBS.contains(&verb),
         lock_timeout: spec.lock_timeout,
         command: format!("nivis {verb}"),
         install: spec.install.options()?,

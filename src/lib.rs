@@ -57,6 +57,7 @@ pub mod convert;
 pub mod diag;
 pub mod engine;
 pub mod graph;
+pub mod guard;
 pub mod ir;
 pub mod last_words;
 pub mod ledger;

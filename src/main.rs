@@ -2,6 +2,8 @@
 //! and exit with its code.
 
 fn main() {
+    // Before anything else runs (and while the process has one thread): see `guard`.
+    nivis::guard::protect_process();
     nivis::cli::answer_completion_request();
     let cli = nivis::cli::parse();
     std::process::exit(nivis::cli::run(cli));

@@ -43,7 +43,7 @@ pub use self::realise::{realise, RealiseError};
 
 pub use self::positions::positions;
 pub use self::probe::{evaluate_probing, Probed};
-pub use self::variables::sensitive_variables;
+pub use self::variables::{sensitive_declarations, sensitive_variables};
 
 /// Where the plan function lives.
 #[derive(Debug, Clone)]

@@ -36,12 +36,14 @@ mod error;
 mod find;
 mod identity;
 mod placement;
+mod trust;
 
 pub use error::{CopiedBy, MissingFlake, PrivateFile, ProjectError};
 pub use find::{require_flake, search_upward, warn_if_copy_is_large, NotFound};
 use identity::GitLineage;
 pub use identity::{Identity, IdentityKind, ProjectNote};
 pub use placement::{known_state_path, place, Placement};
+pub use trust::{check_code, check_secret_file, Untrusted};
 
 /// The tree Nix copies into the store for a plan source.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -201,6 +201,11 @@ pub struct SourceArgs {
     /// The attribute holding the plan function `ledger: IR` [default: nivis.plan].
     #[arg(long)]
     pub attr: Option<String>,
+    /// Run a plan (or encrypted secret files) that other users can change: their owner when
+    /// another user, or their group's members. Warns each run; never for root, never for
+    /// files everyone can write.
+    #[arg(long)]
+    pub trust_group: bool,
 }
 
 /// Plan variables.

@@ -154,7 +154,8 @@ pub(super) fn finish(status: i32, redactor: &crate::secrets::Redactor) {
     let appended = Log::of(&pending.backend)
         .map_err(|e| e.to_string())
         .and_then(|log| {
-            log.append(entry)
+            let key = crate::state::audit::key_of(&pending.backend);
+            log.append(entry, key.as_ref())
                 .map_err(|e| format!("{e} (audit log {})", log.describe()))
         });
     if let Err(e) = appended {

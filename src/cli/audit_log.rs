@@ -10,7 +10,7 @@ use super::args::LogArgs;
 use super::{backend, exit, fail, parse_duration};
 use crate::render::{self, outln};
 use crate::secrets::Redactor;
-use crate::state::audit::{verify, Log, Record};
+use crate::state::audit::{verify_with_state, Anchor, Log, Record};
 
 pub(super) fn run(args: &LogArgs, redactor: &Redactor) -> i32 {
     match list(args, redactor) {
@@ -24,16 +24,25 @@ fn list(args: &LogArgs, redactor: &Redactor) -> Result<i32, String> {
     let log = Log::of(&backend).map_err(|e| e.to_string())?;
     let stored = log.read().map_err(|e| e.to_string())?;
     if args.verify {
-        return Ok(match verify(&stored) {
+        // Both ways: the records against the state's key and serial (DESIGN §93).
+        let state = backend.read_only().map_err(|e| e.to_string())?;
+        let exists = state.serial > 0 || !state.is_empty();
+        let anchor = Anchor::of(&state, exists);
+        return Ok(match verify_with_state(&stored, &anchor) {
             None => {
                 outln!(
                     "{}",
                     render::escape(
                         redactor,
                         &format!(
-                            "The audit log {} holds {} record(s); the chain is intact.",
+                            "The audit log {} holds {} record(s); the chain is intact. It \
+                             matches the state{}.",
                             log.describe(),
-                            stored.len()
+                            stored.len(),
+                            match anchor.serial {
+                                Some(serial) => format!(" (serial {serial})"),
+                                None => String::new(),
+                            }
                         )
                     )
                 );
@@ -73,7 +82,10 @@ fn list(args: &LogArgs, redactor: &Redactor) -> Result<i32, String> {
             let value = serde_json::to_value(&record).expect("a record serializes");
             outln!("{}", render::json_text(redactor, &value, false));
         } else {
-            outln!("{}", render::escape(redactor, &describe(&record)));
+            // Each line escaped on its own (escaping the whole would print `\n`).
+            for line in describe(&record).lines() {
+                outln!("{}", render::escape(redactor, line));
+            }
         }
     }
     Ok(exit::OK)

@@ -89,6 +89,7 @@ fn state_path(args: Vec<OsString>, from_env: Option<OsString>) -> Option<PathBuf
         flake: value_of("--flake").unwrap_or_else(|| ".".into()),
         file: value_of("--file").map(PathBuf::from),
         attr: value_of("--attr"),
+        trust_group: false,
     };
     let source = super::plan_source(&source).ok()?;
     crate::project::known_state_path(&source).ok()

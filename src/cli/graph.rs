@@ -58,6 +58,7 @@ pub(super) fn run(args: &GraphArgs, redactor: &Redactor) -> i32 {
         Ok(ir) => ir,
         Err(e) => return fail(redactor, &e),
     };
+    super::say_warnings(&sink.0, redactor);
     let graph = PlanGraph::of(&ir);
     if args.json {
         outln!("{}", render::json_text(redactor, &graph.to_json(), false));

@@ -54,6 +54,17 @@ pub(super) fn run(args: &OutputArgs, redactor: &Redactor) -> i32 {
         None => write!(out, "{}", render::escape_text(redactor, &nix_all(&shown))),
         Some(name) if args.raw => match lookup(&revealed, name).and_then(|v| raw(&v)) {
             Err(e) => return fail(redactor, &format!("--raw {name}: {e}")),
+            // Computed from a placeholder: `output` runs no secret source (DESIGN §93).
+            Ok(text) if text.contains(crate::engine::PLACEHOLDER) => {
+                return fail(
+                    redactor,
+                    &format!(
+                        "--raw {name}: it is computed from a sensitive variable that `nivis \
+                         output` does not read (it runs no secret source); give the variable \
+                         (NIVIS_VAR_NAME=VALUE or --var-file) to print it"
+                    ),
+                )
+            }
             // Exactly the value for a pipe; escaped (not redacted) for a terminal.
             Ok(text) if std::io::stdout().is_terminal() => {
                 write!(out, "{}", render::escape_unredacted(&text))
@@ -111,6 +122,7 @@ fn collect(args: &OutputArgs, redactor: &Redactor) -> Result<Collected, String> 
     let ir = Engine::new(opts, &mut sink)
         .declarations()
         .map_err(|e| e.to_string())?;
+    super::say_warnings(&sink.0, redactor);
     let consumers = ir
         .consumers
         .iter()

@@ -130,9 +130,11 @@ fn evaluate_side(
 /// One evaluation of the plan against `state`'s outputs; no provider is started.
 pub(super) fn evaluate(opts: &Options, state: &StateFile) -> Result<Ir, String> {
     let mut sink = Collect::default();
-    Engine::new(opts.clone(), &mut sink)
+    let ir = Engine::new(opts.clone(), &mut sink)
         .declarations_from(state)
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string());
+    super::say_warnings(&sink.0, &opts.redactor);
+    ir
 }
 
 fn print_diff(diff: &Diff, from: &Side, to: &Side, recorded: usize, redactor: &Redactor) {

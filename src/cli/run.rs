@@ -310,7 +310,7 @@ fn use_saved_plan(opts: &mut Options, file: &Path, sink: &mut dyn Sink) -> Resul
             VariableRecord::Unrecorded => {
                 let _ = std::io::Write::write_fmt(
                     &mut std::io::stderr(),
-                    format_args!("Note: the saved plan holds no digest of the sensitive variable {}: the state it was made against holds no secret to key one with, so the value given now cannot be checked against the plan's.\n",
+                    format_args!("Note: the saved plan holds no digest of the sensitive variable {}: the state it was made against held no key to make one with yet (a state gets its key the first time a run writes it), so the value given now cannot be checked against the plan's.\n",
                     crate::render::escape_text(redactor, name)),
                 );
             }

@@ -18,7 +18,7 @@ use crate::secrets::Redactor;
 use serde_json::Value as Json;
 
 /// The environment variable prefix: `NIVIS_VAR_region=eu-west-1`.
-pub(super) const ENV_PREFIX: &str = "NIVIS_VAR_";
+pub(super) const ENV_PREFIX: &str = crate::guard::ENV_PREFIX;
 
 /// Variable values, ready for the ledger.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -52,12 +52,29 @@ pub(super) fn add_secret_sources(
     sources: Option<&Json>,
     base: &Path,
     redactor: &Redactor,
+    trust_group: bool,
 ) -> Result<Vec<String>, String> {
     let Some(sources) = sources else {
         return Ok(Vec::new());
     };
     let mut declared = crate::secret_sources::parse(sources, base).map_err(|e| e.to_string())?;
     declared.retain(|name, _| !vars.values.contains_key(name));
+    // An encrypted file someone else can replace is a value they choose (age does not say who
+    // encrypted it): the trust rule for code (DESIGN §93).
+    for (name, source) in &declared {
+        use crate::secret_sources::Source;
+        let (Source::Sops { file, .. } | Source::Age { file, .. }) = source else {
+            continue;
+        };
+        let what = format!("{} for the variable {name}", source.describe());
+        let checked = crate::project::check_secret_file(file, &what, trust_group);
+        if let Some(warning) = checked.map_err(|e| e.to_string())? {
+            eprintln!(
+                "Warning: {}",
+                crate::render::escape_text(redactor, &warning)
+            );
+        }
+    }
     let values = crate::secret_sources::resolve(&declared, redactor).map_err(|e| e.to_string())?;
     for (name, value) in &values {
         vars.set_json(name, Json::String(value.clone()));
@@ -186,13 +203,15 @@ fn not_json(file: &Path, text: &str, error: &str) -> String {
 /// UTF-8 is an error naming it, never its value.
 pub(super) fn from_env() -> Result<Vec<(String, String)>, String> {
     let mut pairs = Vec::new();
-    for (k, v) in std::env::vars_os() {
+    // Taken out of the environment at the start (`guard`): no process Nivis starts sees them.
+    for (k, v) in crate::guard::env_variables() {
         let Some(key) = k.to_str().filter(|k| k.starts_with(ENV_PREFIX)) else {
             continue;
         };
         let value = v
-            .into_string()
-            .map_err(|_| format!("{key}: the value is not UTF-8"))?;
+            .to_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("{key}: the value is not UTF-8"))?;
         pairs.push((key.to_string(), value));
     }
     Ok(pairs)

@@ -16,6 +16,20 @@ use crate::ledger::Ledger;
 use crate::nixeval::{self, PlanSource, Probed};
 use crate::state::{StateFile, StateStore};
 
+/// The value a review gives a sensitive string variable nobody gave (`fill_placeholders`).
+pub const PLACEHOLDER: &str = "(placeholder: not read by this command)";
+
+/// The placeholder a review gives a sensitive variable of type `ty` nobody gave.
+pub fn placeholder(ty: &str) -> Json {
+    match ty {
+        "number" => Json::from(0),
+        "bool" => Json::Bool(false),
+        "list" => Json::Array(Vec::new()),
+        "map" => Json::Object(Default::default()),
+        _ => Json::String(PLACEHOLDER.to_string()),
+    }
+}
+
 /// Turns a ledger into the plan's IR.
 pub trait Evaluator {
     /// Evaluates the plan with `ledger` as its input; returns the IR bytes and the time taken.
@@ -41,6 +55,12 @@ pub trait Evaluator {
     /// values in `ledger` or forcing anything else; `None` when the plan cannot say (then
     /// every given value is masked until the first IR says).
     fn sensitive_variables(&mut self, _ledger: &Ledger) -> Option<BTreeSet<String>> {
+        None
+    }
+
+    /// The variables the plan declares sensitive, with their declared types (as
+    /// [`sensitive_variables`](Self::sensitive_variables)); `None` when the plan cannot say.
+    fn sensitive_declarations(&mut self, _ledger: &Ledger) -> Option<BTreeMap<String, String>> {
         None
     }
 }
@@ -115,13 +135,18 @@ impl Evaluator for NixEvaluator {
     }
 
     fn sensitive_variables(&mut self, ledger: &Ledger) -> Option<BTreeSet<String>> {
+        self.sensitive_declarations(ledger)
+            .map(|types| types.into_keys().collect())
+    }
+
+    fn sensitive_declarations(&mut self, ledger: &Ledger) -> Option<BTreeMap<String, String>> {
         if self.run_dir.is_none() {
             self.run_dir = Some(crate::rundir::RunDir::create().ok()?);
         }
         let dir = self.run_dir.as_ref().expect("created above");
         let path = ledger.write(dir).ok();
         let names = path.and_then(|path| {
-            nixeval::sensitive_variables(
+            nixeval::sensitive_declarations(
                 &self.source,
                 &path,
                 Some(dir.inherit_fd()),
@@ -136,7 +161,7 @@ impl Evaluator for NixEvaluator {
 impl Engine<'_> {
     /// Every variable value as given: read as JSON, and as typed text (the two can differ:
     /// `--var pw=1.50` is the number 1.5 and the text "1.50"), for redaction.
-    fn variable_values(&self) -> [BTreeMap<String, Json>; 2] {
+    pub(super) fn variable_values(&self) -> [BTreeMap<String, Json>; 2] {
         let text = self.opts.var_text.iter();
         let text = text.map(|(k, v)| (k.clone(), Json::String(v.clone())));
         [self.opts.vars.clone(), text.collect()]
@@ -181,7 +206,12 @@ impl Engine<'_> {
         state: &StateFile,
         phase: u32,
     ) -> Result<(Vec<u8>, Duration), EngineError> {
-        let ledger = self.ledger_from(state, phase);
+        let mut ledger = self.ledger_from(state, phase);
+        if self.opts.placeholder_variables {
+            self.opts.placeholder_variables = false;
+            self.fill_placeholders(&ledger);
+            ledger = self.ledger_from(state, phase);
+        }
         if !self.vars_settled {
             self.settle_variables_before(&ledger);
         }
@@ -219,6 +249,7 @@ impl Engine<'_> {
             }
         }
         self.check_variable_names(&ir.variables)?;
+        self.refuse_secret_addresses(&ir)?;
         refuse_without_ledger(&ir)?;
         self.conditions.clone_from(&ir.conditions);
         self.sink.event(Event::Evaluated {
@@ -228,6 +259,32 @@ impl Engine<'_> {
             data: ir.data.len(),
         });
         Ok(ir)
+    }
+
+    /// A review: every sensitive variable the plan declares and nobody gave gets a placeholder
+    /// of its type, and a warning names them (see `Options::placeholder_variables`).
+    fn fill_placeholders(&mut self, ledger: &Ledger) {
+        let Some(declared) = self.evaluator.sensitive_declarations(ledger) else {
+            return;
+        };
+        let mut filled = Vec::new();
+        for (name, ty) in declared {
+            if self.opts.vars.contains_key(&name) || self.opts.var_text.contains_key(&name) {
+                continue;
+            }
+            self.opts.vars.insert(name.clone(), placeholder(&ty));
+            filled.push(name);
+        }
+        // Once per process (`diff` evaluates two revisions).
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !filled.is_empty() && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            self.sink.event(Event::Warning(Diagnostic::warning(format!(
+                "the sensitive variables {} have no value here, and no secret source was read: \
+                 placeholders stand in for them (a review needs no secret; values computed \
+                 from them are not the real ones)",
+                filled.join(", ")
+            ))));
+        }
     }
 
     /// Before the first evaluation sees the given values (and may fail quoting one), learns
@@ -297,6 +354,22 @@ impl Engine<'_> {
                 ))
                 .into(),
             ));
+        }
+        // Once per process (every phase evaluates again).
+        static ARGV_WARNED: std::sync::atomic::AtomicBool =
+            std::sync::atomic::AtomicBool::new(false);
+        let in_argv: Vec<&String> = (self.opts.flag_vars.iter())
+            .filter(|name| variables.get(*name).is_some_and(|d| d.sensitive))
+            .collect();
+        if !in_argv.is_empty() && !ARGV_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            for name in in_argv {
+                self.sink.event(Event::Warning(Diagnostic::warning(format!(
+                    "--var {name}: the variable is sensitive, and a command's arguments can be \
+                     read by every local user while it runs (ps, /proc/PID/cmdline); pass it \
+                     as NIVIS_VAR_{name}=VALUE in the environment, in a --var-file only you \
+                     can read, or from nivis.secretSources"
+                ))));
+            }
         }
         for name in self.opts.vars.keys() {
             if !variables.is_empty() && !variables.contains_key(name) {

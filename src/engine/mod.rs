@@ -36,6 +36,7 @@ mod refresh;
 mod resolve;
 mod same_ir;
 mod saved;
+mod secret_addresses;
 #[cfg(test)]
 mod stage_tests;
 mod stale;
@@ -51,7 +52,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 pub use self::error::EngineError;
-pub use self::evaluate::{Evaluator, NixEvaluator};
+pub use self::evaluate::{placeholder, Evaluator, NixEvaluator, PLACEHOLDER};
 pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
 use self::providers::ProviderSet;
 pub use self::providers::{
@@ -95,6 +96,10 @@ pub struct Options {
     /// The variables read from secret stores (`secret_sources`): the plan must declare each
     /// sensitive.
     pub secret_vars: Vec<String>,
+    /// A review (`diff`, `why`, `graph`, `validate`, `output`, `console`): every sensitive
+    /// variable without a value gets a placeholder of its type, so a review needs no secret
+    /// (DESIGN §93); a warning names them.
+    pub placeholder_variables: bool,
     /// How long to wait for the state lock.
     pub lock_timeout: Option<Duration>,
     /// The command line, recorded in the lock.

@@ -62,13 +62,14 @@ pub struct StateBasis {
 pub enum VariableRecord {
     /// Its value (JSON; the text given on the command line is a string).
     Value(Json),
-    /// `hmac-sha256:<hex>` of a sensitive variable's canonical value, keyed with
-    /// [`variable_key`] (what only the state holds): a plan file that leaks (into the store, a
-    /// CI artifact) gives nothing to guess a weak password against.
+    /// `hmac-sha256-statekey:<hex>` of a sensitive variable's canonical value, keyed with the
+    /// state's random saved-plan key (only the state holds it): a plan file that leaks (into
+    /// the store, a CI artifact) gives nothing to guess a weak password against.
+    /// `hmac-sha256:<hex>` is an earlier release's digest, refused.
     Hmac(String),
-    /// A sensitive variable of a plan made against a state that holds no secret, so that no
-    /// key only the state holds exists: nothing is recorded, and apply takes the value again
-    /// unchecked (a note says so).
+    /// A sensitive variable of a plan made against a state that holds no key yet (never
+    /// written, or last written before keys existed): nothing is recorded, and apply takes the
+    /// value again unchecked (a note says so).
     Unrecorded,
 }
 
@@ -441,21 +442,16 @@ pub fn ir_digest(ir: &Json) -> String {
     sha256(canonical(&blank(ir)).as_bytes())
 }
 
-/// The key a saved plan's sensitive variables are digested with: derived from the whole state
-/// it was planned against (which apply must find unchanged), secrets included; `None` when the
-/// state holds no secret (anyone could rebuild the key from what the plan file says).
-/// `state_json`: the state, as JSON.
-pub fn variable_key(state_json: &Json, holds_secrets: bool) -> Option<[u8; 32]> {
-    holds_secrets.then(|| {
-        let mut hasher = Sha256::new();
-        hasher.update(b"nivis saved-plan variable key v1\0");
-        hasher.update(canonical(state_json).as_bytes());
-        hasher.finalize().into()
-    })
-}
+/// The prefix of a sensitive variable's digest: keyed with the state's random saved-plan key
+/// (`StateKey::SavedPlan`, DESIGN §93).
+pub const DIGEST_PREFIX: &str = "hmac-sha256-statekey:";
 
-/// A variable as a plan records it: its value, or for a sensitive one its keyed digest (see
-/// [`variable_key`]), or nothing without a key; the secrets `redactor` knows are redacted from
+/// The prefix earlier releases wrote, whose key was derived from the state's contents (anyone
+/// who could rebuild the state could test guesses): such a plan is refused, never compared.
+pub const DERIVED_KEY_PREFIX: &str = "hmac-sha256:";
+
+/// A variable as a plan records it: its value, or for a sensitive one its digest keyed with
+/// the state's saved-plan key, or nothing when the state holds no key yet; the secrets `redactor` knows are redacted from
 /// a value.
 pub fn variable_record(
     value: &Json,
@@ -473,7 +469,7 @@ pub fn variable_record(
     let mut mac = hmac::Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(canonical(value).as_bytes());
     VariableRecord::Hmac(format!(
-        "hmac-sha256:{}",
+        "{DIGEST_PREFIX}{}",
         hex::encode(mac.finalize().into_bytes())
     ))
 }
@@ -589,14 +585,12 @@ mod tests {
     #[test]
     fn a_sensitive_variable_is_only_a_digest_keyed_with_the_state() {
         let secret = json!("Winter2024!");
-        let state =
-            json!({"lineage": "l", "resources": {"a": {"attributes": {"pw": "generated"}}}});
-        let key = variable_key(&state, true).unwrap();
+        let key = [7u8; 32];
         let record = variable_record(&secret, true, Some(&key), &Redactor::new());
         let VariableRecord::Hmac(digest) = &record else {
             panic!("{record:?}")
         };
-        assert!(digest.starts_with("hmac-sha256:") && !digest.contains("Winter"));
+        assert!(digest.starts_with(DIGEST_PREFIX) && !digest.contains("Winter"));
         // The unsalted digest of the issue (guessable from a list of passwords) is not there.
         assert!(!digest.contains(&sha256(canonical(&secret).as_bytes())[7..]));
         assert_eq!(
@@ -607,16 +601,9 @@ mod tests {
             record,
             variable_record(&json!("other"), true, Some(&key), &Redactor::new())
         );
-        let other_state = json!({"lineage": "l", "resources": {"a": {"attributes": {"pw": "x"}}}});
-        let other = variable_key(&other_state, true).unwrap();
         assert_ne!(
             record,
-            variable_record(&secret, true, Some(&other), &Redactor::new())
-        );
-        assert_eq!(
-            variable_key(&state, false),
-            None,
-            "a state without secrets: no key"
+            variable_record(&secret, true, Some(&[8u8; 32]), &Redactor::new())
         );
         assert_eq!(
             variable_record(&secret, true, None, &Redactor::new()),

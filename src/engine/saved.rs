@@ -13,7 +13,7 @@ use super::wire::PlanRow;
 use super::{node, Engine};
 use crate::ir::Ir;
 use crate::secrets::Redactor;
-use crate::state::StateFile;
+use crate::state::{StateFile, StateKey};
 
 impl Engine<'_> {
     /// What the plan is made from: the first evaluation's IR, the state, the variables, and
@@ -36,12 +36,9 @@ impl Engine<'_> {
     }
 
     /// Every variable given to the run; a sensitive one (or one the plan does not declare) as
-    /// a digest keyed with what only `state` holds (see `plan_file::variable_key`).
+    /// a digest keyed with the random key only `state` holds (`StateKey::SavedPlan`).
     fn variable_records(&self, ir: &Ir, state: &StateFile) -> BTreeMap<String, VariableRecord> {
-        let holds_secrets = state.iter().any(|r| !r.sensitive_paths.is_empty());
-        let key = serde_json::to_value(state)
-            .ok()
-            .and_then(|json| plan_file::variable_key(&json, holds_secrets));
+        let key = state.key(StateKey::SavedPlan);
         let given = self
             .opts
             .vars
@@ -101,6 +98,16 @@ impl Engine<'_> {
             return stale(format!(
                 "the state changed since it was made (serial {} then, {} now)",
                 was.state.serial, state.serial
+            ));
+        }
+        if let Some(name) = was.variables.iter().find_map(|(name, record)| {
+            matches!(record, VariableRecord::Hmac(d) if !d.starts_with(plan_file::DIGEST_PREFIX))
+                .then_some(name)
+        }) {
+            return stale(format!(
+                "it was made by an earlier Nivis, whose digest of the sensitive variable {name} \
+                 could be checked against guesses by anyone able to rebuild this state (issue \
+                 47); make the plan again with `nivis plan --out`"
             ));
         }
         let now = self.variable_records(first, state);

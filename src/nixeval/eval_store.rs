@@ -335,16 +335,22 @@ pub(crate) fn copy_paths_out(
     problems
 }
 
-/// The first store path of `closure` (`nix path-info` lines) with a file in `store` that holds
-/// a secret `redactor` knows.
+/// The first store path of `closure` (`nix path-info` lines) whose name, or a file in `store`
+/// whose name or content, holds a secret `redactor` knows: names are checked like contents (a
+/// `builtins.toFile` named after a secret would otherwise reach the world-readable store,
+/// issue 47).
 fn secret_holder(store: &Path, closure: &str, redactor: &Redactor) -> Option<String> {
+    let named = |text: &str| matches!(redactor.redact(text), std::borrow::Cow::Owned(_));
     closure
         .lines()
         .filter(|l| l.starts_with('/'))
         .find(|member| {
             let mut files = Vec::new();
             files_under(&store.join(member.trim_start_matches('/')), &mut files);
-            files.iter().any(|f| holds_known_secret(f, redactor))
+            named(member)
+                || files
+                    .iter()
+                    .any(|f| named(&f.to_string_lossy()) || holds_known_secret(f, redactor))
         })
         .map(str::to_string)
 }

@@ -5,7 +5,7 @@
 //! `variablesOnly = true`, added by the `--apply` expression as `positions` is), so no value is
 //! checked and nothing else of the plan is forced. Not: what the engine makes of them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::RawFd;
 use std::path::Path;
 
@@ -22,6 +22,18 @@ pub fn sensitive_variables(
     inherit: Option<RawFd>,
     redactor: &Redactor,
 ) -> Option<BTreeSet<String>> {
+    sensitive_declarations(source, ledger_path, inherit, redactor)
+        .map(|types| types.into_keys().collect())
+}
+
+/// The variables the plan declares sensitive, each with its declared type (`any` when it
+/// declares none); `None` as for [`sensitive_variables`].
+pub fn sensitive_declarations(
+    source: &PlanSource,
+    ledger_path: &Path,
+    inherit: Option<RawFd>,
+    redactor: &Redactor,
+) -> Option<BTreeMap<String, String>> {
     let ledger = ledger_path.to_str()?;
     let apply = format!(
         "plan: (plan ((builtins.fromJSON (builtins.readFile {})) // {{ variablesOnly = true; }})).variables or {{ }}",
@@ -33,16 +45,18 @@ pub fn sensitive_variables(
             log::debug!("the plan's variable declarations could not be read alone");
         })
         .ok()?;
-    sensitive_names(&serde_json::from_slice(&bytes).ok()?)
+    sensitive_types(&serde_json::from_slice(&bytes).ok()?)
 }
 
-/// The sensitive names in IR `variables` (`{name: {sensitive?: bool, ...}}`).
-fn sensitive_names(variables: &serde_json::Value) -> Option<BTreeSet<String>> {
-    let mut names = BTreeSet::new();
+/// The sensitive names in IR `variables` (`{name: {sensitive?: bool, type?: ...}}`), with
+/// their types.
+fn sensitive_types(variables: &serde_json::Value) -> Option<BTreeMap<String, String>> {
+    let mut names = BTreeMap::new();
     for (name, decl) in variables.as_object()? {
         match decl.as_object()?.get("sensitive") {
             Some(serde_json::Value::Bool(true)) => {
-                names.insert(name.clone());
+                let ty = decl.get("type").and_then(|t| t.as_str()).unwrap_or("any");
+                names.insert(name.clone(), ty.to_string());
             }
             None | Some(serde_json::Value::Bool(false)) => {}
             Some(_) => return None,
@@ -59,11 +73,19 @@ mod tests {
 
     #[test]
     fn only_well_formed_declarations_say_what_is_sensitive() {
-        let names =
-            sensitive_names(&json!({"a": {"sensitive": true}, "b": {}, "c": {"sensitive": false}}));
-        assert_eq!(names, Some(BTreeSet::from(["a".to_string()])));
-        assert_eq!(sensitive_names(&json!({"a": {"sensitive": "yes"}})), None);
-        assert_eq!(sensitive_names(&json!({"a": 1})), None);
-        assert_eq!(sensitive_names(&json!(null)), None);
+        let names = sensitive_types(&json!({
+            "a": {"sensitive": true}, "b": {}, "c": {"sensitive": false},
+            "d": {"sensitive": true, "type": "number"}
+        }));
+        assert_eq!(
+            names,
+            Some(BTreeMap::from([
+                ("a".to_string(), "any".to_string()),
+                ("d".to_string(), "number".to_string())
+            ]))
+        );
+        assert_eq!(sensitive_types(&json!({"a": {"sensitive": "yes"}})), None);
+        assert_eq!(sensitive_types(&json!({"a": 1})), None);
+        assert_eq!(sensitive_types(&json!(null)), None);
     }
 }

@@ -3,7 +3,9 @@
 //! bytes through a TLS session with the provider.
 //!
 //! Owns: the listening socket, accepting gRPC's connections (only our uid can reach them: the
-//! socket is inside the 0700 directory), one TLS session per connection, copying bytes both
+//! socket is inside the 0700 directory; and of our uid's processes only this one: a connection
+//! whose peer (`SO_PEERCRED`) is another process is closed unanswered, DESIGN §93), one TLS
+//! session per connection, copying bytes both
 //! ways until either side closes, and stopping the listener when dropped. Not: the TLS
 //! configuration (`tls`), the directory (`socket_dir`).
 //!
@@ -94,6 +96,12 @@ impl Accepting {
                 return;
             }
             let Ok(plain) = plain else { continue };
+            // Another process of our user (the socket's directory keeps out everyone else)
+            // would reach the provider without the client certificate.
+            if peer_pid(&plain) != Some(std::process::id()) {
+                log::debug!(target: "provider", "{}: refused a connection from another process", self.name);
+                continue;
+            }
             let first = self.first.lock().ok().and_then(|mut f| f.take());
             let session = match first {
                 Some(session) => session,
@@ -118,6 +126,28 @@ impl Accepting {
             }
         }
     }
+}
+
+/// The process at the other end of `stream`, as the kernel recorded it when it connected
+/// (`SO_PEERCRED`).
+fn peer_pid(stream: &UnixStream) -> Option<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given, for the call only.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
 }
 
 /// Copies bytes between gRPC's plaintext connection and the provider's TLS session until
@@ -191,4 +221,31 @@ fn flush(conn: &mut ClientConnection, tls_sock: &mut UnixStream) -> io::Result<(
         conn.write_tls(tls_sock)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peer_of_a_connection_is_the_process_that_made_it() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert_eq!(peer_pid(&a), Some(std::process::id()));
+        // Another process connecting to a listener: its pid, not ours.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let mut other = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(2)",
+            ])
+            .arg(&path)
+            .spawn()
+            .expect("python3");
+        let (theirs, _) = listener.accept().unwrap();
+        assert_eq!(peer_pid(&theirs), Some(other.id()));
+        let _ = other.kill();
+        let _ = other.wait();
+    }
 }

@@ -93,22 +93,31 @@ pub struct Record {
     #[serde(flatten)]
     /// The run this record describes.
     pub entry: Entry,
-    /// sha256 (hex) of this record's bytes without this field (see [`hash_of`]).
+    /// sha256 (hex) of this record's bytes without this field and `mac` (see [`hash_of`]).
     pub hash: String,
+    /// HMAC-SHA256 (hex) of `hash`, keyed with the state's audit key (`StateKey::Audit`, kept
+    /// only in the state): a log rewritten with recomputed hashes, or a record appended by
+    /// someone who cannot read the state, does not carry it. Absent in records written before
+    /// the state had a key (DESIGN §93).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 impl Record {
-    /// The record following `last` (none: the first).
-    pub fn next(last: Option<&Record>, entry: Entry) -> Record {
+    /// The record following `last` (none: the first), MAC'd with `key` (the state's audit
+    /// key, when it has one).
+    pub fn next(last: Option<&Record>, entry: Entry, key: Option<&[u8; 32]>) -> Record {
         let mut record = Record {
             format: FORMAT,
             seq: last.map_or(1, |l| l.seq + 1),
             prev: last.map(|l| l.hash.clone()),
             entry,
             hash: String::new(),
+            mac: None,
         };
         let value = serde_json::to_value(&record).expect("a record serializes");
         record.hash = hash_of(&value).expect("a record is an object");
+        record.mac = key.map(|k| mac_of(k, &record.hash));
         record
     }
 
@@ -118,11 +127,12 @@ impl Record {
     }
 }
 
-/// The hash a stored record must hold: sha256 of its JSON bytes with its `hash` field left out
-/// (fields in their stored order, so the bytes are the ones written).
+/// The hash a stored record must hold: sha256 of its JSON bytes with its `hash` and `mac`
+/// fields left out (fields in their stored order, so the bytes are the ones written).
 pub fn hash_of(stored: &Json) -> Option<String> {
     let mut fields: Map<String, Json> = stored.as_object()?.clone();
     fields.shift_remove("hash");
+    fields.shift_remove("mac");
     let bytes = serde_json::to_vec(&Json::Object(fields)).ok()?;
     Some(hex::encode(Sha256::digest(&bytes)))
 }
@@ -198,6 +208,119 @@ pub fn verify(stored: &[Stored]) -> Option<String> {
         last = Some(record);
     }
     None
+}
+
+/// HMAC-SHA256 (hex) of a record's `hash` under the audit key `key`.
+fn mac_of(key: &[u8; 32], hash: &str) -> String {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(hash.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// What the state says about its log: its audit key and its serial (`None`: no state yet).
+#[derive(Debug, Clone, Copy)]
+pub struct Anchor {
+    /// The state's audit key, if it has one yet.
+    pub key: Option<[u8; 32]>,
+    /// The state's serial, if a state exists.
+    pub serial: Option<u64>,
+}
+
+impl Anchor {
+    /// The anchor of `state` (`exists`: whether a state was ever written).
+    pub fn of(state: &super::StateFile, exists: bool) -> Anchor {
+        Anchor {
+            key: state.key(super::StateKey::Audit),
+            serial: exists.then_some(state.serial),
+        }
+    }
+}
+
+/// [`verify`], then the log against the state both ways: every record after the first MAC'd
+/// one carries a MAC made with the state's key (a forged append or a log rewritten with
+/// recomputed hashes does not), and the last record leaves the state at the serial it is at
+/// (a deleted tail, or a deleted log, leaves the state ahead of it). `None`: consistent.
+pub fn verify_with_state(stored: &[Stored], anchor: &Anchor) -> Option<String> {
+    if let Some(problem) = verify(stored) {
+        return Some(problem);
+    }
+    let records: Vec<(Record, &str)> = stored
+        .iter()
+        .filter_map(|s| s.record().map(|r| (r, s.place.as_str())))
+        .collect();
+    let mut signed: Option<u64> = None;
+    for (record, place) in &records {
+        match (&record.mac, &anchor.key) {
+            (Some(mac), Some(key)) if *mac == mac_of(key, &record.hash) => {
+                signed.get_or_insert(record.seq);
+            }
+            (Some(_), Some(_)) => {
+                return Some(format!(
+                    "record {} ({place}) is not signed with this state's audit key: it was \
+                     forged, or the log rewritten with recomputed hashes",
+                    record.seq
+                ))
+            }
+            (Some(_), None) => {
+                return Some(format!(
+                    "record {} ({place}) is signed, but the state holds no audit key: the state \
+                     was replaced by one this log does not belong to",
+                    record.seq
+                ))
+            }
+            (None, _) if signed.is_some() => {
+                return Some(format!(
+                    "record {} ({place}) is not signed, though record {} before it is: it was \
+                     appended by someone who cannot read the state",
+                    record.seq,
+                    signed.unwrap_or_default()
+                ))
+            }
+            (None, _) => {}
+        }
+    }
+    let serial = anchor.serial?;
+    if anchor.key.is_some() && signed.is_none() {
+        return Some(match records.len() {
+            0 => format!(
+                "the log holds no record, but the state (serial {serial}) was written by runs \
+                 that keep one: it was deleted"
+            ),
+            _ => "no record is signed with the state's audit key, which every run since the \
+                  state has had one signs with: the log was replaced or rewritten"
+                .to_string(),
+        });
+    }
+    let last = records
+        .iter()
+        .rev()
+        .find_map(|(r, _)| r.entry.serial_after.map(|s| (r.seq, s)));
+    match last {
+        Some((seq, after)) if after < serial => Some(format!(
+            "the state is at serial {serial}, but the last record that changed it (record \
+             {seq}) leaves it at {after}: the records after it were deleted (or a run that \
+             changed the state was killed before it could write its record)"
+        )),
+        Some((seq, after)) if after > serial => Some(format!(
+            "record {seq} leaves the state at serial {after}, but the state is at {serial}: the \
+             state was rolled back, or the record forged"
+        )),
+        _ => None,
+    }
+}
+
+/// The audit key of the state `backend` names, if it has one: read from a local snapshot
+/// without building the state (its other fields are skipped), or from the S3 state.
+pub fn key_of(backend: &Backend) -> Option<[u8; 32]> {
+    match backend {
+        Backend::Local { path, .. } => {
+            let paths = StatePaths::resolve(path).ok()?;
+            let file = crate::privfile::open_read(&paths.snapshot, "the state").ok()?;
+            super::keys::key_in_snapshot(std::io::BufReader::new(file), super::StateKey::Audit)
+        }
+        Backend::S3 { .. } => backend.read_only().ok()?.key(super::StateKey::Audit),
+    }
 }
 
 /// Why the audit log cannot be opened, read or appended to.
@@ -321,11 +444,12 @@ impl Log {
         }
     }
 
-    /// Appends `entry` as the next record; returns it.
-    pub fn append(&self, entry: Entry) -> Result<Record, AuditError> {
+    /// Appends `entry` as the next record, MAC'd with `key` (the state's audit key, when it
+    /// has one); returns it.
+    pub fn append(&self, entry: Entry, key: Option<&[u8; 32]>) -> Result<Record, AuditError> {
         match self {
-            Log::Local(path) => append_local(path, entry),
-            Log::S3(log) => log.append(entry),
+            Log::Local(path) => append_local(path, entry, key),
+            Log::S3(log) => log.append(entry, key),
         }
     }
 
@@ -352,7 +476,7 @@ fn open_local(path: &Path, create: bool) -> Result<std::fs::File, crate::privfil
     crate::privfile::open(path, &mut options, "the audit log")
 }
 
-fn append_local(path: &Path, entry: Entry) -> Result<Record, AuditError> {
+fn append_local(path: &Path, entry: Entry, key: Option<&[u8; 32]>) -> Result<Record, AuditError> {
     let fail = |what: &'static str, source: std::io::Error| AuditError::Io {
         what,
         path: path.to_path_buf(),
@@ -379,7 +503,7 @@ fn append_local(path: &Path, entry: Entry) -> Result<Record, AuditError> {
         .rev()
         .find(|l| !l.trim().is_empty())
         .and_then(|l| serde_json::from_str::<Record>(l).ok());
-    let record = Record::next(last.as_ref(), entry);
+    let record = Record::next(last.as_ref(), entry, key);
     let mut line = record.to_line();
     line.push('\n');
     file.write_all(line.as_bytes())
@@ -449,7 +573,7 @@ mod tests {
         let mut last: Option<Record> = None;
         let mut out = Vec::new();
         for i in 0..n {
-            let r = Record::next(last.as_ref(), entry(&format!("u{i}")));
+            let r = Record::next(last.as_ref(), entry(&format!("u{i}")), None);
             out.push(Stored {
                 place: format!("line {}", i + 1),
                 bytes: r.to_line().into_bytes(),
@@ -483,7 +607,7 @@ mod tests {
         let mut r = forged[1].record().unwrap();
         r.entry.user = "mallory".into();
         let first = forged[0].record().unwrap();
-        let r = Record::next(Some(&first), r.entry);
+        let r = Record::next(Some(&first), r.entry, None);
         forged[1].bytes = r.to_line().into_bytes();
         let e = verify(&forged).unwrap();
         assert!(
@@ -500,8 +624,8 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.json.audit");
-        append_local(&path, entry("a")).unwrap();
-        let second = append_local(&path, entry("b")).unwrap();
+        append_local(&path, entry("a"), None).unwrap();
+        let second = append_local(&path, entry("b"), None).unwrap();
         assert_eq!(second.seq, 2);
         let stored = read_local(&path).unwrap();
         assert_eq!(stored.len(), 2);

@@ -487,6 +487,7 @@ impl Store {
             super::backup::keep_local(&self.paths.snapshot)?;
             self.backed_up = true;
         }
+        self.state.make_keys();
         self.state.serial += 1;
         let snapshot_len = match write_snapshot(&self.paths, &self.state) {
             Ok(len) => len,
@@ -520,6 +521,7 @@ impl Store {
         self.check_poisoned()?;
         // `compact` adds one.
         next.serial = next.serial.max(self.state.serial);
+        next.keep_keys_of(&self.state);
         let old = std::mem::replace(&mut self.state, next);
         let compacted = self.compact();
         if compacted.is_err() && self.poisoned.is_none() {

@@ -149,6 +149,7 @@ mod error;
 mod file;
 mod holder;
 mod journal;
+mod keys;
 mod lock;
 mod lost;
 mod memory;
@@ -171,6 +172,7 @@ pub use file::{
 pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
 pub use holder::{ForceUnlock, KeptFor, Liveness, LockHolder};
 pub use lost::{IfLost, LostState};
+pub use keys::StateKey;
 pub use memory::{MemoryStore, Mirror};
 pub use model::{
     Change, DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,

@@ -15,15 +15,15 @@ use super::sandbox::*;
 use crate::util::*;
 
 /// A second local user and its group, removed when dropped.
-struct Adversary {
+pub(super) struct Adversary {
     name: String,
-    uid: u32,
-    gid: u32,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
 }
 
 impl Adversary {
     /// Creates the user (or `None` outside CI when not root: the test then says it did not run).
-    fn create() -> Option<Adversary> {
+    pub(super) fn create() -> Option<Adversary> {
         let root = std::fs::read_to_string("/proc/self/status")
             .unwrap()
             .lines()
@@ -51,12 +51,12 @@ impl Adversary {
     }
 
     /// Gives `path` to the attacker.
-    fn own(&self, path: &Path) {
+    pub(super) fn own(&self, path: &Path) {
         std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid)).unwrap();
     }
 
     /// Puts `path` in the attacker's group (the victim shares it) with `mode`.
-    fn share(&self, path: &Path, mode: u32) {
+    pub(super) fn share(&self, path: &Path, mode: u32) {
         std::os::unix::fs::chown(path, None, Some(self.gid)).unwrap();
         chmod(path, mode);
     }
@@ -69,7 +69,7 @@ impl Drop for Adversary {
     }
 }
 
-fn chmod(path: &Path, mode: u32) {
+pub(super) fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
@@ -291,7 +291,7 @@ fn a_saved_plan_holds_no_guessable_digest_of_a_sensitive_variable() {
         let unsalted = hex::encode(sha2::Sha256::digest(guess.as_bytes()));
         assert!(!text.contains(&unsalted), "a guessable digest: {text}");
     }
-    assert!(text.contains("hmac-sha256:"), "{text}");
+    assert!(text.contains("hmac-sha256-statekey:"), "{text}");
     // The same value applies; another is refused.
     s.set_env("NIVIS_VAR_token", Some("Winter2024!"));
     let err = refused(&s.nivis(&["apply", "--auto-approve", out.to_str().unwrap()]));

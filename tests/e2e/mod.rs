@@ -48,6 +48,7 @@ mod secrets_property;
 mod state_files;
 mod stream;
 mod team_faults;
+mod trust;
 mod upgrade_skip;
 mod validation_cache;
 mod vocab;

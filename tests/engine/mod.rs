@@ -231,6 +231,7 @@ impl World {
             var_text: BTreeMap::new(),
             flag_vars: Vec::new(),
             secret_vars: Vec::new(),
+            placeholder_variables: false,
             lock_timeout: None,
             command: "engine unit test".into(),
             install: nivis::registry::InstallOptions::new("/nonexistent", "/nonexistent"),

@@ -26,8 +26,16 @@ pub(crate) fn why(args: &WhyArgs, redactor: &Redactor) -> i32 {
 }
 
 fn run(args: &WhyArgs, redactor: &Redactor) -> Result<i32, String> {
-    let (opts, state) = review_setup(&args.project, "why", redactor)?;
+    let (mut opts, state) = review_setup(&args.project, "why", redactor)?;
     let ir = evaluate(&opts, &state)?;
+    // The positions' evaluation takes the same placeholders the engine gave (DESIGN §93).
+    for (name, decl) in ir.variables.iter().filter(|(_, d)| d.sensitive) {
+        if !opts.vars.contains_key(name) && !opts.var_text.contains_key(name) {
+            let ty = decl.ty.as_deref().unwrap_or("any");
+            opts.vars
+                .insert(name.clone(), crate::engine::placeholder(ty));
+        }
+    }
     let target = target(&ir, &args.address).map_err(|e| e.to_string())?;
     let ledger = ledger_of(&opts, &state);
     let positions = positions_of(&opts, &ledger, redactor)?;

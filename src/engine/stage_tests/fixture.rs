@@ -124,6 +124,7 @@ pub(super) fn options() -> Options {
         var_text: BTreeMap::new(),
         flag_vars: Vec::new(),
         secret_vars: Vec::new(),
+        placeholder_variables: false,
         lock_timeout: None,
         command: "engine stage test".into(),
         redactor: crate::secrets::Redactor::new(),

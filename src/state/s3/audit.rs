@@ -71,10 +71,10 @@ impl ObjectLog {
     }
 
     /// Appends `entry` as the record after the last one.
-    pub fn append(&self, entry: Entry) -> Result<Record, AuditError> {
+    pub fn append(&self, entry: Entry, key: Option<&[u8; 32]>) -> Result<Record, AuditError> {
         for _ in 0..APPEND_TRIES {
             let last = self.last()?;
-            let record = Record::next(last.as_ref(), entry.clone());
+            let record = Record::next(last.as_ref(), entry.clone(), key);
             let name = self.name(record.seq);
             let body = record.to_line();
             match self.client.put(&name, body.as_bytes(), Condition::Absent) {

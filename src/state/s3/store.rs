@@ -551,6 +551,8 @@ impl S3Store {
             self.backed_up = true;
         }
         next.serial = next.serial.max(self.state.serial) + 1;
+        next.keep_keys_of(&self.state);
+        next.make_keys();
         let (etag, len) = self
             .remote
             .replace_snapshot(
@@ -574,6 +576,7 @@ impl S3Store {
             self.backed_up = true;
         }
         let old = self.state.serial;
+        self.state.make_keys();
         self.state.serial += 1;
         let written = self.remote.replace_snapshot(
             old,
