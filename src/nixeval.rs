@@ -132,20 +132,9 @@ impl fmt::Display for EvalError {
             f,
             "evaluating {} failed:\n{}",
             self.what,
-            without_dirty_tree_warnings(&self.message).trim_end()
+            located::without_dirty_tree_warnings(&self.message).trim_end()
         )
     }
-}
-
-/// `text` without Nix's "warning: Git tree '…' is dirty" lines: every evaluation of a git
-/// flake with uncommitted changes prints one, which says nothing about why it failed.
-fn without_dirty_tree_warnings(text: &str) -> String {
-    let noise = |line: &str| {
-        let line = line.trim_end();
-        line.contains("warning: Git tree '") && line.ends_with("' is dirty")
-    };
-    let kept: Vec<&str> = text.lines().filter(|l| !noise(l)).collect();
-    kept.join("\n")
 }
 
 /// Whether `nix` runs with `--show-trace` (the global flag of that name: Nix's errors say to

@@ -20,7 +20,7 @@ mod review;
 mod state;
 pub(super) use self::convert::{ConvertCommand, ConvertTerraformArgs};
 pub(super) use self::inspect::{
-    ConsoleArgs, FmtArgs, GraphArgs, LogArgs, PolicyCommand, PolicyTestArgs, VersionArgs,
+    ConsoleArgs, FmtArgs, GraphArgs, LogArgs, PolicyCommand, PolicyTestArgs, ShowArgs, VersionArgs,
 };
 pub(super) use self::review::{DiffArgs, TestArgs, WhyArgs};
 pub(super) use self::state::{EnvCommand, ForceUnlockArgs, PlanLockArgs, StateCommand};
@@ -520,18 +520,6 @@ pub struct RefreshArgs {
     pub output: JsonArg,
     #[command(flatten)]
     pub install: InstallArgs,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ShowArgs {
-    /// The saved plan; without it, the state: every resource's recorded attributes.
-    #[arg(id = "plan_file", value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub file: Option<PathBuf>,
-    /// The saved plan's canonical JSON, pretty-printed; or the state's resources as JSON.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub state: StateTarget,
 }
 
 #[derive(Args, Debug, Clone)]

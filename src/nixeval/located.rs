@@ -119,6 +119,17 @@ fn shown(path: &Path) -> String {
     }
 }
 
+/// `text` without Nix's "warning: Git tree '…' is dirty" lines: every evaluation of a git
+/// flake with uncommitted changes prints one, which says nothing about why it failed.
+pub(super) fn without_dirty_tree_warnings(text: &str) -> String {
+    let noise = |line: &str| {
+        let line = line.trim_end();
+        line.contains("warning: Git tree '") && line.ends_with("' is dirty")
+    };
+    let kept: Vec<&str> = text.lines().filter(|l| !noise(l)).collect();
+    kept.join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -171,8 +171,8 @@ pub use file::{
 };
 pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
 pub use holder::{ForceUnlock, KeptFor, Liveness, LockHolder};
-pub use lost::{IfLost, LostState};
 pub use keys::StateKey;
+pub use lost::{IfLost, LostState};
 pub use memory::{MemoryStore, Mirror};
 pub use model::{
     Change, DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,

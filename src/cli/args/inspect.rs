@@ -1,11 +1,23 @@
 //! The flags of the verbs that look without changing anything or starting a provider:
-//! `version`, `graph`, `console`, `policy test`, `log` and `fmt`. (A part of `cli::args`, kept apart so each file stays readable.)
+//! `show`, `version`, `graph`, `console`, `policy test`, `log` and `fmt`. (A part of `cli::args`, kept apart so each file stays readable.)
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueHint};
 
 use super::{ProjectArgs, SourceArgs, StateArgs, StateTarget};
+
+#[derive(Args, Debug, Clone)]
+pub struct ShowArgs {
+    /// The saved plan; without it, the state: every resource's recorded attributes.
+    #[arg(id = "plan_file", value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub file: Option<PathBuf>,
+    /// The saved plan's canonical JSON, pretty-printed; or the state's resources as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub state: StateTarget,
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct VersionArgs {

@@ -427,10 +427,8 @@ impl Client {
     }
 
     /// The request for one attempt, signed now (a signature is valid for minutes only).
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "a request is signed over all of its parts (method, url, path, query, headers, body, payload digest) at once"
-    )]
+    // Every part of a request is signed in one go, so each is an argument.
+    #[allow(clippy::too_many_arguments, reason = "signed as one")]
     fn signed(
         &self,
         method: &str,
