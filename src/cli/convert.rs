@@ -64,6 +64,8 @@ pub(super) fn terraform(args: &ConvertTerraformArgs, style: Style, redactor: &Re
         flake: out.display().to_string(),
         file: None,
         attr: None,
+        // OUT is the flake this command just wrote, as this user.
+        trust_group: false,
     };
     if let Err(e) = record(args, &source, converted.state, redactor) {
         return fail(redactor, &e);

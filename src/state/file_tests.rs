@@ -632,7 +632,7 @@ fn audit_record(path: &Path, serial_after: Option<u64>) {
         result: "ok".into(),
     };
     let log = crate::state::audit::Log::Local(crate::state::audit::local_path(path));
-    log.append(entry).unwrap();
+    log.append(entry, None).unwrap();
 }
 
 #[test]
