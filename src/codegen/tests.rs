@@ -632,23 +632,15 @@ fn repeated_bodies_are_written_once() {
     assert!(readme.len() < 20_000, "{} bytes", readme.len());
 }
 
+/// A large schema generates one file per type, each path once. (Its speed is a benchmark:
+/// bench/gen.sh times the same schema through `write_for_nix_tests`; no test is timed.)
 #[test]
-fn generation_is_fast() {
+fn a_large_schema_generates_each_file_once() {
     let schema = large(1500);
-    let start = Instant::now();
     let files = generate("large", &schema);
-    let took = start.elapsed();
-    let bytes: usize = files.iter().map(|f| f.contents.len()).sum();
-    eprintln!(
-        "generated {} files, {} bytes, for 1500 resource types x 40 attributes in {took:?}",
-        files.len(),
-        bytes
-    );
-    // The bound is for optimised builds; unoptimised ones are ~10x slower.
-    let limit = if cfg!(debug_assertions) { 30.0 } else { 2.0 };
-    assert!(took.as_secs_f64() < limit, "took {took:?}");
     let names: BTreeSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(names.len(), files.len());
+    assert!(files.len() > 1500, "{} files for 1500 resource types", files.len());
 }
 
 /// Writes the generated files for alpha and kinds (and the large schema when
