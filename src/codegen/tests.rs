@@ -640,7 +640,11 @@ fn a_large_schema_generates_each_file_once() {
     let files = generate("large", &schema);
     let names: BTreeSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(names.len(), files.len());
-    assert!(files.len() > 1500, "{} files for 1500 resource types", files.len());
+    assert!(
+        files.len() > 1500,
+        "{} files for 1500 resource types",
+        files.len()
+    );
 }
 
 /// Writes the generated files for alpha and kinds (and the large schema when
