@@ -600,6 +600,8 @@ fn the_serial_read_alone_is_the_one_read_only_reports() {
     let map = legacy.as_object_mut().unwrap();
     let version = map.remove("schemaVersion").unwrap();
     map.insert("schema_version".into(), json!(1));
+    // Version 1 had no state keys (DESIGN §93): a version 1 file never carries them.
+    let keys = map.remove("keys");
     std::fs::write(&path, serde_json::to_vec(&legacy).unwrap()).unwrap();
     assert_eq!(agree("version 1"), Some(2));
     legacy["schema_version"] = json!(99);
@@ -608,6 +610,9 @@ fn the_serial_read_alone_is_the_one_read_only_reports() {
     let map = legacy.as_object_mut().unwrap();
     map.remove("schema_version");
     map.insert("schemaVersion".into(), version);
+    if let Some(keys) = keys {
+        map.insert("keys".into(), keys);
+    }
     map.insert("serial".into(), json!("two"));
     std::fs::write(&path, serde_json::to_vec(&legacy).unwrap()).unwrap();
     assert_eq!(agree("a serial that is not a number"), None);

@@ -91,6 +91,10 @@ mod tests {
             "Mutation::for_state_verb(\"convert terraform\")",
         ),
         (
+            "src/cli/state_provider.rs",
+            "Mutation::for_state_verb(\"state replace-provider\")",
+        ),
+        (
             "src/cli/backend.rs",
             "Mutation::for_state_verb(\"state restore\")",
         ),
