@@ -213,7 +213,8 @@ fn flake_outputs_evaluate_against_a_nixpkgs_stand_in() {
     assert_eq!(args["pname"], "nivis");
     assert_eq!(
         args["cargoBuildFlags"],
-        serde_json::json!(["--bin", "nivis"])
+        // nivis-fmt: the formatter runs apart, with the allocator alejandra brings (DESIGN §96).
+        serde_json::json!(["--bin", "nivis", "--bin", "nivis-fmt"])
     );
     assert_eq!(args["lock"], "Cargo.lock");
     assert_eq!(
