@@ -31,6 +31,9 @@ impl Ir {
                 if let Some(v) = &p.version {
                     m.insert("version".into(), Value::String(v.clone()));
                 }
+                if let Some(drv) = &p.drv_path {
+                    m.insert("drvPath".into(), Value::String(drv.clone()));
+                }
                 m.insert("config".into(), p.config.to_json());
                 m.insert("kind".into(), Value::String(p.kind.name().into()));
                 if let ProviderKind::Nixops4 { stateless_types } = &p.kind {

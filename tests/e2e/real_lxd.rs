@@ -437,6 +437,10 @@ fn converge_after_kill(s: &Scenario, lxd: &Lxd) {
             &["--auto-approve", "--replace", "lxd.lxd_container.late"],
         );
         assert_success(&out);
+    } else {
+        // Killed after the start: the import records the running container without the
+        // configuration-only arguments (`start_container`, ...), which one apply sets.
+        assert_success(&s.run(&["apply"], &["--auto-approve"]));
     }
     assert_eq!(late(), Some(("late".to_string(), "Running".to_string())));
     let (code, text) = s.plan_exit();
