@@ -3,31 +3,12 @@
 //! finding of the audit is rebuilt here as the attack, and must fail. Each test failed on the
 //! code before the issue.
 
+use nivis::engine::plan_file::canonical;
 use serde_json::Value as Json;
 
 use super::local_adversary::{chmod, Adversary};
 use super::sandbox::*;
 use crate::util::*;
-
-/// JSON with object keys sorted and no white space (the saved plan's canonical form).
-fn canonical(value: &Json) -> String {
-    fn sorted(v: &Json) -> Json {
-        match v {
-            Json::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                Json::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&m[k])))
-                        .collect(),
-                )
-            }
-            Json::Array(a) => Json::Array(a.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    serde_json::to_string(&sorted(value)).unwrap()
-}
 
 fn hmac_hex(key: &[u8], message: &[u8]) -> String {
     use hmac::Mac;
