@@ -3,8 +3,8 @@
 use serde_json::{Map, Value};
 
 use super::model::{
-    Condition, ConditionKind, Dependency, DependencyKind, Edge, Ir, Node, NodeKind, ProviderKind,
-    Ref, RemovedAction, Tree,
+    Condition, ConditionKind, Dependency, DependencyKind, Edge, Ir, Node, NodeKind, ProviderDecl,
+    ProviderKind, Ref, RemovedAction, Tree, VariableDecl,
 };
 use super::path::PathStep;
 use super::SCHEMA_VERSION;
@@ -22,43 +22,11 @@ impl Ir {
 
     /// The IR back as JSON, in its canonical form (every optional field written).
     pub fn to_json(&self) -> Value {
-        let providers: Map<String, Value> = self
-            .providers
-            .iter()
-            .map(|(id, p)| {
-                let mut m = Map::new();
-                m.insert("source".into(), Value::String(p.source.clone()));
-                if let Some(v) = &p.version {
-                    m.insert("version".into(), Value::String(v.clone()));
-                }
-                if let Some(drv) = &p.drv_path {
-                    m.insert("drvPath".into(), Value::String(drv.clone()));
-                }
-                m.insert("config".into(), p.config.to_json());
-                m.insert("kind".into(), Value::String(p.kind.name().into()));
-                if let ProviderKind::Nixops4 { stateless_types } = &p.kind {
-                    m.insert("statelessTypes".into(), serde_json::json!(stateless_types));
-                }
-                (id.clone(), Value::Object(m))
-            })
+        let providers: Map<String, Value> = (self.providers.iter())
+            .map(|(id, p)| (id.clone(), provider_json(p)))
             .collect();
-        let variables: Map<String, Value> = self
-            .variables
-            .iter()
-            .map(|(name, d)| {
-                let mut m = Map::new();
-                if let Some(t) = &d.ty {
-                    m.insert("type".into(), Value::String(t.clone()));
-                }
-                if let Some(v) = &d.default {
-                    m.insert("default".into(), v.clone());
-                }
-                if let Some(s) = &d.description {
-                    m.insert("description".into(), Value::String(s.clone()));
-                }
-                m.insert("sensitive".into(), Value::Bool(d.sensitive));
-                (name.clone(), Value::Object(m))
-            })
+        let variables: Map<String, Value> = (self.variables.iter())
+            .map(|(name, d)| (name.clone(), variable_json(d)))
             .collect();
         let mut doc = serde_json::json!({
             "schemaVersion": SCHEMA_VERSION,
@@ -102,6 +70,40 @@ impl Ir {
         }
         doc
     }
+}
+
+/// One provider declaration as the IR writes it.
+fn provider_json(p: &ProviderDecl) -> Value {
+    let mut m = Map::new();
+    m.insert("source".into(), Value::String(p.source.clone()));
+    if let Some(v) = &p.version {
+        m.insert("version".into(), Value::String(v.clone()));
+    }
+    if let Some(drv) = &p.drv_path {
+        m.insert("drvPath".into(), Value::String(drv.clone()));
+    }
+    m.insert("config".into(), p.config.to_json());
+    m.insert("kind".into(), Value::String(p.kind.name().into()));
+    if let ProviderKind::Nixops4 { stateless_types } = &p.kind {
+        m.insert("statelessTypes".into(), serde_json::json!(stateless_types));
+    }
+    Value::Object(m)
+}
+
+/// One variable declaration as the IR writes it.
+fn variable_json(d: &VariableDecl) -> Value {
+    let mut m = Map::new();
+    if let Some(t) = &d.ty {
+        m.insert("type".into(), Value::String(t.clone()));
+    }
+    if let Some(v) = &d.default {
+        m.insert("default".into(), v.clone());
+    }
+    if let Some(s) = &d.description {
+        m.insert("description".into(), Value::String(s.clone()));
+    }
+    m.insert("sensitive".into(), Value::Bool(d.sensitive));
+    Value::Object(m)
 }
 
 impl Condition {
