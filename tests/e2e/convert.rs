@@ -17,20 +17,54 @@ pub(crate) struct Estate {
     nivis_src: PathBuf,
 }
 
+/// A provider the estate's mirror holds: its source below the registry host, the name
+/// `real_provider` knows it by, and its version.
+pub(crate) struct Mirrored {
+    source: &'static str,
+    real: &'static str,
+    version: &'static str,
+}
+
+/// hashicorp/null 2.1.2, which every estate of these tests uses.
+const NULL: Mirrored = Mirrored {
+    source: "hashicorp/null",
+    real: "null",
+    version: "2.1.2",
+};
+
+/// terraform-lxd/lxd 1.5.0, for the real-LXD scenario.
+const LXD: Mirrored = Mirrored {
+    source: "terraform-lxd/lxd",
+    real: "lxd",
+    version: "1.5.0",
+};
+
 impl Estate {
     pub(crate) fn new() -> Estate {
+        Estate::with(&[NULL])
+    }
+
+    /// An estate whose mirror holds `providers` (Terraform's unpacked layout, which Nivis's
+    /// `NIVIS_PROVIDER_MIRRORS` reads too).
+    pub(crate) fn with(providers: &[Mirrored]) -> Estate {
         let tmp = tempfile::tempdir().unwrap();
         let mirror = tmp.path().join("mirror");
-        let null = real_provider("null");
-        let target = mirror.join("registry.terraform.io/hashicorp/null/2.1.2/linux_amd64");
-        std::fs::create_dir_all(&target).unwrap();
-        std::fs::copy(&null, target.join(null.file_name().unwrap())).unwrap();
+        let mut include = Vec::new();
+        for p in providers {
+            let binary = real_provider(p.real);
+            let address = format!("registry.terraform.io/{}", p.source);
+            let target = mirror.join(format!("{address}/{}/linux_amd64", p.version));
+            std::fs::create_dir_all(&target).unwrap();
+            std::fs::copy(&binary, target.join(binary.file_name().unwrap())).unwrap();
+            include.push(format!("{address:?}"));
+        }
         std::fs::write(
             tmp.path().join("terraform.tfrc"),
             format!(
                 "provider_installation {{\n  filesystem_mirror {{\n    path    = {:?}\n    \
-                 include = [\"registry.terraform.io/hashicorp/null\"]\n  }}\n}}\n",
-                mirror.display().to_string()
+                 include = [{}]\n  }}\n}}\n",
+                mirror.display().to_string(),
+                include.join(", ")
             ),
         )
         .unwrap();
@@ -412,4 +446,157 @@ fn a_state_of_another_format_version_is_refused_and_nothing_is_written() {
         stderr(&out)
     );
     assert!(!e.out().exists(), "nothing is written for a refused estate");
+}
+
+/// The real-LXD scenario (tests/lxd/scenario.nix) as Terraform writes it: a storage pool,
+/// volumes by `for_each`, a bridge network, two profiles, two running containers and a
+/// snapshot, and a profile whose config reads a container's `status` and the snapshot's
+/// `created_at` (known only after their apply). `socket` and `pool_dir` are the daemon's.
+fn lxd_estate_tf(socket: &str, pool_dir: &str) -> String {
+    format!(
+        r#"
+terraform {{
+  required_providers {{
+    lxd = {{ source = "terraform-lxd/lxd", version = "1.5.0" }}
+  }}
+}}
+variable "socket" {{
+  type    = string
+  default = {socket:?}
+}}
+variable "pool_dir" {{
+  type    = string
+  default = {pool_dir:?}
+}}
+variable "role" {{
+  type    = string
+  default = "web"
+}}
+provider "lxd" {{
+  lxd_remote {{
+    name    = "test"
+    scheme  = "unix"
+    address = var.socket
+    default = true
+  }}
+}}
+resource "lxd_storage_pool" "extra" {{
+  name   = "extra"
+  driver = "dir"
+  config = {{ source = var.pool_dir }}
+}}
+resource "lxd_volume" "disk" {{
+  for_each = toset(["data", "logs"])
+  name     = each.key
+  pool     = lxd_storage_pool.extra.name
+}}
+resource "lxd_volume" "cache" {{
+  name = "cache"
+  pool = "default"
+}}
+resource "lxd_network" "br" {{
+  name = "nivisbr0"
+  config = {{
+    "ipv4.address"  = "none"
+    "ipv6.address"  = "none"
+    "ipv4.firewall" = "false"
+    "ipv6.firewall" = "false"
+  }}
+}}
+resource "lxd_profile" "base" {{
+  name   = "base"
+  config = {{ "user.role" = var.role }}
+  device {{
+    name       = "eth0"
+    type       = "nic"
+    properties = {{ nictype = "bridged", parent = lxd_network.br.name }}
+  }}
+}}
+resource "lxd_container" "app" {{
+  for_each         = {{ web = "data", worker = "logs" }}
+  name             = each.key
+  image            = "busybox"
+  profiles         = ["default", lxd_profile.base.name]
+  wait_for_network = false
+  device {{
+    name = each.value
+    type = "disk"
+    properties = {{
+      path   = "/${{each.value}}"
+      source = lxd_volume.disk[each.value].name
+      pool   = lxd_storage_pool.extra.name
+    }}
+  }}
+}}
+resource "lxd_snapshot" "first" {{
+  name           = "first"
+  container_name = lxd_container.app["web"].name
+}}
+resource "lxd_profile" "observed" {{
+  name = "observed"
+  config = {{
+    "user.web-status"     = lxd_container.app["web"].status
+    "user.snapshot-taken" = lxd_snapshot.first.created_at
+  }}
+}}
+output "web_status" {{ value = lxd_container.app["web"].status }}
+"#
+    )
+}
+
+/// The real-LXD scenario applied by the real Terraform with terraform-provider-lxd 1.5.0,
+/// converted, proved by a plan with no changes, then changed in the converted Nix and applied
+/// by Nivis; each step checked in what LXD says.
+#[test]
+fn the_real_lxd_scenario_applied_by_terraform_converts_and_plans_no_changes() {
+    let lxd = super::real_lxd::Lxd::start();
+    let e = Estate::with(&[LXD]);
+    e.write(
+        "main.tf",
+        &lxd_estate_tf(&lxd.socket(), &lxd.scratch("pool-extra")),
+    );
+    e.apply();
+    let running = |n: &str| (n.to_string(), "Running".to_string());
+    assert_eq!(lxd.instances(), vec![running("web"), running("worker")]);
+    let web = lxd.query("/1.0/instances/web");
+    let before = web["created_at"].clone();
+    e.converts_exactly(&[
+        "lxd.lxd_container.app__web",
+        "lxd.lxd_container.app__worker",
+        "lxd.lxd_network.br",
+        "lxd.lxd_profile.base",
+        "lxd.lxd_profile.observed",
+        "lxd.lxd_snapshot.first",
+        "lxd.lxd_storage_pool.extra",
+        "lxd.lxd_volume.cache",
+        "lxd.lxd_volume.disk__data",
+        "lxd.lxd_volume.disk__logs",
+    ]);
+
+    // A change made in the converted Nix, applied by Nivis: in place, nothing re-created.
+    let flake = e.out().join("flake.nix");
+    let text = std::fs::read_to_string(&flake).unwrap();
+    assert_eq!(text.matches("default = \"web\";").count(), 1, "{text}");
+    std::fs::write(
+        &flake,
+        text.replace("default = \"web\";", "default = \"db\";"),
+    )
+    .unwrap();
+    let plan = e.nivis(&e.out(), &["plan"]);
+    assert_success(&plan);
+    assert!(
+        stdout(&plan).contains("~ lxd.lxd_profile.base"),
+        "{}",
+        stdout(&plan)
+    );
+    assert!(
+        stdout(&plan).contains("Plan: 0 to create, 1 to update, 0 to replace, 0 to destroy"),
+        "{}",
+        stdout(&plan)
+    );
+    assert_success(&e.nivis(&e.out(), &["apply", "--auto-approve"]));
+    assert_eq!(lxd.query("/1.0/profiles/base")["config"]["user.role"], "db");
+    assert_eq!(lxd.query("/1.0/instances/web")["created_at"], before);
+    assert_eq!(lxd.instances(), vec![running("web"), running("worker")]);
+    e.assert_plans_no_changes();
 }
