@@ -45,6 +45,11 @@
 #   vars ledger declarations                variable values (from Nivis, defaults); a
 #                                           sensitive one can be passed on or used in
 #                                           str / compute (the result stays sensitive)
+#   remoteState ledger "network"            another project's outputs: the state declared
+#                                           as nivis.remoteStates.network = { backend; env ? ...; }
+#                                           beside the plan, read by Nivis without its lock:
+#                                           { name; lineage; serial; outputs."<id>".<attr>; }
+#                                           (sensitive ones stay sensitive; lib/remote.nix)
 #   typecheck                               checks used by `nivis gen` constructors
 #   policy.static / policy.plan / policy.phase { name; level; check; message; }
 #                                           rules for nivis.policies (lib/policy.nix)
@@ -77,12 +82,14 @@ let
   typecheck = import ./lib/typecheck.nix { inherit names values; };
   policy = import ./lib/policy.nix;
   checks = import ./lib/checks.nix { };
+  remote = import ./lib/remote.nix { inherit values; };
   self = {
     schemaVersion = 1;
     inherit (nodes) mkProvider mkResource mkData mkEphemeral count forEach byKey drv moved removed;
     inherit (conditions) check;
     inherit (values) str compute;
     inherit (vars) vars;
+    inherit (remote) remoteState;
     inherit (ir) toIR;
     inherit (checks) checks;
     # Policy as code, listed beside the plan as nivis.policies (lib/policy.nix).

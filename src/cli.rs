@@ -23,6 +23,7 @@ mod graph;
 mod import;
 mod output;
 mod policy;
+mod remote_state;
 mod review;
 mod run;
 mod state;
@@ -320,9 +321,10 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
     }
     crate::project::warn_if_copy_is_large(&source, redactor);
     let mut vars = vars;
-    let (backend, sources) = match spec.state {
+    let (backend, settings) = match spec.state {
         Some(state) => {
-            let (backend, placement, sources) = backend::resolve_project(state, &source, redactor)?;
+            let (backend, placement, settings) =
+                backend::resolve_project(state, &source, redactor)?;
             let local = matches!(backend, Backend::Local { .. }) && backend.env() == DEFAULT_ENV;
             let relative = placement.as_ref().and_then(|p| p.unclaimed_relative());
             if let Some(refusal) = relative.filter(|_| local && matches!(verb, "plan" | "apply")) {
@@ -331,15 +333,19 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
             if verb == "apply" && matches!(backend, Backend::Local { .. }) {
                 hint_path_keyed(placement.as_ref().map(|p| &p.identity), &source);
             }
-            (backend, sources)
+            (backend, settings)
         }
         // A verb that reads no state (validate): a local backend that is never opened.
         None => (
             Backend::configure(None, &[], DEFAULT_ENV, Path::new("/dev/null"), redactor)
                 .map_err(|e| e.to_string())?,
-            secret_sources_of(&source)?,
+            settings_of(&source)?,
         ),
     };
+    let sources = settings.secret_sources;
+    // Read once, before anything evaluates the plan: every evaluation's ledger holds them.
+    let remote_states = remote_state::read_all(settings.remote_states.as_ref(), redactor)
+        .map_err(|e| e.to_string())?;
     // The commands that change things (a plan of any kind changes nothing) are audited.
     if matches!(verb, "apply" | "destroy" | "refresh" | "import") {
         audit::begin(&backend, &format!("nivis {verb}"));
@@ -373,22 +379,21 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
             rules: spec.overrides.to_vec(),
             reason: spec.override_reason.map(str::to_string),
         },
+        remote_states: std::sync::Arc::new(remote_states),
         redactor: redactor.clone(),
     })
 }
 
-/// The flake's `secretSources`, for a verb that reads no state (the others read them with
-/// the backend, in one evaluation).
-fn secret_sources_of(source: &PlanSource) -> Result<Option<serde_json::Value>, String> {
+/// The flake's settings (`secretSources`, `remoteStates`), for a verb that reads no state (the
+/// others read them with the backend, in one evaluation).
+fn settings_of(source: &PlanSource) -> Result<crate::nixeval::ProjectSettings, String> {
     match source {
         PlanSource::Flake { flake, attr }
             if !Path::new(flake).is_dir() || Path::new(flake).join("flake.nix").exists() =>
         {
-            crate::nixeval::project_settings(flake, attr)
-                .map(|s| s.secret_sources)
-                .map_err(|e| e.to_string())
+            crate::nixeval::project_settings(flake, attr).map_err(|e| e.to_string())
         }
-        _ => Ok(None),
+        _ => Ok(Default::default()),
     }
 }
 

@@ -1,12 +1,13 @@
 //! The outputs ledger: what Nix is told about provider outputs at each evaluation, and the
 //! private channel that carries the secrets Nix may compute with.
 //!
-//! Owns: the ledger's shape (`{phase, outputs, env, secretsFile}`), replacing sensitive outputs by
-//! `__sensitiveRef` placeholders, the channel's shape (`{outputs, vars, varsText, ephemeral}`:
-//! the values behind the placeholders, every variable value, also as typed text, and the results
-//! of the ephemeral resources open in this run), and writing both as
-//! private files. Not: where outputs come from (the engine fills it from state and from
-//! applies), the directory they are written to (`rundir`), nor running Nix.
+//! Owns: the ledger's shape (`{phase, outputs, env, remoteStates, secretsFile}`), replacing
+//! sensitive outputs by `__sensitiveRef` placeholders, the channel's shape (`{outputs, vars,
+//! varsText, ephemeral, remoteStates}`: the values behind the placeholders, every variable value,
+//! also as typed text, the results of the ephemeral resources open in this run, and the values
+//! behind other projects' sensitive outputs), and writing both as private files. Not: where
+//! outputs come from (the engine fills it from state and from applies; the CLI reads other
+//! projects' states), the directory they are written to (`rundir`), nor running Nix.
 //!
 //! Secret values never enter the ledger. The channel holds them for the length of one
 //! evaluation: the engine deletes it as soon as Nix returns. The Nix library reads it (the
@@ -16,6 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
@@ -50,6 +52,77 @@ pub struct Ledger {
     /// The results of the ephemeral resources open in this run, by id (the channel only:
     /// they never enter the ledger).
     pub ephemeral: BTreeMap<String, Json>,
+    /// Other projects' states the plan reads (`nivis.remoteStates`), read once per run.
+    pub remote_states: Arc<Vec<RemoteState>>,
+}
+
+/// Another project's state as a plan reads it (`lib.remoteState ledger NAME`): its recorded
+/// outputs as the ledger shows a resource's, sensitive attributes as placeholders whose values
+/// go to the channel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteState {
+    /// The name the plan gives it (`nivis.remoteStates.<name>`).
+    pub name: String,
+    /// Where it is, for messages: a path or `s3://bucket/key`.
+    pub location: String,
+    /// The other state's lineage and serial, shown in the plan.
+    pub lineage: String,
+    /// See `lineage`.
+    pub serial: u64,
+    /// Outputs per resource or data id of the other project, placeholders for its secrets.
+    pub outputs: BTreeMap<String, Outputs>,
+    /// The values behind the placeholders, per id and top-level attribute (the channel).
+    secrets: BTreeMap<String, Outputs>,
+}
+
+impl RemoteState {
+    /// A state read from `location` with its lineage and serial; fill it with [`RemoteState::set`].
+    pub fn new(name: &str, location: &str, lineage: &str, serial: u64) -> RemoteState {
+        RemoteState {
+            name: name.to_string(),
+            location: location.to_string(),
+            lineage: lineage.to_string(),
+            serial,
+            outputs: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+        }
+    }
+
+    /// Records one of its resources, as [`Ledger::set`] does for the project's own.
+    pub fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
+        let (outputs, secrets) = split_secrets(id, attributes, sensitive);
+        self.outputs.insert(id.to_string(), outputs);
+        if !secrets.is_empty() {
+            self.secrets.insert(id.to_string(), secrets);
+        }
+    }
+}
+
+/// `attributes` (a resource's state) with the top-level attribute of each `sensitive` path
+/// replaced by a placeholder naming `id` and that attribute, and the values replaced.
+fn split_secrets(id: &str, attributes: &Json, sensitive: &[Json]) -> (Outputs, Outputs) {
+    let mut outputs = match attributes {
+        Json::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    let mut secrets = Map::new();
+    for path in sensitive {
+        let Some(first) = path
+            .as_array()
+            .and_then(|p| p.first())
+            .and_then(Json::as_str)
+        else {
+            continue;
+        };
+        if secrets.contains_key(first) {
+            continue;
+        }
+        if let Some(value) = outputs.get_mut(first) {
+            let placeholder = json!({ "__sensitiveRef": { "resource": id, "path": [first] } });
+            secrets.insert(first.to_string(), std::mem::replace(value, placeholder));
+        }
+    }
+    (outputs, secrets)
 }
 
 impl Ledger {
@@ -58,27 +131,7 @@ impl Ledger {
     /// placeholder pointing at the resource and that attribute, and its value a secret of the
     /// channel.
     pub fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
-        let mut outputs = match attributes {
-            Json::Object(map) => map.clone(),
-            _ => Map::new(),
-        };
-        let mut secrets = Map::new();
-        for path in sensitive {
-            let Some(first) = path
-                .as_array()
-                .and_then(|p| p.first())
-                .and_then(Json::as_str)
-            else {
-                continue;
-            };
-            if secrets.contains_key(first) {
-                continue;
-            }
-            if let Some(value) = outputs.get_mut(first) {
-                let placeholder = json!({ "__sensitiveRef": { "resource": id, "path": [first] } });
-                secrets.insert(first.to_string(), std::mem::replace(value, placeholder));
-            }
-        }
+        let (outputs, secrets) = split_secrets(id, attributes, sensitive);
         self.outputs.insert(id.to_string(), outputs);
         if secrets.is_empty() {
             self.secrets.remove(id);
@@ -105,6 +158,18 @@ impl Ledger {
             phase: self.phase,
             outputs: &self.outputs,
             env: self.env.as_deref(),
+            remote_states: self
+                .remote_states
+                .iter()
+                .map(|r| {
+                    let view = RemoteView {
+                        lineage: &r.lineage,
+                        serial: r.serial,
+                        outputs: &r.outputs,
+                    };
+                    (r.name.as_str(), view)
+                })
+                .collect(),
             secrets_file,
         }
     }
@@ -115,6 +180,14 @@ impl Ledger {
             json!({ "outputs": self.secrets, "vars": self.vars, "varsText": self.vars_text });
         if !self.ephemeral.is_empty() {
             json["ephemeral"] = json!(self.ephemeral);
+        }
+        if !self.remote_states.is_empty() {
+            let secrets: BTreeMap<&str, &BTreeMap<String, Outputs>> = self
+                .remote_states
+                .iter()
+                .map(|r| (r.name.as_str(), &r.secrets))
+                .collect();
+            json["remoteStates"] = json!(secrets);
         }
         json
     }
@@ -130,15 +203,25 @@ impl Ledger {
     }
 }
 
-/// The ledger file's shape: `{phase, outputs, env?, secretsFile?}`.
+/// The ledger file's shape: `{phase, outputs, env?, remoteStates?, secretsFile?}`.
 #[derive(Serialize)]
 struct LedgerDocument<'a> {
     phase: u32,
     outputs: &'a BTreeMap<String, Outputs>,
     #[serde(skip_serializing_if = "Option::is_none")]
     env: Option<&'a str>,
+    #[serde(rename = "remoteStates", skip_serializing_if = "BTreeMap::is_empty")]
+    remote_states: BTreeMap<&'a str, RemoteView<'a>>,
     #[serde(rename = "secretsFile", skip_serializing_if = "Option::is_none")]
     secrets_file: Option<&'a str>,
+}
+
+/// One remote state in the ledger: `{lineage, serial, outputs}`.
+#[derive(Serialize)]
+struct RemoteView<'a> {
+    lineage: &'a str,
+    serial: u64,
+    outputs: &'a BTreeMap<String, Outputs>,
 }
 
 fn line(json: &impl Serialize) -> Vec<u8> {
@@ -201,5 +284,37 @@ mod tests {
             back.get("vars").is_none(),
             "variables never enter the ledger"
         );
+    }
+
+    #[test]
+    fn another_projects_secrets_go_to_the_channel_under_its_name() {
+        let mut network = RemoteState::new("network", "/s/n.json", "lin-1", 7);
+        network.set(
+            "alpha.alpha_token.A",
+            &json!({"id": "a", "password": "r3mote-pw"}),
+            &[json!(["password"])],
+        );
+        let ledger = Ledger {
+            remote_states: Arc::new(vec![network]),
+            ..Ledger::default()
+        };
+        let shown = ledger.to_json();
+        assert!(!shown.to_string().contains("r3mote-pw"), "{shown}");
+        assert_eq!(
+            shown["remoteStates"]["network"],
+            json!({"lineage": "lin-1", "serial": 7, "outputs": {"alpha.alpha_token.A": {
+                "id": "a",
+                "password": {"__sensitiveRef": {"resource": "alpha.alpha_token.A", "path": ["password"]}}}}})
+        );
+        assert_eq!(
+            ledger.channel_json()["remoteStates"],
+            json!({"network": {"alpha.alpha_token.A": {"password": "r3mote-pw"}}})
+        );
+        // Without any, neither file has the key.
+        assert!(Ledger::default().to_json().get("remoteStates").is_none());
+        assert!(Ledger::default()
+            .channel_json()
+            .get("remoteStates")
+            .is_none());
     }
 }

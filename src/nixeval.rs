@@ -540,8 +540,9 @@ fn attr_path(attr: &str) -> Vec<String> {
 }
 
 /// What a flake declares beside its plan: for plan attribute `a.b.plan`, `a.b.backend` (the
-/// state backend), `a.b.project` (the project's name) and `a.b.secretSources` (variables read
-/// from secret stores, `secret_sources`), `nivis.backend` ... by default.
+/// state backend), `a.b.project` (the project's name), `a.b.secretSources` (variables read
+/// from secret stores, `secret_sources`) and `a.b.remoteStates` (other projects' states the
+/// plan reads, `remote_state`), `nivis.backend` ... by default.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProjectSettings {
     /// The state backend's configuration, as JSON; `None` keeps the state in a local file.
@@ -550,6 +551,8 @@ pub struct ProjectSettings {
     pub project: Option<serde_json::Value>,
     /// The secret sources' declarations, as JSON (parsed by `secret_sources::parse`).
     pub secret_sources: Option<serde_json::Value>,
+    /// Other projects' states the plan reads, as JSON (parsed by `remote_state::parse`).
+    pub remote_states: Option<serde_json::Value>,
 }
 
 /// Reads the [`ProjectSettings`] of `flake` in one evaluation (each costs a Nix start and the
@@ -575,15 +578,16 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
         format!("{name} = flake{select} or null;")
     };
     let expr = format!(
-        "let flake = builtins.getFlake {}; in {{ {} {} {} }}",
+        "let flake = builtins.getFlake {}; in {{ {} {} {} {} }}",
         nix_string(&flake_ref_for_nix(flake)),
         select("backend"),
         select("project"),
-        select("secretSources")
+        select("secretSources"),
+        select("remoteStates")
     );
     // The plan is what the user asked for: name it, and the settings beside it.
     let what = format!(
-        "the plan {flake}#{plan_attr} (reading its settings {}.{{backend,project,secretSources}})",
+        "the plan {flake}#{plan_attr} (reading its settings {}.{{backend,project,secretSources,remoteStates}})",
         path.join(".")
     );
     let mut value = eval_flake_json(flake, &what, &expr)?;
@@ -592,6 +596,7 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
         backend: take("backend"),
         project: take("project"),
         secret_sources: take("secretSources"),
+        remote_states: take("remoteStates"),
     })
 }
 

@@ -42,7 +42,7 @@ pub use error::{CopiedBy, MissingFlake, PrivateFile, ProjectError};
 pub use find::{require_flake, search_upward, warn_if_copy_is_large, NotFound};
 use identity::GitLineage;
 pub use identity::{Identity, IdentityKind, ProjectNote};
-pub use placement::{known_state_path, place, Placement};
+pub use placement::{declared_state_path, known_state_path, place, Placement};
 pub use trust::{check_code, check_secret_file, Untrusted};
 
 /// The tree Nix copies into the store for a plan source.

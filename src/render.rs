@@ -373,6 +373,7 @@ impl Human {
         let s = self.style;
         let r = &self.redactor.clone();
         match event {
+            e @ Event::RemoteState { .. } => report::write_remote_state(out, r, &e),
             Event::Evaluated {
                 phase,
                 duration,

@@ -230,11 +230,17 @@ let
       # otherwise { node; w; }, w its walked config or null for a plain one. One list for the
       # edges' and the resources' pass, so a config is walked once and no per-node pair of
       # results is kept between the passes.
+      # The common node (plain config, no dependsOn, no precondition) is told apart without a
+      # binding of its own: no environment or thunk per node for it (DESIGN §98: measured).
       walked = map (n:
-        let pre = preconditionsOf n; in
-        if plainData n.config then (if n.dependsOn == [ ] && pre == null then null else { node = n; w = null; inherit pre; })
-        else { node = n; w = walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config; inherit pre; })
+        if plainData n.config && n.dependsOn == [ ]
+          && !(n.kind == "managed" && isAttrs n.lifecycle && n.lifecycle ? precondition) then null
+        else walkedEntry n)
         allNodes;
+      walkedEntry = n:
+        let pre = preconditionsOf n; in
+        if plainData n.config then { node = n; w = null; inherit pre; }
+        else { node = n; w = walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config; inherit pre; };
 
       # A managed node's preconditions (conditions.preconditions), or null without any.
       preconditionsOf = n:

@@ -171,7 +171,8 @@ let
         config = args.config or { };
         dependsOn = args.dependsOn or [ ];
         lifecycle = args.lifecycle or { };
-        importId = args.importId or null;
+        # Only when given (readers say `n.importId or null`): no thunk per node without one.
+        ${if args ? importId then "importId" else null} = args.importId;
         # A reference to one output attribute: (vm.refAttr "ip").
         refAttr = attr:
           if names.isAttrName attr then values.mkRef self.id [ attr ]

@@ -31,11 +31,14 @@ let
 
   # A sensitive variable's value: usable where a reference is (passed on directly, or
   # through lib.str / lib.compute), never as a plain Nix value.
-  mkSecret = name: value: {
+  mkSecret = name: mkSecretOf "variable '${name}'";
+  # A secret value described as `what` in errors (another project's sensitive output too).
+  mkSecretOf = what: value: {
     _type = "nivis:secret";
-    inherit name value;
+    name = what;
+    inherit value;
     __toString = self: throw
-      "nivis: variable '${name}' is sensitive: pass it on as it is, or build values from it with lib.str [ ... ] or lib.compute, which keep the result sensitive";
+      "nivis: ${what} is sensitive: pass it on as it is, or build values from it with lib.str [ ... ] or lib.compute, which keep the result sensitive";
   };
 
   # "alpha.alpha_token.A.value" (the ledger entry a reference needs)
@@ -194,6 +197,6 @@ let
     else { known = true; sensitive = false; value = x; refs = [ ]; };
 in
 {
-  inherit isRef isDerived isSecret isDeferred isPlaceholder mkRef mkDerived mkSecret str compute lookup
+  inherit isRef isDerived isSecret isDeferred isPlaceholder mkRef mkDerived mkSecret mkSecretOf str compute lookup
     resolveItem refInput showRef channel;
 }

@@ -43,12 +43,13 @@ pub(super) fn resolve(
 /// the path-keyed place before anything evaluates the flake; the flake's settings (backend and
 /// `nivis.project`) are read in one evaluation; then the project's states under earlier keys
 /// move to its identity's place.
-/// The flake's `secretSources` come along: they are read in the same evaluation.
+/// The flake's other settings (`secretSources`, `remoteStates`) come along: they are read in
+/// the same evaluation.
 pub(super) fn resolve_project(
     args: &StateArgs,
     source: &PlanSource,
     redactor: &Redactor,
-) -> Result<(Backend, Option<Placement>, Option<Json>), String> {
+) -> Result<(Backend, Option<Placement>, nixeval::ProjectSettings), String> {
     let location = state_path(args, source, redactor)?;
     let settings = match source {
         PlanSource::Flake { flake, attr } => {
@@ -82,7 +83,7 @@ pub(super) fn resolve_project(
     if args.accept_lost_state {
         start_over(&backend, redactor)?;
     }
-    Ok((backend, placement, settings.secret_sources))
+    Ok((backend, placement, settings))
 }
 
 /// `--accept-lost-state`: records an empty state in place of a lost one (see

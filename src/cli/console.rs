@@ -34,6 +34,7 @@ fn start(args: &ConsoleArgs, style: Style, redactor: &Redactor) -> Result<i32, S
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
     let mut ledger = Ledger::default();
     ledger.env = Some(opts.backend.env().to_string());
+    ledger.remote_states = opts.remote_states.clone();
     for r in state.iter() {
         ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
     }

@@ -174,6 +174,7 @@ impl Engine<'_> {
         ledger.vars = self.opts.vars.clone();
         ledger.vars_text = self.opts.var_text.clone();
         ledger.env = Some(self.state_access.env().to_string());
+        ledger.remote_states = self.opts.remote_states.clone();
         for r in state.iter() {
             ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
         }

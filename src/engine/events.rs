@@ -36,6 +36,18 @@ pub enum Wait {
 /// An engine event.
 #[derive(Debug, Clone)]
 pub enum Event {
+    /// Another project's state the plan reads (`nivis.remoteStates`), read without its lock
+    /// before the first evaluation.
+    RemoteState {
+        /// The name the plan gives it.
+        name: String,
+        /// Where it is: a path or `s3://bucket/key`.
+        location: String,
+        /// Its lineage.
+        lineage: String,
+        /// Its serial when read.
+        serial: u64,
+    },
     /// Nix evaluated the plan for this phase.
     Evaluated {
         /// The phase it happened in.

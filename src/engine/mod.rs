@@ -112,6 +112,9 @@ pub struct Options {
     pub save: bool,
     /// `--override RULE --reason TEXT`: the mandatory policy rules this run may break.
     pub overrides: crate::policy::Overrides,
+    /// Other projects' states the plan reads (`nivis.remoteStates`), read once before the run:
+    /// every evaluation's ledger holds them, and the run reports each one's lineage and serial.
+    pub remote_states: std::sync::Arc<Vec<crate::ledger::RemoteState>>,
     /// What this run knows to be secret: the engine teaches it what it learns (state,
     /// sensitive variables, values and outputs), and whoever prints for the run redacts with a
     /// clone of it (DESIGN §75).
@@ -317,6 +320,14 @@ impl<'s> Engine<'s> {
             if let Some(memory) = prestart::Memory::open(&self.opts.source) {
                 self.providers.prestart(memory);
             }
+        }
+        for remote in self.opts.remote_states.iter() {
+            self.sink.event(Event::RemoteState {
+                name: remote.name.clone(),
+                location: remote.location.clone(),
+                lineage: remote.lineage.clone(),
+                serial: remote.serial,
+            });
         }
         let mut report = run(self)?;
         report.nix_time = self.nix_time;

@@ -183,6 +183,14 @@ pub fn known_state_path(source: &PlanSource) -> Result<PathBuf, ProjectError> {
     Ok(place(source, None)?.state)
 }
 
+/// The default state path of the project that declares `nivis.project = NAME` (`name`, checked
+/// as the declaration is), on this machine and for this user: how another project finds it to
+/// read its outputs (`remote_state`).
+pub fn declared_state_path(name: &serde_json::Value) -> Result<PathBuf, ProjectError> {
+    let identity = Identity::declared(name)?;
+    Ok(identity.state_dir(&projects_dir()?).join(DEFAULT_PATH))
+}
+
 /// The environments with a state directory beside the default state path `state`.
 fn env_names(state: &Path) -> Vec<String> {
     let dir = state.with_file_name("nivis.env.d");

@@ -141,6 +141,14 @@ fn condition_json(c: &crate::ir::Condition, fatal: bool) -> serde_json::Value {
 // Long because it is one arm per event type, each the object docs/JSON-EVENTS.md describes.
 pub fn event_json(event: &Event) -> serde_json::Value {
     match event {
+        Event::RemoteState {
+            name,
+            location,
+            lineage,
+            serial,
+        } => {
+            json!({"type": "remote-state", "name": name, "location": location, "lineage": lineage, "serial": serial})
+        }
         Event::Evaluated {
             phase,
             duration,

@@ -1,5 +1,6 @@
 //! What a person reads at the end of a command and at its prompt: the summary of what the
-//! plan, apply, destroy or refresh did, the confirmation question, diagnostics on stderr.
+//! plan, apply, destroy or refresh did, the confirmation question, diagnostics on stderr; and,
+//! before the plan, which other project's state it read (lineage and serial, DESIGN §98).
 //!
 //! Not: the per-event lines (`Human`), JSON (`jsonl`), or deciding anything.
 
@@ -9,6 +10,30 @@ use crate::diag::Diagnostic;
 use crate::engine::plan_file::{SavedPlan, VariableRecord};
 use crate::engine::{describe_waits, Action, Report};
 use crate::secrets::Redactor;
+
+/// Writes "Reading remote state NAME: LOCATION (lineage L, serial N)" for an
+/// [`Event::RemoteState`](crate::engine::Event::RemoteState); any other event writes nothing.
+pub(super) fn write_remote_state(
+    out: &mut dyn std::io::Write,
+    r: &Redactor,
+    event: &crate::engine::Event,
+) {
+    if let crate::engine::Event::RemoteState {
+        name,
+        location,
+        lineage,
+        serial,
+    } = event
+    {
+        let _ = writeln!(
+            out,
+            "Reading remote state {}: {} (lineage {}, serial {serial})",
+            escape(r, name),
+            escape(r, location),
+            escape(r, lineage)
+        );
+    }
+}
 
 /// Asks `question` below the plan just printed, set off by a blank line; only `yes` agrees.
 pub fn confirm_plan(question: &str) -> bool {

@@ -38,6 +38,7 @@ mod real_null;
 mod refresh_failure;
 mod remote;
 mod remote_encrypt;
+mod remote_outputs;
 mod remote_secrets;
 mod review;
 mod sandbox;

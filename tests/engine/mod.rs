@@ -236,6 +236,7 @@ impl World {
             command: "engine unit test".into(),
             install: nivis::registry::InstallOptions::new("/nonexistent", "/nonexistent"),
             overrides: Default::default(),
+            remote_states: Default::default(),
             redactor: self.redactor.clone(),
         }
     }

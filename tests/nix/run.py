@@ -130,7 +130,7 @@ def section_phases(results, tmp):
 
     api = nix_json(["--expr", f"{get_flake}.lib", "--apply", "builtins.attrNames"])
     want = ["byKey", "check", "checks", "compute", "count", "drv", "forEach", "mkData", "mkEphemeral",
-            "mkProvider", "mkResource", "modules", "moved", "policy", "removed", "schemaVersion", "str",
+            "mkProvider", "mkResource", "modules", "moved", "policy", "remoteState", "removed", "schemaVersion", "str",
             "toIR", "typecheck", "vars"]
     results.record(api == want, "phases: flake lib exposes the documented API", f"got {api}")
 
@@ -314,18 +314,21 @@ def section_timing(results):
     results.record(ok, f"timing: 1000-resource plan evaluates in {t * 1000:.0f} ms (limit {TIME_LIMIT} s)")
 
 
-# What one resource of a plain plan may allocate (measured with Nix 2.8: 62.2 values, 39
-# environments and 7 sets since module instances, conditions and the constructor's call site
-# (DESIGN §91, §95) joined every node; 55, 35 and 7 since DESIGN §86; 96, 56 and 12 before it;
-# 155, 76 and 24 before issue 35). A 100k-resource plan's evaluator grows with these counts;
-# winning the new 7 values and 4 environments back is open work.
+# What one resource of a plain plan may allocate (measured with Nix 2.8: 59.0 values, 37
+# environments and 7 sets since DESIGN §98 took the binding of toIR's per-node walk entry and
+# the importId thunk off nodes without them; 62.2, 39 and 7 when module instances, conditions
+# and the constructor's call site (DESIGN §91, §95) joined every node; 55, 35 and 7 since
+# DESIGN §86; 96, 56 and 12 before it; 155, 76 and 24 before issue 35). A 100k-resource plan's
+# evaluator grows with these counts.
 ALLOCATION_RESOURCES = 2000
-MAX_VALUES_PER_RESOURCE = 64
-MAX_ENVS_PER_RESOURCE = 40
+MAX_VALUES_PER_RESOURCE = 60
+MAX_ENVS_PER_RESOURCE = 38
 MAX_SETS_PER_RESOURCE = 8
 # The evaluator's garbage-collected heap at the end of a 20000-resource plan, started as
 # Nivis starts it (GC_INITIAL_HEAP_SIZE=8M): what is alive at once, not what is allocated
-# (the same for the same Nix and plan; measured 49.3 MB since DESIGN §86, 73.3 MB before,
+# (the same for the same Nix and plan; measured 57.3 MB since DESIGN §98 (one attribute more in
+# `lib` alone moved it to 65.3 MB before the per-node savings: the heap grows in 8 MB steps),
+# 49.3 MB at DESIGN §86, 73.3 MB before,
 # when every caller's node lived until all instances were made). RSS follows the heap.
 HEAP_RESOURCES = 20000
 MAX_HEAP_MB = 64

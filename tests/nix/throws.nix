@@ -243,6 +243,19 @@ in
     expr = vars { } { port = { type = "integer"; }; };
     expect = "variable 'port': type must be one of string, number, bool, list, map, any";
   };
+  remoteStateUndeclared = {
+    expr = (lib.remoteState { remoteStates.other = { lineage = "l"; serial = 1; outputs = { }; }; } "net").serial;
+    expect = "no remote state 'net' in the ledger (the ledger has: other); declare it beside the plan as nivis.remoteStates.net";
+  };
+  remoteStateSecretAsString = {
+    expr = let a = (lib.remoteState { remoteStates.net = { lineage = "l"; serial = 1; outputs."alpha.alpha_token.a".secret = { __sensitiveRef = { resource = "alpha.alpha_token.a"; path = [ "secret" ]; }; }; }; } "net").outputs."alpha.alpha_token.a"; in "x${a.secret}";
+    expect = "the output alpha.alpha_token.a.secret of remote state net is sensitive: pass it on as it is";
+  };
+  remoteStateSecretWithoutChannel = {
+    expr = toIR { inherit providers; ledger = { remoteStates.net = { lineage = "l"; serial = 1; outputs."alpha.alpha_token.a".secret = { __sensitiveRef = { resource = "alpha.alpha_token.a"; path = [ "secret" ]; }; }; }; };
+      resources = [ (res "C" { label = str [ "x-" (lib.remoteState { remoteStates.net = { lineage = "l"; serial = 1; outputs."alpha.alpha_token.a".secret = { __sensitiveRef = { resource = "alpha.alpha_token.a"; path = [ "secret" ]; }; }; }; } "net").outputs."alpha.alpha_token.a".secret ]; }) ]; };
+    expect = "alpha.alpha_token.a.secret is sensitive and only Nivis can give Nix its value";
+  };
   removedStillDeclared = {
     expr = toIR { inherit providers ledger; resources = [ A ]; removed = [ (lib.removed { from = A; destroy = false; }) ]; };
     expect = "alpha.alpha_token.A is in removed but still declared";

@@ -595,4 +595,30 @@ in
       ephemeral = [ { id = "ephemeral.alpha.alpha_ticket.T"; provider = "alpha"; type = "alpha_ticket"; name = "T"; config.scope = "alpha-0"; } ];
       edges = [ ];
     }; }
+
+  { name = "remoteState: another project's outputs are plain values, its secrets stay sensitive";
+    expr =
+      let
+        ledger = {
+          remoteStates.net = {
+            lineage = "lin-1"; serial = 4;
+            outputs."alpha.alpha_token.a" = { value = "v1"; secret = secret "alpha.alpha_token.a" "secret"; };
+          };
+          secretsFile = builtins.toFile "channel.json" (builtins.toJSON {
+            outputs = { }; vars = { };
+            remoteStates.net."alpha.alpha_token.a".secret = "s3cret";
+          });
+        };
+        net = lib.remoteState ledger "net";
+        a = net.outputs."alpha.alpha_token.a";
+        C = mkResource { provider = "alpha"; type = "alpha_token"; name = "C"; config = {
+          label = a.value; direct = a.secret; built = str [ "x-" a.secret ];
+          n = builtins.stringLength a.value; }; };
+        ir = toIR { inherit providers ledger; resources = [ C ]; };
+      in { inherit (net) name lineage serial; config = (builtins.head ir.resources).config; inherit (ir) edges; };
+    expected = {
+      name = "net"; lineage = "lin-1"; serial = 4;
+      config = { label = "v1"; direct = { __sensitive.value = "s3cret"; }; built = { __sensitive.value = "x-s3cret"; }; n = 2; };
+      edges = [ ];
+    }; }
 ]

@@ -55,6 +55,7 @@ fn ledger_of(opts: &Options, state: &StateFile) -> Ledger {
     ledger.vars = opts.vars.clone();
     ledger.vars_text = opts.var_text.clone();
     ledger.env = Some(opts.backend.env().to_string());
+    ledger.remote_states = opts.remote_states.clone();
     for r in state.iter() {
         ledger.set(&r.id, &r.attributes, &r.sensitive_paths);
     }

@@ -127,6 +127,7 @@ pub(super) fn options() -> Options {
         placeholder_variables: false,
         lock_timeout: None,
         command: "engine stage test".into(),
+        remote_states: Default::default(),
         redactor: crate::secrets::Redactor::new(),
         install: crate::registry::InstallOptions::new("/nonexistent", "/nonexistent"),
         saved: None,
