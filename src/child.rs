@@ -10,8 +10,15 @@
 //! threads, and a [`Tail`] of the last lines. So no child can make Nivis buffer without bound.
 //! Not: what the child says (the go-plugin handshake and log levels are `plugin::launch`'s
 //! business, JSON messages `nixops4`'s).
+//!
+//! Every process Nivis starts is built here ([`command`], [`nix`], [`nix_store`], [`git`]), so
+//! the environment rules (no `NIVIS_VAR_*` in a child's environment, one spelling of how Nix
+//! is found) hold in one place; a command run to completion whose output is a value (a secret
+//! source) goes through [`run_bounded`]: its output read up to a limit, its run up to a
+//! deadline.
 
 use std::collections::VecDeque;
+use std::ffi::OsStr;
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
@@ -20,6 +27,106 @@ use std::time::{Duration, Instant};
 /// Longest piece of a line read from a child's log output: longer lines arrive in pieces of
 /// this size (go-plugin cuts provider output at the same 64 KiB).
 pub const MAX_LINE: usize = 64 * 1024;
+
+/// A command for `program`, with no `NIVIS_VAR_*` variable in its environment (they are taken
+/// out of Nivis's own at start, `guard`; removed here again for a child built before that, or
+/// an embedding that skipped it).
+pub fn command(program: impl AsRef<OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("NIVIS_VAR_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+/// `nix` (or `$NIVIS_NIX`) with the experimental features Nivis uses.
+pub fn nix() -> Command {
+    let mut cmd = command(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()));
+    cmd.args(["--extra-experimental-features", "nix-command flakes"]);
+    cmd
+}
+
+/// `nix-store` (or `$NIVIS_NIX_STORE`).
+pub fn nix_store() -> Command {
+    command(std::env::var_os("NIVIS_NIX_STORE").unwrap_or_else(|| "nix-store".into()))
+}
+
+/// `git`, reading no input.
+pub fn git() -> Command {
+    let mut cmd = command("git");
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// How a command run by [`run_bounded`] ended.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// Its standard output, at most the limit asked.
+    pub stdout: Vec<u8>,
+    /// Whether it wrote more than the limit (the rest was not read).
+    pub stdout_over_limit: bool,
+    /// The first [`MAX_LINE`] bytes of its standard error.
+    pub stderr: Vec<u8>,
+}
+
+/// Why [`run_bounded`] has no [`Finished`].
+#[derive(Debug)]
+pub enum RunError {
+    /// The command could not be started.
+    NotStarted(io::Error),
+    /// It ran past the deadline; it and its process group were killed.
+    TimedOut(Duration),
+}
+
+/// Runs `command` (stdin closed) to its end in a process group of its own: at most
+/// `stdout_limit` bytes of its output are kept (memory stays bounded however much it writes),
+/// and past `deadline` the group is killed.
+pub fn run_bounded(
+    command: Command,
+    stdout_limit: usize,
+    deadline: Duration,
+) -> Result<Finished, RunError> {
+    let (mut child, pipes) = Child::spawn(command, Stdin::Null).map_err(RunError::NotStarted)?;
+    let limit = stdout_limit as u64;
+    let out = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut stdout = pipes.stdout;
+        let _ = (&mut stdout).take(limit + 1).read_to_end(&mut kept);
+        // Past the limit the rest is drained unread, so the child never blocks on a full pipe.
+        let _ = io::copy(&mut stdout, &mut io::sink());
+        kept
+    });
+    let err = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut stderr = pipes.stderr;
+        let _ = (&mut stderr).take(MAX_LINE as u64).read_to_end(&mut kept);
+        let _ = io::copy(&mut stderr, &mut io::sink());
+        kept
+    });
+    let status = child.wait_exit(deadline);
+    // Killed (or already gone): the pipes close and the readers end.
+    let status = status.ok_or_else(|| {
+        child.kill();
+        RunError::TimedOut(deadline)
+    });
+    let (mut stdout, stderr) = (
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    );
+    let status = status?;
+    let stdout_over_limit = stdout.len() > stdout_limit;
+    stdout.truncate(stdout_limit);
+    Ok(Finished {
+        status,
+        stdout,
+        stdout_over_limit,
+        stderr,
+    })
+}
 
 /// What the child's stdin is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -484,5 +591,34 @@ mod tests {
         assert_eq!(lines.next_whole(&mut buf, 16).unwrap(), Whole::Line);
         assert_eq!(buf, b"ping");
         assert_eq!(lines.next_whole(&mut buf, 16).unwrap(), Whole::Eof);
+    }
+
+    #[test]
+    fn a_bounded_run_keeps_at_most_its_limit_and_stops_at_its_deadline() {
+        let mut big = command("sh");
+        big.args(["-c", "head -c 100000 /dev/zero; echo oops >&2; exit 3"]);
+        let done = run_bounded(big, 1000, Duration::from_secs(30)).unwrap();
+        assert_eq!(done.stdout.len(), 1000);
+        assert!(done.stdout_over_limit);
+        assert_eq!(done.status.code(), Some(3));
+        assert_eq!(String::from_utf8_lossy(&done.stderr), "oops\n");
+
+        let mut exact = command("printf");
+        exact.arg("abc");
+        let done = run_bounded(exact, 3, Duration::from_secs(30)).unwrap();
+        assert_eq!(
+            (done.stdout.as_slice(), done.stdout_over_limit),
+            (&b"abc"[..], false)
+        );
+
+        let started = Instant::now();
+        let mut hung = command("sh");
+        hung.args(["-c", "sleep 30 & sleep 30"]);
+        match run_bounded(hung, 10, Duration::from_millis(200)) {
+            Err(RunError::TimedOut(after)) => assert_eq!(after, Duration::from_millis(200)),
+            other => panic!("{other:?}"),
+        }
+        // The group (the background sleep too) was killed, so the readers did not wait 30 s.
+        assert!(started.elapsed() < Duration::from_secs(20));
     }
 }

@@ -319,7 +319,7 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
             render::escape_text(redactor, note)
         );
     }
-    crate::project::warn_if_copy_is_large(&source, redactor);
+    backend::print_note(crate::project::large_copy_warning(&source), redactor);
     let mut vars = vars;
     let (backend, settings) = match spec.state {
         Some(state) => {

@@ -149,17 +149,11 @@ pub fn show_trace(on: bool) {
 impl std::error::Error for EvalError {}
 
 fn nix_command() -> Command {
-    let mut cmd = Command::new(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()));
-    cmd.args(["--extra-experimental-features", "nix-command flakes"]);
+    // `child::nix` leaves out NIVIS_VAR_*: a plan (or a backend configuration) reading a
+    // secret with builtins.getEnv would get it unmarked.
+    let mut cmd = crate::child::nix();
     if SHOW_TRACE.load(std::sync::atomic::Ordering::Relaxed) {
         cmd.arg("--show-trace");
-    }
-    // A plan (or a backend configuration) reading a secret with builtins.getEnv would get it
-    // unmarked.
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("NIVIS_VAR_") {
-            cmd.env_remove(k);
-        }
     }
     cmd
 }

@@ -3,7 +3,8 @@
 //! Owns: the default state location (one directory per project under `$XDG_STATE_HOME`), the
 //! refusal of a state path inside a directory Nix copies when it evaluates the plan, and moving
 //! a state that older versions kept in the working directory. Not: the state's format, journal
-//! or lock (`state`, used only through its public API), nor evaluating the plan (`nixeval`).
+//! or lock (`state`, used only through its public API), nor evaluating the plan (`nixeval`), nor
+//! printing: a move made, a shallow clone or a large copy comes back as a note the caller prints.
 //!
 //! What Nix copies into `/nix/store` when it evaluates a plan (checked with Nix 2.8):
 //!
@@ -26,7 +27,7 @@
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use crate::nixeval::{git_root, PlanSource};
 use crate::state::{audit, LockHolder, StatePaths, Store, DEFAULT_PATH};
@@ -39,7 +40,7 @@ mod placement;
 mod trust;
 
 pub use error::{CopiedBy, MissingFlake, PrivateFile, ProjectError};
-pub use find::{require_flake, search_upward, warn_if_copy_is_large, NotFound};
+pub use find::{large_copy_warning, require_flake, search_upward, NotFound};
 use identity::GitLineage;
 pub use identity::{Identity, IdentityKind, ProjectNote};
 pub use placement::{declared_state_path, known_state_path, place, Placement};
@@ -114,7 +115,7 @@ fn normalise(path: &Path) -> PathBuf {
 
 /// Whether git ignores `path` in the work tree at `root` (a tracked file is not ignored).
 fn git_ignores(root: &Path, path: &Path) -> bool {
-    Command::new("git")
+    crate::child::git()
         .arg("-C")
         .arg(root)
         .args(["check-ignore", "-q", "--"])

@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::Value as Json;
 
@@ -251,20 +250,27 @@ fn check_identity(path: &Path) -> Result<(), ReadProblem> {
         })
 }
 
+/// How long a secret source's command may run: long enough for an agent's passphrase prompt
+/// on the terminal, not forever (a command waiting for input it never gets would hang the run).
+const COMMAND_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Runs `argv` (stdin closed) and returns its stdout without one trailing newline; a failure
-/// is the first line of its stderr.
+/// is the first line of its stderr. Its output is read up to [`VALUE_LIMIT`] and its run up to
+/// [`COMMAND_DEADLINE`] (`child::run_bounded`).
 fn run(argv: Vec<OsString>, env: Vec<(&str, OsString)>) -> Result<String, ReadProblem> {
     let program = argv[0].to_string_lossy().into_owned();
-    let out = Command::new(&argv[0])
-        .args(&argv[1..])
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|source| ReadProblem::NotRun {
-            program: program.clone(),
-            source,
+    let mut cmd = crate::child::command(&argv[0]);
+    cmd.args(&argv[1..]).envs(env);
+    let out =
+        crate::child::run_bounded(cmd, VALUE_LIMIT, COMMAND_DEADLINE).map_err(|e| match e {
+            crate::child::RunError::NotStarted(source) => ReadProblem::NotRun {
+                program: program.clone(),
+                source,
+            },
+            crate::child::RunError::TimedOut(after) => ReadProblem::TimedOut {
+                program: program.clone(),
+                after,
+            },
         })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -280,7 +286,7 @@ fn run(argv: Vec<OsString>, env: Vec<(&str, OsString)>) -> Result<String, ReadPr
             first_line: first.to_string(),
         });
     }
-    if out.stdout.len() > VALUE_LIMIT {
+    if out.stdout_over_limit {
         return Err(ReadProblem::TooLong {
             program,
             limit: VALUE_LIMIT,

@@ -57,7 +57,7 @@ pub(super) fn resolve_project(
             if dir.is_dir() && !dir.join("flake.nix").exists() {
                 nixeval::ProjectSettings::default()
             } else {
-                crate::project::warn_if_copy_is_large(source, redactor);
+                print_note(crate::project::large_copy_warning(source), redactor);
                 nixeval::project_settings(flake, attr).map_err(|e| e.to_string())?
             }
         }
@@ -68,7 +68,9 @@ pub(super) fn resolve_project(
     } else {
         let placement =
             crate::project::place(source, settings.project.as_ref()).map_err(|e| e.to_string())?;
-        placement.adopt(redactor).map_err(|e| e.to_string())?;
+        for note in placement.adopt().map_err(|e| e.to_string())? {
+            print_note(Some(note), redactor);
+        }
         log::info!("state: {}", placement.state.display());
         (placement.state.clone(), Some(placement))
     };
@@ -730,4 +732,11 @@ fn read_state_file(file: &Path) -> Result<StateFile, String> {
     }
     let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     parse_snapshot(file, &bytes).map_err(|e| e.to_string())
+}
+
+/// Prints a note the project code returned, masked and escaped (project prints nothing).
+pub(super) fn print_note(note: Option<String>, redactor: &Redactor) {
+    if let Some(note) = note {
+        eprintln!("{}", crate::render::escape_text(redactor, &note));
+    }
 }

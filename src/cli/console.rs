@@ -54,16 +54,11 @@ fn start(args: &ConsoleArgs, style: Style, redactor: &Redactor) -> Result<i32, S
         .write("console.nix", text.as_bytes())
         .map_err(|e| format!("cannot write the console's file: {e}"))?;
     outln!("Loaded: outputs, ledger, plan (the IR), planFunction, lib. Sensitive outputs are placeholders. :q quits.");
-    let mut cmd = Command::new(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()));
+    // `child::nix`: the experimental features, and no NIVIS_VAR_* in the repl's environment.
+    let mut cmd = crate::child::nix();
     // The file's path is under the run directory's descriptor (`/proc/self/fd/N/…`).
     crate::nixeval::keep_open_in_child(&mut cmd, dir.inherit_fd());
-    cmd.args([
-        "--extra-experimental-features",
-        "nix-command flakes",
-        "repl",
-        "--impure",
-    ])
-    .arg(&file);
+    cmd.args(["repl", "--impure"]).arg(&file);
     let status = if style.color {
         cmd.status()
     } else {

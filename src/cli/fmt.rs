@@ -12,7 +12,7 @@
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use super::args::FmtArgs;
 use super::{exit, fail};
@@ -110,7 +110,7 @@ fn collect(path: &Path, named: bool, files: &mut Vec<PathBuf>) -> Result<(), Str
 fn formatted(name: &Path, text: String) -> Result<(bool, String), String> {
     let shown = name.display().to_string();
     let helper = formatter()?;
-    let mut child = Command::new(&helper)
+    let mut child = crate::child::command(&helper)
         .arg(&shown)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

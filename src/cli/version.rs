@@ -5,7 +5,7 @@
 //! starting a provider (a version must print even when the plan is broken).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::{json, Map, Value as Json};
 
@@ -68,7 +68,7 @@ fn locked_providers(path: &Path) -> Result<Map<String, Json>, String> {
 
 /// `nix --version`'s version number (`2.8.0`), or None when Nix cannot be run.
 fn nix_version() -> Option<String> {
-    let out = Command::new(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()))
+    let out = crate::child::nix()
         .arg("--version")
         .stdin(Stdio::null())
         .output()

@@ -47,6 +47,21 @@ pub enum EvalStoreError {
         /// The store path of the closure holding the secret.
         holder: String,
     },
+    /// A derivation built in the private store (the run holds secrets) made an output holding
+    /// a known secret: its .drv hid it (shell-escaped, split, encoded) and the build joined it.
+    SecretInOutput {
+        /// The derivation asked for.
+        drv: String,
+        /// The output path (or file in it) holding the secret.
+        holder: String,
+    },
+    /// Building a derivation in the private store, to check its outputs, failed.
+    PrivateBuildFailed {
+        /// The derivation asked for.
+        drv: String,
+        /// What nix-store said.
+        stderr: String,
+    },
     /// A store path the plan named holds a secret, so it was not copied to the shared store.
     SecretStaysPrivate {
         /// The store path the plan named.
@@ -80,6 +95,19 @@ impl fmt::Display for EvalStoreError {
                 f,
                 "refusing to build {drv}: {holder}, which it depends on, holds a secret (a sensitive variable or a value from the state), and building would copy it into the world-readable /nix/store. It stays in your private eval store; build the derivation without the secret (pass the secret to a resource instead)"
             ),
+            // Without hashes, as below: they are computed from the secret.
+            EvalStoreError::SecretInOutput { drv, holder } => write!(
+                f,
+                "refusing to build {} in /nix/store: built first in your private eval store (this run holds secrets), its output {} holds a secret (a sensitive variable or a value from the state) that the derivation carried in another form (escaped, split or encoded). The output stays in the private eval store. Build the derivation without the secret and pass the secret to a resource instead",
+                without_hash(drv),
+                without_hash(holder)
+            ),
+            EvalStoreError::PrivateBuildFailed { drv, stderr } => write!(
+                f,
+                "refusing to build {} in /nix/store: this run holds secrets, so a build is first made in your private eval store (a sandbox that sees the store, /bin, /usr and /lib) to check that its output holds none, and that build failed. Make the derivation build with its inputs from the store (its builder a store path), or keep secrets out of this run:\n{}",
+                without_hash(drv),
+                hashes_left_out(stderr.trim_end())
+            ),
             EvalStoreError::SecretStaysPrivate { path, holder } => {
                 // Without their hashes: a path made from a secret is known to the run as one
                 // (and masked whole), and its hash could confirm a guess of the secret.
@@ -107,6 +135,30 @@ fn without_hash(path: &str) -> String {
         Some((_, name)) => format!("/nix/store/…-{name}"),
         None => path.to_string(),
     }
+}
+
+/// `text` with every store path's hash left out (`/nix/store/…-NAME`): the hashes of what a
+/// secret went into are computed from it and could confirm a guess.
+fn hashes_left_out(text: &str) -> String {
+    const PREFIX: &str = "/nix/store/";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        let (before, from) = rest.split_at(at + PREFIX.len());
+        out.push_str(before);
+        let hash_len = from
+            .bytes()
+            .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            .count();
+        if hash_len == 32 && from[32..].starts_with('-') {
+            out.push('…');
+            rest = &from[32..];
+        } else {
+            rest = from;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What Nix says when a write to a store failed for want of space (its SQLite database says
@@ -355,6 +407,23 @@ fn secret_holder(store: &Path, closure: &str, redactor: &Redactor) -> Option<Str
         .map(str::to_string)
 }
 
+/// Refuses `drv` when one of `outputs` (store paths, one per line, as `nix-store --realise
+/// --store DIR` prints them) holds a secret `redactor` knows, in a file's content or a name.
+pub(crate) fn check_private_outputs(
+    store: &Path,
+    drv: &str,
+    outputs: &str,
+    redactor: &Redactor,
+) -> Result<(), EvalStoreError> {
+    match secret_holder(store, outputs, redactor) {
+        Some(holder) => Err(EvalStoreError::SecretInOutput {
+            drv: drv.to_string(),
+            holder,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Runs `cmd` (stdin closed); its stdout, or an error naming `what` with Nix's stderr.
 fn run(cmd: &mut Command, what: &str) -> Result<String, EvalStoreError> {
     let output = cmd
@@ -447,11 +516,7 @@ mod tests {
         let secret = format!("nvclosure{:016x}", rand::random::<u64>());
         let redactor = Redactor::new();
         redactor.remember(&secret);
-        let nix = || {
-            let mut cmd = Command::new("nix");
-            cmd.args(["--extra-experimental-features", "nix-command"]);
-            cmd
-        };
+        let nix = || crate::child::nix();
         let expr = format!(
             "(derivation {{ name = \"leak\"; builder = \"/bin/sh\"; system = builtins.currentSystem; \
              args = [ \"-c\" \"cat ${{builtins.toFile \"pw\" \"{secret}\"}} > $out\" ]; }}).drvPath"
@@ -471,5 +536,16 @@ mod tests {
         );
         assert!(e.to_string().contains("world-readable /nix/store"), "{e}");
         assert!(!Path::new(&drv).exists(), "{drv} reached the shared store");
+    }
+
+    #[test]
+    fn store_hashes_are_left_out_of_a_build_log() {
+        let h = "0pqyvyw21p553pf74czgvqks0vjaqp0l";
+        assert_eq!(
+            super::hashes_left_out(&format!(
+                "building '/nix/store/{h}-t1.drv' failed; /nix/store/short-x stays"
+            )),
+            "building '/nix/store/…-t1.drv' failed; /nix/store/short-x stays"
+        );
     }
 }

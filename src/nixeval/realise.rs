@@ -1,10 +1,13 @@
 //! Realising `__build` outputs: the derivation the evaluation wrote into the private eval store
 //! is copied into the shared store (refused when its closure holds a known secret, see
-//! `eval_store`), then built there with `nix-store --realise`. Owns no evaluation.
+//! `eval_store`), then built there with `nix-store --realise`. When the run holds secrets, the
+//! derivation is built in the private store first and its outputs checked, so a secret the
+//! `.drv` hid (escaped, split) and the build joined never reaches the shared store. Owns no
+//! evaluation.
 
 use std::fmt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use super::eval_store::{self, EvalStoreError};
 use super::nix_command;
@@ -74,15 +77,18 @@ pub fn realise(
     let target = drv_path.unwrap_or(&store_path);
     if let Some(drv) = drv_path {
         let store = eval_store::dir().map_err(RealiseError::EvalStore)?;
+        // Before the copy: a .drv that hides a secret must not reach the shared store either.
+        if redactor.knows_secrets() && !Path::new(drv).exists() {
+            build_privately(&store, drv, redactor).map_err(RealiseError::EvalStore)?;
+        }
         eval_store::copy_derivation_out(&store, drv, nix_command, redactor)
             .map_err(RealiseError::EvalStore)?;
     }
-    let output =
-        Command::new(std::env::var_os("NIVIS_NIX_STORE").unwrap_or_else(|| "nix-store".into()))
-            .args(["--realise", target])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(RealiseError::NotRun)?;
+    let output = crate::child::nix_store()
+        .args(["--realise", target])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(RealiseError::NotRun)?;
     if !output.status.success() {
         return Err(RealiseError::BuildFailed {
             target: target.to_string(),
@@ -98,6 +104,47 @@ pub fn realise(
         });
     }
     Ok(())
+}
+
+/// Builds `drv` inside the private eval store and refuses it when an output holds a known
+/// secret. The closure check of the `.drv` finds a secret written as it is; this one finds a
+/// secret the derivation carried in another form (shell-escaped, split in two variables) and
+/// its build joined. Nix builds in a chroot store in a sandbox (user namespaces); it is given
+/// the host's `/bin`, `/usr` and `/lib*`, which an unsandboxed shared-store build sees too. Its
+/// inputs come from the shared store (`substituters auto`; not signed, as they are the
+/// machine's own), never from a binary cache.
+fn build_privately(
+    store: &Path,
+    drv: &str,
+    redactor: &Redactor,
+) -> Result<(), eval_store::EvalStoreError> {
+    let host_paths: Vec<&str> = ["/bin", "/usr", "/lib", "/lib64", "/lib32"]
+        .into_iter()
+        .filter(|p| Path::new(p).exists())
+        .collect();
+    let output = crate::child::nix_store()
+        .arg("--store")
+        .arg(store)
+        .args(["--option", "substituters", "auto"])
+        .args(["--option", "require-sigs", "false"])
+        .args(["--option", "extra-sandbox-paths", &host_paths.join(" ")])
+        .args(["--realise", drv])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| EvalStoreError::PrivateBuildFailed {
+            drv: drv.to_string(),
+            stderr: format!("cannot run nix-store: {e}"),
+        })?;
+    if !output.status.success() {
+        return Err(EvalStoreError::PrivateBuildFailed {
+            drv: drv.to_string(),
+            stderr: redactor
+                .redact(&String::from_utf8_lossy(&output.stderr))
+                .into_owned(),
+        });
+    }
+    let outputs = String::from_utf8_lossy(&output.stdout);
+    eval_store::check_private_outputs(store, drv, &outputs, redactor)
 }
 
 /// `/nix/store/<hash>-<name>/sub/file` -> `/nix/store/<hash>-<name>`.

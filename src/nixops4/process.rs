@@ -9,7 +9,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{ChildStdin, Command, ExitStatus};
+use std::process::{ChildStdin, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -116,7 +116,7 @@ impl ProviderProcess {
     /// Starts `path` for provider `name`. Must run on the thread that owns the run: the
     /// parent-death signal is tied to the thread that starts the child.
     pub(super) fn spawn(name: &str, path: &Path) -> Result<ProviderProcess, SpawnError> {
-        let spawned = Child::spawn(Command::new(path), Stdin::Piped);
+        let spawned = Child::spawn(crate::child::command(path), Stdin::Piped);
         let (child, pipes) = spawned.map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => SpawnError::NotFound {
                 name: name.into(),

@@ -528,7 +528,7 @@ fn unsupported(name: String, protocol: u32) -> LaunchError {
 
 /// The provider's command line and its go-plugin environment, on top of ours.
 fn plugin_command(spec: &LaunchSpec, socket_dir: &SocketDir, client_cert: &ClientCert) -> Command {
-    let mut command = Command::new(&spec.path);
+    let mut command = crate::child::command(&spec.path);
     command
         .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
         .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")

@@ -150,27 +150,25 @@ pub(super) fn tree_size(dir: &Path, bound: u64, max_entries: usize) -> Option<u6
 
 static WARNED: AtomicBool = AtomicBool::new(false);
 
-/// Warns (once per process) when Nix is about to copy a large tree whole for `source`: a
-/// `path:` flake or a flake directory outside any git work tree.
-pub fn warn_if_copy_is_large(source: &PlanSource, redactor: &crate::secrets::Redactor) {
+/// The warning (given once per process) when Nix is about to copy a large tree whole for
+/// `source`: a `path:` flake or a flake directory outside any git work tree. The caller prints
+/// it (project prints nothing).
+pub fn large_copy_warning(source: &PlanSource) -> Option<String> {
     let super::Copied::Whole(dir) = super::copied_tree(source) else {
-        return;
+        return None;
     };
-    if WARNED.load(Ordering::Relaxed) {
-        return;
-    }
-    if tree_size(&dir, COPY_WARN_BYTES, 200_000).is_some() {
-        return;
+    if WARNED.load(Ordering::Relaxed) || tree_size(&dir, COPY_WARN_BYTES, 200_000).is_some() {
+        return None;
     }
     WARNED.store(true, Ordering::Relaxed);
-    eprintln!(
+    Some(format!(
         "Warning: Nix is about to copy {} whole (more than {} MB) into the world-readable \
          /nix/store to evaluate the plan, build output and all. Make the project a git \
          repository (Nix then copies only tracked files; list build output in .gitignore) and \
          name it as a directory or `git+file://` reference, not `path:`.",
-        crate::render::escape_text(redactor, &dir.display().to_string()),
+        dir.display(),
         COPY_WARN_BYTES / 1000 / 1000
-    );
+    ))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! flake (the declared name comes from `nixeval`), nor moving a state (`project::move_state`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -131,7 +131,7 @@ impl GitLineage {
     /// The lineage of `project` (a directory or plan file) in the work tree rooted at `root`.
     pub(super) fn of(root: &Path, project: &Path) -> GitLineage {
         let git = |args: &[&str]| {
-            Command::new("git")
+            crate::child::git()
                 .arg("-C")
                 .arg(root)
                 .args(args)

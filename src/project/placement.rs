@@ -72,16 +72,18 @@ pub fn place(
 }
 
 impl Placement {
-    /// Moves the states of earlier identities (every environment's) to this one's place, each
-    /// with a message; creates the state directory and records the project's note in it.
-    pub fn adopt(&self, redactor: &crate::secrets::Redactor) -> Result<(), ProjectError> {
+    /// Moves the states of earlier identities (every environment's) to this one's place;
+    /// creates the state directory and records the project's note in it. Returns the notes for
+    /// the user (a move made, a shallow clone, a shared state), which the caller prints.
+    pub fn adopt(&self) -> Result<Vec<String>, ProjectError> {
+        let mut notes = Vec::new();
         if let Some(root) = &self.shallow {
-            eprintln!(
+            notes.push(format!(
                 "Warning: {} is a shallow git clone, whose history does not say which project \
                  it is, so its state is keyed by its path. Declare `nivis.project = \"NAME\";` \
                  beside nivis.plan in flake.nix to keep the state across clones and moves.",
-                crate::render::escape_text(redactor, &root.display().to_string())
-            );
+                root.display()
+            ));
         }
         create_state_dir(&self.state)?;
         let because = format!(
@@ -100,9 +102,7 @@ impl Placement {
                 moves.push((from, to));
             }
             for (from, to) in moves {
-                if let Some(message) = move_state(&from, &to, was, &because)? {
-                    eprintln!("{}", crate::render::escape_text(redactor, &message));
-                }
+                notes.extend(move_state(&from, &to, was, &because)?);
             }
             remove_emptied_dir(old);
         }
@@ -110,16 +110,17 @@ impl Placement {
         if let Some(before) = ProjectNote::read(dir) {
             let other = Path::new(&before.directory);
             if before.directory != self.directory && other.join("flake.nix").is_file() {
-                eprintln!(
+                notes.push(format!(
                     "Note: {} shares this state with {} (last used from there): they are one \
                      {}. Use --env, --state or another nivis.project to keep them apart.",
-                    crate::render::escape_text(redactor, &self.directory),
-                    crate::render::escape_text(redactor, &before.directory),
+                    self.directory,
+                    before.directory,
                     self.identity.describe()
-                );
+                ));
             }
         }
-        ProjectNote::new(&self.identity, self.directory.clone()).write(dir)
+        ProjectNote::new(&self.identity, self.directory.clone()).write(dir)?;
+        Ok(notes)
     }
 }
 

@@ -22,7 +22,7 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use super::{copied_tree, Copied};
 use crate::nixeval::PlanSource;
@@ -188,7 +188,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The git work tree's tracked files at `root`, and every directory on their way.
 fn tracked(root: &Path) -> Vec<PathBuf> {
-    let listed = Command::new("git")
+    let listed = crate::child::git()
         .arg("-C")
         .arg(root)
         .args(["ls-files", "-z"])

@@ -186,7 +186,7 @@ fn project_dir(source: &PlanSource) -> Result<PathBuf, RevisionError> {
 }
 
 fn git(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
+    let mut cmd = crate::child::git();
     cmd.arg("-C").arg(dir).stdin(Stdio::null());
     cmd
 }
@@ -269,7 +269,7 @@ pub fn export(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(not_run("git"))?;
-    let tar = Command::new("tar")
+    let tar = crate::child::command("tar")
         .arg("-x")
         .arg("-C")
         .arg(into)

@@ -161,6 +161,13 @@ pub enum ReadProblem {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The program ran past the deadline and was killed.
+    TimedOut {
+        /// The program.
+        program: String,
+        /// The deadline.
+        after: std::time::Duration,
+    },
     /// The program printed bytes that are not UTF-8.
     NotUtf8(String),
     /// The program printed nothing.
@@ -193,6 +200,11 @@ impl fmt::Display for ReadProblem {
             ReadProblem::TooLong { program, limit } => {
                 write!(f, "{program} printed more than {limit} bytes")
             }
+            ReadProblem::TimedOut { program, after } => write!(
+                f,
+                "{program} did not finish within {} s and was stopped (a prompt nobody can answer? Nivis closes its input; unlock the agent it asks, e.g. gpg-agent, before the run)",
+                after.as_secs()
+            ),
             ReadProblem::NotUtf8(program) => {
                 write!(f, "{program} printed text that is not UTF-8")
             }

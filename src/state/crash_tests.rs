@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use super::testutil::{file_len, holder, journal_path, open, put, temp_state, GRANT};
@@ -271,7 +271,7 @@ fn kill9_loses_no_reported_commit() {
         let seed = random_u64();
         let target = 5 + seed % 120;
         let extra = Duration::from_micros((seed >> 16) % 4000);
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let mut child = crate::child::command(std::env::current_exe().unwrap())
             .args([&child_test, "--exact", "--nocapture", "--test-threads=1"])
             .env(KILL_CHILD_ENV, &path)
             .stdout(Stdio::piped())

@@ -501,7 +501,7 @@ fn a_full_filesystem_is_reported_while_commits_still_fit() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mounted = std::process::Command::new("mount")
+    let mounted = crate::child::command("mount")
         .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"])
         .arg(dir.path())
         .status()
@@ -527,7 +527,7 @@ fn a_full_filesystem_is_reported_while_commits_still_fit() {
         store.commit(&[Change::Put(r)], GRANT).unwrap();
     }
     drop(store);
-    let _ = std::process::Command::new("umount")
+    let _ = crate::child::command("umount")
         .arg("-l")
         .arg(dir.path())
         .status();

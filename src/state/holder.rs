@@ -396,7 +396,7 @@ mod tests {
         assert_eq!(reused.liveness(), Liveness::Gone);
 
         // A process that has exited.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let mut child = crate::child::command("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
         let exited = LockHolder { pid, ..me.clone() };

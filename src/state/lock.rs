@@ -205,7 +205,7 @@ mod tests {
 
         // Held, but the record names a process that has exited (a stale lock on a network
         // filesystem looks like this): the right id is enough.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let mut child = crate::child::command("true").spawn().unwrap();
         let dead = LockHolder {
             pid: child.id(),
             ..LockHolder::current("nivis apply")

@@ -612,3 +612,82 @@ fn a_secret_in_a_to_file_name_stays_out_of_the_shared_store() {
         "named after the secret in /nix/store: {shared:?}"
     );
 }
+
+// --- finding 5: a secret a derivation hides (escaped, split) and its build joins ---------------
+
+/// A plan whose resource `alpha.alpha_token.img` takes the output of a derivation named `tag`
+/// built by `script` (a Nix string expression; `pw` is the sensitive variable's value, and the
+/// derivation has the attributes `a` and `b`, its first 6 characters and the rest), beside a
+/// resource recording `pw` (so the run holds the secret either way).
+fn flake_with_build(s: &Sandbox, tag: &str, script: &str) {
+    let lets = r#"decls = { pw = { type = "string"; sensitive = true; }; };
+        vars = lib.vars ledger decls; pw = vars.pw.value;
+        img = derivation { name = "TAG"; builder = "/bin/sh"; system = builtins.currentSystem;
+          a = builtins.substring 0 6 pw; b = builtins.substring 6 100 pw;
+          args = [ "-c" (SCRIPT) ]; };
+        rec_ = lib.mkResource { provider = "beta"; type = "beta_record"; name = "B"; config.from = vars.pw; };
+        img_ = lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "img"; config.label = lib.drv img; };"#
+        .replace("TAG", tag)
+        .replace("SCRIPT", script);
+    let plan = Sandbox::plan_let(&lets, "rec_ img_", "variables = decls;");
+    Sandbox::write_flake(&s.proj, &plan);
+}
+
+/// Names of `/nix/store` entries containing `tag`.
+fn shared_store_entries(tag: &str) -> Vec<String> {
+    std::fs::read_dir("/nix/store")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(tag))
+        .collect()
+}
+
+/// Applies a flake whose derivation carries the secret hidden (`script` joins it in the
+/// output): refused, naming the resource, and neither the `.drv` nor the output reaches
+/// `/nix/store`; the secret is printed nowhere.
+fn a_hidden_secret_is_refused(secret: &str, script: &str) {
+    let mut s = Sandbox::new();
+    let tag = unique_token("nvhidden");
+    flake_with_build(&s, &tag, script);
+    s.set_env("NIVIS_VAR_pw", Some(secret));
+    let out = s.nivis(&["apply", "--auto-approve"]);
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains("alpha.alpha_token.img"), "{all}");
+    assert!(all.contains("holds a secret"), "{all}");
+    assert!(!all.contains(secret), "{all}");
+    assert_eq!(shared_store_entries(&tag), Vec::<String>::new(), "{all}");
+    let listed = succeeded(&s.nivis(&["state", "list"]));
+    assert!(!listed.contains("alpha.alpha_token.img"), "{listed}");
+}
+
+#[test]
+fn a_build_output_joining_a_secret_split_in_two_variables_stays_out_of_the_shared_store() {
+    let secret = unique_token("nvsplit");
+    a_hidden_secret_is_refused(&secret, r#""echo \"$a$b\" > $out""#);
+}
+
+#[test]
+fn a_build_output_of_a_shell_escaped_secret_stays_out_of_the_shared_store() {
+    // A quote in the secret: the shell-escaped form `'nv'\''…'` is not the secret's text.
+    let secret = format!("nv'{}", unique_token("esc"));
+    a_hidden_secret_is_refused(
+        &secret,
+        r#""printf %s '" + builtins.replaceStrings [ "'" ] [ "'\\''" ] pw + "' > $out""#,
+    );
+}
+
+#[test]
+fn a_build_without_the_secret_is_realised_while_the_run_holds_one() {
+    let mut s = Sandbox::new();
+    let tag = unique_token("nvclean");
+    flake_with_build(&s, &tag, &format!(r#""echo {tag} > $out""#));
+    s.set_env("NIVIS_VAR_pw", Some(&unique_token("nvpw")));
+    succeeded(&s.nivis(&["apply", "--auto-approve"]));
+    let entries = shared_store_entries(&tag);
+    assert!(
+        entries.iter().any(|e| !e.ends_with(".drv")),
+        "the output is in /nix/store: {entries:?}"
+    );
+}
