@@ -139,7 +139,7 @@ let
   defaultManagedMeta = { dependsOn = [ ]; lifecycle = defaultLifecycle; };
   defaultDataMeta = { dependsOn = [ ]; };
   # What toIR's plainNodeIR takes from a node, and what it adds.
-  irNodeKeys = { id = null; type = null; name = null; provider = null; config = null; module = null; };
+  irNodeKeys = { id = null; type = null; name = null; provider = null; config = null; module = null; key = null; };
   plainManagedMeta = { meta = defaultManagedMeta; };
 
   # `pending`: the outputs the preconditions not known yet read (conditions.preconditions).
@@ -262,6 +262,8 @@ let
       nodeIR = x: n: {
         inherit (n) id type name;
         ${if n ? module then "module" else null} = n.module;
+        # lib.count's index or lib.forEach's key: the instances of one call are one block.
+        ${if n ? key then "key" else null} = n.key;
         provider =
           if !(providers ? ${n.provider}) then
             throw "nivis: ${ownerOf n}: provider '${n.provider}' is not declared in toIR's providers (declared: ${builtins.concatStringsSep ", " (attrNames providers)})"

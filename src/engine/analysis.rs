@@ -190,8 +190,17 @@ pub(super) struct Analysis<'ir> {
 }
 
 /// Terraform propagates `create_before_destroy` to a resource's dependencies: a dependency
-/// replaced destroy-first would be deleted while the old dependent still uses it.
+/// replaced destroy-first would be deleted while the old dependent still uses it. As in
+/// Terraform, where the setting belongs to a resource block, it reaches every instance of a
+/// `lib.count` / `lib.forEach` block when it reaches one (DESIGN §100): a dependent of `c__0`
+/// makes all of `c` create-before-destroy, and what any of them depends on.
 fn create_before_destroy_propagated(nodes: &BTreeMap<String, NodeInfo<'_>>) -> BTreeSet<String> {
+    let mut blocks: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (id, info) in nodes {
+        if let Some(block) = info.node.block() {
+            blocks.entry(block).or_default().push(id.as_str());
+        }
+    }
     let mut marked: BTreeSet<String> = nodes
         .iter()
         .filter(|(_, info)| info.node.lifecycle.create_before_destroy)
@@ -199,9 +208,16 @@ fn create_before_destroy_propagated(nodes: &BTreeMap<String, NodeInfo<'_>>) -> B
         .collect();
     let mut todo: Vec<String> = marked.iter().cloned().collect();
     while let Some(id) = todo.pop() {
-        for dep in &nodes[&id].deps {
-            if nodes.contains_key(dep) && marked.insert(dep.clone()) {
-                todo.push(dep.clone());
+        let info = &nodes[&id];
+        let siblings = info.node.block().map_or(&[][..], |b| &blocks[b][..]);
+        let next = info
+            .deps
+            .iter()
+            .map(String::as_str)
+            .chain(siblings.iter().copied());
+        for dep in next {
+            if nodes.contains_key(dep) && marked.insert(dep.to_string()) {
+                todo.push(dep.to_string());
             }
         }
     }
@@ -350,4 +366,78 @@ pub(super) fn resolved_fingerprint(
         "{:?}|{:?}|{:?}|{}",
         resolved.value, node.depends_on, node.lifecycle, node.provider
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Alpha tokens: (name, key of a `lib.count` instance, createBeforeDestroy).
+    fn nodes(spec: &[(&str, Option<u64>, bool)]) -> Vec<Node> {
+        let resources: Vec<serde_json::Value> = spec
+            .iter()
+            .map(|(name, key, cbd)| {
+                let mut n = serde_json::json!({
+                    "id": format!("alpha.alpha_token.{name}"), "provider": "alpha",
+                    "type": "alpha_token", "name": name, "config": {},
+                    "meta": {"dependsOn": [], "lifecycle": {"createBeforeDestroy": cbd}},
+                });
+                if let Some(k) = key {
+                    n["key"] = serde_json::json!(k);
+                }
+                n
+            })
+            .collect();
+        let doc = serde_json::json!({"schemaVersion": 1,
+            "providers": {"alpha": {"source": "provider-alpha", "config": {}}}, "resources": resources,
+            "edges": [], "nixConsumers": []});
+        crate::ir::parse_value(&doc).expect("valid IR").resources
+    }
+
+    fn propagated(nodes: &[Node], deps: &[(&str, &str)]) -> Vec<String> {
+        let id = |n: &str| format!("alpha.alpha_token.{n}");
+        let infos = nodes
+            .iter()
+            .map(|n| {
+                let deps = (deps.iter().filter(|(from, _)| id(*from) == n.id))
+                    .map(|(_, to)| id(*to))
+                    .collect();
+                (n.id.clone(), NodeInfo { node: n, deps })
+            })
+            .collect();
+        let short = |s: String| s.trim_start_matches("alpha.alpha_token.").to_string();
+        create_before_destroy_propagated(&infos)
+            .into_iter()
+            .map(short)
+            .collect()
+    }
+
+    /// Issue 50 (seed 303): a create-before-destroy resource that reads one instance of a
+    /// `lib.count` block makes the whole block create-before-destroy, as Terraform's resource
+    /// block does, and what any instance depends on; a plain resource named like an instance
+    /// (no key) is no part of the block.
+    #[test]
+    fn create_before_destroy_reaches_a_whole_block() {
+        let n = nodes(&[
+            ("c__0", Some(0), false),
+            ("c__1", Some(1), false),
+            ("c__2", Some(2), false),
+            ("c__x", None, false),
+            ("r4", None, true),
+            ("d", None, false),
+            ("e", None, false),
+        ]);
+        let deps = [("r4", "c__0"), ("c__2", "d")];
+        assert_eq!(propagated(&n, &deps), ["c__0", "c__1", "c__2", "d", "r4"]);
+        // Without a create-before-destroy dependent, nothing is.
+        let n = nodes(&[
+            ("c__0", Some(0), false),
+            ("c__1", Some(1), false),
+            ("r4", None, false),
+        ]);
+        assert!(propagated(&n, &[("r4", "c__0")]).is_empty());
+        // One instance's own setting (its function chose it by index) reaches its siblings.
+        let n = nodes(&[("c__0", Some(0), false), ("c__1", Some(1), true)]);
+        assert_eq!(propagated(&n, &[]), ["c__0", "c__1"]);
+    }
 }

@@ -27,6 +27,7 @@
 
 mod ephemeral;
 mod fields;
+mod instances;
 mod model;
 mod parse;
 mod path;

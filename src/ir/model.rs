@@ -210,6 +210,9 @@ pub struct Node {
     /// `meta.importId` (managed resources): the provider's id of an existing object to adopt
     /// when nothing is recorded at this address yet.
     pub import_id: Option<String>,
+    /// `key`: the instance key when `lib.count` (an index) or `lib.forEach` (a key) made the
+    /// node; its name is then `<block>__<key>`, and the instances of one call form one block.
+    pub key: Option<String>,
 }
 
 /// `meta.lifecycle` of a managed resource.

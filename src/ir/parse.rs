@@ -16,8 +16,8 @@ use super::rules::{
     is_module_prefix, is_node_id, is_provider_id, no_match, not_of_type, py_str,
     BUILD_PATH_PATTERN, DATA_ID_PATTERN, DERIVED_INPUT_PATTERN, DRV_PATH_PATTERN, IDENT_PATTERN,
     KIND_MESSAGE, LIFECYCLE_ON_DATA, MAX_INDEX, MODULE_PATTERN, NIXOPS4_CONFIG, NIXOPS4_VERSION,
-    NODE_ID_PATTERN, PATH_BODY, PROVIDER_PATTERN, SCHEMA_VERSION_MESSAGE, STATELESS_NOT_NIXOPS4,
-    UNKNOWN_MARKER,
+    NODE_ID_PATTERN, NODE_KEYS, PATH_BODY, PROVIDER_PATTERN, SCHEMA_VERSION_MESSAGE,
+    STATELESS_NOT_NIXOPS4, UNKNOWN_MARKER,
 };
 
 /// Parse and validate an IR document. On failure, every structural error, or
@@ -440,7 +440,7 @@ impl Parser {
             &[],
             obj,
             &["id", "provider", "type", "name", "config"],
-            &["id", "provider", "type", "name", "module", "config", "meta"],
+            NODE_KEYS,
         );
         let (id_ok, id_pattern): (fn(&str) -> bool, _) = if kind == NodeKind::Data {
             (is_data_id, DATA_ID_PATTERN)
@@ -466,6 +466,7 @@ impl Parser {
         let module = obj
             .get("module")
             .map(|x| self.pattern(el, &[key("module")], x, is_module_prefix, MODULE_PATTERN));
+        let instance_key = obj.get("key").and_then(|k| self.instance_key(el, k, &name));
         let config = obj
             .get("config")
             .map(|c| self.plain_object(el, &[key("config")], c))
@@ -531,6 +532,7 @@ impl Parser {
             depends_on,
             lifecycle,
             import_id,
+            key: instance_key,
         })
     }
 

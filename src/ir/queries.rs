@@ -151,6 +151,13 @@ impl Node {
         if let Some(module) = &self.module {
             node["module"] = Value::String(module.clone());
         }
+        if let Some(k) = &self.key {
+            // lib.count's indices are integers in the IR, lib.forEach's keys strings.
+            node["key"] = match k.parse::<u64>() {
+                Ok(index) if index.to_string() == *k => Value::from(index),
+                _ => Value::String(k.clone()),
+            };
+        }
         node
     }
 }

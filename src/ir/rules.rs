@@ -12,6 +12,12 @@ pub(super) const NODE_ID_PATTERN: &str =
 pub(super) const DATA_ID_PATTERN: &str =
     r"^data\.[A-Za-z0-9][A-Za-z0-9_./-]*\.[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_-]*$";
 pub(super) const IDENT_PATTERN: &str = "^[A-Za-z_][A-Za-z0-9_-]*$";
+/// The keys a managed or data node may have.
+pub(super) const NODE_KEYS: &[&str] = &[
+    "id", "provider", "type", "name", "module", "key", "config", "meta",
+];
+/// An instance key (`lib.forEach`'s keys; `lib.count`'s indices are integers).
+pub(super) const INSTANCE_KEY_PATTERN: &str = "^[A-Za-z0-9_-]+$";
 pub(super) const MODULE_PATTERN: &str = r"^module\.[A-Za-z0-9_-]+(?:\.module\.[A-Za-z0-9_-]+)*$";
 pub(super) const DERIVED_INPUT_PATTERN: &str = r"^[A-Za-z0-9][A-Za-z0-9_./-]*\.[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z0-9_-]+$";
 pub(super) const CONSUMER_ID_PATTERN: &str = "^[A-Za-z0-9_][A-Za-z0-9_.-]*$";

@@ -215,6 +215,12 @@ def reference_errors(doc):
         expected = f"{prefix}{module}{node['provider']}.{node['type']}.{node['name']}"
         if node["id"] != expected:
             errors.append(f"{where}: id: '{node['id']}' does not match its parts (expected '{expected}')")
+        if "key" in node:
+            text = str(node["key"])
+            block = node["name"][: -len(text)] if node["name"].endswith(text) else ""
+            if not block.endswith("__") or block == "__":
+                errors.append(f"{where}: key: '{text}' does not end the name '{node['name']}' "
+                              "(an instance is named <block>__<key>)")
         if node["id"] in ids:
             errors.append(f"{where}: id: duplicate id '{node['id']}' (first declared at {ids[node['id']]})")
         else:
