@@ -1,11 +1,13 @@
 //! Running a dependency-ordered batch of jobs on a pool of worker threads.
 //!
-//! Owns: the ready set, dispatch to at most `parallelism` workers over crossbeam channels, and
+//! Owns: the ready set and its order (jobs others wait on first), dispatch to at most
+//! `parallelism` workers over crossbeam channels, and
 //! the rule that a failed job's dependents are skipped (once, naming the failure) while
 //! unrelated jobs carry on; an interrupt flag, or the owner asking to halt (its results can no
 //! longer be recorded), stops new dispatches and lets in-flight jobs end; and when the owner
 //! makes a batch of results durable ([`Owner::flush`]): only jobs independent of the batch may
-//! start before it, its dependents after.
+//! start before it, its dependents after; and a [`Waker`], with which work the owner starts
+//! beside the batch (an evaluation) brings the loop back to the owner when it ends.
 //! The calling thread is the single owner of everything the jobs produce: it prepares each
 //! job's input when the job becomes ready and receives every result and progress report, so
 //! state needs no locks. Not: what a job does.
@@ -42,6 +44,12 @@ pub trait Owner {
     type Progress: Send;
     /// Final results.
     type Output: Send;
+    /// Whether work outside the batch waits on job `i` (jobs the owner adds once it ended):
+    /// asked when `i` becomes ready. Such a job, like one that other jobs of the batch depend
+    /// on, is dispatched before the ready jobs nothing waits on.
+    fn awaited(&self, _i: usize) -> bool {
+        false
+    }
     /// Job `i` became ready; `Err` fails it without running it.
     fn prepare(&mut self, i: usize) -> Result<Self::Input, Self::Output>;
     /// A running job reported progress.
@@ -57,12 +65,44 @@ pub trait Owner {
     fn halted(&self) -> bool {
         false
     }
-    /// Called after [`Owner::flush`] while jobs still run (`queued`: how many ready jobs wait
-    /// for a worker): the owner may add jobs, given as their dependencies (indices of the
-    /// jobs so far or of the new ones, which take the next indices in order). A dependency
-    /// that failed skips the new job; one that succeeded is already met.
-    fn extend(&mut self, _queued: usize) -> Vec<Vec<usize>> {
+    /// Called after [`Owner::flush`] and after [`Owner::woken`], unless interrupted or halted
+    /// (`load`: how many ready jobs wait for a worker, how many run): the owner may add jobs,
+    /// given as their dependencies (indices of the jobs so far or of the new ones, which take
+    /// the next indices in order). A dependency that failed skips the new job; one that
+    /// succeeded is already met. Work the owner starts here beside the batch calls `waker`'s
+    /// [`Waker::wake`] when it ends.
+    fn extend(&mut self, _load: Load, _waker: &Waker) -> Vec<Vec<usize>> {
         Vec::new()
+    }
+    /// Whether work the owner started beside the batch still runs: the batch does not end
+    /// before its [`Waker::wake`] (so the owner gets it back whatever else happened).
+    fn awaiting(&self) -> bool {
+        false
+    }
+    /// Work the owner started beside the batch woke the loop: called once per wake, also
+    /// after an interrupt or a halt.
+    fn woken(&mut self) {}
+}
+
+/// How busy the batch is when [`Owner::extend`] is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Load {
+    /// Ready jobs waiting for a worker.
+    pub queued: usize,
+    /// Jobs running.
+    pub in_flight: usize,
+    /// The workers the batch may use.
+    pub parallelism: usize,
+}
+
+/// Brings the scheduler's loop back to its owner from another thread (see [`Owner::extend`]).
+#[derive(Clone)]
+pub struct Waker(Sender<()>);
+
+impl Waker {
+    /// Wakes the loop, which then calls [`Owner::woken`].
+    pub fn wake(&self) {
+        let _ = self.0.send(());
     }
 }
 
@@ -116,10 +156,12 @@ where
         return Vec::new();
     }
     let parallelism = parallelism.max(1);
-    let mut board = Board::new(deps, parallelism.min(n));
+    let mut board = Board::new(owner, deps, parallelism.min(n));
     let jobs = JobQueue::<O::Input>::default();
     let (result_tx, result_rx) = unbounded::<Message<O::Progress, O::Output>>();
     let (progress_tx, progress_rx) = unbounded::<Message<O::Progress, ()>>();
+    let (wake_tx, wake_rx) = unbounded::<()>();
+    let waker = Waker(wake_tx);
 
     std::thread::scope(|scope| {
         let spawn = |w: usize| {
@@ -149,9 +191,26 @@ where
         // scope can join them.
         let _closing = Closing(&jobs);
 
+        // More jobs may use more workers, up to `parallelism`.
+        let grow = |board: &mut Board, owner: &mut O| {
+            if interrupted.load(Ordering::SeqCst) || owner.halted() {
+                return;
+            }
+            let load = Load {
+                queued: board.ready.len(),
+                in_flight: board.in_flight,
+                parallelism,
+            };
+            let added = owner.extend(load, &waker);
+            board.extend(owner, added);
+            while board.workers < parallelism.min(board.status.len()) {
+                spawn(board.workers);
+                board.workers += 1;
+            }
+        };
         loop {
-            board.dispatch(owner, &jobs, interrupted, usize::MAX);
-            if board.in_flight == 0 {
+            board.dispatch(owner, &jobs, interrupted, None);
+            if board.in_flight == 0 && !owner.awaiting() {
                 break;
             }
             crossbeam_channel::select! {
@@ -170,27 +229,22 @@ where
                 recv(result_rx) -> msg => match msg {
                     Ok(first) => {
                         // Everything in the queue now was ready before this batch.
-                        let ready_before = board.ready.len();
+                        let ready_before = board.ready.begin_batch();
                         board.take(owner, first, &progress_rx);
                         // Take every other result already waiting into the same batch.
                         while let Ok(msg) = result_rx.try_recv() {
                             board.take(owner, msg, &progress_rx);
                         }
-                        board.dispatch(owner, &jobs, interrupted, ready_before);
+                        board.dispatch(owner, &jobs, interrupted, Some(ready_before));
                         owner.flush();
-                        let running = board.in_flight > 0;
-                        if running && !interrupted.load(Ordering::SeqCst) && !owner.halted() {
-                            let added = owner.extend(board.ready.len());
-                            board.extend(added);
-                            // More jobs may use more workers, up to `parallelism`.
-                            while board.workers < parallelism.min(board.status.len()) {
-                                spawn(board.workers);
-                                board.workers += 1;
-                            }
-                        }
+                        grow(&mut board, owner);
                     }
                     Err(_) => break,
                 },
+                recv(wake_rx) -> _ => {
+                    owner.woken();
+                    grow(&mut board, owner);
+                }
             }
         }
     });
@@ -272,13 +326,60 @@ struct Board {
     /// How many of its dependencies each job still waits for.
     waiting: Vec<usize>,
     dependents: Vec<Vec<usize>>,
-    ready: VecDeque<usize>,
+    ready: Ready,
     in_flight: usize,
     workers: usize,
 }
 
+/// The ready jobs in two queues, each in the order its jobs became ready: first the jobs
+/// something waits on (other jobs of the batch, or work the owner adds: [`Owner::awaited`]),
+/// then the rest. A batch whose latency is the providers' finishes sooner when what unlocks
+/// more work starts first (DESIGN §101). Each entry carries the batch of results it became
+/// ready in, for the dispatch before that batch's flush (§85).
+#[derive(Default)]
+struct Ready {
+    awaited: VecDeque<(usize, u64)>,
+    rest: VecDeque<(usize, u64)>,
+    /// The number of the batch of results being taken.
+    batch: u64,
+}
+
+impl Ready {
+    fn push(&mut self, i: usize, awaited: bool) {
+        let queue = match awaited {
+            true => &mut self.awaited,
+            false => &mut self.rest,
+        };
+        queue.push_back((i, self.batch));
+    }
+
+    fn len(&self) -> usize {
+        self.awaited.len() + self.rest.len()
+    }
+
+    /// A new batch of results begins: returns its number, the jobs it makes ready carry it.
+    fn begin_batch(&mut self) -> u64 {
+        self.batch += 1;
+        self.batch
+    }
+
+    /// The next job to dispatch; with `before`, only of those ready before that batch.
+    fn pop(&mut self, before: Option<u64>) -> Option<usize> {
+        let eligible = |q: &VecDeque<(usize, u64)>| {
+            q.front()
+                .is_some_and(|&(_, b)| before.is_none_or(|before| b < before))
+        };
+        let queue = match (eligible(&self.awaited), eligible(&self.rest)) {
+            (true, _) => &mut self.awaited,
+            (false, true) => &mut self.rest,
+            (false, false) => return None,
+        };
+        queue.pop_front().map(|(i, _)| i)
+    }
+}
+
 impl Board {
-    fn new(deps: &[Vec<usize>], workers: usize) -> Board {
+    fn new<O: Owner>(owner: &O, deps: &[Vec<usize>], workers: usize) -> Board {
         let n = deps.len();
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, ds) in deps.iter().enumerate() {
@@ -287,36 +388,45 @@ impl Board {
             }
         }
         let waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
-        Board {
+        let mut board = Board {
             status: vec![None; n],
-            ready: (0..n).filter(|&i| waiting[i] == 0).collect(),
+            ready: Ready::default(),
             waiting,
             dependents,
             in_flight: 0,
             workers,
+        };
+        for i in 0..n {
+            if board.waiting[i] == 0 {
+                board.make_ready(owner, i);
+            }
         }
+        board
     }
 
-    /// Dispatches ready jobs, at most `limit` of those at the front of the queue, while a
-    /// worker is free and neither an interrupt nor the owner stops it. A job that fails to
-    /// prepare ends at once (its dependents go to the back of the queue).
+    /// Queues job `i`, whose dependencies are all met.
+    fn make_ready<O: Owner>(&mut self, owner: &O, i: usize) {
+        let awaited = !self.dependents[i].is_empty() || owner.awaited(i);
+        self.ready.push(i, awaited);
+    }
+
+    /// Dispatches ready jobs (with `before`: only those ready before that batch of results)
+    /// while a worker is free and neither an interrupt nor the owner stops it. A job that
+    /// fails to prepare ends at once (its dependents go to the back of the queue).
     fn dispatch<O: Owner>(
         &mut self,
         owner: &mut O,
         jobs: &JobQueue<O::Input>,
         interrupted: &AtomicBool,
-        limit: usize,
+        before: Option<u64>,
     ) {
-        let mut taken = 0;
-        while taken < limit
-            && self.in_flight < self.workers
+        while self.in_flight < self.workers
             && !interrupted.load(Ordering::SeqCst)
             && !owner.halted()
         {
-            let Some(i) = self.ready.pop_front() else {
+            let Some(i) = self.ready.pop(before) else {
                 break;
             };
-            taken += 1;
             match owner.prepare(i) {
                 Ok(input) => {
                     self.in_flight += 1;
@@ -324,7 +434,7 @@ impl Board {
                 }
                 Err(out) => {
                     let ok = owner.finish(i, out);
-                    self.settle(i, ok);
+                    self.settle(owner, i, ok);
                 }
             }
         }
@@ -345,14 +455,14 @@ impl Board {
                 }
                 self.in_flight -= 1;
                 let ok = owner.finish(i, out);
-                self.settle(i, ok);
+                self.settle(owner, i, ok);
             }
             Message::Progress(i, p) => owner.progress(i, p),
         }
     }
 
     /// Adds jobs depending on `deps` (see [`Owner::extend`]), indexed after the existing ones.
-    fn extend(&mut self, deps: Vec<Vec<usize>>) {
+    fn extend<O: Owner>(&mut self, owner: &O, deps: Vec<Vec<usize>>) {
         let first = self.status.len();
         let n = first + deps.len();
         self.status.resize(n, None);
@@ -373,20 +483,24 @@ impl Board {
                     }
                 }
             }
+        }
+        // Queued once all are in: an added job may depend on a later one.
+        for i in first..n {
             if self.waiting[i] == 0 && self.status[i].is_none() {
-                self.ready.push_back(i);
+                self.make_ready(owner, i);
             }
         }
     }
 
     /// Records how job `i` ended: its dependents become ready (success), or are skipped.
-    fn settle(&mut self, i: usize, ok: bool) {
+    fn settle<O: Owner>(&mut self, owner: &O, i: usize, ok: bool) {
         if ok {
             self.status[i] = Some(Status::Done);
-            for &d in &self.dependents[i] {
+            for k in 0..self.dependents[i].len() {
+                let d = self.dependents[i][k];
                 self.waiting[d] -= 1;
                 if self.waiting[d] == 0 && self.status[d].is_none() {
-                    self.ready.push_back(d);
+                    self.make_ready(owner, d);
                 }
             }
             return;
@@ -403,342 +517,4 @@ impl Board {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use super::*;
-
-    struct Recorder {
-        order: Vec<usize>,
-        progress: Vec<(usize, u32)>,
-    }
-
-    impl Owner for Recorder {
-        type Input = usize;
-        type Progress = u32;
-        type Output = bool;
-        fn prepare(&mut self, i: usize) -> Result<usize, bool> {
-            Ok(i)
-        }
-        fn progress(&mut self, i: usize, p: u32) {
-            self.progress.push((i, p));
-        }
-        fn finish(&mut self, i: usize, ok: bool) -> bool {
-            self.order.push(i);
-            ok
-        }
-    }
-
-    struct Runner {
-        fail: usize,
-        running: Mutex<usize>,
-        max_running: Mutex<usize>,
-    }
-
-    impl Worker<Recorder> for Runner {
-        fn run(&self, i: usize, _input: usize, reporter: &Reporter<u32>) -> bool {
-            {
-                let mut r = self.running.lock().unwrap();
-                *r += 1;
-                let mut m = self.max_running.lock().unwrap();
-                *m = (*m).max(*r);
-            }
-            reporter.report(7);
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            *self.running.lock().unwrap() -= 1;
-            i != self.fail
-        }
-    }
-
-    #[test]
-    fn dependencies_order_failures_skip_dependents_only() {
-        // 0 <- 1 <- 2 ; 3 independent ; 4 depends on 3
-        let deps = vec![vec![], vec![0], vec![1], vec![], vec![3]];
-        let mut owner = Recorder {
-            order: vec![],
-            progress: vec![],
-        };
-        let runner = Runner {
-            fail: 1,
-            running: Mutex::new(0),
-            max_running: Mutex::new(0),
-        };
-        let status = run(&mut owner, &runner, &deps, 4, &AtomicBool::new(false));
-        assert_eq!(
-            status,
-            vec![
-                Status::Done,
-                Status::Failed,
-                Status::Skipped { because: 1 },
-                Status::Done,
-                Status::Done
-            ]
-        );
-        let pos = |x| owner.order.iter().position(|&o| o == x).unwrap();
-        assert!(pos(0) < pos(1));
-        assert!(pos(3) < pos(4));
-        assert_eq!(owner.progress.len(), 4);
-    }
-
-    #[test]
-    fn parallelism_is_bounded() {
-        let deps = vec![vec![]; 40];
-        let mut owner = Recorder {
-            order: vec![],
-            progress: vec![],
-        };
-        let runner = Runner {
-            fail: usize::MAX,
-            running: Mutex::new(0),
-            max_running: Mutex::new(0),
-        };
-        let status = run(&mut owner, &runner, &deps, 3, &AtomicBool::new(false));
-        assert!(status.iter().all(|s| *s == Status::Done));
-        assert_eq!(*runner.max_running.lock().unwrap(), 3);
-    }
-
-    /// Halts once `after` jobs have finished.
-    struct Halting {
-        finished: usize,
-        after: usize,
-    }
-
-    impl Owner for Halting {
-        type Input = ();
-        type Progress = u32;
-        type Output = bool;
-        fn prepare(&mut self, _i: usize) -> Result<(), bool> {
-            Ok(())
-        }
-        fn progress(&mut self, _i: usize, _p: u32) {}
-        fn finish(&mut self, _i: usize, ok: bool) -> bool {
-            self.finished += 1;
-            ok
-        }
-        fn halted(&self) -> bool {
-            self.finished >= self.after
-        }
-    }
-
-    struct Sleeper;
-
-    impl Worker<Halting> for Sleeper {
-        fn run(&self, _i: usize, _input: (), _reporter: &Reporter<u32>) -> bool {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            true
-        }
-    }
-
-    #[test]
-    fn a_halting_owner_stops_dispatch_and_in_flight_jobs_finish() {
-        let deps = vec![vec![]; 20];
-        let mut owner = Halting {
-            finished: 0,
-            after: 1,
-        };
-        let status = run(&mut owner, &Sleeper, &deps, 4, &AtomicBool::new(false));
-        let done = status.iter().filter(|s| **s == Status::Done).count();
-        let halted = status.iter().filter(|s| **s == Status::Halted).count();
-        assert_eq!(done + halted, 20, "{status:?}");
-        assert_eq!(done, owner.finished, "every dispatched job finished");
-        assert_eq!(
-            done, 4,
-            "the first four were running; nothing started after"
-        );
-    }
-
-    /// Logs what the scheduler asks of it; its flush fails (and halts) when `flush_fails`.
-    #[derive(Default)]
-    struct Logging {
-        log: Vec<String>,
-        flush_fails: bool,
-        failed: bool,
-    }
-
-    impl Owner for Logging {
-        type Input = ();
-        type Progress = u32;
-        type Output = bool;
-        fn prepare(&mut self, i: usize) -> Result<(), bool> {
-            self.log.push(format!("prepare {i}"));
-            Ok(())
-        }
-        fn progress(&mut self, _i: usize, _p: u32) {}
-        fn finish(&mut self, i: usize, ok: bool) -> bool {
-            self.log.push(format!("finish {i}"));
-            ok
-        }
-        fn flush(&mut self) {
-            self.failed |= self.flush_fails;
-            self.log.push("flush".into());
-        }
-        fn halted(&self) -> bool {
-            self.failed
-        }
-    }
-
-    struct Quick;
-
-    impl Worker<Logging> for Quick {
-        fn run(&self, _i: usize, _input: (), _reporter: &Reporter<u32>) -> bool {
-            true
-        }
-    }
-
-    #[test]
-    fn jobs_ready_before_a_batch_start_before_its_flush_its_dependents_after() {
-        // 2 depends on 0; 1 is independent. One worker, so every batch is one result.
-        let deps = vec![vec![], vec![], vec![0]];
-        let mut owner = Logging::default();
-        let status = run(&mut owner, &Quick, &deps, 1, &AtomicBool::new(false));
-        assert!(status.iter().all(|s| *s == Status::Done), "{status:?}");
-        let at = |what: &str| owner.log.iter().position(|l| l == what).unwrap();
-        assert_eq!(owner.log[..2], ["prepare 0", "finish 0"], "{:?}", owner.log);
-        // 1 was ready before 0's batch: it starts while that batch is made durable.
-        assert!(at("prepare 1") < at("flush"), "{:?}", owner.log);
-        // 2 waits until the result it depends on is durable.
-        assert!(at("prepare 2") > at("flush"), "{:?}", owner.log);
-    }
-
-    #[test]
-    fn after_a_failed_flush_nothing_more_starts() {
-        let deps = vec![vec![]; 4];
-        let mut owner = Logging {
-            flush_fails: true,
-            ..Logging::default()
-        };
-        let status = run(&mut owner, &Quick, &deps, 1, &AtomicBool::new(false));
-        // 1 was dispatched before the flush of 0's batch failed, and ran to its end.
-        assert_eq!(
-            status,
-            [Status::Done, Status::Done, Status::Halted, Status::Halted]
-        );
-        let failed = owner.log.iter().position(|l| l == "flush").unwrap();
-        assert!(
-            owner.log[failed..]
-                .iter()
-                .all(|l| !l.starts_with("prepare")),
-            "{:?}",
-            owner.log
-        );
-    }
-
-    /// Adds job 2 (depending on 0, which succeeds) and job 3 (depending on 1, which fails)
-    /// once 0 has finished while 1 still runs.
-    #[derive(Default)]
-    struct Extending {
-        log: Vec<String>,
-        extended: bool,
-    }
-
-    impl Owner for Extending {
-        type Input = usize;
-        type Progress = u32;
-        type Output = bool;
-        fn prepare(&mut self, i: usize) -> Result<usize, bool> {
-            self.log.push(format!("prepare {i}"));
-            Ok(i)
-        }
-        fn progress(&mut self, _i: usize, _p: u32) {}
-        fn finish(&mut self, i: usize, ok: bool) -> bool {
-            self.log.push(format!("finish {i}"));
-            ok
-        }
-        fn extend(&mut self, queued: usize) -> Vec<Vec<usize>> {
-            if self.extended || !self.log.contains(&"finish 0".to_string()) {
-                return Vec::new();
-            }
-            assert_eq!(queued, 0);
-            self.extended = true;
-            self.log.push("extend".into());
-            vec![vec![0], vec![1]]
-        }
-    }
-
-    /// Job 0 is quick, job 1 slow and failing, the added ones quick.
-    struct Staggered;
-
-    impl Worker<Extending> for Staggered {
-        fn run(&self, i: usize, _input: usize, _reporter: &Reporter<u32>) -> bool {
-            if i == 1 {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                return false;
-            }
-            true
-        }
-    }
-
-    #[test]
-    fn jobs_added_while_others_run_start_at_once_and_wait_for_their_dependencies() {
-        let deps = vec![vec![], vec![]];
-        let mut owner = Extending::default();
-        let status = run(&mut owner, &Staggered, &deps, 2, &AtomicBool::new(false));
-        assert_eq!(
-            status,
-            [
-                Status::Done,
-                Status::Failed,
-                Status::Done,
-                Status::Skipped { because: 1 }
-            ]
-        );
-        let at = |what: &str| owner.log.iter().position(|l| l == what).unwrap();
-        // Added while 1 ran, 2 started (and ended) before 1 ended; 3 never started.
-        assert!(at("extend") < at("prepare 2"), "{:?}", owner.log);
-        assert!(at("finish 2") < at("finish 1"), "{:?}", owner.log);
-        assert!(
-            !owner.log.contains(&"prepare 3".to_string()),
-            "{:?}",
-            owner.log
-        );
-    }
-
-    struct Panicking;
-
-    impl Owner for Panicking {
-        type Input = ();
-        type Progress = u32;
-        type Output = bool;
-        fn prepare(&mut self, _i: usize) -> Result<(), bool> {
-            Ok(())
-        }
-        fn progress(&mut self, _i: usize, _p: u32) {}
-        fn finish(&mut self, _i: usize, _ok: bool) -> bool {
-            panic!("owner failed");
-        }
-    }
-
-    impl Worker<Panicking> for Quick {
-        fn run(&self, _i: usize, _input: (), _reporter: &Reporter<u32>) -> bool {
-            true
-        }
-    }
-
-    #[test]
-    fn a_panicking_owner_lets_the_idle_workers_end() {
-        let deps = vec![vec![]; 8];
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run(&mut Panicking, &Quick, &deps, 4, &AtomicBool::new(false))
-        }));
-        assert!(
-            ran.is_err(),
-            "the panic reaches the caller instead of a hang"
-        );
-    }
-
-    #[test]
-    fn interrupt_stops_dispatch() {
-        let deps = vec![vec![]; 10];
-        let mut owner = Recorder {
-            order: vec![],
-            progress: vec![],
-        };
-        let runner = Runner {
-            fail: usize::MAX,
-            running: Mutex::new(0),
-            max_running: Mutex::new(0),
-        };
-        let status = run(&mut owner, &runner, &deps, 2, &AtomicBool::new(true));
-        assert!(status.iter().all(|s| *s == Status::Interrupted));
-    }
-}
+mod tests;

@@ -30,8 +30,9 @@ pub fn placeholder(ty: &str) -> Json {
     }
 }
 
-/// Turns a ledger into the plan's IR.
-pub trait Evaluator {
+/// Turns a ledger into the plan's IR. `Send`: an evaluation may run on a helper thread beside
+/// a running phase (`Engine::evaluate_beside`).
+pub trait Evaluator: Send {
     /// Evaluates the plan with `ledger` as its input; returns the IR bytes and the time taken.
     /// Takes the ledger (every recorded object's outputs, as large as the state) so that it can
     /// be gone once handed over, while Nix evaluates.
@@ -62,6 +63,36 @@ pub trait Evaluator {
     /// [`sensitive_variables`](Self::sensitive_variables)); `None` when the plan cannot say.
     fn sensitive_declarations(&mut self, _ledger: &Ledger) -> Option<BTreeMap<String, String>> {
         None
+    }
+}
+
+/// An evaluation running on a helper thread (see [`Engine::evaluate_beside`]).
+pub(super) struct Beside {
+    /// The run's evaluator back, with what it evaluated.
+    done: crossbeam_channel::Receiver<(Box<dyn Evaluator>, EvaluatorResult)>,
+}
+
+/// What [`Evaluator::evaluate`] returns.
+type EvaluatorResult = Result<(Vec<u8>, Duration), EngineError>;
+
+/// Wakes a phase's loop when dropped: at the end of the evaluation thread, however it ends.
+struct WakesOnDrop(crate::sched::Waker);
+
+impl Drop for WakesOnDrop {
+    fn drop(&mut self) {
+        self.0.wake();
+    }
+}
+
+/// What the engine holds while its evaluator evaluates beside a phase: a second evaluation
+/// then is refused rather than run beside the first.
+struct Lent;
+
+impl Evaluator for Lent {
+    fn evaluate(&mut self, _ledger: Ledger) -> EvaluatorResult {
+        Err(EngineError::Io(
+            "internal error: an evaluation was asked for while another runs".into(),
+        ))
     }
 }
 
@@ -207,15 +238,7 @@ impl Engine<'_> {
         state: &StateFile,
         phase: u32,
     ) -> Result<(Vec<u8>, Duration), EngineError> {
-        let mut ledger = self.ledger_from(state, phase);
-        if self.opts.placeholder_variables {
-            self.opts.placeholder_variables = false;
-            self.fill_placeholders(&ledger);
-            ledger = self.ledger_from(state, phase);
-        }
-        if !self.vars_settled {
-            self.settle_variables_before(&ledger);
-        }
+        let ledger = self.ledger_for_evaluation(state, phase);
         self.probed = None;
         let (bytes, took) = match self.probe_next {
             true => {
@@ -227,6 +250,75 @@ impl Engine<'_> {
         };
         self.nix_time += took;
         Ok((bytes, took))
+    }
+
+    /// The ledger of an evaluation of `phase` built from `state`, once the variables are
+    /// settled (before the first evaluation: which are sensitive, and a review's placeholders).
+    fn ledger_for_evaluation(&mut self, state: &StateFile, phase: u32) -> Ledger {
+        let mut ledger = self.ledger_from(state, phase);
+        if self.opts.placeholder_variables {
+            self.opts.placeholder_variables = false;
+            self.fill_placeholders(&ledger);
+            ledger = self.ledger_from(state, phase);
+        }
+        if !self.vars_settled {
+            self.settle_variables_before(&ledger);
+        }
+        ledger
+    }
+
+    /// Starts Nix's evaluation of `phase` with a ledger built from `state` on a helper thread,
+    /// so that the caller (a phase's owner) keeps taking results and starting work meanwhile
+    /// (DESIGN §101). The thread holds the run's evaluator, and nothing else of the engine,
+    /// until [`evaluated_beside`](Self::evaluated_beside) gives it back; meanwhile another
+    /// evaluation is refused (never two at once). `waker` is woken when the evaluation ends,
+    /// also when it panics.
+    pub(super) fn evaluate_beside(
+        &mut self,
+        state: &StateFile,
+        phase: u32,
+        waker: crate::sched::Waker,
+    ) -> Result<Beside, EngineError> {
+        let ledger = self.ledger_for_evaluation(state, phase);
+        let (job_tx, job_rx) = crossbeam_channel::bounded::<(Box<dyn Evaluator>, Ledger)>(1);
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        std::thread::Builder::new()
+            .name("nivis-evaluation".into())
+            .spawn(move || {
+                // Dropped last: the result is sent before the owner is woken.
+                let _wakes = WakesOnDrop(waker);
+                if let Ok((mut evaluator, ledger)) = job_rx.recv() {
+                    let result = evaluator.evaluate(ledger);
+                    let _ = done_tx.send((evaluator, result));
+                }
+            })
+            .map_err(|e| EngineError::Io(format!("cannot start a thread to evaluate on: {e}")))?;
+        // Handed over only once the thread runs, so a failed start keeps the evaluator here.
+        let evaluator = std::mem::replace(&mut self.evaluator, Box::new(Lent));
+        job_tx
+            .send((evaluator, ledger))
+            .expect("the evaluation thread waits for its job");
+        Ok(Beside { done: done_rx })
+    }
+
+    /// The IR of the evaluation `beside` of `phase` (waiting for it if it still runs), the run's
+    /// evaluator taken back; as [`evaluate`](Self::evaluate) from there on: parsed, accepted,
+    /// and the ephemeral resources it declares ready opened (with `state`).
+    pub(super) fn evaluated_beside(
+        &mut self,
+        beside: Beside,
+        state: &StateFile,
+        phase: u32,
+    ) -> Result<Ir, EngineError> {
+        let (evaluator, result) = beside.done.recv().map_err(|_| {
+            EngineError::Io("the evaluation beside the running operations ended without a result (its thread failed); run `nivis apply` again".into())
+        })?;
+        self.evaluator = evaluator;
+        let (bytes, took) = result?;
+        self.nix_time += took;
+        let ir = parse_releasing(bytes)?;
+        let ir = self.accept_evaluated(ir, took, phase)?;
+        self.with_ephemerals_open(ir, state, phase)
     }
 
     /// What every evaluation's IR goes through once parsed: the providers to keep, the
@@ -253,6 +345,7 @@ impl Engine<'_> {
         self.refuse_secret_addresses(&ir)?;
         refuse_without_ledger(&ir)?;
         self.conditions.clone_from(&ir.conditions);
+        self.last_evaluation = took;
         self.sink.event(Event::Evaluated {
             phase,
             duration: took,

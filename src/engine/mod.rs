@@ -222,6 +222,8 @@ pub struct Engine<'s> {
     /// What this run has settled so far.
     settled: analysis::Settled,
     nix_time: Duration,
+    /// How long the latest evaluation took (a phase's owner weighs a wave against it).
+    last_evaluation: Duration,
     /// Until the first IR says which variables are sensitive, all their values are masked.
     vars_settled: bool,
     /// Whether the next evaluations fold in the resource-set probe (the plan's, and the
@@ -273,6 +275,7 @@ impl<'s> Engine<'s> {
             live: Arc::new(Mutex::new(Vec::new())),
             settled: HashMap::new(),
             nix_time: Duration::ZERO,
+            last_evaluation: Duration::ZERO,
             vars_settled: false,
             probe_next: false,
             probed: None,

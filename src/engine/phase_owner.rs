@@ -10,28 +10,30 @@
 //! policies (the host's), nor what a node does with its provider (`node`).
 
 use std::cell::OnceCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::Value as Json;
 
 use super::analysis::{resolved_fingerprint, Analysis};
 use super::error::EngineError;
-use super::events::{Action, Event, Sink, Wait};
+use super::events::{Action, Event, Wait};
 use super::node::{self, Mode, NodeInput, NodeOutput, NodeProgress};
 use super::record::Recorder;
 use super::resolve::{resolve, Lookup, Resolved};
-use super::{deposed, interrupt_flag, stale, Options};
+use super::{deposed, interrupt_flag, stale};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::{Capabilities, Provider};
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockedStore, Mutation, StateFile};
+use crate::state::{Change, LockedStore, Mutation};
 use crate::value::json::from_plain_json;
 use crate::value::Value;
 
+mod host;
 mod waves;
-use waves::awaited_by_deferred;
+pub(super) use host::{Admitted, PhaseHost};
+use waves::{awaited_by_deferred, Evaluating, Started};
 
 /// What one phase runs with: the IR and its analysis (the nodes of `analysis.run` run), the
 /// started providers they need, the run's options, and what the run carries into the phase.
@@ -48,46 +50,6 @@ pub(super) struct PhaseInput<'a, 'ir> {
     /// Apply mode: the data sources this phase's plan read.
     pub(super) earlier_reads: HashMap<String, node::DataRead>,
 }
-
-/// What a phase's owner needs from the run it is part of: where events go, the run's options,
-/// and (apply mode) the evaluation waves that join the phase while it runs (DESIGN §89).
-pub(super) trait PhaseHost {
-    /// Where the phase's events go.
-    fn sink(&mut self) -> &mut dyn Sink;
-    /// The run's options.
-    fn opts(&self) -> &Options;
-    /// Whether evaluation waves may join this phase (else it runs only its own nodes).
-    fn streams(&self) -> bool {
-        false
-    }
-    /// Nix's evaluation for wave `wave` with a ledger built from `state` (committed records).
-    fn evaluate_wave(&mut self, _state: &StateFile, _wave: u32) -> Result<Ir, EngineError> {
-        Err(EngineError::Io("this phase does not evaluate".into()))
-    }
-    /// The analysis of a wave's IR, with what the run settled so far.
-    fn analyse_wave<'i>(&self, ir: &'i Ir, state: &StateFile) -> Result<Analysis<'i>, EngineError>;
-    /// Before a wave's nodes (`analysis.run`) change anything: its policies checked, its
-    /// providers started and its references checked. Returns the wave's running providers
-    /// and the data sources its policy preview read (the apply uses them).
-    fn admit_wave(
-        &mut self,
-        _ir: &Ir,
-        _analysis: &Analysis<'_>,
-        _holder: &mut dyn LockedStore,
-        _wave: u32,
-    ) -> Result<Admitted, EngineError> {
-        Err(EngineError::Io("this phase does not evaluate".into()))
-    }
-    /// `id` settled with configuration fingerprint `fingerprint`: later analyses need not run
-    /// it again.
-    fn settled(&mut self, _id: &str, _fingerprint: String) {}
-}
-
-/// What [`PhaseHost::admit_wave`] gives a wave.
-pub(super) type Admitted = (
-    HashMap<String, Arc<dyn Provider>>,
-    HashMap<String, node::DataRead>,
-);
 
 /// How many evaluation waves may join one phase; later outputs wait for the phase's end, as
 /// without waves. Each wave's IR is kept until the phase ends (its nodes may still run).
@@ -170,12 +132,17 @@ pub(super) fn run_phase(
         earlier_reads,
         streams,
         awaited: Vec::new(),
+        awaited_ids: HashSet::new(),
         changed_since_evaluation: BTreeSet::new(),
         told_settled: 0,
         wave_error: None,
+        evaluating: None,
+        evaluated: None,
+        timing: waves::Timing::default(),
     };
     if streams {
-        owner.awaited = awaited_by_deferred(analysis);
+        owner.await_outputs(awaited_by_deferred(analysis));
+        owner.timing.evaluation = owner.host.evaluation_time();
     }
     let workers = owner.host.opts().parallelism;
     let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
@@ -305,6 +272,8 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     streams: bool,
     /// For each deferred node of the latest evaluation, the resources it waits on through Nix.
     awaited: Vec<BTreeSet<String>>,
+    /// Every resource in `awaited`: its job goes before those nothing waits on.
+    awaited_ids: HashSet<String>,
     /// Resources whose recorded outputs changed since the latest evaluation.
     changed_since_evaluation: BTreeSet<String>,
     /// How many of `result.settled` the host was told of (see [`PhaseHost::settled`]).
@@ -312,6 +281,12 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     /// Why a wave could not join (its evaluation failed, a policy refused it): nothing more
     /// starts, what runs ends and is recorded, and the phase fails with it.
     wave_error: Option<EngineError>,
+    /// The evaluation running beside the phase, if any (never more than one).
+    evaluating: Option<Evaluating>,
+    /// An evaluation that ended, with its IR, waiting to join.
+    evaluated: Option<(Started, Ir)>,
+    /// What decides when a wave's evaluation starts: how long jobs and evaluations take.
+    timing: waves::Timing,
 }
 
 impl<'ir> PhaseOwner<'_, 'ir> {
@@ -376,6 +351,10 @@ impl PhaseOwner<'_, '_> {
             if self.streams {
                 self.changed_since_evaluation
                     .insert(change.id().to_string());
+                if let Some(evaluating) = &mut self.evaluating {
+                    // Not in the ledger it evaluates: what Nix computes from it is stale.
+                    evaluating.changed_since_ledger(change.id(), before);
+                }
             }
             // What Nix computed from the old outputs is stale now (copies of both kept only
             // when something reads them), in every wave's IR.
@@ -454,6 +433,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             // phase; in a plan, that phase is the apply's.
             if self.streams {
                 // Nix computes it again once its source is recorded (it is, now).
+                self.awaited_ids.insert(source.clone());
                 self.awaited.push([source.clone()].into());
             }
             self.stale.insert(id.clone(), Wait::Recomputed(source));
@@ -704,6 +684,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 {
                     self.result.changed.push((id.clone(), action));
                 }
+                self.timing.job_done(out.elapsed);
                 // "finished" means recorded: sent once the commit of this batch returns.
                 self.recorder.announce(Event::Finished {
                     phase,
@@ -726,21 +707,34 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         self.recorder.halted(self.holder) || self.wave_error.is_some()
     }
 
-    fn extend(&mut self, queued: usize) -> Vec<Vec<usize>> {
-        // With ready nodes waiting for a worker, a wave's nodes could start no sooner.
-        if queued > 0 || self.waves.len() > MAX_WAVES {
-            return Vec::new();
-        }
-        let trigger = self.ripe();
-        if trigger.is_empty() {
-            return Vec::new();
-        }
-        match self.next_wave(trigger) {
-            Ok(added) => added,
-            Err(e) => {
-                self.wave_error = Some(e);
-                Vec::new()
+    fn extend(&mut self, load: sched::Load, waker: &sched::Waker) -> Vec<Vec<usize>> {
+        let added = match self.evaluated.take() {
+            Some((evaluating, ir)) => self.join_wave(evaluating, ir),
+            None => Ok(Vec::new()),
+        };
+        let started = added.and_then(|added| {
+            if self.waves.len() <= MAX_WAVES && self.evaluating.is_none() {
+                self.start_wave_if_due(load, added.len(), waker)?;
             }
+            Ok(added)
+        });
+        started.unwrap_or_else(|e| {
+            self.wave_error.get_or_insert(e);
+            Vec::new()
+        })
+    }
+
+    fn awaited(&self, i: usize) -> bool {
+        self.awaited_ids.contains(&self.ids[i])
+    }
+
+    fn awaiting(&self) -> bool {
+        self.evaluating.is_some()
+    }
+
+    fn woken(&mut self) {
+        if let Err(e) = self.wave_evaluated() {
+            self.wave_error.get_or_insert(e);
         }
     }
 }

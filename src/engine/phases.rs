@@ -10,6 +10,7 @@ use super::analysis::{
 };
 use super::conditions::Judging;
 use super::error::EngineError;
+use super::evaluate::Beside;
 use super::events::{Event, Sink, Wait};
 use super::node::Mode;
 use super::phase_owner::{run_phase, Admitted, PhaseHost, PhaseInput, PhaseResult};
@@ -619,8 +620,26 @@ impl PhaseHost for Engine<'_> {
         self.streaming
     }
 
-    fn evaluate_wave(&mut self, state: &StateFile, wave: u32) -> Result<Ir, EngineError> {
-        self.evaluate(state, wave)
+    fn evaluate_wave(
+        &mut self,
+        state: &StateFile,
+        wave: u32,
+        waker: crate::sched::Waker,
+    ) -> Result<Beside, EngineError> {
+        self.evaluate_beside(state, wave, waker)
+    }
+
+    fn wave_evaluated(
+        &mut self,
+        beside: Beside,
+        state: &StateFile,
+        wave: u32,
+    ) -> Result<Ir, EngineError> {
+        self.evaluated_beside(beside, state, wave)
+    }
+
+    fn evaluation_time(&self) -> std::time::Duration {
+        self.last_evaluation
     }
 
     fn analyse_wave<'i>(&self, ir: &'i Ir, state: &StateFile) -> Result<Analysis<'i>, EngineError> {

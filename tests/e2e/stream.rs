@@ -138,6 +138,46 @@ fn a_wave_a_mandatory_policy_refuses_starts_nothing_while_work_in_flight_complet
     );
 }
 
+/// `f1` (fast), `f2` (`slow-f2`: 100 ms), `s2`, whose label Nix computes from `f1`'s id, and a
+/// plan whose every evaluation burns half a second or more of Nix's time first.
+const SLOW_NIX: &str = r#"{
+  plan = ledger:
+    let
+      burn = builtins.foldl' (a: b: a + b) 0 (builtins.genList (x: x) 1000000);
+      f1 = lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "f1"; config.label = "fast"; };
+      f2 = lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "f2"; config.label = "slow-f2"; };
+      s2 = lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "s2";
+        config.label = lib.str [ "after-" (f1.refAttr "id") ]; };
+    in
+    builtins.seq burn (lib.toIR { providers.alpha = lib.mkProvider { source = "provider-alpha"; }; resources = [ f1 f2 s2 ]; inherit ledger; });
+}"#;
+
+#[test]
+fn a_result_that_arrives_while_a_wave_evaluates_is_recorded_at_once() {
+    let p = Project::new(SLOW_NIX)
+        .env("NIVIS_FAKE_LATENCY_MS", "slow*=100")
+        .with_object_log();
+    let out = p.run(&["apply"], &["--attr", "plan", "--auto-approve", "--json"]);
+    assert_success(&out);
+    let events = events(&out);
+    let at = |kind, id| {
+        position(&events, kind, id).unwrap_or_else(|| panic!("no {kind} {id}: {events:#?}"))
+    };
+    let wave = (events.iter())
+        .position(|e| e["type"] == "wave")
+        .unwrap_or_else(|| panic!("no wave: {events:#?}"));
+    let f2 = "alpha.alpha_token.f2";
+    // f1's commit started the wave's evaluation (half a second of Nix or more); f2 ended 100 ms in and was
+    // recorded then, not once Nix returned (DESIGN §101).
+    assert!(at("finished", F1) < wave, "{events:#?}");
+    assert!(at("finished", f2) < wave, "{events:#?}");
+    assert!(wave < at("started", S2), "{events:#?}");
+    let o = p.outputs();
+    let f1_id = o[F1]["id"].as_str().unwrap();
+    assert_eq!(o[S2]["label"], format!("after-{f1_id}"), "{o}");
+    p.assert_remote_matches_state(&[]);
+}
+
 #[test]
 fn killed_between_a_commit_and_the_evaluation_it_triggered_the_rerun_converges() {
     let p = project("", 8000);

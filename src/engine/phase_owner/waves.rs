@@ -1,18 +1,26 @@
-//! Evaluation waves (DESIGN §89): when a deferred node of the latest evaluation is ripe, the
-//! phase's owner has its host evaluate again with the committed records and adds the nodes
-//! that became ready to the running phase.
+//! Evaluation waves (DESIGN §89, §101): when a deferred node of the latest evaluation is ripe
+//! and a wave is due, the phase's owner has its host start Nix's evaluation with the committed
+//! records beside the running phase. While Nix runs, the owner keeps taking results, committing
+//! them and starting the ready nodes; when it ends, the nodes it made ready join the phase.
 //!
-//! Owns the ripeness rule and the joining of a wave's nodes; not evaluating, analysing or
-//! admitting a wave (the host's), nor running nodes (the owner's).
+//! Owns the ripeness rule, when a wave's evaluation starts, and the joining of a wave's nodes;
+//! not evaluating, analysing or admitting a wave (the host's), nor running nodes (the owner's).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::Duration;
+
+use serde_json::Value as Json;
 
 use super::{PhaseOwner, Wave};
 use crate::engine::analysis::Analysis;
 use crate::engine::error::EngineError;
+use crate::engine::evaluate::Beside;
 use crate::engine::events::{Event, Wait};
 use crate::engine::stale;
 use crate::ir::Ir;
+use crate::sched::{Load, Waker};
+use crate::value::json::from_plain_json;
+use crate::value::Value;
 
 /// For each resource a deferred node of `analysis` waits on through Nix (or a value Nix must
 /// compute again), the nodes waiting on it: the outputs whose recording may make a wave.
@@ -32,7 +40,76 @@ pub(super) fn awaited_by_deferred(analysis: &Analysis<'_>) -> Vec<BTreeSet<Strin
         .collect()
 }
 
+/// A wave's evaluation running beside the phase.
+pub(super) struct Evaluating {
+    beside: Beside,
+    started: Started,
+}
+
+impl Evaluating {
+    /// `id`'s recorded outputs changed from `before` while Nix evaluates a ledger without the
+    /// change: what it computes from them is stale (the first change keeps the ledger's value).
+    pub(super) fn changed_since_ledger(&mut self, id: &str, before: Option<&Json>) {
+        let changed = &mut self.started.changed;
+        if !changed.contains_key(id) {
+            changed.insert(id.to_string(), before.cloned());
+        }
+    }
+}
+
+/// What the owner keeps of a wave's evaluation from its start to its join.
+pub(super) struct Started {
+    /// The wave's number.
+    number: u32,
+    /// The recorded outputs that made it.
+    trigger: Vec<String>,
+    /// Resources whose recorded outputs changed after its ledger was built, with their
+    /// record as the ledger had it (`None`: not recorded then).
+    changed: HashMap<String, Option<Json>>,
+    /// How many entries `awaited` had at the start (later ones: nodes found stale since).
+    awaited_then: usize,
+}
+
+/// How long things take in this phase, which decides when a wave's evaluation is due.
+#[derive(Default)]
+pub(super) struct Timing {
+    /// The latest evaluation's.
+    pub(super) evaluation: Duration,
+    /// The jobs finished, and their time in all.
+    jobs: u32,
+    job_time: Duration,
+}
+
+impl Timing {
+    /// A job took `elapsed`.
+    pub(super) fn job_done(&mut self, elapsed: Duration) {
+        self.jobs += 1;
+        self.job_time += elapsed;
+    }
+
+    fn mean_job(&self) -> Duration {
+        self.job_time.checked_div(self.jobs).unwrap_or_default()
+    }
+
+    /// About how long `parallelism` workers are busy with `jobs` queued jobs.
+    fn queue(&self, jobs: usize, parallelism: usize) -> Duration {
+        self.mean_job()
+            .mul_f64(jobs as f64 / parallelism.max(1) as f64)
+    }
+
+    /// About how long until `jobs` more jobs have all ended (at least one job's time).
+    fn until_ended(&self, jobs: usize, parallelism: usize) -> Duration {
+        self.mean_job() * jobs.div_ceil(parallelism.max(1)) as u32
+    }
+}
+
 impl PhaseOwner<'_, '_> {
+    /// What the deferred nodes of the latest evaluation wait on: `awaited`.
+    pub(super) fn await_outputs(&mut self, awaited: Vec<BTreeSet<String>>) {
+        self.awaited_ids = awaited.iter().flatten().cloned().collect();
+        self.awaited = awaited;
+    }
+
     /// The recorded outputs that make a deferred node ready for Nix: changed since the latest
     /// evaluation, and every resource that node waits on through Nix done in this phase. Empty
     /// when no deferred node is ripe (an evaluation would find it still waiting).
@@ -53,12 +130,85 @@ impl PhaseOwner<'_, '_> {
         trigger.into_iter().cloned().collect()
     }
 
-    /// Evaluates with the records committed so far and adds the nodes that became ready (and
-    /// are not already in the phase) as wave `trigger` made: returns their dependencies for
-    /// the scheduler. Nothing joins when the evaluation made nothing new ready.
-    pub(super) fn next_wave(
+    /// The jobs of this phase not ended yet whose outputs a deferred node waits on.
+    fn awaited_unfinished(&self) -> usize {
+        let jobs = (self.awaited.iter().flatten())
+            .filter_map(|r| self.job_of.get(r))
+            .filter(|&&j| !self.done[j]);
+        jobs.collect::<HashSet<_>>().len()
+    }
+
+    /// Starts a wave's evaluation when one is due (`added`: jobs a wave just added, not in
+    /// `load` yet): something runs, some deferred node is ripe, and neither would a later
+    /// evaluation serve as well nor cost less. Both are judged against how long the latest
+    /// evaluation took. With more queued work than that, the workers stay busy until a later
+    /// evaluation ends too, and it sees more outputs; when every other output deferred nodes
+    /// wait on will be recorded within that time, one evaluation after them serves all. Jobs
+    /// that take longer than an evaluation (providers' latency, not CPU, bounds the phase)
+    /// make every ripe node worth an evaluation at once: its nodes then queue in the order
+    /// they became ready, not behind everything that did later.
+    pub(super) fn start_wave_if_due(
         &mut self,
-        trigger: Vec<String>,
+        load: Load,
+        added: usize,
+        waker: &Waker,
+    ) -> Result<(), EngineError> {
+        let queued = load.queued + added;
+        // Nothing runs: the phase ends and the loop evaluates (§6).
+        if load.in_flight + queued == 0 {
+            return Ok(());
+        }
+        let evaluation = self.timing.evaluation;
+        let slow_jobs = self.timing.mean_job() >= evaluation;
+        if !slow_jobs && self.timing.queue(queued, load.parallelism) > evaluation {
+            return Ok(());
+        }
+        let trigger = self.ripe();
+        if trigger.is_empty() {
+            return Ok(());
+        }
+        if !slow_jobs {
+            let unfinished = self.awaited_unfinished();
+            let soon = self.timing.until_ended(unfinished, load.parallelism) <= evaluation;
+            if unfinished > 0 && soon {
+                return Ok(());
+            }
+        }
+        let number = self.waves.last().map_or(self.phase, |w| w.number) + 1;
+        let beside = (self.host).evaluate_wave(self.holder.state(), number, waker.clone())?;
+        self.result.evaluations += 1;
+        self.changed_since_evaluation.clear();
+        self.evaluating = Some(Evaluating {
+            beside,
+            started: Started {
+                number,
+                trigger,
+                changed: HashMap::new(),
+                awaited_then: self.awaited.len(),
+            },
+        });
+        Ok(())
+    }
+
+    /// The evaluation beside the phase ended: its IR is kept for [`join_wave`](Self::join_wave)
+    /// (the run's evaluator is back with the host whatever happened).
+    pub(super) fn wave_evaluated(&mut self) -> Result<(), EngineError> {
+        let Some(Evaluating { beside, started }) = self.evaluating.take() else {
+            return Ok(());
+        };
+        let ir = (self.host).wave_evaluated(beside, self.holder.state(), started.number)?;
+        self.timing.evaluation = self.host.evaluation_time();
+        self.evaluated = Some((started, ir));
+        Ok(())
+    }
+
+    /// Adds the nodes the evaluation `started` made ready (and not already in the phase) as
+    /// its wave: returns their dependencies for the scheduler. Nothing joins when it made
+    /// nothing new ready.
+    pub(super) fn join_wave(
+        &mut self,
+        started: Started,
+        evaluated: Ir,
     ) -> Result<Vec<Vec<usize>>, EngineError> {
         // What settled since the last wave is fresh for the analysis (it does not run again).
         let settled = std::mem::take(&mut self.result.settled);
@@ -67,18 +217,17 @@ impl PhaseOwner<'_, '_> {
         }
         self.told_settled = settled.len();
         self.result.settled = settled;
-        let number = self.waves.last().map_or(self.phase, |w| w.number) + 1;
-        let evaluated = self.host.evaluate_wave(self.holder.state(), number)?;
-        self.result.evaluations += 1;
-        self.changed_since_evaluation.clear();
         let joining = {
             let analysis = self.host.analyse_wave(&evaluated, self.holder.state())?;
-            self.awaited = awaited_by_deferred(&analysis);
+            let mut awaited = awaited_by_deferred(&analysis);
+            awaited.extend(self.awaited.drain(started.awaited_then..));
+            self.await_outputs(awaited);
             self.joining(&analysis)
         };
         if joining.is_empty() {
             return Ok(Vec::new());
         }
+        let number = started.number;
         let slot = self.waves.len() - 1;
         let (wave_irs, wave_analyses) = (self.wave_irs, self.wave_analyses);
         let ir: &Ir = wave_irs[slot].get_or_init(|| evaluated);
@@ -88,11 +237,21 @@ impl PhaseOwner<'_, '_> {
         let admitted = self.host.admit_wave(ir, analysis, self.holder, number)?;
         self.providers.extend(admitted.0);
         self.earlier_reads.extend(admitted.1);
+        let mut staleness = stale::Staleness::new(ir);
+        let plain = |v: Option<&Json>| v.map_or(Value::Null, from_plain_json);
+        for (id, before) in &started.changed {
+            if staleness.watches(id) {
+                let now = self.holder.state().get(id).map(|r| &r.attributes);
+                let (before, after) = (plain(before.as_ref()), plain(now));
+                let how = stale::OutputChange::Between { before, after };
+                staleness.outputs_changed(id, how);
+            }
+        }
         self.waves.push(Wave {
             number,
             ir,
             analysis,
-            staleness: stale::Staleness::new(ir),
+            staleness,
         });
         let w = self.waves.len() - 1;
         let first = self.ids.len();
@@ -116,7 +275,7 @@ impl PhaseOwner<'_, '_> {
         }
         self.host.sink().event(Event::Wave {
             phase: number,
-            trigger,
+            trigger: started.trigger,
             ready: analysis.run.clone(),
         });
         Ok(added)
