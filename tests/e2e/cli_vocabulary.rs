@@ -225,6 +225,37 @@ fn graph_keeps_its_edges_after_apply() {
     assert_eq!(edges(&p), before);
 }
 
+/// F8: the summary counted fewer phases than the headings printed, and deferred rows showed
+/// inside phase 1's progress. Checked again after the streaming fixpoint (DESIGN §89), where a
+/// wave joins phase 1 while a slow create still runs: the count follows the headings.
+#[test]
+fn the_summary_counts_the_phases_its_headings_name() {
+    let p = Project::new(
+        "ledger: let
+  a = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; config.label = \"x\"; };
+  s = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"s\"; config.label = \"slow\"; };
+  b = lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"b\"; config.label = lib.str [ \"from-\" (a.refAttr \"value\") ]; };
+in lib.toIR { providers.alpha = lib.mkProvider { source = \"provider-alpha\"; }; resources = [ a s b ]; inherit ledger; }",
+    )
+    .env("NIVIS_FAKE_LATENCY_MS", "slow=1500");
+    let out = succeeded(&p.run(&["apply"], &["--auto-approve"]));
+    let headings = out.lines().filter(|l| l.starts_with("Phase ")).count();
+    assert_eq!(headings, 2, "{out}");
+    assert!(
+        out.contains("while other operations run"),
+        "b's wave joined phase 1: {out}"
+    );
+    assert!(
+        out.contains(&format!("Applied 3 resource(s) across {headings} phase(s)")),
+        "{out}"
+    );
+    let progress = &out[out.find("Phase 1").unwrap()..];
+    assert!(
+        !progress.contains("later phase") && !progress.contains("+?"),
+        "a deferred row inside the progress: {out}"
+    );
+}
+
 #[test]
 fn console_prints_no_colour_under_no_color() {
     let p = Project::new(TOKENS);
