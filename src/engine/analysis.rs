@@ -399,8 +399,8 @@ mod tests {
         let infos = nodes
             .iter()
             .map(|n| {
-                let deps = (deps.iter().filter(|(from, _)| id(*from) == n.id))
-                    .map(|(_, to)| id(*to))
+                let deps = (deps.iter().filter(|(from, _)| id(from) == n.id))
+                    .map(|(_, to)| id(to))
                     .collect();
                 (n.id.clone(), NodeInfo { node: n, deps })
             })
