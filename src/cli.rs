@@ -311,7 +311,13 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
     for file in &spec.vars.var_files {
         crate::project::check_var_file(file, &source).map_err(|e| e.to_string())?;
     }
-    let vars = vars::collect(&spec.vars.var_files, &spec.vars.vars, vars::from_env()?)?;
+    let in_memory = (spec.vars.in_memory.0.iter())
+        .map(|(name, value)| (format!("{}{name}", vars::ENV_PREFIX), value.clone()));
+    let vars = vars::collect(
+        &spec.vars.var_files,
+        &spec.vars.vars,
+        in_memory.chain(vars::from_env()?),
+    )?;
     for note in &vars.notes {
         let _ = writeln!(
             std::io::stderr(),

@@ -218,6 +218,10 @@ pub struct VarArgs {
     /// A JSON file of variable values (repeatable; later files win).
     #[arg(long = "var-file", value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub var_files: Vec<PathBuf>,
+    /// Values a command gives its own run in memory (never a flag): read as
+    /// `NIVIS_VAR_<name>` values are, below the real environment.
+    #[arg(skip)]
+    pub in_memory: super::vars::InMemoryVars,
 }
 
 /// Where the state is: the state backend (the flake's `nivis.backend`, else the local file),

@@ -33,13 +33,7 @@ pub(super) fn terraform(args: &ConvertTerraformArgs, style: Style, redactor: &Re
         Ok(i) => i,
         Err(e) => return fail(redactor, &e),
     };
-    let request = Request {
-        dir: absolute(&args.dir),
-        out: out.clone(),
-        tfstate: args.tfstate.as_deref().map(absolute),
-        lock_file: args.tf_lock_file.as_deref().map(absolute),
-        nivis_src: args.nivis_src.clone(),
-    };
+    let request = request_of(args, &out);
     let schemas = RefCell::new(BTreeMap::new());
     let rules = |source: &str, version: Option<&str>, type_name: &str| {
         type_rules(&schemas, source, version, type_name, &install, &out)
@@ -98,7 +92,38 @@ pub(super) fn terraform(args: &ConvertTerraformArgs, style: Style, redactor: &Re
     if args.no_plan {
         return exit::OK;
     }
-    prove(args, &source, &install_args, style, redactor)
+    let vars = sensitive_values(&converted.sensitive_vars, redactor);
+    prove(args, &source, &vars, &install_args, style, redactor)
+}
+
+/// The variable files' sensitive values, for the proof plan only: in memory, as if they were
+/// `NIVIS_VAR_<name>` (never a command line, never an environment a child inherits). A value
+/// the user's `NIVIS_VAR_<name>` gives wins.
+fn sensitive_values(values: &[(String, String)], redactor: &Redactor) -> VarArgs {
+    let given: Vec<String> = crate::guard::env_variables()
+        .iter()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
+    let mut vars = VarArgs::default();
+    for (name, value) in values {
+        redactor.remember(value);
+        if !given.contains(&format!("{}{name}", crate::guard::ENV_PREFIX)) {
+            vars.in_memory.0.push((name.clone(), value.clone()));
+        }
+    }
+    vars
+}
+
+/// What to convert, every path made absolute.
+fn request_of(args: &ConvertTerraformArgs, out: &std::path::Path) -> Request {
+    Request {
+        dir: absolute(&args.dir),
+        out: out.to_path_buf(),
+        tfstate: args.tfstate.as_deref().map(absolute),
+        lock_file: args.tf_lock_file.as_deref().map(absolute),
+        nivis_src: args.nivis_src.clone(),
+        var_files: args.tf_var_files.iter().map(|f| absolute(f)).collect(),
+    }
 }
 
 /// Records the converted objects in OUT's state, which must record nothing yet.
@@ -139,16 +164,16 @@ fn record(
 fn prove(
     args: &ConvertTerraformArgs,
     source: &SourceArgs,
+    vars: &VarArgs,
     install: &InstallArgs,
     style: Style,
     redactor: &Redactor,
 ) -> i32 {
     outln!("Proving the conversion with `nivis plan`:");
-    let vars = VarArgs::default();
     let spec = RunSpec {
         state: Some(&args.state),
         detailed_exitcode: true,
-        ..RunSpec::new(source, &vars, install)
+        ..RunSpec::new(source, vars, install)
     };
     match run::run_engine(&spec, style, redactor, run::Verb::Plan) {
         exit::OK => {

@@ -20,6 +20,18 @@ use serde_json::Value as Json;
 /// The environment variable prefix: `NIVIS_VAR_region=eu-west-1`.
 pub(super) const ENV_PREFIX: &str = crate::guard::ENV_PREFIX;
 
+/// `(name, value)` pairs held in memory only; `Debug` shows the names, never a value.
+#[derive(Clone, Default)]
+pub struct InMemoryVars(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for InMemoryVars {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(n, _)| n))
+            .finish()
+    }
+}
+
 /// Variable values, ready for the ledger.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct VarValues {

@@ -7,7 +7,8 @@
 //!   instance `[1]` is `null.null_resource.x__1` (what `lib.count` gives) and its for_each
 //!   instance `["web"]` is `null.null_resource.x__web` (what `lib.forEach` gives);
 //! - a resource in a module is flattened: `module.app.null_resource.x` is named `app--x`, and a
-//!   module instance `module.app[0]` contributes `app__0` (Nivis has no module instances yet);
+//!   module instance `module.app[0]` contributes `app__0`, which the code of a module called with
+//!   count or for_each names its instances by too (DESIGN §99);
 //! - data sources take the `data.` prefix, as `lib.mkData` gives.
 //!
 //! Owns: these names and the refusal of what cannot be named (a for_each key with characters

@@ -26,6 +26,8 @@ pub struct Module {
     pub calls: Vec<ModuleCall>,
     /// Blocks and arguments convert does not translate: (where, what).
     pub unsupported: Vec<(String, String)>,
+    /// `terraform { backend "TYPE" { ... } }`.
+    pub backend: Option<super::backend::TfBackend>,
 }
 
 /// A `variable` block.
@@ -135,8 +137,8 @@ pub struct ModuleCall {
     pub source: String,
     /// The arguments (the called module's variables).
     pub args: Vec<(String, Expression)>,
-    /// `count` or `for_each` (not translated: Nivis has no module instances yet).
-    pub expanded: bool,
+    /// `count` / `for_each`: instances, each named with the flat prefix `NAME__KEY--`.
+    pub expansion: Expansion,
 }
 
 /// A configuration body: arguments, then nested blocks (each a list entry in Nivis, the

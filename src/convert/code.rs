@@ -2,7 +2,8 @@
 //! modules }` returning the module's `resources`, `data` and `outputs`.
 //!
 //! Owns: the layout of the written module (locals, resources and data sources by type and
-//! name, module calls, outputs), count/for_each as `lib.count`/`lib.forEach`, meta-arguments
+//! name, module calls, outputs), count/for_each as `lib.count`/`lib.forEach` (and, for a module
+//! call, `genList`/`mapAttrs` of its instances), meta-arguments
 //! (provider, depends_on, lifecycle) and, without configuration, the state-only module of
 //! literal attributes. Names follow `address` so the code's ids are the state's. Not:
 //! expressions (`expr`), nor the flake around the modules (`flake`).
@@ -96,14 +97,15 @@ pub fn module_file(
         scope.leaf_vars.insert(v.name.clone());
     }
     for r in &m.resources {
-        let shape = match r.expansion {
-            Expansion::Single => Shape::Single,
-            Expansion::Count(_) => Shape::Count,
-            Expansion::ForEach(_) => Shape::ForEach,
-        };
+        scope.resources.insert(
+            (r.kind, r.type_name.clone(), r.name.clone()),
+            shape_of(&r.expansion),
+        );
+    }
+    for call in &m.calls {
         scope
-            .resources
-            .insert((r.kind, r.type_name.clone(), r.name.clone()), shape);
+            .modules
+            .insert(call.name.clone(), shape_of(&call.expansion));
     }
     let prefix_of = |at: &str| {
         if root {
@@ -142,7 +144,20 @@ pub fn module_file(
         let code = module_call(&scope, loaded, call, all, &at, problems);
         out.push_str(&format!("    {} = {code};\n", nix_attr(&call.name)));
     }
-    out.push_str("  };\n  called = builtins.attrValues module;\nin\n{\n");
+    out.push_str("  };\n  called =");
+    let mut parts = Vec::new();
+    for call in &m.calls {
+        let it = format!("module.{}", nix_attr(&call.name));
+        parts.push(match call.expansion {
+            Expansion::Single => format!("[ {it} ]"),
+            Expansion::Count(_) => it,
+            Expansion::ForEach(_) => format!("builtins.attrValues {it}"),
+        });
+    }
+    if parts.is_empty() {
+        parts.push("[ ]".into());
+    }
+    out.push_str(&format!(" {};\nin\n{{\n", parts.join(" ++ ")));
     out.push_str("  resources = tf.nodes managed ++ builtins.concatMap (m: m.resources) called;\n");
     out.push_str("  data = tf.nodes data ++ builtins.concatMap (m: m.data) called;\n");
     out.push_str("  outputs = {\n");
@@ -162,6 +177,15 @@ pub fn module_file(
     }
     out.push_str("}\n");
     out
+}
+
+/// What a reference to a block or module call expanded so must index.
+fn shape_of(e: &Expansion) -> Shape {
+    match e {
+        Expansion::Single => Shape::Single,
+        Expansion::Count(_) => Shape::Count,
+        Expansion::ForEach(_) => Shape::ForEach,
+    }
 }
 
 /// The `providers` of `toIR`: one `lib.mkProvider` per configuration, with the locked
@@ -217,9 +241,6 @@ fn module_call(
             ))
         )
     };
-    if call.expanded {
-        return refuse("a module called with count or for_each".into());
-    }
     let Some(Some(key)) = loaded.calls.get(&call.name) else {
         return refuse(format!(
             "the module source {:?} (not a local path)",
@@ -229,10 +250,35 @@ fn module_call(
     let Some(callee) = all.get(key) else {
         return refuse(format!("the module source {:?}", call.source));
     };
+    // An instance's arguments see count.index / each.key / each.value, its name the flat
+    // prefix the state's `module.NAME[KEY]` maps to (`address::module_prefix`).
+    let mut inner = scope.clone();
+    let sep = MODULE_SEPARATOR;
+    let (open, instance, close) = match &call.expansion {
+        Expansion::Single => (String::new(), String::new(), String::new()),
+        Expansion::Count(e) => {
+            inner.count = true;
+            let n = whole(scope, &format!("{at}.count"), e, problems);
+            (
+                "builtins.genList (countIndex: ".to_string(),
+                "__${toString countIndex}".to_string(),
+                format!(") ({n})"),
+            )
+        }
+        Expansion::ForEach(e) => {
+            inner.each = true;
+            let xs = whole(scope, &format!("{at}.for_each"), e, problems);
+            (
+                "builtins.mapAttrs (eachKey: eachValue: ".to_string(),
+                "__${eachKey}".to_string(),
+                format!(") (tf.eachOf ({xs}))"),
+            )
+        }
+    };
     let mut vars = String::new();
     for v in &callee.module.variables {
         let code = match call.args.iter().find(|(k, _)| *k == v.name) {
-            Some((_, e)) => whole(scope, &format!("{at}.{}", v.name), e, problems),
+            Some((_, e)) => whole(&inner, &format!("{at}.{}", v.name), e, problems),
             None => match &v.default {
                 Some(d) => whole(&Scope::default(), &format!("{at}.{}", v.name), d, problems),
                 None => format!(
@@ -243,10 +289,11 @@ fn module_call(
         };
         vars.push_str(&format!(" {} = {code};", nix_attr(&v.name)));
     }
+    // The instance's `${...}` is Nix interpolation, so it is not passed through `nix_string`.
     format!(
-        "modules.{} {{ inherit lib tf ledger modules; prefix = prefix + {}; var = {{{vars} }}; }}",
+        "{open}modules.{} {{ inherit lib tf ledger modules; prefix = prefix + {} + \"{instance}{sep}\"; var = {{{vars} }}; }}{close}",
         nix_attr(key),
-        nix_string(&format!("{}{MODULE_SEPARATOR}", call.name))
+        nix_string(&call.name),
     )
 }
 
@@ -362,7 +409,16 @@ fn depends_on(scope: &Scope, at: &str, e: &Expression, problems: &mut Vec<String
         })
         .collect();
     match (root.as_str(), names.as_slice()) {
-        ("module", [name, ..]) => format!("module.{}.resources", nix_attr(name)),
+        ("module", [name, ..]) => {
+            let it = format!("module.{}", nix_attr(name));
+            match scope.modules.get(*name) {
+                Some(Shape::Count) => format!("(builtins.concatMap (i: i.resources) {it})"),
+                Some(Shape::ForEach) => {
+                    format!("(builtins.concatMap (i: i.resources) (builtins.attrValues {it}))")
+                }
+                _ => format!("{it}.resources"),
+            }
+        }
         ("data", [ty, name, ..])
             if scope
                 .resources

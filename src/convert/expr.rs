@@ -22,6 +22,8 @@ use hcl::{Expression, ObjectKey};
 use super::ast::Kind;
 use crate::nixsyntax::{nix_attr, nix_string};
 
+mod module_ref;
+
 /// How a resource block is expanded (what a reference to it must index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
@@ -38,6 +40,8 @@ pub enum Shape {
 pub struct Scope {
     /// The module's resource and data blocks.
     pub resources: BTreeMap<(Kind, String, String), Shape>,
+    /// The module's calls of other modules, by name (absent: one instance).
+    pub modules: BTreeMap<String, Shape>,
     /// Variables whose values are leaves (sensitive ones; every one in a called module, whose
     /// arguments may be apply-time values).
     pub leaf_vars: BTreeSet<String>,
@@ -376,17 +380,7 @@ impl Translator<'_> {
             ("terraform", Some(a)) if a == "workspace" => {
                 self.apply("(ledger.env or \"default\")".into(), &ops[1..])
             }
-            ("module", Some(m)) => match attr(1) {
-                Some(out) => {
-                    let leaf = self.leaf(format!(
-                        "module.{}.outputs.{}",
-                        nix_attr(&m),
-                        nix_attr(&out)
-                    ));
-                    self.apply(leaf, &ops[2..])
-                }
-                None => self.unsupported(&format!("a reference to the whole module {m}")),
-            },
+            ("module", Some(m)) => self.module_ref(&m, &ops[1..]),
             ("data", Some(ty)) => match attr(1) {
                 Some(name) => self.resource_ref(Kind::Data, &ty, &name, &ops[2..]),
                 None => self.unsupported(&format!("the reference data.{ty}")),
@@ -471,26 +465,12 @@ impl Translator<'_> {
             Some(TraversalOperator::Index(_) | TraversalOperator::LegacyIndex(_)) => {
                 let index = match &ops[0] {
                     TraversalOperator::LegacyIndex(n) => n.to_string(),
-                    TraversalOperator::Index(e) => {
-                        // Plain in the block's own scope: one node's reference.
-                        let mut probe_problems = Vec::new();
-                        let mut probe = Translator {
-                            scope: self.scope,
-                            at: self.at,
-                            leaves: Vec::new(),
-                            bound: self.bound.clone(),
-                            used_bound: false,
-                            splats: 0,
-                            problems: &mut probe_problems,
-                        };
-                        let code = probe.expr(e);
-                        if probe.leaves.is_empty() && !probe.used_bound && probe_problems.is_empty()
-                        {
-                            code
-                        } else {
-                            return self.collection_ref(&base, shape, &ops[1..], Some(e), &what);
+                    TraversalOperator::Index(e) => match self.plain(e) {
+                        Some(code) => code,
+                        None => {
+                            return self.collection_ref(&base, shape, &ops[1..], Some(e), &what)
                         }
-                    }
+                    },
                     _ => unreachable!(),
                 };
                 let node = match shape {
@@ -506,6 +486,24 @@ impl Translator<'_> {
                 "a reference to all instances of {what} (index one, or use a splat on a counted one)"
             )),
         }
+    }
+
+    /// `e` in plain Nix when it needs no leaf and no for-expression variable (so it can be part
+    /// of a leaf, which is computed outside any for expression).
+    fn plain(&mut self, e: &Expression) -> Option<String> {
+        let mut probe_problems = Vec::new();
+        let mut probe = Translator {
+            scope: self.scope,
+            at: self.at,
+            leaves: Vec::new(),
+            bound: self.bound.clone(),
+            used_bound: false,
+            splats: 0,
+            problems: &mut probe_problems,
+        };
+        let code = probe.expr(e);
+        let plain = probe.leaves.is_empty() && !probe.used_bound && probe_problems.is_empty();
+        plain.then_some(code)
     }
 
     /// The longest prefix of `ops` that is a static attribute path, as Nix list elements.
@@ -602,6 +600,8 @@ pub(super) mod tests {
             s.resources.insert((kind, ty.into(), name.into()), shape);
         }
         s.leaf_vars.insert("secret".into());
+        s.modules.insert("nodes".into(), Shape::Count);
+        s.modules.insert("svcs".into(), Shape::ForEach);
         s
     }
 
@@ -612,7 +612,7 @@ pub(super) mod tests {
         (code, problems)
     }
 
-    fn ok(text: &str) -> String {
+    pub(crate) fn ok(text: &str) -> String {
         let (code, problems) = nix_of(&scope(), text);
         assert!(problems.is_empty(), "{text}: {problems:?}");
         code

@@ -5,11 +5,14 @@
 //! Owns: the flake's text and the variable declarations (Terraform's types as the Nivis
 //! library's: string, number, bool, list, map, any). Not: the modules' text (`code`).
 
+use std::collections::BTreeMap;
+
 use hcl::expr::TraversalOperator;
 use hcl::Expression;
 
 use super::ast::Variable;
 use super::expr::{whole, Scope};
+use super::tfvars::Assigned;
 use crate::nixsyntax::{nix_attr, nix_string};
 
 /// Terraform's functions and operators as Nix (the written `tf.nix`).
@@ -40,15 +43,29 @@ pub fn variable_type(e: Option<&Expression>) -> &'static str {
     }
 }
 
-/// The `variables` declarations of the root module.
-pub fn variables(vars: &[Variable], problems: &mut Vec<String>) -> String {
+/// The `variables` declarations of the root module; a value from a variable file (`tfvars`)
+/// becomes the default, except a sensitive variable's, which never goes into the Nix.
+pub fn variables(
+    vars: &[Variable],
+    assigned: &BTreeMap<String, Assigned>,
+    problems: &mut Vec<String>,
+) -> String {
     let mut out = String::from("{\n");
     for v in vars {
         let mut fields = format!(
             " type = {};",
             nix_string(variable_type(v.type_expr.as_ref()))
         );
-        if let Some(d) = &v.default {
+        let from_file = assigned.get(&v.name).filter(|_| !v.sensitive);
+        if let Some(a) = from_file {
+            let code = whole(
+                &Scope::default(),
+                &format!("{}: variable {}", a.from, v.name),
+                &a.value,
+                problems,
+            );
+            fields.push_str(&format!(" default = {code};"));
+        } else if let Some(d) = &v.default {
             let code = whole(
                 &Scope::default(),
                 &format!("variable.{}.default", v.name),
@@ -63,8 +80,12 @@ pub fn variables(vars: &[Variable], problems: &mut Vec<String>) -> String {
         if v.sensitive {
             fields.push_str(" sensitive = true;");
         }
+        let comment = match from_file {
+            Some(a) => format!(" # the value of {}", a.from),
+            None => String::new(),
+        };
         out.push_str(&format!(
-            "            {} = {{{fields} }};\n",
+            "            {} = {{{fields} }};{comment}\n",
             nix_attr(&v.name)
         ));
     }
@@ -74,7 +95,16 @@ pub fn variables(vars: &[Variable], problems: &mut Vec<String>) -> String {
 
 /// `flake.nix`: `nivis_src` is the flake reference of Nivis; `modules` the keys of the
 /// called modules (files `modules/KEY.nix`).
-pub fn flake_nix(nivis_src: &str, variables: &str, modules: &[String]) -> String {
+pub fn flake_nix(
+    nivis_src: &str,
+    variables: &str,
+    modules: &[String],
+    backend_comment: &[String],
+) -> String {
+    let mut backend = String::new();
+    for line in backend_comment {
+        backend.push_str(&format!("      {line}\n"));
+    }
     let mut imports = String::new();
     for key in modules {
         imports.push_str(&format!(
@@ -96,7 +126,7 @@ pub fn flake_nix(nivis_src: &str, variables: &str, modules: &[String]) -> String
       lib = nivis.lib;
     in
     {{
-      nivis.plan =
+{backend}      nivis.plan =
         ledger:
         let
           # Terraform's functions and operators, as Nix (builtins only).

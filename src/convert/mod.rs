@@ -13,6 +13,7 @@
 
 pub mod address;
 pub mod ast;
+pub mod backend;
 pub mod code;
 pub mod expr;
 pub mod flake;
@@ -21,6 +22,7 @@ pub mod parse_hcl;
 pub mod parse_json;
 pub mod record;
 pub mod tfstate;
+pub mod tfvars;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,6 +46,8 @@ pub struct Request {
     pub lock_file: Option<PathBuf>,
     /// The flake reference the written flake takes Nivis from.
     pub nivis_src: String,
+    /// Variable files given as Terraform's `-var-file` (after DIR's own, later winning).
+    pub var_files: Vec<PathBuf>,
 }
 
 /// The outcome: the state to record, what was carried, what could not be translated.
@@ -57,6 +61,9 @@ pub struct Converted {
     pub problems: Vec<String>,
     /// Remarks for the user (no configuration found, no lock file, ...).
     pub notes: Vec<String>,
+    /// Sensitive variables' values from the variable files, as `NIVIS_VAR_<name>` text: kept
+    /// out of the Nix, given to the proof plan only.
+    pub sensitive_vars: Vec<(String, String)>,
 }
 
 /// What a provider's schema says about a resource type's attributes, for a state-only
@@ -98,6 +105,9 @@ pub fn convert(req: &Request, computed: ComputedOnly<'_>) -> Result<Converted, S
             req.dir.display()
         ));
     }
+    let (assigned, sensitive_vars) = variable_files(req, &loaded, &mut notes)?;
+    let backend = backend::carry(root_module(&loaded).and_then(|m| m.backend.as_ref()));
+    notes.extend(backend.notes.iter().cloned());
     let mut problems: Vec<String> = Vec::new();
     for l in &loaded {
         for (at, what) in &l.module.unsupported {
@@ -137,13 +147,84 @@ pub fn convert(req: &Request, computed: ComputedOnly<'_>) -> Result<Converted, S
         state_sources,
         versions,
     };
-    write_files(req, &tf, &loaded, &providers, computed, &mut problems)?;
+    let files = Files {
+        loaded: &loaded,
+        assigned: &assigned,
+        backend_comment: &backend.comment,
+    };
+    write_files(req, &tf, &files, &providers, computed, &mut problems)?;
     Ok(Converted {
         state,
         carried,
         problems,
         notes,
+        sensitive_vars,
     })
+}
+
+/// The root module (none: a state-only conversion).
+fn root_module(loaded: &[Loaded]) -> Option<&ast::Module> {
+    loaded.iter().find(|l| l.key == "root").map(|l| &l.module)
+}
+
+/// The variable files' values (none for a state-only conversion) and, apart, the sensitive
+/// variables' among them.
+type Assignments = (BTreeMap<String, tfvars::Assigned>, Vec<(String, String)>);
+
+fn variable_files(
+    req: &Request,
+    loaded: &[Loaded],
+    notes: &mut Vec<String>,
+) -> Result<Assignments, String> {
+    let Some(root) = root_module(loaded) else {
+        return Ok((BTreeMap::new(), Vec::new()));
+    };
+    let assigned = tfvars::read(&req.dir, &req.var_files)?;
+    let sensitive = sensitive_values(&root.variables, &assigned, notes);
+    Ok((assigned, sensitive))
+}
+
+/// The variable files' values of sensitive variables as `NIVIS_VAR_<name>` text (a string as it is, a
+/// number or bool as written); notes for those that cannot be passed so and for values of
+/// undeclared variables (Terraform warns about those, and ignores them).
+fn sensitive_values(
+    vars: &[ast::Variable],
+    assigned: &BTreeMap<String, tfvars::Assigned>,
+    notes: &mut Vec<String>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (name, a) in assigned {
+        let Some(v) = vars.iter().find(|v| &v.name == name) else {
+            notes.push(format!(
+                "{} sets {name}, which the configuration does not declare: ignored",
+                a.from
+            ));
+            continue;
+        };
+        if !v.sensitive {
+            continue;
+        }
+        let text = match &a.value {
+            hcl::Expression::String(s) => Some(s.clone()),
+            hcl::Expression::Number(n) => Some(n.to_string()),
+            hcl::Expression::Bool(b) => Some(b.to_string()),
+            _ => None,
+        };
+        notes.push(format!(
+            "the sensitive variable {name} (set in {}) is not written into the Nix, which Nix \
+             copies into the store: give it to `nivis plan` as NIVIS_VAR_{name} or in a \
+             --var-file outside the flake",
+            a.from
+        ));
+        match text {
+            Some(t) => out.push((name.clone(), t)),
+            None => notes.push(format!(
+                "the proof plan has no value for {name}: only a string, number or bool \
+                 sensitive value is passed on"
+            )),
+        }
+    }
+    out
 }
 
 /// Refuses an OUT that holds files already (convert never overwrites).
@@ -196,13 +277,18 @@ fn lock_versions(
 
 /// The `.tf` and `.tf.json` files of `dir`, sorted by name.
 fn config_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    files_ending(dir, &[".tf", ".tf.json"])
+}
+
+/// The files of `dir` whose names end with one of `endings`, sorted by name.
+fn files_ending(dir: &Path, endings: &[&str]) -> Result<Vec<PathBuf>, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            (name.ends_with(".tf") || name.ends_with(".tf.json")) && p.is_file()
+            endings.iter().any(|end| name.ends_with(end)) && p.is_file()
         })
         .collect();
     files.sort();
@@ -300,14 +386,22 @@ fn module_key(root: &Path, target: &Path, n: usize) -> String {
     key
 }
 
+/// What the written files are made of, besides the state.
+struct Files<'a> {
+    loaded: &'a [Loaded],
+    assigned: &'a BTreeMap<String, tfvars::Assigned>,
+    backend_comment: &'a [String],
+}
+
 fn write_files(
     req: &Request,
     tf: &TfState,
-    loaded: &[Loaded],
+    files: &Files<'_>,
     providers: &Providers<'_>,
     computed: ComputedOnly<'_>,
     problems: &mut Vec<String>,
 ) -> Result<(), String> {
+    let (loaded, assigned) = (files.loaded, files.assigned);
     let write = |name: &str, text: &str| {
         let path = req.out.join(name);
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
@@ -326,7 +420,7 @@ fn write_files(
         let text = code::module_file(l, &all, providers, problems);
         if l.key == "root" {
             write("main.nix", &text)?;
-            variables = flake::variables(&l.module.variables, problems);
+            variables = flake::variables(&l.module.variables, assigned, problems);
         } else {
             write(&format!("modules/{}.nix", l.key), &text)?;
             module_keys.push(l.key.clone());
@@ -335,7 +429,12 @@ fn write_files(
     module_keys.sort();
     write(
         "flake.nix",
-        &flake::flake_nix(&req.nivis_src, &variables, &module_keys),
+        &flake::flake_nix(
+            &req.nivis_src,
+            &variables,
+            &module_keys,
+            files.backend_comment,
+        ),
     )?;
     Ok(())
 }

@@ -112,12 +112,13 @@ pub(super) fn add_block(module: &mut Module, file: &str, block: Block) -> Result
                 name: name.clone(),
                 source: String::new(),
                 args: Vec::new(),
-                expanded: false,
+                expansion: Expansion::Single,
             };
             for attr in block.body.attributes() {
                 match attr.key.as_str() {
                     "source" => call.source = literal_string(&attr.expr).unwrap_or_default(),
-                    "count" | "for_each" => call.expanded = true,
+                    "count" => call.expansion = Expansion::Count(attr.expr.clone()),
+                    "for_each" => call.expansion = Expansion::ForEach(attr.expr.clone()),
                     "version" | "providers" | "depends_on" => {}
                     key => call.args.push((key.to_string(), attr.expr.clone())),
                 }
@@ -143,6 +144,21 @@ fn block_name(block: &Block) -> String {
 
 fn terraform_block(module: &mut Module, block: &Block) {
     for inner in block.body.blocks() {
+        if inner.identifier.as_str() == "backend" {
+            module.backend = Some(super::backend::TfBackend {
+                kind: inner
+                    .labels
+                    .first()
+                    .map(|l| l.as_str().to_string())
+                    .unwrap_or_default(),
+                settings: inner
+                    .body
+                    .attributes()
+                    .map(|a| (a.key.as_str().to_string(), a.expr.clone()))
+                    .collect(),
+            });
+            continue;
+        }
         if inner.identifier.as_str() != "required_providers" {
             continue;
         }

@@ -81,7 +81,7 @@ fn block_of(kind: &str, labels: &[String], body: &Map<String, Value>) -> Result<
     for (key, value) in body {
         let nested_block = matches!(
             (kind, key.as_str()),
-            ("terraform", "required_providers")
+            ("terraform", "required_providers" | "backend")
                 | (
                     "resource" | "data",
                     "lifecycle" | "provisioner" | "connection" | "dynamic"
@@ -91,7 +91,9 @@ fn block_of(kind: &str, labels: &[String], body: &Map<String, Value>) -> Result<
             continue;
         }
         if nested_block {
-            for inner in blocks(key, value, 0, &mut Vec::new())? {
+            // A backend block has one label, its type.
+            let depth = usize::from(key == "backend");
+            for inner in blocks(key, value, depth, &mut Vec::new())? {
                 b = b.add_block(inner);
             }
             continue;

@@ -65,6 +65,8 @@ rec {
   nodes = blocks:
     concatLists (map (ty: concatLists (map (n: let x = blocks.${ty}.${n}; in if isList x then x else [ x ])
       (attrNames blocks.${ty}))) (attrNames blocks));
+  # A module's for_each: a map as it is, a set of strings as a map of each to itself.
+  eachOf = xs: if isList xs then listToAttrs (map (k: { name = tostring k; value = k; }) xs) else xs;
   # depends_on: nodes, lists of nodes (count / for_each) and modules' resources, flattened.
   dependsOn = xs: concatLists (map (x: if isList x then x else [ x ]) xs);
 }

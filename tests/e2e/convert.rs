@@ -106,10 +106,16 @@ impl Estate {
 
     /// `terraform init` and `apply`.
     pub(crate) fn apply(&self) {
+        self.apply_with(&[]);
+    }
+
+    /// `terraform init` and `apply EXTRA...` (`-var-file=...`).
+    pub(crate) fn apply_with(&self, extra: &[&str]) {
         let init = self.terraform(&["init", "-input=false", "-no-color"]);
         assert_success(&init);
-        let apply = self.terraform(&["apply", "-auto-approve", "-input=false", "-no-color"]);
-        assert_success(&apply);
+        let mut args = vec!["apply", "-auto-approve", "-input=false", "-no-color"];
+        args.extend_from_slice(extra);
+        assert_success(&self.terraform(&args));
     }
 
     /// The Nivis state file of the converted project.
@@ -174,10 +180,9 @@ impl Estate {
         );
     }
 
-    /// Converts, checks the proof, the recorded ids and a second plan.
-    fn converts_exactly(&self, expected_ids: &[&str]) {
-        let tf_state = std::fs::read(self.dir.join("terraform.tfstate")).unwrap();
-        let out = self.convert(&self.dir, &self.out(), &[]);
+    /// `convert DIR --out OUT EXTRA...`, which must succeed.
+    fn convert_ok(&self, dir: &Path, extra: &[&str]) -> Output {
+        let out = self.convert(dir, &self.out(), extra);
         assert!(
             out.status.success(),
             "convert: {:?}\n{}\n{}",
@@ -185,6 +190,21 @@ impl Estate {
             stdout(&out),
             stderr(&out)
         );
+        out
+    }
+
+    /// Converts, checks the proof, the recorded ids and a second plan.
+    fn converts_exactly(&self, expected_ids: &[&str]) -> Output {
+        let out = self.converts_exactly_with(&[], expected_ids);
+        self.assert_plans_no_changes();
+        out
+    }
+
+    /// Converts with `convert`'s EXTRA arguments, checks the proof, that the Terraform state
+    /// was only read and the recorded ids; returns convert's output.
+    fn converts_exactly_with(&self, extra: &[&str], expected_ids: &[&str]) -> Output {
+        let tf_state = std::fs::read(self.dir.join("terraform.tfstate")).unwrap();
+        let out = self.convert_ok(&self.dir, extra);
         assert!(stdout(&out).contains("Adopted exactly"), "{}", stdout(&out));
         assert_eq!(
             std::fs::read(self.dir.join("terraform.tfstate")).unwrap(),
@@ -194,7 +214,7 @@ impl Estate {
         let mut ids = self.state_list();
         ids.sort();
         assert_eq!(ids, expected_ids);
-        self.assert_plans_no_changes();
+        out
     }
 }
 
@@ -358,6 +378,169 @@ output "id" { value = null_resource.one.id }
     ]);
 }
 
+/// A local module called with `count` and with `for_each`: each instance's objects are named
+/// with the flat prefix `NAME__KEY--` (DESIGN §99), references to one instance, to all of a
+/// counted one and a `depends_on` on a module all translate.
+#[test]
+fn modules_called_with_count_and_for_each_convert_and_plan_no_changes() {
+    let e = Estate::new();
+    e.write(
+        "main.tf",
+        r#"
+module "node" {
+  count  = 2
+  source = "./modules/node"
+  name   = "node-${count.index}"
+}
+module "svc" {
+  for_each = { api = "8080", ui = "3000" }
+  source   = "./modules/node"
+  name     = "${each.key}:${each.value}"
+}
+module "tag" {
+  for_each = toset(["x"])
+  source   = "./modules/node"
+  name     = each.value
+}
+resource "null_resource" "after" {
+  triggers = {
+    first = module.node[0].id
+    all   = join(",", module.node[*].id)
+    api   = module.svc["api"].id
+  }
+  depends_on = [module.svc]
+}
+"#,
+    );
+    e.write(
+        "modules/node/main.tf",
+        r#"
+variable "name" { type = string }
+resource "null_resource" "one" {
+  triggers = { name = var.name }
+}
+output "id" { value = null_resource.one.id }
+"#,
+    );
+    e.apply();
+    e.converts_exactly(&[
+        "null.null_resource.after",
+        "null.null_resource.node__0--one",
+        "null.null_resource.node__1--one",
+        "null.null_resource.svc__api--one",
+        "null.null_resource.svc__ui--one",
+        "null.null_resource.tag__x--one",
+    ]);
+    let main = std::fs::read_to_string(e.out().join("main.nix")).unwrap();
+    assert!(!main.contains("throw"), "{main}");
+}
+
+/// Variable values from Terraform's variable files (terraform.tfvars, *.auto.tfvars.json and a
+/// `-var-file`, later winning) become the flake's defaults; a sensitive one stays out of the
+/// Nix and reaches only the proof plan.
+#[test]
+fn variable_files_carry_into_the_flake_and_a_sensitive_value_stays_out() {
+    let e = Estate::new();
+    e.write(
+        "main.tf",
+        r#"
+variable "prefix" {
+  type    = string
+  default = "declared"
+}
+variable "n" { type = number }
+variable "tags" { type = map(string) }
+variable "token" {
+  type      = string
+  sensitive = true
+}
+resource "null_resource" "node" {
+  count    = var.n
+  triggers = { name = "${var.prefix}-${count.index}", team = var.tags["team"] }
+}
+resource "null_resource" "t" {
+  triggers = { token = var.token }
+}
+"#,
+    );
+    e.write(
+        "terraform.tfvars",
+        "prefix = \"tfvars\"\nn = 2\ntoken = \"s3cret-token-value\"\n",
+    );
+    e.write("a.auto.tfvars.json", r#"{"tags": {"team": "ops"}}"#);
+    e.write("extra.tfvars", "prefix = \"extra\"\n");
+    e.apply_with(&["-var-file=extra.tfvars"]);
+    let extra = e.dir.join("extra.tfvars");
+    let out = e.converts_exactly_with(
+        &["--tf-var-file", extra.to_str().unwrap()],
+        &[
+            "null.null_resource.node__0",
+            "null.null_resource.node__1",
+            "null.null_resource.t",
+        ],
+    );
+    assert!(
+        stderr(&out).contains("NIVIS_VAR_token"),
+        "how to give the sensitive value: {}",
+        stderr(&out)
+    );
+    let flake = std::fs::read_to_string(e.out().join("flake.nix")).unwrap();
+    assert!(
+        flake.contains("default = \"extra\"; }; # the value of extra.tfvars"),
+        "{flake}"
+    );
+    assert!(
+        flake.contains("default = 2; }; # the value of terraform.tfvars"),
+        "{flake}"
+    );
+    assert!(
+        flake.contains("# the value of a.auto.tfvars.json"),
+        "{flake}"
+    );
+    for f in ["flake.nix", "main.nix"] {
+        let text = std::fs::read_to_string(e.out().join(f)).unwrap();
+        assert!(!text.contains("s3cret-token-value"), "{f}: {text}");
+    }
+    assert!(!stdout(&out).contains("s3cret-token-value"));
+    assert!(!stderr(&out).contains("s3cret-token-value"));
+}
+
+/// A Terraform `s3` backend: the flake holds the equivalent `nivis.backend`, commented out
+/// (the state convert records stays local), with a key of its own beside Terraform's, and the
+/// notes say what to do and what did not carry over.
+#[test]
+fn an_s3_backend_is_written_as_the_commented_nivis_backend() {
+    let e = Estate::new();
+    e.write("main.tf", "resource \"null_resource\" \"a\" {}\n");
+    e.apply();
+    // Added after the apply: this Terraform never talks to a bucket; convert reads files only.
+    e.write(
+        "backend.tf",
+        r#"
+terraform {
+  backend "s3" {
+    bucket         = "team-state"
+    key            = "infra/terraform.tfstate"
+    region         = "eu-west-1"
+    dynamodb_table = "locks"
+  }
+}
+"#,
+    );
+    let out = e.converts_exactly_with(&[], &["null.null_resource.a"]);
+    let flake = std::fs::read_to_string(e.out().join("flake.nix")).unwrap();
+    assert!(
+        flake.contains(
+            "# nivis.backend = { type = \"s3\"; bucket = \"team-state\"; key = \
+             \"infra/terraform.nivis.state\"; region = \"eu-west-1\"; };"
+        ),
+        "{flake}"
+    );
+    let notes = stderr(&out);
+    assert!(notes.contains("nivis state migrate"), "{notes}");
+    assert!(notes.contains("`dynamodb_table`"), "{notes}");
+}
+
 #[test]
 fn a_state_alone_converts_to_literals_and_plans_no_changes() {
     let e = Estate::new();
@@ -373,14 +556,7 @@ fn a_state_alone_converts_to_literals_and_plans_no_changes() {
         alone.join(".terraform.lock.hcl"),
     )
     .unwrap();
-    let out = e.convert(&alone, &e.out(), &["--tfstate", pulled.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "convert: {:?}\n{}\n{}",
-        out.status,
-        stdout(&out),
-        stderr(&out)
-    );
+    e.convert_ok(&alone, &["--tfstate", pulled.to_str().unwrap()]);
     let mut ids = e.state_list();
     ids.sort();
     assert_eq!(ids, IDS);

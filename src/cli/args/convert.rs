@@ -36,6 +36,12 @@ pub struct ConvertTerraformArgs {
     /// [default: DIR/.terraform.lock.hcl]; copied to OUT/.terraform.lock.hcl.
     #[arg(long = "tf-lock-file", value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub tf_lock_file: Option<PathBuf>,
+    /// A Terraform variable file, as `terraform -var-file` takes it (repeatable; read after
+    /// DIR's terraform.tfvars[.json] and *.auto.tfvars[.json], later files winning). Its values
+    /// become the variables' defaults in the flake; a sensitive variable's is given only to the
+    /// proof plan.
+    #[arg(long = "tf-var-file", value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub tf_var_files: Vec<PathBuf>,
     /// The flake reference the new flake takes Nivis from (`git+file:///srv/nivis` for a
     /// local clone or mirror).
     #[arg(
