@@ -303,14 +303,9 @@ fn secrets_for(
 /// sensitive variables nobody gave are placeholders.
 const REVIEW_VERBS: &[&str] = &["diff", "why", "graph", "validate", "output", "console"];
 
-fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Options, String> {
-    let source = plan_source(spec.source)?;
-    crate::project::require_flake(&source).map_err(|e| e.to_string())?;
-    check_code(&source, spec.source.trust_group, redactor)?;
-    // Before anything evaluates the flake (and copies its tree into the store).
-    for file in &spec.vars.var_files {
-        crate::project::check_var_file(file, &source).map_err(|e| e.to_string())?;
-    }
+/// The run's variables: `--var-file`s, `--var`s, the values a verb holds in memory (convert's
+/// proof) and `NIVIS_VAR_*`, with the notes `vars::collect` made printed.
+fn collect_vars(spec: &RunSpec<'_>, redactor: &Redactor) -> Result<vars::VarValues, String> {
     let in_memory = (spec.vars.in_memory.0.iter())
         .map(|(name, value)| (format!("{}{name}", vars::ENV_PREFIX), value.clone()));
     let vars = vars::collect(
@@ -325,8 +320,19 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
             render::escape_text(redactor, note)
         );
     }
+    Ok(vars)
+}
+
+fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Options, String> {
+    let source = plan_source(spec.source)?;
+    crate::project::require_flake(&source).map_err(|e| e.to_string())?;
+    check_code(&source, spec.source.trust_group, redactor)?;
+    // Before anything evaluates the flake (and copies its tree into the store).
+    for file in &spec.vars.var_files {
+        crate::project::check_var_file(file, &source).map_err(|e| e.to_string())?;
+    }
+    let mut vars = collect_vars(spec, redactor)?;
     backend::print_note(crate::project::large_copy_warning(&source), redactor);
-    let mut vars = vars;
     let (backend, settings) = match spec.state {
         Some(state) => {
             let (backend, placement, settings) =
