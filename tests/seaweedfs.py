@@ -22,6 +22,7 @@ Standard library only; importable (start(), stop()) by bench scripts.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -101,7 +102,10 @@ def answers_http(port: int) -> bool:
         return True
     except urllib.error.HTTPError:
         return True  # 403 for an anonymous request: the gateway is up
-    except OSError:
+    except (OSError, http.client.HTTPException):
+        # Not up yet, or the port answers but not as HTTP (another process took it between
+        # our check and weed's bind, seen in CI): weed then exits or misses the deadline, and
+        # `start` retries on other ports.
         return False
 
 
