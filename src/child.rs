@@ -91,22 +91,10 @@ pub fn run_bounded(
     deadline: Duration,
 ) -> Result<Finished, RunError> {
     let (mut child, pipes) = Child::spawn(command, Stdin::Null).map_err(RunError::NotStarted)?;
-    let limit = stdout_limit as u64;
-    let out = std::thread::spawn(move || {
-        let mut kept = Vec::new();
-        let mut stdout = pipes.stdout;
-        let _ = (&mut stdout).take(limit + 1).read_to_end(&mut kept);
-        // Past the limit the rest is drained unread, so the child never blocks on a full pipe.
-        let _ = io::copy(&mut stdout, &mut io::sink());
-        kept
-    });
-    let err = std::thread::spawn(move || {
-        let mut kept = Vec::new();
-        let mut stderr = pipes.stderr;
-        let _ = (&mut stderr).take(MAX_LINE as u64).read_to_end(&mut kept);
-        let _ = io::copy(&mut stderr, &mut io::sink());
-        kept
-    });
+    // One byte past the limit tells a value at the limit from a longer one.
+    let (stdout, stderr) = (pipes.stdout, pipes.stderr);
+    let out = std::thread::spawn(move || read_at_most(stdout, stdout_limit as u64 + 1));
+    let err = std::thread::spawn(move || read_at_most(stderr, MAX_LINE as u64));
     let status = child.wait_exit(deadline);
     // Killed (or already gone): the pipes close and the readers end.
     let status = status.ok_or_else(|| {
@@ -126,6 +114,15 @@ pub fn run_bounded(
         stdout_over_limit,
         stderr,
     })
+}
+
+/// The first `limit` bytes `pipe` gives; the rest is drained unread, so the child never blocks
+/// on a full pipe.
+fn read_at_most(mut pipe: impl Read, limit: u64) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let _ = (&mut pipe).take(limit).read_to_end(&mut kept);
+    let _ = io::copy(&mut pipe, &mut io::sink());
+    kept
 }
 
 /// What the child's stdin is.
