@@ -740,3 +740,17 @@ pub(super) fn print_note(note: Option<String>, redactor: &Redactor) {
         eprintln!("{}", crate::render::escape_text(redactor, &note));
     }
 }
+
+/// The state, locked for a change by `command`.
+pub(super) fn open_locked(
+    target: &StateTarget,
+    command: &str,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> Result<Box<dyn LockedStore>, String> {
+    of(&target.source, &target.state, redactor).and_then(|b| {
+        super::audit::begin(&b, command);
+        b.open(LockHolder::current(command), wait)
+            .map_err(|e| e.to_string())
+    })
+}

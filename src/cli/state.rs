@@ -13,7 +13,7 @@ use super::{backend, exit, fail};
 use crate::render::{self, outln};
 use crate::secrets::Redactor;
 use crate::state::s3::Conversion;
-use crate::state::{Change, LockHolder, LockedStore, Mutation, ResourceState};
+use crate::state::{Change, Mutation, ResourceState};
 
 // Long because it dispatches one arm per state verb.
 pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
@@ -210,20 +210,6 @@ fn show_resource(r: &ResourceState, json: bool, redactor: &Redactor) {
     }
 }
 
-/// The state, locked for a change by `command`.
-pub(super) fn open_locked(
-    target: &StateTarget,
-    command: &str,
-    wait: Option<Duration>,
-    redactor: &Redactor,
-) -> Result<Box<dyn LockedStore>, String> {
-    backend::of(&target.source, &target.state, redactor).and_then(|b| {
-        super::audit::begin(&b, command);
-        b.open(LockHolder::current(command), wait)
-            .map_err(|e| e.to_string())
-    })
-}
-
 /// `state mv`: renames a record (and the dependencies naming it) in one journaled commit;
 /// the real object is not touched.
 fn rename(
@@ -249,7 +235,7 @@ fn rename(
             )
         }
     }
-    let mut store = match open_locked(target, "nivis state mv", wait, redactor) {
+    let mut store = match backend::open_locked(target, "nivis state mv", wait, redactor) {
         Ok(s) => s,
         Err(e) => return fail(redactor, &e),
     };
@@ -287,7 +273,7 @@ fn remove(
     wait: Option<Duration>,
     redactor: &Redactor,
 ) -> i32 {
-    let mut store = match open_locked(target, "nivis state rm", wait, redactor) {
+    let mut store = match backend::open_locked(target, "nivis state rm", wait, redactor) {
         Ok(s) => s,
         Err(e) => return fail(redactor, &e),
     };

@@ -40,7 +40,7 @@ fn replace(ask: &Replacement<'_>, target: &StateTarget, r: &Redactor) -> Result<
         return Err(format!("FROM and TO are both {from}: nothing to replace"));
     }
     let command = "nivis state replace-provider";
-    let mut store = super::state::open_locked(target, command, ask.wait, r)?;
+    let mut store = super::backend::open_locked(target, command, ask.wait, r)?;
     let state = store.state();
     let changes: Vec<Change> = state
         .iter()

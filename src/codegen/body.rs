@@ -10,10 +10,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
-use super::docs::{
+use super::nix::{comment, nix_list};
+use super::words::{
     attr_type_doc, block_doc, block_needed, block_nesting, deprecation, mode, object_nesting,
 };
-use super::nix::{comment, nix_list};
 use crate::nixsyntax::{nix_attr, nix_string};
 use crate::schema::{AttrType, Attribute, Block, NestedBlock, NestedObject};
 use crate::value::Type;

@@ -34,6 +34,7 @@ mod docs;
 mod nix;
 #[cfg(test)]
 mod tests;
+mod words;
 
 use std::fmt::Write as _;
 

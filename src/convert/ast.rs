@@ -27,7 +27,16 @@ pub struct Module {
     /// Blocks and arguments convert does not translate: (where, what).
     pub unsupported: Vec<(String, String)>,
     /// `terraform { backend "TYPE" { ... } }`.
-    pub backend: Option<super::backend::TfBackend>,
+    pub backend: Option<TfBackend>,
+}
+
+/// A `terraform { backend "TYPE" { ... } }` block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TfBackend {
+    /// Its type: `s3`, `local`, `gcs`, ...
+    pub kind: String,
+    /// Its arguments, as written.
+    pub settings: Vec<(String, Expression)>,
 }
 
 /// A `variable` block.

@@ -9,17 +9,9 @@
 
 use hcl::Expression;
 
+use super::ast::TfBackend;
 use super::parse_hcl::literal_string;
 use crate::nixsyntax::nix_string;
-
-/// A `terraform { backend "TYPE" { ... } }` block.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TfBackend {
-    /// Its type: `s3`, `local`, `gcs`, ...
-    pub kind: String,
-    /// Its arguments, as written.
-    pub settings: Vec<(String, Expression)>,
-}
 
 /// What the flake says about the backend: the commented `nivis.backend` lines (empty when
 /// there is no equivalent) and notes for the user.

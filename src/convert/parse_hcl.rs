@@ -145,7 +145,7 @@ fn block_name(block: &Block) -> String {
 fn terraform_block(module: &mut Module, block: &Block) {
     for inner in block.body.blocks() {
         if inner.identifier.as_str() == "backend" {
-            module.backend = Some(super::backend::TfBackend {
+            module.backend = Some(super::ast::TfBackend {
                 kind: inner
                     .labels
                     .first()

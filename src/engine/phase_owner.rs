@@ -156,7 +156,18 @@ pub(super) fn run_phase(
     }
     let recorder = std::mem::take(&mut owner.recorder);
     recorder.settle_run(owner.holder, owner.host.sink(), phase, &statuses)?;
-    let old_failed = deposed::delete_old_objects(&mut owner, &statuses)?;
+    let old_failed = match owner.mode {
+        Mode::Apply(mutation) => {
+            let kept = std::mem::take(&mut owner.old_objects);
+            let provider_of = |at: usize| owner.providers[&owner.node(at).provider].clone();
+            let kept =
+                deposed::with_readers(kept, &owner.job_of, &owner.deps, &statuses, provider_of);
+            let sink = owner.host.sink();
+            deposed::delete_old_objects(kept, &mut *owner.holder, sink, phase, mutation)?
+        }
+        // Old objects are kept only while applying: a plan has none to delete.
+        _ => 0,
+    };
     let mut result = std::mem::take(&mut owner.result);
     // The apply summary lists changes wave by wave, each in the listing's order.
     let (job_of, job_wave) = (&owner.job_of, &owner.job_wave);
