@@ -26,12 +26,12 @@ use std::time::{Duration, Instant};
 
 /// Longest piece of a line read from a child's log output: longer lines arrive in pieces of
 /// this size (go-plugin cuts provider output at the same 64 KiB).
-pub const MAX_LINE: usize = 64 * 1024;
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// A command for `program`, with no `NIVIS_VAR_*` variable in its environment (they are taken
 /// out of Nivis's own at start, `guard`; removed here again for a child built before that, or
 /// an embedding that skipped it).
-pub fn command(program: impl AsRef<OsStr>) -> Command {
+pub(crate) fn command(program: impl AsRef<OsStr>) -> Command {
     let mut cmd = Command::new(program);
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("NIVIS_VAR_") {
@@ -42,19 +42,19 @@ pub fn command(program: impl AsRef<OsStr>) -> Command {
 }
 
 /// `nix` (or `$NIVIS_NIX`) with the experimental features Nivis uses.
-pub fn nix() -> Command {
+pub(crate) fn nix() -> Command {
     let mut cmd = command(std::env::var_os("NIVIS_NIX").unwrap_or_else(|| "nix".into()));
     cmd.args(["--extra-experimental-features", "nix-command flakes"]);
     cmd
 }
 
 /// `nix-store` (or `$NIVIS_NIX_STORE`).
-pub fn nix_store() -> Command {
+pub(crate) fn nix_store() -> Command {
     command(std::env::var_os("NIVIS_NIX_STORE").unwrap_or_else(|| "nix-store".into()))
 }
 
 /// `git`, reading no input.
-pub fn git() -> Command {
+pub(crate) fn git() -> Command {
     let mut cmd = command("git");
     cmd.stdin(Stdio::null());
     cmd
@@ -62,7 +62,7 @@ pub fn git() -> Command {
 
 /// How a command run by [`run_bounded`] ended.
 #[derive(Debug)]
-pub struct Finished {
+pub(crate) struct Finished {
     /// Its exit status.
     pub status: ExitStatus,
     /// Its standard output, at most the limit asked.
@@ -75,7 +75,7 @@ pub struct Finished {
 
 /// Why [`run_bounded`] has no [`Finished`].
 #[derive(Debug)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// The command could not be started.
     NotStarted(io::Error),
     /// It ran past the deadline; it and its process group were killed.
@@ -85,7 +85,7 @@ pub enum RunError {
 /// Runs `command` (stdin closed) to its end in a process group of its own: at most
 /// `stdout_limit` bytes of its output are kept (memory stays bounded however much it writes),
 /// and past `deadline` the group is killed.
-pub fn run_bounded(
+pub(crate) fn run_bounded(
     command: Command,
     stdout_limit: usize,
     deadline: Duration,
@@ -127,7 +127,7 @@ fn read_at_most(mut pipe: impl Read, limit: u64) -> Vec<u8> {
 
 /// What the child's stdin is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stdin {
+pub(crate) enum Stdin {
     /// Closed (`/dev/null`): go-plugin providers read nothing.
     Null,
     /// A pipe handed to the caller: requests are written to it.
@@ -135,13 +135,13 @@ pub enum Stdin {
 }
 
 /// A running child and its process group. Dropping it kills the group and reaps the child.
-pub struct Child {
+pub(crate) struct Child {
     inner: std::process::Child,
     reaped: Option<ExitStatus>,
 }
 
 /// The child's pipes, for the caller's writer and reader threads.
-pub struct Pipes {
+pub(crate) struct Pipes {
     /// Present when spawned with [`Stdin::Piped`].
     pub stdin: Option<ChildStdin>,
     /// The child's standard output.
@@ -155,7 +155,7 @@ impl Child {
     /// process group, so that everything it starts (a wrapper script's real binary, helpers)
     /// can be killed with it. Call it from the thread that owns the run: the parent-death
     /// signal is tied to the thread that starts the child.
-    pub fn spawn(mut command: Command, stdin: Stdin) -> io::Result<(Child, Pipes)> {
+    pub(crate) fn spawn(mut command: Command, stdin: Stdin) -> io::Result<(Child, Pipes)> {
         command
             .stdin(match stdin {
                 Stdin::Null => Stdio::null(),
@@ -190,13 +190,13 @@ impl Child {
     }
 
     /// The direct child's process id (also its process group id).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.inner.id()
     }
 
     /// Whether the direct child has exited. Does not reap it: until it is reaped its pid, the
     /// group's id, cannot be reused, so killing the group stays safe.
-    pub fn has_exited(&self) -> bool {
+    pub(crate) fn has_exited(&self) -> bool {
         if self.reaped.is_some() {
             return true;
         }
@@ -215,7 +215,7 @@ impl Child {
 
     /// Waits up to `grace` for the direct child to exit on its own; if it did, kills whatever
     /// else is left in its group, reaps it and returns its status.
-    pub fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + grace;
         // Woken by the exit itself (a pidfd is readable once its process has exited): every
         // run ends by waiting for its providers, and a 10 ms poll cost each run ~5 ms at its
@@ -262,7 +262,7 @@ impl Child {
 
     /// Kills (SIGKILL) the whole process group and reaps the direct child; returns its status.
     /// Idempotent.
-    pub fn kill(&mut self) -> ExitStatus {
+    pub(crate) fn kill(&mut self) -> ExitStatus {
         if let Some(status) = self.reaped {
             return status;
         }
@@ -286,7 +286,7 @@ impl Drop for Child {
 
 /// How a [`Line`] read in pieces ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     /// At a newline: the line is whole (or is the last piece of a long one).
     Newline,
     /// Cut at [`MAX_LINE`] bytes: more of the same line follows.
@@ -296,7 +296,7 @@ pub enum End {
 }
 
 /// One line, or piece of a line, read by [`LineReader::next_piece`], without its newline.
-pub struct Line {
+pub(crate) struct Line {
     /// The line's bytes, without the newline; at most the limit asked for.
     pub bytes: Vec<u8>,
     /// How the line ended.
@@ -305,7 +305,7 @@ pub struct Line {
 
 impl Line {
     /// The line as text (invalid UTF-8 replaced), trailing `\r` dropped.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let text = String::from_utf8_lossy(&self.bytes);
         text.strip_suffix('\r').unwrap_or(&text).to_string()
     }
@@ -313,7 +313,7 @@ impl Line {
 
 /// Outcome of [`LineReader::next_whole`].
 #[derive(Debug, PartialEq, Eq)]
-pub enum Whole {
+pub(crate) enum Whole {
     /// A line is in the buffer.
     Line,
     /// The line had this many bytes; the buffer holds its first `max`, the rest was consumed.
@@ -323,13 +323,13 @@ pub enum Whole {
 }
 
 /// Reads a pipe as bounded lines: memory stays bounded however the child writes.
-pub struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     reader: BufReader<R>,
 }
 
 impl<R: Read> LineReader<R> {
     /// A reader of lines from `reader`, buffered.
-    pub fn new(reader: R) -> LineReader<R> {
+    pub(crate) fn new(reader: R) -> LineReader<R> {
         LineReader {
             reader: BufReader::with_capacity(MAX_LINE, reader),
         }
@@ -337,7 +337,7 @@ impl<R: Read> LineReader<R> {
 
     /// Log mode: the next line or piece of one, at most [`MAX_LINE`] bytes; `None` at the end
     /// of the stream.
-    pub fn next_piece(&mut self) -> io::Result<Option<Line>> {
+    pub(crate) fn next_piece(&mut self) -> io::Result<Option<Line>> {
         let mut bytes = Vec::new();
         loop {
             let buf = match self.reader.fill_buf() {
@@ -376,7 +376,7 @@ impl<R: Read> LineReader<R> {
     /// Message mode: reads one whole line (without its `\n`) into `buf`, keeping at most
     /// `max` bytes of it; a longer line is consumed to its end all the same, so the next read
     /// starts at the next line.
-    pub fn next_whole(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<Whole> {
+    pub(crate) fn next_whole(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<Whole> {
         buf.clear();
         let mut total = 0usize;
         let mut any = false;
@@ -414,14 +414,14 @@ impl<R: Read> LineReader<R> {
 
 /// The last lines of a stream (a child's stderr), for error messages.
 #[derive(Debug)]
-pub struct Tail {
+pub(crate) struct Tail {
     lines: VecDeque<String>,
     capacity: usize,
 }
 
 impl Tail {
     /// A tail keeping the last `capacity` lines.
-    pub fn new(capacity: usize) -> Tail {
+    pub(crate) fn new(capacity: usize) -> Tail {
         Tail {
             lines: VecDeque::with_capacity(capacity),
             capacity,
@@ -429,7 +429,7 @@ impl Tail {
     }
 
     /// Keeps `line`, forgetting the oldest line when full.
-    pub fn push(&mut self, line: String) {
+    pub(crate) fn push(&mut self, line: String) {
         if self.lines.len() == self.capacity {
             self.lines.pop_front();
         }
@@ -437,7 +437,7 @@ impl Tail {
     }
 
     /// The kept lines, joined by newlines.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.lines.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 }
@@ -445,7 +445,7 @@ impl Tail {
 /// Reads `reader` line by line on a thread named `name` until it ends, handing each line (or
 /// piece of an overlong one) to `on_line`. The receiver returned disconnects once the reader has
 /// ended and every line was handed over: a child's last words arrive after its exit is seen.
-pub fn drain_lines<R: Read + Send + 'static>(
+pub(crate) fn drain_lines<R: Read + Send + 'static>(
     name: String,
     reader: R,
     mut on_line: impl FnMut(Line) + Send + 'static,

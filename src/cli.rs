@@ -33,9 +33,8 @@ mod suggest;
 mod vars;
 mod version;
 
-pub use self::args::Cli;
+pub(crate) use self::args::Cli;
 pub use self::complete::answer_if_asked as answer_completion_request;
-pub use self::docs::markdown_reference;
 pub use self::suggest::parse;
 
 use std::io::Write;
@@ -94,16 +93,16 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Exit codes.
-pub mod exit {
+pub(crate) mod exit {
     /// Success.
-    pub const OK: i32 = 0;
+    pub(crate) const OK: i32 = 0;
     /// Something failed.
-    pub const ERROR: i32 = 1;
+    pub(crate) const ERROR: i32 = 1;
     /// `--detailed-exitcode`: the run succeeded and there are changes (drift alone only for
     /// `refresh` and `--refresh-only`, DESIGN §90).
-    pub const CHANGES: i32 = 2;
+    pub(crate) const CHANGES: i32 = 2;
     /// Interrupted by Ctrl-C.
-    pub const INTERRUPTED: i32 = 130;
+    pub(crate) const INTERRUPTED: i32 = 130;
 }
 
 /// Runs the parsed command line; returns the exit code.

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// A directed graph in which an edge `a -> b` means "a depends on b".
 #[derive(Debug, Clone, Default)]
-pub struct Graph {
+pub(crate) struct Graph {
     index: BTreeMap<String, usize>,
     ids: Vec<String>,
     deps: Vec<BTreeSet<usize>>,
@@ -18,12 +18,12 @@ pub struct Graph {
 
 impl Graph {
     /// An empty graph.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Graph::default()
     }
 
     /// Adds a node (idempotent) and returns its index.
-    pub fn add_node(&mut self, id: &str) -> usize {
+    pub(crate) fn add_node(&mut self, id: &str) -> usize {
         if let Some(&i) = self.index.get(id) {
             return i;
         }
@@ -37,46 +37,26 @@ impl Graph {
 
     /// Records that `from` depends on `on`. Both are added if missing. Self-edges are kept
     /// (they are cycles of one).
-    pub fn add_dependency(&mut self, from: &str, on: &str) {
+    pub(crate) fn add_dependency(&mut self, from: &str, on: &str) {
         let a = self.add_node(from);
         let b = self.add_node(on);
         self.deps[a].insert(b);
         self.dependents[b].insert(a);
     }
 
-    /// Number of nodes.
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    /// True when there are no nodes.
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
-
     /// The index of an id.
-    pub fn index_of(&self, id: &str) -> Option<usize> {
+    pub(crate) fn index_of(&self, id: &str) -> Option<usize> {
         self.index.get(id).copied()
     }
 
     /// The id at an index.
-    pub fn id(&self, i: usize) -> &str {
+    pub(crate) fn id(&self, i: usize) -> &str {
         &self.ids[i]
-    }
-
-    /// Direct dependencies of node `i`.
-    pub fn dependencies(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.deps[i].iter().copied()
-    }
-
-    /// Direct dependents of node `i`.
-    pub fn dependents(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.dependents[i].iter().copied()
     }
 
     /// Every cycle (strongly connected component of more than one node, or a self-loop),
     /// each as sorted ids. Empty when the graph is acyclic.
-    pub fn cycles(&self) -> Vec<Vec<String>> {
+    pub(crate) fn cycles(&self) -> Vec<Vec<String>> {
         // Tarjan's algorithm, iterative so deep chains cannot overflow the stack.
         let n = self.ids.len();
         let mut index = vec![usize::MAX; n];
@@ -140,7 +120,7 @@ impl Graph {
 
     /// Nodes in an order where every node comes after its dependencies (ties broken by id, so
     /// the order is deterministic). `None` if there is a cycle.
-    pub fn topological_order(&self) -> Option<Vec<usize>> {
+    pub(crate) fn topological_order(&self) -> Option<Vec<usize>> {
         let n = self.ids.len();
         let mut remaining: Vec<usize> = (0..n).map(|i| self.deps[i].len()).collect();
         let mut ready: BTreeSet<(String, usize)> = (0..n)
@@ -163,12 +143,12 @@ impl Graph {
     }
 
     /// The given nodes plus everything they depend on, transitively.
-    pub fn with_dependencies(&self, roots: &[usize]) -> BTreeSet<usize> {
+    pub(crate) fn with_dependencies(&self, roots: &[usize]) -> BTreeSet<usize> {
         self.closure(roots, &self.deps)
     }
 
     /// The given nodes plus everything that depends on them, transitively.
-    pub fn with_dependents(&self, roots: &[usize]) -> BTreeSet<usize> {
+    pub(crate) fn with_dependents(&self, roots: &[usize]) -> BTreeSet<usize> {
         self.closure(roots, &self.dependents)
     }
 

@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::sync::OnceLock;
 
 /// The `NIVIS_VAR_*` prefix.
-pub const ENV_PREFIX: &str = "NIVIS_VAR_";
+pub(crate) const ENV_PREFIX: &str = "NIVIS_VAR_";
 
 static TAKEN: OnceLock<Vec<(OsString, OsString)>> = OnceLock::new();
 
@@ -50,6 +50,6 @@ fn take_env_variables() -> &'static [(OsString, OsString)] {
 
 /// The `NIVIS_VAR_*` variables the process started with (taken out of the environment by
 /// [`protect_process`]; a process that did not call it, such as a test, takes them now).
-pub fn env_variables() -> &'static [(OsString, OsString)] {
+pub(crate) fn env_variables() -> &'static [(OsString, OsString)] {
     take_env_variables()
 }

@@ -47,12 +47,12 @@ static FACTS: Mutex<Facts> = Mutex::new(Facts {
 });
 
 /// An operation `action` (`create`, `delete`, ...) on `address` was sent to its provider.
-pub fn started(action: &str, address: &str) {
+pub(crate) fn started(action: &str, address: &str) {
     update(|f| f.in_flight.push(format!("{action} {address}")));
 }
 
 /// The operation on `address` ended (finished, failed or unrecorded).
-pub fn ended(address: &str) {
+pub(crate) fn ended(address: &str) {
     update(|f| {
         if let Some(at) = f
             .in_flight
@@ -66,12 +66,12 @@ pub fn ended(address: &str) {
 
 /// This process holds the lock `id` of the state at `place`, which stays held if it quits at
 /// once (a remote lock; the kernel frees a local one); `None`: it holds none now.
-pub fn lock_held(lock: Option<(&str, &str)>) {
+pub(crate) fn lock_held(lock: Option<(&str, &str)>) {
     update(|f| f.lock = lock.map(|(place, id)| (place.to_string(), id.to_string())));
 }
 
 /// Writes the line to stderr: async-signal-safe (one `write(2)` of a buffer already made).
-pub fn write_out() {
+pub(crate) fn write_out() {
     let active = ACTIVE.load(Ordering::Acquire) & 1;
     let len = LENGTHS[active].load(Ordering::Acquire).min(CAPACITY);
     // SAFETY: the active buffer is not written while it is active; `len` is within it.

@@ -50,35 +50,39 @@
 #[cfg(test)]
 extern crate self as nivis;
 
-pub mod child;
-pub mod cli;
-pub mod codegen;
-pub mod convert;
+mod child;
+mod cli;
+mod codegen;
+mod convert;
 pub mod diag;
 pub mod engine;
-pub mod graph;
-pub mod guard;
+mod graph;
+mod guard;
 pub mod ir;
-pub mod last_words;
+mod last_words;
 pub mod ledger;
 pub mod nixeval;
 pub mod nixops4;
-pub mod nixsyntax;
-pub mod percent;
+mod nixsyntax;
+mod percent;
 pub mod plan;
 pub mod plugin;
-pub mod policy;
-pub mod privfile;
-pub mod project;
+mod policy;
+mod privfile;
+mod project;
 pub mod provider;
 pub mod registry;
 pub mod render;
-pub mod review;
-pub mod rundir;
-pub mod sched;
+mod review;
+mod rundir;
+mod sched;
 pub mod schema;
-pub mod secret_sources;
+mod secret_sources;
 pub mod secrets;
 pub mod state;
 pub mod value;
-pub mod xdg;
+mod xdg;
+
+// What the binaries (`src/main.rs`) need of the private modules.
+pub use cli::{answer_completion_request, parse, run};
+pub use guard::protect_process;

@@ -3,8 +3,8 @@
 
 fn main() {
     // Before anything else runs (and while the process has one thread): see `guard`.
-    nivis::guard::protect_process();
-    nivis::cli::answer_completion_request();
-    let cli = nivis::cli::parse();
-    std::process::exit(nivis::cli::run(cli));
+    nivis::protect_process();
+    nivis::answer_completion_request();
+    let cli = nivis::parse();
+    std::process::exit(nivis::run(cli));
 }

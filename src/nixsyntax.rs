@@ -8,7 +8,7 @@
 
 /// A Nix string literal for `s` (`"`, `\` and `$` escaped, so `${` never interpolates; NUL,
 /// which Nix strings cannot hold, dropped).
-pub fn nix_string(s: &str) -> String {
+pub(crate) fn nix_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -28,7 +28,7 @@ pub fn nix_string(s: &str) -> String {
 }
 
 /// `name` as a Nix attribute name: bare when it is an identifier, else a string literal.
-pub fn nix_attr(name: &str) -> String {
+pub(crate) fn nix_attr(name: &str) -> String {
     const KEYWORDS: [&str; 9] = [
         "if", "then", "else", "assert", "with", "let", "in", "rec", "inherit",
     ];

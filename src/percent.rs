@@ -7,7 +7,7 @@
 
 /// Every byte but the unreserved `A-Z a-z 0-9 - _ . ~` as `%XX` (uppercase hex, as S3's
 /// signature rules want); `/` is kept when `encode_slash` is false (paths, object keys).
-pub fn percent_encode(s: &str, encode_slash: bool) -> String {
+pub(crate) fn percent_encode(s: &str, encode_slash: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for &b in s.as_bytes() {
         match b {

@@ -122,14 +122,14 @@ impl Overrides {
 
 /// Runs the project's policies in Nix, the input handed over in a private run directory
 /// (created at the first check, removed when the runner goes).
-pub struct PolicyRunner {
+pub(crate) struct PolicyRunner {
     source: PlanSource,
     run_dir: Option<RunDir>,
 }
 
 impl PolicyRunner {
     /// The policies beside the plan at `source`.
-    pub fn new(source: PlanSource) -> PolicyRunner {
+    pub(crate) fn new(source: PlanSource) -> PolicyRunner {
         PolicyRunner {
             source,
             run_dir: None,
@@ -138,13 +138,13 @@ impl PolicyRunner {
 
     /// Whether the plan has a place for policies beside it (a flake, or a file read with an
     /// attribute path): without one, [`PolicyRunner::check`] has nothing to run.
-    pub fn has_place(&self) -> bool {
+    pub(crate) fn has_place(&self) -> bool {
         nixeval::has_policies_place(&self.source)
     }
 
     /// Checks `input` ([`static_input`] or [`plan_input`]); `None` when the plan has no place
     /// for policies beside it. Returns the verdict and the time Nix took.
-    pub fn check(&mut self, input: &Json) -> Result<Option<(Verdict, Duration)>, EvalError> {
+    pub(crate) fn check(&mut self, input: &Json) -> Result<Option<(Verdict, Duration)>, EvalError> {
         let what = format!("the policies beside {}", self.source);
         let failed = |message: String| EvalError {
             what: what.clone(),
@@ -207,7 +207,7 @@ fn parse_verdict(bytes: &[u8]) -> Result<Verdict, serde_json::Error> {
 
 /// The input of the static rules: every resource and data source of `ir`, its configuration
 /// masked (see [`masked`]).
-pub fn static_input(ir: &Ir) -> Json {
+pub(crate) fn static_input(ir: &Ir) -> Json {
     let resources: Vec<Json> = ir
         .nodes()
         .map(|n| {
@@ -229,7 +229,7 @@ pub fn static_input(ir: &Ir) -> Json {
 }
 
 /// One planned change, as the plan rules see it.
-pub struct PlannedChange<'a> {
+pub(crate) struct PlannedChange<'a> {
     /// The resource's address.
     pub address: &'a str,
     /// The resource type.
@@ -242,7 +242,7 @@ pub struct PlannedChange<'a> {
 
 /// The input of the plan and phase rules: the changes phase `phase` plans (no-ops left out),
 /// each attribute's values as the `--json` stream shows them (a sensitive one `"(sensitive)"`).
-pub fn plan_input(phase: u32, planned: &[PlannedChange<'_>]) -> Json {
+pub(crate) fn plan_input(phase: u32, planned: &[PlannedChange<'_>]) -> Json {
     let changes: Vec<Json> = planned
         .iter()
         .filter(|c| c.action != Action::NoOp)
@@ -272,7 +272,7 @@ pub fn plan_input(phase: u32, planned: &[PlannedChange<'_>]) -> Json {
 /// A configuration as policies see it: plain values as they are, a sensitive one
 /// `"(sensitive)"`, one known only after an apply or a later evaluation `{"unknown": true}`, a
 /// build output its store path.
-pub fn masked(tree: &Tree) -> Json {
+pub(crate) fn masked(tree: &Tree) -> Json {
     match tree {
         Tree::Null => Json::Null,
         Tree::Bool(b) => Json::Bool(*b),

@@ -26,13 +26,13 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The effective uid of this process: the owner every private file must have.
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
 
 /// Why a directory that holds private files may be changed by someone else, or `None`.
-pub fn unsafe_dir(meta: &Metadata) -> Option<String> {
+pub(crate) fn unsafe_dir(meta: &Metadata) -> Option<String> {
     let mode = meta.mode() & 0o7777;
     if !meta.is_dir() {
         return Some("is not a directory".into());
@@ -53,7 +53,7 @@ pub fn unsafe_dir(meta: &Metadata) -> Option<String> {
 }
 
 /// Why a file that holds or drives secrets may not be trusted, or `None` (see the module doc).
-pub fn unsafe_file(meta: &Metadata) -> Option<String> {
+pub(crate) fn unsafe_file(meta: &Metadata) -> Option<String> {
     let mode = meta.mode() & 0o7777;
     if !meta.is_file() {
         return Some("is not a regular file".into());
@@ -191,7 +191,7 @@ impl std::error::Error for Refusal {
 
 /// Checks `dir` (made real: links resolved) and every directory above it against the rule;
 /// returns the real path. `what` names the role of the file in the refusal ("the --var-file").
-pub fn check_dirs(dir: &Path, what: &str) -> Result<PathBuf, Refusal> {
+pub(crate) fn check_dirs(dir: &Path, what: &str) -> Result<PathBuf, Refusal> {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
@@ -222,7 +222,7 @@ pub fn check_dirs(dir: &Path, what: &str) -> Result<PathBuf, Refusal> {
 }
 
 /// Refuses the opened `file` (at `path`) unless the rule allows it.
-pub fn check_opened(file: &File, path: &Path, what: &str) -> Result<(), Refusal> {
+pub(crate) fn check_opened(file: &File, path: &Path, what: &str) -> Result<(), Refusal> {
     let meta = file.metadata().map_err(|source| Refusal::Unreadable {
         what: what.into(),
         path: path.to_path_buf(),
@@ -241,7 +241,7 @@ pub fn check_opened(file: &File, path: &Path, what: &str) -> Result<(), Refusal>
 
 /// The real path of `path`: its directory with links resolved (and judged by [`check_dirs`]),
 /// and its own name, which is never resolved.
-pub fn real_path(path: &Path, what: &str) -> Result<PathBuf, Refusal> {
+pub(crate) fn real_path(path: &Path, what: &str) -> Result<PathBuf, Refusal> {
     let name = path.file_name().ok_or_else(|| Refusal::NotAFileName {
         what: what.into(),
         path: path.to_path_buf(),
@@ -252,7 +252,7 @@ pub fn real_path(path: &Path, what: &str) -> Result<PathBuf, Refusal> {
 
 /// Opens `path` with `options` under the rule: its directories judged, its last component
 /// never followed (`O_NOFOLLOW`), the opened file judged. The error names path and fix.
-pub fn open(path: &Path, options: &mut OpenOptions, what: &str) -> Result<File, OpenError> {
+pub(crate) fn open(path: &Path, options: &mut OpenOptions, what: &str) -> Result<File, OpenError> {
     // A directory that does not exist is a missing file (`NotFound`), not a refusal.
     let parent = path.parent().filter(|d| !d.as_os_str().is_empty());
     parent
@@ -278,13 +278,13 @@ pub fn open(path: &Path, options: &mut OpenOptions, what: &str) -> Result<File, 
 }
 
 /// Opens the existing `path` for reading under the rule (see [`open`]).
-pub fn open_read(path: &Path, what: &str) -> Result<File, OpenError> {
+pub(crate) fn open_read(path: &Path, what: &str) -> Result<File, OpenError> {
     open(path, OpenOptions::new().read(true), what)
 }
 
 /// Why [`open`] failed.
 #[derive(Debug)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     /// The rule refuses the file or a directory above it (the message says why and the fix).
     Refused(Refusal),
     /// The system call failed (a missing file is `NotFound` here).
@@ -293,7 +293,7 @@ pub enum OpenError {
 
 impl OpenError {
     /// As an `io::Error` (a refusal becomes `PermissionDenied` with its message).
-    pub fn into_io(self) -> io::Error {
+    pub(crate) fn into_io(self) -> io::Error {
         match self {
             OpenError::Refused(m) => io::Error::new(io::ErrorKind::PermissionDenied, m.to_string()),
             OpenError::Io(e) => e,
@@ -301,7 +301,7 @@ impl OpenError {
     }
 
     /// The message, prefixed with `path` when it is a system error.
-    pub fn message(&self, path: &Path) -> String {
+    pub(crate) fn message(&self, path: &Path) -> String {
         match self {
             OpenError::Refused(m) => m.to_string(),
             OpenError::Io(e) => format!("{}: {e}", path.display()),

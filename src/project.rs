@@ -39,16 +39,16 @@ mod identity;
 mod placement;
 mod trust;
 
-pub use error::{CopiedBy, MissingFlake, PrivateFile, ProjectError};
-pub use find::{large_copy_warning, require_flake, search_upward, NotFound};
+pub(crate) use error::{CopiedBy, PrivateFile, ProjectError};
+pub(crate) use find::{large_copy_warning, require_flake, search_upward};
 use identity::GitLineage;
-pub use identity::{Identity, IdentityKind, ProjectNote};
-pub use placement::{declared_state_path, known_state_path, place, Placement};
-pub use trust::{check_code, check_secret_file, Untrusted};
+pub(crate) use identity::{Identity, IdentityKind};
+pub(crate) use placement::{declared_state_path, known_state_path, place, Placement};
+pub(crate) use trust::{check_code, check_secret_file};
 
 /// The tree Nix copies into the store for a plan source.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Copied {
+pub(crate) enum Copied {
     /// Everything under this directory.
     Whole(PathBuf),
     /// The tracked files of the git work tree rooted here.
@@ -75,7 +75,7 @@ fn flake_dir(flake: &str) -> Option<(PathBuf, bool)> {
 }
 
 /// What Nix copies for `source`.
-pub fn copied_tree(source: &PlanSource) -> Copied {
+pub(crate) fn copied_tree(source: &PlanSource) -> Copied {
     match source {
         PlanSource::File { .. } => Copied::Nothing,
         // A directory without flake.nix is not a flake (yet): nothing is copied, and a state
@@ -136,7 +136,7 @@ fn resolved_files(path: &Path) -> Result<StatePaths, ProjectError> {
 
 /// Refuses a state path that Nix would copy into the store when it evaluates `source`:
 /// checked where its files really are (a symlink is followed), the rescue file included.
-pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), ProjectError> {
+pub(crate) fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), ProjectError> {
     let files = resolved_files(state)?;
     let state = files.snapshot.clone();
     match copied_tree(source) {
@@ -173,7 +173,7 @@ pub fn check_state_path(state: &Path, source: &PlanSource) -> Result<(), Project
 
 /// Refuses `path`, a file about to receive secrets (`state pull --out`), where Nix would copy
 /// it into the store when it evaluates `source` (see [`check_state_path`]).
-pub fn check_private_file(path: &Path, source: &PlanSource) -> Result<(), ProjectError> {
+pub(crate) fn check_private_file(path: &Path, source: &PlanSource) -> Result<(), ProjectError> {
     let path = normalise(path);
     let copied = match copied_tree(source) {
         Copied::Whole(dir) if path.starts_with(&dir) => CopiedBy::Whole(dir),
@@ -192,7 +192,7 @@ pub fn check_private_file(path: &Path, source: &PlanSource) -> Result<(), Projec
 /// Refuses `--var-file path` where Nix would copy it into the store when it evaluates
 /// `source` (a plain or `path:` flake directory, or a git flake that does not ignore it):
 /// variable files hold secrets as much as the state does. Checked before any evaluation.
-pub fn check_var_file(path: &Path, source: &PlanSource) -> Result<(), ProjectError> {
+pub(crate) fn check_var_file(path: &Path, source: &PlanSource) -> Result<(), ProjectError> {
     let real = path.canonicalize().unwrap_or_else(|_| normalise(path));
     let copied = match copied_tree(source) {
         Copied::Whole(dir) if real.starts_with(&dir) => CopiedBy::Whole(dir),
@@ -254,7 +254,7 @@ fn projects_dir() -> Result<PathBuf, NoStateHome> {
 
 /// The path-keyed state path of the project `source` names: where Nivis kept every state
 /// before project identities, and still keeps the state of a project with no other identity.
-pub fn default_state_path(source: &PlanSource) -> Result<PathBuf, ProjectError> {
+pub(crate) fn default_state_path(source: &PlanSource) -> Result<PathBuf, ProjectError> {
     Ok(default_state_in(&projects_dir()?, source))
 }
 
@@ -290,7 +290,7 @@ fn git_lineage(source: &PlanSource) -> GitLineage {
 }
 
 /// Creates the directory of a default state path (mode 0700 for what is created).
-pub fn create_state_dir(state: &Path) -> Result<(), ProjectError> {
+pub(crate) fn create_state_dir(state: &Path) -> Result<(), ProjectError> {
     let Some(dir) = state.parent() else {
         return Ok(());
     };
@@ -312,7 +312,10 @@ pub fn create_state_dir(state: &Path) -> Result<(), ProjectError> {
 ///
 /// A `legacy` path that is a symlink is followed: the files beside its target are moved, and
 /// the link removed. A rescue file left by a failed run counts as a state (opening folds it in).
-pub fn move_legacy_state(legacy: &Path, target: &Path) -> Result<Option<String>, ProjectError> {
+pub(crate) fn move_legacy_state(
+    legacy: &Path,
+    target: &Path,
+) -> Result<Option<String>, ProjectError> {
     move_state(
         legacy,
         target,

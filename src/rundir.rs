@@ -57,7 +57,7 @@ static LIVE_NAMES: [AtomicPtr<libc::c_char>; 4] = [
 /// Unlinks every file written into the live run directory. Async-signal-safe: called by a
 /// signal handler right before the process ends at once (the directory itself, empty, is
 /// removed by the next run).
-pub fn remove_live_files() {
+pub(crate) fn remove_live_files() {
     let fd = LIVE_DIR.load(Ordering::SeqCst);
     if fd < 0 {
         return;
@@ -134,7 +134,7 @@ fn alive(pid: i32) -> bool {
 
 /// Removes run directories in `parent` that are ours (owner, mode 0700, our name pattern) and
 /// whose process is gone: what a killed run left, possibly with secrets in it.
-pub fn remove_leftovers(parent: &Path) {
+pub(crate) fn remove_leftovers(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
@@ -438,7 +438,7 @@ impl RunDir {
 
 /// Writes `bytes` to `target` (mode 0600, replacing what is there, never writing through a
 /// link) through a new temporary file beside it (see [`write_private`]).
-pub fn write_private_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
     // Replacing a device (`--out /dev/null` as root) or a directory is never what was meant.
     if let Ok(meta) = std::fs::symlink_metadata(target) {
         if !meta.is_file() && !meta.file_type().is_symlink() {
@@ -456,7 +456,10 @@ pub fn write_private_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Writes `bytes` to `target` as [`write_private_file`] does, after creating the directory it
 /// goes in (and missing parents) and making that directory 0700: the per-user caches' files.
-pub fn write_private_file_in_private_dir(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private_file_in_private_dir(
+    target: &Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
     let dir = target
         .parent()
         .ok_or_else(|| std::io::Error::other("not a file name"))?;
@@ -468,7 +471,7 @@ pub fn write_private_file_in_private_dir(target: &Path, bytes: &[u8]) -> std::io
 /// Writes `bytes` to `target` (mode 0600) through `tmp`, a new file that may neither exist
 /// already nor be a link: created `O_CREAT | O_EXCL | O_NOFOLLOW`, written, synced, renamed over
 /// `target`. `tmp` is removed if anything fails.
-pub fn write_private(tmp: &Path, target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(tmp: &Path, target: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)

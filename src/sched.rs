@@ -20,7 +20,7 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 
 /// How a job ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// Ran and succeeded.
     Done,
     /// Ran (or failed to prepare) and failed.
@@ -37,7 +37,7 @@ pub enum Status {
 }
 
 /// The owner-thread side of a batch.
-pub trait Owner {
+pub(crate) trait Owner {
     /// Input handed to a worker.
     type Input: Send;
     /// Intermediate reports from a running job.
@@ -85,7 +85,7 @@ pub trait Owner {
 
 /// How busy the batch is when [`Owner::extend`] is called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Load {
+pub(crate) struct Load {
     /// Ready jobs waiting for a worker.
     pub queued: usize,
     /// Jobs running.
@@ -96,31 +96,31 @@ pub struct Load {
 
 /// Brings the scheduler's loop back to its owner from another thread (see [`Owner::extend`]).
 #[derive(Clone)]
-pub struct Waker(Sender<()>);
+pub(crate) struct Waker(Sender<()>);
 
 impl Waker {
     /// Wakes the loop, which then calls [`Owner::woken`].
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         let _ = self.0.send(());
     }
 }
 
 /// The worker side: runs on several threads at once.
-pub trait Worker<O: Owner>: Sync {
+pub(crate) trait Worker<O: Owner>: Sync {
     /// Runs job `i`.
     fn run(&self, i: usize, input: O::Input, reporter: &Reporter<O::Progress>) -> O::Output;
 }
 
 /// Lets a running job report intermediate results (e.g. "old object deleted" before "new object
 /// created") so the owner records them even if the job fails later.
-pub struct Reporter<P> {
+pub(crate) struct Reporter<P> {
     index: usize,
     tx: Sender<Message<P, ()>>,
 }
 
 impl<P> Reporter<P> {
     /// Sends a progress report to the owner.
-    pub fn report(&self, progress: P) {
+    pub(crate) fn report(&self, progress: P) {
         let _ = self.tx.send(Message::Progress(self.index, progress));
     }
 }
@@ -139,7 +139,7 @@ enum Message<P, R> {
 /// failed flush nothing more starts.
 // Long because it is the scheduler's one event loop and starts the workers it feeds; the
 // bookkeeping its arms share is `Board`.
-pub fn run<O, W>(
+pub(crate) fn run<O, W>(
     owner: &mut O,
     worker: &W,
     deps: &[Vec<usize>],

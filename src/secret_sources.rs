@@ -18,14 +18,14 @@ use crate::secrets::Redactor;
 
 mod error;
 
-pub use error::{ReadError, ReadProblem, SpecError, SpecProblem};
+pub(crate) use error::{ReadError, ReadProblem, SpecError, SpecProblem};
 
 /// Largest value read from a source.
 const VALUE_LIMIT: usize = 1 << 20;
 
 /// Where one variable's value comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// A sops-encrypted file and the key path inside it (`db/password`).
     Sops {
         /// The encrypted file.
@@ -51,7 +51,7 @@ pub enum Source {
 
 impl Source {
     /// The source in words, for errors: never a value.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Source::Sops { file, key, .. } => format!("sops file {} key {key}", file.display()),
             Source::Age { file, .. } => format!("age file {}", file.display()),
@@ -63,7 +63,7 @@ impl Source {
 
 /// Parses `nivis.secretSources` (as `nix eval --json` gives it; a path literal is a store
 /// path); relative paths are relative to `base` (the flake's directory).
-pub fn parse(json: &Json, base: &Path) -> Result<BTreeMap<String, Source>, SpecError> {
+pub(crate) fn parse(json: &Json, base: &Path) -> Result<BTreeMap<String, Source>, SpecError> {
     let Some(map) = json.as_object() else {
         return Err(SpecError::NotASet { got: json.clone() });
     };
@@ -150,7 +150,7 @@ fn identity(given: Option<String>) -> Result<Option<PathBuf>, SpecProblem> {
 /// Resolves `sources` (in name order); each value is remembered by `redactor` (the run's) as a
 /// secret at once. The first failure is returned as one line naming the variable and the
 /// source.
-pub fn resolve(
+pub(crate) fn resolve(
     sources: &BTreeMap<String, Source>,
     redactor: &Redactor,
 ) -> Result<BTreeMap<String, String>, ReadError> {

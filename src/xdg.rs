@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// Neither `$XDG_STATE_HOME` nor `$HOME` is set to an absolute path, so there is no per-user
 /// place for state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NoStateHome;
+pub(crate) struct NoStateHome;
 
 impl std::fmt::Display for NoStateHome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -26,7 +26,7 @@ impl std::error::Error for NoStateHome {}
 
 /// The directory per-user state goes in: `$XDG_STATE_HOME`, else `~/.local/state` (never a
 /// shared temporary directory, where another user could prepare it).
-pub fn state_home() -> Result<PathBuf, NoStateHome> {
+pub(crate) fn state_home() -> Result<PathBuf, NoStateHome> {
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
         if dir.is_absolute() {
             return Ok(dir);
@@ -41,7 +41,7 @@ pub fn state_home() -> Result<PathBuf, NoStateHome> {
 
 /// The directory per-user caches go in: `$XDG_CACHE_HOME` when set and not empty, else
 /// `$HOME/.cache`; `None` without either.
-pub fn cache_home() -> Option<PathBuf> {
+pub(crate) fn cache_home() -> Option<PathBuf> {
     std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

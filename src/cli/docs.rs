@@ -31,7 +31,7 @@ pub(super) fn write_man_pages(dir: &Path) -> std::io::Result<()> {
 
 /// The CLI reference as one Markdown page: every command, its usage, its flags grouped under
 /// their help headings, and its examples.
-pub fn markdown_reference() -> String {
+pub(crate) fn markdown_reference() -> String {
     let root = tree();
     let mut out = String::new();
     out.push_str("# CLI reference\n\n");

@@ -46,7 +46,7 @@ use docs::{readme_head, type_section};
 
 /// One generated file: its path relative to the output directory, and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GeneratedFile {
+pub(crate) struct GeneratedFile {
     /// Relative path, `/`-separated, e.g. `null/resources/null_resource.nix`.
     pub path: String,
     /// The file's contents.
@@ -56,7 +56,7 @@ pub struct GeneratedFile {
 /// Generates the constructors and reference docs of provider `provider_name` (the provider id
 /// the constructors default to, as declared in `toIR`'s `providers`; it also names the
 /// directory). The files come sorted by path.
-pub fn generate(provider_name: &str, schema: &ProviderSchema) -> Vec<GeneratedFile> {
+pub(crate) fn generate(provider_name: &str, schema: &ProviderSchema) -> Vec<GeneratedFile> {
     let dir = file_stem(provider_name);
     let mut files = Vec::with_capacity(3 + schema.resources.len() + schema.data_sources.len());
     let mut readme = readme_head(provider_name, schema);

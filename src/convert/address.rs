@@ -20,10 +20,10 @@ use std::collections::BTreeMap;
 use super::tfstate::{IndexKey, ModuleStep, ProviderRef};
 
 /// What separates module steps and the resource name in a flattened name.
-pub const MODULE_SEPARATOR: &str = "--";
+pub(crate) const MODULE_SEPARATOR: &str = "--";
 
 /// Whether `key` can be part of a Nivis id (`names.keyRe` of the Nix library).
-pub fn is_instance_key(key: &str) -> bool {
+pub(crate) fn is_instance_key(key: &str) -> bool {
     !key.is_empty()
         && key
             .chars()
@@ -31,7 +31,7 @@ pub fn is_instance_key(key: &str) -> bool {
 }
 
 /// The suffix an instance key adds to a name: `__1`, `__web`.
-pub fn key_suffix(key: &IndexKey) -> Result<String, String> {
+pub(crate) fn key_suffix(key: &IndexKey) -> Result<String, String> {
     match key {
         IndexKey::Int(i) => Ok(format!("__{i}")),
         IndexKey::Str(s) if is_instance_key(s) => Ok(format!("__{s}")),
@@ -44,7 +44,7 @@ pub fn key_suffix(key: &IndexKey) -> Result<String, String> {
 }
 
 /// The flat prefix of a module path: `app--`, `app__0--net--` (empty at the root).
-pub fn module_prefix(module: &[ModuleStep]) -> Result<String, String> {
+pub(crate) fn module_prefix(module: &[ModuleStep]) -> Result<String, String> {
     let mut out = String::new();
     for step in module {
         out.push_str(&step.name);
@@ -57,7 +57,7 @@ pub fn module_prefix(module: &[ModuleStep]) -> Result<String, String> {
 }
 
 /// The Nivis name of one instance: the module prefix, the block name, the key suffix.
-pub fn instance_name(
+pub(crate) fn instance_name(
     module: &[ModuleStep],
     name: &str,
     key: Option<&IndexKey>,
@@ -70,19 +70,19 @@ pub fn instance_name(
 }
 
 /// A managed resource's id: `PROVIDER.TYPE.NAME`.
-pub fn managed_id(provider: &str, type_name: &str, name: &str) -> String {
+pub(crate) fn managed_id(provider: &str, type_name: &str, name: &str) -> String {
     format!("{provider}.{type_name}.{name}")
 }
 
 /// The provider ids of an estate, one per provider configuration.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProviderIds {
+pub(crate) struct ProviderIds {
     ids: BTreeMap<ProviderRef, String>,
 }
 
 impl ProviderIds {
     /// Ids for `refs` (any order, repeats allowed), by the rule in the module doc.
-    pub fn new<'a>(refs: impl IntoIterator<Item = &'a ProviderRef>) -> ProviderIds {
+    pub(crate) fn new<'a>(refs: impl IntoIterator<Item = &'a ProviderRef>) -> ProviderIds {
         let mut all: Vec<&ProviderRef> = refs.into_iter().collect();
         all.sort();
         all.dedup();
@@ -114,12 +114,12 @@ impl ProviderIds {
     }
 
     /// The id of `r` (which `new` was given).
-    pub fn id(&self, r: &ProviderRef) -> Option<&str> {
+    pub(crate) fn id(&self, r: &ProviderRef) -> Option<&str> {
         self.ids.get(r).map(String::as_str)
     }
 
     /// Every configuration with its id.
-    pub fn iter(&self) -> impl Iterator<Item = (&ProviderRef, &str)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&ProviderRef, &str)> {
         self.ids.iter().map(|(r, id)| (r, id.as_str()))
     }
 }

@@ -9,7 +9,7 @@ use hcl::Expression;
 
 /// One module's declarations, in file order.
 #[derive(Debug, Clone, Default)]
-pub struct Module {
+pub(crate) struct Module {
     /// `variable` blocks.
     pub variables: Vec<Variable>,
     /// `locals` entries.
@@ -32,7 +32,7 @@ pub struct Module {
 
 /// A `terraform { backend "TYPE" { ... } }` block.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TfBackend {
+pub(crate) struct TfBackend {
     /// Its type: `s3`, `local`, `gcs`, ...
     pub kind: String,
     /// Its arguments, as written.
@@ -41,7 +41,7 @@ pub struct TfBackend {
 
 /// A `variable` block.
 #[derive(Debug, Clone)]
-pub struct Variable {
+pub(crate) struct Variable {
     /// Its name.
     pub name: String,
     /// `type`, as an expression (`string`, `list(string)`, ...).
@@ -56,7 +56,7 @@ pub struct Variable {
 
 /// A `provider` block.
 #[derive(Debug, Clone)]
-pub struct ProviderBlock {
+pub(crate) struct ProviderBlock {
     /// The provider's local name.
     pub name: String,
     /// `alias`.
@@ -67,7 +67,7 @@ pub struct ProviderBlock {
 
 /// One `required_providers` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequiredProvider {
+pub(crate) struct RequiredProvider {
     /// The local name.
     pub name: String,
     /// `source`, e.g. `hashicorp/null`.
@@ -78,7 +78,7 @@ pub struct RequiredProvider {
 
 /// Managed resource or data source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `resource`.
     Managed,
     /// `data`.
@@ -87,7 +87,7 @@ pub enum Kind {
 
 /// How a resource block is expanded into instances.
 #[derive(Debug, Clone)]
-pub enum Expansion {
+pub(crate) enum Expansion {
     /// One instance.
     Single,
     /// `count = EXPR`.
@@ -98,7 +98,7 @@ pub enum Expansion {
 
 /// A `resource` or `data` block.
 #[derive(Debug, Clone)]
-pub struct Resource {
+pub(crate) struct Resource {
     /// Managed or data.
     pub kind: Kind,
     /// The resource type.
@@ -119,7 +119,7 @@ pub struct Resource {
 
 /// A `lifecycle` block.
 #[derive(Debug, Clone, Default)]
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     /// `create_before_destroy`.
     pub create_before_destroy: Option<Expression>,
     /// `prevent_destroy`.
@@ -130,7 +130,7 @@ pub struct Lifecycle {
 
 /// An `output` block.
 #[derive(Debug, Clone)]
-pub struct Output {
+pub(crate) struct Output {
     /// Its name.
     pub name: String,
     /// `value`.
@@ -139,7 +139,7 @@ pub struct Output {
 
 /// A `module` block.
 #[derive(Debug, Clone)]
-pub struct ModuleCall {
+pub(crate) struct ModuleCall {
     /// Its name.
     pub name: String,
     /// `source`.
@@ -153,7 +153,7 @@ pub struct ModuleCall {
 /// A configuration body: arguments, then nested blocks (each a list entry in Nivis, the
 /// shape of list and set blocks).
 #[derive(Debug, Clone, Default)]
-pub struct Body {
+pub(crate) struct Body {
     /// `name = expr`.
     pub attrs: Vec<(String, Expression)>,
     /// `name { ... }`, repeated blocks in order.

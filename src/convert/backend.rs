@@ -16,7 +16,7 @@ use crate::nixsyntax::nix_string;
 /// What the flake says about the backend: the commented `nivis.backend` lines (empty when
 /// there is no equivalent) and notes for the user.
 #[derive(Debug, Default, PartialEq)]
-pub struct Carried {
+pub(crate) struct Carried {
     /// Lines of `flake.nix`, each a Nix comment.
     pub comment: Vec<String>,
     /// Remarks printed after the conversion.
@@ -26,7 +26,7 @@ pub struct Carried {
 /// Nivis's state key beside Terraform's: `team/terraform.tfstate` is
 /// `team/terraform.nivis.state`; any other key gets `.nivis.state` appended. Never Terraform's
 /// own key: the two tools must not write one object.
-pub fn nivis_key(key: &str) -> String {
+pub(crate) fn nivis_key(key: &str) -> String {
     match key.strip_suffix(".tfstate") {
         Some(stem) => format!("{stem}.nivis.state"),
         None => format!("{key}.nivis.state"),
@@ -34,7 +34,7 @@ pub fn nivis_key(key: &str) -> String {
 }
 
 /// The backend's equivalent; `None` gives nothing (no backend block: a local state).
-pub fn carry(backend: Option<&TfBackend>) -> Carried {
+pub(crate) fn carry(backend: Option<&TfBackend>) -> Carried {
     let Some(b) = backend else {
         return Carried::default();
     };

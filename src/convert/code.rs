@@ -21,7 +21,7 @@ use super::tfstate::{Mode, ProviderRef, TfState};
 use crate::nixsyntax::{nix_attr, nix_string};
 
 /// A module of the estate: its key among the written modules and its declarations.
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// `root`, or a name derived from its directory.
     pub key: String,
     /// Its declarations.
@@ -31,7 +31,7 @@ pub struct Loaded {
 }
 
 /// How local provider names become provider configurations.
-pub struct Providers<'a> {
+pub(crate) struct Providers<'a> {
     /// The ids of every configuration.
     pub ids: &'a ProviderIds,
     /// The state's provider sources (to give an unqualified source the state's host).
@@ -43,7 +43,7 @@ pub struct Providers<'a> {
 impl Providers<'_> {
     /// The full source address for a `required_providers` source (or the implied
     /// `hashicorp/NAME`).
-    pub fn full_source(&self, source: &str) -> String {
+    pub(crate) fn full_source(&self, source: &str) -> String {
         if source.split('/').count() == 3 {
             return source.to_string();
         }
@@ -56,7 +56,7 @@ impl Providers<'_> {
     }
 
     /// The configuration a resource of `module` uses.
-    pub fn resource_ref(&self, module: &Module, r: &Resource) -> ProviderRef {
+    pub(crate) fn resource_ref(&self, module: &Module, r: &Resource) -> ProviderRef {
         let (local, alias) = r.provider.clone().unwrap_or_else(|| {
             let local = r.type_name.split('_').next().unwrap_or(&r.type_name);
             (local.to_string(), None)
@@ -65,7 +65,12 @@ impl Providers<'_> {
     }
 
     /// The configuration for a local provider name and alias in `module`.
-    pub fn named_ref(&self, module: &Module, local: &str, alias: Option<String>) -> ProviderRef {
+    pub(crate) fn named_ref(
+        &self,
+        module: &Module,
+        local: &str,
+        alias: Option<String>,
+    ) -> ProviderRef {
         let source = module
             .required_providers
             .iter()
@@ -81,7 +86,7 @@ impl Providers<'_> {
 
 /// Writes one module's Nix file text; what cannot be translated is added to `problems`.
 // Long because it writes the module file's sections in their order, one loop each.
-pub fn module_file(
+pub(crate) fn module_file(
     loaded: &Loaded,
     all: &BTreeMap<String, &Loaded>,
     providers: &Providers<'_>,
@@ -190,7 +195,7 @@ fn shape_of(e: &Expansion) -> Shape {
 
 /// The `providers` of `toIR`: one `lib.mkProvider` per configuration, with the locked
 /// version and the root module's `provider` block (translated in `root`'s scope).
-pub fn providers_set(
+pub(crate) fn providers_set(
     root: Option<(&Module, &Scope)>,
     providers: &Providers<'_>,
     problems: &mut Vec<String>,
@@ -536,7 +541,7 @@ fn ignore_path(e: &Expression) -> Option<String> {
 /// The state-only module: each managed object as its own node whose configuration is its
 /// recorded attributes, as literals, less the attributes `computed` names (those its provider
 /// computes, which no configuration may set), asked by source, locked version and type.
-pub fn state_only_file(
+pub(crate) fn state_only_file(
     tf: &TfState,
     providers: &Providers<'_>,
     computed: super::ComputedOnly<'_>,
@@ -607,7 +612,7 @@ pub fn state_only_file(
 
 /// A JSON value as a Nix literal (numbers as written; a number Nix cannot hold exactly is
 /// read from its JSON text).
-pub fn nix_literal(v: &Value) -> String {
+pub(crate) fn nix_literal(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),

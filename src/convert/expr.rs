@@ -26,7 +26,7 @@ mod module_ref;
 
 /// How a resource block is expanded (what a reference to it must index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub(crate) enum Shape {
     /// One node.
     Single,
     /// A list of nodes (`lib.count`).
@@ -37,7 +37,7 @@ pub enum Shape {
 
 /// What names mean where an expression is translated.
 #[derive(Debug, Clone, Default)]
-pub struct Scope {
+pub(crate) struct Scope {
     /// The module's resource and data blocks.
     pub resources: BTreeMap<(Kind, String, String), Shape>,
     /// The module's calls of other modules, by name (absent: one instance).
@@ -55,7 +55,7 @@ pub struct Scope {
 
 /// One translation: its leaves, the for-expression variables in scope, and what could not be
 /// translated.
-pub struct Translator<'a> {
+pub(crate) struct Translator<'a> {
     scope: &'a Scope,
     at: &'a str,
     leaves: Vec<String>,
@@ -67,7 +67,7 @@ pub struct Translator<'a> {
 
 /// `e` as a Nix value where each attribute and element waits only for its own leaves (for
 /// configuration arguments).
-pub fn value(scope: &Scope, at: &str, e: &Expression, problems: &mut Vec<String>) -> String {
+pub(crate) fn value(scope: &Scope, at: &str, e: &Expression, problems: &mut Vec<String>) -> String {
     match e {
         Expression::Array(items) => {
             let parts: Vec<String> = items
@@ -117,7 +117,7 @@ pub fn value(scope: &Scope, at: &str, e: &Expression, problems: &mut Vec<String>
 }
 
 /// `e` as one Nix value: plain when it has no leaves, else one `lib.compute` over them.
-pub fn whole(scope: &Scope, at: &str, e: &Expression, problems: &mut Vec<String>) -> String {
+pub(crate) fn whole(scope: &Scope, at: &str, e: &Expression, problems: &mut Vec<String>) -> String {
     let mut t = Translator {
         scope,
         at,
@@ -162,7 +162,7 @@ fn static_key(k: &ObjectKey) -> Option<String> {
 }
 
 /// A Nix number literal for an HCL number.
-pub fn number(n: &hcl::Number) -> String {
+pub(crate) fn number(n: &hcl::Number) -> String {
     if let Some(i) = n.as_i64() {
         return i.to_string();
     }
@@ -177,7 +177,7 @@ pub fn number(n: &hcl::Number) -> String {
 
 impl Translator<'_> {
     /// Records what cannot be translated; returns the marked throw for its place.
-    pub fn unsupported(&mut self, what: &str) -> String {
+    pub(crate) fn unsupported(&mut self, what: &str) -> String {
         let message = format!("{}: {what}", self.at);
         self.problems.push(message.clone());
         format!(
@@ -201,7 +201,7 @@ impl Translator<'_> {
     }
 
     /// `e` in plain Nix, its leaves replaced by their names.
-    pub fn expr(&mut self, e: &Expression) -> String {
+    pub(crate) fn expr(&mut self, e: &Expression) -> String {
         match e {
             Expression::Null => "null".into(),
             Expression::Bool(b) => b.to_string(),
@@ -579,7 +579,7 @@ impl Translator<'_> {
     }
 
     /// Function arguments in plain Nix (for `functions`).
-    pub fn args(&mut self, args: &[Expression]) -> Vec<String> {
+    pub(crate) fn args(&mut self, args: &[Expression]) -> Vec<String> {
         args.iter().map(|a| self.expr(a)).collect()
     }
 }

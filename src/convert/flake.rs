@@ -16,10 +16,10 @@ use super::tfvars::Assigned;
 use crate::nixsyntax::{nix_attr, nix_string};
 
 /// Terraform's functions and operators as Nix (the written `tf.nix`).
-pub const TF_NIX: &str = include_str!("tf.nix");
+pub(crate) const TF_NIX: &str = include_str!("tf.nix");
 
 /// Terraform's type constraint as the Nivis library's variable type.
-pub fn variable_type(e: Option<&Expression>) -> &'static str {
+pub(crate) fn variable_type(e: Option<&Expression>) -> &'static str {
     let name = match e {
         None => return "any",
         Some(Expression::Variable(v)) => v.as_str().to_string(),
@@ -45,7 +45,7 @@ pub fn variable_type(e: Option<&Expression>) -> &'static str {
 
 /// The `variables` declarations of the root module; a value from a variable file (`tfvars`)
 /// becomes the default, except a sensitive variable's, which never goes into the Nix.
-pub fn variables(
+pub(crate) fn variables(
     vars: &[Variable],
     assigned: &BTreeMap<String, Assigned>,
     problems: &mut Vec<String>,
@@ -95,7 +95,7 @@ pub fn variables(
 
 /// `flake.nix`: `nivis_src` is the flake reference of Nivis; `modules` the keys of the
 /// called modules (files `modules/KEY.nix`).
-pub fn flake_nix(
+pub(crate) fn flake_nix(
     nivis_src: &str,
     variables: &str,
     modules: &[String],

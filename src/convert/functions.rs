@@ -16,15 +16,8 @@ use hcl::Expression;
 use super::expr::Translator;
 use crate::nixsyntax::nix_string;
 
-/// The functions convert translates.
-pub const TRANSLATED: [&str; 19] = [
-    "tostring", "format", "join", "lookup", "merge", "concat", "length", "element", "keys",
-    "values", "lower", "upper", "replace", "coalesce", "toset", "tolist", "tomap", "tonumber",
-    "tobool",
-];
-
 /// A call in plain Nix.
-pub fn call(t: &mut Translator<'_>, f: &FuncCall) -> String {
+pub(crate) fn call(t: &mut Translator<'_>, f: &FuncCall) -> String {
     let name = f.name.name.as_str();
     if !f.name.namespace.is_empty() {
         return t.unsupported(&format!("the provider function `{}`", f.name));

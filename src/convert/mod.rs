@@ -11,18 +11,18 @@
 //! Not: writing the state into a backend or running the proof plan (the CLI's `convert`,
 //! through `state::Backend` and the engine's plan). Never writes to the Terraform directory.
 
-pub mod address;
-pub mod ast;
-pub mod backend;
-pub mod code;
-pub mod expr;
-pub mod flake;
-pub mod functions;
-pub mod parse_hcl;
-pub mod parse_json;
-pub mod record;
-pub mod tfstate;
-pub mod tfvars;
+pub(crate) mod address;
+pub(crate) mod ast;
+pub(crate) mod backend;
+pub(crate) mod code;
+pub(crate) mod expr;
+pub(crate) mod flake;
+pub(crate) mod functions;
+pub(crate) mod parse_hcl;
+pub(crate) mod parse_json;
+pub(crate) mod record;
+pub(crate) mod tfstate;
+pub(crate) mod tfvars;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ use crate::state::StateFile;
 
 /// What to convert and where to.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     /// The Terraform configuration directory.
     pub dir: PathBuf,
     /// The directory the flake is written to (new, or empty).
@@ -52,7 +52,7 @@ pub struct Request {
 
 /// The outcome: the state to record, what was carried, what could not be translated.
 #[derive(Debug)]
-pub struct Converted {
+pub(crate) struct Converted {
     /// The new Nivis state (fresh lineage).
     pub state: StateFile,
     /// Each managed object's Terraform address and Nivis id.
@@ -69,7 +69,7 @@ pub struct Converted {
 /// What a provider's schema says about a resource type's attributes, for a state-only
 /// conversion: those no configuration may set, and those that hold secrets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TypeRules {
+pub(crate) struct TypeRules {
     /// Computed-only attributes (and `id`): left out of the configuration.
     pub computed_only: Vec<String>,
     /// Sensitive attributes: never written into the Nix (it is copied into the store).
@@ -78,11 +78,11 @@ pub struct TypeRules {
 
 /// The rules of a resource type, asked by provider source, locked version and type; only a
 /// state-only conversion asks.
-pub type ComputedOnly<'a> = &'a dyn Fn(&str, Option<&str>, &str) -> TypeRules;
+pub(crate) type ComputedOnly<'a> = &'a dyn Fn(&str, Option<&str>, &str) -> TypeRules;
 
 /// Reads the estate at `req.dir` and writes the flake in `req.out`; returns the state to
 /// record. `computed` answers for the state-only case.
-pub fn convert(req: &Request, computed: ComputedOnly<'_>) -> Result<Converted, String> {
+pub(crate) fn convert(req: &Request, computed: ComputedOnly<'_>) -> Result<Converted, String> {
     let state_path = req
         .tfstate
         .clone()

@@ -12,7 +12,7 @@ use super::ast::{
 };
 
 /// Adds the declarations of one `.tf` file's text to `module`; `file` names it in errors.
-pub fn add_file(module: &mut Module, file: &str, text: &str) -> Result<(), String> {
+pub(crate) fn add_file(module: &mut Module, file: &str, text: &str) -> Result<(), String> {
     let body = hcl::parse(text).map_err(|e| format!("{file}: {e}"))?;
     for structure in body.into_inner() {
         match structure {
@@ -187,7 +187,7 @@ fn terraform_block(module: &mut Module, block: &Block) {
 }
 
 /// The text of a string literal (a template without interpolations too).
-pub fn literal_string(e: &Expression) -> Option<String> {
+pub(crate) fn literal_string(e: &Expression) -> Option<String> {
     match e {
         Expression::String(s) => Some(s.clone()),
         Expression::TemplateExpr(t) => {
@@ -297,7 +297,7 @@ fn resource(
 }
 
 /// `null` or `null.two` as (local name, alias).
-pub fn provider_ref(e: &Expression) -> Option<(String, Option<String>)> {
+pub(crate) fn provider_ref(e: &Expression) -> Option<(String, Option<String>)> {
     // `null` is a keyword of the language: the provider hashicorp/null is named by it.
     let name = |e: &Expression| match e {
         Expression::Variable(v) => Some(v.as_str().to_string()),

@@ -16,7 +16,7 @@ use super::ast::Module;
 use super::parse_hcl::add_block;
 
 /// Adds the declarations of one `.tf.json` file's text to `module`; `file` names it in errors.
-pub fn add_file(module: &mut Module, file: &str, text: &str) -> Result<(), String> {
+pub(crate) fn add_file(module: &mut Module, file: &str, text: &str) -> Result<(), String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("{file}: {e}"))?;
     let Value::Object(top) = doc else {
         return Err(format!("{file}: the top level is not a JSON object"));
@@ -132,7 +132,7 @@ fn expression_list(value: &Value, key: &str) -> Result<Expression, String> {
 }
 
 /// A JSON value as the expression Terraform reads it as.
-pub fn expression(value: &Value) -> Result<Expression, String> {
+pub(crate) fn expression(value: &Value) -> Result<Expression, String> {
     Ok(match value {
         Value::Null => Expression::Null,
         Value::Bool(b) => Expression::Bool(*b),

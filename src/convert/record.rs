@@ -14,7 +14,7 @@ use crate::state::{DeposedObject, ResourceKind, ResourceState, ResourceStatus, S
 
 /// One managed object carried over: its Terraform address and its Nivis id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Carried {
+pub(crate) struct Carried {
     /// `null_resource.node[1]`.
     pub terraform: String,
     /// `null.null_resource.node__1`.
@@ -24,7 +24,10 @@ pub struct Carried {
 /// The records of every managed object in `tf` for a fresh state (`lineage` new), and the
 /// address each came from, in state order.
 // Long because every field of a Terraform object is carried over in this one place.
-pub fn build(tf: &TfState, providers: &ProviderIds) -> Result<(StateFile, Vec<Carried>), String> {
+pub(crate) fn build(
+    tf: &TfState,
+    providers: &ProviderIds,
+) -> Result<(StateFile, Vec<Carried>), String> {
     let managed: Vec<&TfResource> = tf
         .resources
         .iter()

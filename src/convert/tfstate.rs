@@ -13,11 +13,11 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 /// The one state format version this reader takes.
-pub const FORMAT_VERSION: u64 = 4;
+pub(crate) const FORMAT_VERSION: u64 = 4;
 
 /// A Terraform state: its managed and data resources.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TfState {
+pub(crate) struct TfState {
     /// The Terraform or OpenTofu version that wrote it (for messages).
     pub terraform_version: String,
     /// Every resource block's recorded instances.
@@ -26,7 +26,7 @@ pub struct TfState {
 
 /// Whether a resource is managed or a data source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// `resource` blocks.
     Managed,
     /// `data` blocks (never recorded by convert).
@@ -35,7 +35,7 @@ pub enum Mode {
 
 /// One step of a module instance path: `module.NAME`, or `module.NAME[KEY]`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ModuleStep {
+pub(crate) struct ModuleStep {
     /// The module call's name.
     pub name: String,
     /// The instance key of a module called with count or for_each.
@@ -44,7 +44,7 @@ pub struct ModuleStep {
 
 /// An instance key: count's index or for_each's key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum IndexKey {
+pub(crate) enum IndexKey {
     /// `[1]`.
     Int(u64),
     /// `["web"]`.
@@ -63,7 +63,7 @@ impl std::fmt::Display for IndexKey {
 /// Which provider configuration manages a resource: `provider["SOURCE"]` or
 /// `provider["SOURCE"].ALIAS`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ProviderRef {
+pub(crate) struct ProviderRef {
     /// The provider's source address, e.g. `registry.terraform.io/hashicorp/null`.
     pub source: String,
     /// The configuration's alias, if any.
@@ -72,7 +72,7 @@ pub struct ProviderRef {
 
 /// A resource block's recorded instances.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TfResource {
+pub(crate) struct TfResource {
     /// The module instance path (empty: the root module).
     pub module: Vec<ModuleStep>,
     /// Managed or data.
@@ -89,7 +89,7 @@ pub struct TfResource {
 
 /// One recorded object (a current one, or a deposed one when `deposed` is set).
 #[derive(Debug, Clone, PartialEq)]
-pub struct TfInstance {
+pub(crate) struct TfInstance {
     /// count's index or for_each's key (none for a single instance).
     pub key: Option<IndexKey>,
     /// The resource schema version of `attributes`.
@@ -112,7 +112,7 @@ pub struct TfInstance {
 
 impl TfResource {
     /// The resource's address without instance key, as Terraform prints it.
-    pub fn address(&self) -> String {
+    pub(crate) fn address(&self) -> String {
         let mut out = module_prefix(&self.module);
         if self.mode == Mode::Data {
             out.push_str("data.");
@@ -122,7 +122,7 @@ impl TfResource {
     }
 
     /// One instance's address, as Terraform prints it.
-    pub fn instance_address(&self, key: Option<&IndexKey>) -> String {
+    pub(crate) fn instance_address(&self, key: Option<&IndexKey>) -> String {
         match key {
             Some(k) => format!("{}{k}", self.address()),
             None => self.address(),
@@ -131,7 +131,7 @@ impl TfResource {
 }
 
 /// `module.a[0].module.b.` (empty for the root module).
-pub fn module_prefix(module: &[ModuleStep]) -> String {
+pub(crate) fn module_prefix(module: &[ModuleStep]) -> String {
     let mut out = String::new();
     for step in module {
         out.push_str("module.");
@@ -145,14 +145,14 @@ pub fn module_prefix(module: &[ModuleStep]) -> String {
 }
 
 /// Reads and parses the state file at `path`.
-pub fn read(path: &Path) -> Result<TfState, String> {
+pub(crate) fn read(path: &Path) -> Result<TfState, String> {
     let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read the Terraform state {}: {e}", path.display()))?;
     parse(&bytes).map_err(|e| format!("Terraform state {}: {e}", path.display()))
 }
 
 /// Parses a state file's bytes.
-pub fn parse(bytes: &[u8]) -> Result<TfState, String> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<TfState, String> {
     let doc: Value =
         serde_json::from_slice(bytes).map_err(|e| format!("not a JSON state file: {e}"))?;
     let Value::Object(top) = doc else {
@@ -323,7 +323,7 @@ fn sensitive_path(path: &Value) -> Result<Value, String> {
 
 /// `provider["registry.terraform.io/hashicorp/null"]`, optionally `.ALIAS` after it, and in
 /// older states a `module.x.` prefix (where the provider was configured).
-pub fn parse_provider(text: &str) -> Result<ProviderRef, String> {
+pub(crate) fn parse_provider(text: &str) -> Result<ProviderRef, String> {
     let bad = || {
         format!(
             "provider {text:?} is not `provider[\"HOST/NAMESPACE/TYPE\"]`; states written before \
@@ -345,7 +345,7 @@ pub fn parse_provider(text: &str) -> Result<ProviderRef, String> {
 }
 
 /// `module.a[0].module.b["x"]` as its steps.
-pub fn parse_module_path(path: &str) -> Result<Vec<ModuleStep>, String> {
+pub(crate) fn parse_module_path(path: &str) -> Result<Vec<ModuleStep>, String> {
     let mut steps = Vec::new();
     let mut rest = path;
     let bad = || format!("module path {path:?} is not `module.NAME[KEY]...`");

@@ -15,7 +15,7 @@ use hcl::Expression;
 
 /// One variable's value and the file that gave it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Assigned {
+pub(crate) struct Assigned {
     /// The value, as written.
     pub value: Expression,
     /// The file's name, for comments and notes.
@@ -39,7 +39,7 @@ fn automatic(dir: &Path) -> Result<Vec<PathBuf>, String> {
 }
 
 /// The values of `dir`'s variable files and then of `extra`, later files winning.
-pub fn read(dir: &Path, extra: &[PathBuf]) -> Result<BTreeMap<String, Assigned>, String> {
+pub(crate) fn read(dir: &Path, extra: &[PathBuf]) -> Result<BTreeMap<String, Assigned>, String> {
     let mut files = automatic(dir)?;
     files.extend(extra.iter().cloned());
     let mut out = BTreeMap::new();
@@ -64,7 +64,7 @@ pub fn read(dir: &Path, extra: &[PathBuf]) -> Result<BTreeMap<String, Assigned>,
 }
 
 /// One file's assignments; `file` names it (and says by its ending whether it is JSON).
-pub fn parse(file: &str, text: &str) -> Result<Vec<(String, Expression)>, String> {
+pub(crate) fn parse(file: &str, text: &str) -> Result<Vec<(String, Expression)>, String> {
     if file.ends_with(".json") {
         let doc: serde_json::Value =
             serde_json::from_str(text).map_err(|e| format!("{file}: {e}"))?;

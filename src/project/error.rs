@@ -13,7 +13,7 @@ use crate::xdg::NoStateHome;
 
 /// A file that holds secrets and must stay out of the world-readable Nix store.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PrivateFile {
+pub(crate) enum PrivateFile {
     /// The state given with `--state`, with where it would live without `--state` (or why
     /// there is no such place).
     State {
@@ -31,7 +31,7 @@ pub enum PrivateFile {
 
 /// How Nix copies a local tree into the store when it evaluates the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CopiedBy {
+pub(crate) enum CopiedBy {
     /// The whole directory is copied (a plain-directory or `path:` flake).
     Whole(PathBuf),
     /// The git repository's tracked files are copied (a flake in a git work tree).
@@ -41,7 +41,7 @@ pub enum CopiedBy {
 /// Why the place of a state, a state copy or a variable file is refused, or why a project's
 /// state cannot be placed or moved.
 #[derive(Debug)]
-pub enum ProjectError {
+pub(crate) enum ProjectError {
     /// The state's files cannot be found (a link loop, a directory in their place).
     State(StateError),
     /// There is no per-user place for the project's state.
@@ -107,7 +107,7 @@ pub enum ProjectError {
 
 /// What is missing where a local flake reference points.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MissingFlake {
+pub(crate) enum MissingFlake {
     /// The path is not a directory.
     NotADirectory(PathBuf),
     /// The directory (named exactly, `path:` or `git+file:`) has no `flake.nix`.

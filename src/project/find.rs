@@ -15,7 +15,7 @@ use crate::nixeval::PlanSource;
 
 /// Why the upward search for `flake.nix` stopped without one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotFound {
+pub(crate) struct NotFound {
     /// The directory the search started in.
     pub start: PathBuf,
     /// The last directory searched.
@@ -27,7 +27,7 @@ pub struct NotFound {
 /// The nearest of `start` and its ancestors holding `flake.nix`, searched as Nix searches for
 /// a path flake: a directory holding `.git` is the last one searched, and so is the last one
 /// on `start`'s filesystem.
-pub fn search_upward(start: &Path) -> Result<PathBuf, NotFound> {
+pub(crate) fn search_upward(start: &Path) -> Result<PathBuf, NotFound> {
     let device = |p: &Path| std::fs::symlink_metadata(p).map(|m| m.dev()).ok();
     let first = device(start);
     let mut last = start.to_path_buf();
@@ -92,7 +92,7 @@ fn local_flake(flake: &str) -> Option<(PathBuf, Scheme)> {
 
 /// Refuses a local flake reference without `flake.nix`, before anything reaches Nix, with what
 /// to do instead. A plan file or a remote reference passes.
-pub fn require_flake(source: &PlanSource) -> Result<(), ProjectError> {
+pub(crate) fn require_flake(source: &PlanSource) -> Result<(), ProjectError> {
     let PlanSource::Flake { flake, .. } = source else {
         return Ok(());
     };
@@ -153,7 +153,7 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 /// The warning (given once per process) when Nix is about to copy a large tree whole for
 /// `source`: a `path:` flake or a flake directory outside any git work tree. The caller prints
 /// it (project prints nothing).
-pub fn large_copy_warning(source: &PlanSource) -> Option<String> {
+pub(crate) fn large_copy_warning(source: &PlanSource) -> Option<String> {
     let super::Copied::Whole(dir) = super::copied_tree(source) else {
         return None;
     };

@@ -17,7 +17,7 @@ use super::error::ProjectError;
 /// How a project is recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum IdentityKind {
+pub(crate) enum IdentityKind {
     /// The name the flake declares beside its plan (`nivis.project`).
     Declared,
     /// The root commit of the git repository holding the project, and the project's path in it.
@@ -29,7 +29,7 @@ pub enum IdentityKind {
 
 /// What keys a project's default state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
+pub(crate) struct Identity {
     /// How the project is recognised.
     pub kind: IdentityKind,
     /// What is hashed into the state directory's name.
@@ -43,7 +43,7 @@ const MAX_NAME: usize = 64;
 
 impl Identity {
     /// The identity a flake declares with `nivis.project = "NAME";`, checked.
-    pub fn declared(value: &serde_json::Value) -> Result<Identity, ProjectError> {
+    pub(crate) fn declared(value: &serde_json::Value) -> Result<Identity, ProjectError> {
         let bad = || ProjectError::BadProjectName {
             value: value.clone(),
         };
@@ -67,7 +67,7 @@ impl Identity {
     }
 
     /// The identity of the project at `location` (`key`: its canonical path or reference).
-    pub fn location(key: String, name: String) -> Identity {
+    pub(crate) fn location(key: String, name: String) -> Identity {
         Identity {
             kind: IdentityKind::Location,
             key,
@@ -89,7 +89,7 @@ impl Identity {
     /// The state directory of this identity under `projects` (`$XDG_STATE_HOME/nivis/projects`):
     /// `<name>-<digest>`, or the directory already there with the same digest (its name is that
     /// of the directory the project had first: only the digest says which project it is).
-    pub fn state_dir(&self, projects: &Path) -> PathBuf {
+    pub(crate) fn state_dir(&self, projects: &Path) -> PathBuf {
         let suffix = format!("-{}", self.digest());
         if let Ok(entries) = std::fs::read_dir(projects) {
             let mut found: Vec<PathBuf> = entries
@@ -106,7 +106,7 @@ impl Identity {
     }
 
     /// How messages name it.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self.kind {
             IdentityKind::Declared => format!("project {}", self.name),
             IdentityKind::Git => format!("project {}, from git history", self.name),
@@ -177,7 +177,7 @@ impl GitLineage {
 /// `project.json` in a state directory: which project the state belongs to and where it was
 /// last used from (for messages; it holds no secret, but lives among files that do, so 0600).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProjectNote {
+pub(crate) struct ProjectNote {
     /// How the project is recognised.
     pub kind: IdentityKind,
     /// What identifies the project: its declared name, its first commit, or its path.
@@ -208,7 +208,7 @@ pub(super) const NOTE_FILE: &str = "project.json";
 
 impl ProjectNote {
     /// The note for a project of `identity` used from `directory`.
-    pub fn new(identity: &Identity, directory: String) -> ProjectNote {
+    pub(crate) fn new(identity: &Identity, directory: String) -> ProjectNote {
         ProjectNote {
             kind: identity.kind,
             key: identity.key.clone(),
@@ -219,13 +219,13 @@ impl ProjectNote {
     }
 
     /// The note in state directory `dir`, if there is a readable one.
-    pub fn read(dir: &Path) -> Option<ProjectNote> {
+    pub(crate) fn read(dir: &Path) -> Option<ProjectNote> {
         let bytes = std::fs::read(dir.join(NOTE_FILE)).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// Writes the note into `dir` unless it already says the same.
-    pub fn write(&self, dir: &Path) -> Result<(), ProjectError> {
+    pub(crate) fn write(&self, dir: &Path) -> Result<(), ProjectError> {
         if ProjectNote::read(dir).as_ref() == Some(self) {
             return Ok(());
         }

@@ -14,7 +14,7 @@ use crate::state::{StatePaths, DEFAULT_PATH};
 
 /// Where a project's default state is, and the states it had under earlier identities.
 #[derive(Debug, Clone)]
-pub struct Placement {
+pub(crate) struct Placement {
     /// The identity the state is keyed by.
     pub identity: Identity,
     /// The default environment's state path.
@@ -30,7 +30,7 @@ pub struct Placement {
 
 /// The identity of the project `source` names, `declared` being its flake's `nivis.project`:
 /// that name, else the git history it is in (a shallow clone: warned, none), else its path.
-pub fn place(
+pub(crate) fn place(
     source: &PlanSource,
     declared: Option<&serde_json::Value>,
 ) -> Result<Placement, ProjectError> {
@@ -75,7 +75,7 @@ impl Placement {
     /// Moves the states of earlier identities (every environment's) to this one's place;
     /// creates the state directory and records the project's note in it. Returns the notes for
     /// the user (a move made, a shallow clone, a shared state), which the caller prints.
-    pub fn adopt(&self) -> Result<Vec<String>, ProjectError> {
+    pub(crate) fn adopt(&self) -> Result<Vec<String>, ProjectError> {
         let mut notes = Vec::new();
         if let Some(root) = &self.shallow {
             notes.push(format!(
@@ -128,7 +128,7 @@ impl Placement {
     /// Why planning here must not start from an empty state: this path-keyed project has none,
     /// but a state of a project moved away from a directory, or of another checkout with this
     /// directory's name, exists (see [`identity::path_keyed_relative`]).
-    pub fn unclaimed_relative(&self) -> Option<String> {
+    pub(crate) fn unclaimed_relative(&self) -> Option<String> {
         if self.identity.kind != IdentityKind::Location {
             return None;
         }
@@ -166,7 +166,7 @@ impl Placement {
 /// The default state path of the project `source` names as far as it is known without
 /// evaluating the flake (for shell completion): the state last used from the project's
 /// directory, else the one of its git history or path.
-pub fn known_state_path(source: &PlanSource) -> Result<PathBuf, ProjectError> {
+pub(crate) fn known_state_path(source: &PlanSource) -> Result<PathBuf, ProjectError> {
     let projects = projects_dir()?;
     if let Some(here) = local_project(source) {
         let here = here.display().to_string();
@@ -187,7 +187,7 @@ pub fn known_state_path(source: &PlanSource) -> Result<PathBuf, ProjectError> {
 /// The default state path of the project that declares `nivis.project = NAME` (`name`, checked
 /// as the declaration is), on this machine and for this user: how another project finds it to
 /// read its outputs (`remote_state`).
-pub fn declared_state_path(name: &serde_json::Value) -> Result<PathBuf, ProjectError> {
+pub(crate) fn declared_state_path(name: &serde_json::Value) -> Result<PathBuf, ProjectError> {
     let identity = Identity::declared(name)?;
     Ok(identity.state_dir(&projects_dir()?).join(DEFAULT_PATH))
 }

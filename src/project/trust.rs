@@ -59,7 +59,7 @@ struct Finding {
 
 /// Code someone else can change, refused.
 #[derive(Debug)]
-pub struct Untrusted {
+pub(crate) struct Untrusted {
     /// What the code is ("the plan at /srv/infra", "the age file of secret source db").
     what: String,
     finding: Finding,
@@ -217,7 +217,10 @@ fn tracked(root: &Path) -> Vec<PathBuf> {
 
 /// Refuses (or with `trust_group` warns about) a plan whose code someone else can change:
 /// `Ok` holds the warning to print, if any.
-pub fn check_code(source: &PlanSource, trust_group: bool) -> Result<Option<String>, Untrusted> {
+pub(crate) fn check_code(
+    source: &PlanSource,
+    trust_group: bool,
+) -> Result<Option<String>, Untrusted> {
     check_code_as(source, trust_group, euid())
 }
 
@@ -254,7 +257,7 @@ fn check_code_as(
 /// Refuses (or with `trust_group` warns about) an encrypted secret file someone else can
 /// change (age does not authenticate who encrypted a file: whoever can replace it chooses the
 /// value). `what`: the file's role ("the age file of secret source db").
-pub fn check_secret_file(
+pub(crate) fn check_secret_file(
     path: &Path,
     what: &str,
     trust_group: bool,

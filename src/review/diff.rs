@@ -15,11 +15,11 @@ use serde_json::{json, Value as Json};
 use crate::ir::{render_path, Ir, Lifecycle, Node, PathStep, Tree};
 
 /// The format tag of `nivis diff --json`.
-pub const FORMAT: &str = "nivis-diff/1";
+pub(crate) const FORMAT: &str = "nivis-diff/1";
 
 /// All differences between `before` and `after`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Diff {
+pub(crate) struct Diff {
     /// One entry per node that differs, by address (the new address of a moved node).
     pub nodes: Vec<NodeChange>,
     /// Nodes unchanged themselves that read, directly or through others, an output of a
@@ -29,7 +29,7 @@ pub struct Diff {
 
 /// How a node differs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     /// Only the second side declares it.
     Added,
     /// Only the first side declares it.
@@ -45,7 +45,7 @@ pub enum ChangeKind {
 
 impl ChangeKind {
     /// The name `--json` uses.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             ChangeKind::Added => "added",
             ChangeKind::Removed => "removed",
@@ -57,7 +57,7 @@ impl ChangeKind {
 
 /// One node's differences.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NodeChange {
+pub(crate) struct NodeChange {
     /// The node's address on the second side (the first side's, for a removed node).
     pub address: String,
     /// How it differs.
@@ -73,7 +73,7 @@ pub struct NodeChange {
 
 /// One attribute's value on each side.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AttrChange {
+pub(crate) struct AttrChange {
     /// `config.label`, `config.tags.env`, `meta.lifecycle`.
     pub path: String,
     /// The value on the first side.
@@ -84,7 +84,7 @@ pub struct AttrChange {
 
 /// A value as a review may show it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Shown {
+pub(crate) enum Shown {
     /// The attribute does not exist on this side.
     Absent,
     /// A secret (or a value holding one): never shown.
@@ -95,7 +95,7 @@ pub enum Shown {
 
 /// The other end of an edge: the node read (or waited for) and where it is used.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct EdgeEnd {
+pub(crate) struct EdgeEnd {
     /// The node read or waited for.
     pub from: String,
     /// Where it is used: the configuration path, or `dependsOn`.
@@ -104,7 +104,7 @@ pub struct EdgeEnd {
 
 /// A node that may change once a changed node it depends on is applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dependent {
+pub(crate) struct Dependent {
     /// The dependent node's address.
     pub address: String,
     /// The changed or added nodes it depends on (directly or through others).
@@ -113,12 +113,12 @@ pub struct Dependent {
 
 impl Diff {
     /// Whether anything differs.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
 
     /// The diff as `nivis diff --json` prints it (with `from`/`to` added by the caller).
-    pub fn to_json(&self) -> Json {
+    pub(crate) fn to_json(&self) -> Json {
         let nodes: Vec<Json> = self.nodes.iter().map(NodeChange::to_json).collect();
         let later: Vec<Json> = self
             .may_change_later
@@ -170,7 +170,7 @@ impl AttrChange {
 /// Compares `before` with `after`. Addresses `after` moved (its `moved[]` entries whose `from`
 /// only `before` has and whose `to` only `after` has) are compared under their new address,
 /// and every reference to them in `before` is read as a reference to the new one.
-pub fn compare(before: &Ir, after: &Ir) -> Diff {
+pub(crate) fn compare(before: &Ir, after: &Ir) -> Diff {
     let old: BTreeMap<&str, &Node> = before.nodes().map(|n| (n.id.as_str(), n)).collect();
     let new: BTreeMap<&str, &Node> = after.nodes().map(|n| (n.id.as_str(), n)).collect();
     let renames: BTreeMap<String, String> = after

@@ -7,6 +7,6 @@
 //! (`state`), printing (`cli::review`). Nothing here starts a provider or opens a network
 //! connection: a review knows what Nix says, never what a provider would plan or what drifted.
 
-pub mod diff;
-pub mod revision;
-pub mod why;
+pub(crate) mod diff;
+pub(crate) mod revision;
+pub(crate) mod why;

@@ -12,7 +12,7 @@ use crate::nixeval::PlanSource;
 
 /// One side of a comparison: a commit, or the work tree as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     /// `rev` as the user gave it, and the commit it names.
     Commit {
         /// The revision as the user gave it (`HEAD~1`, a branch, a tag).
@@ -26,7 +26,7 @@ pub enum Side {
 
 impl Side {
     /// How the side is named in output: `HEAD~1 (3f2a9c1d0e4b)` or `work tree`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             Side::Commit { rev, commit } => format!("{rev} ({})", &commit[..commit.len().min(12)]),
             Side::WorkTree => "work tree".to_string(),
@@ -36,7 +36,7 @@ impl Side {
 
 /// Why a revision cannot be resolved or exported.
 #[derive(Debug)]
-pub enum RevisionError {
+pub(crate) enum RevisionError {
     /// The flake is not a local directory, so it has no git repository here.
     NotLocal {
         /// The flake reference.
@@ -207,7 +207,7 @@ fn output_of(mut cmd: Command, what: &str) -> Result<String, RevisionError> {
 }
 
 /// The root of the git work tree holding the plan.
-pub fn repository_root(source: &PlanSource) -> Result<PathBuf, RevisionError> {
+pub(crate) fn repository_root(source: &PlanSource) -> Result<PathBuf, RevisionError> {
     let dir = project_dir(source)?;
     let mut cmd = git(&dir);
     cmd.args(["rev-parse", "--show-toplevel"]);
@@ -219,7 +219,7 @@ pub fn repository_root(source: &PlanSource) -> Result<PathBuf, RevisionError> {
 }
 
 /// The commit `rev` names in the repository at `root`.
-pub fn resolve(root: &Path, rev: &str) -> Result<Side, RevisionError> {
+pub(crate) fn resolve(root: &Path, rev: &str) -> Result<Side, RevisionError> {
     if rev.starts_with('-') {
         return Err(RevisionError::NotARevision { rev: rev.into() });
     }
@@ -242,7 +242,7 @@ pub fn resolve(root: &Path, rev: &str) -> Result<Side, RevisionError> {
 /// Exports `commit`'s tracked files from the repository at `root` into `into` (a new
 /// directory inside a private run directory) and returns `source` pointed at the same plan
 /// inside the export.
-pub fn export(
+pub(crate) fn export(
     source: &PlanSource,
     root: &Path,
     commit: &str,

@@ -16,7 +16,7 @@ use crate::review::diff::Shown;
 
 /// What an address names: a node, and an attribute path inside its config (maybe empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// The node's id.
     pub node: String,
     /// The attribute path inside its configuration; empty for the whole node.
@@ -25,7 +25,7 @@ pub struct Target {
 
 /// How a value depends on another node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
+pub(crate) enum Via {
     /// A plain reference to one output: the executor reads it (same phase).
     Reference,
     /// A value Nix computes from outputs (`lib.str`, `lib.compute`): a later evaluation.
@@ -36,7 +36,7 @@ pub enum Via {
 
 impl Via {
     /// The kind's name in text and JSON.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Via::Reference => "reference",
             Via::Nix => "computed by Nix",
@@ -55,7 +55,7 @@ impl Via {
 
 /// A node a value was computed from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// The node's address.
     pub address: String,
     /// How the value depends on it.
@@ -72,7 +72,7 @@ pub struct Origin {
 
 /// A node that reads the target's node.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reader {
+pub(crate) struct Reader {
     /// The reading node's address.
     pub address: String,
     /// How it reads the target's node.
@@ -87,7 +87,7 @@ pub struct Reader {
 
 /// The provenance of one address.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Why {
+pub(crate) struct Why {
     /// The node and attribute asked about.
     pub target: Target,
     /// The attribute's value in the IR (markers for outputs not recorded yet).
@@ -104,7 +104,7 @@ pub struct Why {
 
 /// Why an address does not name an attribute of the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetError {
+pub(crate) enum TargetError {
     /// No resource or data source id is a prefix of the address.
     NoSuchNode {
         /// The address as given.
@@ -156,7 +156,7 @@ impl std::error::Error for TargetError {}
 
 /// Finds the node `address` names (the longest declared id it starts with) and the attribute
 /// path after it (`config.` in front is optional).
-pub fn target(ir: &Ir, address: &str) -> Result<Target, TargetError> {
+pub(crate) fn target(ir: &Ir, address: &str) -> Result<Target, TargetError> {
     let node = ir
         .nodes()
         .filter(|n| {
@@ -216,7 +216,7 @@ fn overlaps(a: &[PathStep], b: &[PathStep]) -> bool {
 
 /// The provenance of `target` in `ir`, with the recorded `outputs` (sensitive ones as the
 /// ledger's placeholders) and the Nix library's `positions` (`Json::Null` when unknown).
-pub fn explain(
+pub(crate) fn explain(
     ir: &Ir,
     target: Target,
     outputs: &BTreeMap<String, Outputs>,
@@ -397,7 +397,7 @@ impl Origin {
 
 impl Why {
     /// `nivis why --json`.
-    pub fn to_json(&self) -> Json {
+    pub(crate) fn to_json(&self) -> Json {
         let readers: Vec<Json> = (self.readers.iter())
             .map(|r| json!({"address": r.address, "kind": r.via.name(), "at": r.at, "reads": r.reads, "definedAt": r.defined_at}))
             .collect();

@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 
 /// Why `nivis.secretSources` does not parse.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SpecError {
+pub(crate) enum SpecError {
     /// `nivis.secretSources` is not an attribute set.
     NotASet {
         /// What it is instead.
@@ -25,7 +25,7 @@ pub enum SpecError {
 
 /// What is wrong with one source's declaration.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SpecProblem {
+pub(crate) enum SpecProblem {
     /// The source is not an attribute set.
     NotASet,
     /// The source has a field no kind knows.
@@ -104,7 +104,7 @@ impl std::error::Error for SpecError {}
 /// Why a variable's value cannot be read from its source. Resolving stops there: nothing was
 /// planned or applied.
 #[derive(Debug)]
-pub struct ReadError {
+pub(crate) struct ReadError {
     /// The variable's name.
     pub name: String,
     /// The source in words ([`super::Source::describe`]).
@@ -115,7 +115,7 @@ pub struct ReadError {
 
 /// What went wrong reading one source.
 #[derive(Debug)]
-pub enum ReadProblem {
+pub(crate) enum ReadProblem {
     /// The environment variable is not set, or not UTF-8.
     EnvUnset(String),
     /// An age source has no identity anywhere.
