@@ -114,8 +114,6 @@ pub fn run(cli: Cli) -> i32 {
     init_logging(cli.verbose, &redactor);
     install_interrupt_handler();
     crate::nixeval::show_trace(cli.show_trace);
-    // A hung S3 server must not keep a run waiting after Ctrl-C.
-    crate::state::s3::yield_to(interrupt_flag());
     let style = Style::detect(cli.no_color);
     let status = dispatch(cli.command, style, &redactor);
     // A mutating verb's record goes to the state's audit log with its outcome.

@@ -41,8 +41,8 @@
 //!
 //! On the ground floor, importing nothing of the crate: [`xdg`] (the per-user state and cache
 //! directories), [`nixsyntax`] (Nix string literals and attribute names), [`percent`]
-//! (percent-encoding) and [`last_words`] (the line a second Ctrl-C prints), for the floors above
-//! that need them.
+//! (percent-encoding), [`interrupt`] (the flag the first Ctrl-C sets) and [`last_words`] (the
+//! line a second Ctrl-C prints), for the floors above that need them.
 
 // The engine's stage tests (`engine::stage_tests`) run the fakes of `fakes/kit`, which name
 // this crate `nivis::` as the test binaries that also include them do; so the stages stay
@@ -58,6 +58,7 @@ pub mod diag;
 pub mod engine;
 mod graph;
 mod guard;
+mod interrupt;
 pub mod ir;
 mod last_words;
 pub mod ledger;

@@ -45,7 +45,7 @@ mod validate;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -155,11 +155,8 @@ pub struct Report {
     pub saved: Option<crate::engine::plan_file::SavedPlan>,
 }
 
-/// The interrupt flag set by Ctrl-C.
-pub fn interrupt_flag() -> &'static AtomicBool {
-    static FLAG: AtomicBool = AtomicBool::new(false);
-    &FLAG
-}
+/// The interrupt flag set by Ctrl-C (the ground floor's, see `crate::interrupt`).
+pub use crate::interrupt::flag as interrupt_flag;
 
 /// Where the engine meets the world; each part can be replaced (the engine's unit tests run
 /// with canned IR, in-process providers and state in memory).

@@ -1,9 +1,9 @@
 //! Storage calls that yield to Ctrl-C: a request to a hung S3 server must not keep a run
 //! waiting once the user asked it to stop.
 //!
-//! Owns: the interrupt flag the S3 client watches (registered once by the command line, see
-//! [`yield_to`]), the grace a request still gets after an interrupt, and running one attempt
-//! on its own thread so that waiting for it can be given up. Not: what is retried or why
+//! Owns: the grace a request still gets after an interrupt (the flag is the ground floor's,
+//! `crate::interrupt`), and running one attempt on its own thread so that waiting for it can
+//! be given up. Not: what is retried or why
 //! (`client`), nor what the run does after a request was given up (the engine rescues).
 //!
 //! After the first Ctrl-C a run still records what its running operations did, so a request
@@ -13,7 +13,6 @@
 //! to its rescue file instead of waiting on it again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long a request may still take once the run was interrupted.
@@ -22,22 +21,11 @@ pub(crate) const GRACE: Duration = Duration::from_secs(3);
 /// How often a waiting request looks at the interrupt flag.
 const POLL: Duration = Duration::from_millis(50);
 
-static FLAG: OnceLock<&'static AtomicBool> = OnceLock::new();
-
 /// A request was given up after an interrupt: every later request of this process (the state's,
 /// the audit log's: one server) fails at once.
 static HUNG: AtomicBool = AtomicBool::new(false);
 
-/// Makes every S3 request yield to `flag` (set by the first Ctrl-C). Called once by the
-/// command line; later calls are ignored.
-pub fn yield_to(flag: &'static AtomicBool) {
-    let _ = FLAG.set(flag);
-}
-
-/// Whether the run was interrupted.
-pub(crate) fn interrupted() -> bool {
-    FLAG.get().is_some_and(|f| f.load(Ordering::SeqCst))
-}
+pub(crate) use crate::interrupt::interrupted;
 
 /// A request was given up because the run was interrupted and the server did not answer
 /// within [`GRACE`].

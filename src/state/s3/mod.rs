@@ -70,7 +70,6 @@ pub use client::{Client, Condition, Retry, S3Error, Target};
 pub use config::{ConfigError, S3Backend};
 pub use crypt::{KeyError, KeySource, OpenError};
 pub use held_alone::HeldAlone;
-pub use interrupt::yield_to;
 pub use remote::Conversion;
 pub use sigv4::{Credentials, CredentialsError};
 pub use store::{repair, Repair, S3Store};
