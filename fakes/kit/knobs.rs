@@ -35,6 +35,10 @@ pub(crate) struct Knobs {
     /// first match counting (`NIVIS_FAKE_LATENCY_MS="slow*=3000,db=8000"`: a pattern is a
     /// label, or a prefix before `*`). Added to `slow`.
     pub latency: Vec<(String, Duration)>,
+    /// Applies of objects whose label matches the pattern (as in `latency`) wait until the
+    /// file exists (`NIVIS_FAKE_HOLD_UNTIL="hold*=/path/to/file"`), so a test decides when an
+    /// operation in flight ends.
+    pub hold_until: Option<(String, PathBuf)>,
     /// KiB of noise written to stdout and stderr on plan, apply and startup (`NIVIS_FAKE_NOISE`).
     pub noise_kib: Option<usize>,
     /// The object log: one JSON line per remote object created or deleted
@@ -90,6 +94,10 @@ impl Knobs {
                 .and_then(|v| v.parse().ok())
                 .map(Duration::from_millis),
             latency: latencies(env("NIVIS_FAKE_LATENCY_MS").as_deref().unwrap_or("")),
+            hold_until: env("NIVIS_FAKE_HOLD_UNTIL").and_then(|v| {
+                let (pattern, path) = v.split_once('=')?;
+                Some((pattern.to_string(), PathBuf::from(path)))
+            }),
             noise_kib: env("NIVIS_FAKE_NOISE").and_then(|v| v.parse().ok()),
             object_log: env("NIVIS_FAKE_OBJECT_LOG").map(PathBuf::from),
             counter_seed: env("NIVIS_FAKE_COUNTER")
@@ -126,11 +134,28 @@ impl Knobs {
     pub(crate) fn latency_of(&self, label: Option<&str>) -> Option<Duration> {
         let label = label?;
         (self.latency.iter())
-            .find(|(pattern, _)| match pattern.strip_suffix('*') {
-                Some(prefix) => label.starts_with(prefix),
-                None => label == pattern,
-            })
+            .find(|(pattern, _)| label_matches(pattern, label))
             .map(|(_, d)| *d)
+    }
+
+    /// Waits, if `hold_until` names the object labelled `label`, until its file exists.
+    pub(crate) fn hold(&self, label: Option<&str>) {
+        let Some((pattern, path)) = &self.hold_until else {
+            return;
+        };
+        if label.is_some_and(|label| label_matches(pattern, label)) {
+            while !path.exists() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Whether `label` matches `pattern`: the label itself, or a prefix before `*`.
+fn label_matches(pattern: &str, label: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => label.starts_with(prefix),
+        None => label == pattern,
     }
 }
 

@@ -382,6 +382,7 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
         if let Some(latency) = self.knobs.latency_of(label.as_deref()) {
             std::thread::sleep(latency);
         }
+        self.knobs.hold(label.as_deref());
         self.noise("apply");
         if !r.config.is_known() {
             return Err(error(

@@ -34,7 +34,7 @@ use crate::value::Value;
 mod host;
 mod waves;
 pub(super) use host::{Admitted, PhaseHost};
-use waves::{awaited_by_deferred, Evaluating, Started};
+use waves::{awaited_by_deferred, wave_slots, Evaluating, Started};
 
 /// What one phase runs with: the IR and its analysis (the nodes of `analysis.run` run), the
 /// started providers they need, the run's options, and what the run carries into the phase.
@@ -51,10 +51,6 @@ pub(super) struct PhaseInput<'a, 'ir> {
     /// Apply mode: the data sources this phase's plan read.
     pub(super) earlier_reads: HashMap<String, node::DataRead>,
 }
-
-/// How many evaluation waves may join one phase; later outputs wait for the phase's end, as
-/// without waves. Each wave's IR is kept until the phase ends (its nodes may still run).
-const MAX_WAVES: usize = 32;
 
 /// Plans, or plans and applies (`input.mode`), the nodes of `input.analysis.run` on the
 /// scheduler, recording each result in `holder` and reporting to `sink`: the plan listing in
@@ -96,9 +92,9 @@ pub(super) fn run_phase(
         })
         .collect();
     // The IRs and analyses of the waves that join this phase: kept until it ends.
-    let wave_irs: Vec<OnceCell<Ir>> = (0..MAX_WAVES).map(|_| OnceCell::new()).collect();
-    let wave_analyses: Vec<OnceCell<Analysis<'_>>> =
-        (0..MAX_WAVES).map(|_| OnceCell::new()).collect();
+    let slots = wave_slots(ir.resources.len() + ir.data.len());
+    let wave_irs: Vec<OnceCell<Ir>> = (0..slots).map(|_| OnceCell::new()).collect();
+    let wave_analyses: Vec<OnceCell<Analysis<'_>>> = (0..slots).map(|_| OnceCell::new()).collect();
     let streams = mode.applies() && host.streams();
     let mut owner = PhaseOwner {
         waves: vec![Wave {
@@ -708,7 +704,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             None => Ok(Vec::new()),
         };
         let started = added.and_then(|added| {
-            if self.waves.len() <= MAX_WAVES && self.evaluating.is_none() {
+            let room = self.waves.len() <= self.wave_irs.len();
+            if room && self.evaluating.is_none() {
                 self.start_wave_if_due(load, added.len(), waker)?;
             }
             Ok(added)

@@ -2,13 +2,14 @@
 //! starts its resource when that output is recorded, while unrelated slow resources still run
 //! (an evaluation wave joins the running phase); a wave a mandatory policy refuses starts
 //! nothing while the work in flight completes and is recorded; nivis killed between a commit
-//! and the evaluation it triggered converges on the rerun with no orphan.
+//! and the evaluation it triggered converges on the rerun with no orphan; a chain of more Nix
+//! hops than a phase once had room for runs in waves while one operation is in flight.
 //!
 //! Order is asserted through the `--json` event stream, never wall-clock time: the latency
 //! benchmark (bench/latency.py) measures the time.
 
 use std::io::BufRead;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use serde_json::Value as Json;
 
@@ -181,24 +182,7 @@ fn a_result_that_arrives_while_a_wave_evaluates_is_recorded_at_once() {
 #[test]
 fn killed_between_a_commit_and_the_evaluation_it_triggered_the_rerun_converges() {
     let p = project("", 8000);
-    let mut child = Command::new(nivis_bin())
-        .args([
-            "apply",
-            "--auto-approve",
-            "--json",
-            "--attr",
-            "plan",
-            "--file",
-        ])
-        .arg(&p.plan)
-        .arg("--state")
-        .arg(&p.state)
-        .current_dir(p.dir.path())
-        .envs(p.env.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn nivis");
+    let mut child = spawn_json_apply(&p);
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut seen = Vec::new();
     for line in stdout.lines() {
@@ -244,6 +228,92 @@ fn killed_between_a_commit_and_the_evaluation_it_triggered_the_rerun_converges()
         rerun.phantoms.is_empty() && rerun.duplicated.is_empty(),
         "{rerun:?}"
     );
+}
+
+/// `nivis apply --auto-approve --json` of `p`'s plan, its event stream piped.
+fn spawn_json_apply(p: &Project) -> Child {
+    Command::new(nivis_bin())
+        .args([
+            "apply",
+            "--auto-approve",
+            "--json",
+            "--attr",
+            "plan",
+            "--file",
+        ])
+        .arg(&p.plan)
+        .arg("--state")
+        .arg(&p.state)
+        .current_dir(p.dir.path())
+        .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn nivis")
+}
+
+/// More Nix hops than the 32 waves a phase once had room for (DESIGN §104).
+const HOPS: usize = 40;
+
+/// `held` (label `hold-1`: its create waits until the test releases it) beside a chain of
+/// [`HOPS`] resources, each labelled by Nix from the id of the one before.
+const HOP_CHAIN: &str = r#"{
+  plan = ledger:
+    let
+      hop = k: lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "h${toString k}";
+        config.label = if k == 0 then "hop" else lib.str [ "hop-" ((hop (k - 1)).refAttr "id") ]; };
+      held = lib.mkResource { provider = "alpha"; type = "alpha_token"; name = "held"; config.label = "hold-1"; };
+    in
+    # 40 hops: HOPS.
+    lib.toIR { providers.alpha = lib.mkProvider { source = "provider-alpha"; }; resources = [ held ] ++ builtins.genList hop 40; inherit ledger; };
+}"#;
+
+#[test]
+fn a_chain_of_more_hops_than_the_old_wave_limit_runs_in_waves_while_one_operation_is_in_flight() {
+    let p = Project::new(HOP_CHAIN).with_object_log();
+    let release = p.dir.path().join("release-held");
+    let hold = format!("hold*={}", release.display());
+    let p = p.env("NIVIS_FAKE_HOLD_UNTIL", &hold);
+    let last_hop = format!("alpha.alpha_token.h{}", HOPS - 1);
+    let mut child = spawn_json_apply(&p);
+    // Should the hops stop short of the last (waiting for the phase to end), `held` is
+    // released anyway after a while, so the test fails instead of hanging.
+    let watchdog = release.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(240));
+        let _ = std::fs::write(watchdog, "");
+    });
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut events = Vec::new();
+    for line in stdout.lines() {
+        let event: Json =
+            serde_json::from_str(&line.expect("read the event stream")).unwrap_or(Json::Null);
+        if event["type"] == "finished" && event["id"] == last_hop.as_str() {
+            std::fs::write(&release, "").expect("release held");
+        }
+        events.push(event);
+    }
+    assert!(child.wait().expect("nivis ends").success(), "{events:#?}");
+    let held_finished = position(&events, "finished", "alpha.alpha_token.held")
+        .unwrap_or_else(|| panic!("held never finished: {events:#?}"));
+    for k in 0..HOPS {
+        let hop = format!("alpha.alpha_token.h{k}");
+        let finished = position(&events, "finished", &hop);
+        assert!(
+            finished.is_some_and(|f| f < held_finished),
+            "{hop} waited for the phase to end: {events:#?}"
+        );
+    }
+    let waves = events.iter().filter(|e| e["type"] == "wave").count();
+    assert_eq!(waves, HOPS - 1, "one wave per Nix hop: {events:#?}");
+    let o = p.outputs();
+    let before = o["alpha.alpha_token.h38"]["id"].as_str().unwrap();
+    assert_eq!(
+        o[last_hop.as_str()]["label"],
+        format!("hop-{before}"),
+        "{o}"
+    );
+    p.assert_no_leftover_processes();
 }
 
 fn stdout_of(out: &std::process::Output) -> String {

@@ -3,8 +3,9 @@
 //! records beside the running phase. While Nix runs, the owner keeps taking results, committing
 //! them and starting the ready nodes; when it ends, the nodes it made ready join the phase.
 //!
-//! Owns the ripeness rule, when a wave's evaluation starts, and the joining of a wave's nodes;
-//! not evaluating, analysing or admitting a wave (the host's), nor running nodes (the owner's).
+//! Owns the ripeness rule, when a wave's evaluation starts, how many waves a phase has room
+//! for, and the joining of a wave's nodes; not evaluating, analysing or admitting a wave (the
+//! host's), nor running nodes (the owner's).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
@@ -21,6 +22,23 @@ use crate::ir::Ir;
 use crate::sched::{Load, Waker};
 use crate::value::json::from_plain_json;
 use crate::value::Value;
+
+/// How many IR nodes (resources and data sources) the IRs of the waves that join one phase
+/// may hold together: each wave's IR is kept until the phase ends (its nodes may still run),
+/// so this bounds the memory waves add to a phase, about one IR of the 100k-resource benchmark
+/// (DESIGN §82, §104). A phase that would need more lets the rest wait for its end, as without
+/// waves.
+const HELD_WAVE_NODES: usize = 100_000;
+
+/// The most waves one phase allocates room for (an empty slot costs a few hundred bytes),
+/// whatever the phase's size: more than a phase of a few hundred resources has used.
+const MAX_WAVE_SLOTS: usize = 1024;
+
+/// How many waves may join a phase whose own IR has `nodes` nodes: as many as
+/// [`HELD_WAVE_NODES`] holds of IRs that size, at most [`MAX_WAVE_SLOTS`].
+pub(super) fn wave_slots(nodes: usize) -> usize {
+    (HELD_WAVE_NODES / nodes.max(1)).min(MAX_WAVE_SLOTS)
+}
 
 /// For each resource a deferred node of `analysis` waits on through Nix (or a value Nix must
 /// compute again), the nodes waiting on it: the outputs whose recording may make a wave.
@@ -291,5 +309,23 @@ impl PhaseOwner<'_, '_> {
             })
             .cloned()
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{wave_slots, HELD_WAVE_NODES, MAX_WAVE_SLOTS};
+
+    #[test]
+    fn waves_are_bounded_by_the_nodes_their_irs_hold() {
+        // The random 200-resource DAG of the latency benchmark wants ~40-60 waves (§101).
+        assert_eq!(wave_slots(200), 500);
+        assert_eq!(wave_slots(10_000), 10);
+        assert!(wave_slots(10_000) * 10_000 <= HELD_WAVE_NODES);
+        // At 100k one wave may join; beyond, one more IR would outgrow the budget: none.
+        assert_eq!(wave_slots(100_000), 1);
+        assert_eq!(wave_slots(200_000), 0);
+        assert_eq!(wave_slots(3), MAX_WAVE_SLOTS);
+        assert_eq!(wave_slots(0), MAX_WAVE_SLOTS);
     }
 }
