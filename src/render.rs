@@ -390,6 +390,7 @@ impl Human {
                 changes,
                 deposed,
                 drifted,
+                triggered_by,
             } => {
                 if deposed.is_none() {
                     self.previewed.insert((phase, id.clone()));
@@ -407,6 +408,10 @@ impl Human {
                 }
                 for cause in &drifted {
                     let note = format!("(because {} changed outside Nivis)", escape(r, cause));
+                    let _ = writeln!(out, "      {}", s.dim(&note));
+                }
+                for cause in &triggered_by {
+                    let note = format!("(replace triggered by {})", escape(r, cause));
                     let _ = writeln!(out, "      {}", s.dim(&note));
                 }
                 if let Some(note) = forget_note(action) {

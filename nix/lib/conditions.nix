@@ -127,8 +127,37 @@ let
       { kind = "check"; inherit (c) name message; status = if !r.known then "unknown" else if r.value then "pass" else "fail"; })
       cs;
 
-  lifecycleKeys = [ "preventDestroy" "createBeforeDestroy" "ignoreChanges" "precondition" "postcondition" ];
+  # lifecycle.replaceTriggeredBy = [ r (r.refAttr "id") (r.ref [ "net" 0 ]) ]: the resource is
+  # replaced when r is planned to change (a whole resource) or when the output's value differs
+  # from the one recorded at its last apply (DESIGN §103). The executor decides; Nix names the
+  # triggers: { ir = [ { resource; path?; } ]; edges = [ { from; via; } ]; }, each trigger
+  # planned first. `isManaged id`: whether id is a managed resource of toIR.
+  triggers = owner: self: isManaged: xs:
+    if !isList xs then
+      throw "nivis: ${owner}: lifecycle.replaceTriggeredBy must be a list of resources or their outputs (r or r.refAttr \"id\")"
+    else
+      let
+        one = i: t:
+          let
+            at = "${owner}: lifecycle.replaceTriggeredBy[${toString i}]";
+            kind = if isAttrs t then t._type or null else null;
+            id = if kind == "nivis:resource" then t.id else if kind == "nivis:ref" then t.resource else null;
+          in
+          if id == null then
+            throw "nivis: ${at} is ${names.describe t}; give a resource (r) or one of its outputs (r.refAttr \"id\")"
+          else if id == self then throw "nivis: ${at} is the resource itself"
+          else if !isManaged id then
+            throw "nivis: ${at} refers to ${id}, which is not a managed resource in toIR's resources"
+          else {
+            ir = if kind == "nivis:resource" then { resource = id; } else { resource = id; inherit (t) path; };
+            edge = { from = id; via = "lifecycle.replaceTriggeredBy[${toString i}]"; };
+          };
+        rs = genList (i: one i (builtins.elemAt xs i)) (length xs);
+      in
+      { ir = map (r: r.ir) rs; edges = map (r: r.edge) rs; };
+
+  lifecycleKeys = [ "preventDestroy" "createBeforeDestroy" "ignoreChanges" "precondition" "postcondition" "replaceTriggeredBy" ];
 in
 {
-  inherit check isCheck preconditions postconditions checks lifecycleKeys;
+  inherit check isCheck preconditions postconditions checks triggers lifecycleKeys;
 }

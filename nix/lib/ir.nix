@@ -143,7 +143,8 @@ let
   plainManagedMeta = { meta = defaultManagedMeta; };
 
   # `pending`: the outputs the preconditions not known yet read (conditions.preconditions).
-  lifecycleIR = owner: l: pending:
+  # `triggers`: the IR entries of its replaceTriggeredBy (conditions.triggers).
+  lifecycleIR = owner: l: pending: triggers:
     if l == { } then defaultLifecycle
     else
       let
@@ -164,6 +165,7 @@ let
         createBeforeDestroy = flag "createBeforeDestroy";
         ignoreChanges = map path ignore;
         ${if pending == [ ] then null else "preconditionPending"} = { __derived = { inputs = pending; }; };
+        ${if triggers == [ ] then null else "replaceTriggeredBy"} = triggers;
       };
 
   toIR =
@@ -234,13 +236,14 @@ let
       # binding of its own: no environment or thunk per node for it (DESIGN §98: measured).
       walked = map (n:
         if plainData n.config && n.dependsOn == [ ]
-          && !(n.kind == "managed" && isAttrs n.lifecycle && n.lifecycle ? precondition) then null
+          && !(n.kind == "managed" && isAttrs n.lifecycle
+            && (n.lifecycle ? precondition || n.lifecycle ? replaceTriggeredBy)) then null
         else walkedEntry n)
         allNodes;
       walkedEntry = n:
-        let pre = preconditionsOf n; in
-        if plainData n.config then { node = n; w = null; inherit pre; }
-        else { node = n; w = walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config; inherit pre; };
+        let pre = preconditionsOf n; trig = triggersOf n; in
+        if plainData n.config then { node = n; w = null; inherit pre trig; }
+        else { node = n; w = walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "config"; } [ ] n.config; inherit pre trig; };
 
       # A managed node's preconditions (conditions.preconditions), or null without any.
       preconditionsOf = n:
@@ -248,6 +251,12 @@ let
         else conditions.preconditions (ownerOf n) (i: c:
           walk { inherit outputs channel declared; owner = ownerOf n; ephemeral = ephemeralIds; root = "lifecycle.precondition[${toString i}].condition"; } [ ] c)
           n.lifecycle.precondition;
+      # A managed node's replaceTriggeredBy (conditions.triggers), or null without any.
+      triggersOf = n:
+        if n.kind != "managed" || !(isAttrs n.lifecycle && n.lifecycle ? replaceTriggeredBy) then null
+        else conditions.triggers (ownerOf n) n.id
+          (id: declared ? ${id} && (head declared.${id}).kind == "managed")
+          n.lifecycle.replaceTriggeredBy;
       # The common case of a large plan: no node has edges or a config to walk (forced by the
       # resources, printed after the edges, which force every entry anyway).
       noneWalked = all builtins.isNull walked;
@@ -278,7 +287,9 @@ let
           else {
             dependsOn = depsOf n;
             ${if n.kind == "managed" then "lifecycle" else null} =
-              lifecycleIR (ownerOf n) n.lifecycle (if x == null || x.pre or null == null then [ ] else x.pre.pending);
+              lifecycleIR (ownerOf n) n.lifecycle
+                (if x == null || x.pre or null == null then [ ] else x.pre.pending)
+                (if x == null || x.trig or null == null then [ ] else x.trig.ir);
             ${if (n.importId or null) == null then null else "importId"} = n.importId;
           };
       };
@@ -296,13 +307,14 @@ let
       # The edges of a node's entry in `walked`.
       edgesOf = x:
         let n = x.node; w = x.w; in
-        if (w == null || w.e == [ ]) && n.dependsOn == [ ] && x.pre == null then [ ]
+        if (w == null || w.e == [ ]) && n.dependsOn == [ ] && x.pre == null && x.trig == null then [ ]
         else map (e: {
           inherit (e) from via;
           to = n.id;
           ${if e ? ref then "ref" else null} = e.ref;
           ${if e ? reads then "reads" else null} = e.reads;
-        }) (dedupe ((if w == null then [ ] else w.e) ++ (if x.pre == null then [ ] else x.pre.edges))
+        }) (dedupe ((if w == null then [ ] else w.e) ++ (if x.pre == null then [ ] else x.pre.edges)
+          ++ (if x.trig == null then [ ] else x.trig.edges))
           ++ map (d: { from = d; via = "dependsOn"; }) (depsOf n));
 
       # Ephemeral resources: no edges (they are not graph nodes), no meta.

@@ -77,6 +77,8 @@ pub enum Event {
         /// The resources it reads that changed outside Nivis (refresh found drift): the cause
         /// of this change, as OpenTofu plans on the refreshed state.
         drifted: Vec<String>,
+        /// The `lifecycle.replaceTriggeredBy` triggers that made it a replacement (DESIGN §103).
+        triggered_by: Vec<String>,
     },
     /// A recorded object moves to another address (`moved` in the IR): planned, or
     /// `recorded` in state. No provider is called.
@@ -313,6 +315,7 @@ impl Event {
             changes: Vec::new(),
             deposed,
             drifted: Vec::new(),
+            triggered_by: Vec::new(),
         }
     }
 }

@@ -41,6 +41,7 @@ mod secret_addresses;
 mod stage_tests;
 mod stale;
 mod store;
+mod triggers;
 mod validate;
 pub mod wire;
 

@@ -22,7 +22,7 @@ use super::events::{Action, Event, Wait};
 use super::node::{self, Mode, NodeInput, NodeOutput, NodeProgress};
 use super::record::Recorder;
 use super::resolve::{resolve, Lookup, Resolved};
-use super::{deposed, interrupt_flag, stale};
+use super::{deposed, interrupt_flag, stale, triggers};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::{Capabilities, Provider};
@@ -119,6 +119,8 @@ pub(super) fn run_phase(
         recorder: Recorder::default(),
         running: ids.iter().cloned().collect(),
         unchanged: BTreeSet::new(),
+        acted: HashMap::new(),
+        fired: HashMap::new(),
         stale: HashMap::new(),
         planned: HashMap::new(),
         replace_now,
@@ -258,6 +260,11 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     /// Plan mode: managed resources of `running` whose plan is a no-op, so their recorded
     /// values are what dependents will see.
     unchanged: BTreeSet<String>,
+    /// The action of each resource that had its turn in the phase (for whole-resource
+    /// `replaceTriggeredBy` triggers).
+    acted: HashMap<String, Action>,
+    /// The `replaceTriggeredBy` triggers that fired, by resource (for its plan row).
+    fired: HashMap<String, Vec<String>>,
     /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
     stale: HashMap<String, Wait>,
     /// Plan mode: what the resources planned so far in this phase are planned to become.
@@ -384,22 +391,40 @@ impl PhaseOwner<'_, '_> {
     /// `node`'s configuration with its references resolved: in plan mode, what changes in this
     /// phase is seen as planned; otherwise as recorded.
     fn resolve_config(&self, node: &Node) -> Resolved {
-        let state = self.holder.state();
-        let (running, unchanged, planned) = (&self.running, &self.unchanged, &self.planned);
-        let mode = self.mode;
-        let lookup = |rid: &str| {
-            if mode == Mode::Plan && running.contains(rid) && !unchanged.contains(rid) {
-                return match planned.get(rid) {
-                    Some(p) => Lookup::Planned(&p.value, &p.sensitive),
-                    None => Lookup::Pending,
-                };
-            }
-            match state.get(rid) {
-                Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
+        resolve(
+            &node.config,
+            &|rid| self.lookup(rid),
+            &self.host.opts().redactor,
+        )
+    }
+
+    /// Resource `rid` as the phase sees it: in plan mode, what changes in this phase is seen
+    /// as planned; otherwise as recorded.
+    fn lookup(&self, rid: &str) -> Lookup<'_> {
+        if self.mode == Mode::Plan && self.running.contains(rid) && !self.unchanged.contains(rid) {
+            return match self.planned.get(rid) {
+                Some(p) => Lookup::Planned(&p.value, &p.sensitive),
                 None => Lookup::Pending,
-            }
-        };
-        resolve(&node.config, &lookup, &self.host.opts().redactor)
+            };
+        }
+        match self.holder.state().get(rid) {
+            Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
+            None => Lookup::Pending,
+        }
+    }
+
+    /// `node`'s `lifecycle.replaceTriggeredBy` at its turn (DESIGN §103).
+    fn replace_triggers(&self, id: &str, node: &Node) -> triggers::Triggers {
+        if node.lifecycle.replace_triggered_by.is_empty() {
+            return triggers::Triggers::default();
+        }
+        triggers::check(
+            &node.lifecycle.replace_triggered_by,
+            self.holder.state().get(id),
+            self.mode == Mode::Plan,
+            &self.acted,
+            &|rid| self.lookup(rid),
+        )
     }
 }
 
@@ -479,10 +504,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 planned_object: None,
             });
         }
+        let triggers = self.replace_triggers(id, node);
         let wave = self.wave_of(i);
         let decl = &wave.ir.providers[&node.provider];
         let opts = self.host.opts();
-        Ok(NodeInput {
+        let input = NodeInput {
             id: id.clone(),
             kind: node.kind,
             type_name: node.type_name.clone(),
@@ -501,6 +527,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             dependencies: self.info(i).deps.iter().cloned().collect(),
             mode,
             force_replace: self.replace_now.contains(id),
+            triggers,
             allowed: (opts.saved.as_ref())
                 .filter(|_| mode.applies())
                 .map(|s| s.allowed(id, wave.number)),
@@ -511,7 +538,13 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 .then(|| self.earlier_read(id))
                 .flatten(),
             keep_old: self.read_by_others.contains(id),
-        })
+        };
+        if !input.triggers.fired.is_empty() {
+            // For its plan row.
+            let fired = input.triggers.fired.clone();
+            self.fired.insert(input.id.clone(), fired);
+        }
+        Ok(input)
     }
 
     fn progress(&mut self, i: usize, progress: NodeProgress) {
@@ -605,6 +638,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             return false;
         }
         let action = out.action.unwrap_or(Action::NoOp);
+        self.acted.insert(id.clone(), action);
+        let triggered_by = match action {
+            Action::Replace { .. } => self.fired.remove(&id).unwrap_or_default(),
+            _ => Vec::new(),
+        };
         if self.mode == Mode::Plan {
             let wave = self.wave_of(i);
             let no_plan = !Capabilities::of(&wave.ir.providers[&node.provider].kind).schemas;
@@ -665,6 +703,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                             changes: out.changes,
                             deposed: None,
                             drifted,
+                            triggered_by,
                         },
                     );
                 }

@@ -524,6 +524,7 @@ mod tests {
             changes: Vec::new(),
             deposed: None,
             drifted: Vec::new(),
+            triggered_by: Vec::new(),
         }
     }
 
@@ -562,6 +563,7 @@ mod tests {
             }],
             deposed: None,
             drifted: vec!["alpha.alpha_token.up".into()],
+            triggered_by: vec!["alpha.alpha_token.up.value".into()],
         };
         let deferred = Event::Deferred {
             phase: 1,

@@ -190,6 +190,18 @@ fn follow_planned(value: &Value, path: &[PathStep]) -> Value {
     }
 }
 
+/// The value at `path` in an object as `found`: unknown while it is pending or where a plan does
+/// not know it yet; null where a recorded object has nothing there.
+pub(super) fn output_at(found: Lookup<'_>, path: &[PathStep]) -> Value {
+    match found {
+        Lookup::Settled(attrs, _) => {
+            follow(attrs, path).map_or(Value::Null, value::json::from_plain_json)
+        }
+        Lookup::Planned(planned, _) => follow_planned(planned, path),
+        Lookup::Pending => Value::Unknown,
+    }
+}
+
 static NULL: Json = Json::Null;
 
 /// Why a recorded value has nothing at a reference's path.

@@ -63,7 +63,7 @@ pub(super) struct Staleness<'ir> {
     /// only theirs are kept (a phase of 100k independent resources keeps none, where it kept
     /// a copy of every planned or new object).
     read: HashSet<&'ir str>,
-    /// Value edges (not `dependsOn`) by target, built when first needed.
+    /// Value edges (not [`Edge::orders_only`]) by target, built when first needed.
     edges_to: Option<HashMap<&'ir str, Vec<&'ir Edge>>>,
 }
 
@@ -71,7 +71,7 @@ impl<'ir> Staleness<'ir> {
     /// Nothing changed yet.
     pub(super) fn new(ir: &'ir Ir) -> Self {
         let read = (ir.edges.iter())
-            .filter(|e| e.via != "dependsOn")
+            .filter(|e| !e.orders_only())
             .map(|e| e.from.as_str())
             .collect();
         Staleness {
@@ -104,7 +104,7 @@ impl<'ir> Staleness<'ir> {
         let ir = self.ir;
         let edges_to = self.edges_to.get_or_insert_with(|| {
             let mut map: HashMap<&str, Vec<&Edge>> = HashMap::new();
-            for e in ir.edges.iter().filter(|e| e.via != "dependsOn") {
+            for e in ir.edges.iter().filter(|e| !e.orders_only()) {
                 map.entry(e.to.as_str()).or_default().push(e);
             }
             map

@@ -37,6 +37,9 @@ pub struct PlannedChange {
     /// The drifted resources that caused it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted: Vec<String>,
+    /// The `lifecycle.replaceTriggeredBy` triggers that made it a replacement.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggered_by: Vec<String>,
 }
 
 /// A resource a phase cannot decide (an `Event::Deferred` without its phase), as the `--json`
@@ -119,6 +122,7 @@ impl PlanRow {
                 changes,
                 deposed,
                 drifted,
+                triggered_by,
                 ..
             } => PlanRow::Planned(PlannedChange {
                 id,
@@ -127,6 +131,7 @@ impl PlanRow {
                 changes: change_records(&changes),
                 deposed,
                 drifted,
+                triggered_by,
             }),
             Event::Deferred {
                 id,
@@ -191,6 +196,7 @@ impl PlanRow {
                 action: c.action,
                 deposed: c.deposed,
                 drifted: c.drifted,
+                triggered_by: c.triggered_by,
             },
             PlanRow::Deferred(d) => Event::Deferred {
                 phase,

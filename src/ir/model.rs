@@ -227,6 +227,42 @@ pub struct Lifecycle {
     /// `preconditionPending`: the outputs its preconditions read that Nix did not have yet;
     /// the resource waits for the evaluation that has them (empty: every precondition held).
     pub precondition_pending: Vec<DerivedInput>,
+    /// `replaceTriggeredBy`: what replaces the object when it changes (Terraform's
+    /// `replace_triggered_by`); each trigger has an edge to the resource (DESIGN §103).
+    pub replace_triggered_by: Vec<ReplaceTrigger>,
+}
+
+/// One `lifecycle.replaceTriggeredBy` entry (DESIGN §103).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplaceTrigger {
+    /// A whole managed resource: the object is replaced when the trigger is planned to be
+    /// created, updated or replaced in the same phase.
+    Resource(String),
+    /// One output of a managed resource: the object is replaced when the output's value
+    /// differs from the one recorded at the object's last apply.
+    Attribute(Ref),
+}
+
+impl ReplaceTrigger {
+    /// The id of the trigger resource.
+    pub fn resource(&self) -> &str {
+        match self {
+            ReplaceTrigger::Resource(id) => id,
+            ReplaceTrigger::Attribute(r) => &r.resource,
+        }
+    }
+}
+
+impl std::fmt::Display for ReplaceTrigger {
+    /// `alpha.alpha_thing.a` or `alpha.alpha_thing.a.id`: how plans name the cause.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplaceTrigger::Resource(id) => f.write_str(id),
+            ReplaceTrigger::Attribute(r) => {
+                write!(f, "{}.{}", r.resource, super::path::render_path(&r.path))
+            }
+        }
+    }
 }
 
 /// One `ignoreChanges` entry: `"*"` or an attribute path.

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::fields::Fields;
 use super::model::{
     Build, DerivedInput, IgnorePath, Ir, IrError, Lifecycle, Node, NodeKind, ProviderDecl,
-    ProviderKind, Ref, Tree,
+    ProviderKind, Ref, ReplaceTrigger, Tree,
 };
 use super::path::{key, parse_path, render_path, PathStep};
 use super::references::{check_references, located};
@@ -551,6 +551,7 @@ impl Parser {
                 "createBeforeDestroy",
                 "ignoreChanges",
                 "preconditionPending",
+                "replaceTriggeredBy",
             ],
         );
         if let Some(b) = obj.get("preventDestroy") {
@@ -590,7 +591,41 @@ impl Parser {
                 out.precondition_pending = inputs;
             }
         }
+        if let Some(list) = obj.get("replaceTriggeredBy") {
+            let tpath = child(path, key("replaceTriggeredBy"));
+            if let Some(items) = self.array(el, &tpath, list) {
+                for (i, item) in items.iter().enumerate() {
+                    let p = child(&tpath, PathStep::Index(i as u64));
+                    if let Some(t) = self.replace_trigger(el, &p, item) {
+                        out.replace_triggered_by.push(t);
+                    }
+                }
+            }
+        }
         out
+    }
+
+    /// One `replaceTriggeredBy` entry: `{ resource }` (the whole resource) or
+    /// `{ resource, path }` (one output of it).
+    fn replace_trigger(
+        &mut self,
+        el: &str,
+        path: &[PathStep],
+        v: &Value,
+    ) -> Option<ReplaceTrigger> {
+        let obj = self.object(el, path, v)?;
+        self.object_keys(el, path, obj, &["resource"], &["resource", "path"]);
+        let resource = obj.get("resource").map(|r| {
+            let at = child(path, key("resource"));
+            self.pattern(el, &at, r, is_node_id, NODE_ID_PATTERN)
+        })?;
+        Some(match obj.get("path") {
+            None => ReplaceTrigger::Resource(resource),
+            Some(p) => ReplaceTrigger::Attribute(Ref {
+                resource,
+                path: self.ref_path(el, &child(path, key("path")), p),
+            }),
+        })
     }
 
     pub(super) fn tree(&mut self, el: &str, path: &[PathStep], v: &Value) -> Tree {

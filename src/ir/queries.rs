@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 use super::model::{
     Condition, ConditionKind, Dependency, DependencyKind, Edge, Ir, Node, NodeKind, ProviderDecl,
-    ProviderKind, Ref, RemovedAction, Tree, VariableDecl,
+    ProviderKind, Ref, RemovedAction, ReplaceTrigger, Tree, VariableDecl,
 };
 use super::path::PathStep;
 use super::SCHEMA_VERSION;
@@ -135,6 +135,18 @@ impl Node {
                 lifecycle["preconditionPending"] =
                     serde_json::json!({"__derived": {"inputs": inputs}});
             }
+            if !self.lifecycle.replace_triggered_by.is_empty() {
+                let triggers: Vec<Value> = (self.lifecycle.replace_triggered_by.iter())
+                    .map(|t| match t {
+                        ReplaceTrigger::Resource(id) => serde_json::json!({ "resource": id }),
+                        ReplaceTrigger::Attribute(r) => serde_json::json!({
+                            "resource": r.resource,
+                            "path": path_json(&r.path),
+                        }),
+                    })
+                    .collect();
+                lifecycle["replaceTriggeredBy"] = Value::Array(triggers);
+            }
             meta.insert("lifecycle".into(), lifecycle);
         }
         if let Some(id) = &self.import_id {
@@ -163,6 +175,13 @@ impl Node {
 }
 
 impl Edge {
+    /// Whether the edge only orders `to` after `from` and reads no value of it: `dependsOn`,
+    /// and `lifecycle.replaceTriggeredBy[i]`, whose trigger the executor itself compares
+    /// (DESIGN §103). A change of `from` never makes `to`'s configuration stale.
+    pub fn orders_only(&self) -> bool {
+        self.via == "dependsOn" || self.via.starts_with("lifecycle.replaceTriggeredBy[")
+    }
+
     /// The edge as the IR writes it (`ref` only on an edge made by a plain reference).
     pub fn to_json(&self) -> Value {
         let mut e = serde_json::json!({"from": self.from, "to": self.to, "via": self.via});

@@ -45,6 +45,42 @@ pub(super) fn located(element: &str, path: &[PathStep], message: String) -> IrEr
     IrError { location, message }
 }
 
+/// `lifecycle.replaceTriggeredBy`: each trigger is another declared managed resource, with an
+/// edge from it (the trigger is planned first, so its action and outputs are known).
+fn trigger_errors(labelled: &[(String, &Node)], pairs: &HashSet<(&str, &str)>) -> Vec<IrError> {
+    let managed: HashSet<&str> = (labelled.iter())
+        .filter(|(_, n)| n.kind == NodeKind::Managed)
+        .map(|(_, n)| n.id.as_str())
+        .collect();
+    let mut errors = Vec::new();
+    for (label, node) in labelled {
+        for (k, trigger) in node.lifecycle.replace_triggered_by.iter().enumerate() {
+            let at = [
+                key("meta"),
+                key("lifecycle"),
+                key("replaceTriggeredBy"),
+                PathStep::Index(k as u64),
+                key("resource"),
+            ];
+            let target = trigger.resource();
+            let message = if !managed.contains(target) {
+                format!("'{target}' is not a declared managed resource")
+            } else if target == node.id {
+                format!("'{target}' is the resource itself")
+            } else if !pairs.contains(&(target, node.id.as_str())) {
+                format!(
+                    "is replaced when '{target}' changes but no edge goes from '{target}' to '{}'",
+                    node.id
+                )
+            } else {
+                continue;
+            };
+            errors.push(located(label, &at, message));
+        }
+    }
+    errors
+}
+
 pub(super) fn missing(target: &str) -> String {
     format!("'{target}' is not a declared resource or data id")
 }
@@ -220,6 +256,7 @@ pub(super) fn check_references(ir: &Ir) -> Vec<IrError> {
             }
         }
     }
+    errors.extend(trigger_errors(&labelled, &pairs));
     for (id, provider) in &ir.providers {
         let label = render_path(&[key("providers"), key(id)]);
         check_tree(&mut errors, &label, "config", &provider.config, None);

@@ -405,6 +405,12 @@ pub struct ResourceState {
     /// (DESIGN §79).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub written_by: Option<String>,
+    /// `lifecycle.replaceTriggeredBy` outputs as they were when the object was last written:
+    /// the trigger (`alpha.alpha_token.a.value`) to the SHA-256 of its value's JSON. Absent in
+    /// records written without triggers (and before they existed): nothing to compare with
+    /// (DESIGN §103).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub replace_triggers: BTreeMap<String, String>,
     /// Fields added by a newer release of this format version, kept as they were.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -430,6 +436,7 @@ impl TryFrom<Map<String, Value>> for ResourceState {
             create_before_destroy: f.take("createBeforeDestroy")?,
             deposed: f.take("deposed")?,
             written_by: f.take_optional("writtenBy")?,
+            replace_triggers: f.take_optional("replaceTriggers")?.unwrap_or_default(),
             extra: f.rest(),
         })
     }
@@ -461,6 +468,7 @@ impl ResourceState {
             create_before_destroy: false,
             deposed: Vec::new(),
             written_by: None,
+            replace_triggers: BTreeMap::new(),
             extra: BTreeMap::new(),
         }
     }

@@ -349,3 +349,165 @@ fn two_instances_of_one_module_take_over_a_flat_state_with_moves_and_plan_no_cha
     let text = succeeded(&p.run(&["plan"], &[]));
     assert!(text.contains("No changes."), "{text}");
 }
+
+/// `lifecycle.replaceTriggeredBy` (DESIGN §103): B follows the whole of A, C (create before
+/// destroy) A's label, F A's value (unknown in the plan once A changes), D only E.
+fn triggered_estate(a_label: &str) -> String {
+    let a = "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"A\"; })";
+    let e = "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"E\"; })";
+    plan(
+        &[
+            token("A", a_label, ""),
+            token("E", "e", ""),
+            token("B", "b", &format!("replaceTriggeredBy = [ {a} ];")),
+            token(
+                "C",
+                "c",
+                &format!(
+                    "createBeforeDestroy = true; replaceTriggeredBy = [ ({a}.refAttr \"label\") ];"
+                ),
+            ),
+            token(
+                "F",
+                "f",
+                &format!("replaceTriggeredBy = [ ({a}.refAttr \"value\") ];"),
+            ),
+            token(
+                "D",
+                "d",
+                &format!("replaceTriggeredBy = [ {e} ({e}.refAttr \"value\") ];"),
+            ),
+        ],
+        "",
+    )
+}
+
+/// The object log's operations after the first `skip` entries, as (op, label).
+fn log_ops(p: &Project, skip: usize) -> Vec<(String, String)> {
+    let entries = p.objects().entries;
+    // A deleted object's label is its latest create's (a fake reuses ids across runs).
+    let label = |i: usize| {
+        (entries[..=i].iter().rev())
+            .find(|c| c["op"] == "create" && c["id"] == entries[i]["id"])
+            .and_then(|c| c["label"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    (skip..entries.len())
+        .map(|i| {
+            (
+                entries[i]["op"].as_str().unwrap_or("").to_string(),
+                label(i),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn replace_triggered_by_replaces_a_resource_when_its_trigger_changes_and_only_then() {
+    let mut p = Project::new(&triggered_estate("a1")).with_object_log();
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(p.objects().created(), 6);
+    let state = p.state_json();
+    let triggers = &state["resources"]["alpha.alpha_token.C"]["replaceTriggers"];
+    assert!(
+        triggers["alpha.alpha_token.A.label"].is_string(),
+        "the trigger's digest is recorded: {state}"
+    );
+    assert!(
+        state["resources"]["alpha.alpha_token.A"]
+            .get("replaceTriggers")
+            .is_none(),
+        "none without triggers: {state}"
+    );
+    // An unchanged trigger replaces nothing.
+    let text = succeeded(&p.run(&["plan"], &[]));
+    assert!(text.contains("No changes."), "{text}");
+
+    p.set_plan(&triggered_estate("a2"));
+    let text = succeeded(&p.run(&["plan"], &[]));
+    for (id, cause) in [
+        ("B", "alpha.alpha_token.A"),
+        ("C", "alpha.alpha_token.A.label"),
+        ("F", "alpha.alpha_token.A.value (known after apply)"),
+    ] {
+        // The resource's row: its heading and the indented lines under it.
+        let mut lines = text
+            .lines()
+            .skip_while(|l| !l.contains(&format!("alpha.alpha_token.{id} (")));
+        let heading = lines.next().unwrap_or_default();
+        assert!(
+            heading.starts_with("-/+") || heading.starts_with("+/-"),
+            "{id}: {text}"
+        );
+        let row = lines
+            .take_while(|l| l.starts_with("      "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            row.contains(&format!("(replace triggered by {cause})")),
+            "{id}: {text}"
+        );
+    }
+    assert!(
+        !text.contains("alpha.alpha_token.D"),
+        "D's trigger is E: {text}"
+    );
+    assert!(!text.contains("alpha.alpha_token.E"), "{text}");
+    let out = p.run(&["plan"], &["--json"]);
+    assert_success(&out);
+    let b = events(&out)
+        .into_iter()
+        .find(|e| e["type"] == "planned" && e["id"] == "alpha.alpha_token.B")
+        .expect("B is planned");
+    assert_eq!(
+        b["action"],
+        serde_json::json!({"replace": {"createBeforeDestroy": false}}),
+        "{b}"
+    );
+    assert_eq!(b["triggeredBy"], serde_json::json!(["alpha.alpha_token.A"]));
+
+    let before = p.objects().entries.len();
+    // The fake numbers its objects per process: new ones must not reuse the first run's ids.
+    p.env.push(("NIVIS_FAKE_COUNTER".into(), "100".into()));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let ops = log_ops(&p, before);
+    let at = |op: &str, label: &str, nth: usize| {
+        (ops.iter().enumerate())
+            .filter(|(_, o)| o.0 == op && o.1 == label)
+            .nth(nth)
+            .map(|(i, _)| i)
+            .unwrap_or_else(|| panic!("no {op} of {label} in {ops:?}"))
+    };
+    // B: the old object deleted, then the new one created; C: created before the old is deleted.
+    assert!(at("delete", "b", 0) < at("create", "b", 0), "{ops:?}");
+    assert!(at("create", "c", 0) < at("delete", "c", 0), "{ops:?}");
+    assert!(at("delete", "f", 0) < at("create", "f", 0), "{ops:?}");
+    assert!(
+        !ops.iter().any(|o| o.1 == "d" || o.1 == "e"),
+        "D and E untouched: {ops:?}"
+    );
+    assert_eq!(p.objects().live().len(), 6);
+    let text = succeeded(&p.run(&["plan"], &[]));
+    assert!(text.contains("No changes."), "{text}");
+}
+
+#[test]
+fn a_replace_trigger_that_is_not_a_resource_of_the_plan_is_named_with_its_path() {
+    let ghost =
+        "(lib.mkResource { provider = \"alpha\"; type = \"alpha_token\"; name = \"ghost\"; })";
+    let p = Project::new(&plan(
+        &[token(
+            "B",
+            "b",
+            &format!("replaceTriggeredBy = [ ({ghost}.refAttr \"id\") ];"),
+        )],
+        "",
+    ));
+    let out = p.run(&["plan"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("resource alpha.alpha_token.B: lifecycle.replaceTriggeredBy[0] refers to alpha.alpha_token.ghost, which is not a managed resource in toIR's resources"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -122,6 +122,9 @@ fn planned(rng: &mut Rng, id: String, type_name: &str) -> Event {
         drifted: (0..rng.below(2))
             .map(|i| format!("alpha.alpha_token.up{i}"))
             .collect(),
+        triggered_by: (0..rng.below(2))
+            .map(|i| format!("alpha.alpha_token.t{i}.value"))
+            .collect(),
     }
 }
 

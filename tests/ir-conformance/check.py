@@ -302,6 +302,21 @@ def reference_errors(doc):
                 errors.append(f"{where}: {at}: depends on '{target}' but no edge goes from "
                               f"'{target}' to '{node['id']}'")
 
+    managed = {n["id"] for n in doc["resources"]}
+    for section, i, node in nodes:
+        where = element_label(doc, section, i)
+        triggers = node.get("meta", {}).get("lifecycle", {}).get("replaceTriggeredBy", [])
+        for k, trigger in enumerate(triggers):
+            at = f"meta.lifecycle.replaceTriggeredBy[{k}].resource"
+            target = trigger["resource"]
+            if target not in managed:
+                errors.append(f"{where}: {at}: '{target}' is not a declared managed resource")
+            elif target == node["id"]:
+                errors.append(f"{where}: {at}: '{target}' is the resource itself")
+            elif (target, node["id"]) not in edge_pairs:
+                errors.append(f"{where}: {at}: is replaced when '{target}' changes but no edge goes "
+                              f"from '{target}' to '{node['id']}'")
+
     for name, provider in providers.items():
         check_tree(render_path(["providers", name]), provider["config"], ["config"], None)
     for i, node in enumerate(doc.get("ephemeral", [])):

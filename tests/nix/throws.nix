@@ -305,6 +305,27 @@ in
     expr = plan [ (mkResource { provider = "alpha"; type = "t"; name = "n"; lifecycle.precondition = [ { condition = true; } ]; }) ];
     expect = "resource alpha.t.n: lifecycle.precondition[0] must be { condition = BOOL; message = STR; }";
   };
+  replaceTriggerUndeclared = {
+    expr = plan [ (mkResource { provider = "alpha"; type = "t"; name = "n"; lifecycle.replaceTriggeredBy = [ (A.refAttr "id") ]; }) ];
+    expect = "resource alpha.t.n: lifecycle.replaceTriggeredBy[0] refers to alpha.alpha_token.A, which is not a managed resource in toIR's resources";
+  };
+  replaceTriggerDataSource = {
+    expr = let D = mkData { provider = "alpha"; type = "t"; name = "d"; }; in
+      toIR { inherit providers ledger; data = [ D ]; resources = [ (mkResource { provider = "alpha"; type = "t"; name = "n"; lifecycle.replaceTriggeredBy = [ A D ]; }) A ]; };
+    expect = "resource alpha.t.n: lifecycle.replaceTriggeredBy[1] refers to data.alpha.t.d, which is not a managed resource in toIR's resources";
+  };
+  replaceTriggerNotAReference = {
+    expr = plan [ A (mkResource { provider = "alpha"; type = "t"; name = "n"; lifecycle.replaceTriggeredBy = [ "alpha.alpha_token.A" ]; }) ];
+    expect = "resource alpha.t.n: lifecycle.replaceTriggeredBy[0] is the string \"alpha.alpha_token.A\"; give a resource (r) or one of its outputs (r.refAttr \"id\")";
+  };
+  replaceTriggerNotAList = {
+    expr = plan [ A (mkResource { provider = "alpha"; type = "t"; name = "n"; lifecycle.replaceTriggeredBy = A; }) ];
+    expect = "resource alpha.t.n: lifecycle.replaceTriggeredBy must be a list of resources or their outputs";
+  };
+  replaceTriggerItself = {
+    expr = plan [ (mkResource { provider = "alpha"; type = "alpha_token"; name = "A"; lifecycle.replaceTriggeredBy = [ A ]; }) ];
+    expect = "resource alpha.alpha_token.A: lifecycle.replaceTriggeredBy[0] is the resource itself";
+  };
   postconditionNotAFunction = {
     expr = plan [ (mkResource { provider = "alpha"; type = "t"; name = "n"; lifecycle.postcondition = [ { condition = true; message = "m"; } ]; }) ];
     expect = "resource alpha.t.n: lifecycle.postcondition[0].condition must be a function of the resource's outputs (self: BOOL)";

@@ -334,6 +334,17 @@ in
       { preventDestroy = false; createBeforeDestroy = false; ignoreChanges = [ ]; }
       [ "lifecycle.precondition[0]" "lifecycle.precondition[1]" ]
     ]; }
+  { name = "replaceTriggeredBy names whole resources and outputs in the lifecycle, each with its edge";
+    expr = let
+      C = mkResource { provider = "alpha"; type = "alpha_token"; name = "C";
+        lifecycle.replaceTriggeredBy = [ A (A.refAttr "value") (A.ref [ "net" 0 "ip" ]) ]; };
+      ir = toIR { inherit providers; resources = [ A C ]; ledger = { }; };
+    in [ (builtins.elemAt ir.resources 1).meta.lifecycle.replaceTriggeredBy (map (e: e.via) ir.edges) ];
+    expected = [
+      [ { resource = "alpha.alpha_token.A"; } { resource = "alpha.alpha_token.A"; path = [ "value" ]; }
+        { resource = "alpha.alpha_token.A"; path = [ "net" 0 "ip" ]; } ]
+      [ "lifecycle.replaceTriggeredBy[0]" "lifecycle.replaceTriggeredBy[1]" "lifecycle.replaceTriggeredBy[2]" ]
+    ]; }
   { name = "postconditions are unknown until the object is recorded, then checked against its outputs";
     expr = let
       P = mkResource { provider = "alpha"; type = "alpha_token"; name = "A"; lifecycle.postcondition = [

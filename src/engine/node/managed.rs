@@ -148,7 +148,11 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     let (prior, prior_private, drift, tainted) = match &input.prior {
         Some(p) => match current_object(input, block, p, &mut diags) {
             // `--replace` plans the object as a tainted one is planned: a new object.
-            Ok((v, private, drift)) => (v, private, drift, p.is_tainted() || input.force_replace),
+            // So does a fired `replaceTriggeredBy` trigger (DESIGN §103).
+            Ok((v, private, drift)) => {
+                let forced = input.force_replace || !input.triggers.fired.is_empty();
+                (v, private, drift, p.is_tainted() || forced)
+            }
             Err(d) => {
                 diags.extend(d);
                 return Err(failed(diags, None));
@@ -686,6 +690,7 @@ fn record_if_moved(
                 .map(|j| j == p.attributes)
                 .unwrap_or(false)
             && p.private.clone().unwrap_or_default() == prior_private
+            && p.replace_triggers == input.triggers.digests
     });
     if stored_same {
         return Ok(None);

@@ -84,6 +84,9 @@ pub(super) struct NodeInput {
     pub mode: Mode,
     /// `--replace`: plan a replacement even if nothing forces one.
     pub force_replace: bool,
+    /// `lifecycle.replaceTriggeredBy`: the triggers that fired (a replacement, as
+    /// `--replace`) and the digests recorded with the object.
+    pub triggers: super::triggers::Triggers,
     /// `apply FILE`: the action classes the saved plan allows this resource now (a no-op is
     /// always allowed); `None` without a saved plan.
     pub allowed: Option<std::collections::BTreeSet<String>>,

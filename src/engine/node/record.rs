@@ -55,6 +55,7 @@ pub(super) fn record(
     if let Some(prior) = &input.prior {
         r.extra = prior.extra.clone();
     }
+    r.replace_triggers = input.triggers.digests.clone();
     r.teach_secrets(&input.redactor);
     Ok(r)
 }
