@@ -339,12 +339,35 @@ impl PhaseOwner<'_, '_> {
         self.recorder.flush(self.holder, self.host.sink());
     }
 
+    /// Notes that job `i`, a resource with no record, will create it with `config`: written
+    /// with the next commit, which usually comes before its turn reaches the create (the flush
+    /// after the batch it was dispatched with). Its turn waits on the answer (DESIGN §97).
+    fn note_create(
+        &mut self,
+        i: usize,
+        config: &Value,
+        mutation: Mutation,
+    ) -> crossbeam_channel::Receiver<bool> {
+        let node = self.node(i);
+        let (id, ty, provider) = (&self.ids[i], &node.type_name, &node.provider);
+        let action = crate::state::PendingAction::Create;
+        let operation = node::pending_operation(id, ty, provider, action, config);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.recorder.intend(operation, mutation, tx);
+        rx
+    }
+
     /// Queues `change`, made under `mutation`, for the next commit.
     fn record(&mut self, change: Change, mutation: Mutation) {
+        if !change.touches_record() {
+            // A note about an operation: no output changes.
+            self.recorder.record(change, mutation);
+            return;
+        }
         let before = (self.holder.state().get(change.id())).map(|r| &r.attributes);
         let after = match &change {
             Change::Put(r) => Some(&r.attributes),
-            Change::Remove(_) => None,
+            _ => None,
         };
         if before != after {
             self.result.outputs_changed = true;
@@ -425,7 +448,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     // Long because it checks, in order, staleness, a stale dependency and the resolved
     // configuration, then builds the node's input field by field.
     fn prepare(&mut self, i: usize) -> Result<NodeInput, NodeOutput> {
-        let id = &self.ids[i];
+        // Owned: noting a create below needs the owner mutably.
+        let id = &self.ids[i].clone();
         let node = self.node(i);
         let w = self.job_wave[i];
         if let Some(source) = self.waves[w].staleness.stale_source(node) {
@@ -450,6 +474,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             return Err(NodeOutput::failed(Diagnostics::new(), None));
         }
         let state = self.holder.state();
+        if let Some(pending) = state.pending.get(id) {
+            // Its object may exist: never a plain create over it (DESIGN §97).
+            let refusal = Diagnostic::error(pending.summary()).with_detail(pending.remedy());
+            return Err(NodeOutput::failed(refusal.into(), None));
+        }
         let mode = self.mode;
         let resolved = self.resolve_config(node);
         if !resolved.errors.is_empty() {
@@ -470,8 +499,16 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 elapsed: Duration::ZERO,
                 deposed: Vec::new(),
                 planned_object: None,
+                in_doubt: false,
             });
         }
+        let create_noted = match (mode, node.kind) {
+            (Mode::Apply(mutation), NodeKind::Managed) if !state.contains(id) => {
+                Some(self.note_create(i, &resolved.value, mutation))
+            }
+            _ => None,
+        };
+        let state = self.holder.state();
         let wave = self.wave_of(i);
         let decl = &wave.ir.providers[&node.provider];
         let opts = self.host.opts();
@@ -504,6 +541,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 .then(|| self.earlier_read(id))
                 .flatten(),
             keep_old: self.read_by_others.contains(id),
+            in_doubt: Default::default(),
+            create_noted,
         })
     }
 
@@ -527,6 +566,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             NodeProgress::Commit(change, mutation) => {
                 self.record(*change, mutation);
                 self.flush_commits();
+            }
+            // Written with whatever else the scheduler's next flush takes (DESIGN §97).
+            NodeProgress::Intend(operation, mutation, ack) => {
+                self.recorder.intend(*operation, mutation, ack)
             }
         }
     }
@@ -568,6 +611,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     gone: *gone,
                 },
             );
+        }
+        if let Mode::Apply(mutation) = self.mode {
+            let recorded = matches!(&out.commit, Some(Change::Put(_)));
+            self.recorder
+                .settle_intent(&id, out.in_doubt, recorded, mutation);
         }
         if let Some(change) = out.commit {
             if let Mode::Apply(mutation) = self.mode {

@@ -18,6 +18,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::pending::PendingOperation;
+
 /// Major version of the state format this build writes (`schemaVersion` in the file). It also
 /// reads version 2, which spelled the resource keys in snake_case (`type_name`, ...), and
 /// version 1, written by the first release as `schema_version`, which differs from 2 only in
@@ -166,6 +168,14 @@ pub struct StateFile {
     pub lineage: String,
     /// Resources by id (the IR resource id); each value's `id` equals its key.
     pub resources: BTreeMap<String, ResourceState>,
+    /// Operations sent to a provider whose result is not recorded, by address (DESIGN §97);
+    /// `pendingOperations` in the file, absent when empty.
+    #[serde(
+        rename = "pendingOperations",
+        default,
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub pending: BTreeMap<String, PendingOperation>,
     /// Fields added by a newer release of this format version, kept as they were.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -210,6 +220,7 @@ impl TryFrom<Map<String, Value>> for StateFile {
             serial: f.take("serial")?,
             lineage: f.take("lineage")?,
             resources: f.take("resources")?,
+            pending: f.take_optional("pendingOperations")?.unwrap_or_default(),
             extra: f.rest(),
         };
         if legacy && !state.extra.is_empty() {
@@ -276,6 +287,7 @@ impl StateFile {
             serial: 0,
             lineage: lineage.into(),
             resources: BTreeMap::new(),
+            pending: BTreeMap::new(),
             extra: BTreeMap::new(),
         }
     }
@@ -334,15 +346,27 @@ impl StateFile {
         changes
     }
 
-    /// Applies one change in memory: `Put` inserts or replaces, `Remove` of an absent id does
-    /// nothing. Costs O(size of the change + log n).
+    /// Applies one change in memory: `Put` inserts or replaces (and settles an operation
+    /// pending on its id: the record is its result), `Remove` of an absent id does nothing (and
+    /// settles nothing: a replace's create may follow it), `Intend` notes a pending operation,
+    /// `Settle` forgets one. Costs O(size of the change + log n).
     pub fn apply(&mut self, change: &Change) {
         match change {
             Change::Put(resource) => {
+                if !self.pending.is_empty() {
+                    self.pending.remove(&resource.id);
+                }
                 self.resources.insert(resource.id.clone(), resource.clone());
             }
             Change::Remove(id) => {
                 self.resources.remove(id);
+            }
+            Change::Intend(operation) => {
+                self.pending
+                    .insert(operation.address.clone(), operation.clone());
+            }
+            Change::Settle(id) => {
+                self.pending.remove(id);
             }
         }
     }
@@ -544,6 +568,12 @@ pub enum Change {
     Put(ResourceState),
     /// Forget the resource with this id (nothing happens if it is absent).
     Remove(String),
+    /// An operation is about to be sent to a provider: remember it until its result is
+    /// recorded (DESIGN §97).
+    Intend(PendingOperation),
+    /// The operation pending on this id ended without an object to record (it failed with the
+    /// provider's answer, or the user said the object does not exist).
+    Settle(String),
 }
 
 impl Change {
@@ -551,8 +581,14 @@ impl Change {
     pub fn id(&self) -> &str {
         match self {
             Change::Put(resource) => &resource.id,
-            Change::Remove(id) => id,
+            Change::Remove(id) | Change::Settle(id) => id,
+            Change::Intend(operation) => &operation.address,
         }
+    }
+
+    /// Whether it changes a resource's record (not only the notes of pending operations).
+    pub fn touches_record(&self) -> bool {
+        matches!(self, Change::Put(_) | Change::Remove(_))
     }
 }
 
