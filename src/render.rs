@@ -604,10 +604,7 @@ impl Human {
                 }
             }
             Event::Warning(d) => write_diagnostic(&mut std::io::stderr().lock(), s, r, &d),
-            Event::PendingOperation(op) => {
-                let d = Diagnostic::warning(op.summary()).with_detail(op.remedy());
-                write_diagnostic(&mut std::io::stderr().lock(), s, r, &d)
-            }
+            Event::PendingOperation(op) => report::write_pending(s, r, &op),
             // A fatal one is the run's error, printed once, by whoever prints that.
             Event::Condition { condition, fatal } => {
                 if let Some(d) = condition_warning(&condition).filter(|_| !fatal) {

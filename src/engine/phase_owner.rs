@@ -12,7 +12,6 @@
 use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value as Json;
 
@@ -339,34 +338,12 @@ impl PhaseOwner<'_, '_> {
         self.recorder.flush(self.holder, self.host.sink());
     }
 
-    /// Notes that job `i`, a resource with no record, will create it with `config`: written
-    /// with the next commit, which usually comes before its turn reaches the create (the flush
-    /// after the batch it was dispatched with). Its turn waits on the answer (DESIGN §97).
-    fn note_create(
-        &mut self,
-        i: usize,
-        config: &Value,
-        mutation: Mutation,
-    ) -> crossbeam_channel::Receiver<bool> {
-        let node = self.node(i);
-        let (id, ty, provider) = (&self.ids[i], &node.type_name, &node.provider);
-        let action = crate::state::PendingAction::Create;
-        let operation = node::pending_operation(id, ty, provider, action, config);
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        self.recorder.intend(operation, mutation, tx);
-        rx
-    }
-
     /// Queues `change`, made under `mutation`, for the next commit.
     fn record(&mut self, change: Change, mutation: Mutation) {
-        if !change.touches_record() {
-            // A note about an operation: no output changes.
-            self.recorder.record(change, mutation);
-            return;
-        }
         let before = (self.holder.state().get(change.id())).map(|r| &r.attributes);
         let after = match &change {
             Change::Put(r) => Some(&r.attributes),
+            // Notes of pending operations go to the recorder directly.
             _ => None,
         };
         if before != after {
@@ -448,8 +425,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     // Long because it checks, in order, staleness, a stale dependency and the resolved
     // configuration, then builds the node's input field by field.
     fn prepare(&mut self, i: usize) -> Result<NodeInput, NodeOutput> {
-        // Owned: noting a create below needs the owner mutably.
-        let id = &self.ids[i].clone();
+        let id = &self.ids[i];
         let node = self.node(i);
         let w = self.job_wave[i];
         if let Some(source) = self.waves[w].staleness.stale_source(node) {
@@ -476,8 +452,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         let state = self.holder.state();
         if let Some(pending) = state.pending.get(id) {
             // Its object may exist: never a plain create over it (DESIGN §97).
-            let refusal = Diagnostic::error(pending.summary()).with_detail(pending.remedy());
-            return Err(NodeOutput::failed(refusal.into(), None));
+            return Err(NodeOutput::failed(node::pending_refusal(pending), None));
         }
         let mode = self.mode;
         let resolved = self.resolve_config(node);
@@ -489,22 +464,15 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     .map(|e| Diagnostic::error(e.clone()).for_resource(id))
                     .collect(),
             );
-            return Err(NodeOutput {
-                action: None,
-                changes: Vec::new(),
-                commit: None,
-                drift: None,
-                diagnostics: diags,
-                ok: false,
-                elapsed: Duration::ZERO,
-                deposed: Vec::new(),
-                planned_object: None,
-                in_doubt: false,
-            });
+            return Err(NodeOutput::failed(diags, None));
         }
         let create_noted = match (mode, node.kind) {
             (Mode::Apply(mutation), NodeKind::Managed) if !state.contains(id) => {
-                Some(self.note_create(i, &resolved.value, mutation))
+                let (ty, config) = (&node.type_name, &resolved.value);
+                Some(
+                    self.recorder
+                        .note_create(id, ty, &node.provider, config, mutation),
+                )
             }
             _ => None,
         };

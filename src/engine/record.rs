@@ -100,6 +100,25 @@ impl Recorder {
         self.acks.push(ack);
     }
 
+    /// Notes that resource `id` (of `type_name`, by `provider`), with no record, will be
+    /// created with `config`: written with the next commit, which usually comes before its
+    /// turn reaches the create (the flush after the batch it was dispatched with). The turn
+    /// waits on the answer returned (DESIGN §97).
+    pub(super) fn note_create(
+        &mut self,
+        id: &str,
+        type_name: &str,
+        provider: &str,
+        config: &crate::value::Value,
+        mutation: Mutation,
+    ) -> crossbeam_channel::Receiver<bool> {
+        let action = crate::state::PendingAction::Create;
+        let operation = super::node::pending_operation(id, type_name, provider, action, config);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.intend(operation, mutation, tx);
+        rx
+    }
+
     /// The turn of `id` ended: settles the operation it noted as pending, unless its result's
     /// record (`recorded`, a put) settles it already or the provider gave no answer
     /// (`in_doubt`: the object may exist, so the note stays for the next run).

@@ -147,6 +147,7 @@
 pub mod audit;
 mod backend;
 pub mod backup;
+mod change;
 #[cfg(test)]
 mod crash_tests;
 mod durable;

@@ -18,6 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use super::change::Change;
 use super::pending::PendingOperation;
 
 /// Major version of the state format this build writes (`schemaVersion` in the file). It also
@@ -553,42 +554,6 @@ impl TryFrom<Map<String, Value>> for DeposedObject {
             schema_version: f.take("schemaVersion")?,
             extra: f.rest(),
         })
-    }
-}
-
-/// One change to a state; a store commits a batch of them at once.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "changes live briefly in small batches: boxing `Put` would cost an allocation per resource"
-)]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Change {
-    /// Insert or replace the resource under its id.
-    Put(ResourceState),
-    /// Forget the resource with this id (nothing happens if it is absent).
-    Remove(String),
-    /// An operation is about to be sent to a provider: remember it until its result is
-    /// recorded (DESIGN §97).
-    Intend(PendingOperation),
-    /// The operation pending on this id ended without an object to record (it failed with the
-    /// provider's answer, or the user said the object does not exist).
-    Settle(String),
-}
-
-impl Change {
-    /// The resource id this change touches.
-    pub fn id(&self) -> &str {
-        match self {
-            Change::Put(resource) => &resource.id,
-            Change::Remove(id) | Change::Settle(id) => id,
-            Change::Intend(operation) => &operation.address,
-        }
-    }
-
-    /// Whether it changes a resource's record (not only the notes of pending operations).
-    pub fn touches_record(&self) -> bool {
-        matches!(self, Change::Put(_) | Change::Remove(_))
     }
 }
 

@@ -242,6 +242,14 @@ pub(super) fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput
     out
 }
 
+/// The error of a resource whose operation a stopped run left pending: its summary and the
+/// way on.
+pub(super) fn pending_refusal(pending: &PendingOperation) -> Diagnostics {
+    Diagnostic::error(pending.summary())
+        .with_detail(pending.remedy())
+        .into()
+}
+
 /// The note that `action` on resource `id` (of `type_name`, by provider `provider`) is about
 /// to be sent with `request` (the configuration or the planned object: its digest is kept).
 pub(super) fn pending_operation(
