@@ -78,11 +78,14 @@ fn a_paused_writer_whose_lock_was_forced_open_stops_and_creates_nothing_more() {
         after - before_resume
     );
     // What m2 recorded is alive; the only unrecorded objects are those in flight at the pause,
-    // named by m1's error; their resources are the only ones with two objects.
+    // named by m1's error; their resources are the only ones with two objects. In flight means
+    // up to `--parallelism` (10) creates at the provider plus the batch of results whose journal
+    // write the pause interrupted: the scheduler dispatches the jobs that were ready before a
+    // batch while that batch is written (DESIGN §85), so the bound is twice the parallelism.
     let listed = listed_ids(&err);
     let diff = m2.project.remote_vs(&recorded_in(&m2.pulled_from_bucket()));
     assert!(diff.phantoms.is_empty(), "{diff:?}");
-    assert!(diff.orphans.len() <= 10, "{diff:?}");
+    assert!(diff.orphans.len() <= 20, "{diff:?}");
     for (id, _) in &diff.orphans {
         assert!(listed.contains(id), "orphan {id} not named by m1: {err}");
     }
