@@ -163,7 +163,22 @@ impl Recorder {
             let _ = ack.send(durable);
         }
         if !durable {
-            self.unrecorded.append(&mut self.pending);
+            // A note in a batch the state did not take was answered `false` above: its
+            // operation is not sent. The write may still have landed (its answer lost, or the
+            // lock found gone after it), so what is retried or rescued settles the note again
+            // right after it: neither the state nor a replayed rescue file keeps it, and a
+            // rescue file holds the landed segment's changes, which shows nobody else wrote.
+            for change in self.pending.drain(..) {
+                let settled = match &change {
+                    Change::Intend(operation) => {
+                        self.intended.remove(&operation.address);
+                        Some(Change::Settle(operation.address.clone()))
+                    }
+                    _ => None,
+                };
+                self.unrecorded.push(change);
+                self.unrecorded.extend(settled);
+            }
             self.held.append(&mut self.announce);
             return;
         }

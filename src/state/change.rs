@@ -27,6 +27,12 @@ pub enum Change {
 }
 
 impl Change {
+    /// Whether it records an object (a put or a removal), not a note of a pending operation:
+    /// what a rescue file counts and lists as results.
+    pub fn is_record(&self) -> bool {
+        matches!(self, Change::Put(_) | Change::Remove(_))
+    }
+
     /// The resource id this change touches.
     pub fn id(&self) -> &str {
         match self {

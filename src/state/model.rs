@@ -323,6 +323,15 @@ impl StateFile {
         self.resources.is_empty()
     }
 
+    /// The changes that rebuild this state from an empty one: a put per record, then a note
+    /// per pending operation (DESIGN §97), so a state saved whole (its directory or objects
+    /// went mid-run) still says which objects may exist unrecorded.
+    pub fn rebuilding_changes(&self) -> Vec<Change> {
+        let records = self.resources.values().cloned().map(Change::Put);
+        let notes = self.pending.values().cloned().map(Change::Intend);
+        records.chain(notes).collect()
+    }
+
     /// The changes that rename the record at `from` to `to` (a move: the real object stays as
     /// it is): the record under its new id, the old id removed, and every record that named
     /// `from` among its dependencies naming `to` instead. Empty when `from` is not recorded.

@@ -165,6 +165,30 @@ mod tests {
     }
 
     #[test]
+    fn a_state_rebuilt_from_its_changes_keeps_its_records_and_its_pending_operations() {
+        let mut state = StateFile::empty();
+        let record = ResourceState::new(
+            "kept",
+            ResourceKind::Managed,
+            "null",
+            "registry.terraform.io/hashicorp/null",
+            "null_resource",
+            json!({"id": "1"}),
+        );
+        state.apply(&Change::Put(record));
+        state.apply(&Change::Intend(op("in-flight")));
+        let mut rebuilt = StateFile::empty();
+        for change in state.rebuilding_changes() {
+            rebuilt.apply(&change);
+        }
+        assert_eq!(rebuilt.resources, state.resources);
+        assert_eq!(
+            rebuilt.pending, state.pending,
+            "a saved state still names them"
+        );
+    }
+
+    #[test]
     fn pending_operations_round_trip_through_a_snapshot_and_a_journal_line() {
         let mut state = StateFile::empty();
         state.apply(&Change::Intend(op("a")));
