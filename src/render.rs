@@ -609,6 +609,7 @@ impl Human {
                 }
             }
             Event::Warning(d) => write_diagnostic(&mut std::io::stderr().lock(), s, r, &d),
+            Event::PendingOperation(op) => report::write_pending(s, r, &op),
             // A fatal one is the run's error, printed once, by whoever prints that.
             Event::Condition { condition, fatal } => {
                 if let Some(d) = condition_warning(&condition).filter(|_| !fatal) {

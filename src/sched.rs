@@ -57,7 +57,8 @@ pub(crate) trait Owner {
     /// Job `i` ended; returns whether it succeeded.
     fn finish(&mut self, i: usize, output: Self::Output) -> bool;
     /// Called after a batch of results was handled and before new jobs are dispatched, so an
-    /// owner can make the batch durable at once (one fsync for several results).
+    /// owner can make the batch durable at once (one fsync for several results); and after
+    /// each batch of progress reports, which a job may wait on.
     fn flush(&mut self) {}
     /// Whether to dispatch nothing more (e.g. results can no longer be recorded). Checked
     /// before every dispatch; jobs already running still end and reach [`Owner::finish`].
@@ -216,6 +217,13 @@ where
                 recv(progress_rx) -> msg => {
                     if let Ok(Message::Progress(i, p)) = msg {
                         owner.progress(i, p);
+                        // Every report already waiting joins one flush: a job may wait for
+                        // what its report recorded to be durable (a pending operation's
+                        // note, DESIGN §97), and several such notes cost one write.
+                        while let Ok(Message::Progress(j, p)) = progress_rx.try_recv() {
+                            owner.progress(j, p);
+                        }
+                        owner.flush();
                     }
                 }
                 recv(result_rx) -> msg => match msg {

@@ -469,18 +469,6 @@ impl RemoteDiff {
             "more orphans than two per worker: {self:?}"
         );
     }
-
-    /// After the run that followed `killed`: everything recorded is alive, the rerun orphaned
-    /// nothing, and only resources whose object was orphaned by the kill have two objects.
-    pub(crate) fn assert_rerun_after(&self, killed: &RemoteDiff) {
-        assert!(self.phantoms.is_empty(), "{self:?}");
-        assert_eq!(self.orphans, killed.orphans, "the rerun orphaned nothing");
-        let orphan_labels: Vec<&String> = killed.orphans.iter().map(|(_, l)| l).collect();
-        assert!(
-            self.duplicated.keys().all(|l| orphan_labels.contains(&l)),
-            "{self:?}"
-        );
-    }
 }
 
 /// The fakes' object log (`NIVIS_FAKE_OBJECT_LOG`): one JSON line per remote object created or
@@ -541,4 +529,35 @@ pub(crate) fn git(dir: &std::path::Path, args: &[&str]) {
         .output()
         .unwrap();
     assert_success(&out);
+}
+
+/// Settles every operation a `--json` run (`announcing`) named as pending (DESIGN §97) the way
+/// a user does: an address whose object is alive unrecorded (`orphans`: provider id, label;
+/// `label_of` gives an address's label) is imported with that id, any other confirmed absent.
+/// Returns the addresses announced and how many were imported.
+pub(crate) fn resolve_pending(
+    announcing: &Output,
+    orphans: &[(String, String)],
+    label_of: impl Fn(&str) -> String,
+    import: impl Fn(&str, &str) -> Output,
+    absent: impl Fn(&str) -> Output,
+) -> (Vec<String>, usize) {
+    let pending: Vec<String> = events(announcing)
+        .iter()
+        .filter(|e| e["type"] == "pending-operation")
+        .map(|e| e["id"].as_str().expect("id").to_string())
+        .collect();
+    let mut imported = 0;
+    for address in &pending {
+        let label = label_of(address);
+        let out = match orphans.iter().find(|(_, l)| *l == label) {
+            Some((id, _)) => {
+                imported += 1;
+                import(address, id)
+            }
+            None => absent(address),
+        };
+        assert_success(&out);
+    }
+    (pending, imported)
 }

@@ -105,6 +105,10 @@ impl Sink for Recorder<'_> {
             Event::Imported {
                 id, recorded: true, ..
             } => change(id, "import"),
+            Event::PendingOperation(op) => change(
+                &op.address,
+                &format!("{} in flight when {} stopped", op.action.word(), op.run),
+            ),
             Event::Drift { id, gone, .. } => {
                 change(id, if *gone { "refresh (gone)" } else { "refresh" })
             }

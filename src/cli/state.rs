@@ -110,6 +110,12 @@ pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
             }
         }
         StateCommand::Rm { ids, state, lock } => remove(&ids, &state, lock.lock_timeout, redactor),
+        StateCommand::Resolve {
+            address,
+            absent: _,
+            state,
+            lock,
+        } => resolve_absent(&address, &state, lock.lock_timeout, redactor),
         StateCommand::Mv {
             from,
             to,
@@ -262,6 +268,48 @@ fn rename(
         "Moved {} to {} in state (the real object was not touched).",
         render::escape(redactor, from),
         render::escape(redactor, to)
+    );
+    exit::OK
+}
+
+/// `state resolve ADDRESS --absent`: settles the operation pending on `address`, whose object
+/// the user says does not exist (DESIGN §97).
+fn resolve_absent(
+    address: &str,
+    target: &StateTarget,
+    wait: Option<Duration>,
+    redactor: &Redactor,
+) -> i32 {
+    let mut store = match open_locked(target, "nivis state resolve", wait, redactor) {
+        Ok(s) => s,
+        Err(e) => return fail(redactor, &e),
+    };
+    let Some(pending) = store.state().pending.get(address) else {
+        let known: Vec<&str> = store.state().pending.keys().map(String::as_str).collect();
+        let listed = match known.is_empty() {
+            true => "the state notes no pending operation".to_string(),
+            false => format!(
+                "the state notes pending operations on: {}",
+                known.join(", ")
+            ),
+        };
+        return fail(
+            redactor,
+            &format!("no operation is pending on {address}; {listed}; nothing was changed"),
+        );
+    };
+    let word = pending.action.word();
+    let change = Change::Settle(address.to_string());
+    if let Err(e) = store.commit(&[change], Mutation::for_state_verb("state resolve")) {
+        return fail(redactor, &e);
+    }
+    super::audit::change(address, &format!("resolve pending {word} (absent)"));
+    if let Err(e) = store.close() {
+        return fail(redactor, &e);
+    }
+    outln!(
+        "The pending {word} of {} is settled as absent: the next apply creates it.",
+        render::escape(redactor, address)
     );
     exit::OK
 }

@@ -202,6 +202,9 @@ pub enum Event {
     },
     /// A warning from a provider or from Nivis.
     Warning(Diagnostic),
+    /// The state notes an operation sent by a run that stopped before recording its result:
+    /// the object may exist (DESIGN §97). Sent before anything else a plan or apply reports.
+    PendingOperation(Box<crate::state::PendingOperation>),
     /// A check or postcondition of the plan, as the run's last evaluation found it; `fatal`:
     /// it fails the run (a postcondition false after an apply), else a failure only warns.
     Condition {

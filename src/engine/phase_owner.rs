@@ -12,7 +12,6 @@
 use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value as Json;
 
@@ -358,7 +357,8 @@ impl PhaseOwner<'_, '_> {
         let before = (self.holder.state().get(change.id())).map(|r| &r.attributes);
         let after = match &change {
             Change::Put(r) => Some(&r.attributes),
-            Change::Remove(_) => None,
+            // Notes of pending operations go to the recorder directly.
+            _ => None,
         };
         if before != after {
             self.result.outputs_changed = true;
@@ -482,6 +482,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             return Err(NodeOutput::failed(Diagnostics::new(), None));
         }
         let state = self.holder.state();
+        if let Some(pending) = state.pending.get(id) {
+            // Its object may exist: never a plain create over it (DESIGN §97).
+            return Err(NodeOutput::failed(node::pending_refusal(pending), None));
+        }
         let mode = self.mode;
         let resolved = self.resolve_config(node);
         if !resolved.errors.is_empty() {
@@ -492,18 +496,19 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     .map(|e| Diagnostic::error(e.clone()).for_resource(id))
                     .collect(),
             );
-            return Err(NodeOutput {
-                action: None,
-                changes: Vec::new(),
-                commit: None,
-                drift: None,
-                diagnostics: diags,
-                ok: false,
-                elapsed: Duration::ZERO,
-                deposed: Vec::new(),
-                planned_object: None,
-            });
+            return Err(NodeOutput::failed(diags, None));
         }
+        let create_noted = match (mode, node.kind) {
+            (Mode::Apply(mutation), NodeKind::Managed) if !state.contains(id) => {
+                let (ty, config) = (&node.type_name, &resolved.value);
+                Some(
+                    self.recorder
+                        .note_create(id, ty, &node.provider, config, mutation),
+                )
+            }
+            _ => None,
+        };
+        let state = self.holder.state();
         let triggers = self.replace_triggers(id, node);
         let wave = self.wave_of(i);
         let decl = &wave.ir.providers[&node.provider];
@@ -538,6 +543,8 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 .then(|| self.earlier_read(id))
                 .flatten(),
             keep_old: self.read_by_others.contains(id),
+            in_doubt: Default::default(),
+            create_noted,
         };
         if !input.triggers.fired.is_empty() {
             // For its plan row.
@@ -567,6 +574,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             NodeProgress::Commit(change, mutation) => {
                 self.record(*change, mutation);
                 self.flush_commits();
+            }
+            // Written with whatever else the scheduler's next flush takes (DESIGN §97).
+            NodeProgress::Intend(operation, mutation, ack) => {
+                self.recorder.intend(*operation, mutation, ack)
             }
         }
     }
@@ -608,6 +619,11 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                     gone: *gone,
                 },
             );
+        }
+        if let Mode::Apply(mutation) = self.mode {
+            let recorded = matches!(&out.commit, Some(Change::Put(_)));
+            self.recorder
+                .settle_intent(&id, out.in_doubt, recorded, mutation);
         }
         if let Some(change) = out.commit {
             if let Mode::Apply(mutation) = self.mode {

@@ -104,6 +104,14 @@ impl Engine<'_> {
         }
     }
 
+    /// Names every operation a stopped run left pending (DESIGN §97), before anything else.
+    fn announce_pending(&mut self, state: &StateFile) {
+        for operation in state.pending.values() {
+            let event = Event::PendingOperation(Box::new(operation.clone()));
+            self.sink.event(event);
+        }
+    }
+
     /// `nivis plan`: what the next apply would do, phase 1 in full and later phases as waits.
     pub fn plan(&mut self) -> Result<Report, EngineError> {
         let report = self.reporting(Self::plan_phases)?;
@@ -113,6 +121,7 @@ impl Engine<'_> {
     /// `plan`'s run: phase 1 planned, what waits listed, the saved plan built.
     fn plan_phases(&mut self) -> Result<Report, EngineError> {
         let mut holder = self.open_copy()?;
+        self.announce_pending(holder.state());
         if self.opts.save {
             self.providers.identify = true;
             self.sink.keep();
@@ -186,6 +195,7 @@ impl Engine<'_> {
         confirm: Confirm<'_>,
         mutation: Mutation,
     ) -> Result<Report, EngineError> {
+        self.announce_pending(holder.state());
         let Ended {
             stop,
             ir,

@@ -10,6 +10,7 @@
 //! token) or the in-memory copy a plan previews on. Not: what the changes are (`node`),
 //! scheduling (`sched`), the files (`state`).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,8 +18,9 @@ use std::time::Duration;
 use super::events::{Event, Sink};
 use super::EngineError;
 use crate::sched::Status;
-use crate::state::{Change, StateError, StateFile};
+use crate::state::{Change, PendingOperation, StateError, StateFile};
 use crate::state::{LockedStore, MemoryStore, Mutation, StateStore};
+use crossbeam_channel::Sender;
 
 /// Where the changes of moves and imports go: into the run's locked state, with the token, or
 /// into the in-memory copy a plan (or the preview before an apply) works on.
@@ -71,6 +73,11 @@ pub(super) struct Recorder {
     unrecorded: Vec<Change>,
     /// Events held back with them.
     held: Vec<Event>,
+    /// The turns waiting to hear whether their pending operation is durable (DESIGN §97):
+    /// answered by the next flush.
+    acks: Vec<Sender<bool>>,
+    /// The addresses whose pending operation this run noted and has not settled.
+    intended: HashSet<String>,
 }
 
 impl Recorder {
@@ -78,6 +85,53 @@ impl Recorder {
     pub(super) fn record(&mut self, change: Change, mutation: Mutation) {
         self.grant = Some(mutation);
         self.pending.push(change);
+    }
+
+    /// Queues the note that `operation` is about to be sent; `ack` hears, once the next flush
+    /// has written it, whether it is durable (the turn sends nothing otherwise).
+    pub(super) fn intend(
+        &mut self,
+        operation: PendingOperation,
+        mutation: Mutation,
+        ack: Sender<bool>,
+    ) {
+        self.intended.insert(operation.address.clone());
+        self.record(Change::Intend(operation), mutation);
+        self.acks.push(ack);
+    }
+
+    /// Notes that resource `id` (of `type_name`, by `provider`), with no record, will be
+    /// created with `config`: written with the next commit, which usually comes before its
+    /// turn reaches the create (the flush after the batch it was dispatched with). The turn
+    /// waits on the answer returned (DESIGN §97).
+    pub(super) fn note_create(
+        &mut self,
+        id: &str,
+        type_name: &str,
+        provider: &str,
+        config: &crate::value::Value,
+        mutation: Mutation,
+    ) -> crossbeam_channel::Receiver<bool> {
+        let action = crate::state::PendingAction::Create;
+        let operation = super::node::pending_operation(id, type_name, provider, action, config);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.intend(operation, mutation, tx);
+        rx
+    }
+
+    /// The turn of `id` ended: settles the operation it noted as pending, unless its result's
+    /// record (`recorded`, a put) settles it already or the provider gave no answer
+    /// (`in_doubt`: the object may exist, so the note stays for the next run).
+    pub(super) fn settle_intent(
+        &mut self,
+        id: &str,
+        in_doubt: bool,
+        recorded: bool,
+        mutation: Mutation,
+    ) {
+        if self.intended.remove(id) && !in_doubt && !recorded {
+            self.record(Change::Settle(id.to_string()), mutation);
+        }
     }
 
     /// Sends `event` once every change queued so far is durable.
@@ -103,8 +157,28 @@ impl Recorder {
                 self.failure = Some(e);
             }
         }
-        if self.failure.is_some() {
-            self.unrecorded.append(&mut self.pending);
+        let durable = self.failure.is_none();
+        for ack in self.acks.drain(..) {
+            // A turn that stopped waiting has nothing to send.
+            let _ = ack.send(durable);
+        }
+        if !durable {
+            // A note in a batch the state did not take was answered `false` above: its
+            // operation is not sent. The write may still have landed (its answer lost, or the
+            // lock found gone after it), so what is retried or rescued settles the note again
+            // right after it: neither the state nor a replayed rescue file keeps it, and a
+            // rescue file holds the landed segment's changes, which shows nobody else wrote.
+            for change in self.pending.drain(..) {
+                let settled = match &change {
+                    Change::Intend(operation) => {
+                        self.intended.remove(&operation.address);
+                        Some(Change::Settle(operation.address.clone()))
+                    }
+                    _ => None,
+                };
+                self.unrecorded.push(change);
+                self.unrecorded.extend(settled);
+            }
             self.held.append(&mut self.announce);
             return;
         }
@@ -163,7 +237,7 @@ impl Recorder {
             // Nothing was recorded, so nothing failed to be.
             None => Outcome::AllRecorded,
         };
-        let objects = || self.unrecorded.iter().map(Unrecorded::from).collect();
+        let objects = || self.unrecorded.iter().filter_map(Unrecorded::of).collect();
         let lost: Vec<Unrecorded> = match &outcome {
             Outcome::Lost { .. } => objects(),
             _ => Vec::new(),
@@ -243,19 +317,21 @@ pub struct Unrecorded {
     pub deleted: bool,
 }
 
-impl From<&Change> for Unrecorded {
-    fn from(change: &Change) -> Unrecorded {
+impl Unrecorded {
+    /// The object a change would have recorded; none for the notes of pending operations.
+    fn of(change: &Change) -> Option<Unrecorded> {
         match change {
-            Change::Put(r) => Unrecorded {
+            Change::Put(r) => Some(Unrecorded {
                 id: r.id.clone(),
                 object_id: r.attributes["id"].as_str().map(str::to_string),
                 deleted: false,
-            },
-            Change::Remove(id) => Unrecorded {
+            }),
+            Change::Remove(id) => Some(Unrecorded {
                 id: id.clone(),
                 object_id: None,
                 deleted: true,
-            },
+            }),
+            Change::Intend(_) | Change::Settle(_) => None,
         }
     }
 }

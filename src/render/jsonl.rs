@@ -213,6 +213,16 @@ pub fn event_json(event: &Event) -> serde_json::Value {
             json!({"type": "drift", "id": id, "gone": gone, "changes": change_records(changes)})
         }
         Event::Warning(d) => json!({"type": "warning", "diagnostic": diag_json(d)}),
+        Event::PendingOperation(op) => json!({
+            "type": "pending-operation",
+            "id": op.address,
+            "action": op.action,
+            "provider": op.provider,
+            "typeName": op.type_name,
+            "digest": op.digest,
+            "run": op.run,
+            "message": op.summary(),
+        }),
         Event::Condition { condition, fatal } => condition_json(condition, *fatal),
         Event::PolicyViolation {
             phase,

@@ -56,6 +56,17 @@ pub fn print_declined(redactor: &Redactor, message: &str) {
     outln!("{}", escape(redactor, message));
 }
 
+/// The warning a plan or apply opens with for an operation a stopped run left pending: the
+/// object may exist (DESIGN §97).
+pub(super) fn write_pending(
+    style: Style,
+    redactor: &Redactor,
+    op: &crate::state::PendingOperation,
+) {
+    let d = Diagnostic::warning(op.summary()).with_detail(op.remedy());
+    write_diagnostics(style, redactor, &[d]);
+}
+
 /// Diagnostics on stderr.
 pub fn write_diagnostics(style: Style, redactor: &Redactor, diagnostics: &[Diagnostic]) {
     let mut err = std::io::stderr().lock();

@@ -72,6 +72,11 @@
 //! }
 //! ```
 //!
+//! A snapshot may also hold `pendingOperations` (absent when empty): by address, each
+//! operation sent to a provider whose result no commit recorded yet (`pending.rs`, DESIGN §97).
+//! A journal line's changes may then also be `{"intend": {…an operation…}}` and
+//! `{"settle": "ADDRESS"}`; a `put` of an address settles what was pending on it.
+//!
 //! `kind` is `managed` or `data`; `status` is `ready` or `tainted`; `private` is standard padded
 //! base64 or `null`; each `sensitivePaths` entry is a JSON array of keys and indices; `deposed`
 //! holds objects `{"key", "attributes", "private", "schemaVersion"}` (a resource's or deposed
@@ -142,6 +147,7 @@
 pub mod audit;
 mod backend;
 pub mod backup;
+mod change;
 #[cfg(test)]
 mod crash_tests;
 mod durable;
@@ -155,6 +161,7 @@ mod lost;
 mod memory;
 mod model;
 mod mutation;
+mod pending;
 mod read_lock;
 mod rescue;
 pub mod s3;
@@ -179,6 +186,7 @@ pub use model::{
     SCHEMA_VERSION,
 };
 pub use mutation::Mutation;
+pub use pending::{this_run, PendingAction, PendingOperation, RunId};
 pub use read_lock::ReadLock;
 
 /// What every state store offers: read the current state, and commit a batch of changes.

@@ -18,6 +18,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use super::change::Change;
+use super::pending::PendingOperation;
+
 /// Major version of the state format this build writes (`schemaVersion` in the file). It also
 /// reads version 2, which spelled the resource keys in snake_case (`type_name`, ...), and
 /// version 1, written by the first release as `schema_version`, which differs from 2 only in
@@ -166,6 +169,14 @@ pub struct StateFile {
     pub lineage: String,
     /// Resources by id (the IR resource id); each value's `id` equals its key.
     pub resources: BTreeMap<String, ResourceState>,
+    /// Operations sent to a provider whose result is not recorded, by address (DESIGN §97);
+    /// `pendingOperations` in the file, absent when empty.
+    #[serde(
+        rename = "pendingOperations",
+        default,
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub pending: BTreeMap<String, PendingOperation>,
     /// Fields added by a newer release of this format version, kept as they were.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -210,6 +221,7 @@ impl TryFrom<Map<String, Value>> for StateFile {
             serial: f.take("serial")?,
             lineage: f.take("lineage")?,
             resources: f.take("resources")?,
+            pending: f.take_optional("pendingOperations")?.unwrap_or_default(),
             extra: f.rest(),
         };
         if legacy && !state.extra.is_empty() {
@@ -276,6 +288,7 @@ impl StateFile {
             serial: 0,
             lineage: lineage.into(),
             resources: BTreeMap::new(),
+            pending: BTreeMap::new(),
             extra: BTreeMap::new(),
         }
     }
@@ -310,6 +323,15 @@ impl StateFile {
         self.resources.is_empty()
     }
 
+    /// The changes that rebuild this state from an empty one: a put per record, then a note
+    /// per pending operation (DESIGN §97), so a state saved whole (its directory or objects
+    /// went mid-run) still says which objects may exist unrecorded.
+    pub fn rebuilding_changes(&self) -> Vec<Change> {
+        let records = self.resources.values().cloned().map(Change::Put);
+        let notes = self.pending.values().cloned().map(Change::Intend);
+        records.chain(notes).collect()
+    }
+
     /// The changes that rename the record at `from` to `to` (a move: the real object stays as
     /// it is): the record under its new id, the old id removed, and every record that named
     /// `from` among its dependencies naming `to` instead. Empty when `from` is not recorded.
@@ -334,15 +356,27 @@ impl StateFile {
         changes
     }
 
-    /// Applies one change in memory: `Put` inserts or replaces, `Remove` of an absent id does
-    /// nothing. Costs O(size of the change + log n).
+    /// Applies one change in memory: `Put` inserts or replaces (and settles an operation
+    /// pending on its id: the record is its result), `Remove` of an absent id does nothing (and
+    /// settles nothing: a replace's create may follow it), `Intend` notes a pending operation,
+    /// `Settle` forgets one. Costs O(size of the change + log n).
     pub fn apply(&mut self, change: &Change) {
         match change {
             Change::Put(resource) => {
+                if !self.pending.is_empty() {
+                    self.pending.remove(&resource.id);
+                }
                 self.resources.insert(resource.id.clone(), resource.clone());
             }
             Change::Remove(id) => {
                 self.resources.remove(id);
+            }
+            Change::Intend(operation) => {
+                self.pending
+                    .insert(operation.address.clone(), operation.clone());
+            }
+            Change::Settle(id) => {
+                self.pending.remove(id);
             }
         }
     }
@@ -537,30 +571,6 @@ impl TryFrom<Map<String, Value>> for DeposedObject {
             schema_version: f.take("schemaVersion")?,
             extra: f.rest(),
         })
-    }
-}
-
-/// One change to a state; a store commits a batch of them at once.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "changes live briefly in small batches: boxing `Put` would cost an allocation per resource"
-)]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Change {
-    /// Insert or replace the resource under its id.
-    Put(ResourceState),
-    /// Forget the resource with this id (nothing happens if it is absent).
-    Remove(String),
-}
-
-impl Change {
-    /// The resource id this change touches.
-    pub fn id(&self) -> &str {
-        match self {
-            Change::Put(resource) => &resource.id,
-            Change::Remove(id) => id,
-        }
     }
 }
 

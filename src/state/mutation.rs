@@ -75,6 +75,10 @@ mod tests {
         ("src/cli/state.rs", "Mutation::for_state_verb(\"state mv\")"),
         ("src/cli/state.rs", "Mutation::for_state_verb(\"state rm\")"),
         (
+            "src/cli/state.rs",
+            "Mutation::for_state_verb(\"state resolve\")",
+        ),
+        (
             "src/cli/backend.rs",
             "Mutation::for_state_verb(\"state push\")",
         ),

@@ -66,10 +66,11 @@ impl Rescued {
         Ok(self.changes)
     }
 
-    /// The resource ids the changes touch, in order, each once.
+    /// The resource ids the changes record, in order, each once (not the notes of pending
+    /// operations, which are no results).
     pub(crate) fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = Vec::new();
-        for change in &self.changes {
+        for change in self.changes.iter().filter(|c| c.is_record()) {
             if !ids.iter().any(|id| id == change.id()) {
                 ids.push(change.id().to_string());
             }

@@ -78,6 +78,7 @@ impl<'de> Visitor<'de> for SnapshotVisitor {
         let mut current = false;
         let (mut serial, mut lineage, mut resources) = (None, None, None);
         let mut extra = BTreeMap::new();
+        let mut pending = BTreeMap::new();
         while let Some(key) = map.next_key::<String>()? {
             if seen.contains(&key) {
                 return Err(decline("a repeated key"));
@@ -97,6 +98,10 @@ impl<'de> Visitor<'de> for SnapshotVisitor {
                 "lineage" => lineage = Some(field::<String, A::Error>(map.next_value()?)?),
                 "resources" if current => resources = Some(map.next_value_seed(ResourcesSeed)?),
                 "resources" => return Err(decline("resources before the version")),
+                "pendingOperations" => {
+                    let value: Option<_> = field::<_, A::Error>(map.next_value()?)?;
+                    pending = value.unwrap_or_default();
+                }
                 _ => {
                     extra.insert(key, map.next_value::<Value>()?);
                 }
@@ -108,6 +113,7 @@ impl<'de> Visitor<'de> for SnapshotVisitor {
                 serial,
                 lineage,
                 resources,
+                pending,
                 extra,
             }),
             _ => Err(decline("a field is missing")),

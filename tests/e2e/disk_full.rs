@@ -188,9 +188,27 @@ fn records_too_big_for_the_free_space_are_rescued_or_listed_never_lost() {
 
     fs.grow("64m");
     let p = p.env("NIVIS_FAKE_COUNTER", "100000");
+    // The creates in flight were noted (DESIGN §97): the objects the run could not record
+    // are imported, the other notes confirmed absent, as a user would.
+    let plan = p.run(&["plan"], &["--json"]);
+    let orphans = p.remote_vs_state().orphans;
+    let pad = "x".repeat(120 * 1024);
+    let (_, imported) = resolve_pending(
+        &plan,
+        &orphans,
+        |a| format!("t{}-{pad}", a.trim_start_matches("alpha.alpha_token.t__")),
+        |a, id| p.run(&["import", a, id], &[]),
+        |a| p.state_cmd(&["state", "resolve", a, "--absent"]),
+    );
+    assert_eq!(
+        imported,
+        orphans.len(),
+        "every unrecorded object was pending"
+    );
     let done = p.run(&["apply"], &["--auto-approve", "--json"]);
     assert_success(&done);
-    // Only what the first run listed as unrecorded can exist twice (the user was told).
+    // Nothing exists twice, nothing is left unrecorded.
+    assert!(p.remote_vs_state().orphans.is_empty());
     let diff = p.remote_vs_state();
     assert!(diff.phantoms.is_empty(), "{diff:?}");
     let orphan_ids: Vec<&String> = diff.orphans.iter().map(|(id, _)| id).collect();

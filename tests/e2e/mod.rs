@@ -30,6 +30,7 @@ mod modules;
 mod moves;
 mod next_steps;
 mod nixops4;
+mod pending;
 mod plan_truth;
 mod policy;
 mod prestart;

@@ -414,22 +414,27 @@ fn kill_mid_create(s: &Scenario, lxd: &Lxd) {
     }
 }
 
-/// After a kill -9 mid-create LXD has a container the state does not know (stopped: the
-/// provider died between creating and starting it). Today the next apply fails with LXD's
-/// "already exists", as Terraform's does; what a user does then is import it (the provider
-/// then sees nothing to change, since `status` is computed and it never starts an existing
-/// container) and replace it to get the container the plan declares, running. (Once pending
-/// operations are recorded the next apply may know the container itself; the test then only
-/// asks for the running container.)
+/// After a kill -9 mid-create LXD has a container the state does not know (stopped, when the
+/// provider died between creating and starting it). The create was noted as pending before it
+/// was sent (DESIGN §97): the next plan names it first and plans no plain create over it (the
+/// apply used to fail with LXD's "already exists", as Terraform's does). The user imports it
+/// (the provider then sees nothing to change, since `status` is computed and it never starts
+/// an existing container) and replaces it to get the container the plan declares, running.
 fn converge_after_kill(s: &Scenario, lxd: &Lxd) {
-    let out = s.run(&["apply"], &["--auto-approve"]);
-    if !out.status.success() {
-        let text = format!("{}{}", stdout(&out), stderr(&out));
-        assert!(text.contains("already exists"), "{text}");
-        // The provider's import id for a container is NAME/IMAGE (LXD does not say which
-        // image a container came from).
-        assert_success(&s.run(&["import"], &["lxd.lxd_container.late", "late/busybox"]));
-    }
+    let plan = s.run(&["plan"], &[]);
+    let text = format!("{}{}", stdout(&plan), stderr(&plan));
+    assert!(!plan.status.success(), "{text}");
+    assert!(
+        text.contains("a create of lxd.lxd_container.late was in flight when run "),
+        "{text}"
+    );
+    assert!(
+        !text.contains("already exists"),
+        "no create was sent: {text}"
+    );
+    // The provider's import id for a container is NAME/IMAGE (LXD does not say which image a
+    // container came from).
+    assert_success(&s.run(&["import"], &["lxd.lxd_container.late", "late/busybox"]));
     let late = || lxd.instances().into_iter().find(|(n, _)| n == "late");
     if late().is_some_and(|(_, status)| status != "Running") {
         let out = s.run(

@@ -227,13 +227,31 @@ fn two_machines_share_one_state_and_a_killed_holder_is_freed_by_force_unlock() {
     let killed = a.project.remote_vs(&recorded_in(&b.pulled()));
     killed.assert_killed_mid_apply(10);
 
-    // The next apply completes: nothing recorded is lost or created again.
+    // The creates in flight were noted as pending (DESIGN §97): resolved as a user would
+    // (the orphans imported, the others confirmed absent), the next apply completes: nothing
+    // recorded is lost or created again, and nothing is left unrecorded.
     let b = b.env("NIVIS_FAKE_COUNTER", "3000");
+    let plan = b.run(&["plan"], &["--json", "--var", "n=40"]);
+    let (pending, imported) = resolve_pending(
+        &plan,
+        &killed.orphans,
+        |a| format!("s{}", a.trim_start_matches("alpha.alpha_token.t__")),
+        |a, id| b.run(&["import", a, id], &["--var", "n=40"]),
+        |a| b.cmd(&["state", "resolve", a, "--absent"]),
+    );
+    assert_eq!(
+        imported,
+        killed.orphans.len(),
+        "every orphan was pending: {pending:?}"
+    );
     assert_success(&b.run(&["apply"], &["--auto-approve", "--var", "n=40"]));
     assert_eq!(a.ids().len(), 40);
-    a.project
-        .remote_vs(&recorded_in(&a.pulled()))
-        .assert_rerun_after(&killed);
+    let after = a.project.remote_vs(&recorded_in(&a.pulled()));
+    assert!(
+        after.orphans.is_empty() && after.duplicated.is_empty(),
+        "{after:?}"
+    );
+    assert!(after.phantoms.is_empty(), "{after:?}");
     assert!(
         client.get("team/nivis.state.lock").unwrap().is_none(),
         "lock released"

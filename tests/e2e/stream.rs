@@ -212,6 +212,16 @@ fn killed_between_a_commit_and_the_evaluation_it_triggered_the_rerun_converges()
     let p = p
         .env("NIVIS_FAKE_LATENCY_MS", "")
         .env("NIVIS_FAKE_COUNTER", "100000");
+    // The creates in flight at the kill were noted (DESIGN §97) and made no object (the
+    // orphans are none): confirmed absent, as a user would.
+    let plan = p.run(&["plan"], &["--attr", "plan", "--json"]);
+    resolve_pending(
+        &plan,
+        &killed.orphans,
+        |a| a.to_string(),
+        |a, id| p.run(&["import", a, id], &["--attr", "plan"]),
+        |a| p.state_cmd(&["state", "resolve", a, "--absent"]),
+    );
     let out = p.run(&["apply"], &["--attr", "plan", "--auto-approve", "--json"]);
     assert_success(&out);
     let created: Vec<String> = (crate::util::events(&out).iter())

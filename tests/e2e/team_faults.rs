@@ -55,8 +55,17 @@ fn a_paused_writer_whose_lock_was_forced_open_stops_and_creates_nothing_more() {
         .to_string();
     // m2 is told to force the lock (the holder runs on this test's host, so --force).
     assert_success(&m2.cmd(&["force-unlock", &lock_id, "--force"]));
-    assert_success(&m2.run(&["apply"], &["--auto-approve"]));
-    assert_eq!(m2.ids().len(), 300);
+    // m1 noted each create before sending it (DESIGN §97): m2 names those in flight, plans
+    // no create over them, and so changes nothing until they are resolved (below, once m1
+    // has stopped: a create it was about to send may still leave). Before §97 m2 applied all
+    // 300 at once and duplicated m1's in-flight objects; the test allowed that, now it cannot.
+    let planned = m2.run(&["plan"], &["--json"]);
+    assert!(!planned.status.success(), "{}", stderr(&planned));
+    assert!(
+        stdout(&planned).contains("was in flight when run"),
+        "{}",
+        stdout(&planned)
+    );
     let before_resume = m1.project.objects().created();
 
     // The lid opens.
@@ -89,10 +98,30 @@ fn a_paused_writer_whose_lock_was_forced_open_stops_and_creates_nothing_more() {
     for (id, _) in &diff.orphans {
         assert!(listed.contains(id), "orphan {id} not named by m1: {err}");
     }
-    let orphan_labels: Vec<&String> = diff.orphans.iter().map(|(_, l)| l).collect();
     assert!(
-        diff.duplicated.keys().all(|l| orphan_labels.contains(&l)),
-        "{diff:?}"
+        diff.duplicated.is_empty(),
+        "nothing was created twice: {diff:?}"
+    );
+    // Resolved as a user does (each orphan imported, the rest confirmed absent), m2's apply
+    // completes with every object recorded once.
+    let (pending, imported) = resolve_pending(
+        &planned,
+        &diff.orphans,
+        |a| format!("p{}", a.trim_start_matches("alpha.alpha_token.t__")),
+        |a, id| m2.run(&["import", a, id], &[]),
+        |a| m2.cmd(&["state", "resolve", a, "--absent"]),
+    );
+    assert_eq!(
+        imported,
+        diff.orphans.len(),
+        "every orphan was pending: {pending:?}"
+    );
+    assert_success(&m2.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(m2.ids().len(), 300);
+    let after = m2.project.remote_vs(&recorded_in(&m2.pulled_from_bucket()));
+    assert!(
+        after.orphans.is_empty() && after.phantoms.is_empty() && after.duplicated.is_empty(),
+        "{after:?}"
     );
     // m2's state is whole and its lock free: the next plan changes nothing.
     let plan = m2.run(&["plan"], &[]);
@@ -241,8 +270,12 @@ fn state_objects_vanishing_mid_apply_stop_the_run_and_name_what_is_unrecorded() 
     let mut run = m.spawn_apply_with(&[], std::fs::File::create(&err_path).unwrap().into());
     let client = weed.client();
     let journal = format!("{key}.journal/");
+    // Segments this run wrote: the first apply's stay behind its snapshot, and since each
+    // create is noted before it is sent (DESIGN §97) they alone can reach 3, which must not
+    // let the deletion below come before this run has even read the state.
+    let earlier = client.list(&journal).unwrap().len();
     wait_for("results recorded remotely", Duration::from_secs(60), || {
-        client.list(&journal).map(|k| k.len() >= 3).unwrap_or(false)
+        (client.list(&journal)).is_ok_and(|k| k.len() >= earlier + 3)
     });
     // A lifecycle rule or a mistaken `aws s3 rm`: snapshot and journal go, the lock stays.
     let lock = format!("{key}.lock");
@@ -430,6 +463,16 @@ fn state_repair_salvages_a_journal_missing_a_middle_segment() {
     assert_eq!(aside.len(), segments.len() - 1, "{aside:?}");
     let kept = m.ids().len();
     assert!(kept > 0 && kept < 300, "{kept} kept");
-    assert_success(&m.run(&["plan"], &[]));
+    // The state reads again. The creates noted before the gap (DESIGN §97) whose results were
+    // in the lost segments or never came are pending: the plan names each and plans no create
+    // over it (before §97 it planned them as new, duplicating what the lost records held).
+    let plan = m.run(&["plan"], &[]);
+    let err = stderr(&plan);
+    let refused: Vec<&str> = err.lines().filter(|l| l.starts_with("Error [")).collect();
+    assert!(
+        refused.iter().all(|l| l.contains("was in flight when run")),
+        "only pending operations stop the plan: {err}"
+    );
+    assert_eq!(plan.status.success(), refused.is_empty(), "{err}");
     assert!(client.get(&format!("{key}.lock")).unwrap().is_none());
 }

@@ -123,6 +123,21 @@ pub enum StateCommand {
         #[command(flatten)]
         lock: LockWaitArg,
     },
+    /// Settle an operation a stopped run left pending (a create that may have made an object
+    /// the state does not record): `--absent` says the object does not exist. If it does,
+    /// record it with `nivis import ADDRESS ID` instead.
+    #[command(after_help = "Example:\n  nivis state resolve lxd.lxd_container.c3 --absent")]
+    Resolve {
+        /// The address the pending operation names (`nivis plan` lists them).
+        address: String,
+        /// Confirms that the operation left no object (you looked): the next apply creates it.
+        #[arg(long, required = true)]
+        absent: bool,
+        #[command(flatten)]
+        state: StateTarget,
+        #[command(flatten)]
+        lock: LockWaitArg,
+    },
     /// Move a record to another address (a rename), leaving the real object alone.
     #[command(
         after_help = "Example:\n  nivis state mv null.null_resource.first null.null_resource.primary"

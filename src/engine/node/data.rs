@@ -63,6 +63,7 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
                 changes_outputs: true,
                 read_with: None,
             }),
+            in_doubt: false,
         };
     }
     let earlier = match earlier_result(input, &s.block, &config) {
@@ -137,6 +138,7 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
         elapsed: Default::default(),
         deposed: Vec::new(),
         planned_object: Some(planned_object),
+        in_doubt: false,
     }
 }
 

@@ -9,7 +9,7 @@ use super::record::{
 };
 use super::upgrade::{upgrade, StoredObject};
 use super::{
-    check_allowed, conform, err, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress,
+    check_allowed, conform, err, intend, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress,
     PlannedObject,
 };
 use crate::diag::{Diagnostic, Diagnostics};
@@ -19,6 +19,7 @@ use crate::ir::IgnorePath;
 use crate::plan;
 use crate::provider::{ApplyRequest, PlanRequest};
 use crate::schema::Block;
+use crate::state::PendingAction;
 use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
 use crate::value::{self, PathStep, Type, Value};
 
@@ -262,6 +263,7 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
             .flat_map(|p| p.deposed.iter().map(|d| d.key.clone()))
             .collect(),
         planned_object,
+        in_doubt: false,
     };
     Ok(Planned {
         schema: s,
@@ -365,6 +367,21 @@ fn apply_managed(
         out.ok = false;
         out.diagnostics = diags;
         return out;
+    }
+    // A create may leave an object the state does not know if the run stops before its
+    // result is recorded: the state notes it first (DESIGN §97).
+    let pending = match action {
+        Action::Create => Some(PendingAction::Create),
+        Action::Replace { .. } => Some(PendingAction::Replace),
+        _ => None,
+    };
+    if let Some(pending) = pending {
+        if let Err(d) = intend(input, pending, &plan.planned_state, report, mutation) {
+            diags.extend(d);
+            out.ok = false;
+            out.diagnostics = diags;
+            return out;
+        }
     }
 
     let result = match action {
@@ -519,6 +536,8 @@ pub(super) fn apply_change(
     }) {
         Ok(r) => r,
         Err(d) => {
+            // No answer: the provider may have created the object before it died.
+            input.in_doubt.set(true);
             diags.extend(d);
             return Err(None);
         }

@@ -27,8 +27,9 @@ use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Lifecycle, NodeKind};
 use crate::provider::{Capabilities, Provider};
 use crate::schema::Block;
-use crate::state::{Change, ResourceState};
+use crate::state::{Change, PendingAction, PendingOperation, ResourceState};
 use crate::value::Value;
+use crossbeam_channel::{Receiver, Sender};
 
 use self::data::run_data;
 pub(super) use self::delete::destroy;
@@ -103,6 +104,13 @@ pub(super) struct NodeInput {
     /// The run's secrets: what this turn records at sensitive paths (and the recorded values
     /// of its sensitive inputs) is taught to it.
     pub redactor: crate::secrets::Redactor,
+    /// Apply mode, a resource with no record: the note that its create is about to be sent,
+    /// written with the owner's next commit (DESIGN §97); the turn waits for this answer (is
+    /// it durable?) before it sends the create.
+    pub create_noted: Option<Receiver<bool>>,
+    /// Set when a create's call to the provider failed without an answer (the provider died,
+    /// or the connection broke): the object may exist, so its pending operation stays.
+    pub in_doubt: std::cell::Cell<bool>,
 }
 
 /// A data source's result read in this phase's plan: the apply of the phase uses it, so the
@@ -137,6 +145,9 @@ pub(super) enum NodeProgress {
     Commit(Box<Change>, Mutation),
     /// A deposed object was deleted: record the resource without it now (with the token).
     DeposedGone(DeposedGone, Mutation),
+    /// An operation is about to be sent: record it as pending (DESIGN §97) and answer on the
+    /// channel whether that is durable; the turn waits for the answer.
+    Intend(Box<PendingOperation>, Mutation, Sender<bool>),
 }
 
 /// A deposed object deleted: its key, the record without it, and how long the delete took.
@@ -184,6 +195,8 @@ pub(super) struct NodeOutput {
     /// Plan mode: the object as planned, for the resources planned after it in the same phase
     /// (none for a no-op, whose recorded object is what they see).
     pub planned_object: Option<PlannedObject>,
+    /// The provider call of a create failed without an answer: the object may exist.
+    pub in_doubt: bool,
 }
 
 /// What a resource is planned to become, as the resources that read it see it in the same
@@ -212,6 +225,7 @@ impl NodeOutput {
             elapsed: Default::default(),
             deposed: Vec::new(),
             planned_object: None,
+            in_doubt: false,
         }
     }
 }
@@ -227,7 +241,72 @@ pub(super) fn run(input: NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput
     };
     out.diagnostics = std::mem::take(&mut out.diagnostics).for_resource(&id);
     out.elapsed = started.elapsed();
+    out.in_doubt = input.in_doubt.get();
     out
+}
+
+/// The error of a resource whose operation a stopped run left pending: its summary and the
+/// way on.
+pub(super) fn pending_refusal(pending: &PendingOperation) -> Diagnostics {
+    Diagnostic::error(pending.summary())
+        .with_detail(pending.remedy())
+        .into()
+}
+
+/// The note that `action` on resource `id` (of `type_name`, by provider `provider`) is about
+/// to be sent with `request` (the configuration or the planned object: its digest is kept).
+pub(super) fn pending_operation(
+    id: &str,
+    type_name: &str,
+    provider: &str,
+    action: PendingAction,
+    request: &Value,
+) -> PendingOperation {
+    let plain = crate::value::json::to_plain_json(request).unwrap_or(Json::Null);
+    // A plain value's maps are ordered already: its JSON is canonical as written.
+    let bytes = serde_json::to_vec(&plain).unwrap_or_default();
+    PendingOperation {
+        address: id.to_string(),
+        action,
+        provider: provider.to_string(),
+        type_name: type_name.to_string(),
+        digest: crate::engine::plan_file::sha256(&bytes),
+        run: crate::state::this_run().clone(),
+    }
+}
+
+/// Makes sure the state notes that `action` on `input`'s resource is about to be sent with
+/// `request`, durably, before it is: a run killed from then on leaves a note that the object
+/// may exist (DESIGN §97). A create of a resource with no record was noted at dispatch (written
+/// with the owner's next commit, so it usually costs no write of its own); anything else is
+/// noted now, and the turn waits for the write. An error when the state could not take the
+/// note: the operation is then not sent.
+pub(super) fn intend(
+    input: &NodeInput,
+    action: PendingAction,
+    request: &Value,
+    report: &dyn Fn(NodeProgress),
+    mutation: Mutation,
+) -> Result<(), Diagnostics> {
+    let durable = match (&input.create_noted, action) {
+        (Some(noted), PendingAction::Create) => noted.recv(),
+        _ => {
+            let (id, ty) = (&input.id, &input.type_name);
+            let operation = pending_operation(id, ty, &input.provider_id, action, request);
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            report(NodeProgress::Intend(Box::new(operation), mutation, tx));
+            rx.recv()
+        }
+    };
+    match durable {
+        Ok(true) => Ok(()),
+        _ => Err(err(format!(
+            "the {} of {} was not started: the state could not record that it was about to be \
+             sent",
+            action.word(),
+            input.id
+        ))),
+    }
 }
 
 /// Refuses an action the saved plan does not allow (see [`NodeInput::allowed`]).

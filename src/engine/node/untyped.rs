@@ -11,14 +11,14 @@
 
 use serde_json::Value as Json;
 
-use super::{check_allowed, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
+use super::{check_allowed, intend, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::engine::events::{Action, AttrChange};
 use crate::engine::Mutation;
 use crate::ir::IgnorePath;
 use crate::plan;
 use crate::provider::{ApplyRequest, PlanRequest};
-use crate::state::{ResourceKind, ResourceState};
+use crate::state::{PendingAction, ResourceKind, ResourceState};
 use crate::value::{self, PathStep, Value};
 
 /// Runs one resource's turn.
@@ -101,6 +101,7 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         elapsed: Default::default(),
         deposed: Vec::new(),
         planned_object: None,
+        in_doubt: false,
     };
     if action == Action::Recreate && input.lifecycle.prevent_destroy {
         out.ok = false;
@@ -149,7 +150,7 @@ fn apply_object(
     planned: &Planned<'_>,
     mut out: NodeOutput,
     report: &dyn Fn(NodeProgress),
-    _mutation: Mutation,
+    mutation: Mutation,
 ) -> NodeOutput {
     let Planned {
         action,
@@ -169,6 +170,20 @@ fn apply_object(
         out.ok = false;
         return out;
     }
+    // A new object may be left unrecorded if the run stops before its result is: the state
+    // notes it first, durably, as a typed create's (DESIGN §97).
+    let pending = match action {
+        Action::Create => Some(PendingAction::Create),
+        Action::Recreate => Some(PendingAction::Replace),
+        _ => None,
+    };
+    if let Some(pending) = pending {
+        if let Err(d) = intend(input, pending, planned_state, report, mutation) {
+            out.diagnostics.extend(d);
+            out.ok = false;
+            return out;
+        }
+    }
     // A re-create is a create: the old object stays where it is.
     let (prior_state, prior_private) = match action {
         Action::Update => (prior_outputs, planned_private),
@@ -183,6 +198,8 @@ fn apply_object(
     }) {
         Ok(r) => r,
         Err(d) => {
+            // No answer: the provider may have made the object before it died.
+            input.in_doubt.set(true);
             out.diagnostics.extend(d);
             out.ok = false;
             return out;

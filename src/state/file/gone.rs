@@ -27,9 +27,7 @@ impl Store {
                 io::Error::other("the state directory is gone and there is no spare place"),
             ));
         };
-        let mut all: Vec<Change> = (self.state.resources.values().cloned())
-            .map(Change::Put)
-            .collect();
+        let mut all = self.state.rebuilding_changes();
         all.extend_from_slice(changes);
         if let Some(dir) = spare.parent() {
             fs::DirBuilder::new()
@@ -40,7 +38,9 @@ impl Store {
         }
         rescue::write(&spare, &self.state, &all, None)?;
         let mut ids: Vec<String> = self.state.ids().map(str::to_string).collect();
-        ids.extend(changes.iter().map(|c| c.id().to_string()));
+        // Records only: a note of a pending operation is not one (DESIGN §97).
+        let recorded = changes.iter().filter(|c| c.is_record());
+        ids.extend(recorded.map(|c| c.id().to_string()));
         ids.sort();
         ids.dedup();
         self.rescued_whole = Some((spare.clone(), ids));

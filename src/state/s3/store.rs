@@ -278,7 +278,7 @@ impl S3Store {
             log::warn!(
                 "{} result(s) of an earlier run from this machine are kept in the rescue file {} \
                  and not yet in {}: {}; the next apply from this machine records them first",
-                rescued.changes.len(),
+                rescued.ids().len(),
                 path.display(),
                 remote.url,
                 rescued.ids().join(", ")
@@ -477,7 +477,7 @@ impl S3Store {
         )?;
         self.rescue_pending = true;
         if self.lost().is_none() {
-            self.keep_lock_for(changes.len());
+            self.keep_lock_for(changes.iter().filter(|c| c.is_record()).count());
         }
         Ok(self.rescue_path.clone())
     }
@@ -654,13 +654,7 @@ impl S3Store {
                  before the next run"
             ),
             Err(e) => {
-                let all: Vec<Change> = self
-                    .state
-                    .resources
-                    .values()
-                    .cloned()
-                    .map(Change::Put)
-                    .collect();
+                let all = self.state.rebuilding_changes();
                 match self.keep_rescued(&all) {
                     Ok(file) => format!(
                         "writing it back failed ({e}); its whole state ({n} resource(s)) is in \

@@ -149,7 +149,7 @@ impl S3Store {
                     log::warn!("{e}");
                 }
             }
-            self.keep_lock_for(changes.len());
+            self.keep_lock_for(ids.len());
             return Err(StateError::from(RemoteError::Invalid(format!(
                 "cannot record the rescue file {} in {}: {e}; its results ({}) stay in it and \
                  the next run from this machine tries again",
