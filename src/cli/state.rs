@@ -280,7 +280,7 @@ fn resolve_absent(
     wait: Option<Duration>,
     redactor: &Redactor,
 ) -> i32 {
-    let mut store = match open_locked(target, "nivis state resolve", wait, redactor) {
+    let mut store = match backend::open_locked(target, "nivis state resolve", wait, redactor) {
         Ok(s) => s,
         Err(e) => return fail(redactor, &e),
     };
