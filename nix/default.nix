@@ -21,7 +21,9 @@
 #     dependsOn takes resources or id strings; lifecycle takes preventDestroy,
 #     createBeforeDestroy, ignoreChanges ("tags.env", [ "tags" "a.b" ], "*"),
 #     precondition = [ { condition = BOOL; message; } ] and
-#     postcondition = [ { condition = self: BOOL; message; } ] (lib/conditions.nix)
+#     postcondition = [ { condition = self: BOOL; message; } ] (lib/conditions.nix),
+#     replaceTriggeredBy = [ r (r.refAttr "id") ] (replaced when r changes or the output's
+#     value differs from the one at the last apply)
 #
 #   str [ "rec-" (r.refAttr "value") ]      a string built from outputs
 #   compute { ip = vm.refAttr "ip"; } ({ ip }: "http://${ip}")

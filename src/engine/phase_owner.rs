@@ -20,8 +20,7 @@ use super::error::EngineError;
 use super::events::{Action, Event, Wait};
 use super::node::{self, Mode, NodeInput, NodeOutput, NodeProgress};
 use super::record::Recorder;
-use super::resolve::{resolve, Lookup, Resolved};
-use super::{deposed, interrupt_flag, stale, triggers};
+use super::{deposed, interrupt_flag, stale};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::{Capabilities, Provider};
@@ -31,6 +30,7 @@ use crate::value::json::from_plain_json;
 use crate::value::Value;
 
 mod host;
+mod lookup;
 mod waves;
 pub(super) use host::{Admitted, PhaseHost};
 use waves::{awaited_by_deferred, wave_slots, Evaluating, Started};
@@ -384,47 +384,6 @@ impl PhaseOwner<'_, '_> {
         // Commit at once: a completed provider operation must be durable before anything
         // that depends on it starts. The scheduler's flush batches several into one fsync.
         self.recorder.record(change, mutation);
-    }
-}
-
-impl PhaseOwner<'_, '_> {
-    /// `node`'s configuration with its references resolved: in plan mode, what changes in this
-    /// phase is seen as planned; otherwise as recorded.
-    fn resolve_config(&self, node: &Node) -> Resolved {
-        resolve(
-            &node.config,
-            &|rid| self.lookup(rid),
-            &self.host.opts().redactor,
-        )
-    }
-
-    /// Resource `rid` as the phase sees it: in plan mode, what changes in this phase is seen
-    /// as planned; otherwise as recorded.
-    fn lookup(&self, rid: &str) -> Lookup<'_> {
-        if self.mode == Mode::Plan && self.running.contains(rid) && !self.unchanged.contains(rid) {
-            return match self.planned.get(rid) {
-                Some(p) => Lookup::Planned(&p.value, &p.sensitive),
-                None => Lookup::Pending,
-            };
-        }
-        match self.holder.state().get(rid) {
-            Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
-            None => Lookup::Pending,
-        }
-    }
-
-    /// `node`'s `lifecycle.replaceTriggeredBy` at its turn (DESIGN §103).
-    fn replace_triggers(&self, id: &str, node: &Node) -> triggers::Triggers {
-        if node.lifecycle.replace_triggered_by.is_empty() {
-            return triggers::Triggers::default();
-        }
-        triggers::check(
-            &node.lifecycle.replace_triggered_by,
-            self.holder.state().get(id),
-            self.mode == Mode::Plan,
-            &self.acted,
-            &|rid| self.lookup(rid),
-        )
     }
 }
 

@@ -28,6 +28,7 @@
 mod ephemeral;
 mod fields;
 mod instances;
+mod lifecycle;
 mod model;
 mod parse;
 mod path;

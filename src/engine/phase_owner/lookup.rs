@@ -1,0 +1,49 @@
+//! How the phase's owner sees other resources at a node's turn: a referenced object (planned
+//! or recorded), a configuration resolved against them, and `lifecycle.replaceTriggeredBy`.
+
+use super::PhaseOwner;
+use crate::engine::node::Mode;
+use crate::engine::resolve::{resolve, Lookup, Resolved};
+use crate::engine::triggers;
+use crate::ir::Node;
+
+impl PhaseOwner<'_, '_> {
+    /// `node`'s configuration with its references resolved: in plan mode, what changes in this
+    /// phase is seen as planned; otherwise as recorded.
+    pub(super) fn resolve_config(&self, node: &Node) -> Resolved {
+        resolve(
+            &node.config,
+            &|rid| self.lookup(rid),
+            &self.host.opts().redactor,
+        )
+    }
+
+    /// Resource `rid` as the phase sees it: in plan mode, what changes in this phase is seen
+    /// as planned; otherwise as recorded.
+    pub(super) fn lookup(&self, rid: &str) -> Lookup<'_> {
+        if self.mode == Mode::Plan && self.running.contains(rid) && !self.unchanged.contains(rid) {
+            return match self.planned.get(rid) {
+                Some(p) => Lookup::Planned(&p.value, &p.sensitive),
+                None => Lookup::Pending,
+            };
+        }
+        match self.holder.state().get(rid) {
+            Some(rs) => Lookup::Settled(&rs.attributes, &rs.sensitive_paths),
+            None => Lookup::Pending,
+        }
+    }
+
+    /// `node`'s `lifecycle.replaceTriggeredBy` at its turn (DESIGN §103).
+    pub(super) fn replace_triggers(&self, id: &str, node: &Node) -> triggers::Triggers {
+        if node.lifecycle.replace_triggered_by.is_empty() {
+            return triggers::Triggers::default();
+        }
+        triggers::check(
+            &node.lifecycle.replace_triggered_by,
+            self.holder.state().get(id),
+            self.mode == Mode::Plan,
+            &self.acted,
+            &|rid| self.lookup(rid),
+        )
+    }
+}
