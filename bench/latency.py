@@ -22,10 +22,10 @@ Shapes:
 
 and, with `--terraform`, Terraform 1.0.3 on the same DAG: the same fake provider binary, loaded
 through a `dev_overrides` CLI configuration (no `terraform init`), a Nix-computed edge written as
-an interpolation ("k${alpha_token.r3.id}") and a plain edge as `depends_on`. Today Terraform
-cannot load the fakes: it configures go-plugin's automatic mutual TLS and the fakes serve
-plaintext gRPC ("tls: first record does not look like a TLS handshake"), so the comparison is
-with the bound (a failed Terraform run is reported as such, not fatal).
+an interpolation ("k${alpha_token.r3.id}") and a plain edge as `depends_on`. Terraform talks to
+the fake over go-plugin's automatic mutual TLS, as to a real provider (the fakes serve it when
+the client sets PLUGIN_CLIENT_CERT, DESIGN §104); a failed Terraform run is reported as such,
+not fatal.
 
 Python 3.11 standard library only; not a test, it asserts nothing.
 

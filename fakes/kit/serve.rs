@@ -1,5 +1,6 @@
 //! Serves any `nivis::provider::Provider` as a go-plugin provider binary over tfplugin5 or
-//! tfplugin6: the handshake line, a gRPC server on a unix socket, and message translation.
+//! tfplugin6: the handshake line, a gRPC server on a unix socket (behind go-plugin's AutoMTLS
+//! when the client asks for it, `nivis::plugin::AutoMtlsServer`), and message translation.
 //!
 //! Owns the server side of the wire only: every request is decoded strictly with the schema
 //! (a client sending partial objects fails here as it would against a real provider) and
@@ -8,6 +9,8 @@
 //! message types, so a client that mixes them up fails here.
 
 use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::UnixListener;
 use std::sync::{Arc, Mutex};
 
 use grpcio::{
@@ -17,6 +20,7 @@ use grpcio::{
 use nivis::diag::{Diagnostics, Severity};
 use nivis::plugin::wire::plugin as go_plugin;
 use nivis::plugin::wire::{tfplugin5, tfplugin6};
+use nivis::plugin::AutoMtlsServer;
 use nivis::provider::{ApplyRequest, PlanRequest, Provider};
 use nivis::schema::{AttrType, BlockNesting, ProviderSchema};
 use nivis::value::{PathStep, Type, Value};
@@ -82,15 +86,37 @@ pub(crate) fn serve(provider: Arc<dyn Provider>, protocol: u32) -> ! {
         .expect("build gRPC server");
     let socket = std::env::temp_dir().join(format!("nivis-fake-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&socket);
+    let mtls = auto_mtls();
+    // With TLS, gRPC listens where only this process's TLS end reaches it.
+    let private = std::env::temp_dir().join(format!("nivis-fake-{}.d", std::process::id()));
+    let grpc_socket = match &mtls {
+        Some(_) => {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&private)
+                .expect("create the fake's private directory");
+            private.join("grpc.sock")
+        }
+        None => socket.clone(),
+    };
     server
         .add_listening_port(
-            format!("unix:{}", socket.display()),
+            format!("unix:{}", grpc_socket.display()),
             ServerCredentials::insecure(),
         )
         .expect("listen on unix socket");
     server.start();
+    let cert_field = match mtls {
+        Some(tls) => {
+            let field = tls.handshake_cert();
+            let listener = UnixListener::bind(&socket).expect("listen on unix socket");
+            std::thread::spawn(move || tls.serve(listener, grpc_socket));
+            field
+        }
+        None => String::new(),
+    };
     maybe_junk_handshake();
-    println!("1|{protocol}|unix|{}|grpc|", socket.display());
+    println!("1|{protocol}|unix|{}|grpc|{cert_field}", socket.display());
     let _ = std::io::stdout().flush();
     maybe_noise("startup");
     maybe_endless_line();
@@ -98,7 +124,27 @@ pub(crate) fn serve(provider: Arc<dyn Provider>, protocol: u32) -> ! {
     let _ = stop_rx.recv();
     let _ = futures_executor::block_on(server.shutdown());
     let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_dir_all(&private);
     std::process::exit(0);
+}
+
+/// go-plugin's AutoMTLS, as a real provider does it: with `PLUGIN_CLIENT_CERT` set (Terraform
+/// and Nivis set it) the fake serves TLS with a certificate of its own, printed in its
+/// handshake, and accepts only the client that presented that certificate; without it,
+/// plaintext. `NIVIS_FAKE_PLAINTEXT` keeps it on plaintext anyway, as a provider that predates
+/// AutoMTLS does.
+fn auto_mtls() -> Option<AutoMtlsServer> {
+    let pem = env("PLUGIN_CLIENT_CERT")?;
+    if env("NIVIS_FAKE_PLAINTEXT").is_some() {
+        return None;
+    }
+    match AutoMtlsServer::new(&pem) {
+        Ok(tls) => Some(tls),
+        Err(e) => {
+            eprintln!("fake: {e}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// Writes `NIVIS_FAKE_NOISE` KiB to stdout and stderr at startup.

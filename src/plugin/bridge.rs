@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustls::ClientConnection;
+use rustls::{ClientConnection, Connection};
 
 use super::tls::{TlsClient, TlsError};
 
@@ -117,7 +117,8 @@ impl Accepting {
             let spawned = std::thread::Builder::new()
                 .name(format!("{name}-tls-conn"))
                 .spawn(move || {
-                    if let Err(e) = pump(&plain, session) {
+                    let (tls_sock, conn) = session;
+                    if let Err(e) = pump(&plain, tls_sock, conn.into()) {
                         log::debug!(target: "provider", "{name}: TLS connection ended: {e}");
                     }
                 });
@@ -150,14 +151,21 @@ fn peer_pid(stream: &UnixStream) -> Option<u32> {
     (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
 }
 
-/// Copies bytes between gRPC's plaintext connection and the provider's TLS session until
-/// either side closes.
-fn pump(
+/// Copies bytes between gRPC's plaintext connection and the TLS session on `tls_sock` until
+/// either side closes. Either end: Nivis's (a client session with the provider), or a fake
+/// provider's (a server session, `tls::provider_end`).
+pub(super) fn pump(
     plain: &UnixStream,
-    (tls_sock, mut conn): (UnixStream, ClientConnection),
+    tls_sock: UnixStream,
+    mut conn: Connection,
 ) -> io::Result<()> {
     let mut buf = vec![0u8; CHUNK];
     let mut tls_sock = tls_sock;
+    // The handshake's last read may have brought the peer's first data too (a client's first
+    // bytes often travel with its Finished): the socket will not signal it again.
+    if deliver(&mut conn, plain, &mut buf)? {
+        return Ok(());
+    }
     loop {
         flush(&mut conn, &mut tls_sock)?;
         let mut fds = [
@@ -195,28 +203,31 @@ fn pump(
                 flush(&mut conn, &mut tls_sock)?;
             }
         }
-        if ready(&fds[1]) {
-            if conn.read_tls(&mut tls_sock)? == 0 {
-                return Ok(());
-            }
-            let state = conn
-                .process_new_packets()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            let mut pending = state.plaintext_bytes_to_read();
-            while pending > 0 {
-                let n = conn.reader().read(&mut buf)?;
-                (&*plain).write_all(&buf[..n])?;
-                pending = pending.saturating_sub(n.max(1));
-            }
-            if state.peer_has_closed() {
-                return Ok(());
-            }
+        if ready(&fds[1])
+            && (conn.read_tls(&mut tls_sock)? == 0 || deliver(&mut conn, plain, &mut buf)?)
+        {
+            return Ok(());
         }
     }
 }
 
+/// Processes the TLS records read so far and writes their plaintext to `plain`; returns
+/// whether the peer has closed the session.
+fn deliver(conn: &mut Connection, plain: &UnixStream, buf: &mut [u8]) -> io::Result<bool> {
+    let state = conn
+        .process_new_packets()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let mut pending = state.plaintext_bytes_to_read();
+    while pending > 0 {
+        let n = conn.reader().read(buf)?;
+        (&*plain).write_all(&buf[..n])?;
+        pending = pending.saturating_sub(n.max(1));
+    }
+    Ok(state.peer_has_closed())
+}
+
 /// Writes every TLS record rustls has queued.
-fn flush(conn: &mut ClientConnection, tls_sock: &mut UnixStream) -> io::Result<()> {
+fn flush(conn: &mut Connection, tls_sock: &mut UnixStream) -> io::Result<()> {
     while conn.wants_write() {
         conn.write_tls(tls_sock)?;
     }

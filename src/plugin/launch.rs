@@ -21,7 +21,7 @@ use crossbeam_channel::{bounded, RecvTimeoutError};
 use super::bridge::Bridge;
 use super::handshake::{parse_handshake, Handshake, HandshakeError};
 use super::socket_dir::SocketDir;
-use super::tls::{self, ClientCert, TlsClient, TlsError};
+use super::tls::{self, PluginCert, TlsClient, TlsError};
 use crate::child::{self, Child, End, Line, LineReader, Stdin, Tail, MAX_LINE};
 
 /// The cookie go-plugin servers expect; without it a provider refuses to start.
@@ -278,7 +278,7 @@ enum First {
 pub struct SpawnedPlugin {
     process: PluginProcess,
     first: crossbeam_channel::Receiver<First>,
-    client_cert: ClientCert,
+    client_cert: PluginCert,
     start_timeout: Duration,
 }
 
@@ -303,7 +303,7 @@ impl PluginProcess {
             detail,
         };
         let socket_dir = SocketDir::create().map_err(|e| private(e.to_string()))?;
-        let client_cert = ClientCert::generate().map_err(|e| private(e.to_string()))?;
+        let client_cert = PluginCert::generate().map_err(|e| private(e.to_string()))?;
         let command = plugin_command(spec, &socket_dir, &client_cert);
         let (child, pipes) =
             Child::spawn(command, Stdin::Null).map_err(|source| match source.kind() {
@@ -348,7 +348,7 @@ impl PluginProcess {
 
     /// Starts the TLS bridge when the provider printed a certificate; says which transport is
     /// used (at debug level, `-vv`).
-    fn secure(&mut self, handshake: &Handshake, ours: &ClientCert) -> Result<(), TlsError> {
+    fn secure(&mut self, handshake: &Handshake, ours: &PluginCert) -> Result<(), TlsError> {
         let socket = handshake.target.strip_prefix("unix:").map(Path::new);
         if socket.is_some_and(|s| !s.starts_with(self.socket_dir.path())) {
             log::warn!(target: "provider", "{}: listens at {} outside its private directory {}; other local users may be able to connect to it", self.name, handshake.target, self.socket_dir.path().display());
@@ -527,7 +527,7 @@ fn unsupported(name: String, protocol: u32) -> LaunchError {
 }
 
 /// The provider's command line and its go-plugin environment, on top of ours.
-fn plugin_command(spec: &LaunchSpec, socket_dir: &SocketDir, client_cert: &ClientCert) -> Command {
+fn plugin_command(spec: &LaunchSpec, socket_dir: &SocketDir, client_cert: &PluginCert) -> Command {
     let mut command = crate::child::command(&spec.path);
     command
         .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)

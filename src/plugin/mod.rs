@@ -23,4 +23,4 @@ pub(crate) use call_clock::{off_the_clock, InFlight};
 pub use client::{GrpcProvider, SpawnedProvider, StartError};
 pub use handshake::{parse_handshake, Handshake, HandshakeError};
 pub use launch::{LaunchError, LaunchSpec, PluginProcess, SpawnedPlugin};
-pub use tls::TlsError;
+pub use tls::{AutoMtlsServer, TlsError};

@@ -4,10 +4,12 @@
 //! ([`cert`]), pinning exactly the certificate the provider printed in its handshake (no chain,
 //! no names, no clock: the DER must be byte-equal), checking the provider's handshake signature
 //! with that certificate's key (go-plugin's keys are ECDSA P-521, which *ring* cannot verify:
-//! the `p521` crate does), ALPN `h2` and server name `localhost`. Not: moving bytes between gRPC
-//! and the session (`bridge`), starting the process (`launch`).
+//! the `p521` crate does), ALPN `h2` and server name `localhost`; and, for the fake providers,
+//! the provider's side ([`provider_end`]), pinning the client's certificate the same way. Not:
+//! moving bytes between gRPC and the session (`bridge`), starting the process (`launch`).
 
 pub(crate) mod cert;
+mod provider_end;
 
 use std::fmt;
 use std::io;
@@ -22,11 +24,14 @@ use rustls::pki_types::{
     alg_id, AlgorithmIdentifier, CertificateDer, InvalidSignature, PrivateKeyDer,
     PrivatePkcs8KeyDer, ServerName, SignatureVerificationAlgorithm, UnixTime,
 };
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{
-    CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme,
+    CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, DistinguishedName,
+    SignatureScheme,
 };
 
-pub(crate) use cert::ClientCert;
+pub(crate) use cert::PluginCert;
+pub use provider_end::AutoMtlsServer;
 
 /// How long the TLS handshake with a provider may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -79,12 +84,9 @@ pub(crate) struct TlsClient {
 
 impl TlsClient {
     /// A client that presents `ours` and accepts only `server_cert` (DER).
-    pub(crate) fn new(ours: &ClientCert, server_cert: Vec<u8>) -> Result<TlsClient, TlsError> {
+    pub(crate) fn new(ours: &PluginCert, server_cert: Vec<u8>) -> Result<TlsClient, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = Arc::new(PinnedServer {
-            cert: server_cert,
-            ring: provider.signature_verification_algorithms,
-        });
+        let verifier = Arc::new(Pinned::new(server_cert, &provider));
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ours.key_pkcs8.clone()));
         let mut config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -119,14 +121,34 @@ impl TlsClient {
     }
 }
 
-/// Accepts exactly one server certificate, and handshake signatures made with its key.
+/// Accepts exactly one certificate of the other end (the provider's, or on the provider's
+/// side the client's), and handshake signatures made with its key.
 #[derive(Debug)]
-struct PinnedServer {
+struct Pinned {
     cert: Vec<u8>,
     ring: WebPkiSupportedAlgorithms,
 }
 
-impl PinnedServer {
+impl Pinned {
+    /// Pins `cert` (DER); signatures are checked with `provider`'s algorithms and P-521's.
+    fn new(cert: Vec<u8>, provider: &rustls::crypto::CryptoProvider) -> Pinned {
+        Pinned {
+            cert,
+            ring: provider.signature_verification_algorithms,
+        }
+    }
+
+    /// Whether `end_entity` is the pinned certificate, byte for byte.
+    fn check(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        if end_entity.as_ref() == self.cert.as_slice() {
+            Ok(())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+
     /// Checks a handshake signature with *ring*'s algorithms, then with the P-521 ones.
     fn verify(
         &self,
@@ -134,9 +156,17 @@ impl PinnedServer {
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify(&self.ring).or_else(|_| verify(&P521_ALGORITHMS))
     }
+
+    fn schemes(&self) -> Vec<SignatureScheme> {
+        // First: go-plugin's keys are P-521, and a TLS 1.2 peer takes the first scheme its
+        // key can make (the `ecdsa` crate refuses a SHA-256 digest for P-521: too short).
+        let mut schemes = vec![SignatureScheme::ECDSA_NISTP521_SHA512];
+        schemes.extend(self.ring.supported_schemes());
+        schemes
+    }
 }
 
-impl ServerCertVerifier for PinnedServer {
+impl ServerCertVerifier for Pinned {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -145,13 +175,8 @@ impl ServerCertVerifier for PinnedServer {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if end_entity.as_ref() == self.cert.as_slice() {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::ApplicationVerificationFailure,
-            ))
-        }
+        self.check(end_entity)
+            .map(|()| ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -173,11 +198,46 @@ impl ServerCertVerifier for PinnedServer {
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        // First: go-plugin's keys are P-521, and a TLS 1.2 server takes the first scheme its
-        // key can make (the `ecdsa` crate refuses a SHA-256 digest for P-521: too short).
-        let mut schemes = vec![SignatureScheme::ECDSA_NISTP521_SHA512];
-        schemes.extend(self.ring.supported_schemes());
-        schemes
+        self.schemes()
+    }
+}
+
+impl ClientCertVerifier for Pinned {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        // go-plugin's client presents its one certificate whatever the hint.
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.check(end_entity)
+            .map(|()| ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verify(|algs| verify_tls12_signature(message, cert, dss, algs))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verify(|algs| verify_tls13_signature(message, cert, dss, algs))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.schemes()
     }
 }
 
@@ -247,10 +307,7 @@ mod tests {
 
     #[test]
     fn only_the_pinned_certificate_is_accepted() {
-        let pinned = PinnedServer {
-            cert: vec![1, 2, 3],
-            ring: rustls::crypto::ring::default_provider().signature_verification_algorithms,
-        };
+        let pinned = Pinned::new(vec![1, 2, 3], &rustls::crypto::ring::default_provider());
         let name = ServerName::try_from("localhost").unwrap();
         let check = |der: &[u8]| {
             pinned.verify_server_cert(&CertificateDer::from(der), &[], &name, &[], UnixTime::now())
@@ -258,8 +315,13 @@ mod tests {
         assert!(check(&[1, 2, 3]).is_ok());
         assert!(check(&[1, 2, 4]).is_err());
         assert!(check(&[1, 2, 3, 4]).is_err());
-        assert!(pinned
-            .supported_verify_schemes()
+        assert!(ServerCertVerifier::supported_verify_schemes(&pinned)
             .contains(&SignatureScheme::ECDSA_NISTP521_SHA512));
+        // The provider's end pins the client's certificate the same way.
+        let client = |der: &[u8]| {
+            pinned.verify_client_cert(&CertificateDer::from(der), &[], UnixTime::now())
+        };
+        assert!(client(&[1, 2, 3]).is_ok());
+        assert!(client(&[3, 2, 1]).is_err());
     }
 }

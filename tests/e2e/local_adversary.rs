@@ -575,10 +575,11 @@ fn tls_probe(socket: &Path, dir: &Path) -> String {
     format!("{}\n{}", stdout(&out), stderr(&out))
 }
 
-/// A project with one fake (plaintext) and one real null (mutual TLS) provider, a resource each.
+/// A project with one fake (plaintext: `NIVIS_FAKE_PLAINTEXT`, as a provider that predates
+/// AutoMTLS) and one real null (mutual TLS) provider, a resource each.
 fn fake_and_real_null_project() -> Project {
     let null = real_provider("null");
-    Project::new(&format!(
+    let p = Project::new(&format!(
         "ledger: let \
            a = lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"a\"; }}; \
            n = lib.mkResource {{ provider = \"null\"; type = \"null_resource\"; name = \"n\"; config.triggers = {{ x = \"1\"; }}; }}; \
@@ -586,7 +587,8 @@ fn fake_and_real_null_project() -> Project {
                                       null = lib.mkProvider {{ source = \"{}\"; }}; }}; \
                        resources = [ a n ]; inherit ledger; }}",
         null.display()
-    ))
+    ));
+    p.env("NIVIS_FAKE_PLAINTEXT", "1")
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod encoded_leaks;
 mod ephemeral;
 mod eval_path;
 mod eval_store;
+mod fakes_tls;
 mod faults;
 mod flake;
 mod gen;

@@ -1,4 +1,5 @@
-//! The client certificate Nivis presents to a provider: a fresh self-signed ECDSA P-256
+//! The certificate either end of go-plugin's AutoMTLS presents: Nivis's to a provider, and the
+//! fake providers' to their client ([`super::provider_end`]). A fresh self-signed ECDSA P-256
 //! certificate per launch, DER built by hand (a few fixed structures; no X.509 crate).
 //!
 //! Owns: the key pair and the certificate's bytes, as go-plugin's `generateCert` makes them
@@ -13,14 +14,14 @@ use ring::rand::{SecureRandom, SystemRandom};
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 
 /// A certificate and its private key, both DER, and the certificate as PEM.
-pub(crate) struct ClientCert {
+pub(crate) struct PluginCert {
     /// The certificate (X.509 DER).
     pub(crate) cert_der: Vec<u8>,
     /// The private key (PKCS#8 DER); lives in memory only.
     pub(crate) key_pkcs8: Vec<u8>,
 }
 
-/// Why a client certificate could not be made (the system random source failed).
+/// Why a certificate could not be made (the system random source failed).
 #[derive(Debug)]
 pub(crate) struct CertError(pub(crate) &'static str);
 
@@ -28,7 +29,7 @@ impl std::fmt::Display for CertError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "cannot make the TLS client certificate for the provider: {}",
+            "cannot make the TLS certificate for go-plugin's mutual TLS: {}",
             self.0
         )
     }
@@ -54,9 +55,9 @@ const OID_SERVER_AUTH: &[u8] = &[0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07,
 const VALID_BEFORE: Duration = Duration::from_secs(3600);
 const VALID_AFTER: Duration = Duration::from_secs(365 * 24 * 3600);
 
-impl ClientCert {
+impl PluginCert {
     /// Generates a key pair and a certificate for it, signed by itself.
-    pub(crate) fn generate() -> Result<ClientCert, CertError> {
+    pub(crate) fn generate() -> Result<PluginCert, CertError> {
         let rng = SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
             .map_err(|_| CertError("generating the key pair failed"))?;
@@ -87,7 +88,7 @@ impl ClientCert {
                 der(0x03, &[bit_string]),
             ],
         );
-        Ok(ClientCert {
+        Ok(PluginCert {
             cert_der,
             key_pkcs8: pkcs8.as_ref().to_vec(),
         })
@@ -239,7 +240,7 @@ mod tests {
 
     #[test]
     fn the_certificate_is_one_der_sequence_and_its_pem_wraps_it() {
-        let cert = ClientCert::generate().unwrap();
+        let cert = PluginCert::generate().unwrap();
         let der = &cert.cert_der;
         // SEQUENCE, two length bytes, covering exactly the rest.
         assert_eq!(der[0..2], [0x30, 0x82]);
