@@ -364,6 +364,7 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
         source,
         backend,
         parallelism: spec.parallelism.max(1),
+        operation_timeout: spec.operation_timeout,
         max_phases: spec.max_phases,
         targets: spec.targets.to_vec(),
         replace: spec.replace.to_vec(),

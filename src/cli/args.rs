@@ -16,12 +16,14 @@ use super::parse_duration;
 
 mod convert;
 mod inspect;
+mod provider_calls;
 mod review;
 mod state;
 pub(super) use self::convert::{ConvertCommand, ConvertTerraformArgs};
 pub(super) use self::inspect::{
     ConsoleArgs, FmtArgs, GraphArgs, LogArgs, PolicyCommand, PolicyTestArgs, ShowArgs, VersionArgs,
 };
+use self::provider_calls::{OperationTimeoutArg, ParallelismArg};
 pub(super) use self::review::{DiffArgs, TestArgs, WhyArgs};
 pub(super) use self::state::{EnvCommand, ForceUnlockArgs, PlanLockArgs, StateCommand};
 
@@ -296,15 +298,6 @@ pub struct TargetArgs {
     pub targets: Vec<String>,
 }
 
-/// How many provider operations run at once.
-#[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "Run")]
-pub struct ParallelismArg {
-    /// Provider operations in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub parallelism: usize,
-}
-
 /// Whether stored objects are read back before planning.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Run")]
@@ -455,6 +448,8 @@ pub struct ApplyArgs {
     #[command(flatten)]
     pub parallelism: ParallelismArg,
     #[command(flatten)]
+    pub operation: OperationTimeoutArg,
+    #[command(flatten)]
     pub refresh: RefreshArg,
     #[command(flatten)]
     pub output: JsonArg,
@@ -549,6 +544,8 @@ pub struct RunSpec<'a> {
     pub lock_timeout: Option<Duration>,
     pub targets: &'a [String],
     pub parallelism: usize,
+    /// `apply --operation-timeout`.
+    pub operation_timeout: Option<Duration>,
     pub refresh: bool,
     pub json: bool,
     pub auto_approve: bool,
@@ -593,6 +590,7 @@ impl<'a> RunSpec<'a> {
             lock_timeout: None,
             targets: &[],
             parallelism: 10,
+            operation_timeout: None,
             refresh: true,
             json: false,
             auto_approve: false,
@@ -639,6 +637,7 @@ impl ApplyArgs {
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
             parallelism: self.parallelism.parallelism,
+            operation_timeout: self.operation.operation_timeout,
             refresh: self.refresh.refresh,
             json: self.output.json,
             auto_approve: self.auto_approve,

@@ -76,6 +76,9 @@ pub struct Options {
     pub backend: Backend,
     /// Worker threads for provider calls.
     pub parallelism: usize,
+    /// How long a provider's apply call (create, update, delete) may go unanswered before the
+    /// run gives up on it (`apply --operation-timeout`; `None`: no limit).
+    pub operation_timeout: Option<Duration>,
     /// Stop after this many phases that changed something.
     pub max_phases: Option<u32>,
     /// Only these resources (and what they depend on; for destroy: what depends on them).
@@ -180,7 +183,8 @@ impl Seams {
             )),
             launcher: Box::new(
                 ProcessLauncher::new(&opts.source.base_dir(), opts.install.clone())
-                    .for_plan(&opts.source),
+                    .for_plan(&opts.source)
+                    .with_operation_timeout(opts.operation_timeout),
             ),
             state: Box::new(opts.backend.clone()),
         }

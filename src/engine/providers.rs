@@ -99,6 +99,8 @@ pub struct ProcessLauncher {
     install: crate::registry::InstallOptions,
     /// The plan's remembered validation verdicts (see `LaunchSpec::validation_scope`).
     validation_scope: Option<String>,
+    /// See `LaunchSpec::operation_timeout`.
+    operation_timeout: Option<std::time::Duration>,
 }
 
 impl ProcessLauncher {
@@ -108,7 +110,14 @@ impl ProcessLauncher {
             base_dir: base_dir.to_path_buf(),
             install,
             validation_scope: None,
+            operation_timeout: None,
         }
+    }
+
+    /// Providers give up on an apply call unanswered after `timeout` (`--operation-timeout`).
+    pub fn with_operation_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.operation_timeout = timeout;
+        self
     }
 
     /// Providers use the validation verdicts remembered for the plan at `source` only.
@@ -120,6 +129,7 @@ impl ProcessLauncher {
     fn spec(&self, id: &str, path: &Path) -> LaunchSpec {
         let mut spec = LaunchSpec::new(id, path);
         spec.validation_scope = self.validation_scope.clone();
+        spec.operation_timeout = self.operation_timeout;
         spec
     }
 }

@@ -89,6 +89,8 @@ pub struct GrpcProvider {
     validation: Option<ValidationCache>,
     /// [`Provider::binary_mark`]: digest of the binary's sha256 and the schema model digest.
     mark: Option<String>,
+    /// See [`LaunchSpec::operation_timeout`].
+    operation_timeout: Option<Duration>,
 }
 
 fn method<Req: Message, Resp: Message>(ty: MethodType, path: &'static str) -> Method<Req, Resp> {
@@ -161,6 +163,7 @@ impl SpawnedProvider {
             },
             validation: None,
             mark: None,
+            operation_timeout: spec.operation_timeout,
         };
         provider.subscribe_stdio();
         let schema_error = |diagnostics| StartError::Schema {
@@ -311,6 +314,36 @@ impl GrpcProvider {
                     }
                 }
             });
+    }
+
+    /// ApplyResourceChange under the operation timeout, if one is set: past it the call fails
+    /// saying so (the provider may still finish the change).
+    fn timed_apply(
+        &self,
+        req: &pb::apply_resource_change::Request,
+    ) -> CallResult<pb::apply_resource_change::Response> {
+        let path = self.methods.apply_resource_change;
+        let Some(limit) = self.operation_timeout else {
+            return self.call(path, req);
+        };
+        let started = std::time::Instant::now();
+        let answer = self.call_with(path, req, CallOption::default().timeout(limit));
+        answer.map_err(|d| match started.elapsed() >= limit {
+            true => Diagnostic::error(format!(
+                "provider {} did not answer ApplyResourceChange within the operation timeout \
+                 of {} (--operation-timeout)",
+                self.name,
+                humantime::format_duration(limit)
+            ))
+            .with_detail(
+                "The provider may still make the change. A create is left pending: the next \
+                 plan names it, and `nivis import ADDRESS ID` or `nivis state resolve ADDRESS \
+                 --absent` settles it; an update or delete is read back by the next refresh. \
+                 Raise --operation-timeout if the operation needs longer.",
+            )
+            .into(),
+            false => d,
+        })
     }
 
     fn call<Req: Message, Resp: Message + Unpin>(
@@ -665,8 +698,7 @@ impl Provider for GrpcProvider {
         req.planned_state = self.encode(r.planned_state, ty, "planned state")?;
         req.config = self.encode(r.config, ty, "configuration")?;
         req.planned_private = r.planned_private.to_vec();
-        let resp: pb::apply_resource_change::Response =
-            self.call(self.methods.apply_resource_change, &req)?;
+        let resp: pb::apply_resource_change::Response = self.timed_apply(&req)?;
         let diagnostics = protocol::diagnostics(&resp.diagnostics);
         let new_state = self.decode(&resp.new_state, ty, "new state")?;
         Ok(ApplyResponse {

@@ -52,6 +52,9 @@ pub struct LaunchSpec {
     /// plan and binary, so a run reads only its own plan's verdicts); `None`: the binary's file
     /// shared by every user of it (`nivis gen`, tests).
     pub validation_scope: Option<String>,
+    /// How long an ApplyResourceChange call may go unanswered before it fails (`None`: no
+    /// limit; `apply --operation-timeout`).
+    pub operation_timeout: Option<Duration>,
 }
 
 impl LaunchSpec {
@@ -63,6 +66,7 @@ impl LaunchSpec {
             env: Vec::new(),
             start_timeout: Duration::from_secs(60),
             validation_scope: None,
+            operation_timeout: None,
         }
     }
 }

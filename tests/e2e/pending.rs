@@ -12,9 +12,14 @@ use crate::util::*;
 const N: usize = 200;
 
 fn many() -> String {
+    tokens(N)
+}
+
+/// `n` alpha tokens labelled `k0`, `k1`, ...
+fn tokens(n: usize) -> String {
     format!(
         "ledger: lib.toIR {{ providers.alpha = lib.mkProvider {{ source = \"provider-alpha\"; }}; \
-         resources = lib.count {N} (i: lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"t\"; config.label = \"k${{toString i}}\"; }}); \
+         resources = lib.count {n} (i: lib.mkResource {{ provider = \"alpha\"; type = \"alpha_token\"; name = \"t\"; config.label = \"k${{toString i}}\"; }}); \
          inherit ledger; }}"
     )
 }
@@ -131,4 +136,47 @@ fn resolve_refuses_an_address_with_nothing_pending_and_names_the_ones_that_are()
         err.contains("no operation is pending on alpha.alpha_token.t__1"),
         "{err}"
     );
+}
+
+#[test]
+fn an_operation_past_its_timeout_fails_its_resource_and_stays_pending() {
+    // The create of k1 hangs in its provider for a minute; the others answer at once.
+    let p = Project::new(&tokens(3))
+        .env("NIVIS_FAKE_LATENCY_MS", "k1=60000")
+        .with_object_log();
+    let started = std::time::Instant::now();
+    let out = p.run(&["apply"], &["--auto-approve", "--operation-timeout", "2s"]);
+    let waited = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        waited < Duration::from_secs(40),
+        "given up after {waited:?}, not when the provider answered: {err}"
+    );
+    assert!(
+        err.contains("alpha.alpha_token.t__1")
+            && err.contains("within the operation timeout of 2s (--operation-timeout)"),
+        "{err}"
+    );
+    // The others were created and recorded; the hung one is pending, not planned again.
+    let plan = p.run(&["plan"], &["--json"]);
+    let pending = announced(&plan);
+    assert_eq!(
+        pending.keys().collect::<Vec<_>>(),
+        ["alpha.alpha_token.t__1"],
+        "{pending:?}"
+    );
+    assert_eq!(p.recorded_objects().len(), 2);
+    // The provider was stopped with the run, before it made the object: absent, then created.
+    assert_success(&p.state_cmd(&["state", "resolve", "alpha.alpha_token.t__1", "--absent"]));
+    let p = p
+        .env("NIVIS_FAKE_LATENCY_MS", "")
+        .env("NIVIS_FAKE_COUNTER", "100000");
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    let diff = p.remote_vs_state();
+    assert!(
+        diff.orphans.is_empty() && diff.duplicated.is_empty() && diff.phantoms.is_empty(),
+        "{diff:?}"
+    );
+    assert_eq!(p.recorded_objects().len(), 3);
 }

@@ -233,6 +233,7 @@ impl World {
             secret_vars: Vec::new(),
             placeholder_variables: false,
             lock_timeout: None,
+            operation_timeout: None,
             command: "engine unit test".into(),
             install: nivis::registry::InstallOptions::new("/nonexistent", "/nonexistent"),
             overrides: Default::default(),

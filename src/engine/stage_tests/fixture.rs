@@ -126,6 +126,7 @@ pub(super) fn options() -> Options {
         secret_vars: Vec::new(),
         placeholder_variables: false,
         lock_timeout: None,
+        operation_timeout: None,
         command: "engine stage test".into(),
         remote_states: Default::default(),
         redactor: crate::secrets::Redactor::new(),
