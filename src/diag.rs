@@ -31,6 +31,19 @@ pub struct Diagnostic {
     pub path: Option<Vec<PathStep>>,
     /// The resource (IR id) the problem is about, if known.
     pub resource: Option<String>,
+    /// Set when the call failed because the provider's process was gone (crashed or exited):
+    /// every call one death fails carries it, so that death is reported once.
+    pub provider_gone: Option<ProviderGone>,
+}
+
+/// A provider process gone when a call to it failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderGone {
+    /// The provider's name.
+    pub provider: String,
+    /// Whether the call was an operation on a real object (`ApplyResourceChange`): it may have
+    /// been carried out. Any other call (validation, planning, reading) changed nothing.
+    pub operation: bool,
 }
 
 impl Diagnostic {
@@ -42,6 +55,7 @@ impl Diagnostic {
             detail: String::new(),
             path: None,
             resource: None,
+            provider_gone: None,
         }
     }
 

@@ -7,6 +7,7 @@
 //! the way: each printer holds the run's, each function is given it), and the progress ticker
 //! (`render::ticker`). Not: decisions (the engine makes them), nor what is secret (`secrets`).
 
+mod deaths;
 mod escape;
 mod jsonl;
 mod report;
@@ -316,6 +317,8 @@ pub struct Human {
     ticker: ticker::Ticker,
     /// Resources whose planned diff was printed (phase, id): their start does not repeat it.
     previewed: std::collections::HashSet<(u32, String)>,
+    /// Provider deaths this phase: one block each (`deaths`).
+    deaths: deaths::Deaths,
 }
 
 impl Human {
@@ -330,6 +333,7 @@ impl Human {
             waves: std::collections::HashMap::new(),
             ticker: ticker::Ticker::new(),
             previewed: std::collections::HashSet::new(),
+            deaths: deaths::Deaths::default(),
         }
     }
 
@@ -361,7 +365,29 @@ impl Human {
 
 impl Sink for Human {
     fn event(&mut self, event: Event) {
+        match &event {
+            // One more resource a provider's death failed: named in the death's block.
+            Event::Failed {
+                id, diagnostics, ..
+            } if self.deaths.gather(id, diagnostics) => {
+                self.ticker.finish(id);
+                return;
+            }
+            Event::PhaseDone { .. }
+            | Event::CommandFailed { .. }
+            | Event::Fixpoint { .. }
+            | Event::PhaseLimit { .. } => {
+                (self.deaths).write(&mut std::io::stderr().lock(), self.style, &self.redactor)
+            }
+            _ => {}
+        }
         self.write_event(&mut stdout(), event);
+    }
+}
+
+impl Drop for Human {
+    fn drop(&mut self) {
+        (self.deaths).write(&mut std::io::stderr().lock(), self.style, &self.redactor);
     }
 }
 

@@ -14,6 +14,7 @@ use grpcio::{CallOption, ChannelBuilder, Client, Environment, Marshaller, Method
 use protobuf::{Message, MessageField};
 
 mod ephemeral;
+mod transport;
 
 use super::call_clock::InFlight;
 use super::launch::{LaunchError, LaunchSpec, PluginProcess, SpawnedPlugin};
@@ -361,10 +362,12 @@ impl GrpcProvider {
         opt: CallOption,
     ) -> CallResult<Resp> {
         let m = method::<Req, Resp>(MethodType::Unary, path);
+        // A call made to a provider already dead never reached it: nothing it asked was done.
+        let gone_before = self.process.lock().is_ok_and(|p| p.has_exited());
         let _in_flight = InFlight::rpc();
         self.client
             .unary_call(&m, req, opt)
-            .map_err(|e| self.transport_error(path, e).into())
+            .map_err(|e| self.transport_error(path, e, gone_before).into())
     }
 
     /// A validation call spared when this binary already found the same wholly known
@@ -394,58 +397,6 @@ impl GrpcProvider {
             cache.remember_clean(key);
         }
         Ok(verdict)
-    }
-
-    /// Explains a failed call, pulling in the provider's crash output when it died.
-    fn transport_error(&self, path: &str, error: grpcio::Error) -> Diagnostic {
-        let rpc = path.rsplit('/').next().unwrap_or(path);
-        let (exited, tail, panicked) = match self.process.lock() {
-            Ok(mut p) => {
-                let exited = p.wait_exit(Duration::from_millis(300));
-                (exited, p.stderr_tail(), p.panicked())
-            }
-            Err(_) => (None, String::new(), false),
-        };
-        let summary = match &error {
-            grpcio::Error::RpcFailure(status) => match status.code() {
-                grpcio::RpcStatusCode::UNAVAILABLE | grpcio::RpcStatusCode::CANCELLED
-                    if exited.is_some() || panicked =>
-                {
-                    format!("provider {} crashed during {rpc}", self.name)
-                }
-                grpcio::RpcStatusCode::UNAVAILABLE => {
-                    format!(
-                        "provider {} did not respond to {rpc} (it may have crashed)",
-                        self.name
-                    )
-                }
-                grpcio::RpcStatusCode::UNIMPLEMENTED => {
-                    format!("provider {} does not support {rpc}", self.name)
-                }
-                grpcio::RpcStatusCode::DEADLINE_EXCEEDED => {
-                    format!("provider {} did not answer {rpc} in time", self.name)
-                }
-                code => format!(
-                    "provider {} failed {rpc}: {code:?} {}",
-                    self.name,
-                    status.message()
-                ),
-            },
-            other => format!("provider {} failed {rpc}: {other}", self.name),
-        };
-        let mut detail = String::new();
-        if let Some(status) = exited {
-            detail.push_str(&format!("The provider process exited ({status}).\n"));
-        }
-        if !tail.is_empty() {
-            detail.push_str(if panicked {
-                "Provider crash output:\n"
-            } else {
-                "Provider stderr (last lines):\n"
-            });
-            detail.push_str(&tail);
-        }
-        Diagnostic::error(summary).with_detail(detail.trim_end())
     }
 
     fn decode_error(&self, what: &str, e: value::ValueError) -> Diagnostics {

@@ -461,6 +461,11 @@ impl PluginProcess {
             .unwrap_or(false)
     }
 
+    /// Whether the provider's process has exited (without waiting or reaping).
+    pub fn has_exited(&self) -> bool {
+        self.child.has_exited()
+    }
+
     /// Waits up to `grace` for the child to exit on its own; if it did, kills what is left of
     /// its process group, waits (up to a second) until its last stderr lines are in the tail,
     /// and returns its status.

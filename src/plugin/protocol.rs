@@ -205,6 +205,7 @@ macro_rules! protocol_conversions {
                                 detail: d.detail.clone(),
                                 path,
                                 resource: None,
+                                provider_gone: None,
                             }
                         })
                         .collect(),

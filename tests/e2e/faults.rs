@@ -102,6 +102,34 @@ fn a_provider_crash_is_reported_with_its_trace_and_nothing_is_left_running() {
 }
 
 #[test]
+fn one_provider_crash_is_one_error_naming_what_was_in_flight_and_what_never_started() {
+    // 40 resources, 10 at a time, each create taking a while: the crash on c12 fails the
+    // creates in flight beside it and every one started after it.
+    let p = Project::new(&many(40, "c"))
+        .env("NIVIS_FAKE_SLOW_MS", "300")
+        .env("NIVIS_FAKE_CRASH_ON", "c12");
+    let out = p.run(&["apply"], &["--auto-approve"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    // Printed whole once, with the trace; before, one block per resource it failed.
+    assert_eq!(err.matches("crashed during").count(), 1, "{err}");
+    assert_eq!(err.matches("panic: injected crash").count(), 1, "{err}");
+    let block = err
+        .split_once("provider alpha's crash (above) also failed ")
+        .map(|(_, b)| b)
+        .unwrap_or_else(|| panic!("no death block: {err}"));
+    let more: usize = block.split(' ').next().unwrap().parse().unwrap();
+    let recorded = stdout(&p.state_cmd(&["state", "list"])).lines().count();
+    // Every resource is recorded, printed whole, or named by the block.
+    assert_eq!(recorded + 1 + more, 40, "{recorded} recorded: {err}");
+    assert!(
+        block.contains("in flight when it died, the object may exist"),
+        "{err}"
+    );
+    p.assert_no_leftover_processes();
+}
+
+#[test]
 fn killed_mid_apply_then_rerun_creates_each_resource_exactly_once() {
     let p = Project::new(&many(200, "k"))
         .env("NIVIS_FAKE_SLOW_MS", "20")
