@@ -9,10 +9,10 @@
 //! ways until either side closes, and stopping the listener when dropped. Not: the TLS
 //! configuration (`tls`), the directory (`socket_dir`).
 //!
-//! One thread per connection, polling both sockets: a read is made only when `poll` says the
-//! socket has data, and writes block (both peers read and write concurrently, so a blocked
-//! write always drains). gRPC opens one connection per channel, so a provider has one such
-//! thread, plus the accept thread.
+//! One thread per connection, polling both non-blocking sockets: nothing blocks but `poll`,
+//! so two pumps facing each other (Nivis and a fake provider) cannot each wait for the other's
+//! read. gRPC opens one connection per channel, so a provider has one such thread, plus the
+//! accept thread.
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
@@ -154,29 +154,42 @@ fn peer_pid(stream: &UnixStream) -> Option<u32> {
 /// Copies bytes between gRPC's plaintext connection and the TLS session on `tls_sock` until
 /// either side closes. Either end: Nivis's (a client session with the provider), or a fake
 /// provider's (a server session, `tls::provider_end`).
-pub(super) fn pump(
-    plain: &UnixStream,
-    tls_sock: UnixStream,
-    mut conn: Connection,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; CHUNK];
-    let mut tls_sock = tls_sock;
+///
+/// Both sockets are non-blocking and nothing is written until `poll` says it fits: when both
+/// ends of a session are this pump (Nivis and a fake), a write that blocked would wait for a
+/// peer blocked the same way (seen: two large exchanges at once hung both processes). Reading
+/// stops while what was read cannot be passed on (TLS records queued for the peer, plaintext
+/// queued for gRPC), so neither queue grows without bound.
+pub(super) fn pump(plain: &UnixStream, tls_sock: UnixStream, conn: Connection) -> io::Result<()> {
+    plain.set_nonblocking(true)?;
+    tls_sock.set_nonblocking(true)?;
+    let mut session = Session {
+        conn,
+        tls_sock,
+        to_plain: Vec::new(),
+        plain_closed: false,
+        peer_closed: false,
+    };
     // The handshake's last read may have brought the peer's first data too (a client's first
     // bytes often travel with its Finished): the socket will not signal it again.
-    if deliver(&mut conn, plain, &mut buf)? {
-        return Ok(());
-    }
+    session.take_plaintext()?;
+    let mut buf = vec![0u8; CHUNK];
     loop {
-        flush(&mut conn, &mut tls_sock)?;
+        session.write_tls()?;
+        session.write_plain(plain)?;
+        if session.done() {
+            return Ok(());
+        }
+        let (plain_events, tls_events) = session.interest();
         let mut fds = [
             libc::pollfd {
                 fd: plain.as_raw_fd(),
-                events: libc::POLLIN,
+                events: plain_events,
                 revents: 0,
             },
             libc::pollfd {
-                fd: tls_sock.as_raw_fd(),
-                events: libc::POLLIN,
+                fd: session.tls_sock.as_raw_fd(),
+                events: tls_events,
                 revents: 0,
             },
         ];
@@ -188,50 +201,139 @@ pub(super) fn pump(
             }
             return Err(e);
         }
-        let ready =
-            |fd: &libc::pollfd| fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
-        if ready(&fds[0]) {
-            let n = (&*plain).read(&mut buf)?;
-            if n == 0 {
-                conn.send_close_notify();
-                return flush(&mut conn, &mut tls_sock);
-            }
-            let mut data = &buf[..n];
-            while !data.is_empty() {
-                let taken = conn.writer().write(data)?;
-                data = &data[taken..];
-                flush(&mut conn, &mut tls_sock)?;
-            }
+        let readable = |fd: &libc::pollfd, asked: i16| {
+            asked & libc::POLLIN != 0
+                && fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+        };
+        if readable(&fds[0], plain_events) {
+            session.read_plain(plain, &mut buf)?;
         }
-        if ready(&fds[1])
-            && (conn.read_tls(&mut tls_sock)? == 0 || deliver(&mut conn, plain, &mut buf)?)
-        {
-            return Ok(());
+        if readable(&fds[1], tls_events) {
+            session.read_tls()?;
         }
     }
 }
 
-/// Processes the TLS records read so far and writes their plaintext to `plain`; returns
-/// whether the peer has closed the session.
-fn deliver(conn: &mut Connection, plain: &UnixStream, buf: &mut [u8]) -> io::Result<bool> {
-    let state = conn
-        .process_new_packets()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    let mut pending = state.plaintext_bytes_to_read();
-    while pending > 0 {
-        let n = conn.reader().read(buf)?;
-        (&*plain).write_all(&buf[..n])?;
-        pending = pending.saturating_sub(n.max(1));
-    }
-    Ok(state.peer_has_closed())
+/// One bridged connection's TLS side and what waits to be passed on.
+struct Session {
+    conn: Connection,
+    tls_sock: UnixStream,
+    /// Plaintext from the peer not yet taken by gRPC.
+    to_plain: Vec<u8>,
+    /// gRPC closed its side: close_notify is queued, and the session ends once it is sent.
+    plain_closed: bool,
+    /// The peer closed the session (or its socket): it ends once `to_plain` is passed on.
+    peer_closed: bool,
 }
 
-/// Writes every TLS record rustls has queued.
-fn flush(conn: &mut Connection, tls_sock: &mut UnixStream) -> io::Result<()> {
-    while conn.wants_write() {
-        conn.write_tls(tls_sock)?;
+impl Session {
+    /// What to wait for on the plaintext and the TLS socket (`poll` events).
+    fn interest(&self) -> (i16, i16) {
+        let mut plain = 0;
+        let mut tls = 0;
+        if !self.to_plain.is_empty() {
+            plain |= libc::POLLOUT;
+        } else if !self.peer_closed {
+            tls |= libc::POLLIN;
+        }
+        if self.conn.wants_write() {
+            tls |= libc::POLLOUT;
+        } else if !self.plain_closed {
+            plain |= libc::POLLIN;
+        }
+        (plain, tls)
     }
-    Ok(())
+
+    /// Whether the session is over: either side closed and what it left is passed on.
+    fn done(&self) -> bool {
+        (self.plain_closed && !self.conn.wants_write())
+            || (self.peer_closed && self.to_plain.is_empty())
+    }
+
+    /// Reads what gRPC sent and queues it as TLS records.
+    fn read_plain(&mut self, plain: &UnixStream, buf: &mut [u8]) -> io::Result<()> {
+        match would_block((&*plain).read(buf))? {
+            None => Ok(()),
+            Some(0) => {
+                self.conn.send_close_notify();
+                self.plain_closed = true;
+                Ok(())
+            }
+            Some(n) => {
+                let mut data = &buf[..n];
+                while !data.is_empty() {
+                    let taken = self.conn.writer().write(data)?;
+                    data = &data[taken..];
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads TLS records from the peer and queues their plaintext for gRPC.
+    fn read_tls(&mut self) -> io::Result<()> {
+        match would_block(self.conn.read_tls(&mut self.tls_sock))? {
+            None => Ok(()),
+            Some(0) => {
+                self.peer_closed = true;
+                Ok(())
+            }
+            Some(_) => self.take_plaintext(),
+        }
+    }
+
+    /// Processes the records read so far into `to_plain`.
+    fn take_plaintext(&mut self) -> io::Result<()> {
+        let state = (self.conn)
+            .process_new_packets()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        if state.plaintext_bytes_to_read() > 0 {
+            self.conn
+                .reader()
+                .read_to_end(&mut self.to_plain)
+                .or_else(|e| {
+                    // The reader says WouldBlock once what was decrypted is taken.
+                    (e.kind() == io::ErrorKind::WouldBlock)
+                        .then_some(0)
+                        .ok_or(e)
+                })?;
+        }
+        self.peer_closed |= state.peer_has_closed();
+        Ok(())
+    }
+
+    /// Writes as many queued TLS records as the socket takes now.
+    fn write_tls(&mut self) -> io::Result<()> {
+        while self.conn.wants_write() {
+            if would_block(self.conn.write_tls(&mut self.tls_sock))?.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Passes on as much of `to_plain` as gRPC takes now.
+    fn write_plain(&mut self, plain: &UnixStream) -> io::Result<()> {
+        while !self.to_plain.is_empty() {
+            match would_block((&*plain).write(&self.to_plain))? {
+                None => break,
+                Some(n) => {
+                    self.to_plain.drain(..n);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Ok(None)` for a non-blocking call that would have blocked.
+fn would_block(result: io::Result<usize>) -> io::Result<Option<usize>> {
+    match result {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ fn one_provider_crash_is_one_error_naming_what_was_in_flight_and_what_never_star
     let err = stderr(&out);
     // Printed whole once, with the trace; before, one block per resource it failed.
     assert_eq!(err.matches("crashed during").count(), 1, "{err}");
-    assert_eq!(err.matches("panic: injected crash").count(), 1, "{err}");
+    assert_eq!(err.matches("Provider crash output:").count(), 1, "{err}");
     let block = err
         .split_once("provider alpha's crash (above) also failed ")
         .map(|(_, b)| b)
