@@ -138,6 +138,18 @@ mod tests {
         }
     }
 
+    /// A recorded `null_resource` named `id`.
+    fn null_record(id: &str) -> ResourceState {
+        ResourceState::new(
+            id,
+            ResourceKind::Managed,
+            "null",
+            "registry.terraform.io/hashicorp/null",
+            "null_resource",
+            json!({"id": "1"}),
+        )
+    }
+
     #[test]
     fn an_intent_is_cleared_by_a_record_of_its_object_or_a_settle_and_not_by_a_remove() {
         let mut state = StateFile::empty();
@@ -147,15 +159,7 @@ mod tests {
         // The first half of a replace (its old object gone) leaves the create pending.
         state.apply(&Change::Remove("a".into()));
         assert!(state.pending.contains_key("a"));
-        let record = ResourceState::new(
-            "a",
-            ResourceKind::Managed,
-            "null",
-            "registry.terraform.io/hashicorp/null",
-            "null_resource",
-            json!({"id": "1"}),
-        );
-        state.apply(&Change::Put(record));
+        state.apply(&Change::Put(null_record("a")));
         assert!(
             !state.pending.contains_key("a"),
             "the result's record clears it"
@@ -167,15 +171,7 @@ mod tests {
     #[test]
     fn a_state_rebuilt_from_its_changes_keeps_its_records_and_its_pending_operations() {
         let mut state = StateFile::empty();
-        let record = ResourceState::new(
-            "kept",
-            ResourceKind::Managed,
-            "null",
-            "registry.terraform.io/hashicorp/null",
-            "null_resource",
-            json!({"id": "1"}),
-        );
-        state.apply(&Change::Put(record));
+        state.apply(&Change::Put(null_record("kept")));
         state.apply(&Change::Intend(op("in-flight")));
         let mut rebuilt = StateFile::empty();
         for change in state.rebuilding_changes() {
