@@ -124,8 +124,8 @@ impl PendingOperation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Change, ResourceKind, ResourceState, StateFile};
-    use serde_json::json;
+    use crate::state::testutil::res;
+    use crate::state::{Change, StateFile};
 
     fn op(address: &str) -> PendingOperation {
         PendingOperation {
@@ -138,18 +138,6 @@ mod tests {
         }
     }
 
-    /// A recorded `null_resource` named `id`.
-    fn null_record(id: &str) -> ResourceState {
-        ResourceState::new(
-            id,
-            ResourceKind::Managed,
-            "null",
-            "registry.terraform.io/hashicorp/null",
-            "null_resource",
-            json!({"id": "1"}),
-        )
-    }
-
     #[test]
     fn an_intent_is_cleared_by_a_record_of_its_object_or_a_settle_and_not_by_a_remove() {
         let mut state = StateFile::empty();
@@ -159,7 +147,7 @@ mod tests {
         // The first half of a replace (its old object gone) leaves the create pending.
         state.apply(&Change::Remove("a".into()));
         assert!(state.pending.contains_key("a"));
-        state.apply(&Change::Put(null_record("a")));
+        state.apply(&Change::Put(res("a", 1)));
         assert!(
             !state.pending.contains_key("a"),
             "the result's record clears it"
@@ -171,7 +159,7 @@ mod tests {
     #[test]
     fn a_state_rebuilt_from_its_changes_keeps_its_records_and_its_pending_operations() {
         let mut state = StateFile::empty();
-        state.apply(&Change::Put(null_record("kept")));
+        state.apply(&Change::Put(res("kept", 1)));
         state.apply(&Change::Intend(op("in-flight")));
         let mut rebuilt = StateFile::empty();
         for change in state.rebuilding_changes() {
