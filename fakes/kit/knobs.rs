@@ -62,6 +62,10 @@ pub(crate) struct Knobs {
     /// The upgrade log: one JSON line per UpgradeResourceState call the fake answers
     /// (`NIVIS_FAKE_UPGRADE_LOG`), so a test sees which upgrades were spared.
     pub upgrade_log: Option<PathBuf>,
+    /// The call log: one JSON line per ReadResource and PlanResourceChange call the fake
+    /// answers (`NIVIS_FAKE_CALL_LOG`), so a test sees how often each object was refreshed and
+    /// planned.
+    pub call_log: Option<PathBuf>,
     /// Ephemeral resources ask to be renewed this long after each open or renewal
     /// (`NIVIS_FAKE_RENEW_MS`; unset: never).
     pub renew_after: Option<Duration>,
@@ -111,6 +115,7 @@ impl Knobs {
             leak_label: env("NIVIS_FAKE_LEAK_LABEL").is_some(),
             validate_log: env("NIVIS_FAKE_VALIDATE_LOG").map(PathBuf::from),
             upgrade_log: env("NIVIS_FAKE_UPGRADE_LOG").map(PathBuf::from),
+            call_log: env("NIVIS_FAKE_CALL_LOG").map(PathBuf::from),
             renew_after: env("NIVIS_FAKE_RENEW_MS")
                 .and_then(|v| v.parse().ok())
                 .map(Duration::from_millis),

@@ -129,16 +129,18 @@ impl<B: Behaviour> FakeProvider<B> {
 
     /// Appends `{"provider", "type", "label"}` to the validation log, if there is one.
     fn log_validation(&self, type_name: &str, config: &Value) {
-        let label = match config {
-            Value::Map(m) => m.get("label").and_then(|v| match v {
-                Value::String(s) => Some(s.clone()),
-                Value::Unknown => Some("(unknown)".to_string()),
-                _ => None,
-            }),
-            _ => None,
-        };
+        let label = label_of(config);
         let line = serde_json::json!({"provider": self.name, "type": type_name, "label": label});
         append_line(self.knobs.validate_log.as_deref(), &line);
+    }
+
+    /// Appends `{"call": "read"|"plan", "provider", "type", "label"}` to the call log, if there
+    /// is one; `object` is the object read, or the configuration planned.
+    fn log_call(&self, call: &str, type_name: &str, object: &Value) {
+        let line = serde_json::json!({
+            "call": call, "provider": self.name, "type": type_name, "label": label_of(object),
+        });
+        append_line(self.knobs.call_log.as_deref(), &line);
     }
 
     /// Appends `{"provider", "type", "version", "label"}` to the upgrade log, if there is one.
@@ -302,6 +304,7 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
         current: &Value,
         private: &[u8],
     ) -> CallResult<ReadResponse> {
+        self.log_call("read", type_name, current);
         let mut diagnostics = Diagnostics::new();
         if private != STATE_PRIVATE {
             diagnostics.push(Diagnostic::error(
@@ -329,6 +332,7 @@ impl<B: Behaviour> Provider for FakeProvider<B> {
 
     fn plan_resource_change(&self, r: PlanRequest<'_>) -> CallResult<PlanResponse> {
         self.noise("plan");
+        self.log_call("plan", r.type_name, r.config);
         if !r.prior_state.is_null()
             && r.prior_private != STATE_PRIVATE
             && r.prior_private != PLANNED_PRIVATE
@@ -553,6 +557,18 @@ fn live_label(path: &std::path::Path, provider: &str, id: &str) -> Option<Option
 
 /// Appends `line` to the call log at `path`, if there is one (one write: lines from
 /// concurrent calls never interleave).
+/// An object's or configuration's `label`, as the logs name it (`(unknown)` when not known).
+fn label_of(object: &Value) -> Option<String> {
+    match object {
+        Value::Map(m) => m.get("label").and_then(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Unknown => Some("(unknown)".to_string()),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
 fn append_line(path: Option<&std::path::Path>, line: &serde_json::Value) {
     let Some(path) = path else {
         return;

@@ -237,8 +237,8 @@ pub struct Engine<'s> {
     fingerprinted_all: bool,
     /// Whether evaluation waves may join the apply phase about to run (DESIGN §89).
     streaming: bool,
-    /// The data sources the preview of the coming apply phase read: the apply uses them.
-    data_reads: HashMap<String, node::DataRead>,
+    /// What the preview of the coming apply phase read and planned: the apply uses it.
+    previewed: node::Previewed,
     /// The project's policies (`nivis.policies`); `None` without any (or in the engine's unit
     /// tests, whose plans are canned).
     policies: Option<crate::policy::PolicyRunner>,
@@ -283,7 +283,7 @@ impl<'s> Engine<'s> {
             probed: None,
             fingerprinted_all: false,
             streaming: false,
-            data_reads: HashMap::new(),
+            previewed: Default::default(),
             policies: None,
             policy_rules: None,
             prestart: false,

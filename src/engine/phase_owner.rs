@@ -47,8 +47,8 @@ pub(super) struct PhaseInput<'a, 'ir> {
     pub(super) mode: Mode,
     /// `--replace` resources not replaced yet in this run.
     pub(super) replace_now: BTreeSet<String>,
-    /// Apply mode: the data sources this phase's plan read.
-    pub(super) earlier_reads: HashMap<String, node::DataRead>,
+    /// Apply mode: what this phase's plan read and planned (DESIGN §106).
+    pub(super) previewed: node::Previewed,
 }
 
 /// Plans, or plans and applies (`input.mode`), the nodes of `input.analysis.run` on the
@@ -68,7 +68,7 @@ pub(super) fn run_phase(
         phase,
         mode,
         replace_now,
-        earlier_reads,
+        previewed,
     } = input;
     let ids = &analysis.run;
     let index: HashMap<&str, usize> = ids
@@ -127,7 +127,7 @@ pub(super) fn run_phase(
         drifted: BTreeSet::new(),
         read_by_others: deps.iter().flatten().map(|&d| ids[d].clone()).collect(),
         old_objects: Vec::new(),
-        earlier_reads,
+        previewed,
         streams,
         awaited: Vec::new(),
         awaited_ids: HashSet::new(),
@@ -205,8 +205,9 @@ pub(super) struct PhaseResult {
     pub(super) failed: usize,
     pub(super) outputs_changed: bool,
     pub(super) interrupted: bool,
-    /// Plan mode: the data sources read, with what they returned.
-    pub(super) reads: HashMap<String, node::DataRead>,
+    /// Plan mode: the data sources read, with what they returned, and the managed resources
+    /// planned, with what their providers answered.
+    pub(super) previewed: node::Previewed,
     /// The evaluations the waves that joined the phase made.
     pub(super) evaluations: u32,
     /// The settled nodes' configuration fingerprints (see `analysis::resolved_fingerprint`).
@@ -276,7 +277,8 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     /// Resources whose refresh found them changed outside Nivis in this phase.
     drifted: BTreeSet<String>,
     /// Apply mode: the data sources this phase's plan read, used instead of reading again.
-    earlier_reads: HashMap<String, node::DataRead>,
+    /// Apply mode: what this phase's plan (and its waves' plans) read and planned.
+    previewed: node::Previewed,
     /// Resources of `running` that others in it read: a create-before-destroy replacement of
     /// one keeps its old object until the end of the phase.
     read_by_others: BTreeSet<String>,
@@ -387,27 +389,6 @@ impl PhaseOwner<'_, '_> {
     }
 }
 
-impl PhaseOwner<'_, '_> {
-    /// The read of data source `id` made earlier for this phase: by its plan (apply mode), or
-    /// by the saved plan being applied (its phase 1's plan).
-    fn earlier_read(&self, id: &str) -> Option<node::EarlierRead> {
-        if let Some(read) = self.earlier_reads.get(id) {
-            return Some(node::EarlierRead::Here(Box::new(read.clone())));
-        }
-        let saved = self
-            .host
-            .opts()
-            .saved
-            .as_ref()
-            .filter(|_| self.phase == 1)?;
-        if self.mode != Mode::Plan {
-            return None;
-        }
-        let record = saved.data_reads.iter().find(|r| r.id == id)?;
-        Some(node::EarlierRead::Saved(record.clone()))
-    }
-}
-
 impl sched::Owner for PhaseOwner<'_, '_> {
     type Input = NodeInput;
     type Progress = NodeProgress;
@@ -501,6 +482,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             earlier_read: (node.kind == NodeKind::Data)
                 .then(|| self.earlier_read(id))
                 .flatten(),
+            earlier_plan: self.previewed.plans.remove(id),
             keep_old: self.read_by_others.contains(id),
             in_doubt: Default::default(),
             create_noted,
@@ -579,6 +561,9 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 },
             );
         }
+        if let Some(plan) = out.plan_made.take() {
+            self.result.previewed.plans.insert(id.clone(), plan);
+        }
         if let Mode::Apply(mutation) = self.mode {
             let recorded = matches!(&out.commit, Some(Change::Put(_)));
             self.recorder
@@ -599,7 +584,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                         attributes: r.attributes.clone(),
                         sensitive: !r.sensitive_paths.is_empty(),
                     };
-                    self.result.reads.insert(id.clone(), read);
+                    self.result.previewed.reads.insert(id.clone(), read);
                 }
             }
         }

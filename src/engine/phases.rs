@@ -2,7 +2,6 @@
 //! analyse, plan and apply what is ready, record, evaluate again, to a fixpoint), and the
 //! scheduler owner that turns one phase's node results into events and state changes.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use super::analysis::{
@@ -66,9 +65,9 @@ impl Engine<'_> {
             .filter(|id| !self.settled.contains_key(*id))
             .cloned()
             .collect();
-        let earlier_reads = match mode.applies() {
-            true => std::mem::take(&mut self.data_reads),
-            false => HashMap::new(),
+        let previewed = match mode.applies() {
+            true => std::mem::take(&mut self.previewed),
+            false => Default::default(),
         };
         let phase_input = PhaseInput {
             ir,
@@ -77,7 +76,7 @@ impl Engine<'_> {
             phase,
             mode,
             replace_now,
-            earlier_reads,
+            previewed,
         };
         let result = run_phase(phase_input, holder, self)?;
         let fingerprinted = result.fingerprints.len();
@@ -171,7 +170,8 @@ impl Engine<'_> {
         let kept = self.sink.take_kept();
         let saved = basis.map(|b| {
             let mut plan = crate::engine::plan_file::SavedPlan::new(b, &kept);
-            plan.data_reads = saved::data_read_records(&result.reads, &self.opts.redactor);
+            plan.data_reads =
+                saved::data_read_records(&result.previewed.reads, &self.opts.redactor);
             plan
         });
         Ok(Report {
@@ -550,8 +550,9 @@ impl Engine<'_> {
         phase: u32,
     ) -> Result<(), EngineError> {
         let mut preview = self.run_nodes(ir, analysis, holder, phase, Mode::Plan)?;
-        // The apply of this phase uses what the preview read: the values just shown.
-        self.data_reads = std::mem::take(&mut preview.reads);
+        // The apply of this phase uses what the preview read and planned: the values just
+        // shown, each resource refreshed and planned once (DESIGN §106).
+        self.previewed = std::mem::take(&mut preview.previewed);
         self.emit_deferred(analysis, holder.state(), phase);
         // As `plan` shows it: with `--target`, nothing outside the targets is removed.
         if self.opts.targets.is_empty() {
@@ -659,7 +660,7 @@ impl PhaseHost for Engine<'_> {
         if self.wants_plan_policies() {
             self.policy_preview(ir, analysis, holder, wave, &[])?;
         }
-        let reads = std::mem::take(&mut self.data_reads);
+        let reads = std::mem::take(&mut self.previewed);
         let pids = (analysis.run.iter()).map(|id| analysis.nodes[id].node.provider.as_str());
         let providers: std::collections::HashMap<String, Arc<dyn Provider>> =
             self.running(ir, pids)?;

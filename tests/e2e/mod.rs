@@ -32,6 +32,7 @@ mod moves;
 mod next_steps;
 mod nixops4;
 mod pending;
+mod plan_once;
 mod plan_truth;
 mod policy;
 mod prestart;

@@ -63,6 +63,7 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
                 changes_outputs: true,
                 read_with: None,
             }),
+            plan_made: None,
             in_doubt: false,
         };
     }
@@ -138,6 +139,7 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
         elapsed: Default::default(),
         deposed: Vec::new(),
         planned_object: Some(planned_object),
+        plan_made: None,
         in_doubt: false,
     }
 }

@@ -7,13 +7,13 @@ use super::delete::{destroy_deposed, destroy_object};
 use super::record::{
     display_changes, marked_sensitive, record, schema_sensitive_paths, write_only_sent,
 };
-use super::upgrade::{upgrade, StoredObject};
+use super::refresh::{current_object, Drift};
 use super::{
     check_allowed, conform, err, intend, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress,
     PlannedObject,
 };
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::engine::events::{Action, AttrChange};
+use crate::engine::events::Action;
 use crate::engine::Mutation;
 use crate::ir::IgnorePath;
 use crate::plan;
@@ -22,61 +22,6 @@ use crate::schema::Block;
 use crate::state::PendingAction;
 use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
 use crate::value::{self, PathStep, Type, Value};
-
-/// Attribute changes found by refresh, and whether the object is gone.
-pub(super) type Drift = (Vec<AttrChange>, bool);
-
-/// Upgrades (and optionally refreshes) the stored object: returns (object, private, drift).
-pub(super) fn current_object(
-    input: &NodeInput,
-    block: &Block,
-    prior: &ResourceState,
-    diags: &mut Diagnostics,
-) -> Result<(Value, Vec<u8>, Option<Drift>), Diagnostics> {
-    let (upgraded, d) = upgrade(input.provider.as_ref(), &StoredObject::of(prior))?;
-    diags.extend(d);
-    let private = prior.private.clone().unwrap_or_default();
-    if !input.refresh {
-        return Ok((upgraded, private, None));
-    }
-    let read = input
-        .provider
-        .read_resource(&input.type_name, &upgraded, &private)?;
-    let errors = read.diagnostics.has_errors();
-    diags.extend(read.diagnostics);
-    if errors {
-        return Err(std::mem::take(diags));
-    }
-    let drift = if read.new_state.is_null() {
-        Some((Vec::new(), true))
-    } else if plan::drifted(&upgraded, &read.new_state, &block.implied_type()) {
-        Some((
-            drift_changes(block, &upgraded, &read.new_state, prior),
-            false,
-        ))
-    } else {
-        None
-    };
-    Ok((read.new_state, read.private, drift))
-}
-
-/// How a drifted object differs from its record, a null and an empty collection being one
-/// value on either side (DESIGN §90).
-pub(super) fn drift_changes(
-    block: &Block,
-    recorded: &Value,
-    read: &Value,
-    prior: &ResourceState,
-) -> Vec<AttrChange> {
-    let ty = block.implied_type();
-    display_changes(
-        block,
-        &plan::empty_as_null(recorded, &ty),
-        &plan::empty_as_null(read, &ty),
-        &[],
-        &prior.sensitive_paths,
-    )
-}
 
 /// A managed resource planned: what the apply half of its turn needs.
 pub(super) struct Planned<'a> {
@@ -90,6 +35,26 @@ pub(super) struct Planned<'a> {
     action: Action,
     diags: Diagnostics,
     out: NodeOutput,
+}
+
+/// What the provider answered while a managed resource was planned: the validation's,
+/// upgrade's, read's and plan's diagnostics (warnings only), the current object, and the plan.
+/// The same inputs get the same answers, so the apply of a phase uses its preview's
+/// (`previewed`) instead of asking again.
+#[derive(Debug, Clone)]
+pub(super) struct Answers {
+    diags: Diagnostics,
+    /// The current object (upgraded, refreshed), its private data, and its drift.
+    prior: Value,
+    prior_private: Vec<u8>,
+    drift: Option<Drift>,
+    /// Whether it is planned as a new object (tainted, `--replace`, a fired trigger).
+    tainted: bool,
+    /// The configuration, conforming, with `ignoreChanges` applied.
+    config: Value,
+    /// What the plan was asked from: the current object, or null for a new one.
+    plan_prior: Value,
+    plan: crate::provider::PlanResponse,
 }
 
 /// One managed resource's turn (its provider has schemas): plan it, and in apply mode carry
@@ -112,11 +77,78 @@ fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Box<NodeOutput> {
     Box::new(NodeOutput::failed(diagnostics, action))
 }
 
-/// The plan half of a managed resource's turn: conform, validate, the current object, the
-/// provider's plan, the checks on it and the action. Fails with the output to report.
-// Long because it is OpenTofu's plan sequence for a managed resource (conform, validate, upgrade
-// and refresh, ignoreChanges, ProposedNew, plan, checks, action) in OpenTofu's order, each step
-// returning on failure.
+/// The provider's answers for a managed resource: validate, the current object (upgraded and
+/// refreshed), `ignoreChanges`, ProposedNew, the plan and the checks on it, in OpenTofu's
+/// order, each step returning on failure.
+fn ask_provider(input: &NodeInput, block: &Block, config: Value) -> Result<Answers, Diagnostics> {
+    let mut diags = input
+        .provider
+        .validate_resource_config(&input.type_name, &config)?;
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    let (prior, prior_private, drift, tainted) = match &input.prior {
+        Some(p) => {
+            let (v, private, drift) = match current_object(input, block, p, &mut diags) {
+                Ok(current) => current,
+                Err(d) => {
+                    diags.extend(d);
+                    return Err(diags);
+                }
+            };
+            // `--replace` plans the object as a tainted one is planned: a new object.
+            // So does a fired `replaceTriggeredBy` trigger (DESIGN §103).
+            let forced = input.force_replace || !input.triggers.fired.is_empty();
+            (v, private, drift, p.is_tainted() || forced)
+        }
+        None => (Value::Null, Vec::new(), None, false),
+    };
+    let config = if !prior.is_null() && !input.lifecycle.ignore_changes.is_empty() {
+        let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
+        plan::apply_ignore_changes(&config, &prior, &paths)
+    } else {
+        config
+    };
+    let plan_prior = if tainted { Value::Null } else { prior.clone() };
+    let proposed = plan::proposed_new(block, &plan_prior, &config);
+    let plan = match input.provider.plan_resource_change(PlanRequest {
+        type_name: &input.type_name,
+        prior_state: &plan_prior,
+        proposed_new_state: &proposed,
+        config: &config,
+        prior_private: &prior_private,
+    }) {
+        Ok(p) => p,
+        Err(d) => {
+            diags.extend(d);
+            return Err(diags);
+        }
+    };
+    diags.extend(plan.diagnostics.clone());
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    let legacy = plan.legacy_type_system;
+    if let Err(d) = check_plan(block, &plan_prior, &config, &plan.planned_state, legacy) {
+        diags.extend(d);
+        return Err(diags);
+    }
+    Ok(Answers {
+        diags,
+        prior,
+        prior_private,
+        drift,
+        tainted,
+        config,
+        plan_prior,
+        plan,
+    })
+}
+
+/// The plan half of a managed resource's turn: conform, the provider's answers (its
+/// preview's, when this is the apply of a phase planned with the same inputs), and the action.
+/// Fails with the output to report.
+// Long because it turns the answers into the action and the plan row, in OpenTofu's order.
 fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     let schema = input.provider.schema();
     let Some(s) = schema.resources.get(&input.type_name) else {
@@ -134,74 +166,17 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         Ok(c) => c,
         Err(d) => return Err(failed(d, None)),
     };
-    let mut diags = match input
-        .provider
-        .validate_resource_config(&input.type_name, &config)
-    {
-        Ok(d) => d,
-        Err(d) => return Err(failed(d, None)),
+    let earlier = (input.earlier_plan.as_ref()).filter(|e| e.made_with(input));
+    let answers = match earlier {
+        Some(earlier) => earlier.answers.clone(),
+        None => ask_provider(input, block, config).map_err(|d| failed(d, None))?,
     };
-    if diags.has_errors() {
-        return Err(failed(diags, None));
-    }
-
-    // The current object, upgraded to the provider's schema and refreshed.
-    let (prior, prior_private, drift, tainted) = match &input.prior {
-        Some(p) => match current_object(input, block, p, &mut diags) {
-            // `--replace` plans the object as a tainted one is planned: a new object.
-            // So does a fired `replaceTriggeredBy` trigger (DESIGN §103).
-            Ok((v, private, drift)) => {
-                let forced = input.force_replace || !input.triggers.fired.is_empty();
-                (v, private, drift, p.is_tainted() || forced)
-            }
-            Err(d) => {
-                diags.extend(d);
-                return Err(failed(diags, None));
-            }
-        },
-        None => (Value::Null, Vec::new(), None, false),
-    };
+    let mut answered = answers.diags.clone();
+    let (prior, plan_prior, plan) = (&answers.prior, &answers.plan_prior, &answers.plan);
+    let (tainted, drift) = (answers.tainted, &answers.drift);
     let exists = !prior.is_null();
-
-    let config = if exists && !input.lifecycle.ignore_changes.is_empty() {
-        let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
-        plan::apply_ignore_changes(&config, &prior, &paths)
-    } else {
-        config
-    };
-
-    let plan_prior = if tainted { Value::Null } else { prior.clone() };
-    let proposed = plan::proposed_new(block, &plan_prior, &config);
-    let plan = match input.provider.plan_resource_change(PlanRequest {
-        type_name: &input.type_name,
-        prior_state: &plan_prior,
-        proposed_new_state: &proposed,
-        config: &config,
-        prior_private: &prior_private,
-    }) {
-        Ok(p) => p,
-        Err(d) => {
-            diags.extend(d);
-            return Err(failed(diags, None));
-        }
-    };
-    let plan_errors = plan.diagnostics.has_errors();
-    diags.extend(plan.diagnostics.clone());
-    if plan_errors {
-        return Err(failed(diags, None));
-    }
-    if let Err(d) = check_plan(
-        block,
-        &plan_prior,
-        &config,
-        &plan.planned_state,
-        plan.legacy_type_system,
-    ) {
-        diags.extend(d);
-        return Err(failed(diags, None));
-    }
     let replace_paths = if exists && !tainted {
-        plan::filter_requires_replace(&prior, &plan.planned_state, &plan.requires_replace)
+        plan::filter_requires_replace(prior, &plan.planned_state, &plan.requires_replace)
     } else {
         Vec::new()
     };
@@ -209,45 +184,35 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         exists,
         tainted,
         replace_paths: &replace_paths,
-        unchanged: plan::values_equal(&plan.planned_state, &prior),
+        unchanged: plan::values_equal(&plan.planned_state, prior),
         create_before_destroy: input.lifecycle.create_before_destroy,
         prevent_destroy: input.lifecycle.prevent_destroy,
     });
     let action = match chosen {
         Ok(action) => action,
         Err(refused) => {
-            diags.push(Diagnostic::error(refused.to_string()).with_detail(refused.advice()));
-            return Err(failed(diags, Some(refused.action)));
+            answered.push(Diagnostic::error(refused.to_string()).with_detail(refused.advice()));
+            return Err(failed(answered, Some(refused.action)));
         }
     };
+    let shown_prior = if tainted { prior } else { plan_prior };
     let mut changes = display_changes(
         block,
-        &if tainted {
-            prior.clone()
-        } else {
-            plan_prior.clone()
-        },
+        shown_prior,
         &plan.planned_state,
         &replace_paths,
         &marked_sensitive(input),
     );
     if action.writes_object() {
-        changes.extend(write_only_sent(block, &config));
+        changes.extend(write_only_sent(block, &answers.config));
     }
-
-    let planned_object = if input.mode.applies() {
-        None
+    let (planned_object, plan_made) = if input.mode.applies() {
+        (None, None)
     } else {
-        let drifted = drift.is_some();
-        planned_object(
-            input,
-            block,
-            action,
-            &prior,
-            &config,
-            (tainted, drifted),
-            &plan,
-        )
+        let facts = (tainted, drift.is_some());
+        let object = planned_object(input, block, action, prior, &answers.config, facts, plan);
+        let made = super::previewed::EarlierPlan::new(input, answers.clone());
+        (object, Some(Box::new(made)))
     };
     let out = NodeOutput {
         action: Some(action),
@@ -263,18 +228,19 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
             .flat_map(|p| p.deposed.iter().map(|d| d.key.clone()))
             .collect(),
         planned_object,
+        plan_made,
         in_doubt: false,
     };
     Ok(Planned {
         schema: s,
         ty,
-        config,
-        prior,
-        prior_private,
-        plan_prior,
-        plan,
+        config: answers.config,
+        prior: answers.prior,
+        prior_private: answers.prior_private,
+        plan_prior: answers.plan_prior,
+        plan: answers.plan,
         action,
-        diags,
+        diags: answered,
         out,
     })
 }

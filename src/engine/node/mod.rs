@@ -10,10 +10,12 @@
 mod data;
 mod delete;
 mod managed;
+mod previewed;
 mod record;
 mod refresh;
 mod untyped;
 mod upgrade;
+pub(super) use previewed::{DataRead, EarlierPlan, Previewed};
 pub(super) use record::path_json;
 
 use std::sync::Arc;
@@ -34,8 +36,9 @@ use crossbeam_channel::{Receiver, Sender};
 use self::data::run_data;
 pub(super) use self::delete::destroy;
 pub(super) use self::delete::destroy_deposed;
-use self::managed::{run_managed, Drift};
+use self::managed::run_managed;
 pub(super) use self::refresh::refresh;
+use self::refresh::Drift;
 
 /// Plan only, or plan and apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +101,9 @@ pub(super) struct NodeInput {
     /// A data source: a read made earlier for this phase, whose result this turn uses
     /// instead of reading again when its configuration is the same.
     pub earlier_read: Option<EarlierRead>,
+    /// A managed resource in apply mode: its plan made by this phase's plan, which this turn
+    /// uses instead of asking the provider again when its inputs are the same (DESIGN §106).
+    pub earlier_plan: Option<Box<EarlierPlan>>,
     /// A create-before-destroy replacement keeps its old object deposed for the phase to
     /// delete after the resources that read it have their turns (Terraform's order).
     pub keep_old: bool,
@@ -111,20 +117,6 @@ pub(super) struct NodeInput {
     /// Set when a create's call to the provider failed without an answer (the provider died,
     /// or the connection broke): the object may exist, so its pending operation stays.
     pub in_doubt: std::cell::Cell<bool>,
-}
-
-/// A data source's result read in this phase's plan: the apply of the phase uses it, so the
-/// values the plan showed are the values applied.
-#[derive(Debug, Clone)]
-pub(super) struct DataRead {
-    /// The configuration it was read with.
-    pub config: Value,
-    /// The provider's answer.
-    pub result: Value,
-    /// The answer as state records it, and whether any part of it is sensitive.
-    pub attributes: Json,
-    /// Whether any part of the answer is sensitive.
-    pub sensitive: bool,
 }
 
 /// What a data source's turn has from an earlier read.
@@ -195,6 +187,8 @@ pub(super) struct NodeOutput {
     /// Plan mode: the object as planned, for the resources planned after it in the same phase
     /// (none for a no-op, whose recorded object is what they see).
     pub planned_object: Option<PlannedObject>,
+    /// Plan mode, a managed resource: its plan, for the apply of the phase (DESIGN §106).
+    pub plan_made: Option<Box<EarlierPlan>>,
     /// The provider call of a create failed without an answer: the object may exist.
     pub in_doubt: bool,
 }
@@ -225,6 +219,7 @@ impl NodeOutput {
             elapsed: Default::default(),
             deposed: Vec::new(),
             planned_object: None,
+            plan_made: None,
             in_doubt: false,
         }
     }

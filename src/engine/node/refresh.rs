@@ -1,20 +1,26 @@
-//! `nivis refresh`: one stored object read back through its provider, and what to record.
+//! A stored object read back through its provider: the current object a resource's turn plans
+//! from, and `nivis refresh`'s state change.
 //!
-//! Owns: upgrading the stored object, reading it, and turning the answer into a state change
-//! and the drift to report. Not: planning or applying anything (`managed`), deciding which
-//! objects to refresh or recording the change (the engine's `refresh`).
+//! Owns: upgrading the stored object, reading it, and turning the answer into the current
+//! object, a state change and the drift to report. Not: planning or applying anything
+//! (`managed`), deciding which objects to refresh or recording the change (the engine's
+//! `refresh`).
 
 use serde_json::Value as Json;
 
 use super::err;
-use super::managed::{drift_changes, Drift};
-use super::record::path_json;
+use super::record::{display_changes, path_json};
 use super::upgrade::{upgrade, StoredObject};
+use super::NodeInput;
 use crate::diag::Diagnostics;
+use crate::engine::events::AttrChange;
+use crate::plan;
 use crate::provider::Provider;
+use crate::schema::Block;
 use crate::secrets::Redactor;
 use crate::state::{Change, ResourceState};
 use crate::value;
+use crate::value::Value;
 
 /// Reads a stored object back (`nivis refresh`): the change to record, if the provider's answer
 /// differs in any way (attributes, private data, schema version), and the drift to report, if
@@ -81,4 +87,59 @@ pub(crate) fn refresh(
     rec.sensitive_paths = paths;
     rec.teach_secrets(redactor);
     Ok((Some(Change::Put(rec)), drift))
+}
+
+/// Attribute changes found by refresh, and whether the object is gone.
+pub(super) type Drift = (Vec<AttrChange>, bool);
+
+/// Upgrades (and optionally refreshes) the stored object: returns (object, private, drift).
+pub(super) fn current_object(
+    input: &NodeInput,
+    block: &Block,
+    prior: &ResourceState,
+    diags: &mut Diagnostics,
+) -> Result<(Value, Vec<u8>, Option<Drift>), Diagnostics> {
+    let (upgraded, d) = upgrade(input.provider.as_ref(), &StoredObject::of(prior))?;
+    diags.extend(d);
+    let private = prior.private.clone().unwrap_or_default();
+    if !input.refresh {
+        return Ok((upgraded, private, None));
+    }
+    let read = input
+        .provider
+        .read_resource(&input.type_name, &upgraded, &private)?;
+    let errors = read.diagnostics.has_errors();
+    diags.extend(read.diagnostics);
+    if errors {
+        return Err(std::mem::take(diags));
+    }
+    let drift = if read.new_state.is_null() {
+        Some((Vec::new(), true))
+    } else if plan::drifted(&upgraded, &read.new_state, &block.implied_type()) {
+        Some((
+            drift_changes(block, &upgraded, &read.new_state, prior),
+            false,
+        ))
+    } else {
+        None
+    };
+    Ok((read.new_state, read.private, drift))
+}
+
+/// How a drifted object differs from its record, a null and an empty collection being one
+/// value on either side (DESIGN §90).
+pub(super) fn drift_changes(
+    block: &Block,
+    recorded: &Value,
+    read: &Value,
+    prior: &ResourceState,
+) -> Vec<AttrChange> {
+    let ty = block.implied_type();
+    display_changes(
+        block,
+        &plan::empty_as_null(recorded, &ty),
+        &plan::empty_as_null(read, &ty),
+        &[],
+        &prior.sensitive_paths,
+    )
 }

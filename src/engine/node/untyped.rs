@@ -101,6 +101,7 @@ fn turn(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
         elapsed: Default::default(),
         deposed: Vec::new(),
         planned_object: None,
+        plan_made: None,
         in_doubt: false,
     };
     if action == Action::Recreate && input.lifecycle.prevent_destroy {

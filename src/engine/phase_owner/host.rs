@@ -72,7 +72,4 @@ pub(in crate::engine) trait PhaseHost {
 }
 
 /// What [`PhaseHost::admit_wave`] gives a wave.
-pub(in crate::engine) type Admitted = (
-    HashMap<String, Arc<dyn Provider>>,
-    HashMap<String, node::DataRead>,
-);
+pub(in crate::engine) type Admitted = (HashMap<String, Arc<dyn Provider>>, node::Previewed);

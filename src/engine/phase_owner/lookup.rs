@@ -1,8 +1,9 @@
 //! How the phase's owner sees other resources at a node's turn: a referenced object (planned
-//! or recorded), a configuration resolved against them, and `lifecycle.replaceTriggeredBy`.
+//! or recorded), a configuration resolved against them, `lifecycle.replaceTriggeredBy`, and a
+//! data source's read made earlier for the phase.
 
 use super::PhaseOwner;
-use crate::engine::node::Mode;
+use crate::engine::node::{EarlierRead, Mode};
 use crate::engine::resolve::{resolve, Lookup, Resolved};
 use crate::engine::triggers;
 use crate::ir::Node;
@@ -45,5 +46,24 @@ impl PhaseOwner<'_, '_> {
             &self.acted,
             &|rid| self.lookup(rid),
         )
+    }
+
+    /// The read of data source `id` made earlier for this phase: by its plan (apply mode), or
+    /// by the saved plan being applied (its phase 1's plan).
+    pub(super) fn earlier_read(&self, id: &str) -> Option<EarlierRead> {
+        if let Some(read) = self.previewed.reads.get(id) {
+            return Some(EarlierRead::Here(Box::new(read.clone())));
+        }
+        let saved = self
+            .host
+            .opts()
+            .saved
+            .as_ref()
+            .filter(|_| self.phase == 1)?;
+        if self.mode != Mode::Plan {
+            return None;
+        }
+        let record = saved.data_reads.iter().find(|r| r.id == id)?;
+        Some(EarlierRead::Saved(record.clone()))
     }
 }

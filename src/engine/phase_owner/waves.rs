@@ -254,7 +254,7 @@ impl PhaseOwner<'_, '_> {
         let analysis = wave_analyses[slot].get_or_init(|| analysis);
         let admitted = self.host.admit_wave(ir, analysis, self.holder, number)?;
         self.providers.extend(admitted.0);
-        self.earlier_reads.extend(admitted.1);
+        self.previewed.extend(admitted.1);
         let mut staleness = stale::Staleness::new(ir);
         let plain = |v: Option<&Json>| v.map_or(Value::Null, from_plain_json);
         for (id, before) in &started.changed {

@@ -154,7 +154,7 @@ pub(super) fn phase(ir: &Ir, store: &mut dyn LockedStore, mode: Mode, knobs: &Kn
         phase: 1,
         mode,
         replace_now: BTreeSet::new(),
-        earlier_reads: HashMap::new(),
+        previewed: Default::default(),
     };
     let mut host = Host {
         sink: Collect::default(),
