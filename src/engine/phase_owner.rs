@@ -345,7 +345,7 @@ impl PhaseOwner<'_, '_> {
     /// once (as progress) otherwise.
     fn list(&mut self, i: usize, event: Event) {
         match self.mode {
-            Mode::Plan => self.listing.push((i, event)),
+            Mode::Plan | Mode::Preview => self.listing.push((i, event)),
             Mode::Apply(_) => self.host.sink().event(event),
         }
     }
@@ -603,7 +603,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             Action::Replace { .. } => self.fired.remove(&id).unwrap_or_default(),
             _ => Vec::new(),
         };
-        if self.mode == Mode::Plan {
+        if !self.mode.applies() {
             let wave = self.wave_of(i);
             let no_plan = !Capabilities::of(&wave.ir.providers[&node.provider].kind).schemas;
             let may_change = match &out.planned_object {
@@ -636,7 +636,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             }
         }
         match self.mode {
-            Mode::Plan => {
+            Mode::Plan | Mode::Preview => {
                 // A no-op that drifted is planned from its refreshed object (in `planned`):
                 // its record is not what dependents will see.
                 if action == Action::NoOp

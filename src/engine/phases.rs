@@ -549,7 +549,7 @@ impl Engine<'_> {
         holder: &mut dyn LockedStore,
         phase: u32,
     ) -> Result<(), EngineError> {
-        let mut preview = self.run_nodes(ir, analysis, holder, phase, Mode::Plan)?;
+        let mut preview = self.run_nodes(ir, analysis, holder, phase, Mode::Preview)?;
         // The apply of this phase uses what the preview read and planned: the values just
         // shown, each resource refreshed and planned once (DESIGN §106).
         self.previewed = std::mem::take(&mut preview.previewed);

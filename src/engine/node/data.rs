@@ -3,7 +3,7 @@
 use serde_json::Value as Json;
 
 use super::record::{display_changes, marked_sensitive, record, schema_sensitive_paths};
-use super::{conform, err, EarlierRead, Mode, NodeInput, NodeOutput, NodeProgress, PlannedObject};
+use super::{conform, err, EarlierRead, NodeInput, NodeOutput, NodeProgress, PlannedObject};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::engine::events::Action;
 use crate::plan;
@@ -115,7 +115,7 @@ pub(super) fn run_data(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> Node
     }
     // A read with a known configuration happens now, during plan too; only reads deferred to
     // apply (unknown configuration) are shown as planned actions.
-    let action = if input.mode == Mode::Plan {
+    let action = if !input.mode.applies() {
         Action::NoOp
     } else {
         Action::Read

@@ -206,14 +206,14 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     if action.writes_object() {
         changes.extend(write_only_sent(block, &answers.config));
     }
-    let (planned_object, plan_made) = if input.mode.applies() {
-        (None, None)
+    let planned_object = if input.mode.applies() {
+        None
     } else {
         let facts = (tainted, drift.is_some());
-        let object = planned_object(input, block, action, prior, &answers.config, facts, plan);
-        let made = super::previewed::EarlierPlan::new(input, answers.clone());
-        (object, Some(Box::new(made)))
+        planned_object(input, block, action, prior, &answers.config, facts, plan)
     };
+    let plan_made = (input.mode.keeps_answers())
+        .then(|| Box::new(super::previewed::EarlierPlan::new(input, answers.clone())));
     let out = NodeOutput {
         action: Some(action),
         changes,

@@ -45,6 +45,9 @@ use self::refresh::Drift;
 pub(super) enum Mode {
     /// Decide the action, change nothing.
     Plan,
+    /// Plan only, as the preview of the apply of the same phase: what the providers answered
+    /// is kept for that apply (DESIGN §106).
+    Preview,
     /// Carry the change out, with the permission to.
     Apply(Mutation),
 }
@@ -53,6 +56,11 @@ impl Mode {
     /// Whether changes are carried out.
     pub(super) fn applies(self) -> bool {
         matches!(self, Mode::Apply(_))
+    }
+
+    /// Whether this turn's answers are kept for the apply of the phase.
+    pub(super) fn keeps_answers(self) -> bool {
+        self == Mode::Preview
     }
 }
 

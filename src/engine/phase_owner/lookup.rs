@@ -3,7 +3,7 @@
 //! data source's read made earlier for the phase.
 
 use super::PhaseOwner;
-use crate::engine::node::{EarlierRead, Mode};
+use crate::engine::node::EarlierRead;
 use crate::engine::resolve::{resolve, Lookup, Resolved};
 use crate::engine::triggers;
 use crate::ir::Node;
@@ -22,7 +22,7 @@ impl PhaseOwner<'_, '_> {
     /// Resource `rid` as the phase sees it: in plan mode, what changes in this phase is seen
     /// as planned; otherwise as recorded.
     pub(super) fn lookup(&self, rid: &str) -> Lookup<'_> {
-        if self.mode == Mode::Plan && self.running.contains(rid) && !self.unchanged.contains(rid) {
+        if !self.mode.applies() && self.running.contains(rid) && !self.unchanged.contains(rid) {
             return match self.planned.get(rid) {
                 Some(p) => Lookup::Planned(&p.value, &p.sensitive),
                 None => Lookup::Pending,
@@ -42,7 +42,7 @@ impl PhaseOwner<'_, '_> {
         triggers::check(
             &node.lifecycle.replace_triggered_by,
             self.holder.state().get(id),
-            self.mode == Mode::Plan,
+            !self.mode.applies(),
             &self.acted,
             &|rid| self.lookup(rid),
         )
@@ -60,7 +60,7 @@ impl PhaseOwner<'_, '_> {
             .saved
             .as_ref()
             .filter(|_| self.phase == 1)?;
-        if self.mode != Mode::Plan {
+        if self.mode.applies() {
             return None;
         }
         let record = saved.data_reads.iter().find(|r| r.id == id)?;
