@@ -115,33 +115,36 @@ pub fn run(cli: Cli) -> i32 {
     install_interrupt_handler();
     crate::nixeval::show_trace(cli.show_trace);
     let style = Style::detect(cli.no_color);
-    let status = dispatch(cli.command, style, &redactor);
+    let record = audit::AuditRecord::default();
+    let status = dispatch(cli.command, style, &redactor, &record);
     // A mutating verb's record goes to the state's audit log with its outcome.
-    audit::finish(status, &redactor);
+    audit::finish(record, status, &redactor);
     status
 }
 
-fn dispatch(command: Command, style: Style, r: &Redactor) -> i32 {
+/// Runs `command`; a verb that changes state begins `a`, the command's audit record.
+// Long because it has one arm per verb.
+fn dispatch(command: Command, style: Style, r: &Redactor, a: &audit::AuditRecord) -> i32 {
     match command {
-        Command::Plan(args) => run::run_engine(&args.spec(), style, r, run::Verb::Plan),
+        Command::Plan(args) => run::run_engine(&args.spec(), style, r, run::Verb::Plan, a),
         // Terraform's spelling of `refresh`: the same run, asking before it records drift.
         Command::Apply(args) if args.refresh_only => {
-            run::run_engine(&args.spec(), style, r, run::Verb::Refresh)
+            run::run_engine(&args.spec(), style, r, run::Verb::Refresh, a)
         }
-        Command::Apply(args) => run::run_engine(&args.spec(), style, r, run::Verb::Apply),
-        Command::Destroy(args) => run::run_engine(&args.spec(), style, r, run::Verb::Destroy),
-        Command::Refresh(args) => run::run_engine(&args.spec(), style, r, run::Verb::Refresh),
-        Command::Import(args) => import::run(&args, style, r),
-        Command::Validate(args) => run::run_engine(&args.spec(), style, r, run::Verb::Validate),
+        Command::Apply(args) => run::run_engine(&args.spec(), style, r, run::Verb::Apply, a),
+        Command::Destroy(args) => run::run_engine(&args.spec(), style, r, run::Verb::Destroy, a),
+        Command::Refresh(args) => run::run_engine(&args.spec(), style, r, run::Verb::Refresh, a),
+        Command::Import(args) => import::run(&args, style, r, a),
+        Command::Validate(args) => run::run_engine(&args.spec(), style, r, run::Verb::Validate, a),
         Command::Show(args) => match &args.file {
             Some(file) => run::show(file, args.json, style, r),
             None => state::show_all(&args.state, args.json, r),
         },
-        Command::State(cmd) => state::run(cmd, r),
+        Command::State(cmd) => state::run(cmd, r, a),
         Command::Output(args) => output::run(&args, r),
         Command::Gen(args) => gen::run(&args, r),
         Command::Providers(cmd) => providers_command(cmd, r),
-        Command::ForceUnlock(args) => backend::force_unlock(&args, r),
+        Command::ForceUnlock(args) => backend::force_unlock(&args, r, a),
         Command::Env(EnvCommand::List { state, json }) => backend::env_list(&state, json, r),
         Command::Completion(args) => {
             let mut out = render::stdout();
@@ -160,7 +163,7 @@ fn dispatch(command: Command, style: Style, r: &Redactor) -> i32 {
         Command::Test(args) => review::test(&args, r),
         Command::Log(args) => audit_log::run(&args, r),
         Command::Convert(args::ConvertCommand::Terraform(args)) => {
-            convert::terraform(&args, style, r)
+            convert::terraform(&args, style, r, a)
         }
         Command::Fmt(args) => fmt::run(&args, r),
     }
@@ -320,7 +323,14 @@ fn collect_vars(spec: &RunSpec<'_>, redactor: &Redactor) -> Result<vars::VarValu
     Ok(vars)
 }
 
-fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Options, String> {
+/// The engine's options for `verb`; a verb that changes state begins `audit`, its record, once
+/// it knows the state.
+fn options(
+    spec: &RunSpec<'_>,
+    verb: &str,
+    redactor: &Redactor,
+    audit: Option<&audit::AuditRecord>,
+) -> Result<Options, String> {
     let source = plan_source(spec.source)?;
     crate::project::require_flake(&source).map_err(|e| e.to_string())?;
     check_code(&source, spec.source.trust_group, redactor)?;
@@ -356,8 +366,10 @@ fn options(spec: &RunSpec<'_>, verb: &str, redactor: &Redactor) -> Result<Option
     let remote_states = remote_state::read_all(settings.remote_states.as_ref(), redactor)
         .map_err(|e| e.to_string())?;
     // The commands that change things (a plan of any kind changes nothing) are audited.
-    if matches!(verb, "apply" | "destroy" | "refresh" | "import") {
-        audit::begin(&backend, &format!("nivis {verb}"));
+    if let Some(record) =
+        audit.filter(|_| matches!(verb, "apply" | "destroy" | "refresh" | "import"))
+    {
+        record.begin(&backend, &format!("nivis {verb}"));
     }
     let secret_vars = secrets_for(verb, spec, &mut vars, &sources, &source, redactor)?;
     Ok(Options {
@@ -501,7 +513,7 @@ fn providers_command(cmd: ProvidersCommand, redactor: &Redactor) -> i32 {
         } => (plan, platforms.clone(), false),
         ProvidersCommand::List(plan) => (plan, Vec::new(), false),
     };
-    let mut opts = match options(&plan.spec(), "providers", redactor) {
+    let mut opts = match options(&plan.spec(), "providers", redactor, None) {
         Ok(o) => o,
         Err(e) => return fail(redactor, &e),
     };

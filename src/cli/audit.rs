@@ -1,11 +1,11 @@
-//! The audit record of the mutating command this process runs: begun where a verb knows its
-//! state (`begin`), filled from the engine's events (`Recorder`) or by the verb (`change`),
-//! and appended to the state's audit log once the command's exit status is known (`finish`,
-//! called by `cli::run` for every verb).
+//! The audit record of the mutating command this process runs: an [`AuditRecord`] value that
+//! `cli::run` makes for every command and hands to the verbs that change state, begun where a
+//! verb knows its state (`begin`), filled from the engine's events (`Recorder`) or by the
+//! verb (`change`), and appended to the state's audit log once the command's exit status is
+//! known (`finish`).
 //!
-//! One process runs one command, so the record being made is kept in one place for the
-//! process: verbs that never call `begin` (plan, output, ...) append nothing. Not: the
-//! record's format, the chain or where the log lives (`state::audit`).
+//! Verbs that never call `begin` (plan, output, ...) append nothing. Not: the record's format,
+//! the chain or where the log lives (`state::audit`).
 
 use std::sync::Mutex;
 
@@ -41,48 +41,66 @@ struct Pending {
     overrides: Vec<PolicyOverride>,
 }
 
-static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
+/// The audit record of this command, once a verb has begun it. Shared by reference between the
+/// verb and the sink that notes the engine's events (a `Mutex`: the engine's sink may be used
+/// from its owner thread).
+#[derive(Default)]
+pub(super) struct AuditRecord(Mutex<Option<Pending>>);
 
-fn with_pending(f: impl FnOnce(&mut Pending)) {
-    if let Some(p) = PENDING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        f(p);
+impl AuditRecord {
+    fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
+        if let Some(p) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            f(p);
+        }
     }
-}
 
-/// This process runs `command`, which may change the state of `backend`: its record is
-/// appended when the command ends.
-pub(super) fn begin(backend: &Backend, command: &str) {
-    let serial_before = backend.serial().ok();
-    *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending {
-        backend: backend.clone(),
-        command: command.to_string(),
-        serial_before,
-        saved_plan_sha256: None,
-        planned: Vec::new(),
-        started: Vec::new(),
-        changes: Vec::new(),
-        overrides: Vec::new(),
-    });
-}
+    /// This command is `command`, which may change the state of `backend`: its record is
+    /// appended when the command ends.
+    pub(super) fn begin(&self, backend: &Backend, command: &str) {
+        let serial_before = backend.serial().ok();
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Pending {
+            backend: backend.clone(),
+            command: command.to_string(),
+            serial_before,
+            saved_plan_sha256: None,
+            planned: Vec::new(),
+            started: Vec::new(),
+            changes: Vec::new(),
+            overrides: Vec::new(),
+        });
+    }
 
-/// `address` changed by `action` (for verbs that change the state without the engine).
-pub(super) fn change(address: &str, action: &str) {
-    with_pending(|p| {
-        p.changes.push(Change {
-            address: address.to_string(),
-            action: action.to_string(),
-        })
-    });
+    /// `address` changed by `action` (for verbs that change the state without the engine).
+    pub(super) fn change(&self, address: &str, action: &str) {
+        self.with_pending(|p| {
+            p.changes.push(Change {
+                address: address.to_string(),
+                action: action.to_string(),
+            })
+        });
+    }
+
+    /// A sink that notes the engine's events in this record and forwards them to `inner`.
+    pub(super) fn recorder<'a>(&'a self, inner: &'a mut dyn Sink) -> Recorder<'a> {
+        Recorder {
+            inner,
+            record: self,
+        }
+    }
 }
 
 /// Forwards every event to `inner` and notes what the record needs: changes carried out and
 /// recorded, the plan's rows, the saved plan applied.
 pub(super) struct Recorder<'a> {
-    pub(super) inner: &'a mut dyn Sink,
+    inner: &'a mut dyn Sink,
+    record: &'a AuditRecord,
 }
 
 impl Sink for Recorder<'_> {
     fn event(&mut self, event: Event) {
+        let record = self.record;
+        let change = |address: &str, action: &str| record.change(address, action);
+        let with_pending = |f: &mut dyn FnMut(&mut Pending)| record.with_pending(|p| f(p));
         match &event {
             Event::Finished {
                 id,
@@ -115,25 +133,27 @@ impl Sink for Recorder<'_> {
             Event::Planned {
                 phase, id, action, ..
             } if action.class() != "no-op" => {
-                with_pending(|p| p.planned.push(format!("{phase}\t{id}\t{}", action.class())))
+                with_pending(&mut |p| p.planned.push(format!("{phase}\t{id}\t{}", action.class())))
             }
             Event::Started {
                 phase, id, action, ..
-            } => with_pending(|p| p.started.push(format!("{phase}\t{id}\t{}", action.class()))),
+            } => {
+                with_pending(&mut |p| p.started.push(format!("{phase}\t{id}\t{}", action.class())))
+            }
             Event::PlanFile {
                 sha256,
                 applying: true,
                 ..
-            } => with_pending(|p| p.saved_plan_sha256 = Some(sha256.clone())),
+            } => with_pending(&mut |p| p.saved_plan_sha256 = Some(sha256.clone())),
             Event::PolicyViolation { violation, .. } => {
                 if let Some(reason) = &violation.overridden {
                     let this = PolicyOverride {
                         rule: violation.rule.clone(),
                         reason: reason.clone(),
                     };
-                    with_pending(|p| {
+                    with_pending(&mut |p| {
                         if !p.overrides.contains(&this) {
-                            p.overrides.push(this)
+                            p.overrides.push(this.clone())
                         }
                     })
                 }
@@ -144,10 +164,11 @@ impl Sink for Recorder<'_> {
     }
 }
 
-/// Appends the record of the command begun, if any, with its exit `status`; a log that cannot
+/// Appends `record`, if a verb began it, with the command's exit `status`; a log that cannot
 /// be written is a warning (the command's own outcome stands).
-pub(super) fn finish(status: i32, redactor: &crate::secrets::Redactor) {
-    let Some(pending) = PENDING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+pub(super) fn finish(record: AuditRecord, status: i32, redactor: &crate::secrets::Redactor) {
+    let pending = record.0.into_inner().unwrap_or_else(|e| e.into_inner());
+    let Some(pending) = pending else {
         return;
     };
     // A run that failed having changed nothing (its state could not even be opened, say):

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use super::args::{SourceArgs, StateTarget};
+use super::audit::AuditRecord;
 use super::{absolute, exit, fail, plan_source, ForceUnlockArgs, StateArgs};
 use crate::nixeval::{self, PlanSource};
 use crate::project::{Identity, Placement};
@@ -329,6 +330,7 @@ pub(super) fn push(
     how: PushForce,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &AuditRecord,
 ) -> i32 {
     let force = how.force;
     let pushed = match read_state_file(file) {
@@ -339,7 +341,7 @@ pub(super) fn push(
         Ok(b) => b,
         Err(e) => return fail(redactor, &e),
     };
-    super::audit::begin(&backend, "nivis state push");
+    audit.begin(&backend, "nivis state push");
     // A push replaces the whole state: one that was lost is what it restores.
     let holder = LockHolder::current("nivis state push");
     let store = match backend.open_as(holder, wait, IfLost::Replace) {
@@ -395,7 +397,7 @@ pub(super) fn push(
     if code == exit::OK {
         dropped
             .iter()
-            .for_each(|id| super::audit::change(id, "drop (state push)"));
+            .for_each(|id| audit.change(id, "drop (state push)"));
     }
     code
 }
@@ -407,6 +409,7 @@ pub(super) fn restore(
     drop_records: Option<usize>,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &AuditRecord,
 ) -> i32 {
     let backend = match of(&t.source, &t.state, redactor) {
         Ok(b) => b,
@@ -426,7 +429,7 @@ pub(super) fn restore(
         }
         Err(e) => return fail(redactor, &e),
     };
-    super::audit::begin(&backend, "nivis state restore");
+    audit.begin(&backend, "nivis state restore");
     // A lost state is what a backup is restored for: opened empty, replaced whole.
     let holder = LockHolder::current("nivis state restore");
     let store = match backend.open_as(holder, wait, IfLost::Replace) {
@@ -465,7 +468,7 @@ pub(super) fn restore(
     );
     if code == exit::OK {
         for id in &dropped {
-            super::audit::change(id, "drop (state restore)");
+            audit.change(id, "drop (state restore)");
         }
     }
     code
@@ -547,12 +550,13 @@ pub(super) fn migrate(
     force: bool,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &AuditRecord,
 ) -> i32 {
     let backend = match of(&t.source, &t.state, redactor) {
         Ok(b) => b,
         Err(e) => return fail(redactor, &e),
     };
-    super::audit::begin(&backend, "nivis state migrate");
+    audit.begin(&backend, "nivis state migrate");
     let local = backend.local_path().to_path_buf();
     if !local.exists() {
         return fail(
@@ -615,6 +619,7 @@ pub(super) fn convert(
     conversion: Conversion,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &AuditRecord,
 ) -> i32 {
     let backend = match of(&t.source, &t.state, redactor) {
         Ok(b) => b,
@@ -624,7 +629,7 @@ pub(super) fn convert(
         Conversion::Encrypt => "nivis state migrate --encrypt",
         Conversion::Decrypt => "nivis state migrate --decrypt",
     };
-    super::audit::begin(&backend, command);
+    audit.begin(&backend, command);
     let holder = LockHolder::current("nivis state migrate");
     let (resources, deleted) = match backend.convert(holder, wait, conversion, MIGRATE) {
         Ok(done) => done,
@@ -650,12 +655,16 @@ pub(super) fn convert(
 /// `nivis force-unlock LOCK_ID`, for whichever backend holds the state: the id must name the
 /// lock; a holder alive on this host keeps it unless `--force`; on a terminal the user confirms
 /// (unless `--force`).
-pub(super) fn force_unlock(args: &ForceUnlockArgs, redactor: &Redactor) -> i32 {
+pub(super) fn force_unlock(
+    args: &ForceUnlockArgs,
+    redactor: &Redactor,
+    audit: &AuditRecord,
+) -> i32 {
     let backend = match force_unlock_backend(&args.state, redactor) {
         Ok(b) => b,
         Err(e) => return fail(redactor, &e),
     };
-    super::audit::begin(&backend, "nivis force-unlock");
+    audit.begin(&backend, "nivis force-unlock");
     let terminal = std::io::stdin().is_terminal();
     let ask = !args.force && terminal;
     // Without a terminal nobody can be asked: a holder on another host, whose end (and any
@@ -747,9 +756,10 @@ pub(super) fn open_locked(
     command: &str,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &AuditRecord,
 ) -> Result<Box<dyn LockedStore>, String> {
     of(&target.source, &target.state, redactor).and_then(|b| {
-        super::audit::begin(&b, command);
+        audit.begin(&b, command);
         b.open(LockHolder::current(command), wait)
             .map_err(|e| e.to_string())
     })

@@ -30,7 +30,7 @@ fn start(args: &ConsoleArgs, style: Style, redactor: &Redactor) -> Result<i32, S
         state: Some(&args.state),
         ..RunSpec::new(&args.source, &vars, &install)
     };
-    let opts = options(&spec, "console", redactor)?;
+    let opts = options(&spec, "console", redactor, None)?;
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
     let mut ledger = Ledger::default();
     ledger.env = Some(opts.backend.env().to_string());

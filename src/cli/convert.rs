@@ -20,15 +20,14 @@ use crate::state::{LockHolder, Mutation};
 /// The grant of `convert terraform`, which writes a new state.
 const CONVERT: Mutation = Mutation::for_state_verb("convert terraform");
 
-pub(super) fn terraform(args: &ConvertTerraformArgs, style: Style, redactor: &Redactor) -> i32 {
+pub(super) fn terraform(
+    args: &ConvertTerraformArgs,
+    style: Style,
+    redactor: &Redactor,
+    audit: &audit::AuditRecord,
+) -> i32 {
     let out = absolute(&args.out);
-    let install_args = InstallArgs {
-        offline: args.offline,
-        mirrors: args.mirrors.clone(),
-        network_mirrors: Vec::new(),
-        lock_file: out.join(".terraform.lock.hcl"),
-        provider_cache: args.provider_cache.clone(),
-    };
+    let install_args = install_args_of(args, &out);
     let install = match install_args.options() {
         Ok(i) => i,
         Err(e) => return fail(redactor, &e),
@@ -43,17 +42,10 @@ pub(super) fn terraform(args: &ConvertTerraformArgs, style: Style, redactor: &Re
         Err(e) => return fail(redactor, &e),
     };
     converted.state.teach_secrets(redactor);
-    for note in converted
-        .notes
-        .iter()
-        .chain(schemas.borrow().values().filter_map(|r| r.as_ref().err()))
-    {
-        let _ = writeln!(
-            std::io::stderr(),
-            "Note: {}",
-            render::escape_text(redactor, note)
-        );
-    }
+    let failed_lookups = schemas.borrow();
+    let lookups = failed_lookups.values().filter_map(|r| r.as_ref().err());
+    print_notes(converted.notes.iter().chain(lookups), redactor);
+    drop(failed_lookups);
     let source = SourceArgs {
         flake: out.display().to_string(),
         file: None,
@@ -61,7 +53,7 @@ pub(super) fn terraform(args: &ConvertTerraformArgs, style: Style, redactor: &Re
         // OUT is the flake this command just wrote, as this user.
         trust_group: false,
     };
-    if let Err(e) = record(args, &source, converted.state, redactor) {
+    if let Err(e) = record(args, &source, converted.state, redactor, audit) {
         return fail(redactor, &e);
     }
     for c in &converted.carried {
@@ -93,7 +85,36 @@ pub(super) fn terraform(args: &ConvertTerraformArgs, style: Style, redactor: &Re
         return exit::OK;
     }
     let vars = sensitive_values(&converted.sensitive_vars, redactor);
-    prove(args, &source, &vars, &install_args, style, redactor)
+    prove(
+        args,
+        &source,
+        &vars,
+        &install_args,
+        (style, redactor),
+        audit,
+    )
+}
+
+/// How the providers of the converted flake are installed: as the flags say, locked in OUT.
+fn install_args_of(args: &ConvertTerraformArgs, out: &std::path::Path) -> InstallArgs {
+    InstallArgs {
+        offline: args.offline,
+        mirrors: args.mirrors.clone(),
+        network_mirrors: Vec::new(),
+        lock_file: out.join(".terraform.lock.hcl"),
+        provider_cache: args.provider_cache.clone(),
+    }
+}
+
+/// Prints the converter's notes (and the schema lookups that failed) on standard error.
+fn print_notes<'a>(notes: impl Iterator<Item = &'a String>, redactor: &Redactor) {
+    for note in notes {
+        let _ = writeln!(
+            std::io::stderr(),
+            "Note: {}",
+            render::escape_text(redactor, note)
+        );
+    }
 }
 
 /// The variable files' sensitive values, for the proof plan only: in memory, as if they were
@@ -132,9 +153,10 @@ fn record(
     source: &SourceArgs,
     state: crate::state::StateFile,
     redactor: &Redactor,
+    audit: &audit::AuditRecord,
 ) -> Result<(), String> {
     let backend = backend::of(source, &args.state, redactor)?;
-    audit::begin(&backend, "nivis convert terraform");
+    audit.begin(&backend, "nivis convert terraform");
     let mut store = backend
         .open(LockHolder::current("nivis convert terraform"), None)
         .map_err(|e| e.to_string())?;
@@ -166,8 +188,8 @@ fn prove(
     source: &SourceArgs,
     vars: &VarArgs,
     install: &InstallArgs,
-    style: Style,
-    redactor: &Redactor,
+    (style, redactor): (Style, &Redactor),
+    audit: &audit::AuditRecord,
 ) -> i32 {
     outln!("Proving the conversion with `nivis plan`:");
     let spec = RunSpec {
@@ -175,7 +197,7 @@ fn prove(
         detailed_exitcode: true,
         ..RunSpec::new(source, vars, install)
     };
-    match run::run_engine(&spec, style, redactor, run::Verb::Plan) {
+    match run::run_engine(&spec, style, redactor, run::Verb::Plan, audit) {
         exit::OK => {
             outln!("Adopted exactly: the plan shows no changes. Retire the Terraform state once you have checked the flake (see the book's \"Coming from Terraform or OpenTofu\").");
             exit::OK

@@ -47,7 +47,7 @@ struct PlanGraph {
 pub(super) fn run(args: &GraphArgs, redactor: &Redactor) -> i32 {
     let install = InstallArgs::none();
     let spec = RunSpec::for_project(&args.project, &install);
-    let opts = match options(&spec, "graph", redactor) {
+    let opts = match options(&spec, "graph", redactor, None) {
         Ok(o) => o,
         Err(e) => return fail(redactor, &e),
     };

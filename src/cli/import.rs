@@ -4,12 +4,19 @@
 //! Not: the import itself (`engine::imports`).
 
 use super::args::ImportArgs;
+use super::audit::AuditRecord;
 use super::{exit, fail, options};
 use crate::engine::{Engine, EngineError, Event, Sink};
 use crate::render::{self, outln, Human, JsonLines, Style, Tally};
 use crate::secrets::Redactor;
 
-pub(super) fn run(args: &ImportArgs, style: Style, redactor: &Redactor) -> i32 {
+/// Runs `nivis import`, noting what it records in `audit`; returns the exit status.
+pub(super) fn run(
+    args: &ImportArgs,
+    style: Style,
+    redactor: &Redactor,
+    audit: &AuditRecord,
+) -> i32 {
     let json = args.output.json;
     let mut human = Human::new(style, redactor.clone());
     let mut jsonl = JsonLines::new(redactor.clone());
@@ -19,7 +26,7 @@ pub(super) fn run(args: &ImportArgs, style: Style, redactor: &Redactor) -> i32 {
     let (status, summary) = {
         let inner: &mut dyn Sink = if json { &mut jsonl } else { &mut human };
         let mut tally = Tally::new(inner);
-        let status = import(args, style, redactor, &mut tally);
+        let status = import(args, (style, redactor), audit, &mut tally);
         (status, tally.summary_json())
     };
     if json {
@@ -28,10 +35,16 @@ pub(super) fn run(args: &ImportArgs, style: Style, redactor: &Redactor) -> i32 {
     status
 }
 
-fn import(args: &ImportArgs, style: Style, redactor: &Redactor, sink: &mut dyn Sink) -> i32 {
+fn import(
+    args: &ImportArgs,
+    (style, redactor): (Style, &Redactor),
+    audit: &AuditRecord,
+    sink: &mut dyn Sink,
+) -> i32 {
     let json = args.output.json;
-    let result = options(&args.spec(), "import", redactor).map_err(|e| (e, Vec::new()));
-    let mut recorder = super::audit::Recorder { inner: sink };
+    let result = options(&args.spec(), "import", redactor, Some(audit));
+    let result = result.map_err(|e| (e, Vec::new()));
+    let mut recorder = audit.recorder(sink);
     let result = result.and_then(|opts| {
         Engine::new(opts, &mut recorder)
             .import(&args.address, &args.id)

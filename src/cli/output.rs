@@ -115,7 +115,7 @@ fn collect(args: &OutputArgs, redactor: &Redactor) -> Result<Collected, String> 
     }
     let install = InstallArgs::none();
     let spec = RunSpec::for_project(&args.project, &install);
-    let opts = options(&spec, "output", redactor)?;
+    let opts = options(&spec, "output", redactor, None)?;
     let state = opts.backend.read_only().map_err(|e| e.to_string())?;
     state.teach_secrets(redactor);
     let mut sink = Collect::default();

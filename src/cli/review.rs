@@ -47,7 +47,7 @@ fn review_setup(
 ) -> Result<(Options, StateFile), String> {
     let install = InstallArgs::none();
     let spec = RunSpec::for_project(project, &install);
-    let opts = options(&spec, verb, redactor)?;
+    let opts = options(&spec, verb, redactor, None)?;
     let recorded = opts.backend.read_only().map_err(|e| e.to_string())?;
     Ok((opts, recorded))
 }

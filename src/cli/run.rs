@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::args::RunSpec;
+use super::audit::AuditRecord;
 use super::{exit, fail, options};
 use crate::engine::plan_file::{self, SavedPlan, VariableRecord};
 use crate::engine::{Engine, EngineError, Event, Options, Report, Sink, Timing};
@@ -50,8 +51,15 @@ enum Failure {
     Engine(EngineError),
 }
 
-/// Runs `verb` with the flags of `spec`; returns the exit status.
-pub(super) fn run_engine(spec: &RunSpec<'_>, style: Style, redactor: &Redactor, verb: Verb) -> i32 {
+/// Runs `verb` with the flags of `spec`, noting what it changes in `audit`; returns the exit
+/// status.
+pub(super) fn run_engine(
+    spec: &RunSpec<'_>,
+    style: Style,
+    redactor: &Redactor,
+    verb: Verb,
+    audit: &AuditRecord,
+) -> i32 {
     let mut human = Human::new(style, redactor.clone());
     human.phase_headers = verb == Verb::Apply;
     let mut jsonl = JsonLines::new(redactor.clone());
@@ -62,7 +70,7 @@ pub(super) fn run_engine(spec: &RunSpec<'_>, style: Style, redactor: &Redactor, 
         let inner: &mut dyn Sink = if spec.json { &mut jsonl } else { &mut human };
         let mut tally = Tally::new(inner);
         tally.drift_is_change = verb == Verb::Refresh || spec.refresh_only;
-        let status = run_verb(spec, style, redactor, verb, &mut tally);
+        let status = run_verb(spec, style, redactor, (verb, audit), &mut tally);
         (status, tally.summary_json())
     };
     if spec.json {
@@ -77,7 +85,7 @@ fn run_verb(
     spec: &RunSpec<'_>,
     style: Style,
     redactor: &Redactor,
-    verb: Verb,
+    (verb, audit): (Verb, &AuditRecord),
     tally: &mut Tally<'_>,
 ) -> i32 {
     let started = Instant::now();
@@ -85,11 +93,11 @@ fn run_verb(
     let cpu_before = own_cpu_time();
     // What the run does is noted for its audit record, and what is in flight for the line a
     // second Ctrl-C prints.
-    let mut recorder = super::audit::Recorder { inner: &mut *tally };
+    let mut recorder = audit.recorder(&mut *tally);
     let mut in_flight = InFlight {
         inner: &mut recorder,
     };
-    let result = drive(spec, style, redactor, verb, &mut in_flight);
+    let result = drive(spec, style, redactor, (verb, audit), &mut in_flight);
     match result {
         Ok(report) => {
             if let Some(r) = &report {
@@ -190,10 +198,10 @@ fn drive(
     spec: &RunSpec<'_>,
     style: Style,
     redactor: &Redactor,
-    verb: Verb,
+    (verb, audit): (Verb, &AuditRecord),
     sink: &mut dyn Sink,
 ) -> Result<Option<Report>, Failure> {
-    let mut opts = options(spec, verb.name(), redactor).map_err(Failure::Setup)?;
+    let mut opts = options(spec, verb.name(), redactor, Some(audit)).map_err(Failure::Setup)?;
     opts.save = spec.out.is_some();
     let plan_locks = verb == Verb::Plan && spec.read_lock;
     let _read_lock = plan_locks.then(|| lock_to_read(&opts)).transpose()?;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use super::args::{StateCommand, StateTarget};
+use super::audit::AuditRecord;
 use super::{backend, exit, fail};
 use crate::render::{self, outln};
 use crate::secrets::Redactor;
@@ -16,7 +17,7 @@ use crate::state::s3::Conversion;
 use crate::state::{Change, Mutation, ResourceState};
 
 // Long because it dispatches one arm per state verb.
-pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
+pub(super) fn run(cmd: StateCommand, redactor: &Redactor, audit: &AuditRecord) -> i32 {
     match cmd {
         StateCommand::Pull { out, state } => backend::pull(&state, &out, redactor),
         StateCommand::Push {
@@ -34,12 +35,13 @@ pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
             },
             lock.lock_timeout,
             redactor,
+            audit,
         ),
         StateCommand::Restore {
             drop_records,
             state,
             lock,
-        } => backend::restore(&state, drop_records, lock.lock_timeout, redactor),
+        } => backend::restore(&state, drop_records, lock.lock_timeout, redactor, audit),
         StateCommand::Migrate {
             force,
             encrypt,
@@ -47,9 +49,21 @@ pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
             state,
             lock,
         } => match (encrypt, decrypt) {
-            (true, _) => backend::convert(&state, Conversion::Encrypt, lock.lock_timeout, redactor),
-            (_, true) => backend::convert(&state, Conversion::Decrypt, lock.lock_timeout, redactor),
-            _ => backend::migrate(&state, force, lock.lock_timeout, redactor),
+            (true, _) => backend::convert(
+                &state,
+                Conversion::Encrypt,
+                lock.lock_timeout,
+                redactor,
+                audit,
+            ),
+            (_, true) => backend::convert(
+                &state,
+                Conversion::Decrypt,
+                lock.lock_timeout,
+                redactor,
+                audit,
+            ),
+            _ => backend::migrate(&state, force, lock.lock_timeout, redactor, audit),
         },
         StateCommand::List {
             addresses,
@@ -109,24 +123,26 @@ pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
                 Err(e) => fail(redactor, &e),
             }
         }
-        StateCommand::Rm { ids, state, lock } => remove(&ids, &state, lock.lock_timeout, redactor),
+        StateCommand::Rm { ids, state, lock } => {
+            remove(&ids, &state, lock.lock_timeout, redactor, audit)
+        }
         StateCommand::Resolve {
             address,
             absent: _,
             state,
             lock,
-        } => resolve_absent(&address, &state, lock.lock_timeout, redactor),
+        } => resolve_absent(&address, &state, lock.lock_timeout, redactor, audit),
         StateCommand::Mv {
             from,
             to,
             state,
             lock,
-        } => rename(&from, &to, &state, lock.lock_timeout, redactor),
+        } => rename(&from, &to, &state, lock.lock_timeout, redactor, audit),
         StateCommand::Repair {
             dry_run,
             state,
             lock,
-        } => super::state_repair::run(&state, dry_run, lock.lock_timeout, redactor),
+        } => super::state_repair::run(&state, dry_run, lock.lock_timeout, redactor, audit),
         StateCommand::ReplaceProvider {
             from,
             to,
@@ -139,6 +155,7 @@ pub(super) fn run(cmd: StateCommand, redactor: &Redactor) -> i32 {
                 to: &to,
                 auto_approve,
                 wait: lock.lock_timeout,
+                audit,
             };
             super::state_provider::run(&ask, &state, redactor)
         }
@@ -224,6 +241,7 @@ fn rename(
     target: &StateTarget,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &AuditRecord,
 ) -> i32 {
     let kind = |id: &str| {
         id.rsplit_once('.')
@@ -241,7 +259,7 @@ fn rename(
             )
         }
     }
-    let mut store = match backend::open_locked(target, "nivis state mv", wait, redactor) {
+    let mut store = match backend::open_locked(target, "nivis state mv", wait, redactor, audit) {
         Ok(s) => s,
         Err(e) => return fail(redactor, &e),
     };
@@ -260,7 +278,7 @@ fn rename(
     if let Err(e) = store.commit(&changes, Mutation::for_state_verb("state mv")) {
         return fail(redactor, &e);
     }
-    super::audit::change(to, &format!("move from {from}"));
+    audit.change(to, &format!("move from {from}"));
     if let Err(e) = store.close() {
         return fail(redactor, &e);
     }
@@ -279,8 +297,10 @@ fn resolve_absent(
     target: &StateTarget,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &AuditRecord,
 ) -> i32 {
-    let mut store = match backend::open_locked(target, "nivis state resolve", wait, redactor) {
+    let mut store = match backend::open_locked(target, "nivis state resolve", wait, redactor, audit)
+    {
         Ok(s) => s,
         Err(e) => return fail(redactor, &e),
     };
@@ -303,7 +323,7 @@ fn resolve_absent(
     if let Err(e) = store.commit(&[change], Mutation::for_state_verb("state resolve")) {
         return fail(redactor, &e);
     }
-    super::audit::change(address, &format!("resolve pending {word} (absent)"));
+    audit.change(address, &format!("resolve pending {word} (absent)"));
     if let Err(e) = store.close() {
         return fail(redactor, &e);
     }
@@ -320,8 +340,9 @@ fn remove(
     target: &StateTarget,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &AuditRecord,
 ) -> i32 {
-    let mut store = match backend::open_locked(target, "nivis state rm", wait, redactor) {
+    let mut store = match backend::open_locked(target, "nivis state rm", wait, redactor, audit) {
         Ok(s) => s,
         Err(e) => return fail(redactor, &e),
     };
@@ -338,7 +359,7 @@ fn remove(
         return fail(redactor, &e);
     }
     for id in ids {
-        super::audit::change(id, "forget");
+        audit.change(id, "forget");
     }
     if let Err(e) = store.close() {
         return fail(redactor, &e);

@@ -21,6 +21,8 @@ pub(super) struct Replacement<'a> {
     pub to: &'a str,
     pub auto_approve: bool,
     pub wait: Option<Duration>,
+    /// The command's audit record.
+    pub audit: &'a super::audit::AuditRecord,
 }
 
 /// Runs `state replace-provider`; returns the exit status.
@@ -40,7 +42,7 @@ fn replace(ask: &Replacement<'_>, target: &StateTarget, r: &Redactor) -> Result<
         return Err(format!("FROM and TO are both {from}: nothing to replace"));
     }
     let command = "nivis state replace-provider";
-    let mut store = super::backend::open_locked(target, command, ask.wait, r)?;
+    let mut store = super::backend::open_locked(target, command, ask.wait, r, ask.audit)?;
     let state = store.state();
     let changes: Vec<Change> = state
         .iter()
@@ -90,7 +92,8 @@ fn replace(ask: &Replacement<'_>, target: &StateTarget, r: &Redactor) -> Result<
         .commit(&changes, Mutation::for_state_verb("state replace-provider"))
         .map_err(|e| e.to_string())?;
     for c in &changes {
-        super::audit::change(c.id(), &format!("provider {from} -> {to}"));
+        ask.audit
+            .change(c.id(), &format!("provider {from} -> {to}"));
     }
     store.close().map_err(|e| e.to_string())?;
     outln!(

@@ -17,6 +17,7 @@ pub(super) fn run(
     dry_run: bool,
     wait: Option<Duration>,
     redactor: &Redactor,
+    audit: &super::audit::AuditRecord,
 ) -> i32 {
     let chosen = match backend::of(&t.source, &t.state, redactor) {
         Ok(b) => b,
@@ -35,7 +36,7 @@ pub(super) fn run(
         );
     };
     if !dry_run {
-        super::audit::begin(&chosen, "nivis state repair");
+        audit.begin(&chosen, "nivis state repair");
     }
     let holder = LockHolder::current("nivis state repair");
     let write = (!dry_run).then(|| Mutation::for_state_verb("state repair"));

@@ -79,6 +79,7 @@ fn run(args: &TestArgs, redactor: &Redactor) -> Result<i32, String> {
         &RunSpec::new(&args.source, &args.vars, &install),
         "test",
         redactor,
+        None,
     )?;
     let expected = expectations(args, &opts.source)?;
     let dir = crate::rundir::RunDir::create().map_err(|e| e.to_string())?;
