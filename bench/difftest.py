@@ -127,7 +127,7 @@ def edit_family(config: dict, rng: random.Random) -> str:
     return f"{FAMILY} {kind} (x{fam['n']})"
 
 
-def edit_each(config: dict, rng: random.Random, moves: list, before: dict) -> str:
+def edit_each(config: dict, rng: random.Random, moves: list, before: dict, recorded: set) -> str:
     """A for_each family over a map (`for_each` / `lib.forEach`): keys added, removed, renamed
     (`lib.moved` in Nivis, `terraform state mv` for Terraform), values changed."""
     each = config["each"]
@@ -135,7 +135,7 @@ def edit_each(config: dict, rng: random.Random, moves: list, before: dict) -> st
         keys = rng.sample(KEYS, rng.randint(1, 2))
         config["each"] = {"keys": {k: rng.randint(0, 2) for k in keys}, "ref": None}
         return f"each {EACH} {sorted(keys)}"
-    applied = set(before["each"]["keys"]) if before["each"] else set()
+    applied = {k for k in before["each"]["keys"] if f"{EACH}[{k}]" in recorded} if before["each"] else set()
     moved_now = {m for pair in moves for m in pair}
     kind = rng.choice(["add", "remove", "rename", "value", "ref"])
     present = [k for k in KEYS if k in each["keys"]]
@@ -186,12 +186,14 @@ def rename(config: dict, rng: random.Random, moves: list, applied: set) -> str:
     return f"rename {old} -> {new}"
 
 
-def edit(config: dict, rng: random.Random, moves: list, forgets: list, before: dict) -> str:
+def edit(config: dict, rng: random.Random, moves: list, forgets: list, before: dict, recorded: set) -> str:
     """One random edit of `config`: {"res": {name: {v, ref, data, cbd, ign, pd}}, "k" for the data
     source and "d_dep" for its dependsOn, "family": {n, v, ref, cbd} or None, "each": {keys, ref}
     or None}. A rename is appended to `moves` as (old, new), a forgotten resource (`lib.removed {
-    destroy = false; }`, `terraform state rm`) to `forgets`; `before` is the applied configuration."""
-    applied = set(before["res"])
+    destroy = false; }`, `terraform state rm`) to `forgets`; `before` is the configuration of
+    the last cycle and `recorded` the resources in Terraform's state (a `-target` cycle leaves
+    the others of `before` unapplied: neither engine can rename or forget those)."""
+    applied = set(before["res"]) & recorded
     present = [n for n in NAMES if n in config["res"]]
     # A name renamed away or forgotten this cycle stays free (Nivis refuses a move whose `from`,
     # or a removal whose resource, is declared).
@@ -202,7 +204,7 @@ def edit(config: dict, rng: random.Random, moves: list, forgets: list, before: d
     if kind == "family":
         return edit_family(config, rng)
     if kind == "each":
-        return edit_each(config, rng, moves, before)
+        return edit_each(config, rng, moves, before, recorded)
     if kind == "rename" and present:
         return rename(config, rng, moves, applied)
     if kind == "add" and absent or not present:
@@ -504,6 +506,17 @@ class Engines:
                 moves.append((e["from"].rsplit(".", 1)[1], e["to"].rsplit(".", 1)[1]))
         return out, moves
 
+    def tf_recorded(self) -> set:
+        """The resources in Terraform's state: `r0`... and a for_each family's `f[key]`."""
+        state = self.tf_dir / "terraform.tfstate"
+        if not state.exists():
+            return set()
+        tf = json.loads(state.read_text())
+        managed = [r for r in tf["resources"] if r["mode"] == "managed"]
+        keyed = {f"{r['name']}[{i['index_key']}]" for r in managed for i in r["instances"]
+                 if isinstance(i.get("index_key"), str)}
+        return {r["name"] for r in managed} | keyed
+
     def states(self):
         tf = json.loads((self.tf_dir / "terraform.tfstate").read_text())
         tf_objs = {f"null_resource.{r['name']}" + (f"[{json.dumps(i['index_key'])}]" if "index_key" in i else ""): i["attributes"]
@@ -650,7 +663,8 @@ def main(argv):
             if cycle and rng.random() < 0.1:
                 compare_refresh_only(e, cycle, differences)
             before, moves, forgets = copy.deepcopy(config), [], []
-            what = ", ".join(edit(config, rng, moves, forgets, before) for _ in range(rng.randint(1, 3)))
+            recorded = e.tf_recorded()
+            what = ", ".join(edit(config, rng, moves, forgets, before, recorded) for _ in range(rng.randint(1, 3)))
             # A rename whose new name was removed in the same cycle is a plain removal of the old one.
             keys = set(config["each"]["keys"]) if config["each"] else set()
             moves = [(old, new) for old, new in moves if new in config["res"] or new.removeprefix(f"{EACH}__") in keys]

@@ -176,6 +176,52 @@ fn ignore_changes_keeps_the_recorded_value() {
     assert_eq!(p.outputs()["alpha.alpha_token.t"]["label"], "one");
 }
 
+/// Issue 50 (oracle seed 5): ignoreChanges shapes an update only. A replacement creates a new
+/// object, which OpenTofu plans from the configuration as written; Nivis created it with the
+/// ignored attribute's old value.
+#[test]
+fn a_replacement_is_created_from_the_configuration_as_written_despite_ignore_changes() {
+    let version = |label: &str, keeper: &str| {
+        plan_of(
+            &[token(
+                "t",
+                &format!("label = \"{label}\"; keeper = \"{keeper}\";"),
+                "ignoreChanges = [ \"label\" ];",
+            )],
+            "",
+        )
+    };
+    let p = Project::new(&version("one", "k1"));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    // The label alone: ignored, nothing to do.
+    p.set_plan(&version("two", "k1"));
+    assert_success(&p.run(&["apply"], &["--auto-approve"]));
+    assert_eq!(p.outputs()["alpha.alpha_token.t"]["label"], "one");
+    // The keeper forces a replacement: the new object has the label as written.
+    p.set_plan(&version("two", "k2"));
+    let plan = p.run(&["plan"], &[]);
+    assert_success(&plan);
+    assert!(
+        stdout(&plan).contains("\"two\""),
+        "the plan shows the new label: {}",
+        stdout(&plan)
+    );
+    let out = p.run(&["apply"], &["--auto-approve", "--json"]);
+    assert_success(&out);
+    let finished = actions(&out, "finished");
+    assert_eq!(finished.len(), 1, "{finished:?}");
+    assert!(
+        finished[0].1.to_string().contains("replace"),
+        "{finished:?}"
+    );
+    assert_eq!(p.outputs()["alpha.alpha_token.t"]["label"], "two");
+    assert_eq!(p.outputs()["alpha.alpha_token.t"]["keeper"], "k2");
+    // And it stays so: the next plan changes nothing.
+    let plan = p.run(&["plan"], &[]);
+    assert_success(&plan);
+    assert!(stdout(&plan).contains("No changes"), "{}", stdout(&plan));
+}
+
 #[test]
 fn orphans_are_destroyed_in_reverse_dependency_order() {
     let chain = [

@@ -1,6 +1,8 @@
 //! A managed resource's turn: the current object (upgraded, refreshed), the plan, the action,
 //! and in apply mode the change carried out; and `refresh` of a recorded object.
 
+use std::borrow::Cow;
+
 use serde_json::Value as Json;
 
 use super::delete::{destroy_deposed, destroy_object};
@@ -28,6 +30,8 @@ pub(super) struct Planned<'a> {
     schema: &'a crate::schema::Schema,
     ty: Type,
     config: Value,
+    /// The configuration as written, when `ignoreChanges` changed `config` (see [`Answers`]).
+    written: Option<Value>,
     prior: Value,
     prior_private: Vec<u8>,
     plan_prior: Value,
@@ -52,6 +56,10 @@ pub(super) struct Answers {
     tainted: bool,
     /// The configuration, conforming, with `ignoreChanges` applied.
     config: Value,
+    /// The configuration as written, when `ignoreChanges` changed it: what a replacement's new
+    /// object is created from (OpenTofu plans a replacement from it; `ignoreChanges` shapes
+    /// updates only).
+    written: Option<Value>,
     /// What the plan was asked from: the current object, or null for a new one.
     plan_prior: Value,
     plan: crate::provider::PlanResponse,
@@ -103,13 +111,15 @@ fn ask_provider(input: &NodeInput, block: &Block, config: Value) -> Result<Answe
         }
         None => (Value::Null, Vec::new(), None, false),
     };
-    let config = if !prior.is_null() && !input.lifecycle.ignore_changes.is_empty() {
-        let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
-        plan::apply_ignore_changes(&config, &prior, &paths)
-    } else {
-        config
-    };
     let plan_prior = if tainted { Value::Null } else { prior.clone() };
+    // A new object (tainted, forced) is planned from the configuration as written.
+    let (config, written) = if !plan_prior.is_null() && !input.lifecycle.ignore_changes.is_empty() {
+        let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
+        let ignored = plan::apply_ignore_changes(&config, &prior, &paths);
+        (ignored, Some(config))
+    } else {
+        (config, None)
+    };
     let proposed = plan::proposed_new(block, &plan_prior, &config);
     let plan = match input.provider.plan_resource_change(PlanRequest {
         type_name: &input.type_name,
@@ -140,9 +150,17 @@ fn ask_provider(input: &NodeInput, block: &Block, config: Value) -> Result<Answe
         drift,
         tainted,
         config,
+        written,
         plan_prior,
         plan,
     })
+}
+
+impl Answers {
+    /// The configuration a new object of this resource is created from (a replacement's).
+    fn new_object_config(&self) -> &Value {
+        self.written.as_ref().unwrap_or(&self.config)
+    }
 }
 
 /// The plan half of a managed resource's turn: conform, the provider's answers (its
@@ -196,10 +214,22 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         }
     };
     let shown_prior = if tainted { prior } else { plan_prior };
+    // A replacement's new object takes the ignored attributes as written: shown so.
+    let shown_planned = match (action, &answers.written) {
+        (Action::Replace { .. }, Some(written)) => {
+            let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
+            Cow::Owned(plan::apply_ignore_changes(
+                &plan.planned_state,
+                written,
+                &paths,
+            ))
+        }
+        _ => Cow::Borrowed(&plan.planned_state),
+    };
     let mut changes = display_changes(
         block,
         shown_prior,
-        &plan.planned_state,
+        &shown_planned,
         &replace_paths,
         &marked_sensitive(input),
     );
@@ -210,7 +240,8 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         None
     } else {
         let facts = (tainted, drift.is_some());
-        planned_object(input, block, action, prior, &answers.config, facts, plan)
+        let new_config = answers.new_object_config();
+        planned_object(input, block, action, prior, new_config, facts, plan)
     };
     let plan_made = (input.mode.keeps_answers())
         .then(|| Box::new(super::previewed::EarlierPlan::new(input, answers.clone())));
@@ -235,6 +266,7 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         schema: s,
         ty,
         config: answers.config,
+        written: answers.written,
         prior: answers.prior,
         prior_private: answers.prior_private,
         plan_prior: answers.plan_prior,
@@ -304,6 +336,8 @@ fn apply_managed(
 ) -> NodeOutput {
     let (s, ty, action) = (planned.schema, planned.ty, planned.action);
     let (config, plan) = (planned.config, planned.plan);
+    // A replacement's new object is created from the configuration as written.
+    let new_config = planned.written.as_ref().unwrap_or(&config);
     let (prior, prior_private) = (planned.prior, planned.prior_private);
     let plan_prior = planned.plan_prior;
     let (mut diags, mut out) = (planned.diags, planned.out);
@@ -391,7 +425,7 @@ fn apply_managed(
                 block,
                 &ty,
                 s.version,
-                &config,
+                new_config,
                 &plan.planned_private,
                 &mut diags,
                 mutation,
@@ -409,7 +443,7 @@ fn apply_managed(
             replace_create_first(
                 input,
                 old,
-                &config,
+                new_config,
                 &plan.planned_private,
                 &mut diags,
                 report,
