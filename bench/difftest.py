@@ -25,7 +25,9 @@ the edits are undone. Terraform propagates create_before_destroy from a `count =
 what it references (`lib.count 0` declares nothing in Nivis): recorded too. Values Nix computes (`lib.str`, `compute`) are deferred by Nivis,
 planned by Terraform; the generator uses plain references only. A data source whose depends_on
 names a changing resource is read at apply by Terraform (its readers replaced) and after that
-resource by Nivis (its readers planned by the value read): recorded (§100). Terraform's
+resource by Nivis (its readers planned by the value read): recorded (§100). With -target,
+Terraform deletes the removed instances of a shrunk family the target depends on; Nivis leaves
+them to the next untargeted apply: recorded (§108). Terraform's
 refresh-only `-detailed-exitcode` may be 2 with "No changes.": its words are compared.
 
 Usage: bench/difftest.py [--cycles N] [--seed S | --seeds A-B [--jobs J] [--logs DIR]] [--nivis PATH].
@@ -376,6 +378,22 @@ def empty_family_cbd(config: dict, tf_plan: dict, nv_plan: dict) -> bool:
     return True
 
 
+def targeted_family_orphans(config: dict, target, tf_plan: dict, nv_plan: dict) -> bool:
+    """Documented (DESIGN §108): with `-target`, Terraform includes every instance of a resource
+    block the target depends on, so it deletes the instances a shrunk `count` or `for_each` no
+    longer declares; Nivis targets the instances the target references (and what they
+    reference), so those deletions wait for the next untargeted apply. True when that explains
+    every difference: deletions in Terraform, absent in Nivis, of a family the target reaches."""
+    if not target:
+        return False
+    for addr in set(tf_plan) | set(nv_plan):
+        t, n = tf_plan.get(addr), nv_plan.get(addr)
+        family = next((f for f in (FAMILY, EACH) if addr.startswith(f"null_resource.{f}[")), None)
+        if t != n and not (t == "delete" and n is None and family and depends_on(config, target, family)):
+            return False
+    return True
+
+
 def data_read_deferred(config: dict, tf_plan: dict, nv_plan: dict) -> bool:
     """Documented (DESIGN §100): when the data source's `depends_on` names a resource with a
     planned change, Terraform 1.0.3 reads it only during apply, so what reads its outputs
@@ -417,6 +435,8 @@ class Engines:
     def __init__(self, work: Path, nivis: str):
         paths = fetch_binaries()
         self.null, self.terraform, self.nivis = paths["NIVIS_REAL_NULL"], paths["NIVIS_REAL_TERRAFORM"], nivis
+        # Every object id either engine's state has held, by the address it had (see `states`).
+        self.tf_ids, self.nv_ids = {}, {}
         mirror = work / "tf-mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64"
         mirror.mkdir(parents=True)
         shutil.copy2(self.null, mirror / Path(self.null).name)
@@ -524,10 +544,15 @@ class Engines:
         out = run([self.nivis, "output", "--json", "--state", str(self.nv_dir / "state.json")], self.nv_dir, self.nivis_env)
         nv_objs = {tf_address(k): v for k, v in json.loads(out.stdout)["resources"].items() if k.startswith("null.null_resource.")}
 
-        def symbolic(objs):
+        def symbolic(objs, history):
+            # An id no object has any more (an untargeted resource still holds the id of one a
+            # `-target` apply replaced) is named by the address that object had.
             by_id = {o["id"]: addr for addr, o in objs.items()}
-            return {addr: {k: by_id.get(v, v) for k, v in (o.get("triggers") or {}).items()} for addr, o in objs.items()}
-        return symbolic(tf_objs), symbolic(nv_objs)
+            named = lambda v: by_id.get(v) or (f"gone {history[v]}" if v in history else v)
+            result = {addr: {k: named(v) for k, v in (o.get("triggers") or {}).items()} for addr, o in objs.items()}
+            history.update(by_id)
+            return result
+        return symbolic(tf_objs, self.tf_ids), symbolic(nv_objs, self.nv_ids)
 
 
 def undo_cycle(e: "Engines", before: dict) -> dict:
@@ -584,6 +609,8 @@ def run_cycle(e: "Engines", config: dict, before: dict, what: str, moves: list, 
         explained.append((cycle, what, "create_before_destroy of an empty count family"))
     elif tf_plan != nv_plan and data_read_deferred(config, tf_plan, nv_plan):
         explained.append((cycle, what, "data source read deferred by depends_on"))
+    elif tf_plan != nv_plan and targeted_family_orphans(config, target, tf_plan, nv_plan):
+        explained.append((cycle, what, "-target reaches a shrunk family's removed instances"))
     elif tf_plan != nv_plan:
         differences.append((cycle, what, "plan" + (f" -target {target}" if target else ""), tf_plan, nv_plan))
     tf_apply = e.tf("apply", "-auto-approve", "tf.plan")
