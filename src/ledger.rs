@@ -25,13 +25,13 @@ use serde_json::{json, Map, Value as Json};
 use crate::rundir::RunDir;
 
 /// One resource's outputs: plain attributes with sensitive ones replaced by placeholders.
-pub type Outputs = Map<String, Json>;
+pub(crate) type Outputs = Map<String, Json>;
 
 /// The file name of the ledger inside the run directory.
-pub const LEDGER_FILE: &str = "ledger.json";
+pub(crate) const LEDGER_FILE: &str = "ledger.json";
 
 /// The file name of the channel of secrets inside the run directory.
-pub const CHANNEL_FILE: &str = "secrets.json";
+pub(crate) const CHANNEL_FILE: &str = "secrets.json";
 
 /// The ledger handed to Nix.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -77,7 +77,7 @@ pub struct RemoteState {
 
 impl RemoteState {
     /// A state read from `location` with its lineage and serial; fill it with [`RemoteState::set`].
-    pub fn new(name: &str, location: &str, lineage: &str, serial: u64) -> RemoteState {
+    pub(crate) fn new(name: &str, location: &str, lineage: &str, serial: u64) -> RemoteState {
         RemoteState {
             name: name.to_string(),
             location: location.to_string(),
@@ -89,7 +89,7 @@ impl RemoteState {
     }
 
     /// Records one of its resources, as [`Ledger::set`] does for the project's own.
-    pub fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
+    pub(crate) fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
         let (outputs, secrets) = split_secrets(id, attributes, sensitive);
         self.outputs.insert(id.to_string(), outputs);
         if !secrets.is_empty() {
@@ -130,7 +130,7 @@ impl Ledger {
     /// path in `sensitive` (JSON arrays of keys/indices) makes its top-level attribute a
     /// placeholder pointing at the resource and that attribute, and its value a secret of the
     /// channel.
-    pub fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
+    pub(crate) fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
         let (outputs, secrets) = split_secrets(id, attributes, sensitive);
         self.outputs.insert(id.to_string(), outputs);
         if secrets.is_empty() {
@@ -140,14 +140,8 @@ impl Ledger {
         }
     }
 
-    /// Forgets a resource (destroyed).
-    pub fn remove(&mut self, id: &str) {
-        self.outputs.remove(id);
-        self.secrets.remove(id);
-    }
-
     /// The ledger as JSON (without the channel's path).
-    pub fn to_json(&self) -> Json {
+    pub(crate) fn to_json(&self) -> Json {
         serde_json::to_value(self.document(None)).expect("JSON values serialise")
     }
 
@@ -175,7 +169,7 @@ impl Ledger {
     }
 
     /// The channel as JSON: secrets behind the placeholders, and the variables.
-    pub fn channel_json(&self) -> Json {
+    pub(crate) fn channel_json(&self) -> Json {
         let mut json =
             json!({ "outputs": self.secrets, "vars": self.vars, "varsText": self.vars_text });
         if !self.ephemeral.is_empty() {
@@ -194,7 +188,7 @@ impl Ledger {
 
     /// Writes the channel and the ledger (naming the channel in `secretsFile`) into `dir`, both
     /// mode 0600; returns the ledger's path. Delete [`CHANNEL_FILE`] once Nix has read it.
-    pub fn write(&self, dir: &RunDir) -> std::io::Result<PathBuf> {
+    pub(crate) fn write(&self, dir: &RunDir) -> std::io::Result<PathBuf> {
         let channel = dir.write(CHANNEL_FILE, &line(&self.channel_json()))?;
         let channel = channel
             .to_str()

@@ -36,7 +36,7 @@ pub enum Level {
 
 impl Level {
     /// The level as policies spell it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Level::Advisory => "advisory",
             Level::Mandatory => "mandatory",
@@ -61,7 +61,7 @@ pub struct Violation {
 
 impl Violation {
     /// Whether this violation stops the run: mandatory and not overridden.
-    pub fn refuses(&self) -> bool {
+    pub(crate) fn refuses(&self) -> bool {
         self.level == Level::Mandatory && self.overridden.is_none()
     }
 }
@@ -81,7 +81,7 @@ impl fmt::Display for Violation {
 
 /// What one check found.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// How many static rules the project has.
     pub static_rules: usize,
     /// How many plan and phase rules the project has.
@@ -103,7 +103,7 @@ pub struct Overrides {
 
 impl Overrides {
     /// The overridden rules `verdict` does not name: a misspelt `--override` overrides nothing.
-    pub fn unknown<'a>(&'a self, verdict: &Verdict) -> Vec<&'a str> {
+    pub(crate) fn unknown<'a>(&'a self, verdict: &Verdict) -> Vec<&'a str> {
         (self.rules.iter())
             .filter(|r| !verdict.names.contains(r))
             .map(String::as_str)
@@ -111,7 +111,7 @@ impl Overrides {
     }
 
     /// Marks the mandatory violations of overridden rules with the reason.
-    pub fn apply(&self, verdict: &mut Verdict) {
+    pub(crate) fn apply(&self, verdict: &mut Verdict) {
         for v in &mut verdict.violations {
             if v.level == Level::Mandatory && self.rules.contains(&v.rule) {
                 v.overridden = Some(self.reason.clone().unwrap_or_default());

@@ -295,7 +295,7 @@ pub struct Timing {
 
 impl Timing {
     /// Nivis's own share: neither Nix nor any provider was working for it.
-    pub fn own(&self) -> Duration {
+    pub(crate) fn own(&self) -> Duration {
         self.wall.saturating_sub(self.nix + self.providers)
     }
 }
@@ -303,7 +303,7 @@ impl Timing {
 impl Event {
     /// The planned removal of a recorded object (`deposed`: one of its deposed objects): a
     /// delete, or a forget when its provider cannot delete. Removals show no attribute changes.
-    pub fn planned_removal(
+    pub(crate) fn planned_removal(
         phase: u32,
         id: &str,
         type_name: &str,

@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use super::events::{Action, AttrChange, Event, Wait};
-pub use crate::plan::{ChangeRecord, WireError};
+pub(crate) use crate::plan::{ChangeRecord, WireError};
 
 /// The records of a list of changes.
-pub fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
+pub(crate) fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
     changes.iter().map(ChangeRecord::from).collect()
 }
 
@@ -60,7 +60,7 @@ pub struct DeferredRow {
 impl DeferredRow {
     /// The action classes a later phase may take: update or replace a recorded object,
     /// create a new one.
-    pub fn possible_actions(&self) -> Vec<String> {
+    pub(crate) fn possible_actions(&self) -> Vec<String> {
         let classes: &[&str] = if self.in_state {
             &["update", "replace"]
         } else {
@@ -100,7 +100,7 @@ pub struct ImportRecord {
 
 /// One row of a plan: what `nivis plan` lists and a saved plan keeps.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PlanRow {
+pub(crate) enum PlanRow {
     /// A resource's planned action.
     Planned(PlannedChange),
     /// A resource a later phase decides.
@@ -113,7 +113,7 @@ pub enum PlanRow {
 
 impl PlanRow {
     /// The row of a plan event (planned, deferred, moved, imported); `None` for any other.
-    pub fn of(event: &Event) -> Option<PlanRow> {
+    pub(crate) fn of(event: &Event) -> Option<PlanRow> {
         Some(match event.clone() {
             Event::Planned {
                 id,
@@ -178,7 +178,7 @@ impl PlanRow {
     }
 
     /// The event of this row in `phase`; an error names a change that does not read back.
-    pub fn to_event(&self, phase: u32) -> Result<Event, WireError> {
+    pub(crate) fn to_event(&self, phase: u32) -> Result<Event, WireError> {
         Ok(match self.clone() {
             PlanRow::Planned(c) => Event::Planned {
                 phase,
@@ -281,7 +281,7 @@ impl From<WaitRecord> for Wait {
 }
 
 /// `value` as a JSON object (records are structs; anything else is a bug).
-pub fn object(value: &impl Serialize) -> serde_json::Map<String, Json> {
+pub(crate) fn object(value: &impl Serialize) -> serde_json::Map<String, Json> {
     match serde_json::to_value(value) {
         Ok(Json::Object(m)) => m,
         other => unreachable!("a wire record serialises to an object, not {other:?}"),

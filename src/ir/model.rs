@@ -116,7 +116,7 @@ pub enum ConditionStatus {
 
 impl ConditionStatus {
     /// The IR spelling.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ConditionStatus::Pass => "pass",
             ConditionStatus::Fail => "fail",
@@ -167,7 +167,7 @@ pub enum ProviderKind {
 
 impl ProviderKind {
     /// The IR spelling of the kind.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             ProviderKind::Tfplugin => "tfplugin",
             ProviderKind::Nixops4 { .. } => "nixops4",
@@ -245,7 +245,7 @@ pub enum ReplaceTrigger {
 
 impl ReplaceTrigger {
     /// The id of the trigger resource.
-    pub fn resource(&self) -> &str {
+    pub(crate) fn resource(&self) -> &str {
         match self {
             ReplaceTrigger::Resource(id) => id,
             ReplaceTrigger::Attribute(r) => &r.resource,
@@ -377,7 +377,7 @@ pub struct VariableDecl {
 
 /// What a tree leaf needs from another node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DependencyKind {
+pub(crate) enum DependencyKind {
     /// A plain reference (`__ref`).
     Ref,
     /// A reference to a sensitive output (`__sensitiveRef`).
@@ -388,7 +388,7 @@ pub enum DependencyKind {
 
 /// One use of another node's output inside a tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dependency<'a> {
+pub(crate) struct Dependency<'a> {
     /// Path of the leaf inside the tree.
     pub at: Vec<PathStep>,
     /// The node whose output is needed.

@@ -39,7 +39,7 @@ pub struct Probed {
 
 /// Evaluates the plan with the ledger at `ledger_path` (as [`evaluate`]) and probes, in the
 /// same evaluation, whether its resource set depends on the ledger.
-pub fn evaluate_probing(
+pub(crate) fn evaluate_probing(
     source: &PlanSource,
     ledger_path: &Path,
     inherit: Option<RawFd>,

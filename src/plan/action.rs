@@ -51,7 +51,7 @@ impl Action {
 
     /// Whether the provider writes an object with the configuration (a create, an update, the
     /// create half of a replacement): the calls that carry write-only values.
-    pub fn writes_object(self) -> bool {
+    pub(crate) fn writes_object(self) -> bool {
         match self {
             Action::Create | Action::Update | Action::Replace { .. } | Action::Recreate => true,
             Action::Delete | Action::Forget | Action::NoOp | Action::Read => false,
@@ -94,7 +94,7 @@ impl fmt::Display for ReplacementRefused {
 
 impl ReplacementRefused {
     /// What the user can do, naming the attributes that force the replacement.
-    pub fn advice(&self) -> String {
+    pub(crate) fn advice(&self) -> String {
         format!(
             "Attributes forcing replacement: {}. Change the configuration back, or remove \
              preventDestroy if replacing is intended.",

@@ -91,7 +91,7 @@ impl std::error::Error for WireError {}
 
 impl ChangeRecord {
     /// The change again; an error names a path that does not parse.
-    pub fn to_change(&self) -> Result<AttrChange, WireError> {
+    pub(crate) fn to_change(&self) -> Result<AttrChange, WireError> {
         let side = |v: &Json| match v {
             Json::Null => None,
             other => Some(crate::value::json::from_plain_json_with(other, &mut |m| {

@@ -37,17 +37,19 @@ use std::fmt;
 
 use crate::value::{render_path, PathStep, Value};
 
-pub use action::{choose_action, Action, PlanFacts, ReplacementRefused};
-pub use change::{AttrChange, ChangeRecord, WireError};
 pub use compatible::assert_object_compatible;
-pub use diff::{diff, diff_typed, LeafDiff};
-pub use drift::{drifted, empty_as_null};
 pub use ignore::apply_ignore_changes;
 pub use legacy::normalize_object_from_legacy_sdk;
-pub use moves::{resolve_moves, MoveError, Rename};
-pub use proposed::{planned_unknown_for_data, proposed_new};
 pub use replace::filter_requires_replace;
-pub use validity::assert_plan_valid;
+pub(crate) use validity::assert_plan_valid;
+pub use {
+    action::{choose_action, Action, PlanFacts, ReplacementRefused},
+    change::{AttrChange, ChangeRecord, WireError},
+    diff::{diff, diff_typed, LeafDiff},
+    drift::{drifted, empty_as_null},
+    moves::{resolve_moves, MoveError, Rename},
+    proposed::{planned_unknown_for_data, proposed_new},
+};
 
 /// Whether two values are known to be equal: both wholly known and equal (cty
 /// `Equals(...).True()`). An unknown anywhere means "may differ".

@@ -157,12 +157,13 @@ impl ProviderAddr {
     }
 
     /// The path of this provider below a mirror or cache root: `HOST/NAMESPACE/TYPE`.
-    pub fn rel_path(&self) -> std::path::PathBuf {
+    pub(crate) fn rel_path(&self) -> std::path::PathBuf {
         [&self.host, &self.namespace, &self.type_].iter().collect()
     }
 
     /// Whether the host is a loopback address (`127.x.y.z`, `localhost`, `[::1]`).
-    pub fn host_is_loopback(&self) -> bool {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn host_is_loopback(&self) -> bool {
         host_is_loopback(&self.host)
     }
 }
@@ -291,7 +292,7 @@ impl Version {
     }
 
     /// Whether this is a prerelease (`1.0.0-beta1`).
-    pub fn is_prerelease(&self) -> bool {
+    pub(crate) fn is_prerelease(&self) -> bool {
         !self.pre.is_empty()
     }
 
@@ -531,7 +532,7 @@ impl Constraint {
     }
 
     /// Whether `v` satisfies every clause.
-    pub fn allows(&self, v: &Version) -> bool {
+    pub(crate) fn allows(&self, v: &Version) -> bool {
         if v.is_prerelease()
             && !self
                 .clauses
@@ -561,7 +562,7 @@ impl Constraint {
     }
 
     /// Whether there are no clauses.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.clauses.is_empty()
     }
 }

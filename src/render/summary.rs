@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::engine::{Action, Event, Sink, Wait};
 
 /// A sink that forwards to another and also counts planned actions, for summaries.
-pub struct Tally<'a> {
+pub(crate) struct Tally<'a> {
     inner: &'a mut dyn Sink,
     /// Planned actions: (id, action).
     pub planned: Vec<(String, Action)>,
@@ -35,7 +35,7 @@ pub struct Tally<'a> {
 
 impl<'a> Tally<'a> {
     /// Wraps `inner`.
-    pub fn new(inner: &'a mut dyn Sink) -> Self {
+    pub(crate) fn new(inner: &'a mut dyn Sink) -> Self {
         Tally {
             inner,
             planned: Vec::new(),
@@ -54,7 +54,7 @@ impl<'a> Tally<'a> {
     /// moves, imports, and drift where [`Tally::drift_is_change`] (`--detailed-exitcode`
     /// exits 2 then). Drift the plan does not act on is no change, as in Terraform (DESIGN §90):
     /// drift that matters shows up as a planned action.
-    pub fn has_changes(&self) -> bool {
+    pub(crate) fn has_changes(&self) -> bool {
         !(self.planned.is_empty()
             && self.deferred.is_empty()
             && self.moves.is_empty()
@@ -64,7 +64,7 @@ impl<'a> Tally<'a> {
 
     /// Whether an apply of this plan would do anything: planned changes, resources decided
     /// later, moves or imports. Drift alone is not: "No changes." is then the plan's last word.
-    pub fn plans_work(&self) -> bool {
+    pub(crate) fn plans_work(&self) -> bool {
         !(self.planned.is_empty()
             && self.deferred.is_empty()
             && self.moves.is_empty()
@@ -72,7 +72,7 @@ impl<'a> Tally<'a> {
     }
 
     /// The counts the JSON stream's `summary` line carries.
-    pub fn summary_json(&self) -> serde_json::Value {
+    pub(crate) fn summary_json(&self) -> serde_json::Value {
         json!({
             "planned": action_counts(&self.planned),
             "deferred": self.deferred.len(),
@@ -137,7 +137,7 @@ impl Sink for Tally<'_> {
 }
 
 /// The one-line plan summary.
-pub fn plan_summary(
+pub(crate) fn plan_summary(
     planned: &[(String, Action)],
     deferred: usize,
     moves: usize,

@@ -102,7 +102,7 @@ impl LockHolder {
     }
 
     /// Whether the holder still runs (see [`Liveness`]).
-    pub fn liveness(&self) -> Liveness {
+    pub(crate) fn liveness(&self) -> Liveness {
         if self.host != host_name() {
             return Liveness::Unknown;
         }

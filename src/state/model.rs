@@ -282,7 +282,7 @@ impl StateFile {
     }
 
     /// An empty state with the given lineage and serial 0.
-    pub fn with_lineage(lineage: impl Into<String>) -> StateFile {
+    pub(crate) fn with_lineage(lineage: impl Into<String>) -> StateFile {
         StateFile {
             schema_version: SCHEMA_VERSION,
             serial: 0,
@@ -326,7 +326,7 @@ impl StateFile {
     /// The changes that rebuild this state from an empty one: a put per record, then a note
     /// per pending operation (DESIGN §97), so a state saved whole (its directory or objects
     /// went mid-run) still says which objects may exist unrecorded.
-    pub fn rebuilding_changes(&self) -> Vec<Change> {
+    pub(crate) fn rebuilding_changes(&self) -> Vec<Change> {
         let records = self.resources.values().cloned().map(Change::Put);
         let notes = self.pending.values().cloned().map(Change::Intend);
         records.chain(notes).collect()
@@ -335,7 +335,7 @@ impl StateFile {
     /// The changes that rename the record at `from` to `to` (a move: the real object stays as
     /// it is): the record under its new id, the old id removed, and every record that named
     /// `from` among its dependencies naming `to` instead. Empty when `from` is not recorded.
-    pub fn rename(&self, from: &str, to: &str) -> Vec<Change> {
+    pub(crate) fn rename(&self, from: &str, to: &str) -> Vec<Change> {
         let Some(record) = self.get(from) else {
             return Vec::new();
         };
@@ -360,7 +360,7 @@ impl StateFile {
     /// pending on its id: the record is its result), `Remove` of an absent id does nothing (and
     /// settles nothing: a replace's create may follow it), `Intend` notes a pending operation,
     /// `Settle` forgets one. Costs O(size of the change + log n).
-    pub fn apply(&mut self, change: &Change) {
+    pub(crate) fn apply(&mut self, change: &Change) {
         match change {
             Change::Put(resource) => {
                 if !self.pending.is_empty() {
@@ -513,13 +513,8 @@ impl ResourceState {
     }
 
     /// Whether the current object is tainted.
-    pub fn is_tainted(&self) -> bool {
+    pub(crate) fn is_tainted(&self) -> bool {
         self.status == ResourceStatus::Tainted
-    }
-
-    /// The deposed object with this key, if any.
-    pub fn deposed_object(&self, key: &str) -> Option<&DeposedObject> {
-        self.deposed.iter().find(|d| d.key == key)
     }
 }
 
@@ -543,7 +538,7 @@ pub struct DeposedObject {
 
 impl DeposedObject {
     /// A deposed object with nothing but what this build knows.
-    pub fn new(
+    pub(crate) fn new(
         key: impl Into<String>,
         attributes: Value,
         private: Option<Vec<u8>>,

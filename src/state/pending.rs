@@ -30,7 +30,7 @@ pub enum PendingAction {
 
 impl PendingAction {
     /// The word a message uses: `create`, `replace`, `delete`.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             PendingAction::Create => "create",
             PendingAction::Replace => "replace",
@@ -84,7 +84,7 @@ impl std::fmt::Display for RunId {
 }
 
 /// This process's run identity, made once.
-pub fn this_run() -> &'static RunId {
+pub(crate) fn this_run() -> &'static RunId {
     static RUN: OnceLock<RunId> = OnceLock::new();
     RUN.get_or_init(|| RunId {
         id: super::model::new_lineage()[..8].to_string(),
@@ -97,7 +97,7 @@ pub fn this_run() -> &'static RunId {
 impl PendingOperation {
     /// The sentence a plan or apply opens with: `a create of ADDR was in flight when run R
     /// stopped: the object may exist`.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let what = match self.action {
             PendingAction::Delete => "the object may still exist, or be gone",
             PendingAction::Create | PendingAction::Replace => "the object may exist",
@@ -111,7 +111,7 @@ impl PendingOperation {
     }
 
     /// What to do about it.
-    pub fn remedy(&self) -> String {
+    pub(crate) fn remedy(&self) -> String {
         format!(
             "Look for the object with the provider ({} {}). If it exists, record it with `nivis \
              import {} ID` (ID as the provider names it); if it does not, say so with `nivis \

@@ -241,13 +241,8 @@ impl Client {
         })
     }
 
-    /// The endpoint as configured, for messages.
-    pub fn endpoint(&self) -> &str {
-        &self.shown
-    }
-
     /// The bucket.
-    pub fn bucket(&self) -> &str {
+    pub(crate) fn bucket(&self) -> &str {
         &self.bucket
     }
 
@@ -324,7 +319,7 @@ impl Client {
 
     /// Checks that the bucket exists and the credentials may list it, with one small request.
     /// (Some servers create a missing bucket on the first write instead of refusing it.)
-    pub fn probe(&self, prefix: &str) -> Result<(), S3Error> {
+    pub(crate) fn probe(&self, prefix: &str) -> Result<(), S3Error> {
         let query = [
             ("list-type", "2".to_string()),
             ("max-keys", "1".to_string()),

@@ -312,7 +312,7 @@ impl S3Backend {
     }
 
     /// The object key of the selected environment's state.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         if self.env == DEFAULT_ENV {
             self.base_key.clone()
         } else {
@@ -321,7 +321,7 @@ impl S3Backend {
     }
 
     /// `s3://bucket/key` of the selected environment's state.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("s3://{}/{}", self.target.bucket, self.key())
     }
 
@@ -332,7 +332,7 @@ impl S3Backend {
     /// named readably after the key. Per remote state rather than per project directory: any
     /// run of this machine against the state (another checkout, another directory) must find
     /// and record it first.
-    pub fn rescue_path(&self) -> Result<PathBuf, StateError> {
+    pub(crate) fn rescue_path(&self) -> Result<PathBuf, StateError> {
         let dir = match std::env::var_os("NIVIS_RESCUE_DIR").filter(|v| !v.is_empty()) {
             Some(dir) => PathBuf::from(dir),
             None => crate::xdg::state_home()
@@ -352,7 +352,7 @@ impl S3Backend {
     }
 
     /// A client with credentials from the environment or the profile.
-    pub fn client(&self) -> Result<Client, StateError> {
+    pub(crate) fn client(&self) -> Result<Client, StateError> {
         let creds = Credentials::discover(self.profile.as_deref())
             .map_err(|e| RemoteError::Invalid(e.to_string()))?;
         // Redacted from every printout of the run from now on, like any secret.
@@ -365,7 +365,7 @@ impl S3Backend {
     }
 
     /// The cipher, if the state is encrypted.
-    pub fn cipher(&self) -> Result<Option<Cipher>, StateError> {
+    pub(crate) fn cipher(&self) -> Result<Option<Cipher>, StateError> {
         match &self.encryption {
             None => Ok(None),
             Some(source) => Cipher::load(source, &self.redactor)
@@ -376,7 +376,7 @@ impl S3Backend {
 
     /// The environments with a state in the bucket: `default` if the base key exists, and each
     /// `ENV` with an object `ENVPREFIX/ENV/key`.
-    pub fn envs(&self) -> Result<Vec<String>, StateError> {
+    pub(crate) fn envs(&self) -> Result<Vec<String>, StateError> {
         let client = self.client()?;
         let prefix = format!("{}/", self.env_prefix);
         let listed = |p: &str| {
