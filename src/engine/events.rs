@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::wire::WaitRecord;
 use crate::diag::Diagnostic;
 
-pub use crate::plan::{Action, AttrChange};
+pub(crate) use crate::plan::{Action, AttrChange};
 
 /// Something the engine waits on before it can decide a resource.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -52,21 +52,22 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-pub use self::error::EngineError;
 pub(crate) use self::events::Timing;
 use self::providers::ProviderSet;
 use self::store::close_after;
-pub use self::store::StateAccess;
-pub use self::{
-    evaluate::{placeholder, Evaluator, NixEvaluator, PLACEHOLDER},
-    events::{Action, AttrChange, Collect, Event, Sink, Wait},
-    providers::{
-        locate, resolve_source, Launcher, LocateError, PendingStart, ProcessLauncher, StartInfo,
-    },
-};
 use crate::nixeval::PlanSource;
 use crate::provider::Provider;
 use crate::state::{Backend, LockHolder, LockedStore, MemoryStore};
+pub use {
+    self::error::EngineError,
+    self::evaluate::{placeholder, Evaluator, NixEvaluator, PLACEHOLDER},
+    self::events::{Collect, Event, Sink, Wait},
+    self::providers::{
+        locate, resolve_source, Launcher, LocateError, PendingStart, ProcessLauncher, StartInfo,
+    },
+    self::store::StateAccess,
+    crate::plan::{Action, AttrChange},
+};
 
 /// How a run is set up.
 #[derive(Debug, Clone)]

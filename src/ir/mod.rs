@@ -42,9 +42,11 @@ mod stream;
 mod tests;
 
 pub(crate) use self::fields::Fields;
-pub use self::model::*;
-pub use self::parse::{parse, parse_value};
 pub(crate) use self::path::{parse_path, render_path, value_path, PathStep};
+pub use self::{
+    model::*,
+    parse::{parse, parse_value},
+};
 
 /// The IR version this module reads and the Nix library writes.
 pub const SCHEMA_VERSION: u64 = 1;

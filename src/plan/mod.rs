@@ -37,18 +37,18 @@ use std::fmt;
 
 use crate::value::{render_path, PathStep, Value};
 
-pub use compatible::assert_object_compatible;
-pub use ignore::apply_ignore_changes;
-pub use legacy::normalize_object_from_legacy_sdk;
-pub use replace::filter_requires_replace;
 pub(crate) use validity::assert_plan_valid;
 pub use {
     action::{choose_action, Action, PlanFacts, ReplacementRefused},
     change::{AttrChange, ChangeRecord, WireError},
+    compatible::assert_object_compatible,
     diff::{diff, diff_typed, LeafDiff},
     drift::{drifted, empty_as_null},
+    ignore::apply_ignore_changes,
+    legacy::normalize_object_from_legacy_sdk,
     moves::{resolve_moves, MoveError, Rename},
     proposed::{planned_unknown_for_data, proposed_new},
+    replace::filter_requires_replace,
 };
 
 /// Whether two values are known to be equal: both wholly known and equal (cty

@@ -24,5 +24,5 @@ pub use {
     client::{GrpcProvider, SpawnedProvider, StartError},
     handshake::{parse_handshake, Handshake, HandshakeError},
     launch::{LaunchError, LaunchSpec, PluginProcess, SpawnedPlugin},
-    tls::AutoMtlsServer,
+    tls::provider_end::AutoMtlsServer,
 };

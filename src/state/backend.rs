@@ -19,7 +19,7 @@ use super::{
     StateStore, Store,
 };
 
-pub use super::s3::config::DEFAULT_ENV;
+pub(crate) use super::s3::config::DEFAULT_ENV;
 
 /// A state store opened for writing and locked until `close` (or drop): what the engine and the
 /// CLI hold, whichever backend it is.

@@ -170,23 +170,25 @@ mod snapshot;
 #[cfg(test)]
 mod testutil;
 
-pub use error::StateError;
 pub(crate) use file::{COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH};
 pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
-pub use keys::StateKey;
-pub use mutation::Mutation;
 pub(crate) use pending::{this_run, PendingAction, PendingOperation};
 pub(crate) use read_lock::ReadLock;
 pub use {
-    backend::{env_state_path, Backend, BackendError, LockedStore, DEFAULT_ENV},
+    backend::{env_state_path, Backend, BackendError, LockedStore},
+    change::Change,
+    error::StateError,
     file::{parse_snapshot, StatePaths, Store},
     holder::{ForceUnlock, KeptFor, Liveness, LockHolder},
+    keys::StateKey,
     lost::{IfLost, LostState},
     memory::{MemoryStore, Mirror},
     model::{
-        Change, DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,
+        DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,
         SCHEMA_VERSION,
     },
+    mutation::Mutation,
+    s3::config::DEFAULT_ENV,
 };
 
 /// What every state store offers: read the current state, and commit a batch of changes.

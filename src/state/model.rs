@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use super::change::Change;
+pub(crate) use super::change::Change;
 use super::pending::PendingOperation;
 
 /// Major version of the state format this build writes (`schemaVersion` in the file). It also

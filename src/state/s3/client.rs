@@ -18,9 +18,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ureq::http::{Request, Uri};
 
-mod error;
+pub(super) mod error;
 
-pub use error::S3Error;
+pub(crate) use error::S3Error;
 
 use super::interrupt;
 use super::sigv4::{self, Credentials};

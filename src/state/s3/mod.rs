@@ -66,14 +66,17 @@ mod xml;
 
 use std::fmt;
 
-pub use held_alone::HeldAlone;
-pub use remote::Conversion;
 pub use {
-    client::{Client, Condition, Retry, S3Error, Target},
+    client::{error::S3Error, Client, Condition, Retry, Target},
     config::{ConfigError, S3Backend},
     crypt::{KeyError, KeySource, OpenError},
+    held_alone::HeldAlone,
+    remote::Conversion,
     sigv4::{Credentials, CredentialsError},
-    store::{repair, Repair, S3Store},
+    store::{
+        repair::{repair, Repair},
+        S3Store,
+    },
 };
 
 use super::StateError;

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 mod fence;
 mod recovery;
-mod repair;
-
-pub use repair::{repair, Repair};
+pub(super) mod repair;
 
 use super::config::S3Backend;
 use super::lock::{self, HeldLock};
