@@ -30,20 +30,20 @@ pub struct Diagnostic {
     /// The attribute the problem is about, within the resource's config, if known.
     pub path: Option<Vec<PathStep>>,
     /// The resource (IR id) the problem is about, if known.
-    pub resource: Option<String>,
+    pub(crate) resource: Option<String>,
     /// Set when the call failed because the provider's process was gone (crashed or exited):
     /// every call one death fails carries it, so that death is reported once.
-    pub provider_gone: Option<ProviderGone>,
+    pub(crate) provider_gone: Option<ProviderGone>,
 }
 
 /// A provider process gone when a call to it failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderGone {
+pub(crate) struct ProviderGone {
     /// The provider's name.
-    pub provider: String,
+    pub(crate) provider: String,
     /// Whether the call was an operation on a real object (`ApplyResourceChange`): it may have
     /// been carried out. Any other call (validation, planning, reading) changed nothing.
-    pub operation: bool,
+    pub(crate) operation: bool,
 }
 
 impl Diagnostic {

@@ -37,23 +37,23 @@ pub(crate) const CHANNEL_FILE: &str = "secrets.json";
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ledger {
     /// The phase about to be evaluated (0 before anything was applied in this run).
-    pub phase: u32,
+    pub(crate) phase: u32,
     /// Outputs per resource or data id.
     pub outputs: BTreeMap<String, Outputs>,
     /// Variable values set on the command line (they go to the channel).
-    pub vars: BTreeMap<String, Json>,
+    pub(crate) vars: BTreeMap<String, Json>,
     /// The verbatim text of variable values typed as text (`--var`, environment): `lib.vars`
     /// uses it for a variable declared as a string, so `--var t=2` is "2", not 2 (the channel).
-    pub vars_text: BTreeMap<String, String>,
+    pub(crate) vars_text: BTreeMap<String, String>,
     /// The values the placeholders stand for, per id and top-level attribute (the channel).
     secrets: BTreeMap<String, Outputs>,
     /// The selected environment (`--env`), if the caller sets one.
-    pub env: Option<String>,
+    pub(crate) env: Option<String>,
     /// The results of the ephemeral resources open in this run, by id (the channel only:
     /// they never enter the ledger).
-    pub ephemeral: BTreeMap<String, Json>,
+    pub(crate) ephemeral: BTreeMap<String, Json>,
     /// Other projects' states the plan reads (`nivis.remoteStates`), read once per run.
-    pub remote_states: Arc<Vec<RemoteState>>,
+    pub(crate) remote_states: Arc<Vec<RemoteState>>,
 }
 
 /// Another project's state as a plan reads it (`lib.remoteState ledger NAME`): its recorded
@@ -62,15 +62,15 @@ pub struct Ledger {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteState {
     /// The name the plan gives it (`nivis.remoteStates.<name>`).
-    pub name: String,
+    pub(crate) name: String,
     /// Where it is, for messages: a path or `s3://bucket/key`.
-    pub location: String,
+    pub(crate) location: String,
     /// The other state's lineage and serial, shown in the plan.
-    pub lineage: String,
+    pub(crate) lineage: String,
     /// See `lineage`.
-    pub serial: u64,
+    pub(crate) serial: u64,
     /// Outputs per resource or data id of the other project, placeholders for its secrets.
-    pub outputs: BTreeMap<String, Outputs>,
+    pub(crate) outputs: BTreeMap<String, Outputs>,
     /// The values behind the placeholders, per id and top-level attribute (the channel).
     secrets: BTreeMap<String, Outputs>,
 }

@@ -120,9 +120,9 @@ impl fmt::Display for PlanSource {
 #[derive(Debug)]
 pub struct EvalError {
     /// What was evaluated.
-    pub what: String,
+    pub(crate) what: String,
     /// The explanation, usually Nix's own error text.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for EvalError {
@@ -539,13 +539,13 @@ fn attr_path(attr: &str) -> Vec<String> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ProjectSettings {
     /// The state backend's configuration, as JSON; `None` keeps the state in a local file.
-    pub backend: Option<serde_json::Value>,
+    pub(crate) backend: Option<serde_json::Value>,
     /// The declared project name, as JSON (checked by `project::Identity::declared`).
-    pub project: Option<serde_json::Value>,
+    pub(crate) project: Option<serde_json::Value>,
     /// The secret sources' declarations, as JSON (parsed by `secret_sources::parse`).
-    pub secret_sources: Option<serde_json::Value>,
+    pub(crate) secret_sources: Option<serde_json::Value>,
     /// Other projects' states the plan reads, as JSON (parsed by `remote_state::parse`).
-    pub remote_states: Option<serde_json::Value>,
+    pub(crate) remote_states: Option<serde_json::Value>,
 }
 
 /// Reads the [`ProjectSettings`] of `flake` in one evaluation (each costs a Nix start and the

@@ -27,7 +27,7 @@ const INPUT_FILE: &str = "policy-input.json";
 
 /// What breaking a rule does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
+pub(crate) enum Level {
     /// A warning; the run goes on.
     Advisory,
     /// A refusal, unless overridden with a reason.
@@ -48,15 +48,15 @@ impl Level {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Violation {
     /// The rule's name.
-    pub rule: String,
+    pub(crate) rule: String,
     /// Whether it refuses the run or only advises.
-    pub level: Level,
+    pub(crate) level: Level,
     /// The resource or change it is about; `None` for the whole phase.
-    pub address: Option<String>,
+    pub(crate) address: Option<String>,
     /// What the rule says is wrong.
-    pub message: String,
+    pub(crate) message: String,
     /// `--override RULE --reason TEXT`: the reason this mandatory violation does not refuse.
-    pub overridden: Option<String>,
+    pub(crate) overridden: Option<String>,
 }
 
 impl Violation {
@@ -83,22 +83,22 @@ impl fmt::Display for Violation {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Verdict {
     /// How many static rules the project has.
-    pub static_rules: usize,
+    pub(crate) static_rules: usize,
     /// How many plan and phase rules the project has.
-    pub plan_rules: usize,
+    pub(crate) plan_rules: usize,
     /// The names of all the project's rules.
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
     /// The rules broken, in the order the runner reported them.
-    pub violations: Vec<Violation>,
+    pub(crate) violations: Vec<Violation>,
 }
 
 /// The mandatory rules a run may break, and why (`--override RULE --reason TEXT`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
     /// The mandatory rules named with `--override`.
-    pub rules: Vec<String>,
+    pub(crate) rules: Vec<String>,
     /// The `--reason` given for them.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 impl Overrides {
@@ -231,13 +231,13 @@ pub(crate) fn static_input(ir: &Ir) -> Json {
 /// One planned change, as the plan rules see it.
 pub(crate) struct PlannedChange<'a> {
     /// The resource's address.
-    pub address: &'a str,
+    pub(crate) address: &'a str,
     /// The resource type.
-    pub type_name: &'a str,
+    pub(crate) type_name: &'a str,
     /// What the plan does to it.
-    pub action: Action,
+    pub(crate) action: Action,
     /// Its attribute changes.
-    pub changes: &'a [AttrChange],
+    pub(crate) changes: &'a [AttrChange],
 }
 
 /// The input of the plan and phase rules: the changes phase `phase` plans (no-ops left out),

@@ -28,11 +28,11 @@ pub(crate) struct Capabilities {
     /// as a JSON object of inputs, whatever the provider returns is the object's outputs, every
     /// output is unknown until applied, and an object's private bytes are the JSON object of
     /// the inputs it was last applied with.
-    pub schemas: bool,
+    pub(crate) schemas: bool,
     /// Objects can be deleted. Without it, an object that leaves the plan (or is destroyed) is
     /// forgotten: removed from state and left as it is; one that must be replaced is
     /// re-created and its predecessor forgotten.
-    pub delete: bool,
+    pub(crate) delete: bool,
 }
 
 impl Capabilities {

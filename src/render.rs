@@ -306,9 +306,9 @@ pub struct Human {
     /// The run's secrets, redacted from every line.
     redactor: Redactor,
     /// Print per-operation progress lines (apply/destroy).
-    pub progress: bool,
+    pub(crate) progress: bool,
     /// Head each apply phase's operations with "Phase N" (apply, not destroy).
-    pub phase_headers: bool,
+    pub(crate) phase_headers: bool,
     /// The last phase a header was printed for.
     headed: u32,
     /// The evaluation waves that joined a running phase (DESIGN §89), by number: the

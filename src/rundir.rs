@@ -165,9 +165,9 @@ pub(crate) fn remove_leftovers(parent: &Path) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunParent {
     /// The directory.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Whether it is `$XDG_RUNTIME_DIR` (else the temporary directory).
-    pub is_runtime: bool,
+    pub(crate) is_runtime: bool,
 }
 
 impl std::fmt::Display for RunParent {

@@ -279,18 +279,18 @@ pub enum Event {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
     /// From the engine's creation to its end, provider shutdown included.
-    pub wall: Duration,
+    pub(crate) wall: Duration,
     /// Spent in Nix evaluations.
-    pub nix: Duration,
+    pub(crate) nix: Duration,
     /// With at least one provider start-up, call or shutdown in flight.
-    pub providers: Duration,
+    pub(crate) providers: Duration,
     /// Provider RPCs made.
-    pub provider_calls: u64,
+    pub(crate) provider_calls: u64,
     /// Those RPCs' durations added up: with `parallelism` workers kept busy, `providers` would
     /// be about this divided by `parallelism`.
-    pub provider_call_time: Duration,
+    pub(crate) provider_call_time: Duration,
     /// CPU time Nivis's own threads used (providers and Nix excluded).
-    pub cpu: Duration,
+    pub(crate) cpu: Duration,
 }
 
 impl Timing {

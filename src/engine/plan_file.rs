@@ -78,13 +78,13 @@ pub enum VariableRecord {
 #[serde(rename_all = "camelCase")]
 pub struct ProviderIdentity {
     /// The declared source (registry address or path).
-    pub source: String,
+    pub(crate) source: String,
     /// The declared version constraint, if any.
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// `sha256:<hex>` of the binary that ran.
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// `tfplugin5`, `tfplugin6` or `nixops4 v0`.
-    pub protocol: String,
+    pub(crate) protocol: String,
 }
 
 /// The saved plan.
@@ -92,38 +92,38 @@ pub struct ProviderIdentity {
 #[serde(rename_all = "camelCase")]
 pub struct SavedPlan {
     /// The envelope: format version, writer, time.
-    pub meta: Meta,
+    pub(crate) meta: Meta,
     /// What the plan was made against (state, variables, providers, options).
-    pub basis: Basis,
+    pub(crate) basis: Basis,
     /// Phase 1's changes, in plan order.
     pub changes: Vec<PlannedChange>,
     /// What later phases decide.
-    pub deferred: Vec<DeferredChange>,
+    pub(crate) deferred: Vec<DeferredChange>,
     /// Renames (`lib.moved`).
-    pub moved: Vec<MoveRecord>,
+    pub(crate) moved: Vec<MoveRecord>,
     /// Adoptions (`importId`).
-    pub imported: Vec<ImportRecord>,
+    pub(crate) imported: Vec<ImportRecord>,
     /// The data sources phase 1 read, for apply to use what the plan showed (added within
     /// schema version 1: absent when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub data_reads: Vec<DataReadRecord>,
+    pub(crate) data_reads: Vec<DataReadRecord>,
     /// A destroy plan (`plan --destroy --out`): `changes` are the removals `nivis destroy`
     /// listed, and `apply FILE` destroys exactly them (added within schema version 1: absent
     /// when false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub destroy: bool,
+    pub(crate) destroy: bool,
 }
 
 /// A deferred resource as a saved plan keeps it: the `--json` stream's row and the action
 /// classes apply may take for it later.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeferredChange {
+pub(crate) struct DeferredChange {
     /// The row as the plan listed it.
     #[serde(flatten)]
-    pub row: DeferredRow,
+    pub(crate) row: DeferredRow,
     /// The action classes a later phase may take for it (`create`, `update`, `replace`).
-    pub possible_actions: Vec<String>,
+    pub(crate) possible_actions: Vec<String>,
 }
 
 impl From<DeferredRow> for DeferredChange {
@@ -139,18 +139,18 @@ impl From<DeferredRow> for DeferredChange {
 /// secret, else only a digest that a fresh read must match.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DataReadRecord {
+pub(crate) struct DataReadRecord {
     /// The data source's address.
-    pub id: String,
+    pub(crate) id: String,
     /// `sha256:<hex>` of the canonical configuration it was read with.
-    pub config_sha256: String,
+    pub(crate) config_sha256: String,
     /// The result as state records it (apply uses it instead of reading again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Json>,
+    pub(crate) result: Option<Json>,
     /// `sha256:<hex>` of the canonical result, when it holds a sensitive value or a known
     /// secret: apply reads again and refuses a different answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result_sha256: Option<String>,
+    pub(crate) result_sha256: Option<String>,
 }
 
 impl DataReadRecord {
@@ -182,11 +182,11 @@ pub(crate) fn result_digest(attributes: &Json) -> String {
 /// The envelope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Meta {
+pub(crate) struct Meta {
     /// The saved-plan format version (`SCHEMA_VERSION`).
-    pub schema_version: u64,
+    pub(crate) schema_version: u64,
     /// The Nivis that wrote it.
-    pub nivis: String,
+    pub(crate) nivis: String,
 }
 
 impl SavedPlan {

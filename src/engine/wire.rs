@@ -24,37 +24,37 @@ pub(crate) fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
 #[serde(rename_all = "camelCase")]
 pub struct PlannedChange {
     /// The resource's address.
-    pub id: String,
+    pub(crate) id: String,
     /// The resource type.
-    pub resource_type: String,
+    pub(crate) resource_type: String,
     /// What the plan does to it.
-    pub action: Action,
+    pub(crate) action: Action,
     /// Its changed attributes.
-    pub changes: Vec<ChangeRecord>,
+    pub(crate) changes: Vec<ChangeRecord>,
     /// The deposed object the action is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deposed: Option<String>,
+    pub(crate) deposed: Option<String>,
     /// The drifted resources that caused it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub drifted: Vec<String>,
+    pub(crate) drifted: Vec<String>,
     /// The `lifecycle.replaceTriggeredBy` triggers that made it a replacement.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub triggered_by: Vec<String>,
+    pub(crate) triggered_by: Vec<String>,
 }
 
 /// A resource a phase cannot decide (an `Event::Deferred` without its phase), as the `--json`
 /// stream spells it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeferredRow {
+pub(crate) struct DeferredRow {
     /// The resource's address.
-    pub id: String,
+    pub(crate) id: String,
     /// The resource type.
-    pub resource_type: String,
+    pub(crate) resource_type: String,
     /// Whether state records it already (then a later phase updates or replaces it).
-    pub in_state: bool,
+    pub(crate) in_state: bool,
     /// What it waits on.
-    pub waits_on: Vec<Wait>,
+    pub(crate) waits_on: Vec<Wait>,
 }
 
 impl DeferredRow {
@@ -74,28 +74,28 @@ impl DeferredRow {
 /// added within saved-plan schema version 1: a plan file written before has none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MoveRecord {
+pub(crate) struct MoveRecord {
     /// The old address.
-    pub from: String,
+    pub(crate) from: String,
     /// The new address.
-    pub to: String,
+    pub(crate) to: String,
     /// The resource type; empty in plans written before it was recorded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub resource_type: String,
+    pub(crate) resource_type: String,
 }
 
 /// A planned adoption (an `Event::Imported` without its phase and `recorded`); `resourceType`
 /// as for [`MoveRecord`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ImportRecord {
+pub(crate) struct ImportRecord {
     /// The address the object is adopted at.
-    pub id: String,
+    pub(crate) id: String,
     /// The resource type; empty in plans written before it was recorded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub resource_type: String,
+    pub(crate) resource_type: String,
     /// The provider's id of the object.
-    pub import_id: String,
+    pub(crate) import_id: String,
 }
 
 /// One row of a plan: what `nivis plan` lists and a saved plan keeps.

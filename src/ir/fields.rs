@@ -15,7 +15,7 @@ use super::model::Tree;
 
 /// The attributes of a plain object, sorted by name, each name once.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Fields(Vec<(String, Tree)>);
+pub(crate) struct Fields(Vec<(String, Tree)>);
 
 /// An attribute of [`Fields`], as iterators yield it (a `BTreeMap` entry's shape).
 type Entry<'a> = (&'a String, &'a Tree);

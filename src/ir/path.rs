@@ -7,7 +7,7 @@ use super::rules::is_ident;
 
 /// One step of an attribute path: an attribute/map key or a list index.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PathStep {
+pub(crate) enum PathStep {
     /// An attribute name or map key.
     Key(String),
     /// A list index.

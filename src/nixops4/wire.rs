@@ -57,12 +57,12 @@ impl Request {
 pub(crate) struct CreateResourceRequest {
     /// The provider-defined resource type.
     #[serde(rename = "type")]
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The resource's configuration.
-    pub input_properties: Properties,
+    pub(crate) input_properties: Properties,
     /// Whether the response is kept and updates may follow; a type that needs state must
     /// refuse `false`.
-    pub is_stateful: bool,
+    pub(crate) is_stateful: bool,
 }
 
 /// `ExtantResource`: a resource as it was last applied.
@@ -71,11 +71,11 @@ pub(crate) struct CreateResourceRequest {
 pub(crate) struct ExtantResource {
     /// The resource type.
     #[serde(rename = "type")]
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The inputs it was last applied with.
-    pub input_properties: Properties,
+    pub(crate) input_properties: Properties,
     /// The outputs the provider returned then.
-    pub output_properties: Properties,
+    pub(crate) output_properties: Properties,
 }
 
 /// `UpdateResourceRequest`.
@@ -83,9 +83,9 @@ pub(crate) struct ExtantResource {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct UpdateResourceRequest {
     /// The resource as it is now.
-    pub resource: ExtantResource,
+    pub(crate) resource: ExtantResource,
     /// The new inputs.
-    pub input_properties: Properties,
+    pub(crate) input_properties: Properties,
 }
 
 /// A response line, read strictly.

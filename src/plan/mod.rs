@@ -62,9 +62,9 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleViolation {
     /// The attribute the problem is about.
-    pub path: Vec<PathStep>,
+    pub(crate) path: Vec<PathStep>,
     /// What is wrong there, without the path; sensitive values are never shown.
-    pub problem: String,
+    pub(crate) problem: String,
 }
 
 impl fmt::Display for RuleViolation {

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CallTimes {
     /// Wall time during which at least one provider RPC, start-up or shutdown was in flight.
-    pub busy: Duration,
+    pub(crate) busy: Duration,
     /// RPCs made.
-    pub calls: u64,
+    pub(crate) calls: u64,
     /// The RPCs' durations added up (start-up and shutdown excluded).
-    pub summed: Duration,
+    pub(crate) summed: Duration,
 }
 
 impl CallTimes {

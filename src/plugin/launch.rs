@@ -41,9 +41,9 @@ const SHOWN_LINE_BYTES: usize = 2048;
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {
     /// The provider binary.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// A name for messages and logs (the provider id in the IR).
-    pub name: String,
+    pub(crate) name: String,
     /// Extra environment on top of ours (the child inherits the full environment).
     pub env: Vec<(String, String)>,
     /// How long the child may take to print its handshake.
@@ -51,10 +51,10 @@ pub struct LaunchSpec {
     /// Whose remembered validation verdicts to use: a hex digest naming the plan (one file per
     /// plan and binary, so a run reads only its own plan's verdicts); `None`: the binary's file
     /// shared by every user of it (`nivis gen`, tests).
-    pub validation_scope: Option<String>,
+    pub(crate) validation_scope: Option<String>,
     /// How long an ApplyResourceChange call may go unanswered before it fails (`None`: no
     /// limit; `apply --operation-timeout`).
-    pub operation_timeout: Option<Duration>,
+    pub(crate) operation_timeout: Option<Duration>,
 }
 
 impl LaunchSpec {

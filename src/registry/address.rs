@@ -125,11 +125,11 @@ pub const DEFAULT_HOST: &str = "registry.opentofu.org";
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ProviderAddr {
     /// Registry host in display form, lowercase, e.g. `registry.opentofu.org` or `127.0.0.1:8080`.
-    pub host: String,
+    pub(crate) host: String,
     /// Namespace (organisation), lowercase.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Provider type, lowercase; the binary is `terraform-provider-TYPE…`.
-    pub type_: String,
+    pub(crate) type_: String,
 }
 
 impl ProviderAddr {
@@ -264,15 +264,15 @@ pub fn is_registry_address(source: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Version {
     /// Major number.
-    pub major: u64,
+    pub(crate) major: u64,
     /// Minor number.
-    pub minor: u64,
+    pub(crate) minor: u64,
     /// Patch number.
-    pub patch: u64,
+    pub(crate) patch: u64,
     /// Dot-separated prerelease identifiers; empty for a release.
-    pub pre: Vec<String>,
+    pub(crate) pre: Vec<String>,
     /// Build metadata, without the `+`; empty if none.
-    pub build: String,
+    pub(crate) build: String,
 }
 
 impl Version {

@@ -154,7 +154,7 @@ pub struct Installed {
     /// The lock file's hashes for this provider after the install.
     pub hashes: Vec<String>,
     /// Non-fatal remarks (e.g. a registry that reports no package hashes).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// A place packages come from: a filesystem mirror, a network mirror or a registry.

@@ -12,25 +12,25 @@ use crate::engine::{Action, Event, Sink, Wait};
 pub(crate) struct Tally<'a> {
     inner: &'a mut dyn Sink,
     /// Planned actions: (id, action).
-    pub planned: Vec<(String, Action)>,
+    pub(crate) planned: Vec<(String, Action)>,
     /// Deferred resources.
-    pub deferred: Vec<(String, Vec<Wait>)>,
+    pub(crate) deferred: Vec<(String, Vec<Wait>)>,
     /// Planned moves: (from, to).
-    pub moves: Vec<(String, String)>,
+    pub(crate) moves: Vec<(String, String)>,
     /// Planned imports: ids.
-    pub imports: Vec<String>,
+    pub(crate) imports: Vec<String>,
     /// Objects refresh found different from their records (or gone).
-    pub drifted: Vec<String>,
+    pub(crate) drifted: Vec<String>,
     /// Changes carried out and recorded: (id, action); data source reads and no-ops left out.
-    pub applied: Vec<(String, Action)>,
+    pub(crate) applied: Vec<(String, Action)>,
     /// Where `plan --out` saved the plan, as given (`nivis show FILE`: the file shown).
-    pub saved_to: Option<String>,
+    pub(crate) saved_to: Option<String>,
     /// Whether drift alone is a change (`refresh` and `plan --refresh-only`, whose business
     /// it is); elsewhere drift is reported but only what the plan acts on is a change.
-    pub drift_is_change: bool,
+    pub(crate) drift_is_change: bool,
     /// The flags that chose the plan source and the state, as the command was given them, for
     /// the next step's command line; `None` when they are not known (`nivis show FILE`).
-    pub source_flags: Option<Vec<String>>,
+    pub(crate) source_flags: Option<Vec<String>>,
 }
 
 impl<'a> Tally<'a> {

@@ -31,76 +31,76 @@ pub(crate) const FORMAT: u32 = 1;
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Entry {
     /// When the run ended, RFC 3339 UTC.
-    pub time: String,
+    pub(crate) time: String,
     /// `$USER` (else `$LOGNAME`), as the machine says.
-    pub user: String,
+    pub(crate) user: String,
     /// The effective uid.
-    pub uid: u32,
+    pub(crate) uid: u32,
     /// The host name, as the machine says.
-    pub host: String,
+    pub(crate) host: String,
     /// The CI job, `VARIABLE=value` of the first standard variable set (`CI_JOB_ID`, ...).
-    pub ci_job: Option<String>,
+    pub(crate) ci_job: Option<String>,
     /// The verb (`nivis apply`, `nivis state rm`, ...); never its arguments (a `--var` may
     /// hold a secret).
-    pub command: String,
+    pub(crate) command: String,
     /// The environment (`--env`).
-    pub env: String,
+    pub(crate) env: String,
     /// `apply FILE`: the saved plan's sha256.
-    pub saved_plan_sha256: Option<String>,
+    pub(crate) saved_plan_sha256: Option<String>,
     /// sha256 of the plan the run showed: its rows (phase, address, action) one per line; a run
     /// that showed none first (`--auto-approve`): of the operations it started.
-    pub plan_digest: Option<String>,
+    pub(crate) plan_digest: Option<String>,
     /// The state serial before the run (`None`: no state yet).
-    pub serial_before: Option<u64>,
+    pub(crate) serial_before: Option<u64>,
     /// The state serial after the run (`None`: the run wrote nothing).
-    pub serial_after: Option<u64>,
+    pub(crate) serial_after: Option<u64>,
     /// What changed, in order: addresses and actions only.
-    pub changes: Vec<Change>,
+    pub(crate) changes: Vec<Change>,
     /// Mandatory policy rules overridden (`--override RULE --reason TEXT`), each once, with
     /// the reason given.
-    pub policy_overrides: Vec<PolicyOverride>,
+    pub(crate) policy_overrides: Vec<PolicyOverride>,
     /// `ok`, `failed`, `interrupted`.
-    pub result: String,
+    pub(crate) result: String,
 }
 
 /// One changed address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// The resource address, as the plan shows it.
-    pub address: String,
+    pub(crate) address: String,
     /// What was done: the plan's action word (`create`, `update`, `delete`, ...).
-    pub action: String,
+    pub(crate) action: String,
 }
 
 /// A policy check overridden, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct PolicyOverride {
     /// The rule's name, as `--override` named it.
-    pub rule: String,
+    pub(crate) rule: String,
     /// The `--reason` given for overriding it.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// A record as stored: the entry, its place in the chain and its hash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Record {
     /// The record format version ([`FORMAT`]).
-    pub format: u32,
+    pub(crate) format: u32,
     /// 1 for the first record, one more for each after it.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The previous record's `hash` (none for the first).
-    pub prev: Option<String>,
+    pub(crate) prev: Option<String>,
     #[serde(flatten)]
     /// The run this record describes.
-    pub entry: Entry,
+    pub(crate) entry: Entry,
     /// sha256 (hex) of this record's bytes without this field and `mac` (see [`hash_of`]).
-    pub hash: String,
+    pub(crate) hash: String,
     /// HMAC-SHA256 (hex) of `hash`, keyed with the state's audit key (`StateKey::Audit`, kept
     /// only in the state): a log rewritten with recomputed hashes, or a record appended by
     /// someone who cannot read the state, does not carry it. Absent in records written before
     /// the state had a key (DESIGN §93).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<String>,
+    pub(crate) mac: Option<String>,
 }
 
 impl Record {
@@ -141,11 +141,11 @@ pub fn hash_of(stored: &Json) -> Option<String> {
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
     /// Where the record is: `line N` of the local log, or the object key of a remote one.
-    pub place: String,
+    pub(crate) place: String,
     /// The record's stored bytes, exactly as read.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// The sequence number the place says (an object's key), if it says one.
-    pub named_seq: Option<u64>,
+    pub(crate) named_seq: Option<u64>,
 }
 
 impl Stored {
@@ -222,9 +222,9 @@ fn mac_of(key: &[u8; 32], hash: &str) -> String {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Anchor {
     /// The state's audit key, if it has one yet.
-    pub key: Option<[u8; 32]>,
+    pub(crate) key: Option<[u8; 32]>,
     /// The state's serial, if a state exists.
-    pub serial: Option<u64>,
+    pub(crate) serial: Option<u64>,
 }
 
 impl Anchor {

@@ -633,17 +633,17 @@ fn reserve(file: &File, end: u64) -> io::Result<()> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatePaths {
     /// `P`, the snapshot.
-    pub snapshot: PathBuf,
+    pub(crate) snapshot: PathBuf,
     /// `P.journal`.
-    pub journal: PathBuf,
+    pub(crate) journal: PathBuf,
     /// `P.lock`.
-    pub lock: PathBuf,
+    pub(crate) lock: PathBuf,
     /// `P.tmp`, during compaction.
-    pub tmp: PathBuf,
+    pub(crate) tmp: PathBuf,
     /// `P.rescue`, after a failed journal write.
-    pub rescue: PathBuf,
+    pub(crate) rescue: PathBuf,
     /// `P.backup`, the snapshot before the last run that replaced it (`state::backup`).
-    pub backup: PathBuf,
+    pub(crate) backup: PathBuf,
 }
 
 impl StatePaths {

@@ -143,22 +143,22 @@ impl std::error::Error for ConfigError {}
 #[derive(Debug, Clone)]
 pub struct S3Backend {
     /// The bucket, endpoint and region the state is kept in.
-    pub target: Target,
+    pub(crate) target: Target,
     /// `key` as configured (the default environment's state).
-    pub base_key: String,
+    pub(crate) base_key: String,
     /// `envKeyPrefix` (default `env:`, as OpenTofu's `workspace_key_prefix`).
-    pub env_prefix: String,
+    pub(crate) env_prefix: String,
     /// The selected environment.
-    pub env: String,
+    pub(crate) env: String,
     /// `profile`: a profile of the shared credentials file (else the environment's keys).
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// `encryptionKeyEnv` / `encryptionKeyFile`.
-    pub encryption: Option<KeySource>,
+    pub(crate) encryption: Option<KeySource>,
     /// How often and how long a failed request is tried again.
-    pub retry: Retry,
+    pub(crate) retry: Retry,
     /// The run's secrets: the credentials and the encryption key are taught to it as they are
     /// read. Not part of the configuration (equality ignores it).
-    pub redactor: Redactor,
+    pub(crate) redactor: Redactor,
 }
 
 impl PartialEq for S3Backend {

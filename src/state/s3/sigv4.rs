@@ -198,17 +198,17 @@ fn profile_entries(text: &str, profile: &str) -> Vec<(String, String)> {
 #[derive(Debug)]
 pub(super) struct Request<'a> {
     /// `GET`, `PUT`, ...
-    pub method: &'a str,
+    pub(crate) method: &'a str,
     /// The `Host` header value (with `:port` unless it is the scheme's default).
-    pub host: &'a str,
+    pub(crate) host: &'a str,
     /// The path, already URI-encoded as it goes on the wire (see [`percent_encode`]).
-    pub path: &'a str,
+    pub(crate) path: &'a str,
     /// Query parameters, not encoded.
-    pub query: &'a [(&'a str, String)],
+    pub(crate) query: &'a [(&'a str, String)],
     /// Further headers to sign (e.g. `if-match`), names in lowercase.
-    pub headers: &'a [(&'a str, String)],
+    pub(crate) headers: &'a [(&'a str, String)],
     /// Hex sha256 of the body.
-    pub payload_sha256: &'a str,
+    pub(crate) payload_sha256: &'a str,
 }
 
 /// Signs `req` for `region` at `amz_date` (`YYYYMMDDTHHMMSSZ`); returns the headers to send
