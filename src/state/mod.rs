@@ -174,6 +174,7 @@ pub(crate) use file::{COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH};
 pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
 pub(crate) use pending::{this_run, PendingAction, PendingOperation};
 pub(crate) use read_lock::ReadLock;
+pub(crate) use s3::config::DEFAULT_ENV;
 pub use {
     backend::{env_state_path, Backend, BackendError, LockedStore},
     change::Change,
@@ -188,7 +189,6 @@ pub use {
         SCHEMA_VERSION,
     },
     mutation::Mutation,
-    s3::config::DEFAULT_ENV,
 };
 
 /// What every state store offers: read the current state, and commit a batch of changes.

@@ -16,7 +16,7 @@ use crate::secrets::Redactor;
 use crate::state::StateError;
 
 /// The environment whose state is the backend's `key` itself.
-pub const DEFAULT_ENV: &str = "default";
+pub(crate) const DEFAULT_ENV: &str = "default";
 
 /// Why the fields of an `s3` backend (or an environment name) cannot work.
 #[derive(Debug, Clone, PartialEq)]
