@@ -64,13 +64,13 @@ pub(crate) fn git() -> Command {
 #[derive(Debug)]
 pub(crate) struct Finished {
     /// Its exit status.
-    pub status: ExitStatus,
+    pub(crate) status: ExitStatus,
     /// Its standard output, at most the limit asked.
-    pub stdout: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
     /// Whether it wrote more than the limit (the rest was not read).
-    pub stdout_over_limit: bool,
+    pub(crate) stdout_over_limit: bool,
     /// The first [`MAX_LINE`] bytes of its standard error.
-    pub stderr: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
 /// Why [`run_bounded`] has no [`Finished`].
@@ -143,11 +143,11 @@ pub(crate) struct Child {
 /// The child's pipes, for the caller's writer and reader threads.
 pub(crate) struct Pipes {
     /// Present when spawned with [`Stdin::Piped`].
-    pub stdin: Option<ChildStdin>,
+    pub(crate) stdin: Option<ChildStdin>,
     /// The child's standard output.
-    pub stdout: ChildStdout,
+    pub(crate) stdout: ChildStdout,
     /// The child's standard error.
-    pub stderr: ChildStderr,
+    pub(crate) stderr: ChildStderr,
 }
 
 impl Child {
@@ -298,9 +298,9 @@ pub(crate) enum End {
 /// One line, or piece of a line, read by [`LineReader::next_piece`], without its newline.
 pub(crate) struct Line {
     /// The line's bytes, without the newline; at most the limit asked for.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// How the line ended.
-    pub end: End,
+    pub(crate) end: End,
 }
 
 impl Line {

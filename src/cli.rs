@@ -13,7 +13,7 @@ mod args;
 mod audit;
 mod audit_log;
 mod backend;
-mod complete;
+pub(crate) mod complete;
 mod console;
 mod convert;
 mod docs;
@@ -29,13 +29,11 @@ mod run;
 mod state;
 mod state_provider;
 mod state_repair;
-mod suggest;
+pub(crate) mod suggest;
 mod vars;
 mod version;
 
 pub(crate) use self::args::Cli;
-pub use self::complete::answer_if_asked as answer_completion_request;
-pub use self::suggest::parse;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -30,20 +30,20 @@ pub struct Diagnostic {
     /// The attribute the problem is about, within the resource's config, if known.
     pub path: Option<Vec<PathStep>>,
     /// The resource (IR id) the problem is about, if known.
-    pub resource: Option<String>,
+    pub(crate) resource: Option<String>,
     /// Set when the call failed because the provider's process was gone (crashed or exited):
     /// every call one death fails carries it, so that death is reported once.
-    pub provider_gone: Option<ProviderGone>,
+    pub(crate) provider_gone: Option<ProviderGone>,
 }
 
 /// A provider process gone when a call to it failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderGone {
+pub(crate) struct ProviderGone {
     /// The provider's name.
-    pub provider: String,
+    pub(crate) provider: String,
     /// Whether the call was an operation on a real object (`ApplyResourceChange`): it may have
     /// been carried out. Any other call (validation, planning, reading) changed nothing.
-    pub operation: bool,
+    pub(crate) operation: bool,
 }
 
 impl Diagnostic {
@@ -60,7 +60,7 @@ impl Diagnostic {
     }
 
     /// A warning with a summary and no detail.
-    pub fn warning(summary: impl Into<String>) -> Self {
+    pub(crate) fn warning(summary: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Warning,
             ..Diagnostic::error(summary)
@@ -68,13 +68,13 @@ impl Diagnostic {
     }
 
     /// Adds explanatory detail.
-    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+    pub(crate) fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.detail = detail.into();
         self
     }
 
     /// Attaches the diagnostic to a resource, unless it already names one.
-    pub fn for_resource(mut self, id: &str) -> Self {
+    pub(crate) fn for_resource(mut self, id: &str) -> Self {
         if self.resource.is_none() {
             self.resource = Some(id.to_string());
         }
@@ -88,7 +88,7 @@ impl Diagnostic {
     }
 
     /// True for errors.
-    pub fn is_error(&self) -> bool {
+    pub(crate) fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
 }
@@ -132,7 +132,7 @@ impl Diagnostics {
     }
 
     /// Appends all of `other`.
-    pub fn extend(&mut self, other: Diagnostics) {
+    pub(crate) fn extend(&mut self, other: Diagnostics) {
         self.0.extend(other.0);
     }
 
@@ -147,18 +147,13 @@ impl Diagnostics {
     }
 
     /// The warnings only.
-    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+    pub(crate) fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
         self.0.iter().filter(|d| !d.is_error())
     }
 
     /// Attaches every diagnostic that names no resource to `id`.
-    pub fn for_resource(self, id: &str) -> Self {
+    pub(crate) fn for_resource(self, id: &str) -> Self {
         Diagnostics(self.0.into_iter().map(|d| d.for_resource(id)).collect())
-    }
-
-    /// True when the list holds nothing.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 

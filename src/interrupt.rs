@@ -12,7 +12,7 @@ static FLAG: AtomicBool = AtomicBool::new(false);
 
 /// The flag itself, for the scheduler (which watches it while it waits) and the handler that
 /// sets it.
-pub fn flag() -> &'static AtomicBool {
+pub(crate) fn flag() -> &'static AtomicBool {
     &FLAG
 }
 

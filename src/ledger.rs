@@ -25,35 +25,35 @@ use serde_json::{json, Map, Value as Json};
 use crate::rundir::RunDir;
 
 /// One resource's outputs: plain attributes with sensitive ones replaced by placeholders.
-pub type Outputs = Map<String, Json>;
+pub(crate) type Outputs = Map<String, Json>;
 
 /// The file name of the ledger inside the run directory.
-pub const LEDGER_FILE: &str = "ledger.json";
+pub(crate) const LEDGER_FILE: &str = "ledger.json";
 
 /// The file name of the channel of secrets inside the run directory.
-pub const CHANNEL_FILE: &str = "secrets.json";
+pub(crate) const CHANNEL_FILE: &str = "secrets.json";
 
 /// The ledger handed to Nix.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ledger {
     /// The phase about to be evaluated (0 before anything was applied in this run).
-    pub phase: u32,
+    pub(crate) phase: u32,
     /// Outputs per resource or data id.
     pub outputs: BTreeMap<String, Outputs>,
     /// Variable values set on the command line (they go to the channel).
-    pub vars: BTreeMap<String, Json>,
+    pub(crate) vars: BTreeMap<String, Json>,
     /// The verbatim text of variable values typed as text (`--var`, environment): `lib.vars`
     /// uses it for a variable declared as a string, so `--var t=2` is "2", not 2 (the channel).
-    pub vars_text: BTreeMap<String, String>,
+    pub(crate) vars_text: BTreeMap<String, String>,
     /// The values the placeholders stand for, per id and top-level attribute (the channel).
     secrets: BTreeMap<String, Outputs>,
     /// The selected environment (`--env`), if the caller sets one.
-    pub env: Option<String>,
+    pub(crate) env: Option<String>,
     /// The results of the ephemeral resources open in this run, by id (the channel only:
     /// they never enter the ledger).
-    pub ephemeral: BTreeMap<String, Json>,
+    pub(crate) ephemeral: BTreeMap<String, Json>,
     /// Other projects' states the plan reads (`nivis.remoteStates`), read once per run.
-    pub remote_states: Arc<Vec<RemoteState>>,
+    pub(crate) remote_states: Arc<Vec<RemoteState>>,
 }
 
 /// Another project's state as a plan reads it (`lib.remoteState ledger NAME`): its recorded
@@ -62,22 +62,22 @@ pub struct Ledger {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteState {
     /// The name the plan gives it (`nivis.remoteStates.<name>`).
-    pub name: String,
+    pub(crate) name: String,
     /// Where it is, for messages: a path or `s3://bucket/key`.
-    pub location: String,
+    pub(crate) location: String,
     /// The other state's lineage and serial, shown in the plan.
-    pub lineage: String,
+    pub(crate) lineage: String,
     /// See `lineage`.
-    pub serial: u64,
+    pub(crate) serial: u64,
     /// Outputs per resource or data id of the other project, placeholders for its secrets.
-    pub outputs: BTreeMap<String, Outputs>,
+    pub(crate) outputs: BTreeMap<String, Outputs>,
     /// The values behind the placeholders, per id and top-level attribute (the channel).
     secrets: BTreeMap<String, Outputs>,
 }
 
 impl RemoteState {
     /// A state read from `location` with its lineage and serial; fill it with [`RemoteState::set`].
-    pub fn new(name: &str, location: &str, lineage: &str, serial: u64) -> RemoteState {
+    pub(crate) fn new(name: &str, location: &str, lineage: &str, serial: u64) -> RemoteState {
         RemoteState {
             name: name.to_string(),
             location: location.to_string(),
@@ -89,7 +89,7 @@ impl RemoteState {
     }
 
     /// Records one of its resources, as [`Ledger::set`] does for the project's own.
-    pub fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
+    pub(crate) fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
         let (outputs, secrets) = split_secrets(id, attributes, sensitive);
         self.outputs.insert(id.to_string(), outputs);
         if !secrets.is_empty() {
@@ -130,7 +130,7 @@ impl Ledger {
     /// path in `sensitive` (JSON arrays of keys/indices) makes its top-level attribute a
     /// placeholder pointing at the resource and that attribute, and its value a secret of the
     /// channel.
-    pub fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
+    pub(crate) fn set(&mut self, id: &str, attributes: &Json, sensitive: &[Json]) {
         let (outputs, secrets) = split_secrets(id, attributes, sensitive);
         self.outputs.insert(id.to_string(), outputs);
         if secrets.is_empty() {
@@ -140,14 +140,8 @@ impl Ledger {
         }
     }
 
-    /// Forgets a resource (destroyed).
-    pub fn remove(&mut self, id: &str) {
-        self.outputs.remove(id);
-        self.secrets.remove(id);
-    }
-
     /// The ledger as JSON (without the channel's path).
-    pub fn to_json(&self) -> Json {
+    pub(crate) fn to_json(&self) -> Json {
         serde_json::to_value(self.document(None)).expect("JSON values serialise")
     }
 
@@ -175,7 +169,7 @@ impl Ledger {
     }
 
     /// The channel as JSON: secrets behind the placeholders, and the variables.
-    pub fn channel_json(&self) -> Json {
+    pub(crate) fn channel_json(&self) -> Json {
         let mut json =
             json!({ "outputs": self.secrets, "vars": self.vars, "varsText": self.vars_text });
         if !self.ephemeral.is_empty() {
@@ -194,7 +188,7 @@ impl Ledger {
 
     /// Writes the channel and the ledger (naming the channel in `secretsFile`) into `dir`, both
     /// mode 0600; returns the ledger's path. Delete [`CHANNEL_FILE`] once Nix has read it.
-    pub fn write(&self, dir: &RunDir) -> std::io::Result<PathBuf> {
+    pub(crate) fn write(&self, dir: &RunDir) -> std::io::Result<PathBuf> {
         let channel = dir.write(CHANNEL_FILE, &line(&self.channel_json()))?;
         let channel = channel
             .to_str()

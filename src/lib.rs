@@ -85,5 +85,7 @@ pub mod value;
 mod xdg;
 
 // What the binaries (`src/main.rs`) need of the private modules.
-pub use cli::{answer_completion_request, parse, run};
-pub use guard::protect_process;
+pub use {
+    cli::{complete::answer_if_asked as answer_completion_request, run, suggest::parse},
+    guard::protect_process,
+};

@@ -38,12 +38,11 @@ mod probe;
 mod realise;
 mod variables;
 
-pub use self::eval_store::EvalStoreError;
-pub use self::realise::{realise, RealiseError};
+pub(crate) use self::realise::realise;
 
-pub use self::positions::positions;
-pub use self::probe::{evaluate_probing, Probed};
-pub use self::variables::{sensitive_declarations, sensitive_variables};
+pub(crate) use self::positions::positions;
+pub(crate) use self::probe::{evaluate_probing, Probed};
+pub(crate) use self::variables::sensitive_declarations;
 
 /// Where the plan function lives.
 #[derive(Debug, Clone)]
@@ -66,7 +65,7 @@ pub enum PlanSource {
 
 impl PlanSource {
     /// The directory relative provider paths are resolved against.
-    pub fn base_dir(&self) -> PathBuf {
+    pub(crate) fn base_dir(&self) -> PathBuf {
         match self {
             PlanSource::Flake { flake, .. } => {
                 let p = Path::new(flake.strip_prefix("path:").unwrap_or(flake));
@@ -121,9 +120,9 @@ impl fmt::Display for PlanSource {
 #[derive(Debug)]
 pub struct EvalError {
     /// What was evaluated.
-    pub what: String,
+    pub(crate) what: String,
     /// The explanation, usually Nix's own error text.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for EvalError {
@@ -142,7 +141,7 @@ impl fmt::Display for EvalError {
 static SHOW_TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Makes every `nix` this process runs from now on print its full trace on an error.
-pub fn show_trace(on: bool) {
+pub(crate) fn show_trace(on: bool) {
     SHOW_TRACE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
@@ -182,7 +181,7 @@ fn eval_command(subcommand: &[&str], what: &str) -> Result<Command, EvalError> {
 /// `ledger_path`, `/proc/self/fd/N/...`, goes through: see `rundir`).
 /// `redactor`, the run's secrets: Nix's lines quoting them are left out of its error text and
 /// warnings, and no store path holding one is copied out of the private store.
-pub fn evaluate(
+pub(crate) fn evaluate(
     source: &PlanSource,
     ledger_path: &Path,
     inherit: Option<RawFd>,
@@ -259,7 +258,7 @@ fn copy_named_paths_out(ir: &[u8], redactor: &Redactor) {
 
 /// Where a `/nix/store/...` path the plan named is on disk: in the shared store, else in the
 /// private eval store the evaluation wrote it to (an encrypted secret source file, say).
-pub fn store_path_on_disk(path: &Path) -> PathBuf {
+pub(crate) fn store_path_on_disk(path: &Path) -> PathBuf {
     match eval_store::dir() {
         Ok(store) => eval_store::on_disk(&store, path),
         Err(_) => path.to_path_buf(),
@@ -353,7 +352,7 @@ fn keep_raw_error(raw: &str) -> Result<PathBuf, KeepError> {
 /// A Nix expression for the plan function at `source`, and one for the Nivis library the
 /// plan's flake uses (`lib` or `inputs.nivis.lib`; `null` for a plain file), for `nivis
 /// console`.
-pub fn console_exprs(source: &PlanSource) -> (String, String) {
+pub(crate) fn console_exprs(source: &PlanSource) -> (String, String) {
     match source {
         PlanSource::Flake { flake, attr } => {
             let flake_expr = flake_attr(flake, &[]);
@@ -538,20 +537,20 @@ fn attr_path(attr: &str) -> Vec<String> {
 /// from secret stores, `secret_sources`) and `a.b.remoteStates` (other projects' states the
 /// plan reads, `remote_state`), `nivis.backend` ... by default.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProjectSettings {
+pub(crate) struct ProjectSettings {
     /// The state backend's configuration, as JSON; `None` keeps the state in a local file.
-    pub backend: Option<serde_json::Value>,
+    pub(crate) backend: Option<serde_json::Value>,
     /// The declared project name, as JSON (checked by `project::Identity::declared`).
-    pub project: Option<serde_json::Value>,
+    pub(crate) project: Option<serde_json::Value>,
     /// The secret sources' declarations, as JSON (parsed by `secret_sources::parse`).
-    pub secret_sources: Option<serde_json::Value>,
+    pub(crate) secret_sources: Option<serde_json::Value>,
     /// Other projects' states the plan reads, as JSON (parsed by `remote_state::parse`).
-    pub remote_states: Option<serde_json::Value>,
+    pub(crate) remote_states: Option<serde_json::Value>,
 }
 
 /// Reads the [`ProjectSettings`] of `flake` in one evaluation (each costs a Nix start and the
 /// flake's fetch).
-pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings, EvalError> {
+pub(crate) fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings, EvalError> {
     let mut path = attr_path(plan_attr);
     path.pop();
     if path.is_empty() {
@@ -596,7 +595,7 @@ pub fn project_settings(flake: &str, plan_attr: &str) -> Result<ProjectSettings,
 
 /// Whether the plan at `source` has a place for policies beside it: a plain file read without
 /// an attribute path has none.
-pub fn has_policies_place(source: &PlanSource) -> bool {
+pub(crate) fn has_policies_place(source: &PlanSource) -> bool {
     policies_expr(source).is_some()
 }
 
@@ -632,7 +631,7 @@ fn policies_expr(source: &PlanSource) -> Option<String> {
 /// policies beside the plan at `source` and the JSON file at `input_path`; returns the
 /// result's JSON bytes and the time Nix took, or `None` when the plan has no place for
 /// policies. `inherit` as for [`evaluate`].
-pub fn evaluate_policies(
+pub(crate) fn evaluate_policies(
     source: &PlanSource,
     runner: &str,
     input_path: &Path,
@@ -699,7 +698,7 @@ fn eval_flake_json(flake: &str, what: &str, expr: &str) -> Result<serde_json::Va
 
 /// The value (as JSON) of the attribute `name` beside the plan attribute of `flake` (for
 /// `a.b.plan`, `a.b.NAME`: `nivis.test` for `nivis test`); `None` when it is missing.
-pub fn plan_sibling(
+pub(crate) fn plan_sibling(
     flake: &str,
     plan_attr: &str,
     name: &str,

@@ -27,7 +27,7 @@ const INPUT_FILE: &str = "policy-input.json";
 
 /// What breaking a rule does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
+pub(crate) enum Level {
     /// A warning; the run goes on.
     Advisory,
     /// A refusal, unless overridden with a reason.
@@ -36,7 +36,7 @@ pub enum Level {
 
 impl Level {
     /// The level as policies spell it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Level::Advisory => "advisory",
             Level::Mandatory => "mandatory",
@@ -48,20 +48,20 @@ impl Level {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Violation {
     /// The rule's name.
-    pub rule: String,
+    pub(crate) rule: String,
     /// Whether it refuses the run or only advises.
-    pub level: Level,
+    pub(crate) level: Level,
     /// The resource or change it is about; `None` for the whole phase.
-    pub address: Option<String>,
+    pub(crate) address: Option<String>,
     /// What the rule says is wrong.
-    pub message: String,
+    pub(crate) message: String,
     /// `--override RULE --reason TEXT`: the reason this mandatory violation does not refuse.
-    pub overridden: Option<String>,
+    pub(crate) overridden: Option<String>,
 }
 
 impl Violation {
     /// Whether this violation stops the run: mandatory and not overridden.
-    pub fn refuses(&self) -> bool {
+    pub(crate) fn refuses(&self) -> bool {
         self.level == Level::Mandatory && self.overridden.is_none()
     }
 }
@@ -81,29 +81,29 @@ impl fmt::Display for Violation {
 
 /// What one check found.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// How many static rules the project has.
-    pub static_rules: usize,
+    pub(crate) static_rules: usize,
     /// How many plan and phase rules the project has.
-    pub plan_rules: usize,
+    pub(crate) plan_rules: usize,
     /// The names of all the project's rules.
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
     /// The rules broken, in the order the runner reported them.
-    pub violations: Vec<Violation>,
+    pub(crate) violations: Vec<Violation>,
 }
 
 /// The mandatory rules a run may break, and why (`--override RULE --reason TEXT`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
     /// The mandatory rules named with `--override`.
-    pub rules: Vec<String>,
+    pub(crate) rules: Vec<String>,
     /// The `--reason` given for them.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 impl Overrides {
     /// The overridden rules `verdict` does not name: a misspelt `--override` overrides nothing.
-    pub fn unknown<'a>(&'a self, verdict: &Verdict) -> Vec<&'a str> {
+    pub(crate) fn unknown<'a>(&'a self, verdict: &Verdict) -> Vec<&'a str> {
         (self.rules.iter())
             .filter(|r| !verdict.names.contains(r))
             .map(String::as_str)
@@ -111,7 +111,7 @@ impl Overrides {
     }
 
     /// Marks the mandatory violations of overridden rules with the reason.
-    pub fn apply(&self, verdict: &mut Verdict) {
+    pub(crate) fn apply(&self, verdict: &mut Verdict) {
         for v in &mut verdict.violations {
             if v.level == Level::Mandatory && self.rules.contains(&v.rule) {
                 v.overridden = Some(self.reason.clone().unwrap_or_default());
@@ -231,13 +231,13 @@ pub(crate) fn static_input(ir: &Ir) -> Json {
 /// One planned change, as the plan rules see it.
 pub(crate) struct PlannedChange<'a> {
     /// The resource's address.
-    pub address: &'a str,
+    pub(crate) address: &'a str,
     /// The resource type.
-    pub type_name: &'a str,
+    pub(crate) type_name: &'a str,
     /// What the plan does to it.
-    pub action: Action,
+    pub(crate) action: Action,
     /// Its attribute changes.
-    pub changes: &'a [AttrChange],
+    pub(crate) changes: &'a [AttrChange],
 }
 
 /// The input of the plan and phase rules: the changes phase `phase` plans (no-ops left out),

@@ -76,7 +76,7 @@ pub(crate) fn unsafe_file(meta: &Metadata) -> Option<String> {
 /// Why a file that holds or drives secrets, or a directory above it, is refused or cannot be
 /// judged. `what` is the file's role in the message ("the --var-file").
 #[derive(Debug)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The directory cannot be made real (it is missing, or a link in it dangles).
     NoDirectory {
         /// The file's role.

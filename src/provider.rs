@@ -22,22 +22,22 @@ pub type CallResult<T> = Result<T, Diagnostics>;
 /// What a kind of provider can do beyond answering the calls of [`Provider`]. The engine adapts
 /// its sequence to these, never to the name of a protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Capabilities {
+pub(crate) struct Capabilities {
     /// Resource types have schemas: configurations are typed and validated, plans checked,
     /// stored objects upgraded and refreshed. Without schemas (NixOps4), a configuration is sent
     /// as a JSON object of inputs, whatever the provider returns is the object's outputs, every
     /// output is unknown until applied, and an object's private bytes are the JSON object of
     /// the inputs it was last applied with.
-    pub schemas: bool,
+    pub(crate) schemas: bool,
     /// Objects can be deleted. Without it, an object that leaves the plan (or is destroyed) is
     /// forgotten: removed from state and left as it is; one that must be replaced is
     /// re-created and its predecessor forgotten.
-    pub delete: bool,
+    pub(crate) delete: bool,
 }
 
 impl Capabilities {
     /// The capabilities of a provider of `kind`.
-    pub fn of(kind: &ProviderKind) -> Capabilities {
+    pub(crate) fn of(kind: &ProviderKind) -> Capabilities {
         match kind {
             ProviderKind::Tfplugin => Capabilities {
                 schemas: true,

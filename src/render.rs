@@ -17,12 +17,12 @@ mod ticker;
 pub use self::escape::{
     escape, escape_text, escape_unredacted, json_text, json_text_unredacted, quote,
 };
-pub use self::jsonl::{event_json, JsonLines};
-pub use self::report::{
+pub(crate) use self::jsonl::JsonLines;
+pub(crate) use self::report::{
     confirm, confirm_plan, print_declined, print_json, print_saved_plan_head, print_summary,
     write_diagnostics,
 };
-pub use self::summary::{plan_summary, Tally};
+pub(crate) use self::summary::{plan_summary, Tally};
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,10 +37,10 @@ static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 /// Standard output, for everything Nivis prints there. A write that fails (the reader went
 /// away, as in `nivis apply | head -1`) marks stdout closed: from then on output is dropped
 /// without another attempt, and the work goes on. The exit code still says how the work went.
-pub struct Stdout(io::StdoutLock<'static>);
+pub(crate) struct Stdout(io::StdoutLock<'static>);
 
 /// Locks standard output (see [`Stdout`]).
-pub fn stdout() -> Stdout {
+pub(crate) fn stdout() -> Stdout {
     Stdout(io::stdout().lock())
 }
 
@@ -96,7 +96,7 @@ pub struct Style {
 impl Style {
     /// Colours only on a terminal, unless `--no-color` (`no_color_flag`), NO_COLOR (set and
     /// not empty) or TERM=dumb says otherwise.
-    pub fn detect(no_color_flag: bool) -> Self {
+    pub(crate) fn detect(no_color_flag: bool) -> Self {
         use std::io::IsTerminal;
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
@@ -162,7 +162,7 @@ fn doing_verb(action: Action) -> &'static str {
 }
 
 /// A past-tense verb for an action.
-pub fn done_verb(action: Action) -> &'static str {
+pub(crate) fn done_verb(action: Action) -> &'static str {
     match action {
         Action::Create => "created",
         Action::Update => "updated",
@@ -176,7 +176,7 @@ pub fn done_verb(action: Action) -> &'static str {
 }
 
 /// Renders a value for display.
-pub fn show(r: &Redactor, value: &Value) -> String {
+pub(crate) fn show(r: &Redactor, value: &Value) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Unknown => "(known after apply)".into(),
@@ -254,7 +254,7 @@ fn object_new(action: Action) -> bool {
 }
 
 /// Writes a diagnostic in the human format.
-pub fn write_diagnostic(out: &mut dyn Write, style: Style, r: &Redactor, d: &Diagnostic) {
+pub(crate) fn write_diagnostic(out: &mut dyn Write, style: Style, r: &Redactor, d: &Diagnostic) {
     let label = match d.severity {
         Severity::Error => style.paint("1;31", "Error"),
         Severity::Warning => style.paint("1;33", "Warning"),
@@ -306,9 +306,9 @@ pub struct Human {
     /// The run's secrets, redacted from every line.
     redactor: Redactor,
     /// Print per-operation progress lines (apply/destroy).
-    pub progress: bool,
+    pub(crate) progress: bool,
     /// Head each apply phase's operations with "Phase N" (apply, not destroy).
-    pub phase_headers: bool,
+    pub(crate) phase_headers: bool,
     /// The last phase a header was printed for.
     headed: u32,
     /// The evaluation waves that joined a running phase (DESIGN §89), by number: the

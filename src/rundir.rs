@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
 /// A private directory, open, removed (with everything in it) when dropped.
 #[derive(Debug)]
-pub struct RunDir {
+pub(crate) struct RunDir {
     path: PathBuf,
     dir: OwnedFd,
 }
@@ -163,11 +163,11 @@ pub(crate) fn remove_leftovers(parent: &Path) {
 
 /// Where the private run directory is made: `$XDG_RUNTIME_DIR`, else the temporary directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunParent {
+pub(crate) struct RunParent {
     /// The directory.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Whether it is `$XDG_RUNTIME_DIR` (else the temporary directory).
-    pub is_runtime: bool,
+    pub(crate) is_runtime: bool,
 }
 
 impl std::fmt::Display for RunParent {
@@ -182,7 +182,7 @@ impl std::fmt::Display for RunParent {
 
 /// Why the private run directory cannot be made.
 #[derive(Debug)]
-pub enum RunDirError {
+pub(crate) enum RunDirError {
     /// The parent directory, or one above it, breaks the private-file rule.
     UnsafeParent {
         /// The parent.
@@ -275,7 +275,7 @@ impl std::error::Error for RunDirError {
 
 impl RunDir {
     /// Creates a fresh private directory where the environment says (see the module doc).
-    pub fn create() -> Result<RunDir, RunDirError> {
+    pub(crate) fn create() -> Result<RunDir, RunDirError> {
         let runtime = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty());
         let parent = match &runtime {
             Some(dir) => RunParent {
@@ -314,7 +314,7 @@ impl RunDir {
     }
 
     /// Creates a fresh private directory in `parent` (already judged safe) and opens it.
-    pub fn create_in(parent: &Path) -> Result<RunDir, RunDirError> {
+    pub(crate) fn create_in(parent: &Path) -> Result<RunDir, RunDirError> {
         let mut last = None;
         for _ in 0..16 {
             let name = format!(
@@ -368,13 +368,13 @@ impl RunDir {
     }
 
     /// The directory, where it was created (for messages; never used to reach the files).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The descriptor of the directory, which the `nix` process must inherit for the paths
     /// [`write`](Self::write) returns to work there (see `nixeval`).
-    pub fn inherit_fd(&self) -> RawFd {
+    pub(crate) fn inherit_fd(&self) -> RawFd {
         self.dir.as_raw_fd()
     }
 
@@ -387,7 +387,7 @@ impl RunDir {
     /// Not synced: what the directory holds is input for a child process of this run, read
     /// back through the page cache, never data that must survive a crash (a crash ends the run,
     /// and the next run removes the directory). Durable files take [`write_private_file`].
-    pub fn write(&self, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
         remember_live_name(name);
         let tmp = CString::new(format!(".{name}.{}.tmp", random_suffix()?))?;
         let target = CString::new(name)?;
@@ -428,7 +428,7 @@ impl RunDir {
     }
 
     /// Removes `name` if it exists.
-    pub fn remove(&self, name: &str) {
+    pub(crate) fn remove(&self, name: &str) {
         if let Ok(c) = CString::new(name) {
             // SAFETY: a plain system call on a descriptor we own.
             unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), 0) };

@@ -88,11 +88,11 @@ pub(crate) trait Owner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Load {
     /// Ready jobs waiting for a worker.
-    pub queued: usize,
+    pub(crate) queued: usize,
     /// Jobs running.
-    pub in_flight: usize,
+    pub(crate) in_flight: usize,
     /// The workers the batch may use.
-    pub parallelism: usize,
+    pub(crate) parallelism: usize,
 }
 
 /// Brings the scheduler's loop back to its owner from another thread (see [`Owner::extend`]).

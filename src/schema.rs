@@ -40,17 +40,12 @@ pub struct ProviderSchema {
 
 impl ProviderSchema {
     /// The schema of a managed resource type.
-    pub fn resource(&self, type_name: &str) -> Option<&Schema> {
+    pub(crate) fn resource(&self, type_name: &str) -> Option<&Schema> {
         self.resources.get(type_name)
     }
 
-    /// The schema of a data source type.
-    pub fn data_source(&self, type_name: &str) -> Option<&Schema> {
-        self.data_sources.get(type_name)
-    }
-
     /// The schema of an ephemeral resource type.
-    pub fn ephemeral_resource(&self, type_name: &str) -> Option<&Schema> {
+    pub(crate) fn ephemeral_resource(&self, type_name: &str) -> Option<&Schema> {
         self.ephemeral_resources.get(type_name)
     }
 }
@@ -175,6 +170,7 @@ pub enum BlockNesting {
 }
 
 impl Attribute {
+    #[cfg(test)] // used by the unit tests only
     fn with(ty: Type, required: bool, optional: bool, computed: bool) -> Attribute {
         Attribute {
             ty: AttrType::Type(ty),
@@ -190,27 +186,31 @@ impl Attribute {
     }
 
     /// A required attribute of type `ty`.
-    pub fn required(ty: Type) -> Attribute {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn required(ty: Type) -> Attribute {
         Attribute::with(ty, true, false, false)
     }
 
     /// An optional attribute of type `ty`.
-    pub fn optional(ty: Type) -> Attribute {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn optional(ty: Type) -> Attribute {
         Attribute::with(ty, false, true, false)
     }
 
     /// A computed-only attribute of type `ty`.
-    pub fn computed(ty: Type) -> Attribute {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn computed(ty: Type) -> Attribute {
         Attribute::with(ty, false, false, true)
     }
 
     /// An optional and computed attribute of type `ty`.
-    pub fn optional_computed(ty: Type) -> Attribute {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn optional_computed(ty: Type) -> Attribute {
         Attribute::with(ty, false, true, true)
     }
 
     /// Decided by the provider alone: computed, and neither required nor optional.
-    pub fn is_computed_only(&self) -> bool {
+    pub(crate) fn is_computed_only(&self) -> bool {
         self.computed && !self.optional && !self.required
     }
 
@@ -225,7 +225,7 @@ impl Attribute {
 
 impl NestedObject {
     /// The type of one object (no optional markers: this is the wire type).
-    pub fn object_type(&self) -> Type {
+    pub(crate) fn object_type(&self) -> Type {
         Type::object(
             self.attributes
                 .iter()
@@ -236,7 +236,7 @@ impl NestedObject {
 
     /// The attribute's type: the object, or a list, set or map of it (never the dynamic
     /// fallback blocks use).
-    pub fn implied_type(&self) -> Type {
+    pub(crate) fn implied_type(&self) -> Type {
         let obj = self.object_type();
         match self.nesting {
             ObjectNesting::Single => obj,
@@ -250,7 +250,7 @@ impl NestedObject {
 impl NestedBlock {
     /// The type of this block type's value in its parent object. LIST and MAP blocks whose
     /// block contains `dynamic` are `dynamic` themselves (their values are tuples and objects).
-    pub fn implied_type(&self) -> Type {
+    pub(crate) fn implied_type(&self) -> Type {
         let obj = self.block.implied_type();
         match self.nesting {
             BlockNesting::Single | BlockNesting::Group => obj,
@@ -264,7 +264,7 @@ impl NestedBlock {
 
     /// The value when configuration has no such block: null (SINGLE), an empty block (GROUP),
     /// or an empty collection.
-    pub fn empty_value(&self) -> Value {
+    pub(crate) fn empty_value(&self) -> Value {
         match self.nesting {
             BlockNesting::Single => Value::Null,
             BlockNesting::Group => self.block.empty_value(),
@@ -277,7 +277,7 @@ impl NestedBlock {
     /// (object) of block objects with the concrete type cty gives it: each element's declared
     /// attribute types, with only its `dynamic` attributes typed from their values. Other
     /// values are returned as they are.
-    pub fn wrap_dynamic(&self, value: Value) -> Value {
+    pub(crate) fn wrap_dynamic(&self, value: Value) -> Value {
         if !matches!(self.nesting, BlockNesting::List | BlockNesting::Map) {
             return value;
         }
@@ -319,7 +319,7 @@ impl Block {
     }
 
     /// The value of an empty block body: every attribute null, nested blocks per nesting.
-    pub fn empty_value(&self) -> Value {
+    pub(crate) fn empty_value(&self) -> Value {
         let mut map: BTreeMap<String, Value> = self
             .attributes
             .keys()
@@ -354,7 +354,7 @@ impl Block {
 
     /// Paths of the sensitive attributes present and non-null in `value`, looking into
     /// nested blocks and nested attribute objects (set elements by their position).
-    pub fn sensitive_paths(&self, value: &Value) -> Vec<Vec<PathStep>> {
+    pub(crate) fn sensitive_paths(&self, value: &Value) -> Vec<Vec<PathStep>> {
         let mut out = Vec::new();
         collect_paths(
             &self.attributes,

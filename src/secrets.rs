@@ -32,13 +32,13 @@ mod redactor;
 pub use self::redactor::Redactor;
 
 /// The shortest value redacted wherever it appears.
-pub const MIN_LEN: usize = 6;
+pub(crate) const MIN_LEN: usize = 6;
 
 /// What replaces a secret in human output.
 pub const MASK: &str = "(sensitive value)";
 
 /// What replaces a secret in JSON output.
-pub const JSON_MASK: &str = "(sensitive)";
+pub(crate) const JSON_MASK: &str = "(sensitive)";
 
 /// A set of secrets indexed by their first [`MIN_LEN`] bytes, so that finding every secret in a
 /// text costs one hash lookup per byte of the text, however many secrets there are (a plan of
@@ -104,7 +104,7 @@ impl SecretSet {
 /// content: masking it would rewrite Nivis's own output (every `"action": "create"` turning
 /// into `"(sensitive)"`, a saved plan showing no changes) and, by the pattern of what got
 /// masked, tell the value anyway. Structural masking (sensitive paths) still hides it.
-pub const OWN_WORDS: &[&str] = &[
+pub(crate) const OWN_WORDS: &[&str] = &[
     "action",
     "applied",
     "applyPhases",
@@ -246,7 +246,7 @@ fn prefix(bytes: &[u8]) -> Option<[u8; MIN_LEN]> {
 }
 
 /// Calls `f` with every string and number (as written) inside a JSON tree.
-pub fn each_scalar_json(json: &Json, f: &mut dyn FnMut(&str)) {
+pub(crate) fn each_scalar_json(json: &Json, f: &mut dyn FnMut(&str)) {
     match json {
         Json::String(s) => f(s),
         Json::Number(n) => f(&n.to_string()),
@@ -257,7 +257,7 @@ pub fn each_scalar_json(json: &Json, f: &mut dyn FnMut(&str)) {
 }
 
 /// Calls `f` with every string and number inside a provider value.
-pub fn each_scalar_value(value: &Value, f: &mut dyn FnMut(&str)) {
+pub(crate) fn each_scalar_value(value: &Value, f: &mut dyn FnMut(&str)) {
     match value {
         Value::String(s) => f(s),
         Value::Number(n) => f(&n.to_string()),
@@ -270,22 +270,22 @@ pub fn each_scalar_value(value: &Value, f: &mut dyn FnMut(&str)) {
 
 impl Redactor {
     /// Remembers every string and number inside a JSON tree.
-    pub fn remember_json(&self, json: &Json) {
+    pub(crate) fn remember_json(&self, json: &Json) {
         each_scalar_json(json, &mut |s| self.remember(s));
     }
 
     /// Remembers every string and number inside a provider value.
-    pub fn remember_value(&self, value: &Value) {
+    pub(crate) fn remember_value(&self, value: &Value) {
         each_scalar_value(value, &mut |s| self.remember(s));
     }
 }
 
 /// The length of the fragments of a known secret [`Redactor::without_derived_lines`] looks for.
-pub const FRAGMENT_LEN: usize = 8;
+pub(crate) const FRAGMENT_LEN: usize = 8;
 
 /// `attributes` with the value at each sensitive path (JSON arrays of keys and indices, as in
 /// state) replaced by `mask`.
-pub fn mask_paths(attributes: &Json, sensitive_paths: &[Json], mask: &str) -> Json {
+pub(crate) fn mask_paths(attributes: &Json, sensitive_paths: &[Json], mask: &str) -> Json {
     let mut out = attributes.clone();
     for path in sensitive_paths.iter().filter_map(Json::as_array) {
         if let Some(at) = at_path_mut(&mut out, path) {
@@ -310,7 +310,7 @@ fn at_path_mut<'j>(json: &'j mut Json, path: &[Json]) -> Option<&'j mut Json> {
 }
 
 /// The value at a state path (JSON array of keys and indices), if there is one.
-pub fn at_path<'j>(json: &'j Json, path: &Json) -> Option<&'j Json> {
+pub(crate) fn at_path<'j>(json: &'j Json, path: &Json) -> Option<&'j Json> {
     let mut at = json;
     for step in path.as_array()? {
         at = match (step, at) {

@@ -57,20 +57,20 @@ NIVIS_LOG, NO_COLOR (see the book's CLI reference).";
 pub struct Cli {
     /// More logging (-v info, -vv debug, -vvv trace); NIVIS_LOG=LEVEL does the same.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
     /// No colours (also NO_COLOR=1 or TERM=dumb; colours are only used on a terminal).
     #[arg(long, global = true)]
-    pub no_color: bool,
+    pub(crate) no_color: bool,
     /// Nix prints the full trace of an evaluation error (its `--show-trace`).
     #[arg(long, global = true)]
-    pub show_trace: bool,
+    pub(crate) show_trace: bool,
     /// The verb to run.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Show what apply would do: this phase in full, later phases as what they wait on.
     #[command(
         after_help = "Examples:\n  nivis plan\n  nivis plan --var region=eu-west-1 --target null.null_resource.first\n  nivis plan --file plan.nix --json\n  nivis plan --destroy              what `nivis destroy` would remove\n  nivis plan --destroy --out d.plan  save it: `nivis apply d.plan` destroys exactly that"
@@ -193,49 +193,49 @@ pub enum Command {
 /// Where the plan comes from.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Plan source")]
-pub struct SourceArgs {
+pub(crate) struct SourceArgs {
     /// The flake holding the plan: a directory or flake reference, optionally with #ATTR.
     #[arg(long, value_name = "REF", default_value = ".", conflicts_with = "file", value_hint = ValueHint::AnyPath)]
-    pub flake: String,
+    pub(crate) flake: String,
     /// A plain Nix file evaluating to the plan function (instead of a flake).
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// The attribute holding the plan function `ledger: IR` [default: nivis.plan].
     #[arg(long)]
-    pub attr: Option<String>,
+    pub(crate) attr: Option<String>,
     /// Run a plan (or encrypted secret files) that other users can change: their owner when
     /// another user, or their group's members. Warns each run; never for root, never for
     /// files everyone can write.
     #[arg(long)]
-    pub trust_group: bool,
+    pub(crate) trust_group: bool,
 }
 
 /// Plan variables.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Variables")]
-pub struct VarArgs {
+pub(crate) struct VarArgs {
     /// Set a variable (repeatable); VALUE is read as the variable's declared type.
     #[arg(long = "var", value_name = "NAME=VALUE")]
-    pub vars: Vec<String>,
+    pub(crate) vars: Vec<String>,
     /// A JSON file of variable values (repeatable; later files win).
     #[arg(long = "var-file", value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub var_files: Vec<PathBuf>,
+    pub(crate) var_files: Vec<PathBuf>,
     /// Values a command gives its own run in memory (never a flag): read as
     /// `NIVIS_VAR_<name>` values are, below the real environment.
     #[arg(skip)]
-    pub in_memory: super::vars::InMemoryVars,
+    pub(crate) in_memory: super::vars::InMemoryVars,
 }
 
 /// Where the state is: the state backend (the flake's `nivis.backend`, else the local file),
 /// field overrides, and the environment.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "State")]
-pub struct StateArgs {
+pub(crate) struct StateArgs {
     /// The state file of the local backend (`state migrate` copies it to the remote one)
     /// [default: one per project, under $XDG_STATE_HOME/nivis/projects; never inside a
     /// directory Nix copies into the store].
     #[arg(long, value_name = "FILE", env = "NIVIS_STATE", value_hint = ValueHint::FilePath)]
-    pub state: Option<PathBuf>,
+    pub(crate) state: Option<PathBuf>,
     /// The environment: its state is the backend's key under the environment prefix (the
     /// plan sees the name as `ledger.env`).
     #[arg(
@@ -244,134 +244,134 @@ pub struct StateArgs {
         env = "NIVIS_ENV",
         default_value = "default"
     )]
-    pub env: String,
+    pub(crate) env: String,
     /// Set a field of the state backend (overriding the flake's `nivis.backend`), repeatable:
     /// `--backend-config type=s3 --backend-config bucket=b`.
     #[arg(long = "backend-config", value_name = "KEY=VALUE")]
-    pub backend_config: Vec<String>,
+    pub(crate) backend_config: Vec<String>,
     /// The state is gone but its backup or audit log shows it existed, and the objects it
     /// recorded are gone too: start over with an empty state (recorded at once, its serial
     /// after the lost one's). Without it such a state is refused, never planned against.
     #[arg(long)]
-    pub accept_lost_state: bool,
+    pub(crate) accept_lost_state: bool,
 }
 
 /// What a command about the state alone needs: the plan's location (for the flake's
 /// `nivis.backend` and the project's default state file) and the state flags.
 #[derive(Args, Debug, Clone)]
-pub struct StateTarget {
+pub(crate) struct StateTarget {
     #[command(flatten)]
-    pub source: SourceArgs,
+    pub(crate) source: SourceArgs,
     #[command(flatten)]
-    pub state: StateArgs,
+    pub(crate) state: StateArgs,
 }
 
 /// The project a verb works on: where the plan is, its variables, and where the state is. Each
 /// verb that evaluates the plan against the state flattens it (the flags are those of its
 /// three parts, unchanged).
 #[derive(Args, Debug, Clone)]
-pub struct ProjectArgs {
+pub(crate) struct ProjectArgs {
     #[command(flatten)]
-    pub source: SourceArgs,
+    pub(crate) source: SourceArgs,
     #[command(flatten)]
-    pub vars: VarArgs,
+    pub(crate) vars: VarArgs,
     #[command(flatten)]
-    pub state: StateArgs,
+    pub(crate) state: StateArgs,
 }
 
 /// Waiting for the state lock (verbs that write state; `plan` has it in [`PlanLockArgs`]).
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "State")]
-pub struct LockWaitArg {
+pub(crate) struct LockWaitArg {
     /// Wait this long for the state lock (e.g. 30s, 2m, 1h 30m); default: fail at once.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub lock_timeout: Option<Duration>,
+    pub(crate) lock_timeout: Option<Duration>,
 }
 
 /// Which resources a run touches.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Run")]
-pub struct TargetArgs {
+pub(crate) struct TargetArgs {
     /// Limit the run to this resource and what it depends on (destroy: what depends on it);
     /// repeatable.
     #[arg(long = "target", value_name = "ID", add = ArgValueCandidates::new(state_ids))]
-    pub targets: Vec<String>,
+    pub(crate) targets: Vec<String>,
 }
 
 /// Whether stored objects are read back before planning.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Run")]
-pub struct RefreshArg {
+pub(crate) struct RefreshArg {
     /// Refresh stored objects before planning (--refresh=false to skip).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub refresh: bool,
+    pub(crate) refresh: bool,
 }
 
 /// Resources to replace although nothing forces it.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Run")]
-pub struct ReplaceArgs {
+pub(crate) struct ReplaceArgs {
     /// Replace this managed resource (a new object, then the old one deleted, or the other way
     /// round as its lifecycle says) even if its configuration is unchanged; repeatable.
     #[arg(long = "replace", value_name = "ID", add = ArgValueCandidates::new(state_ids))]
-    pub replace: Vec<String>,
+    pub(crate) replace: Vec<String>,
 }
 
 /// Mandatory policy rules this run may break (`nivis.policies`), with the reason.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Policy")]
-pub struct OverrideArgs {
+pub(crate) struct OverrideArgs {
     /// Let this mandatory policy rule's violations pass (repeatable); needs --reason.
     #[arg(long = "override", value_name = "RULE", requires = "reason")]
-    pub overrides: Vec<String>,
+    pub(crate) overrides: Vec<String>,
     /// Why the overridden rules may be broken; reported with every violation it lets pass.
     #[arg(long, value_name = "TEXT", requires = "overrides")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 /// CI's exit status convention.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Output")]
-pub struct DetailedExitcodeArg {
+pub(crate) struct DetailedExitcodeArg {
     /// Exit 0 when there is nothing to change, 2 when there are changes (drift alone only for refresh and --refresh-only), 1 on error.
     #[arg(long)]
-    pub detailed_exitcode: bool,
+    pub(crate) detailed_exitcode: bool,
 }
 
 /// Machine-readable output.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Output")]
-pub struct JsonArg {
+pub(crate) struct JsonArg {
     /// One JSON event per line on stdout (docs/JSON-EVENTS.md).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Where providers given by registry address come from.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Provider installation")]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     /// Never use the network: only filesystem mirrors and the cache (NIVIS_OFFLINE=1 too).
     #[arg(long, env = "NIVIS_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
-    pub offline: bool,
+    pub(crate) offline: bool,
     /// A filesystem mirror (packed or unpacked layout, as `tofu providers mirror` writes);
     /// repeatable, searched in order. Also NIVIS_PROVIDER_MIRRORS (colon-separated).
     #[arg(long = "mirror", value_name = "DIR", value_hint = ValueHint::DirPath)]
-    pub mirrors: Vec<PathBuf>,
+    pub(crate) mirrors: Vec<PathBuf>,
     /// A network mirror base URL (https); repeatable.
     #[arg(long = "network-mirror", value_name = "URL", value_hint = ValueHint::Url)]
-    pub network_mirrors: Vec<String>,
+    pub(crate) network_mirrors: Vec<String>,
     /// The provider lock file.
     #[arg(long, value_name = "FILE", default_value = ".terraform.lock.hcl", env = "NIVIS_LOCK_FILE", value_hint = ValueHint::FilePath)]
-    pub lock_file: PathBuf,
+    pub(crate) lock_file: PathBuf,
     /// The provider cache [default: $XDG_CACHE_HOME/nivis/providers].
     #[arg(long, value_name = "DIR", env = "NIVIS_PROVIDER_CACHE_DIR", value_hint = ValueHint::DirPath)]
-    pub provider_cache: Option<PathBuf>,
+    pub(crate) provider_cache: Option<PathBuf>,
 }
 
 impl InstallArgs {
     /// The defaults, for commands that evaluate the plan but install nothing.
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         InstallArgs {
             offline: true,
             mirrors: Vec::new(),
@@ -383,117 +383,117 @@ impl InstallArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// Only read the recorded objects and show how they drifted; plan no change.
     #[arg(long, conflicts_with_all = ["replace", "out"])]
-    pub refresh_only: bool,
+    pub(crate) refresh_only: bool,
     /// Show what `nivis destroy` would remove (with the same --target); change nothing. With
     /// --out, save it for `nivis apply FILE` to destroy exactly that.
     #[arg(long, conflicts_with_all = ["replace", "refresh_only"])]
-    pub destroy: bool,
+    pub(crate) destroy: bool,
     /// Also write the plan to FILE, for `nivis apply FILE` to apply exactly (no secret in it).
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     #[command(flatten)]
-    pub replace: ReplaceArgs,
+    pub(crate) replace: ReplaceArgs,
     #[command(flatten)]
-    pub policy: OverrideArgs,
+    pub(crate) policy: OverrideArgs,
     #[command(flatten)]
-    pub exit: DetailedExitcodeArg,
+    pub(crate) exit: DetailedExitcodeArg,
     #[command(flatten)]
-    pub project: ProjectArgs,
+    pub(crate) project: ProjectArgs,
     #[command(flatten)]
-    pub lock: PlanLockArgs,
+    pub(crate) lock: PlanLockArgs,
     #[command(flatten)]
-    pub targets: TargetArgs,
+    pub(crate) targets: TargetArgs,
     #[command(flatten)]
-    pub parallelism: ParallelismArg,
+    pub(crate) parallelism: ParallelismArg,
     #[command(flatten)]
-    pub refresh: RefreshArg,
+    pub(crate) refresh: RefreshArg,
     #[command(flatten)]
-    pub output: JsonArg,
+    pub(crate) output: JsonArg,
     #[command(flatten)]
-    pub install: InstallArgs,
+    pub(crate) install: InstallArgs,
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     /// A saved plan (`nivis plan --out FILE`) to apply exactly; refused if anything it was
     /// made from changed.
     #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub plan_file: Option<PathBuf>,
+    pub(crate) plan_file: Option<PathBuf>,
     /// Do not ask for confirmation.
     #[arg(long)]
-    pub auto_approve: bool,
+    pub(crate) auto_approve: bool,
     /// Stop after N phases that changed something and report what is still pending.
     #[arg(long, value_name = "N")]
-    pub max_phases: Option<u32>,
+    pub(crate) max_phases: Option<u32>,
     /// Only read the recorded objects and record how they drifted, as `nivis refresh` does
     /// (asking first, unless --auto-approve); plan and apply no change.
     #[arg(long, conflicts_with_all = ["plan_file", "replace", "max_phases"])]
-    pub refresh_only: bool,
+    pub(crate) refresh_only: bool,
     /// Realise `__build` outputs before apply (--build=false to skip).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub build: bool,
+    pub(crate) build: bool,
     #[command(flatten)]
-    pub replace: ReplaceArgs,
+    pub(crate) replace: ReplaceArgs,
     #[command(flatten)]
-    pub policy: OverrideArgs,
+    pub(crate) policy: OverrideArgs,
     #[command(flatten)]
-    pub project: ProjectArgs,
+    pub(crate) project: ProjectArgs,
     #[command(flatten)]
-    pub lock: LockWaitArg,
+    pub(crate) lock: LockWaitArg,
     #[command(flatten)]
-    pub targets: TargetArgs,
+    pub(crate) targets: TargetArgs,
     #[command(flatten)]
-    pub parallelism: ParallelismArg,
+    pub(crate) parallelism: ParallelismArg,
     #[command(flatten)]
-    pub operation: OperationTimeoutArg,
+    pub(crate) operation: OperationTimeoutArg,
     #[command(flatten)]
-    pub refresh: RefreshArg,
+    pub(crate) refresh: RefreshArg,
     #[command(flatten)]
-    pub output: JsonArg,
+    pub(crate) output: JsonArg,
     #[command(flatten)]
-    pub install: InstallArgs,
+    pub(crate) install: InstallArgs,
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct DestroyArgs {
+pub(crate) struct DestroyArgs {
     /// Do not ask for confirmation.
     #[arg(long)]
-    pub auto_approve: bool,
+    pub(crate) auto_approve: bool,
     #[command(flatten)]
-    pub project: ProjectArgs,
+    pub(crate) project: ProjectArgs,
     #[command(flatten)]
-    pub lock: LockWaitArg,
+    pub(crate) lock: LockWaitArg,
     #[command(flatten)]
-    pub targets: TargetArgs,
+    pub(crate) targets: TargetArgs,
     #[command(flatten)]
-    pub parallelism: ParallelismArg,
+    pub(crate) parallelism: ParallelismArg,
     #[command(flatten)]
-    pub output: JsonArg,
+    pub(crate) output: JsonArg,
     #[command(flatten)]
-    pub install: InstallArgs,
+    pub(crate) install: InstallArgs,
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// The resource address (as the plan declares it) to record the object at.
-    pub address: String,
+    pub(crate) address: String,
     /// The provider's id of the existing object.
-    pub id: String,
+    pub(crate) id: String,
     #[command(flatten)]
-    pub project: ProjectArgs,
+    pub(crate) project: ProjectArgs,
     #[command(flatten)]
-    pub lock: LockWaitArg,
+    pub(crate) lock: LockWaitArg,
     #[command(flatten)]
-    pub output: JsonArg,
+    pub(crate) output: JsonArg,
     #[command(flatten)]
-    pub install: InstallArgs,
+    pub(crate) install: InstallArgs,
 }
 
 impl ImportArgs {
-    pub fn spec(&self) -> RunSpec<'_> {
+    pub(crate) fn spec(&self) -> RunSpec<'_> {
         RunSpec {
             lock_timeout: self.lock.lock_timeout,
             json: self.output.json,
@@ -503,78 +503,78 @@ impl ImportArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct RefreshArgs {
+pub(crate) struct RefreshArgs {
     /// Record what was read without asking (it asks only when something drifted).
     #[arg(long)]
-    pub auto_approve: bool,
+    pub(crate) auto_approve: bool,
     #[command(flatten)]
-    pub exit: DetailedExitcodeArg,
+    pub(crate) exit: DetailedExitcodeArg,
     #[command(flatten)]
-    pub project: ProjectArgs,
+    pub(crate) project: ProjectArgs,
     #[command(flatten)]
-    pub lock: LockWaitArg,
+    pub(crate) lock: LockWaitArg,
     #[command(flatten)]
-    pub targets: TargetArgs,
+    pub(crate) targets: TargetArgs,
     #[command(flatten)]
-    pub output: JsonArg,
+    pub(crate) output: JsonArg,
     #[command(flatten)]
-    pub install: InstallArgs,
+    pub(crate) install: InstallArgs,
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct ValidateArgs {
+pub(crate) struct ValidateArgs {
     #[command(flatten)]
-    pub source: SourceArgs,
+    pub(crate) source: SourceArgs,
     #[command(flatten)]
-    pub vars: VarArgs,
+    pub(crate) vars: VarArgs,
     #[command(flatten)]
-    pub output: JsonArg,
+    pub(crate) output: JsonArg,
     #[command(flatten)]
-    pub install: InstallArgs,
+    pub(crate) install: InstallArgs,
 }
 
 /// The flags of a run verb (plan, apply, destroy, refresh, validate), whichever it took; a
 /// flag the verb does not take has its neutral value.
 #[derive(Debug, Clone, Copy)]
-pub struct RunSpec<'a> {
-    pub source: &'a SourceArgs,
-    pub vars: &'a VarArgs,
+pub(crate) struct RunSpec<'a> {
+    pub(crate) source: &'a SourceArgs,
+    pub(crate) vars: &'a VarArgs,
     /// None: the verb does not read state (validate).
-    pub state: Option<&'a StateArgs>,
-    pub lock_timeout: Option<Duration>,
-    pub targets: &'a [String],
-    pub parallelism: usize,
+    pub(crate) state: Option<&'a StateArgs>,
+    pub(crate) lock_timeout: Option<Duration>,
+    pub(crate) targets: &'a [String],
+    pub(crate) parallelism: usize,
     /// `apply --operation-timeout`.
-    pub operation_timeout: Option<Duration>,
-    pub refresh: bool,
-    pub json: bool,
-    pub auto_approve: bool,
-    pub max_phases: Option<u32>,
-    pub build: bool,
-    pub install: &'a InstallArgs,
+    pub(crate) operation_timeout: Option<Duration>,
+    pub(crate) refresh: bool,
+    pub(crate) json: bool,
+    pub(crate) auto_approve: bool,
+    pub(crate) max_phases: Option<u32>,
+    pub(crate) build: bool,
+    pub(crate) install: &'a InstallArgs,
     /// `--replace`.
-    pub replace: &'a [String],
+    pub(crate) replace: &'a [String],
     /// `--detailed-exitcode`.
-    pub detailed_exitcode: bool,
+    pub(crate) detailed_exitcode: bool,
     /// `plan --refresh-only`, `apply --refresh-only`.
-    pub refresh_only: bool,
+    pub(crate) refresh_only: bool,
     /// `plan`: hold the state lock while reading (`--lock`, default on).
-    pub read_lock: bool,
+    pub(crate) read_lock: bool,
     /// `plan --destroy`.
-    pub plan_destroy: bool,
+    pub(crate) plan_destroy: bool,
     /// `plan --out FILE`.
-    pub out: Option<&'a std::path::Path>,
+    pub(crate) out: Option<&'a std::path::Path>,
     /// `apply FILE`.
-    pub plan_file: Option<&'a std::path::Path>,
+    pub(crate) plan_file: Option<&'a std::path::Path>,
     /// `--override RULE`s, and their `--reason`.
-    pub overrides: &'a [String],
-    pub override_reason: Option<&'a str>,
+    pub(crate) overrides: &'a [String],
+    pub(crate) override_reason: Option<&'a str>,
 }
 
 impl<'a> RunSpec<'a> {
     /// The spec of a verb that works on a project (plan, variables, state) with the install
     /// flags `install`.
-    pub fn for_project(project: &'a ProjectArgs, install: &'a InstallArgs) -> Self {
+    pub(crate) fn for_project(project: &'a ProjectArgs, install: &'a InstallArgs) -> Self {
         RunSpec {
             state: Some(&project.state),
             ..RunSpec::new(&project.source, &project.vars, install)
@@ -582,7 +582,7 @@ impl<'a> RunSpec<'a> {
     }
 
     /// The spec of a verb that takes only a plan source, variables and install flags.
-    pub fn new(source: &'a SourceArgs, vars: &'a VarArgs, install: &'a InstallArgs) -> Self {
+    pub(crate) fn new(source: &'a SourceArgs, vars: &'a VarArgs, install: &'a InstallArgs) -> Self {
         RunSpec {
             source,
             vars,
@@ -611,7 +611,7 @@ impl<'a> RunSpec<'a> {
 }
 
 impl PlanArgs {
-    pub fn spec(&self) -> RunSpec<'_> {
+    pub(crate) fn spec(&self) -> RunSpec<'_> {
         RunSpec {
             targets: &self.targets.targets,
             parallelism: self.parallelism.parallelism,
@@ -632,7 +632,7 @@ impl PlanArgs {
 }
 
 impl ApplyArgs {
-    pub fn spec(&self) -> RunSpec<'_> {
+    pub(crate) fn spec(&self) -> RunSpec<'_> {
         RunSpec {
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
@@ -654,7 +654,7 @@ impl ApplyArgs {
 }
 
 impl DestroyArgs {
-    pub fn spec(&self) -> RunSpec<'_> {
+    pub(crate) fn spec(&self) -> RunSpec<'_> {
         RunSpec {
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
@@ -667,7 +667,7 @@ impl DestroyArgs {
 }
 
 impl RefreshArgs {
-    pub fn spec(&self) -> RunSpec<'_> {
+    pub(crate) fn spec(&self) -> RunSpec<'_> {
         RunSpec {
             lock_timeout: self.lock.lock_timeout,
             targets: &self.targets.targets,
@@ -680,7 +680,7 @@ impl RefreshArgs {
 }
 
 impl ValidateArgs {
-    pub fn spec(&self) -> RunSpec<'_> {
+    pub(crate) fn spec(&self) -> RunSpec<'_> {
         RunSpec {
             json: self.output.json,
             ..RunSpec::new(&self.source, &self.vars, &self.install)
@@ -689,54 +689,54 @@ impl ValidateArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct OutputArgs {
+pub(crate) struct OutputArgs {
     /// A consumer id, a resource id, or a resource id followed by an attribute path
     /// (`null.null_resource.first.triggers.greeting`); default: everything.
     #[arg(add = ArgValueCandidates::new(state_ids))]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// The value as JSON (with NAME) or every output as one JSON object.
     #[arg(long, conflicts_with = "raw", help_heading = "Output")]
-    pub json: bool,
+    pub(crate) json: bool,
     /// A string, number or bool printed bare, without quotes or newline (needs NAME).
     #[arg(long, requires = "name", help_heading = "Output")]
-    pub raw: bool,
+    pub(crate) raw: bool,
     #[command(flatten)]
-    pub project: ProjectArgs,
+    pub(crate) project: ProjectArgs,
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct GenArgs {
+pub(crate) struct GenArgs {
     /// The provider, as mkProvider's `source` accepts it (path, store path, binary name or
     /// registry address).
     #[arg(long)]
-    pub provider: String,
+    pub(crate) provider: String,
     /// The provider id users give it in `toIR`'s `providers` (default: from the binary name).
     #[arg(long)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Output directory; files go to OUT/NAME/.
     #[arg(long, value_hint = ValueHint::DirPath)]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     #[command(flatten)]
-    pub install: InstallArgs,
+    pub(crate) install: InstallArgs,
 }
 
 /// What `providers` subcommands read: the plan's provider declarations.
 #[derive(Args, Debug, Clone)]
-pub struct ProvidersPlanArgs {
+pub(crate) struct ProvidersPlanArgs {
     #[command(flatten)]
-    pub project: ProjectArgs,
+    pub(crate) project: ProjectArgs,
     #[command(flatten)]
-    pub install: InstallArgs,
+    pub(crate) install: InstallArgs,
 }
 
 impl ProvidersPlanArgs {
-    pub fn spec(&self) -> RunSpec<'_> {
+    pub(crate) fn spec(&self) -> RunSpec<'_> {
         RunSpec::for_project(&self.project, &self.install)
     }
 }
 
 #[derive(Subcommand, Debug)]
-pub enum ProvidersCommand {
+pub(crate) enum ProvidersCommand {
     /// Record versions and hashes of the plan's registry providers for these platforms.
     #[command(
         after_help = "Examples:\n  nivis providers lock\n  nivis providers lock --platform linux_amd64 --platform darwin_arm64"
@@ -772,24 +772,24 @@ pub enum ProvidersCommand {
 
 /// Shells `nivis completion` writes scripts for.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shell {
+pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct CompletionArgs {
+pub(crate) struct CompletionArgs {
     /// The shell.
-    pub shell: Shell,
+    pub(crate) shell: Shell,
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Write nivis.1 and one page per command (nivis-plan.1, ...) into DIR.
     #[arg(long, value_hint = ValueHint::DirPath, conflicts_with = "markdown")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// Print the CLI reference as Markdown (the book's reference chapter).
     #[arg(long)]
-    pub markdown: bool,
+    pub(crate) markdown: bool,
 }

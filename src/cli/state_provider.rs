@@ -17,12 +17,12 @@ use crate::state::{Change, Mutation};
 
 /// What `state replace-provider` was asked.
 pub(super) struct Replacement<'a> {
-    pub from: &'a str,
-    pub to: &'a str,
-    pub auto_approve: bool,
-    pub wait: Option<Duration>,
+    pub(crate) from: &'a str,
+    pub(crate) to: &'a str,
+    pub(crate) auto_approve: bool,
+    pub(crate) wait: Option<Duration>,
     /// The command's audit record.
-    pub audit: &'a super::audit::AuditRecord,
+    pub(crate) audit: &'a super::audit::AuditRecord,
 }
 
 /// Runs `state replace-provider`; returns the exit status.

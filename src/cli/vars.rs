@@ -22,7 +22,7 @@ pub(super) const ENV_PREFIX: &str = crate::guard::ENV_PREFIX;
 
 /// `(name, value)` pairs held in memory only; `Debug` shows the names, never a value.
 #[derive(Clone, Default)]
-pub struct InMemoryVars(pub Vec<(String, String)>);
+pub(crate) struct InMemoryVars(pub Vec<(String, String)>);
 
 impl std::fmt::Debug for InMemoryVars {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,11 +36,11 @@ impl std::fmt::Debug for InMemoryVars {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct VarValues {
     /// Every value as JSON.
-    pub values: BTreeMap<String, Json>,
+    pub(crate) values: BTreeMap<String, Json>,
     /// The text of values given as text (flags, environment), verbatim.
-    pub text: BTreeMap<String, String>,
+    pub(crate) text: BTreeMap<String, String>,
     /// Notes for the user (an environment value overriding a flag).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl VarValues {

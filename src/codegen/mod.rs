@@ -48,9 +48,9 @@ use docs::{readme_head, type_section};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct GeneratedFile {
     /// Relative path, `/`-separated, e.g. `null/resources/null_resource.nix`.
-    pub path: String,
+    pub(crate) path: String,
     /// The file's contents.
-    pub contents: String,
+    pub(crate) contents: String,
 }
 
 /// Generates the constructors and reference docs of provider `provider_name` (the provider id

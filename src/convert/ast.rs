@@ -11,69 +11,69 @@ use hcl::Expression;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Module {
     /// `variable` blocks.
-    pub variables: Vec<Variable>,
+    pub(crate) variables: Vec<Variable>,
     /// `locals` entries.
-    pub locals: Vec<(String, Expression)>,
+    pub(crate) locals: Vec<(String, Expression)>,
     /// `provider` blocks.
-    pub providers: Vec<ProviderBlock>,
+    pub(crate) providers: Vec<ProviderBlock>,
     /// `terraform { required_providers { NAME = { source, version } } }`.
-    pub required_providers: Vec<RequiredProvider>,
+    pub(crate) required_providers: Vec<RequiredProvider>,
     /// `resource` and `data` blocks.
-    pub resources: Vec<Resource>,
+    pub(crate) resources: Vec<Resource>,
     /// `output` blocks.
-    pub outputs: Vec<Output>,
+    pub(crate) outputs: Vec<Output>,
     /// `module` blocks.
-    pub calls: Vec<ModuleCall>,
+    pub(crate) calls: Vec<ModuleCall>,
     /// Blocks and arguments convert does not translate: (where, what).
-    pub unsupported: Vec<(String, String)>,
+    pub(crate) unsupported: Vec<(String, String)>,
     /// `terraform { backend "TYPE" { ... } }`.
-    pub backend: Option<TfBackend>,
+    pub(crate) backend: Option<TfBackend>,
 }
 
 /// A `terraform { backend "TYPE" { ... } }` block.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TfBackend {
     /// Its type: `s3`, `local`, `gcs`, ...
-    pub kind: String,
+    pub(crate) kind: String,
     /// Its arguments, as written.
-    pub settings: Vec<(String, Expression)>,
+    pub(crate) settings: Vec<(String, Expression)>,
 }
 
 /// A `variable` block.
 #[derive(Debug, Clone)]
 pub(crate) struct Variable {
     /// Its name.
-    pub name: String,
+    pub(crate) name: String,
     /// `type`, as an expression (`string`, `list(string)`, ...).
-    pub type_expr: Option<Expression>,
+    pub(crate) type_expr: Option<Expression>,
     /// `default`.
-    pub default: Option<Expression>,
+    pub(crate) default: Option<Expression>,
     /// `description`.
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// `sensitive = true`.
-    pub sensitive: bool,
+    pub(crate) sensitive: bool,
 }
 
 /// A `provider` block.
 #[derive(Debug, Clone)]
 pub(crate) struct ProviderBlock {
     /// The provider's local name.
-    pub name: String,
+    pub(crate) name: String,
     /// `alias`.
-    pub alias: Option<String>,
+    pub(crate) alias: Option<String>,
     /// Its configuration arguments.
-    pub config: Body,
+    pub(crate) config: Body,
 }
 
 /// One `required_providers` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RequiredProvider {
     /// The local name.
-    pub name: String,
+    pub(crate) name: String,
     /// `source`, e.g. `hashicorp/null`.
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     /// `version` constraint.
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
 }
 
 /// Managed resource or data source.
@@ -100,54 +100,54 @@ pub(crate) enum Expansion {
 #[derive(Debug, Clone)]
 pub(crate) struct Resource {
     /// Managed or data.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// The resource type.
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The block name.
-    pub name: String,
+    pub(crate) name: String,
     /// count / for_each.
-    pub expansion: Expansion,
+    pub(crate) expansion: Expansion,
     /// `provider = NAME` or `NAME.ALIAS`: (local name, alias).
-    pub provider: Option<(String, Option<String>)>,
+    pub(crate) provider: Option<(String, Option<String>)>,
     /// `depends_on` entries (traversals).
-    pub depends_on: Vec<Expression>,
+    pub(crate) depends_on: Vec<Expression>,
     /// `lifecycle`.
-    pub lifecycle: Lifecycle,
+    pub(crate) lifecycle: Lifecycle,
     /// The configuration arguments and nested blocks.
-    pub config: Body,
+    pub(crate) config: Body,
 }
 
 /// A `lifecycle` block.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lifecycle {
     /// `create_before_destroy`.
-    pub create_before_destroy: Option<Expression>,
+    pub(crate) create_before_destroy: Option<Expression>,
     /// `prevent_destroy`.
-    pub prevent_destroy: Option<Expression>,
+    pub(crate) prevent_destroy: Option<Expression>,
     /// `ignore_changes`: a list of attribute traversals, or `all`.
-    pub ignore_changes: Option<Expression>,
+    pub(crate) ignore_changes: Option<Expression>,
 }
 
 /// An `output` block.
 #[derive(Debug, Clone)]
 pub(crate) struct Output {
     /// Its name.
-    pub name: String,
+    pub(crate) name: String,
     /// `value`.
-    pub value: Expression,
+    pub(crate) value: Expression,
 }
 
 /// A `module` block.
 #[derive(Debug, Clone)]
 pub(crate) struct ModuleCall {
     /// Its name.
-    pub name: String,
+    pub(crate) name: String,
     /// `source`.
-    pub source: String,
+    pub(crate) source: String,
     /// The arguments (the called module's variables).
-    pub args: Vec<(String, Expression)>,
+    pub(crate) args: Vec<(String, Expression)>,
     /// `count` / `for_each`: instances, each named with the flat prefix `NAME__KEY--`.
-    pub expansion: Expansion,
+    pub(crate) expansion: Expansion,
 }
 
 /// A configuration body: arguments, then nested blocks (each a list entry in Nivis, the
@@ -155,7 +155,7 @@ pub(crate) struct ModuleCall {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Body {
     /// `name = expr`.
-    pub attrs: Vec<(String, Expression)>,
+    pub(crate) attrs: Vec<(String, Expression)>,
     /// `name { ... }`, repeated blocks in order.
-    pub blocks: Vec<(String, Body)>,
+    pub(crate) blocks: Vec<(String, Body)>,
 }

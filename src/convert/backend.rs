@@ -18,9 +18,9 @@ use crate::nixsyntax::nix_string;
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Carried {
     /// Lines of `flake.nix`, each a Nix comment.
-    pub comment: Vec<String>,
+    pub(crate) comment: Vec<String>,
     /// Remarks printed after the conversion.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// Nivis's state key beside Terraform's: `team/terraform.tfstate` is

@@ -23,21 +23,21 @@ use crate::nixsyntax::{nix_attr, nix_string};
 /// A module of the estate: its key among the written modules and its declarations.
 pub(crate) struct Loaded {
     /// `root`, or a name derived from its directory.
-    pub key: String,
+    pub(crate) key: String,
     /// Its declarations.
-    pub module: Module,
+    pub(crate) module: Module,
     /// Module call name -> the key of the called module (`None`: not a local module).
-    pub calls: BTreeMap<String, Option<String>>,
+    pub(crate) calls: BTreeMap<String, Option<String>>,
 }
 
 /// How local provider names become provider configurations.
 pub(crate) struct Providers<'a> {
     /// The ids of every configuration.
-    pub ids: &'a ProviderIds,
+    pub(crate) ids: &'a ProviderIds,
     /// The state's provider sources (to give an unqualified source the state's host).
-    pub state_sources: Vec<String>,
+    pub(crate) state_sources: Vec<String>,
     /// The locked version of each source (from the lock file).
-    pub versions: BTreeMap<String, String>,
+    pub(crate) versions: BTreeMap<String, String>,
 }
 
 impl Providers<'_> {

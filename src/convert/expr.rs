@@ -39,18 +39,18 @@ pub(crate) enum Shape {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Scope {
     /// The module's resource and data blocks.
-    pub resources: BTreeMap<(Kind, String, String), Shape>,
+    pub(crate) resources: BTreeMap<(Kind, String, String), Shape>,
     /// The module's calls of other modules, by name (absent: one instance).
-    pub modules: BTreeMap<String, Shape>,
+    pub(crate) modules: BTreeMap<String, Shape>,
     /// Variables whose values are leaves (sensitive ones; every one in a called module, whose
     /// arguments may be apply-time values).
-    pub leaf_vars: BTreeSet<String>,
+    pub(crate) leaf_vars: BTreeSet<String>,
     /// Whether every variable is a leaf.
-    pub all_vars_are_leaves: bool,
+    pub(crate) all_vars_are_leaves: bool,
     /// Inside a counted block: `count.index` is `countIndex`.
-    pub count: bool,
+    pub(crate) count: bool,
     /// Inside a for_each block: `each.key`/`each.value` are `eachKey`/`eachValue`.
-    pub each: bool,
+    pub(crate) each: bool,
 }
 
 /// One translation: its leaves, the for-expression variables in scope, and what could not be

@@ -37,33 +37,33 @@ use crate::state::StateFile;
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
     /// The Terraform configuration directory.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The directory the flake is written to (new, or empty).
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// The state file (default: DIR/terraform.tfstate).
-    pub tfstate: Option<PathBuf>,
+    pub(crate) tfstate: Option<PathBuf>,
     /// The lock file (default: DIR/.terraform.lock.hcl).
-    pub lock_file: Option<PathBuf>,
+    pub(crate) lock_file: Option<PathBuf>,
     /// The flake reference the written flake takes Nivis from.
-    pub nivis_src: String,
+    pub(crate) nivis_src: String,
     /// Variable files given as Terraform's `-var-file` (after DIR's own, later winning).
-    pub var_files: Vec<PathBuf>,
+    pub(crate) var_files: Vec<PathBuf>,
 }
 
 /// The outcome: the state to record, what was carried, what could not be translated.
 #[derive(Debug)]
 pub(crate) struct Converted {
     /// The new Nivis state (fresh lineage).
-    pub state: StateFile,
+    pub(crate) state: StateFile,
     /// Each managed object's Terraform address and Nivis id.
-    pub carried: Vec<Carried>,
+    pub(crate) carried: Vec<Carried>,
     /// What was written as a marked `throw` (each with its place).
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
     /// Remarks for the user (no configuration found, no lock file, ...).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
     /// Sensitive variables' values from the variable files, as `NIVIS_VAR_<name>` text: kept
     /// out of the Nix, given to the proof plan only.
-    pub sensitive_vars: Vec<(String, String)>,
+    pub(crate) sensitive_vars: Vec<(String, String)>,
 }
 
 /// What a provider's schema says about a resource type's attributes, for a state-only
@@ -71,9 +71,9 @@ pub(crate) struct Converted {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TypeRules {
     /// Computed-only attributes (and `id`): left out of the configuration.
-    pub computed_only: Vec<String>,
+    pub(crate) computed_only: Vec<String>,
     /// Sensitive attributes: never written into the Nix (it is copied into the store).
-    pub sensitive: Vec<String>,
+    pub(crate) sensitive: Vec<String>,
 }
 
 /// The rules of a resource type, asked by provider source, locked version and type; only a

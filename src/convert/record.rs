@@ -16,9 +16,9 @@ use crate::state::{DeposedObject, ResourceKind, ResourceState, ResourceStatus, S
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Carried {
     /// `null_resource.node[1]`.
-    pub terraform: String,
+    pub(crate) terraform: String,
     /// `null.null_resource.node__1`.
-    pub nivis: String,
+    pub(crate) nivis: String,
 }
 
 /// The records of every managed object in `tf` for a fresh state (`lineage` new), and the

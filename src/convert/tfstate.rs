@@ -19,9 +19,9 @@ pub(crate) const FORMAT_VERSION: u64 = 4;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TfState {
     /// The Terraform or OpenTofu version that wrote it (for messages).
-    pub terraform_version: String,
+    pub(crate) terraform_version: String,
     /// Every resource block's recorded instances.
-    pub resources: Vec<TfResource>,
+    pub(crate) resources: Vec<TfResource>,
 }
 
 /// Whether a resource is managed or a data source.
@@ -37,9 +37,9 @@ pub(crate) enum Mode {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct ModuleStep {
     /// The module call's name.
-    pub name: String,
+    pub(crate) name: String,
     /// The instance key of a module called with count or for_each.
-    pub key: Option<IndexKey>,
+    pub(crate) key: Option<IndexKey>,
 }
 
 /// An instance key: count's index or for_each's key.
@@ -65,49 +65,49 @@ impl std::fmt::Display for IndexKey {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct ProviderRef {
     /// The provider's source address, e.g. `registry.terraform.io/hashicorp/null`.
-    pub source: String,
+    pub(crate) source: String,
     /// The configuration's alias, if any.
-    pub alias: Option<String>,
+    pub(crate) alias: Option<String>,
 }
 
 /// A resource block's recorded instances.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TfResource {
     /// The module instance path (empty: the root module).
-    pub module: Vec<ModuleStep>,
+    pub(crate) module: Vec<ModuleStep>,
     /// Managed or data.
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// The resource type, e.g. `null_resource`.
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The block's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its provider configuration.
-    pub provider: ProviderRef,
+    pub(crate) provider: ProviderRef,
     /// The recorded objects.
-    pub instances: Vec<TfInstance>,
+    pub(crate) instances: Vec<TfInstance>,
 }
 
 /// One recorded object (a current one, or a deposed one when `deposed` is set).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TfInstance {
     /// count's index or for_each's key (none for a single instance).
-    pub key: Option<IndexKey>,
+    pub(crate) key: Option<IndexKey>,
     /// The resource schema version of `attributes`.
-    pub schema_version: i64,
+    pub(crate) schema_version: i64,
     /// The attributes as recorded.
-    pub attributes: Value,
+    pub(crate) attributes: Value,
     /// The provider's private bytes.
-    pub private: Option<Vec<u8>>,
+    pub(crate) private: Option<Vec<u8>>,
     /// Resource addresses this object depended on (Terraform's spelling).
-    pub dependencies: Vec<String>,
+    pub(crate) dependencies: Vec<String>,
     /// Sensitive attribute paths, each a JSON array of keys and indices.
-    pub sensitive_paths: Vec<Value>,
+    pub(crate) sensitive_paths: Vec<Value>,
     /// `create_before_destroy` as recorded.
-    pub create_before_destroy: bool,
+    pub(crate) create_before_destroy: bool,
     /// Recorded as tainted.
-    pub tainted: bool,
+    pub(crate) tainted: bool,
     /// The deposed key of an old object kept by a create-before-destroy replacement.
-    pub deposed: Option<String>,
+    pub(crate) deposed: Option<String>,
 }
 
 impl TfResource {

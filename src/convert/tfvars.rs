@@ -17,9 +17,9 @@ use hcl::Expression;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Assigned {
     /// The value, as written.
-    pub value: Expression,
+    pub(crate) value: Expression,
     /// The file's name, for comments and notes.
-    pub from: String,
+    pub(crate) from: String,
 }
 
 /// The files Terraform reads by itself in `dir`, in its order.

@@ -165,7 +165,7 @@ impl Engine<'_> {
 
     /// `nivis plan --destroy`: what `destroy` (with the same `--target`) would remove, from an
     /// in-memory copy of the state; with `opts.save` the saved destroy plan `apply FILE` runs.
-    pub fn plan_destroy(&mut self) -> Result<Report, EngineError> {
+    pub(crate) fn plan_destroy(&mut self) -> Result<Report, EngineError> {
         self.reporting(Self::plan_destroy_listing)
     }
 

@@ -107,7 +107,7 @@ pub struct NixEvaluator {
 
 impl NixEvaluator {
     /// Evaluates the plan at `source`, for the run whose secrets `redactor` knows.
-    pub fn new(source: PlanSource, redactor: crate::secrets::Redactor) -> NixEvaluator {
+    pub(crate) fn new(source: PlanSource, redactor: crate::secrets::Redactor) -> NixEvaluator {
         map_large_buffers_apart();
         NixEvaluator {
             source,
@@ -479,7 +479,7 @@ impl Engine<'_> {
 
     /// Evaluates the plan once (phase 0, ledger from state) and returns its IR; for commands
     /// that only need the declarations (`providers lock|mirror|list`).
-    pub fn declarations(&mut self) -> Result<Ir, EngineError> {
+    pub(crate) fn declarations(&mut self) -> Result<Ir, EngineError> {
         self.open_ephemerals = false;
         let holder = self.open_copy()?;
         self.evaluate(holder.state(), 0)
@@ -488,14 +488,14 @@ impl Engine<'_> {
     /// Evaluates the plan once against no recorded outputs (`nivis graph`): every reference
     /// between resources is still one, where after an apply the ledger would resolve it to a
     /// value and the IR would have no edge left to show. The state is not read.
-    pub fn declarations_unapplied(&mut self) -> Result<Ir, EngineError> {
+    pub(crate) fn declarations_unapplied(&mut self) -> Result<Ir, EngineError> {
         self.open_ephemerals = false;
         self.evaluate(&StateFile::empty(), 0)
     }
 
     /// Evaluates the plan once with the ledger built from `state` (read by the caller, so
     /// several plans can be evaluated against the very same outputs: `nivis diff`).
-    pub fn declarations_from(&mut self, state: &StateFile) -> Result<Ir, EngineError> {
+    pub(crate) fn declarations_from(&mut self, state: &StateFile) -> Result<Ir, EngineError> {
         state.teach_secrets(&self.opts.redactor);
         self.evaluate(state, 0)
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::wire::WaitRecord;
 use crate::diag::Diagnostic;
 
-pub use crate::plan::{Action, AttrChange};
+pub(crate) use crate::plan::{Action, AttrChange};
 
 /// Something the engine waits on before it can decide a resource.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -279,23 +279,23 @@ pub enum Event {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
     /// From the engine's creation to its end, provider shutdown included.
-    pub wall: Duration,
+    pub(crate) wall: Duration,
     /// Spent in Nix evaluations.
-    pub nix: Duration,
+    pub(crate) nix: Duration,
     /// With at least one provider start-up, call or shutdown in flight.
-    pub providers: Duration,
+    pub(crate) providers: Duration,
     /// Provider RPCs made.
-    pub provider_calls: u64,
+    pub(crate) provider_calls: u64,
     /// Those RPCs' durations added up: with `parallelism` workers kept busy, `providers` would
     /// be about this divided by `parallelism`.
-    pub provider_call_time: Duration,
+    pub(crate) provider_call_time: Duration,
     /// CPU time Nivis's own threads used (providers and Nix excluded).
-    pub cpu: Duration,
+    pub(crate) cpu: Duration,
 }
 
 impl Timing {
     /// Nivis's own share: neither Nix nor any provider was working for it.
-    pub fn own(&self) -> Duration {
+    pub(crate) fn own(&self) -> Duration {
         self.wall.saturating_sub(self.nix + self.providers)
     }
 }
@@ -303,7 +303,7 @@ impl Timing {
 impl Event {
     /// The planned removal of a recorded object (`deposed`: one of its deposed objects): a
     /// delete, or a forget when its provider cannot delete. Removals show no attribute changes.
-    pub fn planned_removal(
+    pub(crate) fn planned_removal(
         phase: u32,
         id: &str,
         type_name: &str,

@@ -212,7 +212,7 @@ impl Engine<'_> {
     /// `nivis import ADDR ID`: adopts the object with the provider's id `import_id` at the
     /// resource `addr`, which the plan declares and the state does not hold yet. The state is
     /// locked; on any error nothing is recorded.
-    pub fn import(&mut self, addr: &str, import_id: &str) -> Result<Report, EngineError> {
+    pub(crate) fn import(&mut self, addr: &str, import_id: &str) -> Result<Report, EngineError> {
         self.mutating(None, |engine, store, _confirm, mutation| {
             let ir = engine.evaluate(store.state(), 0)?;
             if store.state().contains(addr) {

@@ -18,7 +18,7 @@ mod ephemeral;
 mod error;
 mod evaluate;
 /// The events the engine reports through (`Sink`), one per step of a run.
-pub mod events;
+pub(crate) mod events;
 mod imports;
 mod moves;
 mod node;
@@ -43,7 +43,7 @@ mod stale;
 mod store;
 mod triggers;
 mod validate;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -52,19 +52,22 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-pub use self::error::EngineError;
-pub use self::evaluate::{placeholder, Evaluator, NixEvaluator, PLACEHOLDER};
-pub use self::events::{Action, AttrChange, Collect, Event, Sink, Timing, Wait};
+pub(crate) use self::events::Timing;
 use self::providers::ProviderSet;
-pub use self::providers::{
-    locate, resolve_source, Launcher, LocateError, PendingStart, ProcessLauncher, StartInfo,
-};
-pub use self::record::{Outcome, Unrecorded, WriteFailure};
 use self::store::close_after;
-pub use self::store::StateAccess;
 use crate::nixeval::PlanSource;
 use crate::provider::Provider;
 use crate::state::{Backend, LockHolder, LockedStore, MemoryStore};
+pub use {
+    self::error::EngineError,
+    self::evaluate::{placeholder, Evaluator, NixEvaluator, PLACEHOLDER},
+    self::events::{Collect, Event, Sink, Wait},
+    self::providers::{
+        locate, resolve_source, Launcher, LocateError, PendingStart, ProcessLauncher, StartInfo,
+    },
+    self::store::StateAccess,
+    crate::plan::{Action, AttrChange},
+};
 
 /// How a run is set up.
 #[derive(Debug, Clone)]
@@ -160,7 +163,7 @@ pub struct Report {
 }
 
 /// The interrupt flag set by Ctrl-C (the ground floor's, see `crate::interrupt`).
-pub use crate::interrupt::flag as interrupt_flag;
+pub(crate) use crate::interrupt::flag as interrupt_flag;
 
 /// Where the engine meets the world; each part can be replaced (the engine's unit tests run
 /// with canned IR, in-process providers and state in memory).
@@ -175,7 +178,7 @@ pub struct Seams {
 
 impl Seams {
     /// Nix, provider processes and the configured backend, as `opts` says.
-    pub fn production(opts: &Options) -> Seams {
+    pub(crate) fn production(opts: &Options) -> Seams {
         Seams {
             evaluator: Box::new(NixEvaluator::new(
                 opts.source.clone(),
@@ -198,7 +201,7 @@ pub use crate::state::Mutation;
 
 /// The confirmation callback of a mutating command: called once the plan is shown, it returns
 /// whether to go ahead.
-pub type Confirm<'a> = Option<&'a mut dyn FnMut() -> bool>;
+pub(crate) type Confirm<'a> = Option<&'a mut dyn FnMut() -> bool>;
 
 /// The engine: one per command invocation. It holds what the whole run shares (options, the
 /// event sink, the seams, the started providers, open ephemeral resources, what the run has

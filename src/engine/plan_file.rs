@@ -78,13 +78,13 @@ pub enum VariableRecord {
 #[serde(rename_all = "camelCase")]
 pub struct ProviderIdentity {
     /// The declared source (registry address or path).
-    pub source: String,
+    pub(crate) source: String,
     /// The declared version constraint, if any.
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// `sha256:<hex>` of the binary that ran.
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// `tfplugin5`, `tfplugin6` or `nixops4 v0`.
-    pub protocol: String,
+    pub(crate) protocol: String,
 }
 
 /// The saved plan.
@@ -92,38 +92,38 @@ pub struct ProviderIdentity {
 #[serde(rename_all = "camelCase")]
 pub struct SavedPlan {
     /// The envelope: format version, writer, time.
-    pub meta: Meta,
+    pub(crate) meta: Meta,
     /// What the plan was made against (state, variables, providers, options).
-    pub basis: Basis,
+    pub(crate) basis: Basis,
     /// Phase 1's changes, in plan order.
     pub changes: Vec<PlannedChange>,
     /// What later phases decide.
-    pub deferred: Vec<DeferredChange>,
+    pub(crate) deferred: Vec<DeferredChange>,
     /// Renames (`lib.moved`).
-    pub moved: Vec<MoveRecord>,
+    pub(crate) moved: Vec<MoveRecord>,
     /// Adoptions (`importId`).
-    pub imported: Vec<ImportRecord>,
+    pub(crate) imported: Vec<ImportRecord>,
     /// The data sources phase 1 read, for apply to use what the plan showed (added within
     /// schema version 1: absent when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub data_reads: Vec<DataReadRecord>,
+    pub(crate) data_reads: Vec<DataReadRecord>,
     /// A destroy plan (`plan --destroy --out`): `changes` are the removals `nivis destroy`
     /// listed, and `apply FILE` destroys exactly them (added within schema version 1: absent
     /// when false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub destroy: bool,
+    pub(crate) destroy: bool,
 }
 
 /// A deferred resource as a saved plan keeps it: the `--json` stream's row and the action
 /// classes apply may take for it later.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeferredChange {
+pub(crate) struct DeferredChange {
     /// The row as the plan listed it.
     #[serde(flatten)]
-    pub row: DeferredRow,
+    pub(crate) row: DeferredRow,
     /// The action classes a later phase may take for it (`create`, `update`, `replace`).
-    pub possible_actions: Vec<String>,
+    pub(crate) possible_actions: Vec<String>,
 }
 
 impl From<DeferredRow> for DeferredChange {
@@ -139,25 +139,25 @@ impl From<DeferredRow> for DeferredChange {
 /// secret, else only a digest that a fresh read must match.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DataReadRecord {
+pub(crate) struct DataReadRecord {
     /// The data source's address.
-    pub id: String,
+    pub(crate) id: String,
     /// `sha256:<hex>` of the canonical configuration it was read with.
-    pub config_sha256: String,
+    pub(crate) config_sha256: String,
     /// The result as state records it (apply uses it instead of reading again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Json>,
+    pub(crate) result: Option<Json>,
     /// `sha256:<hex>` of the canonical result, when it holds a sensitive value or a known
     /// secret: apply reads again and refuses a different answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result_sha256: Option<String>,
+    pub(crate) result_sha256: Option<String>,
 }
 
 impl DataReadRecord {
     /// The record of a read of `id` with `config` (plain JSON) that returned `attributes` (as
     /// state records them); `sensitive`: the schema or the inputs mark part of it sensitive.
     /// A result in which `redactor` finds a known secret is kept as a digest only.
-    pub fn new(
+    pub(crate) fn new(
         id: &str,
         config: &Json,
         attributes: &Json,
@@ -175,18 +175,18 @@ impl DataReadRecord {
 }
 
 /// The digest a data source's result (as state records it) is compared by.
-pub fn result_digest(attributes: &Json) -> String {
+pub(crate) fn result_digest(attributes: &Json) -> String {
     sha256(canonical(attributes).as_bytes())
 }
 
 /// The envelope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Meta {
+pub(crate) struct Meta {
     /// The saved-plan format version (`SCHEMA_VERSION`).
-    pub schema_version: u64,
+    pub(crate) schema_version: u64,
     /// The Nivis that wrote it.
-    pub nivis: String,
+    pub(crate) nivis: String,
 }
 
 impl SavedPlan {
@@ -237,18 +237,10 @@ impl SavedPlan {
         Ok(plan)
     }
 
-    /// Whether the plan changes anything.
-    pub fn has_changes(&self) -> bool {
-        !(self.changes.is_empty()
-            && self.deferred.is_empty()
-            && self.moved.is_empty()
-            && self.imported.is_empty())
-    }
-
     /// What the plan allows `id` to do in `phase`: phase 1 exactly its planned action, later
     /// phases the possible actions of a deferred resource; nothing else (a no-op is always
     /// allowed).
-    pub fn allowed(&self, id: &str, phase: u32) -> BTreeSet<String> {
+    pub(crate) fn allowed(&self, id: &str, phase: u32) -> BTreeSet<String> {
         let mut allowed: BTreeSet<String> = self
             .deferred
             .iter()
@@ -267,7 +259,7 @@ impl SavedPlan {
     }
 
     /// Whether the plan shows `id` removed (deleted or forgotten).
-    pub fn removes(&self, id: &str) -> bool {
+    pub(crate) fn removes(&self, id: &str) -> bool {
         self.changes
             .iter()
             .any(|c| c.id == id && matches!(c.action, Action::Delete | Action::Forget))
@@ -328,7 +320,7 @@ impl SavedPlan {
 }
 
 /// A saved plan's row as a re-plan is compared with it.
-pub trait ComparedRow: Serialize {
+pub(crate) trait ComparedRow: Serialize {
     /// Its address (with the deposed object it is on).
     fn key(&self) -> String;
     /// Its action; `None`: a later phase decides.
@@ -358,7 +350,7 @@ impl ComparedRow for DeferredChange {
 
 /// The first difference between what was saved and what a re-plan found, named. Rows are
 /// compared with every secret `redactor` knows redacted, as the file keeps them.
-pub fn first_difference<R: ComparedRow>(
+pub(crate) fn first_difference<R: ComparedRow>(
     saved: &[R],
     now: &[R],
     redactor: &Redactor,
@@ -425,7 +417,7 @@ pub fn sha256(bytes: &[u8]) -> String {
 /// The digest of an IR document: canonical JSON with every `__sensitive` value blanked, so
 /// that the digest of a plan says nothing about its secrets (their variables have their own),
 /// and every `__ephemeral` value too (a new one is opened for each run).
-pub fn ir_digest(ir: &Json) -> String {
+pub(crate) fn ir_digest(ir: &Json) -> String {
     fn blank(v: &Json) -> Json {
         match v {
             Json::Object(m) if m.contains_key("__sensitive") => {
@@ -444,16 +436,12 @@ pub fn ir_digest(ir: &Json) -> String {
 
 /// The prefix of a sensitive variable's digest: keyed with the state's random saved-plan key
 /// (`StateKey::SavedPlan`, DESIGN §93).
-pub const DIGEST_PREFIX: &str = "hmac-sha256-statekey:";
-
-/// The prefix earlier releases wrote, whose key was derived from the state's contents (anyone
-/// who could rebuild the state could test guesses): such a plan is refused, never compared.
-pub const DERIVED_KEY_PREFIX: &str = "hmac-sha256:";
+pub(crate) const DIGEST_PREFIX: &str = "hmac-sha256-statekey:";
 
 /// A variable as a plan records it: its value, or for a sensitive one its digest keyed with
 /// the state's saved-plan key, or nothing when the state holds no key yet; the secrets `redactor` knows are redacted from
 /// a value.
-pub fn variable_record(
+pub(crate) fn variable_record(
     value: &Json,
     sensitive: bool,
     key: Option<&[u8; 32]>,

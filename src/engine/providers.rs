@@ -105,7 +105,7 @@ pub struct ProcessLauncher {
 
 impl ProcessLauncher {
     /// Relative `./` sources resolve against `base_dir` (the flake's directory).
-    pub fn new(base_dir: &Path, install: crate::registry::InstallOptions) -> Self {
+    pub(crate) fn new(base_dir: &Path, install: crate::registry::InstallOptions) -> Self {
         ProcessLauncher {
             base_dir: base_dir.to_path_buf(),
             install,
@@ -115,13 +115,13 @@ impl ProcessLauncher {
     }
 
     /// Providers give up on an apply call unanswered after `timeout` (`--operation-timeout`).
-    pub fn with_operation_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+    pub(crate) fn with_operation_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.operation_timeout = timeout;
         self
     }
 
     /// Providers use the validation verdicts remembered for the plan at `source` only.
-    pub fn for_plan(mut self, source: &crate::nixeval::PlanSource) -> Self {
+    pub(crate) fn for_plan(mut self, source: &crate::nixeval::PlanSource) -> Self {
         self.validation_scope = Some(super::prestart::plan_key(source));
         self
     }

@@ -308,13 +308,13 @@ fn recover(holder: &mut dyn LockedStore, changes: &[Change], mutation: Mutation)
 
 /// An object a change was about, for the report when the change could not be recorded.
 #[derive(Debug, Clone)]
-pub struct Unrecorded {
+pub(crate) struct Unrecorded {
     /// The resource id (address).
-    pub id: String,
+    pub(crate) id: String,
     /// The provider's id for the object (its `id` attribute), when it has one.
-    pub object_id: Option<String>,
+    pub(crate) object_id: Option<String>,
     /// The object was deleted (the state still records it) rather than created or changed.
-    pub deleted: bool,
+    pub(crate) deleted: bool,
 }
 
 impl Unrecorded {
@@ -338,7 +338,7 @@ impl Unrecorded {
 
 /// How the results of the operations that were running ended up.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Every result is in the state (nothing failed to write, or the retry worked).
     AllRecorded,
     /// The write failed, then succeeded when retried.
@@ -364,13 +364,13 @@ pub enum Outcome {
 #[derive(Debug)]
 pub struct WriteFailure {
     /// The failed write, or why no space could be kept free.
-    pub cause: String,
+    pub(crate) cause: String,
     /// What became of the results of the operations that were running.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// Operations never started.
-    pub not_started: usize,
+    pub(crate) not_started: usize,
     /// What to do about it, from the store (it knows where the state lives).
-    pub remedy: String,
+    pub(crate) remedy: String,
 }
 
 impl fmt::Display for WriteFailure {

@@ -20,7 +20,7 @@ use crate::state::{Change, LockedStore, StateFile};
 impl Engine<'_> {
     /// `nivis refresh`: reads every recorded object, reports drift, and (once `confirm`, if
     /// given, agrees) records what was read. Nothing is asked, or written, when nothing drifted.
-    pub fn refresh(&mut self, confirm: Confirm<'_>) -> Result<Report, EngineError> {
+    pub(crate) fn refresh(&mut self, confirm: Confirm<'_>) -> Result<Report, EngineError> {
         self.mutating(confirm, |engine, holder, confirm, mutation| {
             let read = engine.read_recorded(&*holder)?;
             if read.failed > 0 {
@@ -41,7 +41,7 @@ impl Engine<'_> {
     }
 
     /// `nivis plan --refresh-only`: the drift `refresh` would record, with nothing written.
-    pub fn plan_refresh_only(&mut self) -> Result<Report, EngineError> {
+    pub(crate) fn plan_refresh_only(&mut self) -> Result<Report, EngineError> {
         self.reporting(|engine| {
             let holder = engine.open_copy()?;
             let read = engine.read_recorded(&holder)?;

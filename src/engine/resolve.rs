@@ -33,16 +33,16 @@ pub(super) enum Lookup<'a> {
 #[derive(Debug)]
 pub(super) struct Resolved {
     /// The value, unknown where not yet known.
-    pub value: Value,
+    pub(crate) value: Value,
     /// What it waits on.
-    pub waits: Vec<Wait>,
+    pub(crate) waits: Vec<Wait>,
     /// Build outputs it uses: (path, drv path).
-    pub builds: Vec<(String, Option<String>)>,
+    pub(crate) builds: Vec<(String, Option<String>)>,
     /// References that point at attributes the object does not have.
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
     /// Top-level attributes whose value came from a sensitive output: they are recorded as
     /// sensitive too, so the secret never reaches Nix through the referencing resource.
-    pub sensitive: Vec<String>,
+    pub(crate) sensitive: Vec<String>,
     /// Set while walking when a sensitive value was substituted.
     touched_sensitive: bool,
 }

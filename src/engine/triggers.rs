@@ -22,9 +22,9 @@ use crate::value::{json::to_plain_json, Value};
 pub(super) struct Triggers {
     /// The triggers that fired, as plans name them (`alpha.alpha_token.a.value`; a value a
     /// plan does not know is followed by ` (known after apply)`).
-    pub fired: Vec<String>,
+    pub(crate) fired: Vec<String>,
     /// The output triggers' digests, recorded with the object when it is written.
-    pub digests: BTreeMap<String, String>,
+    pub(crate) digests: BTreeMap<String, String>,
 }
 
 /// The triggers of a resource recorded as `prior`, in a plan (`plan`) or an apply. `acted`: the

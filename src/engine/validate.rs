@@ -12,7 +12,7 @@ use crate::state::{MemoryStore, StateStore};
 impl Engine<'_> {
     /// `nivis validate`: the IR, then every provider's own validation of every configuration,
     /// without configuring providers or touching state.
-    pub fn validate(&mut self) -> Result<Diagnostics, EngineError> {
+    pub(crate) fn validate(&mut self) -> Result<Diagnostics, EngineError> {
         let holder = MemoryStore::new();
         self.open_ephemerals = false;
         let ir = self.evaluate(holder.state(), 0)?;

@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use super::events::{Action, AttrChange, Event, Wait};
-pub use crate::plan::{ChangeRecord, WireError};
+pub(crate) use crate::plan::{ChangeRecord, WireError};
 
 /// The records of a list of changes.
-pub fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
+pub(crate) fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
     changes.iter().map(ChangeRecord::from).collect()
 }
 
@@ -24,43 +24,43 @@ pub fn change_records(changes: &[AttrChange]) -> Vec<ChangeRecord> {
 #[serde(rename_all = "camelCase")]
 pub struct PlannedChange {
     /// The resource's address.
-    pub id: String,
+    pub(crate) id: String,
     /// The resource type.
-    pub resource_type: String,
+    pub(crate) resource_type: String,
     /// What the plan does to it.
-    pub action: Action,
+    pub(crate) action: Action,
     /// Its changed attributes.
-    pub changes: Vec<ChangeRecord>,
+    pub(crate) changes: Vec<ChangeRecord>,
     /// The deposed object the action is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deposed: Option<String>,
+    pub(crate) deposed: Option<String>,
     /// The drifted resources that caused it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub drifted: Vec<String>,
+    pub(crate) drifted: Vec<String>,
     /// The `lifecycle.replaceTriggeredBy` triggers that made it a replacement.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub triggered_by: Vec<String>,
+    pub(crate) triggered_by: Vec<String>,
 }
 
 /// A resource a phase cannot decide (an `Event::Deferred` without its phase), as the `--json`
 /// stream spells it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeferredRow {
+pub(crate) struct DeferredRow {
     /// The resource's address.
-    pub id: String,
+    pub(crate) id: String,
     /// The resource type.
-    pub resource_type: String,
+    pub(crate) resource_type: String,
     /// Whether state records it already (then a later phase updates or replaces it).
-    pub in_state: bool,
+    pub(crate) in_state: bool,
     /// What it waits on.
-    pub waits_on: Vec<Wait>,
+    pub(crate) waits_on: Vec<Wait>,
 }
 
 impl DeferredRow {
     /// The action classes a later phase may take: update or replace a recorded object,
     /// create a new one.
-    pub fn possible_actions(&self) -> Vec<String> {
+    pub(crate) fn possible_actions(&self) -> Vec<String> {
         let classes: &[&str] = if self.in_state {
             &["update", "replace"]
         } else {
@@ -74,33 +74,33 @@ impl DeferredRow {
 /// added within saved-plan schema version 1: a plan file written before has none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MoveRecord {
+pub(crate) struct MoveRecord {
     /// The old address.
-    pub from: String,
+    pub(crate) from: String,
     /// The new address.
-    pub to: String,
+    pub(crate) to: String,
     /// The resource type; empty in plans written before it was recorded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub resource_type: String,
+    pub(crate) resource_type: String,
 }
 
 /// A planned adoption (an `Event::Imported` without its phase and `recorded`); `resourceType`
 /// as for [`MoveRecord`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ImportRecord {
+pub(crate) struct ImportRecord {
     /// The address the object is adopted at.
-    pub id: String,
+    pub(crate) id: String,
     /// The resource type; empty in plans written before it was recorded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub resource_type: String,
+    pub(crate) resource_type: String,
     /// The provider's id of the object.
-    pub import_id: String,
+    pub(crate) import_id: String,
 }
 
 /// One row of a plan: what `nivis plan` lists and a saved plan keeps.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PlanRow {
+pub(crate) enum PlanRow {
     /// A resource's planned action.
     Planned(PlannedChange),
     /// A resource a later phase decides.
@@ -113,7 +113,7 @@ pub enum PlanRow {
 
 impl PlanRow {
     /// The row of a plan event (planned, deferred, moved, imported); `None` for any other.
-    pub fn of(event: &Event) -> Option<PlanRow> {
+    pub(crate) fn of(event: &Event) -> Option<PlanRow> {
         Some(match event.clone() {
             Event::Planned {
                 id,
@@ -178,7 +178,7 @@ impl PlanRow {
     }
 
     /// The event of this row in `phase`; an error names a change that does not read back.
-    pub fn to_event(&self, phase: u32) -> Result<Event, WireError> {
+    pub(crate) fn to_event(&self, phase: u32) -> Result<Event, WireError> {
         Ok(match self.clone() {
             PlanRow::Planned(c) => Event::Planned {
                 phase,
@@ -281,7 +281,7 @@ impl From<WaitRecord> for Wait {
 }
 
 /// `value` as a JSON object (records are structs; anything else is a bug).
-pub fn object(value: &impl Serialize) -> serde_json::Map<String, Json> {
+pub(crate) fn object(value: &impl Serialize) -> serde_json::Map<String, Json> {
     match serde_json::to_value(value) {
         Ok(Json::Object(m)) => m,
         other => unreachable!("a wire record serialises to an object, not {other:?}"),

@@ -15,23 +15,23 @@ use super::model::Tree;
 
 /// The attributes of a plain object, sorted by name, each name once.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Fields(Vec<(String, Tree)>);
+pub(crate) struct Fields(Vec<(String, Tree)>);
 
 /// An attribute of [`Fields`], as iterators yield it (a `BTreeMap` entry's shape).
 type Entry<'a> = (&'a String, &'a Tree);
 
 /// The iterator over [`Fields`] in name order.
-pub type FieldsIter<'a> =
+pub(crate) type FieldsIter<'a> =
     std::iter::Map<slice::Iter<'a, (String, Tree)>, fn(&'a (String, Tree)) -> Entry<'a>>;
 
 impl Fields {
     /// No attributes.
-    pub fn new() -> Fields {
+    pub(crate) fn new() -> Fields {
         Fields(Vec::new())
     }
 
     /// Room for `n` attributes, for a caller that knows how many it adds.
-    pub fn with_capacity(n: usize) -> Fields {
+    pub(crate) fn with_capacity(n: usize) -> Fields {
         Fields(Vec::with_capacity(n))
     }
 
@@ -40,23 +40,23 @@ impl Fields {
     }
 
     /// The attribute `name`.
-    pub fn get(&self, name: &str) -> Option<&Tree> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Tree> {
         self.position(name).ok().map(|i| &self.0[i].1)
     }
 
     /// The attribute `name`, to change it.
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut Tree> {
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut Tree> {
         self.position(name).ok().map(|i| &mut self.0[i].1)
     }
 
     /// Whether there is an attribute `name`.
-    pub fn contains_key(&self, name: &str) -> bool {
+    pub(crate) fn contains_key(&self, name: &str) -> bool {
         self.position(name).is_ok()
     }
 
     /// Sets attribute `name` to `value`; returns the value it replaces. Adding names in order
     /// (as a parsed JSON object from Nix has them) appends.
-    pub fn insert(&mut self, name: String, value: Tree) -> Option<Tree> {
+    pub(crate) fn insert(&mut self, name: String, value: Tree) -> Option<Tree> {
         if self.0.last().is_none_or(|(last, _)| *last < name) {
             self.0.push((name, value));
             return None;
@@ -71,37 +71,38 @@ impl Fields {
     }
 
     /// How many attributes there are.
-    pub fn len(&self) -> usize {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
     /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The attributes in name order.
-    pub fn iter(&self) -> FieldsIter<'_> {
+    pub(crate) fn iter(&self) -> FieldsIter<'_> {
         self.0.iter().map(|(k, v)| (k, v))
     }
 
     /// The names, in order.
-    pub fn keys(&self) -> impl Iterator<Item = &String> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &String> {
         self.0.iter().map(|(k, _)| k)
     }
 
     /// The values, in name order.
-    pub fn values(&self) -> impl Iterator<Item = &Tree> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Tree> {
         self.0.iter().map(|(_, v)| v)
     }
 
     /// The values in name order, to change them.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Tree> {
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut Tree> {
         self.0.iter_mut().map(|(_, v)| v)
     }
 
     /// Gives back the room no attribute uses.
-    pub fn shrink_to_fit(&mut self) {
+    pub(crate) fn shrink_to_fit(&mut self) {
         self.0.shrink_to_fit();
     }
 }

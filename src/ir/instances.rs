@@ -44,7 +44,7 @@ fn block_name<'a>(name: &'a str, key: &str) -> Option<&'a str> {
 impl Node {
     /// The block of an instance made by `lib.count` / `lib.forEach`: its id without `__<key>`
     /// (the instances of one call share it); `None` for a node made alone.
-    pub fn block(&self) -> Option<&str> {
+    pub(crate) fn block(&self) -> Option<&str> {
         let key = self.key.as_deref()?;
         self.id.strip_suffix(key)?.strip_suffix("__")
     }

@@ -41,10 +41,12 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub use self::fields::{Fields, FieldsIter};
-pub use self::model::*;
-pub use self::parse::{parse, parse_value};
-pub use self::path::{parse_path, render_path, value_path, PathStep};
+pub(crate) use self::fields::Fields;
+pub(crate) use self::path::{parse_path, render_path, value_path, PathStep};
+pub use self::{
+    model::*,
+    parse::{parse, parse_value},
+};
 
 /// The IR version this module reads and the Nix library writes.
 pub const SCHEMA_VERSION: u64 = 1;

@@ -13,28 +13,28 @@ use super::rules::is_ident;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ir {
     /// Provider declarations by provider id (`providers.<id>`).
-    pub providers: BTreeMap<String, ProviderDecl>,
+    pub(crate) providers: BTreeMap<String, ProviderDecl>,
     /// `resources[]`: the managed resources, in IR order.
-    pub resources: Vec<Node>,
+    pub(crate) resources: Vec<Node>,
     /// `data[]`: the data sources, in IR order.
-    pub data: Vec<Node>,
+    pub(crate) data: Vec<Node>,
     /// `edges[]`: which node must be applied before which, and through which attribute.
-    pub edges: Vec<Edge>,
+    pub(crate) edges: Vec<Edge>,
     /// `nixConsumers[]`: values Nix computes from outputs for itself.
-    pub consumers: Vec<Consumer>,
+    pub(crate) consumers: Vec<Consumer>,
     /// `variables.<name>`: the plan's declared input variables.
-    pub variables: BTreeMap<String, VariableDecl>,
+    pub(crate) variables: BTreeMap<String, VariableDecl>,
     /// `moved[]`: addresses whose recorded objects now belong to another address.
-    pub moved: Vec<Moved>,
+    pub(crate) moved: Vec<Moved>,
     /// `ephemeral[]`: ephemeral resources, opened for one run and never recorded.
-    pub ephemeral: Vec<EphemeralNode>,
+    pub(crate) ephemeral: Vec<EphemeralNode>,
     /// `conditions[]`: postconditions and checks, as Nix judged them against its ledger.
-    pub conditions: Vec<Condition>,
+    pub(crate) conditions: Vec<Condition>,
     /// `removed[]`: records of resources no longer declared, forgotten or destroyed.
-    pub removed: Vec<Removed>,
+    pub(crate) removed: Vec<Removed>,
     /// `withoutLedger`: the library's `toIR` was called without the outputs ledger (a
     /// forgotten `inherit ledger;`), so Nix never sees what providers produce.
-    pub without_ledger: bool,
+    pub(crate) without_ledger: bool,
 }
 
 /// `ephemeral[i]`: an ephemeral resource (id `ephemeral.<provider>.<type>.<name>`). Its result
@@ -42,33 +42,33 @@ pub struct Ir {
 /// private channel, and closes it at the end. It is not a graph node: nothing waits on it
 /// through an edge, a configuration computed from its result waits for Nix (`__derived`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct EphemeralNode {
+pub(crate) struct EphemeralNode {
     /// The id, `ephemeral.<provider>.<type>.<name>`.
-    pub id: String,
+    pub(crate) id: String,
     /// The id of the provider that opens it.
-    pub provider: String,
+    pub(crate) provider: String,
     /// The provider's ephemeral resource type, e.g. `random_password`.
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The name given in the plan.
-    pub name: String,
+    pub(crate) name: String,
     /// Always a [`Tree::Object`]; may hold references to resources and data sources.
-    pub config: Tree,
+    pub(crate) config: Tree,
 }
 
 /// `removed[i]`: the object recorded at `from`, a resource the plan no longer declares, leaves
 /// the state: forgotten (no provider call; the object is left as it is) or destroyed (what
 /// happens to any record the plan no longer declares, written down).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Removed {
+pub(crate) struct Removed {
     /// The address the object is recorded at.
-    pub from: String,
+    pub(crate) from: String,
     /// Whether it is forgotten or destroyed (`destroy`).
-    pub action: RemovedAction,
+    pub(crate) action: RemovedAction,
 }
 
 /// `removed[i].destroy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RemovedAction {
+pub(crate) enum RemovedAction {
     /// `destroy = false`: the record goes, the object stays.
     Forget,
     /// `destroy = true`: the object is destroyed.
@@ -82,18 +82,18 @@ pub enum RemovedAction {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
     /// What kind of condition, with the resource a postcondition is of.
-    pub kind: ConditionKind,
+    pub(crate) kind: ConditionKind,
     /// A check's name, or `<resource id>.postcondition[<i>]`.
-    pub name: String,
+    pub(crate) name: String,
     /// The author's message, shown when the condition fails.
-    pub message: String,
+    pub(crate) message: String,
     /// What Nix found.
-    pub status: ConditionStatus,
+    pub(crate) status: ConditionStatus,
 }
 
 /// `conditions[i].kind` (and, for a postcondition, `resource`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConditionKind {
+pub(crate) enum ConditionKind {
     /// `lib.check`: a failing one is a warning after the fixpoint.
     Check,
     /// `lifecycle.postcondition` of this resource: a failing one fails an apply.
@@ -105,7 +105,7 @@ pub enum ConditionKind {
 
 /// `conditions[i].status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConditionStatus {
+pub(crate) enum ConditionStatus {
     /// The condition holds.
     Pass,
     /// The condition is false.
@@ -116,7 +116,7 @@ pub enum ConditionStatus {
 
 impl ConditionStatus {
     /// The IR spelling.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ConditionStatus::Pass => "pass",
             ConditionStatus::Fail => "fail",
@@ -129,11 +129,11 @@ impl ConditionStatus {
 /// into or out of a `count`/`forEach` expansion). The executor renames the state record; no
 /// provider is called.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Moved {
+pub(crate) struct Moved {
     /// The address the object was recorded at.
-    pub from: String,
+    pub(crate) from: String,
     /// The address it belongs to now.
-    pub to: String,
+    pub(crate) to: String,
 }
 
 /// `providers.<id>`: which binary to run, the protocol it speaks and how to configure it.
@@ -142,19 +142,19 @@ pub struct ProviderDecl {
     /// Where the binary comes from: a registry address (`hashicorp/null`) or a path.
     pub source: String,
     /// The version constraint for a registry address; `None` takes the newest.
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// Always a [`Tree::Object`]; may hold references (always empty for NixOps4 providers).
-    pub config: Tree,
+    pub(crate) config: Tree,
     /// The protocol the binary speaks.
-    pub kind: ProviderKind,
+    pub(crate) kind: ProviderKind,
     /// `drvPath`: the derivation that builds `source`, a store path (`source = lib.drv pkg`),
     /// realised before the provider starts.
-    pub drv_path: Option<String>,
+    pub(crate) drv_path: Option<String>,
 }
 
 /// `providers.<id>.kind`: the protocol the provider binary speaks.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ProviderKind {
+pub(crate) enum ProviderKind {
     /// go-plugin + tfplugin5/6 (`"tfplugin"`, the default).
     #[default]
     Tfplugin,
@@ -167,7 +167,7 @@ pub enum ProviderKind {
 
 impl ProviderKind {
     /// The IR spelling of the kind.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             ProviderKind::Tfplugin => "tfplugin",
             ProviderKind::Nixops4 { .. } => "nixops4",
@@ -177,7 +177,7 @@ impl ProviderKind {
 
 /// Whether a node is a managed resource or a data source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NodeKind {
+pub(crate) enum NodeKind {
     /// A managed resource, created, updated and destroyed by its provider.
     Managed,
     /// A data source, read by its provider and never changed.
@@ -187,54 +187,54 @@ pub enum NodeKind {
 /// A managed resource (`resources[]`, id `<provider>.<type>.<name>`) or a data
 /// source (`data[]`, id `data.<provider>.<type>.<name>`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Node {
+pub(crate) struct Node {
     /// Managed resource or data source.
-    pub kind: NodeKind,
+    pub(crate) kind: NodeKind,
     /// The id: `<provider>.<type>.<name>`, or `data.<provider>.<type>.<name>`.
-    pub id: String,
+    pub(crate) id: String,
     /// The id of the provider that manages or reads it.
-    pub provider: String,
+    pub(crate) provider: String,
     /// The provider's resource or data source type, e.g. `null_resource`.
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The name given in the plan.
-    pub name: String,
+    pub(crate) name: String,
     /// `module`: the address prefix of the module instance that declares it
     /// (`module.db__eu`), part of the id.
-    pub module: Option<String>,
+    pub(crate) module: Option<String>,
     /// Always a [`Tree::Object`].
-    pub config: Tree,
+    pub(crate) config: Tree,
     /// Ids of nodes that must be applied first although nothing of theirs is read (`dependsOn`).
-    pub depends_on: Vec<String>,
+    pub(crate) depends_on: Vec<String>,
     /// All defaults for data sources, which cannot have a lifecycle.
-    pub lifecycle: Lifecycle,
+    pub(crate) lifecycle: Lifecycle,
     /// `meta.importId` (managed resources): the provider's id of an existing object to adopt
     /// when nothing is recorded at this address yet.
-    pub import_id: Option<String>,
+    pub(crate) import_id: Option<String>,
     /// `key`: the instance key when `lib.count` (an index) or `lib.forEach` (a key) made the
     /// node; its name is then `<block>__<key>`, and the instances of one call form one block.
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
 }
 
 /// `meta.lifecycle` of a managed resource.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     /// `preventDestroy`: a plan that would destroy the object is refused.
-    pub prevent_destroy: bool,
+    pub(crate) prevent_destroy: bool,
     /// `createBeforeDestroy`: a replacement creates the new object before destroying the old.
-    pub create_before_destroy: bool,
+    pub(crate) create_before_destroy: bool,
     /// `ignoreChanges`: attributes whose changes in the plan do not cause an update.
-    pub ignore_changes: Vec<IgnorePath>,
+    pub(crate) ignore_changes: Vec<IgnorePath>,
     /// `preconditionPending`: the outputs its preconditions read that Nix did not have yet;
     /// the resource waits for the evaluation that has them (empty: every precondition held).
-    pub precondition_pending: Vec<DerivedInput>,
+    pub(crate) precondition_pending: Vec<DerivedInput>,
     /// `replaceTriggeredBy`: what replaces the object when it changes (Terraform's
     /// `replace_triggered_by`); each trigger has an edge to the resource (DESIGN §103).
-    pub replace_triggered_by: Vec<ReplaceTrigger>,
+    pub(crate) replace_triggered_by: Vec<ReplaceTrigger>,
 }
 
 /// One `lifecycle.replaceTriggeredBy` entry (DESIGN §103).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReplaceTrigger {
+pub(crate) enum ReplaceTrigger {
     /// A whole managed resource: the object is replaced when the trigger is planned to be
     /// created, updated or replaced in the same phase.
     Resource(String),
@@ -245,7 +245,7 @@ pub enum ReplaceTrigger {
 
 impl ReplaceTrigger {
     /// The id of the trigger resource.
-    pub fn resource(&self) -> &str {
+    pub(crate) fn resource(&self) -> &str {
         match self {
             ReplaceTrigger::Resource(id) => id,
             ReplaceTrigger::Attribute(r) => &r.resource,
@@ -267,7 +267,7 @@ impl std::fmt::Display for ReplaceTrigger {
 
 /// One `ignoreChanges` entry: `"*"` or an attribute path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IgnorePath {
+pub(crate) enum IgnorePath {
     /// `"*"`: every attribute.
     All,
     /// One attribute path.
@@ -277,7 +277,7 @@ pub enum IgnorePath {
 /// A config, provider config or consumer value. Objects are either plain
 /// (`Object`) or one of the six leaf markers.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Tree {
+pub(crate) enum Tree {
     /// JSON `null`.
     Null,
     /// A boolean.
@@ -309,75 +309,75 @@ pub enum Tree {
 
 /// The body of a `__ref` / `__sensitiveRef` marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ref {
+pub(crate) struct Ref {
     /// The id of the node whose output is read.
-    pub resource: String,
+    pub(crate) resource: String,
     /// The output's attribute path in that node.
-    pub path: Vec<PathStep>,
+    pub(crate) path: Vec<PathStep>,
 }
 
 /// One `__derived` input, `<id>.<attr>`, split at the longest declared id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DerivedInput {
+pub(crate) struct DerivedInput {
     /// The id of the node whose output Nix reads.
-    pub resource: String,
+    pub(crate) resource: String,
     /// The attribute after the id, as written.
-    pub attr: String,
+    pub(crate) attr: String,
 }
 
 /// The body of a `__build` marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Build {
+pub(crate) struct Build {
     /// The store path of the build output (or a file inside it).
-    pub path: String,
+    pub(crate) path: String,
     /// The derivation that builds it, when Nix gave one.
-    pub drv_path: Option<String>,
+    pub(crate) drv_path: Option<String>,
 }
 
 /// `from` must be applied before `to`; `via` is the config path in `to` (or `dependsOn`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Edge {
+pub(crate) struct Edge {
     /// The node applied first.
-    pub from: String,
+    pub(crate) from: String,
     /// The node that waits for it.
-    pub to: String,
+    pub(crate) to: String,
     /// The configuration path in `to` that reads `from` (or `dependsOn`).
-    pub via: String,
+    pub(crate) via: String,
     /// For an edge made by a plain reference (`__ref`, `__sensitiveRef`, or the value Nix
     /// resolved it to): the output path of `from` it reads, so the executor can resolve the
     /// leaf at `via` itself when `from` changes in the same phase. `None` for `dependsOn`
     /// and for values Nix computed (`__derived` and what it became).
-    pub reference: Option<Vec<PathStep>>,
+    pub(crate) reference: Option<Vec<PathStep>>,
     /// For an edge of a value Nix computed (`lib.str`, `compute`): the output paths of `from`
     /// the computation read. `None` when the IR does not say (then any output counts).
-    pub reads: Option<Vec<Vec<PathStep>>>,
+    pub(crate) reads: Option<Vec<Vec<PathStep>>>,
 }
 
 /// A value Nix computes for itself from outputs (`nixConsumers[]`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Consumer {
+pub(crate) struct Consumer {
     /// The consumer's id.
-    pub id: String,
+    pub(crate) id: String,
     /// The value, with markers for the outputs it needs.
-    pub value: Tree,
+    pub(crate) value: Tree,
 }
 
 /// `variables.<name>`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct VariableDecl {
+pub(crate) struct VariableDecl {
     /// The declared type, as written (`string`, `number`, …); `None` accepts any value.
-    pub ty: Option<String>,
+    pub(crate) ty: Option<String>,
     /// `Some(Value::Null)` is an explicit null default, `None` no default.
-    pub default: Option<Value>,
+    pub(crate) default: Option<Value>,
     /// What the variable is for, shown in `nivis vars`.
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// Whether the value is a secret (masked in output, marked sensitive in Nix).
-    pub sensitive: bool,
+    pub(crate) sensitive: bool,
 }
 
 /// What a tree leaf needs from another node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DependencyKind {
+pub(crate) enum DependencyKind {
     /// A plain reference (`__ref`).
     Ref,
     /// A reference to a sensitive output (`__sensitiveRef`).
@@ -388,22 +388,22 @@ pub enum DependencyKind {
 
 /// One use of another node's output inside a tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dependency<'a> {
+pub(crate) struct Dependency<'a> {
     /// Path of the leaf inside the tree.
-    pub at: Vec<PathStep>,
+    pub(crate) at: Vec<PathStep>,
     /// The node whose output is needed.
-    pub resource: &'a str,
+    pub(crate) resource: &'a str,
     /// How the output is needed.
-    pub kind: DependencyKind,
+    pub(crate) kind: DependencyKind,
 }
 
 /// A conformance error: where (`resources[1] (alpha.alpha_token.B): config.label.__ref`) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IrError {
     /// Where in the IR document, e.g. `resources[1] (alpha.alpha_token.B): config.label.__ref`.
-    pub location: String,
+    pub(crate) location: String,
     /// What is wrong there.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for IrError {

@@ -7,7 +7,7 @@ use super::rules::is_ident;
 
 /// One step of an attribute path: an attribute/map key or a list index.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PathStep {
+pub(crate) enum PathStep {
     /// An attribute name or map key.
     Key(String),
     /// A list index.
@@ -28,7 +28,7 @@ pub(super) fn key(k: &str) -> PathStep {
 
 /// The same path in the value model's steps (the first step names an attribute), for
 /// diagnostics.
-pub fn value_path(steps: &[PathStep]) -> Vec<crate::value::PathStep> {
+pub(crate) fn value_path(steps: &[PathStep]) -> Vec<crate::value::PathStep> {
     use crate::value::PathStep as V;
     steps
         .iter()
@@ -44,7 +44,7 @@ pub fn value_path(steps: &[PathStep]) -> Vec<crate::value::PathStep> {
 /// Render path steps the way the IR writes attribute paths (edge `via`,
 /// `ignoreChanges`, error locations): `disk[0].size`, `tags["a.b"]`.
 /// Keys that are not identifiers are quoted as Nix's `builtins.toJSON` would.
-pub fn render_path(steps: &[PathStep]) -> String {
+pub(crate) fn render_path(steps: &[PathStep]) -> String {
     let mut out = String::new();
     for (i, step) in steps.iter().enumerate() {
         match step {
@@ -83,7 +83,7 @@ pub(super) fn quote_into(out: &mut String, s: &str) {
 
 /// Parse a rendered attribute path (`tags.env`, `disk[0].size`, `tags["a.b"]`).
 /// `None` when the text is not a path; `"*"` is not a path (see [`IgnorePath`]).
-pub fn parse_path(text: &str) -> Option<Vec<PathStep>> {
+pub(crate) fn parse_path(text: &str) -> Option<Vec<PathStep>> {
     let b = text.as_bytes();
     let mut i = 0;
     let mut steps = Vec::new();

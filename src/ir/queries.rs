@@ -2,21 +2,23 @@
 
 use serde_json::{Map, Value};
 
+#[cfg(test)]
+use super::model::Ref;
 use super::model::{
     Condition, ConditionKind, Dependency, DependencyKind, Edge, Ir, Node, NodeKind, ProviderDecl,
-    ProviderKind, Ref, RemovedAction, ReplaceTrigger, Tree, VariableDecl,
+    ProviderKind, RemovedAction, ReplaceTrigger, Tree, VariableDecl,
 };
 use super::path::PathStep;
 use super::SCHEMA_VERSION;
 
 impl Ir {
     /// Managed resources, then data sources.
-    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.resources.iter().chain(self.data.iter())
     }
 
     /// The node with this id.
-    pub fn node(&self, id: &str) -> Option<&Node> {
+    pub(crate) fn node(&self, id: &str) -> Option<&Node> {
         self.nodes().find(|n| n.id == id)
     }
 
@@ -178,12 +180,12 @@ impl Edge {
     /// Whether the edge only orders `to` after `from` and reads no value of it: `dependsOn`,
     /// and `lifecycle.replaceTriggeredBy[i]`, whose trigger the executor itself compares
     /// (DESIGN §103). A change of `from` never makes `to`'s configuration stale.
-    pub fn orders_only(&self) -> bool {
+    pub(crate) fn orders_only(&self) -> bool {
         self.via == "dependsOn" || self.via.starts_with("lifecycle.replaceTriggeredBy[")
     }
 
     /// The edge as the IR writes it (`ref` only on an edge made by a plain reference).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut e = serde_json::json!({"from": self.from, "to": self.to, "via": self.via});
         if let Some(path) = &self.reference {
             e["ref"] = path_json(path);
@@ -209,7 +211,7 @@ pub(super) fn path_json(path: &[PathStep]) -> Value {
 impl Tree {
     /// Whether a secret value is inside: a `__sensitive` or `__ephemeral` marker (a
     /// `__sensitiveRef` holds no value, only where to read one).
-    pub fn holds_secret(&self) -> bool {
+    pub(crate) fn holds_secret(&self) -> bool {
         match self {
             Tree::Sensitive(_) | Tree::Ephemeral(_) => true,
             Tree::List(items) => items.iter().any(Tree::holds_secret),
@@ -219,7 +221,7 @@ impl Tree {
     }
 
     /// Visit every leaf (scalars, empty containers and markers) with its path.
-    pub fn walk_leaves<'a, F: FnMut(&[PathStep], &'a Tree)>(&'a self, mut f: F) {
+    pub(crate) fn walk_leaves<'a, F: FnMut(&[PathStep], &'a Tree)>(&'a self, mut f: F) {
         self.visit(&mut Vec::new(), &mut f);
     }
 
@@ -248,7 +250,7 @@ impl Tree {
 
     /// Every use of another node's output: one per `__ref` / `__sensitiveRef`
     /// leaf and one per `__derived` input.
-    pub fn dependencies(&self) -> Vec<Dependency<'_>> {
+    pub(crate) fn dependencies(&self) -> Vec<Dependency<'_>> {
         let mut out = Vec::new();
         self.walk_leaves(|at, leaf| {
             let uses: Vec<(&str, DependencyKind)> = match leaf {
@@ -272,7 +274,7 @@ impl Tree {
     }
 
     /// Calls `f` with the path of every `__build` leaf inside a `__sensitive` value.
-    pub fn walk_sensitive_builds(&self, f: &mut dyn FnMut(&[PathStep])) {
+    pub(crate) fn walk_sensitive_builds(&self, f: &mut dyn FnMut(&[PathStep])) {
         fn go(t: &Tree, inside: bool, path: &mut Vec<PathStep>, f: &mut dyn FnMut(&[PathStep])) {
             match t {
                 Tree::Build(_) if inside => f(path),
@@ -298,7 +300,8 @@ impl Tree {
     }
 
     /// The `__ref` and `__sensitiveRef` leaves with their paths.
-    pub fn refs(&self) -> Vec<(Vec<PathStep>, &Ref)> {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn refs(&self) -> Vec<(Vec<PathStep>, &Ref)> {
         let mut out = Vec::new();
         self.walk_leaves(|at, leaf| {
             if let Tree::Ref(r) | Tree::SensitiveRef(r) = leaf {
@@ -310,7 +313,7 @@ impl Tree {
 
     /// True when the tree holds no `__ref`, `__sensitiveRef` or `__derived`
     /// (a `__build` leaf is known: its path is fixed at evaluation).
-    pub fn is_known(&self) -> bool {
+    pub(crate) fn is_known(&self) -> bool {
         match self {
             Tree::Ref(_) | Tree::SensitiveRef(_) | Tree::Derived(_) => false,
             Tree::Sensitive(inner) | Tree::Ephemeral(inner) => inner.is_known(),
@@ -321,7 +324,7 @@ impl Tree {
     }
 
     /// True when some value here can only be produced by re-evaluating Nix.
-    pub fn needs_nix(&self) -> bool {
+    pub(crate) fn needs_nix(&self) -> bool {
         match self {
             Tree::Derived(_) => true,
             Tree::Sensitive(inner) | Tree::Ephemeral(inner) => inner.needs_nix(),
@@ -332,7 +335,7 @@ impl Tree {
     }
 
     /// The tree as IR JSON, markers included.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         match self {
             Tree::Null => Value::Null,
             Tree::Bool(b) => Value::Bool(*b),
@@ -369,7 +372,7 @@ impl Tree {
     }
 
     /// The paths of the `__ephemeral` values in this tree (outermost only).
-    pub fn ephemeral_paths(&self) -> Vec<Vec<PathStep>> {
+    pub(crate) fn ephemeral_paths(&self) -> Vec<Vec<PathStep>> {
         fn go(t: &Tree, path: &mut Vec<PathStep>, out: &mut Vec<Vec<PathStep>>) {
             match t {
                 Tree::Ephemeral(_) => out.push(path.clone()),

@@ -21,7 +21,7 @@ impl Ir {
     /// `__ref` marker to that output (a value computed from a secret stays inside its
     /// `__sensitive` wrapper). An edge whose leaf cannot be found (an IR made by another
     /// tool, say) loses its `ref`, so the executor treats the value as computed by Nix.
-    pub fn restore_references(&mut self) {
+    pub(crate) fn restore_references(&mut self) {
         let Ir {
             resources,
             data,

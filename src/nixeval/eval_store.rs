@@ -23,7 +23,7 @@ use crate::secrets::Redactor;
 
 /// Why the private eval store cannot be used, or a build output cannot leave it.
 #[derive(Debug)]
-pub enum EvalStoreError {
+pub(crate) enum EvalStoreError {
     /// Neither `XDG_CACHE_HOME` nor `HOME` is set.
     NoCacheHome,
     /// The store directory (or one above it) could be read or changed by someone else.

@@ -15,7 +15,7 @@ use crate::secrets::Redactor;
 /// Per node id, `{definition, attributes}` with `{file, line, column}` positions (files of a
 /// flake's store copy pointed back at the project's own files); `null` when the plan's Nivis
 /// library does not give positions (older than `nivis why`).
-pub fn positions(
+pub(crate) fn positions(
     source: &PlanSource,
     ledger_path: &Path,
     inherit: Option<RawFd>,

@@ -28,18 +28,18 @@ use crate::secrets::Redactor;
 #[derive(Debug)]
 pub struct Probed {
     /// The IR JSON bytes, exactly as the plain evaluation prints them.
-    pub ir: Vec<u8>,
+    pub(crate) ir: Vec<u8>,
     /// The time Nix took (both evaluations when the combined one failed).
-    pub took: Duration,
+    pub(crate) took: Duration,
     /// Whether the resource set reads the ledger: the probe declared another set of nodes, or
     /// failed. `None`: not probed in this evaluation (more than [`FOLDED_UP_TO`] nodes, or an
     /// evaluator that cannot probe in the same evaluation: see `engine::Evaluator`).
-    pub open: Option<bool>,
+    pub(crate) open: Option<bool>,
 }
 
 /// Evaluates the plan with the ledger at `ledger_path` (as [`evaluate`]) and probes, in the
 /// same evaluation, whether its resource set depends on the ledger.
-pub fn evaluate_probing(
+pub(crate) fn evaluate_probing(
     source: &PlanSource,
     ledger_path: &Path,
     inherit: Option<RawFd>,

@@ -15,7 +15,7 @@ use crate::secrets::Redactor;
 
 /// Why a build output cannot be made to exist in the store.
 #[derive(Debug)]
-pub enum RealiseError {
+pub(crate) enum RealiseError {
     /// The derivation could not be brought out of the private eval store (or must not be).
     EvalStore(EvalStoreError),
     /// `nix-store` cannot be started.
@@ -65,7 +65,7 @@ impl std::error::Error for RealiseError {
 /// evaluation wrote the derivation into the private eval store: it is copied into the shared
 /// store first (refused when its closure holds a known secret), then built there.
 /// `redactor`: the run's secrets, none of which may leave the private store.
-pub fn realise(
+pub(crate) fn realise(
     path: &str,
     drv_path: Option<&str>,
     redactor: &Redactor,

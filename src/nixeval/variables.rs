@@ -5,7 +5,7 @@
 //! `variablesOnly = true`, added by the `--apply` expression as `positions` is), so no value is
 //! checked and nothing else of the plan is forced. Not: what the engine makes of them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::os::fd::RawFd;
 use std::path::Path;
 
@@ -13,22 +13,10 @@ use super::{evaluate_applied, EvalError, PlanSource};
 use crate::nixsyntax::nix_string;
 use crate::secrets::Redactor;
 
-/// The names of the variables the plan declares sensitive; `None` when the plan cannot say
-/// (its evaluation failed, or it gave no declarations in the contract's shape), and every
-/// given value must then be taken for a secret.
-pub fn sensitive_variables(
-    source: &PlanSource,
-    ledger_path: &Path,
-    inherit: Option<RawFd>,
-    redactor: &Redactor,
-) -> Option<BTreeSet<String>> {
-    sensitive_declarations(source, ledger_path, inherit, redactor)
-        .map(|types| types.into_keys().collect())
-}
-
 /// The variables the plan declares sensitive, each with its declared type (`any` when it
-/// declares none); `None` as for [`sensitive_variables`].
-pub fn sensitive_declarations(
+/// declares none); `None` when the plan cannot say (its evaluation failed, or it gave no
+/// declarations in the contract's shape), and every given value must then be taken for a secret.
+pub(crate) fn sensitive_declarations(
     source: &PlanSource,
     ledger_path: &Path,
     inherit: Option<RawFd>,

@@ -42,10 +42,10 @@ use crate::value::{self, Value};
 
 /// How long a request may go unanswered by default; `NIVIS_NIXOPS4_TIMEOUT_SECS` overrides it.
 /// Generous: an `exec` resource may legitimately run for a long time.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// The environment variable that sets the request timeout, in seconds.
-pub const TIMEOUT_ENV: &str = "NIVIS_NIXOPS4_TIMEOUT_SECS";
+pub(crate) const TIMEOUT_ENV: &str = "NIVIS_NIXOPS4_TIMEOUT_SECS";
 
 /// A NixOps4 resource provider speaking protocol v0.
 pub struct Nixops4Provider {

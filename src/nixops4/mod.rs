@@ -7,7 +7,6 @@
 
 mod adapter;
 mod process;
-pub mod wire;
+pub(crate) mod wire;
 
-pub use adapter::{request_timeout, Nixops4Provider, DEFAULT_TIMEOUT, TIMEOUT_ENV};
-pub use process::SpawnError;
+pub use adapter::{request_timeout, Nixops4Provider};

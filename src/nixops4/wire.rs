@@ -16,12 +16,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 /// Input or output properties: an arbitrary JSON object.
-pub type Properties = Map<String, Json>;
+pub(crate) type Properties = Map<String, Json>;
 
 /// A request line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Request {
+pub(crate) enum Request {
     /// Provision a new resource.
     CreateResourceRequest(CreateResourceRequest),
     /// Change an existing (stateful) resource.
@@ -30,7 +30,7 @@ pub enum Request {
 
 impl Request {
     /// The request's type, as the protocol names it.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Request::CreateResourceRequest(_) => "createResourceRequest",
             Request::UpdateResourceRequest(_) => "updateResourceRequest",
@@ -38,7 +38,7 @@ impl Request {
     }
 
     /// The response type that answers it.
-    pub fn expected_response(&self) -> &'static str {
+    pub(crate) fn expected_response(&self) -> &'static str {
         match self {
             Request::CreateResourceRequest(_) => "createResourceResponse",
             Request::UpdateResourceRequest(_) => "updateResourceResponse",
@@ -46,7 +46,7 @@ impl Request {
     }
 
     /// The request as one line of JSON (no newline).
-    pub fn to_line(&self) -> String {
+    pub(crate) fn to_line(&self) -> String {
         serde_json::to_string(self).expect("requests serialise")
     }
 }
@@ -54,43 +54,43 @@ impl Request {
 /// `CreateResourceRequest`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CreateResourceRequest {
+pub(crate) struct CreateResourceRequest {
     /// The provider-defined resource type.
     #[serde(rename = "type")]
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The resource's configuration.
-    pub input_properties: Properties,
+    pub(crate) input_properties: Properties,
     /// Whether the response is kept and updates may follow; a type that needs state must
     /// refuse `false`.
-    pub is_stateful: bool,
+    pub(crate) is_stateful: bool,
 }
 
 /// `ExtantResource`: a resource as it was last applied.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ExtantResource {
+pub(crate) struct ExtantResource {
     /// The resource type.
     #[serde(rename = "type")]
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The inputs it was last applied with.
-    pub input_properties: Properties,
+    pub(crate) input_properties: Properties,
     /// The outputs the provider returned then.
-    pub output_properties: Properties,
+    pub(crate) output_properties: Properties,
 }
 
 /// `UpdateResourceRequest`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct UpdateResourceRequest {
+pub(crate) struct UpdateResourceRequest {
     /// The resource as it is now.
-    pub resource: ExtantResource,
+    pub(crate) resource: ExtantResource,
     /// The new inputs.
-    pub input_properties: Properties,
+    pub(crate) input_properties: Properties,
 }
 
 /// A response line, read strictly.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Response {
+pub(crate) enum Response {
     /// `createResourceResponse` or `updateResourceResponse`: the resource's outputs.
     Outputs {
         /// Which of the two it was.
@@ -107,7 +107,7 @@ pub enum Response {
 
 /// Why a line is not a response Nivis can use.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ResponseError {
+pub(crate) enum ResponseError {
     /// Not JSON at all.
     NotJson(String),
     /// JSON, but not an object with exactly one key.
@@ -159,7 +159,7 @@ struct ErrorBody {
 
 /// Reads one response line that answers a request expecting `expected` (e.g.
 /// `createResourceResponse`); an `errorResponse` is always acceptable.
-pub fn parse_response(line: &str, expected: &str) -> Result<Response, ResponseError> {
+pub(crate) fn parse_response(line: &str, expected: &str) -> Result<Response, ResponseError> {
     let json: Json =
         serde_json::from_str(line).map_err(|e| ResponseError::NotJson(e.to_string()))?;
     let (kind, body) = match json {

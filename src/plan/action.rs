@@ -51,7 +51,7 @@ impl Action {
 
     /// Whether the provider writes an object with the configuration (a create, an update, the
     /// create half of a replacement): the calls that carry write-only values.
-    pub fn writes_object(self) -> bool {
+    pub(crate) fn writes_object(self) -> bool {
         match self {
             Action::Create | Action::Update | Action::Replace { .. } | Action::Recreate => true,
             Action::Delete | Action::Forget | Action::NoOp | Action::Read => false,
@@ -63,27 +63,27 @@ impl Action {
 #[derive(Debug, Clone, Copy)]
 pub struct PlanFacts<'a> {
     /// An object exists (in state, and still there after refresh).
-    pub exists: bool,
+    pub(crate) exists: bool,
     /// The object is tainted (a create that failed half-way): it must be replaced.
-    pub tainted: bool,
+    pub(crate) tainted: bool,
     /// The paths whose change forces a replacement (already filtered, see
     /// [`filter_requires_replace`](super::filter_requires_replace)).
-    pub replace_paths: &'a [Vec<PathStep>],
+    pub(crate) replace_paths: &'a [Vec<PathStep>],
     /// The planned object equals the prior one (known and equal).
-    pub unchanged: bool,
+    pub(crate) unchanged: bool,
     /// `lifecycle.createBeforeDestroy`.
-    pub create_before_destroy: bool,
+    pub(crate) create_before_destroy: bool,
     /// `lifecycle.preventDestroy`.
-    pub prevent_destroy: bool,
+    pub(crate) prevent_destroy: bool,
 }
 
 /// A plan `preventDestroy` forbids: it would replace the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplacementRefused {
     /// The replacement that was refused.
-    pub action: Action,
+    pub(crate) action: Action,
     /// The attributes forcing it (empty for a tainted object).
-    pub forcing: Vec<Vec<PathStep>>,
+    pub(crate) forcing: Vec<Vec<PathStep>>,
 }
 
 impl fmt::Display for ReplacementRefused {
@@ -94,7 +94,7 @@ impl fmt::Display for ReplacementRefused {
 
 impl ReplacementRefused {
     /// What the user can do, naming the attributes that force the replacement.
-    pub fn advice(&self) -> String {
+    pub(crate) fn advice(&self) -> String {
         format!(
             "Attributes forcing replacement: {}. Change the configuration back, or remove \
              preventDestroy if replacing is intended.",

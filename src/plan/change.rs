@@ -35,19 +35,19 @@ pub struct AttrChange {
 #[serde(rename_all = "camelCase")]
 pub struct ChangeRecord {
     /// The attribute path, rendered (`tags["env"]`); empty for the whole object.
-    pub path: String,
+    pub(crate) path: String,
     /// The value before, plain JSON (`null` when absent).
-    pub before: Json,
+    pub(crate) before: Json,
     /// The value after, plain JSON (`null` when absent).
-    pub after: Json,
+    pub(crate) after: Json,
     /// Whether the value is sensitive (then both sides read `"(sensitive)"`).
-    pub sensitive: bool,
+    pub(crate) sensitive: bool,
     /// Whether this change forces the resource to be replaced.
-    pub forces_replacement: bool,
+    pub(crate) forces_replacement: bool,
     /// A write-only attribute the configuration sets (sent, never shown: both sides `null`);
     /// left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub write_only: bool,
+    pub(crate) write_only: bool,
 }
 
 impl From<&AttrChange> for ChangeRecord {
@@ -73,9 +73,9 @@ impl From<&AttrChange> for ChangeRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireError {
     /// The resource whose change it is; `None` for a change read on its own.
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
     /// The attribute path as written.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl std::fmt::Display for WireError {
@@ -91,7 +91,7 @@ impl std::error::Error for WireError {}
 
 impl ChangeRecord {
     /// The change again; an error names a path that does not parse.
-    pub fn to_change(&self) -> Result<AttrChange, WireError> {
+    pub(crate) fn to_change(&self) -> Result<AttrChange, WireError> {
         let side = |v: &Json| match v {
             Json::Null => None,
             other => Some(crate::value::json::from_plain_json_with(other, &mut |m| {

@@ -37,17 +37,19 @@ use std::fmt;
 
 use crate::value::{render_path, PathStep, Value};
 
-pub use action::{choose_action, Action, PlanFacts, ReplacementRefused};
-pub use change::{AttrChange, ChangeRecord, WireError};
-pub use compatible::assert_object_compatible;
-pub use diff::{diff, diff_typed, LeafDiff};
-pub use drift::{drifted, empty_as_null};
-pub use ignore::apply_ignore_changes;
-pub use legacy::normalize_object_from_legacy_sdk;
-pub use moves::{resolve_moves, MoveError, Rename};
-pub use proposed::{planned_unknown_for_data, proposed_new};
-pub use replace::filter_requires_replace;
-pub use validity::assert_plan_valid;
+pub(crate) use validity::assert_plan_valid;
+pub use {
+    action::{choose_action, Action, PlanFacts, ReplacementRefused},
+    change::{AttrChange, ChangeRecord, WireError},
+    compatible::assert_object_compatible,
+    diff::{diff, diff_typed, LeafDiff},
+    drift::{drifted, empty_as_null},
+    ignore::apply_ignore_changes,
+    legacy::normalize_object_from_legacy_sdk,
+    moves::{resolve_moves, MoveError, Rename},
+    proposed::{planned_unknown_for_data, proposed_new},
+    replace::filter_requires_replace,
+};
 
 /// Whether two values are known to be equal: both wholly known and equal (cty
 /// `Equals(...).True()`). An unknown anywhere means "may differ".
@@ -60,9 +62,9 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleViolation {
     /// The attribute the problem is about.
-    pub path: Vec<PathStep>,
+    pub(crate) path: Vec<PathStep>,
     /// What is wrong there, without the path; sensitive values are never shown.
-    pub problem: String,
+    pub(crate) problem: String,
 }
 
 impl fmt::Display for RuleViolation {

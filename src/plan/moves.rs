@@ -12,9 +12,9 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rename {
     /// The address the object was recorded at.
-    pub from: String,
+    pub(crate) from: String,
     /// The address it moves to.
-    pub to: String,
+    pub(crate) to: String,
 }
 
 /// Why a move cannot be made. Both name the two addresses.

@@ -13,7 +13,7 @@ use crate::value::{PathStep, Value};
 /// rules of AssertPlanValid, section 4.4 item 2). Returns one violation per problem, each with
 /// its attribute path; sensitive values are not shown. Callers turn these into
 /// warnings when the provider reports `legacy_type_system`.
-pub fn assert_plan_valid(
+pub(crate) fn assert_plan_valid(
     schema: &Block,
     prior: &Value,
     config: &Value,

@@ -12,18 +12,18 @@ use std::time::{Duration, Instant};
 
 /// Totals since the process started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CallTimes {
+pub(crate) struct CallTimes {
     /// Wall time during which at least one provider RPC, start-up or shutdown was in flight.
-    pub busy: Duration,
+    pub(crate) busy: Duration,
     /// RPCs made.
-    pub calls: u64,
+    pub(crate) calls: u64,
     /// The RPCs' durations added up (start-up and shutdown excluded).
-    pub summed: Duration,
+    pub(crate) summed: Duration,
 }
 
 impl CallTimes {
     /// What happened between `earlier` and `self`.
-    pub fn since(self, earlier: CallTimes) -> CallTimes {
+    pub(crate) fn since(self, earlier: CallTimes) -> CallTimes {
         CallTimes {
             busy: self.busy.saturating_sub(earlier.busy),
             calls: self.calls.saturating_sub(earlier.calls),
@@ -120,7 +120,7 @@ impl Clock {
 static PROCESS_CLOCK: Clock = Clock::new();
 
 /// The process's totals so far (a call still in flight counts up to now).
-pub fn call_times() -> CallTimes {
+pub(crate) fn call_times() -> CallTimes {
     PROCESS_CLOCK.read(Instant::now())
 }
 

@@ -119,7 +119,7 @@ impl GrpcProvider {
     /// Starts the provider binary without waiting for it: the handshake, connection and schema
     /// are [`SpawnedProvider::finish`]'s, which may run on another thread. Call it from the
     /// thread that owns the run (the parent-death signal is tied to it).
-    pub fn spawn(spec: &LaunchSpec) -> Result<SpawnedProvider, StartError> {
+    pub(crate) fn spawn(spec: &LaunchSpec) -> Result<SpawnedProvider, StartError> {
         let process = PluginProcess::spawn(spec).map_err(StartError::Launch)?;
         Ok(SpawnedProvider {
             spec: spec.clone(),
@@ -138,7 +138,7 @@ impl SpawnedProvider {
     /// Completes the start: the handshake, the transport, the gRPC channel, the schema (from
     /// the cache or the provider) and the validation verdicts. Sends nothing of any
     /// configuration.
-    pub fn finish(self) -> Result<GrpcProvider, StartError> {
+    pub(crate) fn finish(self) -> Result<GrpcProvider, StartError> {
         let SpawnedProvider { spec, process } = self;
         let spec = &spec;
         let process = process.finish().map_err(StartError::Launch)?;
@@ -478,7 +478,7 @@ impl GrpcProvider {
     }
 
     /// Asks the provider to exit (GRPCController.Shutdown), waits up to two seconds, then kills it.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         let _in_flight = InFlight::lifecycle();
         let m = method::<go_plugin::Empty, go_plugin::Empty>(
             MethodType::Unary,

@@ -10,12 +10,12 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handshake {
     /// Negotiated app protocol major (5 or 6).
-    pub protocol: u32,
+    pub(crate) protocol: u32,
     /// gRPC target, e.g. `unix:/tmp/plugin123`.
-    pub target: String,
+    pub(crate) target: String,
     /// The provider's TLS certificate (the 6th field, base64 DER) when it serves mutual TLS;
     /// `None` when the field is absent or, as go-plugin reads it, 50 characters or shorter.
-    pub server_cert: Option<String>,
+    pub(crate) server_cert: Option<String>,
 }
 
 /// Why a go-plugin handshake line is not one Nivis can use.

@@ -41,9 +41,9 @@ const SHOWN_LINE_BYTES: usize = 2048;
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {
     /// The provider binary.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// A name for messages and logs (the provider id in the IR).
-    pub name: String,
+    pub(crate) name: String,
     /// Extra environment on top of ours (the child inherits the full environment).
     pub env: Vec<(String, String)>,
     /// How long the child may take to print its handshake.
@@ -51,10 +51,10 @@ pub struct LaunchSpec {
     /// Whose remembered validation verdicts to use: a hex digest naming the plan (one file per
     /// plan and binary, so a run reads only its own plan's verdicts); `None`: the binary's file
     /// shared by every user of it (`nivis gen`, tests).
-    pub validation_scope: Option<String>,
+    pub(crate) validation_scope: Option<String>,
     /// How long an ApplyResourceChange call may go unanswered before it fails (`None`: no
     /// limit; `apply --operation-timeout`).
-    pub operation_timeout: Option<Duration>,
+    pub(crate) operation_timeout: Option<Duration>,
 }
 
 impl LaunchSpec {
@@ -287,14 +287,9 @@ pub struct SpawnedPlugin {
 }
 
 impl PluginProcess {
-    /// Starts the binary and waits for its handshake.
-    pub fn launch(spec: &LaunchSpec) -> Result<PluginProcess, LaunchError> {
-        PluginProcess::spawn(spec)?.finish()
-    }
-
     /// Starts the binary (its private directory, our certificate, the process) without waiting
     /// for its handshake. Call it from the thread that owns the run.
-    pub fn spawn(spec: &LaunchSpec) -> Result<SpawnedPlugin, LaunchError> {
+    pub(crate) fn spawn(spec: &LaunchSpec) -> Result<SpawnedPlugin, LaunchError> {
         let name = spec.name.clone();
         if !spec.path.exists() {
             return Err(LaunchError::NotFound {
@@ -379,7 +374,7 @@ impl PluginProcess {
     }
 
     /// The gRPC target to connect to: the TLS bridge, or the provider's own socket.
-    pub fn target(&self) -> String {
+    pub(crate) fn target(&self) -> String {
         match &self.bridge {
             Some(bridge) => bridge.target(),
             None => self.handshake.target.clone(),
@@ -439,22 +434,22 @@ impl PluginProcess {
     }
 
     /// The handshake the provider printed.
-    pub fn handshake(&self) -> &Handshake {
+    pub(crate) fn handshake(&self) -> &Handshake {
         &self.handshake
     }
 
     /// The child's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.pid()
     }
 
     /// The last lines of the provider's stderr, or its panic trace if it panicked.
-    pub fn stderr_tail(&self) -> String {
+    pub(crate) fn stderr_tail(&self) -> String {
         self.tail.lock().map(|t| t.text()).unwrap_or_default()
     }
 
     /// True if the provider's stderr shows a Go panic.
-    pub fn panicked(&self) -> bool {
+    pub(crate) fn panicked(&self) -> bool {
         self.tail
             .lock()
             .map(|t| !t.panic.is_empty())
@@ -462,14 +457,14 @@ impl PluginProcess {
     }
 
     /// Whether the provider's process has exited (without waiting or reaping).
-    pub fn has_exited(&self) -> bool {
+    pub(crate) fn has_exited(&self) -> bool {
         self.child.has_exited()
     }
 
     /// Waits up to `grace` for the child to exit on its own; if it did, kills what is left of
     /// its process group, waits (up to a second) until its last stderr lines are in the tail,
     /// and returns its status.
-    pub fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
         let status = self.child.wait_exit(grace)?;
         // The drain thread may not have read the lines written just before the exit yet (a
         // loaded machine delays it); the group is dead, so stderr closes at once.
@@ -478,14 +473,14 @@ impl PluginProcess {
     }
 
     /// Kills (SIGKILL) the provider's process group and reaps the child. Idempotent.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         self.child.kill();
     }
 }
 
 impl SpawnedPlugin {
     /// Waits for the handshake and sets up the transport (mutual TLS when offered).
-    pub fn finish(self) -> Result<PluginProcess, LaunchError> {
+    pub(crate) fn finish(self) -> Result<PluginProcess, LaunchError> {
         let SpawnedPlugin {
             mut process,
             first,

@@ -18,9 +18,11 @@ mod tls;
 mod validation_cache;
 pub mod wire;
 
-pub use call_clock::{call_times, CallTimes};
+pub(crate) use call_clock::call_times;
 pub(crate) use call_clock::{off_the_clock, InFlight};
-pub use client::{GrpcProvider, SpawnedProvider, StartError};
-pub use handshake::{parse_handshake, Handshake, HandshakeError};
-pub use launch::{LaunchError, LaunchSpec, PluginProcess, SpawnedPlugin};
-pub use tls::{AutoMtlsServer, TlsError};
+pub use {
+    client::{GrpcProvider, SpawnedProvider, StartError},
+    handshake::{parse_handshake, Handshake, HandshakeError},
+    launch::{LaunchError, LaunchSpec, PluginProcess, SpawnedPlugin},
+    tls::provider_end::AutoMtlsServer,
+};

@@ -23,22 +23,22 @@ use crate::value::{PathStep, Type};
 
 /// The RPC paths of one protocol version.
 pub(super) struct Methods {
-    pub get_schema: &'static str,
-    pub validate_provider_config: &'static str,
-    pub validate_resource_config: &'static str,
-    pub validate_data_config: &'static str,
-    pub upgrade_resource_state: &'static str,
-    pub configure: &'static str,
-    pub read_resource: &'static str,
-    pub plan_resource_change: &'static str,
-    pub apply_resource_change: &'static str,
-    pub import_resource_state: &'static str,
-    pub read_data_source: &'static str,
-    pub stop: &'static str,
-    pub validate_ephemeral_config: &'static str,
-    pub open_ephemeral: &'static str,
-    pub renew_ephemeral: &'static str,
-    pub close_ephemeral: &'static str,
+    pub(crate) get_schema: &'static str,
+    pub(crate) validate_provider_config: &'static str,
+    pub(crate) validate_resource_config: &'static str,
+    pub(crate) validate_data_config: &'static str,
+    pub(crate) upgrade_resource_state: &'static str,
+    pub(crate) configure: &'static str,
+    pub(crate) read_resource: &'static str,
+    pub(crate) plan_resource_change: &'static str,
+    pub(crate) apply_resource_change: &'static str,
+    pub(crate) import_resource_state: &'static str,
+    pub(crate) read_data_source: &'static str,
+    pub(crate) stop: &'static str,
+    pub(crate) validate_ephemeral_config: &'static str,
+    pub(crate) open_ephemeral: &'static str,
+    pub(crate) renew_ephemeral: &'static str,
+    pub(crate) close_ephemeral: &'static str,
 }
 
 static V5: Methods = Methods {

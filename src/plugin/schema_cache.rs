@@ -64,12 +64,12 @@ pub(super) fn binary_hash(dir: &Path, path: &Path) -> Option<String> {
 #[serde(deny_unknown_fields)]
 pub(super) struct Entry {
     /// sha256 of the encoded GetSchema/GetProviderSchema response.
-    pub response: String,
+    pub(crate) response: String,
     /// [`model_digest`] of the converted schema: stable where the raw answer is not (providers
     /// encode their schema maps in random order), so it keys remembered validations.
-    pub model: String,
+    pub(crate) model: String,
     /// The converted schema.
-    pub schema: ProviderSchema,
+    pub(crate) schema: ProviderSchema,
 }
 
 /// The digest of a converted schema (its JSON; every map in it is ordered).

@@ -9,7 +9,7 @@
 //! moving bytes between gRPC and the session (`bridge`), starting the process (`launch`).
 
 pub(crate) mod cert;
-mod provider_end;
+pub(super) mod provider_end;
 
 use std::fmt;
 use std::io;
@@ -31,7 +31,6 @@ use rustls::{
 };
 
 pub(crate) use cert::PluginCert;
-pub use provider_end::AutoMtlsServer;
 
 /// How long the TLS handshake with a provider may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -17,11 +17,11 @@ use crate::nixeval::PlanSource;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NotFound {
     /// The directory the search started in.
-    pub start: PathBuf,
+    pub(crate) start: PathBuf,
     /// The last directory searched.
-    pub last: PathBuf,
+    pub(crate) last: PathBuf,
     /// What stopped it there.
-    pub stop: &'static str,
+    pub(crate) stop: &'static str,
 }
 
 /// The nearest of `start` and its ancestors holding `flake.nix`, searched as Nix searches for

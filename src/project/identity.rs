@@ -31,11 +31,11 @@ pub(crate) enum IdentityKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Identity {
     /// How the project is recognised.
-    pub kind: IdentityKind,
+    pub(crate) kind: IdentityKind,
     /// What is hashed into the state directory's name.
-    pub key: String,
+    pub(crate) key: String,
     /// The readable part of the state directory's name (only for people: the hash decides).
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// The longest declared project name.
@@ -179,17 +179,17 @@ impl GitLineage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ProjectNote {
     /// How the project is recognised.
-    pub kind: IdentityKind,
+    pub(crate) kind: IdentityKind,
     /// What identifies the project: its declared name, its first commit, or its path.
-    pub key: String,
+    pub(crate) key: String,
     /// The name the state directory is named after.
-    pub name: String,
+    pub(crate) name: String,
     /// The project's directory (or plan file, or flake reference) last time.
-    pub directory: String,
+    pub(crate) directory: String,
     /// A digest of its `flake.nix` (or plan file) then: recognises a moved and renamed
     /// path-keyed project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan_digest: Option<String>,
+    pub(crate) plan_digest: Option<String>,
 }
 
 /// A digest of the plan at `project` (a flake directory's `flake.nix`, or a plan file).

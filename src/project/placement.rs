@@ -16,9 +16,9 @@ use crate::state::{StatePaths, DEFAULT_PATH};
 #[derive(Debug, Clone)]
 pub(crate) struct Placement {
     /// The identity the state is keyed by.
-    pub identity: Identity,
+    pub(crate) identity: Identity,
     /// The default environment's state path.
-    pub state: PathBuf,
+    pub(crate) state: PathBuf,
     /// Default state paths of identities the project had before (path-keyed; a declared
     /// project's git-keyed one), with how messages name them.
     earlier: Vec<(PathBuf, &'static str)>,

@@ -125,11 +125,11 @@ pub const DEFAULT_HOST: &str = "registry.opentofu.org";
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ProviderAddr {
     /// Registry host in display form, lowercase, e.g. `registry.opentofu.org` or `127.0.0.1:8080`.
-    pub host: String,
+    pub(crate) host: String,
     /// Namespace (organisation), lowercase.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Provider type, lowercase; the binary is `terraform-provider-TYPE…`.
-    pub type_: String,
+    pub(crate) type_: String,
 }
 
 impl ProviderAddr {
@@ -157,12 +157,13 @@ impl ProviderAddr {
     }
 
     /// The path of this provider below a mirror or cache root: `HOST/NAMESPACE/TYPE`.
-    pub fn rel_path(&self) -> std::path::PathBuf {
+    pub(crate) fn rel_path(&self) -> std::path::PathBuf {
         [&self.host, &self.namespace, &self.type_].iter().collect()
     }
 
     /// Whether the host is a loopback address (`127.x.y.z`, `localhost`, `[::1]`).
-    pub fn host_is_loopback(&self) -> bool {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn host_is_loopback(&self) -> bool {
         host_is_loopback(&self.host)
     }
 }
@@ -263,15 +264,15 @@ pub fn is_registry_address(source: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Version {
     /// Major number.
-    pub major: u64,
+    pub(crate) major: u64,
     /// Minor number.
-    pub minor: u64,
+    pub(crate) minor: u64,
     /// Patch number.
-    pub patch: u64,
+    pub(crate) patch: u64,
     /// Dot-separated prerelease identifiers; empty for a release.
-    pub pre: Vec<String>,
+    pub(crate) pre: Vec<String>,
     /// Build metadata, without the `+`; empty if none.
-    pub build: String,
+    pub(crate) build: String,
 }
 
 impl Version {
@@ -291,7 +292,7 @@ impl Version {
     }
 
     /// Whether this is a prerelease (`1.0.0-beta1`).
-    pub fn is_prerelease(&self) -> bool {
+    pub(crate) fn is_prerelease(&self) -> bool {
         !self.pre.is_empty()
     }
 
@@ -531,7 +532,7 @@ impl Constraint {
     }
 
     /// Whether `v` satisfies every clause.
-    pub fn allows(&self, v: &Version) -> bool {
+    pub(crate) fn allows(&self, v: &Version) -> bool {
         if v.is_prerelease()
             && !self
                 .clauses
@@ -561,7 +562,7 @@ impl Constraint {
     }
 
     /// Whether there are no clauses.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.clauses.is_empty()
     }
 }

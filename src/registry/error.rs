@@ -49,13 +49,13 @@ impl fmt::Display for Check {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackageRef {
     /// Provider address.
-    pub address: String,
+    pub(crate) address: String,
     /// Version.
-    pub version: String,
+    pub(crate) version: String,
     /// Target platform.
-    pub platform: String,
+    pub(crate) platform: String,
     /// Where the package came from (or was looked for).
-    pub origin: String,
+    pub(crate) origin: String,
 }
 
 impl fmt::Display for PackageRef {

@@ -117,7 +117,7 @@ impl Hash {
 
     /// `zh:` for a hex sha256 (as listed in SHA256SUMS or a registry's `shasum`); the hex is
     /// lowercased and must be 64 hex digits.
-    pub fn zh_from_hex(hex: &str) -> Result<Hash, HashError> {
+    pub(crate) fn zh_from_hex(hex: &str) -> Result<Hash, HashError> {
         if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
             Ok(Hash(format!("zh:{}", hex.to_ascii_lowercase())))
         } else {
@@ -126,12 +126,12 @@ impl Hash {
     }
 
     /// The scheme, without the colon.
-    pub fn scheme(&self) -> &str {
+    pub(crate) fn scheme(&self) -> &str {
         self.0.split_once(':').map_or("", |(s, _)| s)
     }
 
     /// Whether the scheme is one used for verification (`h1` or `zh`).
-    pub fn is_preferred(&self) -> bool {
+    pub(crate) fn is_preferred(&self) -> bool {
         matches!(self.scheme(), "h1" | "zh")
     }
 

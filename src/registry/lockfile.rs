@@ -45,17 +45,17 @@ pub struct LockedProvider {
 
 impl LockedProvider {
     /// The `h1:`/`zh:` hashes (the only ones used to verify).
-    pub fn preferred_hashes(&self) -> impl Iterator<Item = &Hash> {
+    pub(crate) fn preferred_hashes(&self) -> impl Iterator<Item = &Hash> {
         self.hashes.iter().filter(|h| h.is_preferred())
     }
 
     /// Whether the entry has any hash that can verify a package.
-    pub fn has_preferred_hashes(&self) -> bool {
+    pub(crate) fn has_preferred_hashes(&self) -> bool {
         self.preferred_hashes().next().is_some()
     }
 
     /// Whether any of `package_hashes` is recorded here (as `h1:`/`zh:`).
-    pub fn accepts(&self, package_hashes: &[Hash]) -> bool {
+    pub(crate) fn accepts(&self, package_hashes: &[Hash]) -> bool {
         package_hashes
             .iter()
             .any(|h| h.is_preferred() && self.hashes.contains(h))

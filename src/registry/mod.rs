@@ -54,12 +54,15 @@ mod resolve;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use address::{
-    is_registry_address, Constraint, NotationError, Platform, ProviderAddr, Version, DEFAULT_HOST,
+pub use {
+    address::{
+        is_registry_address, Constraint, NotationError, Platform, ProviderAddr, Version,
+        DEFAULT_HOST,
+    },
+    error::{Check, InstallError, PackageRef},
+    hash::{h1_of_dir, h1_of_zip, h1_of_zip_package, zh_of_bytes, zh_of_file, Hash, HashError},
+    lockfile::LockFile,
 };
-pub use error::{Check, InstallError, PackageRef};
-pub use hash::{h1_of_dir, h1_of_zip, h1_of_zip_package, zh_of_bytes, zh_of_file, Hash, HashError};
-pub use lockfile::{LockFile, LockedProvider};
 
 /// Where and how to install providers.
 #[derive(Debug, Clone)]
@@ -105,7 +108,7 @@ impl InstallOptions {
 
 /// The default per-user cache: `$XDG_CACHE_HOME/nivis/providers`, else
 /// `$HOME/.cache/nivis/providers`.
-pub fn default_cache_dir() -> Option<PathBuf> {
+pub(crate) fn default_cache_dir() -> Option<PathBuf> {
     Some(crate::xdg::cache_home()?.join("nivis").join("providers"))
 }
 
@@ -151,7 +154,7 @@ pub struct Installed {
     /// The lock file's hashes for this provider after the install.
     pub hashes: Vec<String>,
     /// Non-fatal remarks (e.g. a registry that reports no package hashes).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// A place packages come from: a filesystem mirror, a network mirror or a registry.

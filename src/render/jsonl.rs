@@ -21,7 +21,7 @@ use crate::value::render_path;
 pub(super) const EVENTS_VERSION: u32 = 1;
 
 /// The JSON-lines printer: one object per event on stdout.
-pub struct JsonLines {
+pub(crate) struct JsonLines {
     started: bool,
     /// The run's secrets, redacted from every line.
     redactor: Redactor,
@@ -29,7 +29,7 @@ pub struct JsonLines {
 
 impl JsonLines {
     /// A printer redacting what `redactor` knows (the run's).
-    pub fn new(redactor: Redactor) -> Self {
+    pub(crate) fn new(redactor: Redactor) -> Self {
         JsonLines {
             started: false,
             redactor,
@@ -37,7 +37,7 @@ impl JsonLines {
     }
 
     /// Writes the stream's first line: which Nivis, which format, which command.
-    pub fn start(&mut self, command: &str) {
+    pub(crate) fn start(&mut self, command: &str) {
         self.started = true;
         self.line(json!({
             "type": "version",
@@ -50,7 +50,12 @@ impl JsonLines {
     /// Writes the stream's last line: what the command planned, did and found, and its exit
     /// status.
     /// `summary` is [`super::summary::Tally::summary_json`]'s.
-    pub fn summary(&mut self, command: &str, mut summary: serde_json::Value, exit_status: i32) {
+    pub(crate) fn summary(
+        &mut self,
+        command: &str,
+        mut summary: serde_json::Value,
+        exit_status: i32,
+    ) {
         summary["type"] = json!("summary");
         summary["command"] = json!(command);
         summary["exitStatus"] = json!(exit_status);
@@ -139,7 +144,7 @@ fn condition_json(c: &crate::ir::Condition, fatal: bool) -> serde_json::Value {
 
 /// Converts an event to its JSON-lines form.
 // Long because it is one arm per event type, each the object docs/JSON-EVENTS.md describes.
-pub fn event_json(event: &Event) -> serde_json::Value {
+pub(crate) fn event_json(event: &Event) -> serde_json::Value {
     match event {
         Event::RemoteState {
             name,

@@ -36,13 +36,13 @@ pub(super) fn write_remote_state(
 }
 
 /// Asks `question` below the plan just printed, set off by a blank line; only `yes` agrees.
-pub fn confirm_plan(question: &str) -> bool {
+pub(crate) fn confirm_plan(question: &str) -> bool {
     outln!();
     confirm(question)
 }
 
 /// Asks `question` on the terminal; only `yes` agrees.
-pub fn confirm(question: &str) -> bool {
+pub(crate) fn confirm(question: &str) -> bool {
     out!("{question} Only 'yes' will be accepted: ");
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_err() {
@@ -52,7 +52,7 @@ pub fn confirm(question: &str) -> bool {
 }
 
 /// The answer to a declined confirmation.
-pub fn print_declined(redactor: &Redactor, message: &str) {
+pub(crate) fn print_declined(redactor: &Redactor, message: &str) {
     outln!("{}", escape(redactor, message));
 }
 
@@ -68,7 +68,7 @@ pub(super) fn write_pending(
 }
 
 /// Diagnostics on stderr.
-pub fn write_diagnostics(style: Style, redactor: &Redactor, diagnostics: &[Diagnostic]) {
+pub(crate) fn write_diagnostics(style: Style, redactor: &Redactor, diagnostics: &[Diagnostic]) {
     let mut err = std::io::stderr().lock();
     for d in diagnostics {
         write_diagnostic(&mut err, style, redactor, d);
@@ -76,12 +76,17 @@ pub fn write_diagnostics(style: Style, redactor: &Redactor, diagnostics: &[Diagn
 }
 
 /// A JSON document, pretty, on stdout (secrets redacted, terminal controls escaped).
-pub fn print_json(redactor: &Redactor, value: &serde_json::Value) {
+pub(crate) fn print_json(redactor: &Redactor, value: &serde_json::Value) {
     outln!("{}", json_text(redactor, value, true));
 }
 
 /// What a saved plan was made from, before its changes (`nivis show`).
-pub fn print_saved_plan_head(redactor: &Redactor, path: &str, sha256: &str, plan: &SavedPlan) {
+pub(crate) fn print_saved_plan_head(
+    redactor: &Redactor,
+    path: &str,
+    sha256: &str,
+    plan: &SavedPlan,
+) {
     let b = &plan.basis;
     outln!(
         "Saved plan {} ({})",
@@ -122,7 +127,7 @@ pub fn print_saved_plan_head(redactor: &Redactor, path: &str, sha256: &str, plan
 }
 
 /// The closing lines of a successful `command` (`refresh-only` for `plan --refresh-only`).
-pub fn print_summary(
+pub(crate) fn print_summary(
     redactor: &Redactor,
     command: &str,
     report: Option<&Report>,

@@ -9,33 +9,33 @@ use serde_json::json;
 use crate::engine::{Action, Event, Sink, Wait};
 
 /// A sink that forwards to another and also counts planned actions, for summaries.
-pub struct Tally<'a> {
+pub(crate) struct Tally<'a> {
     inner: &'a mut dyn Sink,
     /// Planned actions: (id, action).
-    pub planned: Vec<(String, Action)>,
+    pub(crate) planned: Vec<(String, Action)>,
     /// Deferred resources.
-    pub deferred: Vec<(String, Vec<Wait>)>,
+    pub(crate) deferred: Vec<(String, Vec<Wait>)>,
     /// Planned moves: (from, to).
-    pub moves: Vec<(String, String)>,
+    pub(crate) moves: Vec<(String, String)>,
     /// Planned imports: ids.
-    pub imports: Vec<String>,
+    pub(crate) imports: Vec<String>,
     /// Objects refresh found different from their records (or gone).
-    pub drifted: Vec<String>,
+    pub(crate) drifted: Vec<String>,
     /// Changes carried out and recorded: (id, action); data source reads and no-ops left out.
-    pub applied: Vec<(String, Action)>,
+    pub(crate) applied: Vec<(String, Action)>,
     /// Where `plan --out` saved the plan, as given (`nivis show FILE`: the file shown).
-    pub saved_to: Option<String>,
+    pub(crate) saved_to: Option<String>,
     /// Whether drift alone is a change (`refresh` and `plan --refresh-only`, whose business
     /// it is); elsewhere drift is reported but only what the plan acts on is a change.
-    pub drift_is_change: bool,
+    pub(crate) drift_is_change: bool,
     /// The flags that chose the plan source and the state, as the command was given them, for
     /// the next step's command line; `None` when they are not known (`nivis show FILE`).
-    pub source_flags: Option<Vec<String>>,
+    pub(crate) source_flags: Option<Vec<String>>,
 }
 
 impl<'a> Tally<'a> {
     /// Wraps `inner`.
-    pub fn new(inner: &'a mut dyn Sink) -> Self {
+    pub(crate) fn new(inner: &'a mut dyn Sink) -> Self {
         Tally {
             inner,
             planned: Vec::new(),
@@ -54,7 +54,7 @@ impl<'a> Tally<'a> {
     /// moves, imports, and drift where [`Tally::drift_is_change`] (`--detailed-exitcode`
     /// exits 2 then). Drift the plan does not act on is no change, as in Terraform (DESIGN §90):
     /// drift that matters shows up as a planned action.
-    pub fn has_changes(&self) -> bool {
+    pub(crate) fn has_changes(&self) -> bool {
         !(self.planned.is_empty()
             && self.deferred.is_empty()
             && self.moves.is_empty()
@@ -64,7 +64,7 @@ impl<'a> Tally<'a> {
 
     /// Whether an apply of this plan would do anything: planned changes, resources decided
     /// later, moves or imports. Drift alone is not: "No changes." is then the plan's last word.
-    pub fn plans_work(&self) -> bool {
+    pub(crate) fn plans_work(&self) -> bool {
         !(self.planned.is_empty()
             && self.deferred.is_empty()
             && self.moves.is_empty()
@@ -72,7 +72,7 @@ impl<'a> Tally<'a> {
     }
 
     /// The counts the JSON stream's `summary` line carries.
-    pub fn summary_json(&self) -> serde_json::Value {
+    pub(crate) fn summary_json(&self) -> serde_json::Value {
         json!({
             "planned": action_counts(&self.planned),
             "deferred": self.deferred.len(),
@@ -137,7 +137,7 @@ impl Sink for Tally<'_> {
 }
 
 /// The one-line plan summary.
-pub fn plan_summary(
+pub(crate) fn plan_summary(
     planned: &[(String, Action)],
     deferred: usize,
     moves: usize,

@@ -21,10 +21,10 @@ pub(crate) const FORMAT: &str = "nivis-diff/1";
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Diff {
     /// One entry per node that differs, by address (the new address of a moved node).
-    pub nodes: Vec<NodeChange>,
+    pub(crate) nodes: Vec<NodeChange>,
     /// Nodes unchanged themselves that read, directly or through others, an output of a
     /// changed or added node.
-    pub may_change_later: Vec<Dependent>,
+    pub(crate) may_change_later: Vec<Dependent>,
 }
 
 /// How a node differs.
@@ -59,16 +59,16 @@ impl ChangeKind {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct NodeChange {
     /// The node's address on the second side (the first side's, for a removed node).
-    pub address: String,
+    pub(crate) address: String,
     /// How it differs.
-    pub kind: ChangeKind,
+    pub(crate) kind: ChangeKind,
     /// Attribute differences (`config.…` and `meta.…`); for an added or removed node, its
     /// attributes on the side it exists.
-    pub attributes: Vec<AttrChange>,
+    pub(crate) attributes: Vec<AttrChange>,
     /// Edges (what this node reads or waits for) only `after` has.
-    pub edges_added: Vec<EdgeEnd>,
+    pub(crate) edges_added: Vec<EdgeEnd>,
     /// Edges only `before` has (addresses as `after` names them).
-    pub edges_removed: Vec<EdgeEnd>,
+    pub(crate) edges_removed: Vec<EdgeEnd>,
 }
 
 /// One attribute's value on each side.
@@ -97,18 +97,18 @@ pub(crate) enum Shown {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct EdgeEnd {
     /// The node read or waited for.
-    pub from: String,
+    pub(crate) from: String,
     /// Where it is used: the configuration path, or `dependsOn`.
-    pub via: String,
+    pub(crate) via: String,
 }
 
 /// A node that may change once a changed node it depends on is applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Dependent {
     /// The dependent node's address.
-    pub address: String,
+    pub(crate) address: String,
     /// The changed or added nodes it depends on (directly or through others).
-    pub because_of: Vec<String>,
+    pub(crate) because_of: Vec<String>,
 }
 
 impl Diff {

@@ -18,9 +18,9 @@ use crate::review::diff::Shown;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Target {
     /// The node's id.
-    pub node: String,
+    pub(crate) node: String,
     /// The attribute path inside its configuration; empty for the whole node.
-    pub attr: Vec<PathStep>,
+    pub(crate) attr: Vec<PathStep>,
 }
 
 /// How a value depends on another node.
@@ -57,49 +57,49 @@ impl Via {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Origin {
     /// The node's address.
-    pub address: String,
+    pub(crate) address: String,
     /// How the value depends on it.
-    pub via: Via,
+    pub(crate) via: Via,
     /// Where in the reading node (`label`, `dependsOn`).
-    pub at: String,
+    pub(crate) at: String,
     /// The outputs read and what the state records for each (empty: any output).
-    pub outputs: Vec<(String, Shown)>,
+    pub(crate) outputs: Vec<(String, Shown)>,
     /// Where the node was written (file, line, column), when Nix knows.
-    pub defined_at: Option<Json>,
+    pub(crate) defined_at: Option<Json>,
     /// What this node's own configuration was computed from.
-    pub origins: Vec<Origin>,
+    pub(crate) origins: Vec<Origin>,
 }
 
 /// A node that reads the target's node.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reader {
     /// The reading node's address.
-    pub address: String,
+    pub(crate) address: String,
     /// How it reads the target's node.
-    pub via: Via,
+    pub(crate) via: Via,
     /// Where in the reading node (`label`, `dependsOn`).
-    pub at: String,
+    pub(crate) at: String,
     /// The target node's outputs it reads (empty: any output).
-    pub reads: Vec<String>,
+    pub(crate) reads: Vec<String>,
     /// Where the reading node was written (file, line, column), when Nix knows.
-    pub defined_at: Option<Json>,
+    pub(crate) defined_at: Option<Json>,
 }
 
 /// The provenance of one address.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Why {
     /// The node and attribute asked about.
-    pub target: Target,
+    pub(crate) target: Target,
     /// The attribute's value in the IR (markers for outputs not recorded yet).
-    pub value: Shown,
+    pub(crate) value: Shown,
     /// Where the attribute was written (the closest enclosing attribute Nix knows).
-    pub defined_at: Option<Json>,
+    pub(crate) defined_at: Option<Json>,
     /// Where the node was written.
-    pub node_defined_at: Option<Json>,
+    pub(crate) node_defined_at: Option<Json>,
     /// The nodes the value was computed from, each with its own origins.
-    pub origins: Vec<Origin>,
+    pub(crate) origins: Vec<Origin>,
     /// The nodes that read the target's node.
-    pub readers: Vec<Reader>,
+    pub(crate) readers: Vec<Reader>,
 }
 
 /// Why an address does not name an attribute of the plan.

@@ -106,11 +106,11 @@ impl std::error::Error for SpecError {}
 #[derive(Debug)]
 pub(crate) struct ReadError {
     /// The variable's name.
-    pub name: String,
+    pub(crate) name: String,
     /// The source in words ([`super::Source::describe`]).
-    pub source: String,
+    pub(crate) source: String,
     /// What went wrong (boxed: a refused identity file carries a large refusal).
-    pub problem: Box<ReadProblem>,
+    pub(crate) problem: Box<ReadProblem>,
 }
 
 /// What went wrong reading one source.

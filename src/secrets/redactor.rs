@@ -59,7 +59,7 @@ impl Redactor {
 
     /// Masks every variable value until [`Redactor::settle_variables`] knows which variables are
     /// sensitive.
-    pub fn remember_variables_provisionally(&self, vars: &BTreeMap<String, Json>) {
+    pub(crate) fn remember_variables_provisionally(&self, vars: &BTreeMap<String, Json>) {
         let mut known = self.write();
         for v in vars.values() {
             each_scalar_json(v, &mut |s| known.provisional.insert(s));
@@ -68,7 +68,7 @@ impl Redactor {
 
     /// Ends the provisional period: the values of the variables `sensitive` names stay
     /// secrets, the others are forgotten.
-    pub fn settle_variables(
+    pub(crate) fn settle_variables(
         &self,
         vars: &BTreeMap<String, Json>,
         sensitive: &dyn Fn(&str) -> bool,
@@ -120,7 +120,7 @@ impl Redactor {
 
     /// Replaces every known secret inside the strings (and keys) of a JSON tree by
     /// [`JSON_MASK`].
-    pub fn redact_json(&self, json: &mut Json) {
+    pub(crate) fn redact_json(&self, json: &mut Json) {
         match json {
             Json::String(s) => {
                 if let Cow::Owned(r) = self.redact_with(s, JSON_MASK) {
@@ -145,14 +145,14 @@ impl Redactor {
     }
 
     /// Whether any secret is known: without one, nothing is ever redacted.
-    pub fn knows_secrets(&self) -> bool {
+    pub(crate) fn knows_secrets(&self) -> bool {
         let known = self.read();
         !(known.values.is_empty() && known.provisional.is_empty())
     }
 
     /// `text` (an error Nix printed) without the lines that quote a fragment of a known secret
     /// ([`FRAGMENT_LEN`] bytes of it anywhere), and how many lines were left out.
-    pub fn without_derived_lines(&self, text: &str) -> (String, usize) {
+    pub(crate) fn without_derived_lines(&self, text: &str) -> (String, usize) {
         let known = self.read();
         let mut fragments: HashSet<&[u8]> = HashSet::new();
         for set in [&known.values, &known.provisional] {

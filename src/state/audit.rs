@@ -24,89 +24,89 @@ use super::file::StatePaths;
 use super::StateError;
 
 /// The record format's major version.
-pub const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 1;
 
 /// What a run did, as the CLI saw it: the part of a record the chain does not decide.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Entry {
+pub(crate) struct Entry {
     /// When the run ended, RFC 3339 UTC.
-    pub time: String,
+    pub(crate) time: String,
     /// `$USER` (else `$LOGNAME`), as the machine says.
-    pub user: String,
+    pub(crate) user: String,
     /// The effective uid.
-    pub uid: u32,
+    pub(crate) uid: u32,
     /// The host name, as the machine says.
-    pub host: String,
+    pub(crate) host: String,
     /// The CI job, `VARIABLE=value` of the first standard variable set (`CI_JOB_ID`, ...).
-    pub ci_job: Option<String>,
+    pub(crate) ci_job: Option<String>,
     /// The verb (`nivis apply`, `nivis state rm`, ...); never its arguments (a `--var` may
     /// hold a secret).
-    pub command: String,
+    pub(crate) command: String,
     /// The environment (`--env`).
-    pub env: String,
+    pub(crate) env: String,
     /// `apply FILE`: the saved plan's sha256.
-    pub saved_plan_sha256: Option<String>,
+    pub(crate) saved_plan_sha256: Option<String>,
     /// sha256 of the plan the run showed: its rows (phase, address, action) one per line; a run
     /// that showed none first (`--auto-approve`): of the operations it started.
-    pub plan_digest: Option<String>,
+    pub(crate) plan_digest: Option<String>,
     /// The state serial before the run (`None`: no state yet).
-    pub serial_before: Option<u64>,
+    pub(crate) serial_before: Option<u64>,
     /// The state serial after the run (`None`: the run wrote nothing).
-    pub serial_after: Option<u64>,
+    pub(crate) serial_after: Option<u64>,
     /// What changed, in order: addresses and actions only.
-    pub changes: Vec<Change>,
+    pub(crate) changes: Vec<Change>,
     /// Mandatory policy rules overridden (`--override RULE --reason TEXT`), each once, with
     /// the reason given.
-    pub policy_overrides: Vec<PolicyOverride>,
+    pub(crate) policy_overrides: Vec<PolicyOverride>,
     /// `ok`, `failed`, `interrupted`.
-    pub result: String,
+    pub(crate) result: String,
 }
 
 /// One changed address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// The resource address, as the plan shows it.
-    pub address: String,
+    pub(crate) address: String,
     /// What was done: the plan's action word (`create`, `update`, `delete`, ...).
-    pub action: String,
+    pub(crate) action: String,
 }
 
 /// A policy check overridden, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PolicyOverride {
+pub(crate) struct PolicyOverride {
     /// The rule's name, as `--override` named it.
-    pub rule: String,
+    pub(crate) rule: String,
     /// The `--reason` given for overriding it.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// A record as stored: the entry, its place in the chain and its hash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// The record format version ([`FORMAT`]).
-    pub format: u32,
+    pub(crate) format: u32,
     /// 1 for the first record, one more for each after it.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The previous record's `hash` (none for the first).
-    pub prev: Option<String>,
+    pub(crate) prev: Option<String>,
     #[serde(flatten)]
     /// The run this record describes.
-    pub entry: Entry,
+    pub(crate) entry: Entry,
     /// sha256 (hex) of this record's bytes without this field and `mac` (see [`hash_of`]).
-    pub hash: String,
+    pub(crate) hash: String,
     /// HMAC-SHA256 (hex) of `hash`, keyed with the state's audit key (`StateKey::Audit`, kept
     /// only in the state): a log rewritten with recomputed hashes, or a record appended by
     /// someone who cannot read the state, does not carry it. Absent in records written before
     /// the state had a key (DESIGN §93).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<String>,
+    pub(crate) mac: Option<String>,
 }
 
 impl Record {
     /// The record following `last` (none: the first), MAC'd with `key` (the state's audit
     /// key, when it has one).
-    pub fn next(last: Option<&Record>, entry: Entry, key: Option<&[u8; 32]>) -> Record {
+    pub(crate) fn next(last: Option<&Record>, entry: Entry, key: Option<&[u8; 32]>) -> Record {
         let mut record = Record {
             format: FORMAT,
             seq: last.map_or(1, |l| l.seq + 1),
@@ -122,7 +122,7 @@ impl Record {
     }
 
     /// The stored bytes: one JSON line, without the newline.
-    pub fn to_line(&self) -> String {
+    pub(crate) fn to_line(&self) -> String {
         serde_json::to_string(self).expect("a record serializes")
     }
 }
@@ -139,24 +139,24 @@ pub fn hash_of(stored: &Json) -> Option<String> {
 
 /// One stored record as read back: where it is (`line N` or an object key) and its bytes.
 #[derive(Debug, Clone)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// Where the record is: `line N` of the local log, or the object key of a remote one.
-    pub place: String,
+    pub(crate) place: String,
     /// The record's stored bytes, exactly as read.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// The sequence number the place says (an object's key), if it says one.
-    pub named_seq: Option<u64>,
+    pub(crate) named_seq: Option<u64>,
 }
 
 impl Stored {
     /// The record, if the bytes are one.
-    pub fn record(&self) -> Option<Record> {
+    pub(crate) fn record(&self) -> Option<Record> {
         serde_json::from_slice(&self.bytes).ok()
     }
 }
 
 /// The first place the chain is broken, in words naming the record; `None`: intact.
-pub fn verify(stored: &[Stored]) -> Option<String> {
+pub(crate) fn verify(stored: &[Stored]) -> Option<String> {
     let mut last: Option<Record> = None;
     for s in stored {
         let expected = last.as_ref().map_or(1, |l| l.seq + 1);
@@ -220,16 +220,16 @@ fn mac_of(key: &[u8; 32], hash: &str) -> String {
 
 /// What the state says about its log: its audit key and its serial (`None`: no state yet).
 #[derive(Debug, Clone, Copy)]
-pub struct Anchor {
+pub(crate) struct Anchor {
     /// The state's audit key, if it has one yet.
-    pub key: Option<[u8; 32]>,
+    pub(crate) key: Option<[u8; 32]>,
     /// The state's serial, if a state exists.
-    pub serial: Option<u64>,
+    pub(crate) serial: Option<u64>,
 }
 
 impl Anchor {
     /// The anchor of `state` (`exists`: whether a state was ever written).
-    pub fn of(state: &super::StateFile, exists: bool) -> Anchor {
+    pub(crate) fn of(state: &super::StateFile, exists: bool) -> Anchor {
         Anchor {
             key: state.key(super::StateKey::Audit),
             serial: exists.then_some(state.serial),
@@ -241,7 +241,7 @@ impl Anchor {
 /// one carries a MAC made with the state's key (a forged append or a log rewritten with
 /// recomputed hashes does not), and the last record leaves the state at the serial it is at
 /// (a deleted tail, or a deleted log, leaves the state ahead of it). `None`: consistent.
-pub fn verify_with_state(stored: &[Stored], anchor: &Anchor) -> Option<String> {
+pub(crate) fn verify_with_state(stored: &[Stored], anchor: &Anchor) -> Option<String> {
     if let Some(problem) = verify(stored) {
         return Some(problem);
     }
@@ -312,7 +312,7 @@ pub fn verify_with_state(stored: &[Stored], anchor: &Anchor) -> Option<String> {
 
 /// The audit key of the state `backend` names, if it has one: read from a local snapshot
 /// without building the state (its other fields are skipped), or from the S3 state.
-pub fn key_of(backend: &Backend) -> Option<[u8; 32]> {
+pub(crate) fn key_of(backend: &Backend) -> Option<[u8; 32]> {
     match backend {
         Backend::Local { path, .. } => {
             let paths = StatePaths::resolve(path).ok()?;
@@ -325,7 +325,7 @@ pub fn key_of(backend: &Backend) -> Option<[u8; 32]> {
 
 /// Why the audit log cannot be opened, read or appended to.
 #[derive(Debug)]
-pub enum AuditError {
+pub(crate) enum AuditError {
     /// The state's place cannot be resolved, or its S3 backend cannot be used.
     State(StateError),
     /// A local file operation failed.
@@ -415,7 +415,7 @@ impl From<StateError> for AuditError {
 }
 
 /// The audit log of the state `backend` names.
-pub enum Log {
+pub(crate) enum Log {
     /// `P.audit` beside a local state.
     Local(PathBuf),
     /// Objects under `KEY.audit/` beside an S3 state.
@@ -424,7 +424,7 @@ pub enum Log {
 
 impl Log {
     /// The log kept with `backend`'s state.
-    pub fn of(backend: &Backend) -> Result<Log, AuditError> {
+    pub(crate) fn of(backend: &Backend) -> Result<Log, AuditError> {
         match backend {
             Backend::Local { path, .. } => {
                 let paths = StatePaths::resolve(path)?;
@@ -437,7 +437,7 @@ impl Log {
     }
 
     /// Where the log is, for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Log::Local(path) => path.display().to_string(),
             Log::S3(log) => log.describe(),
@@ -446,7 +446,11 @@ impl Log {
 
     /// Appends `entry` as the next record, MAC'd with `key` (the state's audit key, when it
     /// has one); returns it.
-    pub fn append(&self, entry: Entry, key: Option<&[u8; 32]>) -> Result<Record, AuditError> {
+    pub(crate) fn append(
+        &self,
+        entry: Entry,
+        key: Option<&[u8; 32]>,
+    ) -> Result<Record, AuditError> {
         match self {
             Log::Local(path) => append_local(path, entry, key),
             Log::S3(log) => log.append(entry, key),
@@ -454,7 +458,7 @@ impl Log {
     }
 
     /// Every stored record, in order.
-    pub fn read(&self) -> Result<Vec<Stored>, AuditError> {
+    pub(crate) fn read(&self) -> Result<Vec<Stored>, AuditError> {
         match self {
             Log::Local(path) => read_local(path),
             Log::S3(log) => log.read(),
@@ -463,7 +467,7 @@ impl Log {
 }
 
 /// The local log of the snapshot `P`: `P.audit`.
-pub fn local_path(snapshot: &Path) -> PathBuf {
+pub(crate) fn local_path(snapshot: &Path) -> PathBuf {
     PathBuf::from(format!("{}.audit", snapshot.display()))
 }
 

@@ -19,7 +19,7 @@ use super::{
     StateStore, Store,
 };
 
-pub use super::s3::config::DEFAULT_ENV;
+pub(crate) use super::s3::config::DEFAULT_ENV;
 
 /// A state store opened for writing and locked until `close` (or drop): what the engine and the
 /// CLI hold, whichever backend it is.
@@ -273,7 +273,7 @@ impl Backend {
     /// (`KEY=VALUE`; VALUE is JSON when it parses as JSON) for environment `env`; `local` is
     /// the `--state` path; `redactor` (the run's) learns the secrets a remote backend reads
     /// (credentials, the encryption key).
-    pub fn configure(
+    pub(crate) fn configure(
         flake: Option<&Json>,
         overrides: &[String],
         env: &str,
@@ -323,7 +323,7 @@ impl Backend {
     }
 
     /// The selected environment.
-    pub fn env(&self) -> &str {
+    pub(crate) fn env(&self) -> &str {
         match self {
             Backend::Local { env, .. } => env,
             Backend::S3 { backend, .. } => &backend.env,
@@ -332,7 +332,7 @@ impl Backend {
 
     /// The local state file of the selected environment: the state itself, or the one a
     /// project moving to the remote backend would still have (`state migrate` copies it).
-    pub fn local_path(&self) -> &Path {
+    pub(crate) fn local_path(&self) -> &Path {
         match self {
             Backend::Local { path, .. } => path,
             Backend::S3 { local, .. } => local,
@@ -340,7 +340,7 @@ impl Backend {
     }
 
     /// Where the state is, for messages: a path or `s3://bucket/key`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Backend::Local { path, .. } => path.display().to_string(),
             Backend::S3 { backend, .. } => backend.url(),
@@ -350,7 +350,7 @@ impl Backend {
     /// Opens the state for writing, locked for `holder`, waiting up to `wait` for the lock. A
     /// state that is missing although evidence shows it existed is refused
     /// ([`StateError::Lost`]).
-    pub fn open(
+    pub(crate) fn open(
         &self,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -360,7 +360,7 @@ impl Backend {
 
     /// [`open`](Backend::open), with what to do when the state is lost (`state push`, which
     /// replaces it whole, and `--accept-lost-state` start over).
-    pub fn open_as(
+    pub(crate) fn open_as(
         &self,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -390,7 +390,7 @@ impl Backend {
 
     /// Opens the (S3) state as the target of a migration: no refusal because a local state
     /// exists. The local backend cannot be a migration target.
-    pub fn open_for_migration(
+    pub(crate) fn open_for_migration(
         &self,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -408,7 +408,7 @@ impl Backend {
     /// Turns the encryption of the (S3) state on or off in place (`state migrate --encrypt` /
     /// `--decrypt`): rewrites it whole and deletes the older objects. Returns the number of
     /// resources rewritten and of old objects deleted.
-    pub fn convert(
+    pub(crate) fn convert(
         &self,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -427,7 +427,7 @@ impl Backend {
 
     /// The state's serial, as [`Backend::read_only`] would report it (a local state reads
     /// only its snapshot's head: [`Store::read_serial`]).
-    pub fn serial(&self) -> Result<u64, StateError> {
+    pub(crate) fn serial(&self) -> Result<u64, StateError> {
         match self {
             Backend::Local { path, .. } => Store::read_serial(path),
             Backend::S3 { .. } => self.read_only().map(|state| state.serial),
@@ -437,7 +437,7 @@ impl Backend {
     /// Starts over when the state is lost (`--accept-lost-state`): records an empty state
     /// whose serial continues after the lost one's, and returns what showed it was lost.
     /// `None`: the state is not lost (it exists, or never did), and nothing was written.
-    pub fn start_over(
+    pub(crate) fn start_over(
         &self,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -453,7 +453,7 @@ impl Backend {
 
     /// The backup kept beside the state (`P.backup`, `KEY.backup`: the snapshot before the
     /// last run that replaced it) and where it is; `None`: there is none.
-    pub fn read_backup(&self) -> Result<Option<(StateFile, String)>, StateError> {
+    pub(crate) fn read_backup(&self) -> Result<Option<(StateFile, String)>, StateError> {
         match self {
             Backend::Local { path, .. } => {
                 let paths = super::StatePaths::resolve(path)?;
@@ -471,7 +471,7 @@ impl Backend {
     }
 
     /// Reads the state without locking.
-    pub fn read_only(&self) -> Result<StateFile, StateError> {
+    pub(crate) fn read_only(&self) -> Result<StateFile, StateError> {
         match self {
             Backend::Local { path, .. } => Store::read_only(path),
             Backend::S3 { backend, .. } => S3Store::read_only(backend),
@@ -480,7 +480,7 @@ impl Backend {
 
     /// Breaks the lock of a holder that is gone, if its id is `id`: the same checks for every
     /// backend (see [`Store::force_unlock`]); `confirm` is asked last and may decline.
-    pub fn force_unlock(
+    pub(crate) fn force_unlock(
         &self,
         id: &str,
         force: bool,
@@ -493,7 +493,7 @@ impl Backend {
     }
 
     /// The environments that have a state.
-    pub fn envs(&self) -> Result<Vec<String>, StateError> {
+    pub(crate) fn envs(&self) -> Result<Vec<String>, StateError> {
         match self {
             Backend::S3 { backend, .. } => backend.envs(),
             Backend::Local { path, env } => {

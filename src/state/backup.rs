@@ -14,7 +14,7 @@ use super::error::StateError;
 
 /// The backup's name for the state a file or object belongs to: `P.backup` for the snapshot
 /// `P`, its journal `P.journal` or a journal segment `KEY.journal/N`.
-pub fn backup_name(of: &str) -> String {
+pub(crate) fn backup_name(of: &str) -> String {
     let base = of.rfind(".journal").map_or(of, |at| &of[..at]);
     format!("{base}.backup")
 }
@@ -22,7 +22,7 @@ pub fn backup_name(of: &str) -> String {
 /// Copies the snapshot at `snapshot` to `P.backup` (0600, under the file rule, replaced by
 /// rename so a crash leaves the old backup or the new one, never half of one). No snapshot yet:
 /// nothing to keep.
-pub fn keep_local(snapshot: &Path) -> Result<(), StateError> {
+pub(crate) fn keep_local(snapshot: &Path) -> Result<(), StateError> {
     let bytes = match fs::read(snapshot) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),

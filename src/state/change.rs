@@ -29,12 +29,12 @@ pub enum Change {
 impl Change {
     /// Whether it records an object (a put or a removal), not a note of a pending operation:
     /// what a rescue file counts and lists as results.
-    pub fn is_record(&self) -> bool {
+    pub(crate) fn is_record(&self) -> bool {
         matches!(self, Change::Put(_) | Change::Remove(_))
     }
 
     /// The resource id this change touches.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         match self {
             Change::Put(resource) => &resource.id,
             Change::Remove(id) | Change::Settle(id) => id,

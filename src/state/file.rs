@@ -27,15 +27,15 @@ use super::StateStore;
 mod gone;
 
 /// The state path used when none is given.
-pub const DEFAULT_PATH: &str = "nivis.state.json";
+pub(crate) const DEFAULT_PATH: &str = "nivis.state.json";
 
 /// The journal is compacted after a commit once it reaches this size or the snapshot's size,
 /// whichever is larger.
-pub const COMPACT_MIN_JOURNAL_BYTES: u64 = 4 << 20;
+pub(crate) const COMPACT_MIN_JOURNAL_BYTES: u64 = 4 << 20;
 
 /// Space kept allocated past the end of the journal, so that when the filesystem fills up, the
 /// results of operations already running still fit (see [`Store::space_error`]).
-pub const JOURNAL_RESERVE_BYTES: u64 = 256 << 10;
+pub(crate) const JOURNAL_RESERVE_BYTES: u64 = 256 << 10;
 
 /// Why the store refuses writes.
 #[derive(Debug)]
@@ -104,7 +104,7 @@ impl Store {
     ///
     /// A missing state beside evidence that one existed (its backup, audit records of runs
     /// with a serial) is refused with [`StateError::Lost`]; see [`Store::open_as`].
-    pub fn open(
+    pub(crate) fn open(
         path: impl AsRef<Path>,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -116,7 +116,7 @@ impl Store {
     /// existed: refuse, or start over with an empty state (new lineage) written at once as a
     /// snapshot whose serial continues after the highest the evidence names, so the decision
     /// is made once and the serial never goes back.
-    pub fn open_as(
+    pub(crate) fn open_as(
         path: impl AsRef<Path>,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -213,7 +213,7 @@ impl Store {
 
     /// The ids whose changes an earlier run left in the rescue file and that opening this store
     /// recorded (empty if there was none).
-    pub fn recovered(&self) -> &[String] {
+    pub(crate) fn recovered(&self) -> &[String] {
         &self.recovered
     }
 
@@ -269,7 +269,7 @@ impl Store {
     /// snapshot alone when it says (the journal and a rescue file never change the serial):
     /// the audit record asks it before and after every mutating run, and reading every record
     /// for it cost a 1000-resource destroy ~4% of its time.
-    pub fn read_serial(path: impl AsRef<Path>) -> Result<u64, StateError> {
+    pub(crate) fn read_serial(path: impl AsRef<Path>) -> Result<u64, StateError> {
         let paths = StatePaths::resolve(path.as_ref())?;
         match fs::read(&paths.snapshot) {
             Ok(bytes) => {
@@ -293,7 +293,7 @@ impl Store {
     /// ([`StateError::LockIdMismatch`]), and, unless `force`, when the holder runs on this host
     /// ([`StateError::LockHolderAlive`]) or recorded no id. `confirm` is asked last and may
     /// decline. If the holder is in fact alive, two writers can then run at once.
-    pub fn force_unlock(
+    pub(crate) fn force_unlock(
         path: impl AsRef<Path>,
         id: &str,
         force: bool,
@@ -308,23 +308,23 @@ impl Store {
     }
 
     /// The state path `P`.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.paths.snapshot
     }
 
     /// The rescue files whose changes [`open`](Store::open) recorded (see
     /// [`recovered`](Store::recovered)).
-    pub fn recovered_from(&self) -> &[PathBuf] {
+    pub(crate) fn recovered_from(&self) -> &[PathBuf] {
         &self.recovered_from
     }
 
     /// Where [`rescue`](Store::rescue) writes first: `P.rescue`.
-    pub fn rescue_path(&self) -> &Path {
+    pub(crate) fn rescue_path(&self) -> &Path {
         &self.paths.rescue
     }
 
     /// The current state, including every committed change.
-    pub fn state(&self) -> &StateFile {
+    pub(crate) fn state(&self) -> &StateFile {
         &self.state
     }
 
@@ -340,7 +340,11 @@ impl Store {
     ///
     /// [`recommit`]: Store::recommit
     /// [`space_error`]: Store::space_error
-    pub fn commit(&mut self, changes: &[Change], _mutation: Mutation) -> Result<(), StateError> {
+    pub(crate) fn commit(
+        &mut self,
+        changes: &[Change],
+        _mutation: Mutation,
+    ) -> Result<(), StateError> {
         self.append(changes)
     }
 
@@ -412,7 +416,11 @@ impl Store {
     /// Retries a batch after [`commit`](Store::commit) failed: checks that the journal is cut
     /// back to its last whole record, then commits `changes`. On a store that is not poisoned
     /// this is `commit`.
-    pub fn recommit(&mut self, changes: &[Change], mutation: Mutation) -> Result<(), StateError> {
+    pub(crate) fn recommit(
+        &mut self,
+        changes: &[Change],
+        mutation: Mutation,
+    ) -> Result<(), StateError> {
         match &self.poisoned {
             None => {}
             Some(Poison::Append(_)) => {
@@ -434,7 +442,7 @@ impl Store {
     /// held went with it: every one of them is saved with `changes`, in the spare place (writing
     /// beside the state would recreate the directory), so the next run records the whole state
     /// again; [`remedy`](Store::remedy) lists them.
-    pub fn rescue(
+    pub(crate) fn rescue(
         &mut self,
         changes: &[Change],
         _mutation: Mutation,
@@ -455,7 +463,7 @@ impl Store {
     /// Why the store could not keep [`JOURNAL_RESERVE_BYTES`] free past the journal (the
     /// filesystem is full), if so. Commits still succeed while the kept space lasts: a caller
     /// should start no new operation and record those already running.
-    pub fn space_error(&self) -> Option<&StateError> {
+    pub(crate) fn space_error(&self) -> Option<&StateError> {
         self.space_error.as_ref()
     }
 
@@ -481,7 +489,7 @@ impl Store {
     ///
     /// Crash-safe at every step: the snapshot is replaced by rename, and until the journal is
     /// emptied its records carry the old serial and are skipped on replay.
-    pub fn compact(&mut self) -> Result<(), StateError> {
+    pub(crate) fn compact(&mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
         if !self.backed_up {
             super::backup::keep_local(&self.paths.snapshot)?;
@@ -517,7 +525,11 @@ impl Store {
     /// Replaces the whole state by `next` (`state push`): writes it as the new snapshot, with a
     /// serial above both, and empties the journal. On error nothing changed, unless the store is
     /// poisoned (the new snapshot may be in place: reopen to learn).
-    pub fn replace(&mut self, mut next: StateFile, _mutation: Mutation) -> Result<(), StateError> {
+    pub(crate) fn replace(
+        &mut self,
+        mut next: StateFile,
+        _mutation: Mutation,
+    ) -> Result<(), StateError> {
         self.check_poisoned()?;
         // `compact` adds one.
         next.serial = next.serial.max(self.state.serial);
@@ -537,7 +549,7 @@ impl Store {
     /// A state directory removed or moved since the last commit took every record with it: they
     /// are saved in the spare place (as [`rescue`](Store::rescue) does), and the error says so
     /// and lists them.
-    pub fn close(mut self) -> Result<(), StateError> {
+    pub(crate) fn close(mut self) -> Result<(), StateError> {
         if self.poisoned.is_none() && self.check_in_place().is_err() {
             return Err(self.save_after_gone());
         }
@@ -549,7 +561,7 @@ impl Store {
 
     /// Why the last automatic compaction (on open or after a commit) failed, if it did. Nothing
     /// committed is lost by such a failure; the journal just grows until a later one succeeds.
-    pub fn compaction_error(&self) -> Option<&StateError> {
+    pub(crate) fn compaction_error(&self) -> Option<&StateError> {
         self.compaction_error.as_ref()
     }
 
@@ -621,17 +633,17 @@ fn reserve(file: &File, end: u64) -> io::Result<()> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatePaths {
     /// `P`, the snapshot.
-    pub snapshot: PathBuf,
+    pub(crate) snapshot: PathBuf,
     /// `P.journal`.
-    pub journal: PathBuf,
+    pub(crate) journal: PathBuf,
     /// `P.lock`.
-    pub lock: PathBuf,
+    pub(crate) lock: PathBuf,
     /// `P.tmp`, during compaction.
-    pub tmp: PathBuf,
+    pub(crate) tmp: PathBuf,
     /// `P.rescue`, after a failed journal write.
-    pub rescue: PathBuf,
+    pub(crate) rescue: PathBuf,
     /// `P.backup`, the snapshot before the last run that replaced it (`state::backup`).
-    pub backup: PathBuf,
+    pub(crate) backup: PathBuf,
 }
 
 impl StatePaths {
@@ -639,7 +651,7 @@ impl StatePaths {
     /// a new file over it, which would replace a link instead of the file it points to. A
     /// dangling link names where the state will be created. A directory, device or pipe is
     /// refused (it could be read forever, and files would be created beside it).
-    pub fn resolve(path: &Path) -> Result<StatePaths, StateError> {
+    pub(crate) fn resolve(path: &Path) -> Result<StatePaths, StateError> {
         let mut real = path.to_path_buf();
         for _ in 0..40 {
             match fs::symlink_metadata(&real) {
@@ -678,7 +690,7 @@ impl StatePaths {
     }
 
     /// The files of the state at `path`, taken literally (no link followed).
-    pub fn new(path: &Path) -> StatePaths {
+    pub(crate) fn new(path: &Path) -> StatePaths {
         let with_suffix = |suffix: &str| {
             let mut name = path.as_os_str().to_owned();
             name.push(suffix);

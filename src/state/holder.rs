@@ -27,38 +27,38 @@ pub struct LockHolder {
     #[serde(default)]
     pub id: String,
     /// Process id.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// Host name of the machine the process runs on.
-    pub host: String,
+    pub(crate) host: String,
     /// User name (or `uid N` when the environment names none).
-    pub user: String,
+    pub(crate) user: String,
     /// What the process is doing, e.g. `nivis apply`.
-    pub command: String,
+    pub(crate) command: String,
     /// When the lock was taken, in seconds since the Unix epoch (UTC); set on acquisition.
-    pub since: u64,
+    pub(crate) since: u64,
     /// The Nivis version of the holder.
     #[serde(default)]
-    pub version: String,
+    pub(crate) version: String,
     /// When the process started, as `BOOT_ID/TICKS` (the kernel's boot id, then the start time
     /// in clock ticks since boot): with the host and pid it names one process even after its
     /// pid is reused or the machine rebooted. `None` where it cannot be read.
     #[serde(default)]
-    pub process_start: Option<String>,
+    pub(crate) process_start: Option<String>,
     /// Set when the holder has ended but keeps the lock for results it could not record (see
     /// [`KeptFor`]): nobody else may work from a state that lacks them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kept: Option<Box<KeptFor>>,
+    pub(crate) kept: Option<Box<KeptFor>>,
 }
 
 /// Why a lock outlives its holder: results rescued on one machine, waiting to be recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeptFor {
     /// The machine whose rescue file holds the results.
-    pub host: String,
+    pub(crate) host: String,
     /// How many results (changes) wait there.
-    pub results: usize,
+    pub(crate) results: usize,
     /// The rescue file, on that machine.
-    pub file: String,
+    pub(crate) file: String,
 }
 
 impl fmt::Display for KeptFor {
@@ -102,7 +102,7 @@ impl LockHolder {
     }
 
     /// Whether the holder still runs (see [`Liveness`]).
-    pub fn liveness(&self) -> Liveness {
+    pub(crate) fn liveness(&self) -> Liveness {
         if self.host != host_name() {
             return Liveness::Unknown;
         }

@@ -48,7 +48,7 @@ impl StateKey {
 impl StateFile {
     /// The key `which`, when the state holds one (a state last written before keys existed, or
     /// never written, holds none).
-    pub fn key(&self, which: StateKey) -> Option<[u8; 32]> {
+    pub(crate) fn key(&self, which: StateKey) -> Option<[u8; 32]> {
         let text = self.extra.get(FIELD)?.get(which.name())?.as_str()?;
         let bytes = hex::decode(text).ok()?;
         bytes.try_into().ok()

@@ -36,13 +36,13 @@ pub enum IfLost {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostState {
     /// Where the state should be: a path or `s3://bucket/key`.
-    pub state: String,
+    pub(crate) state: String,
     /// What shows that a state existed, one item each ("the backup P.backup (serial 3)").
-    pub found: Vec<String>,
+    pub(crate) found: Vec<String>,
     /// The highest serial the evidence names (a new state starts after it).
-    pub serial: u64,
+    pub(crate) serial: u64,
     /// How to put the backup back, when there is one (a shell command).
-    pub restore: Option<String>,
+    pub(crate) restore: Option<String>,
 }
 
 impl LostState {

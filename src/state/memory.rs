@@ -25,12 +25,12 @@ impl PartialEq for MemoryStore {
 
 impl MemoryStore {
     /// An empty store with a fresh lineage.
-    pub fn new() -> MemoryStore {
+    pub(crate) fn new() -> MemoryStore {
         MemoryStore::from_state(StateFile::empty())
     }
 
     /// A store starting from `state` (e.g. one read with [`Store::read_only`](super::Store::read_only)).
-    pub fn from_state(state: StateFile) -> MemoryStore {
+    pub(crate) fn from_state(state: StateFile) -> MemoryStore {
         MemoryStore {
             state,
             mirror: None,
@@ -46,13 +46,14 @@ impl MemoryStore {
     }
 
     /// Gives back the state.
-    pub fn into_state(self) -> StateFile {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn into_state(self) -> StateFile {
         self.state
     }
 
     /// Applies `changes` to this copy only (never to the mirror): what a plan previews moves
     /// and imports on. Needs no [`Mutation`]: nothing outlives the copy.
-    pub fn apply(&mut self, changes: &[Change]) {
+    pub(crate) fn apply(&mut self, changes: &[Change]) {
         for change in changes {
             self.state.apply(change);
         }

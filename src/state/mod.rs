@@ -146,7 +146,7 @@
 
 pub mod audit;
 mod backend;
-pub mod backup;
+pub(crate) mod backup;
 mod change;
 #[cfg(test)]
 mod crash_tests;
@@ -170,24 +170,26 @@ mod snapshot;
 #[cfg(test)]
 mod testutil;
 
-pub use backend::{env_state_path, Backend, BackendError, LockedStore, DEFAULT_ENV};
-pub use error::StateError;
-pub use file::{
-    parse_snapshot, StatePaths, Store, COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH,
-    JOURNAL_RESERVE_BYTES,
-};
+pub(crate) use file::{COMPACT_MIN_JOURNAL_BYTES, DEFAULT_PATH};
 pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
-pub use holder::{ForceUnlock, KeptFor, Liveness, LockHolder};
-pub use keys::StateKey;
-pub use lost::{IfLost, LostState};
-pub use memory::{MemoryStore, Mirror};
-pub use model::{
-    Change, DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,
-    SCHEMA_VERSION,
+pub(crate) use pending::{this_run, PendingAction, PendingOperation};
+pub(crate) use read_lock::ReadLock;
+pub(crate) use s3::config::DEFAULT_ENV;
+pub use {
+    backend::{env_state_path, Backend, BackendError, LockedStore},
+    change::Change,
+    error::StateError,
+    file::{parse_snapshot, StatePaths, Store},
+    holder::{ForceUnlock, KeptFor, Liveness, LockHolder},
+    keys::StateKey,
+    lost::{IfLost, LostState},
+    memory::{MemoryStore, Mirror},
+    model::{
+        DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,
+        SCHEMA_VERSION,
+    },
+    mutation::Mutation,
 };
-pub use mutation::Mutation;
-pub use pending::{this_run, PendingAction, PendingOperation, RunId};
-pub use read_lock::ReadLock;
 
 /// What every state store offers: read the current state, and commit a batch of changes.
 ///

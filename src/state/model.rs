@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use super::change::Change;
+pub(crate) use super::change::Change;
 use super::pending::PendingOperation;
 
 /// Major version of the state format this build writes (`schemaVersion` in the file). It also
@@ -161,9 +161,9 @@ fn rename_keys(
 pub struct StateFile {
     /// Format version; always [`SCHEMA_VERSION`] in memory (older files are migrated on read).
     #[serde(rename = "schemaVersion")]
-    pub schema_version: u32,
+    pub(crate) schema_version: u32,
     /// Incremented each time a full snapshot is written (compaction), never decreased.
-    pub serial: u64,
+    pub(crate) serial: u64,
     /// Unique id given to a state when it is first created and kept for its whole life; a journal
     /// or snapshot with another lineage belongs to a different state.
     pub lineage: String,
@@ -176,10 +176,10 @@ pub struct StateFile {
         default,
         skip_serializing_if = "BTreeMap::is_empty"
     )]
-    pub pending: BTreeMap<String, PendingOperation>,
+    pub(crate) pending: BTreeMap<String, PendingOperation>,
     /// Fields added by a newer release of this format version, kept as they were.
     #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
+    pub(crate) extra: BTreeMap<String, Value>,
 }
 
 /// The format version a snapshot or journal record declares: `schemaVersion`, or version 1 for
@@ -282,7 +282,7 @@ impl StateFile {
     }
 
     /// An empty state with the given lineage and serial 0.
-    pub fn with_lineage(lineage: impl Into<String>) -> StateFile {
+    pub(crate) fn with_lineage(lineage: impl Into<String>) -> StateFile {
         StateFile {
             schema_version: SCHEMA_VERSION,
             serial: 0,
@@ -326,7 +326,7 @@ impl StateFile {
     /// The changes that rebuild this state from an empty one: a put per record, then a note
     /// per pending operation (DESIGN §97), so a state saved whole (its directory or objects
     /// went mid-run) still says which objects may exist unrecorded.
-    pub fn rebuilding_changes(&self) -> Vec<Change> {
+    pub(crate) fn rebuilding_changes(&self) -> Vec<Change> {
         let records = self.resources.values().cloned().map(Change::Put);
         let notes = self.pending.values().cloned().map(Change::Intend);
         records.chain(notes).collect()
@@ -335,7 +335,7 @@ impl StateFile {
     /// The changes that rename the record at `from` to `to` (a move: the real object stays as
     /// it is): the record under its new id, the old id removed, and every record that named
     /// `from` among its dependencies naming `to` instead. Empty when `from` is not recorded.
-    pub fn rename(&self, from: &str, to: &str) -> Vec<Change> {
+    pub(crate) fn rename(&self, from: &str, to: &str) -> Vec<Change> {
         let Some(record) = self.get(from) else {
             return Vec::new();
         };
@@ -360,7 +360,7 @@ impl StateFile {
     /// pending on its id: the record is its result), `Remove` of an absent id does nothing (and
     /// settles nothing: a replace's create may follow it), `Intend` notes a pending operation,
     /// `Settle` forgets one. Costs O(size of the change + log n).
-    pub fn apply(&mut self, change: &Change) {
+    pub(crate) fn apply(&mut self, change: &Change) {
         match change {
             Change::Put(resource) => {
                 if !self.pending.is_empty() {
@@ -409,28 +409,28 @@ pub struct ResourceState {
     /// Resource id in the IR; also the key in [`StateFile::resources`].
     pub id: String,
     /// Managed resource or data source.
-    pub kind: ResourceKind,
+    pub(crate) kind: ResourceKind,
     /// Id of the provider configuration in the IR that manages this resource.
-    pub provider: String,
+    pub(crate) provider: String,
     /// Provider source address, e.g. `registry.terraform.io/hashicorp/null`.
-    pub provider_source: String,
+    pub(crate) provider_source: String,
     /// Provider type name, e.g. `null_resource`.
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// Version of the provider's resource schema these attributes follow (for upgrades).
-    pub schema_version: i64,
+    pub(crate) schema_version: i64,
     /// Attribute values as JSON, exactly as the provider returned them.
     pub attributes: Value,
     /// The provider's opaque private bytes; base64 text (or `null`) in the file.
     #[serde(with = "private_bytes")]
-    pub private: Option<Vec<u8>>,
+    pub(crate) private: Option<Vec<u8>>,
     /// Ids this resource depended on when it was last applied (destroy order).
-    pub dependencies: Vec<String>,
+    pub(crate) dependencies: Vec<String>,
     /// Attribute paths marked sensitive; each is a JSON array of keys and indices.
-    pub sensitive_paths: Vec<Value>,
+    pub(crate) sensitive_paths: Vec<Value>,
     /// Ready or tainted.
-    pub status: ResourceStatus,
+    pub(crate) status: ResourceStatus,
     /// Whether a replacement creates the new object before destroying the old one.
-    pub create_before_destroy: bool,
+    pub(crate) create_before_destroy: bool,
     /// Old objects kept by a create-before-destroy replacement until they are destroyed.
     pub deposed: Vec<DeposedObject>,
     /// The mark of the provider binary and schema whose own answer `attributes` are (absent:
@@ -438,16 +438,16 @@ pub struct ResourceState {
     /// provider's mark at its current schema version is decoded without `UpgradeResourceState`
     /// (DESIGN §79).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub written_by: Option<String>,
+    pub(crate) written_by: Option<String>,
     /// `lifecycle.replaceTriggeredBy` outputs as they were when the object was last written:
     /// the trigger (`alpha.alpha_token.a.value`) to the SHA-256 of its value's JSON. Absent in
     /// records written without triggers (and before they existed): nothing to compare with
     /// (DESIGN §103).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub replace_triggers: BTreeMap<String, String>,
+    pub(crate) replace_triggers: BTreeMap<String, String>,
     /// Fields added by a newer release of this format version, kept as they were.
     #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
+    pub(crate) extra: BTreeMap<String, Value>,
 }
 
 impl TryFrom<Map<String, Value>> for ResourceState {
@@ -513,13 +513,8 @@ impl ResourceState {
     }
 
     /// Whether the current object is tainted.
-    pub fn is_tainted(&self) -> bool {
+    pub(crate) fn is_tainted(&self) -> bool {
         self.status == ResourceStatus::Tainted
-    }
-
-    /// The deposed object with this key, if any.
-    pub fn deposed_object(&self, key: &str) -> Option<&DeposedObject> {
-        self.deposed.iter().find(|d| d.key == key)
     }
 }
 
@@ -528,22 +523,22 @@ impl ResourceState {
 #[serde(try_from = "Map<String, Value>", rename_all = "camelCase")]
 pub struct DeposedObject {
     /// Key distinguishing deposed objects of the same resource.
-    pub key: String,
+    pub(crate) key: String,
     /// Attribute values as JSON.
     pub attributes: Value,
     /// The provider's private bytes; base64 text (or `null`) in the file.
     #[serde(with = "private_bytes")]
-    pub private: Option<Vec<u8>>,
+    pub(crate) private: Option<Vec<u8>>,
     /// Version of the resource schema these attributes follow.
-    pub schema_version: i64,
+    pub(crate) schema_version: i64,
     /// Fields added by a newer release of this format version, kept as they were.
     #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
+    pub(crate) extra: BTreeMap<String, Value>,
 }
 
 impl DeposedObject {
     /// A deposed object with nothing but what this build knows.
-    pub fn new(
+    pub(crate) fn new(
         key: impl Into<String>,
         attributes: Value,
         private: Option<Vec<u8>>,

@@ -58,7 +58,8 @@ impl Mutation {
     }
 
     /// Who was granted it, as the constructor was told.
-    pub fn grant(&self) -> &'static str {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn grant(&self) -> &'static str {
         self.grant
     }
 }

@@ -18,7 +18,7 @@ use super::holder::{format_utc, host_name, unix_now};
 /// The operation that was in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PendingAction {
+pub(crate) enum PendingAction {
     /// A new object was being created.
     Create,
     /// The object was being replaced (its old object deleted and a new one created, in either
@@ -30,7 +30,7 @@ pub enum PendingAction {
 
 impl PendingAction {
     /// The word a message uses: `create`, `replace`, `delete`.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             PendingAction::Create => "create",
             PendingAction::Replace => "replace",
@@ -44,33 +44,33 @@ impl PendingAction {
 #[serde(rename_all = "camelCase")]
 pub struct PendingOperation {
     /// The resource's address (its state id).
-    pub address: String,
+    pub(crate) address: String,
     /// What was being done to it.
-    pub action: PendingAction,
+    pub(crate) action: PendingAction,
     /// The IR id of its provider.
-    pub provider: String,
+    pub(crate) provider: String,
     /// The resource type (`null_resource`).
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// SHA-256 of the request's planned object (canonical JSON): tells a retried request from
     /// a different one.
-    pub digest: String,
+    pub(crate) digest: String,
     /// The run that sent it ([`this_run`]).
-    pub run: RunId,
+    pub(crate) run: RunId,
 }
 
 /// Who sent a request: an id unique to the process, its host and process id, and when it
 /// started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunId {
+pub(crate) struct RunId {
     /// Eight hex digits, unique enough to tell runs apart in a message.
-    pub id: String,
+    pub(crate) id: String,
     /// The host it ran on.
-    pub host: String,
+    pub(crate) host: String,
     /// Its process id.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// When it started, UTC (`2026-11-28 18:50:01 UTC`).
-    pub started: String,
+    pub(crate) started: String,
 }
 
 impl std::fmt::Display for RunId {
@@ -84,7 +84,7 @@ impl std::fmt::Display for RunId {
 }
 
 /// This process's run identity, made once.
-pub fn this_run() -> &'static RunId {
+pub(crate) fn this_run() -> &'static RunId {
     static RUN: OnceLock<RunId> = OnceLock::new();
     RUN.get_or_init(|| RunId {
         id: super::model::new_lineage()[..8].to_string(),
@@ -97,7 +97,7 @@ pub fn this_run() -> &'static RunId {
 impl PendingOperation {
     /// The sentence a plan or apply opens with: `a create of ADDR was in flight when run R
     /// stopped: the object may exist`.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let what = match self.action {
             PendingAction::Delete => "the object may still exist, or be gone",
             PendingAction::Create | PendingAction::Replace => "the object may exist",
@@ -111,7 +111,7 @@ impl PendingOperation {
     }
 
     /// What to do about it.
-    pub fn remedy(&self) -> String {
+    pub(crate) fn remedy(&self) -> String {
         format!(
             "Look for the object with the provider ({} {}). If it exists, record it with `nivis \
              import {} ID` (ID as the provider names it); if it does not, say so with `nivis \

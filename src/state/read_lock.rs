@@ -15,7 +15,7 @@ use super::{Backend, LockHolder, StateError};
 /// A lock held for reading; released when dropped. Neither is held when no run ever opened
 /// this local state for writing (it has no lock file): there is neither a state to protect nor
 /// a writer to wait for, and a plan creates no file beside it.
-pub struct ReadLock {
+pub(crate) struct ReadLock {
     _local: Option<FileLock>,
     _remote: Option<super::s3::HeldAlone>,
 }
@@ -23,7 +23,7 @@ pub struct ReadLock {
 impl Backend {
     /// Takes the state's lock for `holder`, who reads, waiting up to `wait` while a writer
     /// holds it (`None`: try once, refused with the holder named).
-    pub fn lock_to_read(
+    pub(crate) fn lock_to_read(
         &self,
         holder: LockHolder,
         wait: Option<Duration>,

@@ -10,7 +10,7 @@ use crate::secrets::{at_path, Redactor};
 impl StateFile {
     /// Teaches `redactor` the values at every sensitive path of every resource (and deposed
     /// object).
-    pub fn teach_secrets(&self, redactor: &Redactor) {
+    pub(crate) fn teach_secrets(&self, redactor: &Redactor) {
         self.iter().for_each(|r| r.teach_secrets(redactor));
     }
 }
@@ -18,7 +18,7 @@ impl StateFile {
 impl ResourceState {
     /// Teaches `redactor` the values at every sensitive path of this resource (and its deposed
     /// objects).
-    pub fn teach_secrets(&self, redactor: &Redactor) {
+    pub(crate) fn teach_secrets(&self, redactor: &Redactor) {
         let trees =
             std::iter::once(&self.attributes).chain(self.deposed.iter().map(|d| &d.attributes));
         for attrs in trees {

@@ -18,7 +18,7 @@ use super::{describe, quote, PathStep, Type, Value, ValueError};
 
 /// Converts `value` into a value of type `ty`, or says where and why it cannot.
 // Long because it has one arm per target type, the conversion table in one place.
-pub fn conform(value: &Value, ty: &Type) -> Result<Value, ValueError> {
+pub(crate) fn conform(value: &Value, ty: &Type) -> Result<Value, ValueError> {
     match value {
         Value::Null => return Ok(Value::Null),
         Value::Unknown => return Ok(Value::Unknown),

@@ -225,7 +225,7 @@ pub fn from_state_json(json: &J, ty: &Type) -> Result<Value, ValueError> {
 
 /// Writes a wholly known value as plain JSON (dynamic wrappers dropped, numbers canonical).
 /// An unknown anywhere is an error naming its path: plain JSON has no way to say "unknown".
-pub fn to_plain_json(value: &Value) -> Result<J, ValueError> {
+pub(crate) fn to_plain_json(value: &Value) -> Result<J, ValueError> {
     match value {
         Value::Null => Ok(J::Null),
         Value::Unknown => Err(ValueError::new("value is not known yet")),
@@ -260,7 +260,7 @@ pub fn from_plain_json(json: &J) -> Value {
 /// Like [`from_plain_json`], but every JSON object is first offered to `leaf`; when it returns
 /// a value (say, [`Value::Unknown`] for an IR `{"__ref": ...}` marker) that value is used in
 /// place of the object.
-pub fn from_plain_json_with(
+pub(crate) fn from_plain_json_with(
     json: &J,
     leaf: &mut impl FnMut(&Map<String, J>) -> Option<Value>,
 ) -> Value {

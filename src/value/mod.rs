@@ -20,13 +20,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub mod convert;
+pub(crate) mod convert;
 pub mod json;
 pub mod msgpack;
 mod number;
 mod types;
 
-pub use convert::conform;
+pub(crate) use convert::conform;
 pub use types::Type;
 
 /// A value: known (possibly null), or unknown until apply.
@@ -70,17 +70,9 @@ impl Value {
     }
 
     /// This value with any [`Value::Dynamic`] wrapper looked through.
-    pub fn unwrap_dynamic(&self) -> &Value {
+    pub(crate) fn unwrap_dynamic(&self) -> &Value {
         match self {
             Value::Dynamic { value, .. } => value.unwrap_dynamic(),
-            v => v,
-        }
-    }
-
-    /// Takes the value out of any [`Value::Dynamic`] wrapper.
-    pub fn into_unwrapped(self) -> Value {
-        match self {
-            Value::Dynamic { value, .. } => value.into_unwrapped(),
             v => v,
         }
     }
@@ -114,16 +106,9 @@ impl Value {
         }
     }
 
-    /// The boolean, if this is a bool.
-    pub fn as_bool(&self) -> Option<bool> {
-        match self.unwrap_dynamic() {
-            Value::Bool(b) => Some(*b),
-            _ => None,
-        }
-    }
-
     /// The number, if this is a number.
-    pub fn as_number(&self) -> Option<&serde_json::Number> {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn as_number(&self) -> Option<&serde_json::Number> {
         match self.unwrap_dynamic() {
             Value::Number(n) => Some(n),
             _ => None,
@@ -131,7 +116,7 @@ impl Value {
     }
 
     /// The elements, if this is a list, set or tuple.
-    pub fn as_list(&self) -> Option<&[Value]> {
+    pub(crate) fn as_list(&self) -> Option<&[Value]> {
         match self.unwrap_dynamic() {
             Value::List(items) => Some(items),
             _ => None,
@@ -139,7 +124,7 @@ impl Value {
     }
 
     /// The entries, if this is a map or object.
-    pub fn as_map(&self) -> Option<&BTreeMap<String, Value>> {
+    pub(crate) fn as_map(&self) -> Option<&BTreeMap<String, Value>> {
         match self.unwrap_dynamic() {
             Value::Map(map) => Some(map),
             _ => None,
@@ -178,7 +163,7 @@ impl Value {
     }
 
     /// Mutable access to the value at `path` (see [`Value::get_path`]; unknowns are not entered).
-    pub fn get_path_mut(&mut self, path: &[PathStep]) -> Option<&mut Value> {
+    pub(crate) fn get_path_mut(&mut self, path: &[PathStep]) -> Option<&mut Value> {
         let mut v = self;
         for step in path {
             v = match v {
@@ -199,7 +184,7 @@ impl Value {
 
     /// The type cty would give this value in a `dynamic` slot: lists become tuples, maps
     /// objects, null and unknown `dynamic`; a [`Value::Dynamic`] keeps its recorded type.
-    pub fn infer_type(&self) -> Type {
+    pub(crate) fn infer_type(&self) -> Type {
         match self {
             Value::Null | Value::Unknown => Type::Dynamic,
             Value::Bool(_) => Type::Bool,
@@ -218,7 +203,7 @@ impl Value {
     /// The concrete type of this value where `template` leaves parts `dynamic`: inside objects
     /// the declared attribute types are kept and only `dynamic` attributes are inferred from
     /// the value (how cty types the elements of a tuple-typed LIST block).
-    pub fn concrete_type(&self, template: &Type) -> Type {
+    pub(crate) fn concrete_type(&self, template: &Type) -> Type {
         match (self, template) {
             (Value::Dynamic { ty, .. }, _) => ty.clone(),
             (v, Type::Dynamic) => v.infer_type(),
@@ -244,7 +229,7 @@ impl Value {
     /// Recomputes the type recorded by a [`Value::Dynamic`] after its content was edited
     /// (say, by `ignore_changes`): parts that still fit the old type keep it, so typed nulls
     /// stay typed, and the rest is inferred. Other values are left alone.
-    pub fn refresh_dynamic_type(&mut self) {
+    pub(crate) fn refresh_dynamic_type(&mut self) {
         if let Value::Dynamic { ty, value } = self {
             *ty = retype(value, ty);
         }
@@ -410,7 +395,7 @@ pub struct ValueError {
 
 impl ValueError {
     /// An error about the value as a whole.
-    pub fn new(message: impl Into<String>) -> ValueError {
+    pub(crate) fn new(message: impl Into<String>) -> ValueError {
         ValueError {
             path: Vec::new(),
             message: message.into(),
@@ -418,7 +403,7 @@ impl ValueError {
     }
 
     /// An error at `path`.
-    pub fn at(path: Vec<PathStep>, message: impl Into<String>) -> ValueError {
+    pub(crate) fn at(path: Vec<PathStep>, message: impl Into<String>) -> ValueError {
         ValueError {
             path,
             message: message.into(),
@@ -427,7 +412,7 @@ impl ValueError {
 
     /// The same error one level further out: `step` is prepended to the path. Errors are built
     /// innermost first so that the success path never allocates a path.
-    pub fn within(mut self, step: PathStep) -> ValueError {
+    pub(crate) fn within(mut self, step: PathStep) -> ValueError {
         self.path.insert(0, step);
         self
     }
@@ -454,7 +439,7 @@ pub(crate) fn quote(s: &str) -> String {
 /// (`{b = 1}`): ASCII letters, digits, `_` and `-`, not starting with a digit or `-`. The one
 /// rule for every path Nivis prints or reads: the IR's path grammar (docs/ir-schema.json) and
 /// Nix attribute names have it, so a printed path reads back as the same keys.
-pub fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')

@@ -43,7 +43,7 @@ pub enum Type {
 
 impl Type {
     /// An object type without optional attributes.
-    pub fn object(attrs: BTreeMap<String, Type>) -> Type {
+    pub(crate) fn object(attrs: BTreeMap<String, Type>) -> Type {
         Type::Object {
             attrs,
             optional: BTreeSet::new(),
@@ -51,14 +51,14 @@ impl Type {
     }
 
     /// Parses a JSON type constraint (the bytes of a schema Attribute.type).
-    pub fn from_json(bytes: &[u8]) -> Result<Type, ValueError> {
+    pub(crate) fn from_json(bytes: &[u8]) -> Result<Type, ValueError> {
         let json: serde_json::Value = serde_json::from_slice(bytes)
             .map_err(|e| ValueError::new(format!("invalid type constraint JSON: {e}")))?;
         Type::from_json_value(&json)
     }
 
     /// Parses an already-parsed JSON type constraint.
-    pub fn from_json_value(json: &serde_json::Value) -> Result<Type, ValueError> {
+    pub(crate) fn from_json_value(json: &serde_json::Value) -> Result<Type, ValueError> {
         use serde_json::Value as J;
         let bad = |what: &str| ValueError::new(format!("invalid type constraint: {what}"));
         match json {
@@ -156,7 +156,7 @@ impl Type {
 
     /// The compact JSON bytes cty writes for this type (Go `encoding/json` string escaping),
     /// as carried in the first element of a msgpack dynamic wrapper.
-    pub fn to_json_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_json_bytes(&self) -> Vec<u8> {
         let mut out = String::with_capacity(16);
         self.write_json(&mut out);
         out.into_bytes()
@@ -214,7 +214,7 @@ impl Type {
     }
 
     /// A short human name: `string`, `map of string`, `list of object`, `tuple`.
-    pub fn friendly_name(&self) -> String {
+    pub(crate) fn friendly_name(&self) -> String {
         match self {
             Type::String => "string".into(),
             Type::Number => "number".into(),
@@ -229,30 +229,13 @@ impl Type {
     }
 
     /// Whether `dynamic` appears anywhere in this type (cty `HasDynamicTypes`).
-    pub fn has_dynamic(&self) -> bool {
+    pub(crate) fn has_dynamic(&self) -> bool {
         match self {
             Type::Dynamic => true,
             Type::String | Type::Number | Type::Bool => false,
             Type::List(t) | Type::Set(t) | Type::Map(t) => t.has_dynamic(),
             Type::Tuple(ts) => ts.iter().any(Type::has_dynamic),
             Type::Object { attrs, .. } => attrs.values().any(Type::has_dynamic),
-        }
-    }
-
-    /// This type with every object's optional-attribute markers removed (the wire type).
-    pub fn without_optional(&self) -> Type {
-        match self {
-            Type::List(t) => Type::List(Box::new(t.without_optional())),
-            Type::Set(t) => Type::Set(Box::new(t.without_optional())),
-            Type::Map(t) => Type::Map(Box::new(t.without_optional())),
-            Type::Tuple(ts) => Type::Tuple(ts.iter().map(Type::without_optional).collect()),
-            Type::Object { attrs, .. } => Type::object(
-                attrs
-                    .iter()
-                    .map(|(k, t)| (k.clone(), t.without_optional()))
-                    .collect(),
-            ),
-            primitive => primitive.clone(),
         }
     }
 }

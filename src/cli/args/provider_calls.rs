@@ -10,19 +10,19 @@ use super::super::parse_duration;
 /// How many provider operations run at once.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Run")]
-pub struct ParallelismArg {
+pub(crate) struct ParallelismArg {
     /// Provider operations in flight at once.
     #[arg(long, value_name = "N", default_value_t = 10)]
-    pub parallelism: usize,
+    pub(crate) parallelism: usize,
 }
 
 /// How long one provider operation may take (`apply` only: it is what changes objects).
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Run")]
-pub struct OperationTimeoutArg {
+pub(crate) struct OperationTimeoutArg {
     /// Give up on a provider operation (a create, update or delete) that has not answered
     /// after this long (e.g. 10m, 1h): the resource fails and a create is left pending, since
     /// the provider may still make the object. Default: no limit, as Terraform.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub operation_timeout: Option<Duration>,
+    pub(crate) operation_timeout: Option<Duration>,
 }

@@ -11,7 +11,7 @@ use super::super::complete::state_ids;
 use super::{LockWaitArg, StateTarget};
 
 #[derive(Subcommand, Debug)]
-pub enum StateCommand {
+pub(crate) enum StateCommand {
     /// Write the whole state as JSON, secrets included, to a new private file (mode 0600) or,
     /// with `--out -`, to standard output.
     #[command(after_help = "Example:\n  nivis state pull --out ~/nivis-backup.json")]
@@ -189,18 +189,18 @@ pub enum StateCommand {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct ForceUnlockArgs {
+pub(crate) struct ForceUnlockArgs {
     /// The lock's id, as a "the state is locked" message shows it.
-    pub lock_id: String,
+    pub(crate) lock_id: String,
     /// Remove the lock even if its holder still runs on this host, without asking.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     #[command(flatten)]
-    pub state: StateTarget,
+    pub(crate) state: StateTarget,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum EnvCommand {
+pub(crate) enum EnvCommand {
     /// List the environments that have a state (`*` marks the selected one).
     #[command(after_help = "Examples:\n  nivis env list\n  nivis env list --json")]
     List {
@@ -215,11 +215,11 @@ pub enum EnvCommand {
 /// Whether `plan` holds the state lock while it reads, and how long it waits for it.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "State")]
-pub struct PlanLockArgs {
+pub(crate) struct PlanLockArgs {
     /// Hold the state lock while planning, refused while an apply holds it (--lock=false: plan
     /// without it, reading a state a running apply may be changing).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub lock: bool,
+    pub(crate) lock: bool,
     #[command(flatten)]
-    pub wait: LockWaitArg,
+    pub(crate) wait: LockWaitArg,
 }

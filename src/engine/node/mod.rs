@@ -67,64 +67,64 @@ impl Mode {
 /// Everything a worker needs for one resource, prepared by the owner.
 pub(super) struct NodeInput {
     /// The resource's address.
-    pub id: String,
+    pub(crate) id: String,
     /// Managed resource or data source.
-    pub kind: NodeKind,
+    pub(crate) kind: NodeKind,
     /// The resource type (`aws_instance`).
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The IR id of its provider.
-    pub provider_id: String,
+    pub(crate) provider_id: String,
     /// Its provider's `source` as the plan gives it (recorded in state).
-    pub provider_source: String,
+    pub(crate) provider_source: String,
     /// The running provider.
-    pub provider: Arc<dyn Provider>,
+    pub(crate) provider: Arc<dyn Provider>,
     /// What the provider's kind can do: without schemas the turn is `untyped`'s.
-    pub capabilities: Capabilities,
+    pub(crate) capabilities: Capabilities,
     /// The configuration with references resolved; unknown where not yet known (plan only).
-    pub config: Value,
+    pub(crate) config: Value,
     /// Build outputs to realise before apply: (path, drv path).
-    pub builds: Vec<(String, Option<String>)>,
+    pub(crate) builds: Vec<(String, Option<String>)>,
     /// Top-level attributes set from sensitive outputs: recorded as sensitive.
-    pub sensitive_inputs: Vec<String>,
+    pub(crate) sensitive_inputs: Vec<String>,
     /// Its record in state before this turn, if any.
-    pub prior: Option<ResourceState>,
+    pub(crate) prior: Option<ResourceState>,
     /// Its lifecycle rules (with create-before-destroy propagated).
-    pub lifecycle: Lifecycle,
+    pub(crate) lifecycle: Lifecycle,
     /// The resources it depends on (recorded in state, for destroy order).
-    pub dependencies: Vec<String>,
+    pub(crate) dependencies: Vec<String>,
     /// Plan only, or plan and apply (with the mutation capability).
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// `--replace`: plan a replacement even if nothing forces one.
-    pub force_replace: bool,
+    pub(crate) force_replace: bool,
     /// `lifecycle.replaceTriggeredBy`: the triggers that fired (a replacement, as
     /// `--replace`) and the digests recorded with the object.
-    pub triggers: super::triggers::Triggers,
+    pub(crate) triggers: super::triggers::Triggers,
     /// `apply FILE`: the action classes the saved plan allows this resource now (a no-op is
     /// always allowed); `None` without a saved plan.
-    pub allowed: Option<std::collections::BTreeSet<String>>,
+    pub(crate) allowed: Option<std::collections::BTreeSet<String>>,
     /// `--refresh`: read the stored object before planning.
-    pub refresh: bool,
+    pub(crate) refresh: bool,
     /// `--build`: realise `__build` outputs before apply.
-    pub build: bool,
+    pub(crate) build: bool,
     /// A data source: a read made earlier for this phase, whose result this turn uses
     /// instead of reading again when its configuration is the same.
-    pub earlier_read: Option<EarlierRead>,
+    pub(crate) earlier_read: Option<EarlierRead>,
     /// A managed resource in apply mode: its plan made by this phase's plan, which this turn
     /// uses instead of asking the provider again when its inputs are the same (DESIGN §106).
-    pub earlier_plan: Option<Box<EarlierPlan>>,
+    pub(crate) earlier_plan: Option<Box<EarlierPlan>>,
     /// A create-before-destroy replacement keeps its old object deposed for the phase to
     /// delete after the resources that read it have their turns (Terraform's order).
-    pub keep_old: bool,
+    pub(crate) keep_old: bool,
     /// The run's secrets: what this turn records at sensitive paths (and the recorded values
     /// of its sensitive inputs) is taught to it.
-    pub redactor: crate::secrets::Redactor,
+    pub(crate) redactor: crate::secrets::Redactor,
     /// Apply mode, a resource with no record: the note that its create is about to be sent,
     /// written with the owner's next commit (DESIGN §97); the turn waits for this answer (is
     /// it durable?) before it sends the create.
-    pub create_noted: Option<Receiver<bool>>,
+    pub(crate) create_noted: Option<Receiver<bool>>,
     /// Set when a create's call to the provider failed without an answer (the provider died,
     /// or the connection broke): the object may exist, so its pending operation stays.
-    pub in_doubt: std::cell::Cell<bool>,
+    pub(crate) in_doubt: std::cell::Cell<bool>,
 }
 
 /// What a data source's turn has from an earlier read.
@@ -153,11 +153,11 @@ pub(super) enum NodeProgress {
 /// A deposed object deleted: its key, the record without it, and how long the delete took.
 pub(super) struct DeposedGone {
     /// The deposed object's key.
-    pub key: String,
+    pub(crate) key: String,
     /// The resource's record without it.
-    pub record: Box<ResourceState>,
+    pub(crate) record: Box<ResourceState>,
     /// How long the delete took.
-    pub took: std::time::Duration,
+    pub(crate) took: std::time::Duration,
 }
 
 impl DeposedGone {
@@ -177,42 +177,42 @@ impl DeposedGone {
 /// The result of one resource's turn.
 pub(super) struct NodeOutput {
     /// The decided action (None if it failed before deciding).
-    pub action: Option<Action>,
+    pub(crate) action: Option<Action>,
     /// Changed attributes, for display.
-    pub changes: Vec<AttrChange>,
+    pub(crate) changes: Vec<AttrChange>,
     /// The final state change to record (none for plan mode or a no-op with nothing new).
-    pub commit: Option<Change>,
+    pub(crate) commit: Option<Change>,
     /// Refresh found the stored object different: (changes, gone).
-    pub drift: Option<Drift>,
+    pub(crate) drift: Option<Drift>,
     /// Warnings and errors.
-    pub diagnostics: Diagnostics,
+    pub(crate) diagnostics: Diagnostics,
     /// Whether it succeeded.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// How long the provider work took.
-    pub elapsed: std::time::Duration,
+    pub(crate) elapsed: std::time::Duration,
     /// Keys of deposed objects planned for destruction (plan) or destroyed (apply).
-    pub deposed: Vec<String>,
+    pub(crate) deposed: Vec<String>,
     /// Plan mode: the object as planned, for the resources planned after it in the same phase
     /// (none for a no-op, whose recorded object is what they see).
-    pub planned_object: Option<PlannedObject>,
+    pub(crate) planned_object: Option<PlannedObject>,
     /// Plan mode, a managed resource: its plan, for the apply of the phase (DESIGN §106).
-    pub plan_made: Option<Box<EarlierPlan>>,
+    pub(crate) plan_made: Option<Box<EarlierPlan>>,
     /// The provider call of a create failed without an answer: the object may exist.
-    pub in_doubt: bool,
+    pub(crate) in_doubt: bool,
 }
 
 /// What a resource is planned to become, as the resources that read it see it in the same
 /// phase.
 pub(super) struct PlannedObject {
     /// The planned object: unknown where the provider does not know yet.
-    pub value: Value,
+    pub(crate) value: Value,
     /// Its sensitive paths, as state records them (JSON arrays).
-    pub sensitive: Vec<Json>,
+    pub(crate) sensitive: Vec<Json>,
     /// Whether any attribute may differ from the recorded object: values Nix computed from
     /// it are stale then, and their resources wait for the next evaluation.
-    pub changes_outputs: bool,
+    pub(crate) changes_outputs: bool,
     /// A data source read now: the configuration it was read with.
-    pub read_with: Option<Value>,
+    pub(crate) read_with: Option<Value>,
 }
 
 impl NodeOutput {

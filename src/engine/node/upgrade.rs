@@ -16,13 +16,13 @@ use crate::value::{self, Value};
 /// A stored object as its record holds it.
 pub(super) struct StoredObject<'a> {
     /// The resource type.
-    pub type_name: &'a str,
+    pub(crate) type_name: &'a str,
     /// The schema version the attributes were written at.
-    pub schema_version: i64,
+    pub(crate) schema_version: i64,
     /// The attributes as state JSON.
-    pub attributes: &'a Json,
+    pub(crate) attributes: &'a Json,
     /// The record's [`Provider::binary_mark`] (`None`: not known to be a provider's answer).
-    pub written_by: Option<&'a str>,
+    pub(crate) written_by: Option<&'a str>,
 }
 
 impl<'a> StoredObject<'a> {

@@ -49,7 +49,7 @@ impl Store {
 
     /// What to do after a write failed: free space or repair the filesystem; after the state
     /// directory went, every record this run held and where they are.
-    pub fn remedy(&self) -> String {
+    pub(crate) fn remedy(&self) -> String {
         let state = self.paths.snapshot.display();
         match &self.rescued_whole {
             Some((spare, ids)) => format!(

@@ -15,7 +15,7 @@ use crate::state::StateError;
 const APPEND_TRIES: u32 = 20;
 
 /// The audit objects beside one state.
-pub struct ObjectLog {
+pub(crate) struct ObjectLog {
     client: Client,
     prefix: String,
     bucket: String,
@@ -23,7 +23,7 @@ pub struct ObjectLog {
 
 impl ObjectLog {
     /// The log beside `backend`'s state (of its environment).
-    pub fn new(backend: &S3Backend) -> Result<ObjectLog, StateError> {
+    pub(crate) fn new(backend: &S3Backend) -> Result<ObjectLog, StateError> {
         Ok(ObjectLog {
             client: backend.client()?,
             prefix: format!("{}.audit/", backend.key()),
@@ -32,7 +32,7 @@ impl ObjectLog {
     }
 
     /// `s3://bucket/KEY.audit/`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!("s3://{}/{}", self.bucket, self.prefix)
     }
 
@@ -71,7 +71,11 @@ impl ObjectLog {
     }
 
     /// Appends `entry` as the record after the last one.
-    pub fn append(&self, entry: Entry, key: Option<&[u8; 32]>) -> Result<Record, AuditError> {
+    pub(crate) fn append(
+        &self,
+        entry: Entry,
+        key: Option<&[u8; 32]>,
+    ) -> Result<Record, AuditError> {
         for _ in 0..APPEND_TRIES {
             let last = self.last()?;
             let record = Record::next(last.as_ref(), entry.clone(), key);
@@ -100,7 +104,7 @@ impl ObjectLog {
     }
 
     /// Every record object, in name order.
-    pub fn read(&self) -> Result<Vec<Stored>, AuditError> {
+    pub(crate) fn read(&self) -> Result<Vec<Stored>, AuditError> {
         let names = self
             .client
             .list(&self.prefix)

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ureq::http::{Request, Uri};
 
-mod error;
+pub(super) mod error;
 
-pub use error::S3Error;
+pub(crate) use error::S3Error;
 
 use super::interrupt;
 use super::sigv4::{self, Credentials};
@@ -54,23 +54,23 @@ pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
     /// Attempts in all (at least 1).
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// Pause after the first failure; doubles each time up to `max_pause`.
-    pub first_pause: Duration,
+    pub(crate) first_pause: Duration,
     /// Longest pause between attempts.
-    pub max_pause: Duration,
+    pub(crate) max_pause: Duration,
     /// Longest wait for each step of an attempt that moves no bulk data: connecting, sending
     /// the request head, the server's answer head (`requestTimeout`; a hung server fails an
     /// attempt after this).
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Longest a whole attempt may take, bodies included (a large snapshot).
-    pub transfer_timeout: Duration,
+    pub(crate) transfer_timeout: Duration,
     /// Longest a call may keep trying, all its attempts and pauses together (`callDeadline`,
     /// else `NIVIS_STORE_DEADLINE`). Counted from when the endpoint was first seen failing (by
     /// any client of the process), so once it has been down this long the calls that follow (a
     /// retry, the rescue's lock note, the audit record, the release) fail at once instead of
     /// each waiting as long again.
-    pub deadline: Duration,
+    pub(crate) deadline: Duration,
 }
 
 /// The default of [`Retry::deadline`]: about the 5 attempts of 5 s the book promises.
@@ -115,15 +115,15 @@ pub enum Condition<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     pub body: Vec<u8>,
-    pub etag: String,
+    pub(crate) etag: String,
 }
 
 /// A successful write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
-    pub etag: String,
+    pub(crate) etag: String,
     /// Attempts it took; above 1, an earlier attempt may have been applied too.
-    pub attempts: u32,
+    pub(crate) attempts: u32,
 }
 
 /// One bucket on one endpoint, with credentials.
@@ -241,13 +241,8 @@ impl Client {
         })
     }
 
-    /// The endpoint as configured, for messages.
-    pub fn endpoint(&self) -> &str {
-        &self.shown
-    }
-
     /// The bucket.
-    pub fn bucket(&self) -> &str {
+    pub(crate) fn bucket(&self) -> &str {
         &self.bucket
     }
 
@@ -324,7 +319,7 @@ impl Client {
 
     /// Checks that the bucket exists and the credentials may list it, with one small request.
     /// (Some servers create a missing bucket on the first write instead of refusing it.)
-    pub fn probe(&self, prefix: &str) -> Result<(), S3Error> {
+    pub(crate) fn probe(&self, prefix: &str) -> Result<(), S3Error> {
         let query = [
             ("list-type", "2".to_string()),
             ("max-keys", "1".to_string()),

@@ -16,7 +16,7 @@ use crate::secrets::Redactor;
 use crate::state::StateError;
 
 /// The environment whose state is the backend's `key` itself.
-pub const DEFAULT_ENV: &str = "default";
+pub(crate) const DEFAULT_ENV: &str = "default";
 
 /// Why the fields of an `s3` backend (or an environment name) cannot work.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,22 +143,22 @@ impl std::error::Error for ConfigError {}
 #[derive(Debug, Clone)]
 pub struct S3Backend {
     /// The bucket, endpoint and region the state is kept in.
-    pub target: Target,
+    pub(crate) target: Target,
     /// `key` as configured (the default environment's state).
-    pub base_key: String,
+    pub(crate) base_key: String,
     /// `envKeyPrefix` (default `env:`, as OpenTofu's `workspace_key_prefix`).
-    pub env_prefix: String,
+    pub(crate) env_prefix: String,
     /// The selected environment.
-    pub env: String,
+    pub(crate) env: String,
     /// `profile`: a profile of the shared credentials file (else the environment's keys).
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// `encryptionKeyEnv` / `encryptionKeyFile`.
-    pub encryption: Option<KeySource>,
+    pub(crate) encryption: Option<KeySource>,
     /// How often and how long a failed request is tried again.
-    pub retry: Retry,
+    pub(crate) retry: Retry,
     /// The run's secrets: the credentials and the encryption key are taught to it as they are
     /// read. Not part of the configuration (equality ignores it).
-    pub redactor: Redactor,
+    pub(crate) redactor: Redactor,
 }
 
 impl PartialEq for S3Backend {
@@ -312,7 +312,7 @@ impl S3Backend {
     }
 
     /// The object key of the selected environment's state.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         if self.env == DEFAULT_ENV {
             self.base_key.clone()
         } else {
@@ -321,7 +321,7 @@ impl S3Backend {
     }
 
     /// `s3://bucket/key` of the selected environment's state.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("s3://{}/{}", self.target.bucket, self.key())
     }
 
@@ -332,7 +332,7 @@ impl S3Backend {
     /// named readably after the key. Per remote state rather than per project directory: any
     /// run of this machine against the state (another checkout, another directory) must find
     /// and record it first.
-    pub fn rescue_path(&self) -> Result<PathBuf, StateError> {
+    pub(crate) fn rescue_path(&self) -> Result<PathBuf, StateError> {
         let dir = match std::env::var_os("NIVIS_RESCUE_DIR").filter(|v| !v.is_empty()) {
             Some(dir) => PathBuf::from(dir),
             None => crate::xdg::state_home()
@@ -352,7 +352,7 @@ impl S3Backend {
     }
 
     /// A client with credentials from the environment or the profile.
-    pub fn client(&self) -> Result<Client, StateError> {
+    pub(crate) fn client(&self) -> Result<Client, StateError> {
         let creds = Credentials::discover(self.profile.as_deref())
             .map_err(|e| RemoteError::Invalid(e.to_string()))?;
         // Redacted from every printout of the run from now on, like any secret.
@@ -365,7 +365,7 @@ impl S3Backend {
     }
 
     /// The cipher, if the state is encrypted.
-    pub fn cipher(&self) -> Result<Option<Cipher>, StateError> {
+    pub(crate) fn cipher(&self) -> Result<Option<Cipher>, StateError> {
         match &self.encryption {
             None => Ok(None),
             Some(source) => Cipher::load(source, &self.redactor)
@@ -376,7 +376,7 @@ impl S3Backend {
 
     /// The environments with a state in the bucket: `default` if the base key exists, and each
     /// `ENV` with an object `ENVPREFIX/ENV/key`.
-    pub fn envs(&self) -> Result<Vec<String>, StateError> {
+    pub(crate) fn envs(&self) -> Result<Vec<String>, StateError> {
         let client = self.client()?;
         let prefix = format!("{}/", self.env_prefix);
         let listed = |p: &str| {

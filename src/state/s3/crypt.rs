@@ -170,7 +170,7 @@ impl std::fmt::Display for OpenError {
 impl std::error::Error for OpenError {}
 
 /// An encryption key, ready to seal and open objects. `Debug` never shows it.
-pub struct Cipher {
+pub(crate) struct Cipher {
     aead: Aes256Gcm,
 }
 
@@ -183,7 +183,7 @@ impl std::fmt::Debug for Cipher {
 impl Cipher {
     /// Loads the key from `source` (and teaches it to `redactor`, the run's); the error names
     /// the source and what is wrong.
-    pub fn load(source: &KeySource, redactor: &Redactor) -> Result<Cipher, KeyError> {
+    pub(crate) fn load(source: &KeySource, redactor: &Redactor) -> Result<Cipher, KeyError> {
         let (text, what) = match source {
             KeySource::Env(var) => (
                 std::env::var(var).map_err(|_| KeyError::EnvUnset { var: var.clone() })?,
@@ -211,7 +211,7 @@ impl Cipher {
     }
 
     /// Encrypts `plain` for the object named `name`.
-    pub fn seal(&self, name: &str, plain: &[u8]) -> Vec<u8> {
+    pub(crate) fn seal(&self, name: &str, plain: &[u8]) -> Vec<u8> {
         let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
         let sealed = self
             .aead
@@ -232,7 +232,7 @@ impl Cipher {
 
     /// Decrypts the object named `name`; fails if it is not sealed, was sealed with another
     /// key, or was altered or renamed.
-    pub fn open(&self, name: &str, data: &[u8]) -> Result<Vec<u8>, OpenError> {
+    pub(crate) fn open(&self, name: &str, data: &[u8]) -> Result<Vec<u8>, OpenError> {
         let owned = || name.to_string();
         let Some(rest) = data.strip_prefix(MAGIC) else {
             return Err(OpenError::NotEncrypted { name: owned() });

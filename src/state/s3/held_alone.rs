@@ -23,7 +23,7 @@ pub struct HeldAlone {
 impl HeldAlone {
     /// Takes the lock of `backend`'s state for `holder`, waiting up to `wait` while another run
     /// holds it (`None`: try once).
-    pub fn acquire(
+    pub(crate) fn acquire(
         backend: &S3Backend,
         holder: LockHolder,
         wait: Option<Duration>,

@@ -26,10 +26,10 @@ use crate::state::{LockHolder, StateError};
 /// A lock this process holds.
 #[derive(Debug, Clone)]
 pub(super) struct HeldLock {
-    pub key: String,
-    pub holder: LockHolder,
+    pub(crate) key: String,
+    pub(crate) holder: LockHolder,
     /// The lock object's ETag as last written or seen by us.
-    pub etag: String,
+    pub(crate) etag: String,
 }
 
 /// The lock object `key`, as found: its holder (`None`: not a lock record) and ETag.

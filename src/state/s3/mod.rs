@@ -51,7 +51,7 @@
 //! configuration (and where the rescue file lives), `audit` the audit log's objects,
 //! `held_alone` the lock held without the store (what `plan` holds while it reads).
 
-pub mod audit;
+pub(crate) mod audit;
 mod client;
 pub(crate) mod config;
 mod crypt;
@@ -66,13 +66,18 @@ mod xml;
 
 use std::fmt;
 
-pub use client::{Client, Condition, Retry, S3Error, Target};
-pub use config::{ConfigError, S3Backend};
-pub use crypt::{KeyError, KeySource, OpenError};
-pub use held_alone::HeldAlone;
-pub use remote::Conversion;
-pub use sigv4::{Credentials, CredentialsError};
-pub use store::{repair, Repair, S3Store};
+pub use {
+    client::{error::S3Error, Client, Condition, Retry, Target},
+    config::{ConfigError, S3Backend},
+    crypt::{KeyError, KeySource, OpenError},
+    held_alone::HeldAlone,
+    remote::Conversion,
+    sigv4::{Credentials, CredentialsError},
+    store::{
+        repair::{repair, Repair},
+        S3Store,
+    },
+};
 
 use super::StateError;
 
@@ -112,14 +117,6 @@ impl RemoteError {
         RemoteError::S3 {
             what: what.into(),
             error,
-        }
-    }
-
-    /// The S3 error behind this one, if any.
-    pub fn s3_error(&self) -> Option<&S3Error> {
-        match self {
-            RemoteError::S3 { error, .. } => Some(error),
-            _ => None,
         }
     }
 }

@@ -108,22 +108,11 @@ impl fmt::Debug for Credentials {
 const CREDENTIALS_FILE_LIMIT: u64 = 1 << 20;
 
 impl Credentials {
-    /// Teaches `redactor` (the run's) the secret parts of the standard credential variables,
-    /// so that no printout shows them, whichever backend this run uses (a Nix error or a
-    /// provider's log may quote its environment).
-    pub fn remember_environment(redactor: &crate::secrets::Redactor) {
-        for name in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] {
-            if let Ok(value) = std::env::var(name) {
-                redactor.remember(&value);
-            }
-        }
-    }
-
     /// Credentials the way AWS tools find them: `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY`
     /// (+ `AWS_SESSION_TOKEN`) if set; else the profile `profile` (or `AWS_PROFILE`, else
     /// `default`) of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
     /// `~/.aws/credentials`). The error says what to set.
-    pub fn discover(profile: Option<&str>) -> Result<Credentials, CredentialsError> {
+    pub(crate) fn discover(profile: Option<&str>) -> Result<Credentials, CredentialsError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         if profile.is_none() {
             if let (Some(access_key), Some(secret_key)) =
@@ -209,17 +198,17 @@ fn profile_entries(text: &str, profile: &str) -> Vec<(String, String)> {
 #[derive(Debug)]
 pub(super) struct Request<'a> {
     /// `GET`, `PUT`, ...
-    pub method: &'a str,
+    pub(crate) method: &'a str,
     /// The `Host` header value (with `:port` unless it is the scheme's default).
-    pub host: &'a str,
+    pub(crate) host: &'a str,
     /// The path, already URI-encoded as it goes on the wire (see [`percent_encode`]).
-    pub path: &'a str,
+    pub(crate) path: &'a str,
     /// Query parameters, not encoded.
-    pub query: &'a [(&'a str, String)],
+    pub(crate) query: &'a [(&'a str, String)],
     /// Further headers to sign (e.g. `if-match`), names in lowercase.
-    pub headers: &'a [(&'a str, String)],
+    pub(crate) headers: &'a [(&'a str, String)],
     /// Hex sha256 of the body.
-    pub payload_sha256: &'a str,
+    pub(crate) payload_sha256: &'a str,
 }
 
 /// Signs `req` for `region` at `amz_date` (`YYYYMMDDTHHMMSSZ`); returns the headers to send

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 mod fence;
 mod recovery;
-mod repair;
-
-pub use repair::{repair, Repair};
+pub(super) mod repair;
 
 use super::config::S3Backend;
 use super::lock::{self, HeldLock};
@@ -114,7 +112,7 @@ impl S3Store {
 
     /// [`open`](S3Store::open), with what to do when the state is missing but objects beside
     /// it show that it existed (see [`crate::state::Store::open_as`]).
-    pub fn open_as(
+    pub(crate) fn open_as(
         backend: &S3Backend,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -127,7 +125,7 @@ impl S3Store {
 
     /// Locks and loads the state of `backend` to turn its encryption on or off (see
     /// [`S3Store::convert`]): objects are read sealed or not. Needs the key configured.
-    pub fn open_for_conversion(
+    pub(crate) fn open_for_conversion(
         backend: &S3Backend,
         holder: LockHolder,
         wait: Option<Duration>,
@@ -235,7 +233,7 @@ impl S3Store {
     /// Rewrites the whole state in the form the conversion it was opened for asks (a new
     /// snapshot), then deletes every older journal namespace, which holds the old form.
     /// Returns how many old objects were deleted.
-    pub fn convert(&mut self, mutation: Mutation) -> Result<usize, StateError> {
+    pub(crate) fn convert(&mut self, mutation: Mutation) -> Result<usize, StateError> {
         self.replace(self.state.clone(), mutation)?;
         // The backup (`KEY.backup`) still holds the snapshot as it was stored before: rewritten
         // from the converted one, so no copy of the state is left in the old form.
@@ -245,7 +243,9 @@ impl S3Store {
 
     /// The backup `KEY.backup` of `backend`'s state (the snapshot before the last run that
     /// replaced it) and its URL; `None`: there is none.
-    pub fn read_backup(backend: &S3Backend) -> Result<Option<(StateFile, String)>, StateError> {
+    pub(crate) fn read_backup(
+        backend: &S3Backend,
+    ) -> Result<Option<(StateFile, String)>, StateError> {
         Remote::new(backend)?.read_backup()
     }
 
@@ -302,7 +302,7 @@ impl S3Store {
     }
 
     /// The state URL, `s3://bucket/key`.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.remote.url
     }
 
@@ -312,7 +312,7 @@ impl S3Store {
     }
 
     /// Where [`rescue`](S3Store::rescue) writes, on this machine.
-    pub fn rescue_path(&self) -> &Path {
+    pub(crate) fn rescue_path(&self) -> &Path {
         &self.rescue_path
     }
 
@@ -328,7 +328,7 @@ impl S3Store {
 
     /// A warning when the state holds sensitive values and is stored unencrypted: whoever can
     /// read the bucket can read them.
-    pub fn plaintext_warning(&self) -> Option<String> {
+    pub(crate) fn plaintext_warning(&self) -> Option<String> {
         let sensitive = self.state.iter().any(|r| !r.sensitive_paths.is_empty());
         (sensitive && self.remote.writes_plaintext()).then(|| self.plaintext_text())
     }
@@ -501,7 +501,7 @@ impl S3Store {
     /// What to do after a write failed (see [`LockedStore::remedy`]).
     ///
     /// [`LockedStore::remedy`]: crate::state::LockedStore::remedy
-    pub fn remedy(&self) -> String {
+    pub(crate) fn remedy(&self) -> String {
         let url = &self.remote.url;
         if self.vanished.is_some() {
             return format!(
@@ -543,7 +543,11 @@ impl S3Store {
 
     /// Replaces the whole state by `next` (state push, migration): seals the journal and
     /// writes `next` as the snapshot, with a serial above both.
-    pub fn replace(&mut self, mut next: StateFile, _mutation: Mutation) -> Result<(), StateError> {
+    pub(crate) fn replace(
+        &mut self,
+        mut next: StateFile,
+        _mutation: Mutation,
+    ) -> Result<(), StateError> {
         self.check_poisoned()?;
         // The snapshot replaced is kept as the backup, as a local state's is (its `compact`).
         if !self.backed_up {
@@ -569,7 +573,7 @@ impl S3Store {
     }
 
     /// Folds the journal into a new snapshot; `serial` goes up by one.
-    pub fn compact(&mut self) -> Result<(), StateError> {
+    pub(crate) fn compact(&mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
         if !self.backed_up {
             self.remote.keep_backup()?;

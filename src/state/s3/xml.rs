@@ -9,19 +9,19 @@ use quick_xml::Reader;
 /// `<Error><Code>…</Code><Message>…</Message></Error>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ErrorDocument {
-    pub code: String,
-    pub message: String,
+    pub(crate) code: String,
+    pub(crate) message: String,
 }
 
 /// One page of a ListObjectsV2 answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(super) struct ListPage {
     /// `Contents/Key`, in order.
-    pub keys: Vec<String>,
+    pub(crate) keys: Vec<String>,
     /// `IsTruncated`.
-    pub truncated: bool,
+    pub(crate) truncated: bool,
     /// `NextContinuationToken`.
-    pub next: Option<String>,
+    pub(crate) next: Option<String>,
 }
 
 /// The error document in `body`, if it is one.

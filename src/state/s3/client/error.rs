@@ -96,7 +96,8 @@ pub enum S3Error {
 
 impl S3Error {
     /// Whether retrying later could help: the store is down or failing, not refusing.
-    pub fn is_outage(&self) -> bool {
+    #[cfg(test)] // used by the unit tests only
+    pub(crate) fn is_outage(&self) -> bool {
         matches!(self, S3Error::Unreachable { .. } | S3Error::Server { .. })
     }
 }

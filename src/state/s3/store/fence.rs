@@ -54,7 +54,7 @@ impl S3Store {
     /// The fencing check: once [`FENCE_BOUND`] has passed since the lock was last seen to be ours
     /// (or `always`), reads it again. Fails with [`RemoteError::LockLost`] from the moment it is
     /// not ours any more.
-    pub fn fence(&self, always: bool) -> Result<(), StateError> {
+    pub(crate) fn fence(&self, always: bool) -> Result<(), StateError> {
         let mut fence = self.fence.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(held) = &self.lock else {
             return Ok(());

@@ -19,17 +19,17 @@ use crate::state::{LockHolder, Mutation, StateError, StateFile};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repair {
     /// The journal segment missing, by name (`None`: the journal is whole; nothing to do).
-    pub missing: Option<String>,
+    pub(crate) missing: Option<String>,
     /// Segments kept (before the gap).
-    pub kept: usize,
+    pub(crate) kept: usize,
     /// Segments after the gap, whose records are lost.
-    pub lost_segments: Vec<String>,
+    pub(crate) lost_segments: Vec<String>,
     /// Resource addresses the lost segments wrote or removed, where readable.
-    pub lost_addresses: Vec<String>,
+    pub(crate) lost_addresses: Vec<String>,
     /// Resources in the repaired state.
-    pub resources: usize,
+    pub(crate) resources: usize,
     /// Where the broken journal's segments were copied (the prefix).
-    pub backup: String,
+    pub(crate) backup: String,
 }
 
 /// Finds the first missing segment of the journal of `backend`'s state and, given `write` (the
