@@ -15,7 +15,7 @@ mod record;
 mod refresh;
 mod untyped;
 mod upgrade;
-pub(super) use previewed::{DataRead, EarlierPlan, Previewed};
+pub(super) use previewed::{DataRead, EarlierPlan, Previewed, KEPT_PLANS_MAX_NODES};
 pub(super) use record::path_json;
 
 use std::sync::Arc;

@@ -16,6 +16,11 @@ use super::NodeInput;
 use crate::state::ResourceState;
 use crate::value::Value;
 
+/// The most nodes a phase may have for its preview to keep the managed resources' answers:
+/// they cost about 7 KB a resource (measured at 100 000: 1.27 GB against 0.56 GB without, DESIGN
+/// §106). The apply of a larger phase asks the providers again, one plan more per resource.
+pub(in crate::engine) const KEPT_PLANS_MAX_NODES: usize = 20_000;
+
 /// What a phase's plan kept for the apply of the phase: reads and plans, by resource address.
 #[derive(Default)]
 pub(in crate::engine) struct Previewed {
