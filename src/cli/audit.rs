@@ -100,7 +100,6 @@ impl Sink for Recorder<'_> {
     fn event(&mut self, event: Event) {
         let record = self.record;
         let change = |address: &str, action: &str| record.change(address, action);
-        let with_pending = |f: &mut dyn FnMut(&mut Pending)| record.with_pending(|p| f(p));
         match &event {
             Event::Finished {
                 id,
@@ -132,28 +131,26 @@ impl Sink for Recorder<'_> {
             }
             Event::Planned {
                 phase, id, action, ..
-            } if action.class() != "no-op" => {
-                with_pending(&mut |p| p.planned.push(format!("{phase}\t{id}\t{}", action.class())))
-            }
+            } if action.class() != "no-op" => record
+                .with_pending(|p| p.planned.push(format!("{phase}\t{id}\t{}", action.class()))),
             Event::Started {
                 phase, id, action, ..
-            } => {
-                with_pending(&mut |p| p.started.push(format!("{phase}\t{id}\t{}", action.class())))
-            }
+            } => record
+                .with_pending(|p| p.started.push(format!("{phase}\t{id}\t{}", action.class()))),
             Event::PlanFile {
                 sha256,
                 applying: true,
                 ..
-            } => with_pending(&mut |p| p.saved_plan_sha256 = Some(sha256.clone())),
+            } => record.with_pending(|p| p.saved_plan_sha256 = Some(sha256.clone())),
             Event::PolicyViolation { violation, .. } => {
                 if let Some(reason) = &violation.overridden {
                     let this = PolicyOverride {
                         rule: violation.rule.clone(),
                         reason: reason.clone(),
                     };
-                    with_pending(&mut |p| {
+                    record.with_pending(|p| {
                         if !p.overrides.contains(&this) {
-                            p.overrides.push(this.clone())
+                            p.overrides.push(this)
                         }
                     })
                 }
