@@ -549,10 +549,7 @@ impl Engine<'_> {
         holder: &mut dyn LockedStore,
         phase: u32,
     ) -> Result<(), EngineError> {
-        // Answers are kept for a phase of bounded size only (their memory, DESIGN §106).
-        let keeps = analysis.run.len() <= super::node::KEPT_PLANS_MAX_NODES;
-        let mode = if keeps { Mode::Preview } else { Mode::Plan };
-        let mut preview = self.run_nodes(ir, analysis, holder, phase, mode)?;
+        let mut preview = self.run_nodes(ir, analysis, holder, phase, Mode::Preview)?;
         // The apply of this phase uses what the preview read and planned: the values just
         // shown, each resource refreshed and planned once (DESIGN §106).
         self.previewed = std::mem::take(&mut preview.previewed);

@@ -5,11 +5,12 @@ use std::borrow::Cow;
 
 use serde_json::Value as Json;
 
+use super::answers::ask_provider;
 use super::delete::{destroy_deposed, destroy_object};
+use super::previewed::{EarlierPlan, InputsDigest};
 use super::record::{
     display_changes, marked_sensitive, record, schema_sensitive_paths, write_only_sent,
 };
-use super::refresh::{current_object, Drift};
 use super::{
     check_allowed, conform, err, intend, realise_builds, Mode, NodeInput, NodeOutput, NodeProgress,
     PlannedObject,
@@ -41,30 +42,6 @@ pub(super) struct Planned<'a> {
     out: NodeOutput,
 }
 
-/// What the provider answered while a managed resource was planned: the validation's,
-/// upgrade's, read's and plan's diagnostics (warnings only), the current object, and the plan.
-/// The same inputs get the same answers, so the apply of a phase uses its preview's
-/// (`previewed`) instead of asking again.
-#[derive(Debug, Clone)]
-pub(super) struct Answers {
-    diags: Diagnostics,
-    /// The current object (upgraded, refreshed), its private data, and its drift.
-    prior: Value,
-    prior_private: Vec<u8>,
-    drift: Option<Drift>,
-    /// Whether it is planned as a new object (tainted, `--replace`, a fired trigger).
-    tainted: bool,
-    /// The configuration, conforming, with `ignoreChanges` applied.
-    config: Value,
-    /// The configuration as written, when `ignoreChanges` changed it: what a replacement's new
-    /// object is created from (OpenTofu plans a replacement from it; `ignoreChanges` shapes
-    /// updates only).
-    written: Option<Value>,
-    /// What the plan was asked from: the current object, or null for a new one.
-    plan_prior: Value,
-    plan: crate::provider::PlanResponse,
-}
-
 /// One managed resource's turn (its provider has schemas): plan it, and in apply mode carry
 /// the change out.
 pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> NodeOutput {
@@ -83,84 +60,6 @@ pub(super) fn run_managed(input: &NodeInput, report: &dyn Fn(NodeProgress)) -> N
 /// A failed turn's output, boxed (it is the large side of `plan_managed`'s result).
 fn failed(diagnostics: Diagnostics, action: Option<Action>) -> Box<NodeOutput> {
     Box::new(NodeOutput::failed(diagnostics, action))
-}
-
-/// The provider's answers for a managed resource: validate, the current object (upgraded and
-/// refreshed), `ignoreChanges`, ProposedNew, the plan and the checks on it, in OpenTofu's
-/// order, each step returning on failure.
-fn ask_provider(input: &NodeInput, block: &Block, config: Value) -> Result<Answers, Diagnostics> {
-    let mut diags = input
-        .provider
-        .validate_resource_config(&input.type_name, &config)?;
-    if diags.has_errors() {
-        return Err(diags);
-    }
-    let (prior, prior_private, drift, tainted) = match &input.prior {
-        Some(p) => {
-            let (v, private, drift) = match current_object(input, block, p, &mut diags) {
-                Ok(current) => current,
-                Err(d) => {
-                    diags.extend(d);
-                    return Err(diags);
-                }
-            };
-            // `--replace` plans the object as a tainted one is planned: a new object.
-            // So does a fired `replaceTriggeredBy` trigger (DESIGN §103).
-            let forced = input.force_replace || !input.triggers.fired.is_empty();
-            (v, private, drift, p.is_tainted() || forced)
-        }
-        None => (Value::Null, Vec::new(), None, false),
-    };
-    let plan_prior = if tainted { Value::Null } else { prior.clone() };
-    // A new object (tainted, forced) is planned from the configuration as written.
-    let (config, written) = if !plan_prior.is_null() && !input.lifecycle.ignore_changes.is_empty() {
-        let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
-        let ignored = plan::apply_ignore_changes(&config, &prior, &paths);
-        (ignored, Some(config))
-    } else {
-        (config, None)
-    };
-    let proposed = plan::proposed_new(block, &plan_prior, &config);
-    let plan = match input.provider.plan_resource_change(PlanRequest {
-        type_name: &input.type_name,
-        prior_state: &plan_prior,
-        proposed_new_state: &proposed,
-        config: &config,
-        prior_private: &prior_private,
-    }) {
-        Ok(p) => p,
-        Err(d) => {
-            diags.extend(d);
-            return Err(diags);
-        }
-    };
-    diags.extend(plan.diagnostics.clone());
-    if diags.has_errors() {
-        return Err(diags);
-    }
-    let legacy = plan.legacy_type_system;
-    if let Err(d) = check_plan(block, &plan_prior, &config, &plan.planned_state, legacy) {
-        diags.extend(d);
-        return Err(diags);
-    }
-    Ok(Answers {
-        diags,
-        prior,
-        prior_private,
-        drift,
-        tainted,
-        config,
-        written,
-        plan_prior,
-        plan,
-    })
-}
-
-impl Answers {
-    /// The configuration a new object of this resource is created from (a replacement's).
-    fn new_object_config(&self) -> &Value {
-        self.written.as_ref().unwrap_or(&self.config)
-    }
 }
 
 /// The plan half of a managed resource's turn: conform, the provider's answers (its
@@ -184,13 +83,20 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         Ok(c) => c,
         Err(d) => return Err(failed(d, None)),
     };
-    let earlier = (input.earlier_plan.as_ref()).filter(|e| e.made_with(input));
+    // The digest of this turn's inputs: the key of a kept plan (DESIGN §106).
+    let keeps = input.mode.keeps_answers();
+    let inputs = (keeps || input.earlier_plan.is_some())
+        .then(|| InputsDigest::of(input, &config, &ty))
+        .flatten();
+    let earlier = (input.earlier_plan.as_deref())
+        .filter(|e| inputs.is_some_and(|i| e.made_with(i)))
+        .and_then(|e| Some((e, e.decoded(&ty)?)));
     let answers = match earlier {
-        Some(earlier) => earlier.answers.clone(),
+        Some((earlier, decoded)) => earlier.answers(decoded, input, block, config),
         None => ask_provider(input, block, config).map_err(|d| failed(d, None))?,
     };
     let mut answered = answers.diags.clone();
-    let (prior, plan_prior, plan) = (&answers.prior, &answers.plan_prior, &answers.plan);
+    let (prior, plan) = (&answers.prior, &answers.plan);
     let (tainted, drift) = (answers.tainted, &answers.drift);
     let exists = !prior.is_null();
     let replace_paths = if exists && !tainted {
@@ -213,9 +119,13 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
             return Err(failed(answered, Some(refused.action)));
         }
     };
-    let shown_prior = if tainted { prior } else { plan_prior };
+    let shown_prior = if tainted {
+        prior
+    } else {
+        &answers.shaped.plan_prior
+    };
     // A replacement's new object takes the ignored attributes as written: shown so.
-    let shown_planned = match (action, &answers.written) {
+    let shown_planned = match (action, &answers.shaped.written) {
         (Action::Replace { .. }, Some(written)) => {
             let paths = ignore_paths(block, &input.lifecycle.ignore_changes);
             Cow::Owned(plan::apply_ignore_changes(
@@ -234,7 +144,7 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         &marked_sensitive(input),
     );
     if action.writes_object() {
-        changes.extend(write_only_sent(block, &answers.config));
+        changes.extend(write_only_sent(block, &answers.shaped.config));
     }
     let planned_object = if input.mode.applies() {
         None
@@ -243,8 +153,9 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         let new_config = answers.new_object_config();
         planned_object(input, block, action, prior, new_config, facts, plan)
     };
-    let plan_made = (input.mode.keeps_answers())
-        .then(|| Box::new(super::previewed::EarlierPlan::new(input, answers.clone())));
+    let plan_made = (inputs.filter(|_| keeps))
+        .and_then(|i| EarlierPlan::keep(i, &answers, &ty))
+        .map(Box::new);
     let out = NodeOutput {
         action: Some(action),
         changes,
@@ -265,11 +176,11 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     Ok(Planned {
         schema: s,
         ty,
-        config: answers.config,
-        written: answers.written,
+        config: answers.shaped.config,
+        written: answers.shaped.written,
         prior: answers.prior,
         prior_private: answers.prior_private,
-        plan_prior: answers.plan_prior,
+        plan_prior: answers.shaped.plan_prior,
         plan: answers.plan,
         action,
         diags: answered,

@@ -7,6 +7,7 @@
 //! intermediate steps of a replace), which records it; nothing here touches the store. The turn
 //! of a resource whose provider has no schemas is `untyped`'s.
 
+mod answers;
 mod data;
 mod delete;
 mod managed;
@@ -15,7 +16,7 @@ mod record;
 mod refresh;
 mod untyped;
 mod upgrade;
-pub(super) use previewed::{DataRead, EarlierPlan, Previewed, KEPT_PLANS_MAX_NODES};
+pub(super) use previewed::{DataRead, EarlierPlan, Previewed};
 pub(super) use record::path_json;
 
 use std::sync::Arc;
