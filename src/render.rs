@@ -10,6 +10,7 @@
 mod deaths;
 mod escape;
 mod jsonl;
+mod lines;
 mod report;
 mod summary;
 mod ticker;
@@ -28,7 +29,7 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::diag::{Diagnostic, Severity};
-use crate::engine::{describe_waits, Action, AttrChange, Event, Sink};
+use crate::engine::{Action, AttrChange, Event, Sink};
 use crate::secrets::Redactor;
 use crate::value::{render_path, Value};
 
@@ -393,8 +394,8 @@ impl Drop for Human {
 
 impl Human {
     /// Writes one event's lines to `out` (stdout, as a sink; a buffer, in tests); warnings and
-    /// failures go to stderr.
-    // Long because it is one arm per event type, each printing that event's lines.
+    /// failures go to stderr. One arm per event: the lines of those the printer keeps nothing
+    /// of are `lines`', the others' are the methods below.
     pub fn write_event(&mut self, out: &mut dyn Write, event: Event) {
         let s = self.style;
         let r = &self.redactor.clone();
@@ -408,232 +409,30 @@ impl Human {
             } => {
                 log::info!("phase {phase}: Nix evaluated {resources} resource(s) and {data} data source(s) in {duration:?}");
             }
-            Event::Planned {
-                phase,
-                id,
-                type_name,
-                action,
-                changes,
-                deposed,
-                drifted,
-                triggered_by,
-            } => {
-                if deposed.is_none() {
-                    self.previewed.insert((phase, id.clone()));
-                }
-                let _ = writeln!(
-                    out,
-                    "{} {}{} ({})",
-                    s.action(action),
-                    s.name(r, &id),
-                    deposed_note(r, &deposed),
-                    escape(r, &type_name)
-                );
-                for c in &changes {
-                    let _ = writeln!(out, "      {}", show_change(r, c, object_new(action)));
-                }
-                for cause in &drifted {
-                    let note = format!("(because {} changed outside Nivis)", escape(r, cause));
-                    let _ = writeln!(out, "      {}", s.dim(&note));
-                }
-                for cause in &triggered_by {
-                    let note = format!("(replace triggered by {})", escape(r, cause));
-                    let _ = writeln!(out, "      {}", s.dim(&note));
-                }
-                if let Some(note) = forget_note(action) {
-                    let _ = writeln!(out, "      {}", s.dim(note));
-                }
-            }
-            Event::Deferred {
-                id,
-                type_name,
-                in_state,
-                waits,
-                ..
-            } => {
-                // A data source is read, never created (issue 48, F18); ids of data sources
-                // start `data.` (as `Tally` tells them apart).
-                let (sym, may) = match (id.starts_with("data."), in_state) {
-                    (true, _) => (s.paint("36", "<=?"), "will be read"),
-                    (false, true) => (s.paint("33", "~?"), "may be updated or replaced"),
-                    (false, false) => (s.paint("32", "+?"), "will be created"),
-                };
-                let _ = writeln!(out, "{sym} {} ({})", s.name(r, &id), escape(r, &type_name));
-                let _ = writeln!(
-                    out,
-                    "      {}",
-                    s.dim(&format!(
-                        "{may} in a later phase: waits on {}",
-                        escape(r, &describe_waits(&waits))
-                    ))
-                );
-            }
-            Event::ConsumerPending { id, waits } => {
-                let _ = writeln!(
-                    out,
-                    "{} {}",
-                    s.dim("…"),
-                    s.dim(&format!(
-                        "Nix value {} resolves in a later phase (waits on {})",
-                        escape(r, &id),
-                        escape(r, &describe_waits(&waits))
-                    ))
-                );
-            }
+            e @ Event::Planned { .. } => self.planned(out, &e),
+            e @ Event::Deferred { .. } => lines::deferred(out, s, r, &e),
+            Event::ConsumerPending { id, waits } => lines::consumer_pending(out, s, r, &id, &waits),
             Event::Started {
                 phase,
                 id,
                 action,
                 changes,
-            } => {
-                if self.progress && action != Action::NoOp {
-                    let tag = self.header(out, phase);
-                    let head = format!("  {} {}{tag}", s.action(action), s.name(r, &id));
-                    let _ = writeln!(out, "{head}: {}…", doing_verb(action));
-                    // The diff as decided in this phase, unless the confirmed plan showed it.
-                    if !self.previewed.remove(&(phase, id.clone())) {
-                        for c in &changes {
-                            let shown = show_change(r, c, object_new(action));
-                            let _ = writeln!(out, "      {shown}");
-                        }
-                    }
-                    let _ = out.flush();
-                    let verb = doing_verb(action);
-                    self.ticker.start(&id, move |elapsed| {
-                        format!("{head}: still {verb}… ({elapsed} elapsed)")
-                    });
-                }
-            }
+            } => self.started(out, phase, &id, (action, &changes)),
             // The provider is done; what is left is the state write.
-            Event::Recording { id, .. } => {
-                let name = s.name(r, &id);
-                self.ticker.replace(&id, move |elapsed| {
-                    format!("  recording {name} in the state… ({elapsed})")
-                });
-            }
+            Event::Recording { id, .. } => self.recording(&id),
             // The command's error names every unrecorded object; its operation is over.
             Event::Unrecorded { id, .. } => self.ticker.finish(&id),
-            Event::Finished {
-                phase,
-                id,
-                action,
-                duration,
-                deposed,
-            } => {
-                self.ticker.finish(&id);
-                if self.progress && action != Action::NoOp {
-                    let tag = self.header(out, phase);
-                    let _ = writeln!(
-                        out,
-                        "  {} {}{}{tag}: {}",
-                        s.action(action),
-                        s.name(r, &id),
-                        deposed_note(r, &deposed),
-                        s.dim(&format!(
-                            "{} in {:.2}s",
-                            done_verb(action),
-                            duration.as_secs_f64()
-                        ))
-                    );
-                }
-            }
+            e @ Event::Finished { .. } => self.finished(out, &e),
             Event::Failed {
                 id, diagnostics, ..
             } => {
                 self.ticker.finish(&id);
-                let mut err = std::io::stderr().lock();
-                if diagnostics.is_empty() {
-                    write_diagnostic(
-                        &mut err,
-                        s,
-                        r,
-                        &Diagnostic::error("operation failed").for_resource(&id),
-                    );
-                }
-                for d in &diagnostics {
-                    write_diagnostic(&mut err, s, r, &d.clone().for_resource(&id));
-                }
+                lines::failed(s, r, &id, &diagnostics);
             }
-            Event::Skipped { id, because, .. } => {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "{} {} not attempted: it depends on {} which failed",
-                    s.paint("31", "!"),
-                    s.name(r, &id),
-                    s.name(r, &because)
-                );
-            }
-            Event::Moved {
-                from,
-                to,
-                type_name,
-                recorded,
-                ..
-            } => {
-                let sym = s.paint("36", "->");
-                if recorded {
-                    let _ = writeln!(
-                        out,
-                        "{sym} {} moved to {}: recorded in state (no provider call)",
-                        s.name(r, &from),
-                        s.name(r, &to)
-                    );
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "{sym} {} moved to {} ({})",
-                        s.name(r, &from),
-                        s.name(r, &to),
-                        escape(r, &type_name)
-                    );
-                    let _ = writeln!(
-                        out,
-                        "      {}",
-                        s.dim("the same object under a new address: only the state changes")
-                    );
-                }
-            }
-            Event::Imported {
-                id,
-                type_name,
-                import_id,
-                recorded,
-                ..
-            } => {
-                let sym = s.paint("36", "<=");
-                let what = if recorded {
-                    "imported: recorded in state"
-                } else {
-                    "to import"
-                };
-                let _ = writeln!(
-                    out,
-                    "{sym} {} {what} from id {} ({})",
-                    s.name(r, &id),
-                    escape(r, &format!("{import_id:?}")),
-                    escape(r, &type_name)
-                );
-            }
-            Event::Drift { id, changes, gone } => {
-                if gone {
-                    let _ = writeln!(
-                        out,
-                        "{} {} no longer exists (removed outside Nivis)",
-                        s.paint("31", "!"),
-                        s.name(r, &id)
-                    );
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "{} {} changed outside Nivis:",
-                        s.paint("33", "!"),
-                        s.name(r, &id)
-                    );
-                    for c in &changes {
-                        let _ = writeln!(out, "      {}", show_change(r, c, false));
-                    }
-                }
-            }
+            Event::Skipped { id, because, .. } => lines::skipped(s, r, &id, &because),
+            e @ Event::Moved { .. } => lines::moved(out, s, r, &e),
+            e @ Event::Imported { .. } => lines::imported(out, s, r, &e),
+            Event::Drift { id, changes, gone } => lines::drift(out, s, r, &id, (&changes, gone)),
             Event::Warning(d) => write_diagnostic(&mut std::io::stderr().lock(), s, r, &d),
             Event::PendingOperation(op) => report::write_pending(s, r, &op),
             // A fatal one is the run's error, printed once, by whoever prints that.
@@ -645,7 +444,6 @@ impl Human {
             Event::PolicyViolation { violation: v, .. } => {
                 write_policy_violation(&mut std::io::stderr().lock(), s, r, &v)
             }
-            Event::PhaseDone { .. } => {}
             Event::Wave { phase, trigger, .. } => {
                 self.waves.insert(phase, trigger);
             }
@@ -657,63 +455,97 @@ impl Human {
                     "fixpoint after {evaluations} evaluation(s), {apply_phases} apply phase(s)"
                 );
             }
-            Event::PhaseLimit { apply_phases } => {
-                let _ = writeln!(out, "{}", s.ember(&format!("Stopped after {apply_phases} phase(s) (--max-phases); not at a fixpoint yet.")));
-            }
-            // `-v` logs it; the human summary has no place for it.
-            Event::Timing(_) => {}
-            // The command prints the failure itself, on stderr.
-            Event::CommandFailed { .. } => {}
+            Event::PhaseLimit { apply_phases } => lines::phase_limit(out, s, apply_phases),
             Event::PlanFile {
                 path,
                 sha256,
-                applying: false,
-            } => {
-                let _ = writeln!(
-                    out,
-                    "\nSaved the plan to {} ({}); `nivis show {}` prints it.",
-                    escape(r, &path),
-                    escape(r, &sha256),
-                    escape(r, &path)
-                );
-            }
-            Event::PlanFile {
-                path,
-                sha256,
-                applying: true,
-            } => {
-                let _ = writeln!(
-                    out,
-                    "Applying the saved plan {} ({}).",
-                    escape(r, &path),
-                    escape(r, &sha256)
-                );
-            }
+                applying,
+            } => lines::plan_file(out, r, &path, &sha256, applying),
+            // `PhaseDone` has no line; `-v` logs `Timing`, which the human summary has no
+            // place for; the command prints a `CommandFailed` itself, on stderr.
+            Event::PhaseDone { .. } | Event::Timing(_) | Event::CommandFailed { .. } => {}
         }
     }
-}
 
-/// What a plan line for an action that forgets an object must say.
-fn forget_note(action: Action) -> Option<&'static str> {
-    match action {
-        Action::Forget => Some(
-            "forget: removed from state and left as it is (lib.removed with destroy = false, \
-             or a provider that cannot delete objects)",
-        ),
-        Action::Recreate => Some(
-            "re-create: a new object replaces it in state; the old one is forgotten, not deleted \
-             (its provider can neither update nor delete this type)",
-        ),
-        _ => None,
+    /// A plan row; a progress line later leaves out the diff this row showed.
+    fn planned(&mut self, out: &mut dyn Write, event: &Event) {
+        if let Event::Planned {
+            phase,
+            id,
+            deposed: None,
+            ..
+        } = event
+        {
+            self.previewed.insert((*phase, id.clone()));
+        }
+        lines::planned(out, self.style, &self.redactor, event);
     }
-}
 
-/// ` (deposed object deposed-0)` after a resource id, or nothing.
-fn deposed_note(r: &Redactor, deposed: &Option<String>) -> String {
-    deposed
-        .as_ref()
-        .map(|key| format!(" (deposed object {})", escape(r, key)))
-        .unwrap_or_default()
+    /// An operation started: its progress line, its diff unless the confirmed plan showed it,
+    /// and a ticker until it finishes.
+    fn started(
+        &mut self,
+        out: &mut dyn Write,
+        phase: u32,
+        id: &str,
+        (action, changes): (Action, &[AttrChange]),
+    ) {
+        if !self.progress || action == Action::NoOp {
+            return;
+        }
+        let (s, r) = (self.style, &self.redactor.clone());
+        let tag = self.header(out, phase);
+        let head = format!("  {} {}{tag}", s.action(action), s.name(r, id));
+        let _ = writeln!(out, "{head}: {}…", doing_verb(action));
+        // The diff as decided in this phase, unless the confirmed plan showed it.
+        if !self.previewed.remove(&(phase, id.to_string())) {
+            for c in changes {
+                let _ = writeln!(out, "      {}", show_change(r, c, object_new(action)));
+            }
+        }
+        let _ = out.flush();
+        let verb = doing_verb(action);
+        self.ticker.start(id, move |elapsed| {
+            format!("{head}: still {verb}… ({elapsed} elapsed)")
+        });
+    }
+
+    /// The provider is done with `id`; the ticker now says the state is being written.
+    fn recording(&mut self, id: &str) {
+        let name = self.style.name(&self.redactor, id);
+        self.ticker.replace(id, move |elapsed| {
+            format!("  recording {name} in the state… ({elapsed})")
+        });
+    }
+
+    /// An operation finished: its ticker stops, and its line says how long it took.
+    fn finished(&mut self, out: &mut dyn Write, event: &Event) {
+        let Event::Finished {
+            phase,
+            id,
+            action,
+            duration,
+            deposed,
+        } = event
+        else {
+            return;
+        };
+        self.ticker.finish(id);
+        if !self.progress || *action == Action::NoOp {
+            return;
+        }
+        let (s, r) = (self.style, &self.redactor.clone());
+        let tag = self.header(out, *phase);
+        let took = format!("{} in {:.2}s", done_verb(*action), duration.as_secs_f64());
+        let _ = writeln!(
+            out,
+            "  {} {}{}{tag}: {}",
+            s.action(*action),
+            s.name(r, id),
+            lines::deposed_note(r, deposed),
+            s.dim(&took)
+        );
+    }
 }
 
 #[cfg(test)]
