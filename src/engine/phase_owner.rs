@@ -10,7 +10,7 @@
 //! policies (the host's), nor what a node does with its provider (`node`).
 
 use std::cell::OnceCell;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value as Json;
@@ -33,7 +33,7 @@ mod host;
 mod lookup;
 mod waves;
 pub(super) use host::{Admitted, PhaseHost};
-use waves::{awaited_by_deferred, wave_slots, Evaluating, Started};
+use waves::{awaited_by_deferred, wave_slots};
 
 /// What one phase runs with: the IR and its analysis (the nodes of `analysis.run` run), the
 /// started providers they need, the run's options, and what the run carries into the phase.
@@ -77,7 +77,7 @@ pub(super) fn run_phase(
         .map(|(i, id)| (id.as_str(), i))
         .collect();
     // Plans follow dependency order too: a reference to a resource whose plan is a no-op
-    // resolves to its recorded value instead of "known after apply" (see `unchanged`), and
+    // resolves to its recorded value instead of "known after apply" (see `SoFar::unchanged`), and
     // what a resource without a provider plan will do decides whether dependents must wait
     // (see `staleness`).
     let deps: Vec<Vec<usize>> = ids
@@ -117,30 +117,20 @@ pub(super) fn run_phase(
         result: PhaseResult::default(),
         recorder: Recorder::default(),
         running: ids.iter().cloned().collect(),
-        unchanged: BTreeSet::new(),
+        so_far: lookup::SoFar::default(),
         acted: HashMap::new(),
         fired: HashMap::new(),
         stale: HashMap::new(),
-        planned: HashMap::new(),
         replace_now,
         listing: Vec::new(),
-        drifted: BTreeSet::new(),
         read_by_others: deps.iter().flatten().map(|&d| ids[d].clone()).collect(),
         old_objects: Vec::new(),
         previewed,
-        streams,
-        awaited: Vec::new(),
-        awaited_ids: HashSet::new(),
-        changed_since_evaluation: BTreeSet::new(),
-        told_settled: 0,
-        wave_error: None,
-        evaluating: None,
-        evaluated: None,
-        timing: waves::Timing::default(),
+        stream: waves::Stream::new(streams),
     };
     if streams {
         owner.await_outputs(awaited_by_deferred(analysis));
-        owner.timing.evaluation = owner.host.evaluation_time();
+        owner.stream.timing.evaluation = owner.host.evaluation_time();
     }
     let workers = owner.host.opts().parallelism;
     let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
@@ -191,7 +181,7 @@ pub(super) fn run_phase(
     result.jobs = owner.ids.len();
     result.waves = owner.waves.len() as u32;
     result.last_wave = owner.waves.last().map_or(phase, |w| w.number);
-    if let Some(e) = owner.wave_error.take() {
+    if let Some(e) = owner.stream.wave_error.take() {
         return Err(e);
     }
     Ok(result)
@@ -257,25 +247,20 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     recorder: Recorder,
     /// The ids of `analysis.run`, for lookups.
     running: BTreeSet<String>,
-    /// Plan mode: managed resources of `running` whose plan is a no-op, so their recorded
-    /// values are what dependents will see.
-    unchanged: BTreeSet<String>,
     /// The action of each resource that had its turn in the phase (for whole-resource
     /// `replaceTriggeredBy` triggers).
     acted: HashMap<String, Action>,
     /// The `replaceTriggeredBy` triggers that fired, by resource (for its plan row).
     fired: HashMap<String, Vec<String>>,
+    /// What the resources of the phase that had their turn are seen as by those after them.
+    so_far: lookup::SoFar,
     /// Resources of `analysis.run` left for the next evaluation, with the resource they wait on.
     stale: HashMap<String, Wait>,
-    /// Plan mode: what the resources planned so far in this phase are planned to become.
-    planned: HashMap<String, node::PlannedObject>,
     /// `--replace` resources not replaced yet in this run (once is what was asked).
     replace_now: BTreeSet<String>,
     /// Plan mode: the plan's rows (planned, deferred, drift) by node, sent once the phase is
     /// planned in one stable order (see [`listing_order`]), not in the order workers finish.
     listing: Vec<(usize, Event)>,
-    /// Resources whose refresh found them changed outside Nivis in this phase.
-    drifted: BTreeSet<String>,
     /// Apply mode: the data sources this phase's plan read, used instead of reading again.
     /// Apply mode: what this phase's plan (and its waves' plans) read and planned.
     previewed: node::Previewed,
@@ -284,25 +269,9 @@ pub(super) struct PhaseOwner<'a, 'ir> {
     read_by_others: BTreeSet<String>,
     /// Apply mode: resources whose old objects wait for that, in the order they were replaced.
     pub(super) old_objects: Vec<String>,
-    /// Whether evaluation waves may join the phase.
-    streams: bool,
-    /// For each deferred node of the latest evaluation, the resources it waits on through Nix.
-    awaited: Vec<BTreeSet<String>>,
-    /// Every resource in `awaited`: its job goes before those nothing waits on.
-    awaited_ids: HashSet<String>,
-    /// Resources whose recorded outputs changed since the latest evaluation.
-    changed_since_evaluation: BTreeSet<String>,
-    /// How many of `result.settled` the host was told of (see [`PhaseHost::settled`]).
-    told_settled: usize,
-    /// Why a wave could not join (its evaluation failed, a policy refused it): nothing more
-    /// starts, what runs ends and is recorded, and the phase fails with it.
-    wave_error: Option<EngineError>,
-    /// The evaluation running beside the phase, if any (never more than one).
-    evaluating: Option<Evaluating>,
-    /// An evaluation that ended, with its IR, waiting to join.
-    evaluated: Option<(Started, Ir)>,
-    /// What decides when a wave's evaluation starts: how long jobs and evaluations take.
-    timing: waves::Timing,
+    /// The evaluation waves' state: what the deferred nodes wait on, the evaluation running
+    /// beside the phase, and when the next one is due.
+    stream: waves::Stream,
 }
 
 impl<'ir> PhaseOwner<'_, 'ir> {
@@ -364,10 +333,11 @@ impl PhaseOwner<'_, '_> {
         };
         if before != after {
             self.result.outputs_changed = true;
-            if self.streams {
-                self.changed_since_evaluation
+            if self.stream.streams {
+                self.stream
+                    .changed_since_evaluation
                     .insert(change.id().to_string());
-                if let Some(evaluating) = &mut self.evaluating {
+                if let Some(evaluating) = &mut self.stream.evaluating {
                     // Not in the ledger it evaluates: what Nix computes from it is stale.
                     evaluating.changed_since_ledger(change.id(), before);
                 }
@@ -403,10 +373,10 @@ impl sched::Owner for PhaseOwner<'_, '_> {
         if let Some(source) = self.waves[w].staleness.stale_source(node) {
             // `finish` reports it as deferred. In apply, the changed outputs guarantee another
             // phase; in a plan, that phase is the apply's.
-            if self.streams {
+            if self.stream.streams {
                 // Nix computes it again once its source is recorded (it is, now).
-                self.awaited_ids.insert(source.clone());
-                self.awaited.push([source.clone()].into());
+                self.stream.awaited_ids.insert(source.clone());
+                self.stream.awaited.push([source.clone()].into());
             }
             self.stale.insert(id.clone(), Wait::Recomputed(source));
             return Err(NodeOutput::failed(Diagnostics::new(), None));
@@ -551,7 +521,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
             self.host.sink().event(Event::Warning(w.clone()));
         }
         if let Some((changes, gone)) = &out.drift {
-            self.drifted.insert(id.clone());
+            self.so_far.drifted.insert(id.clone());
             self.list(
                 i,
                 Event::Drift {
@@ -627,7 +597,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 self.waves[0].staleness.outputs_changed(&id, how);
             }
             if let Some(p) = out.planned_object.take() {
-                self.planned.insert(id.clone(), p);
+                self.so_far.planned.insert(id.clone(), p);
             }
             for key in &out.deposed {
                 let deposed = Some(key.clone());
@@ -641,16 +611,16 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 // its record is not what dependents will see.
                 if action == Action::NoOp
                     && node.kind == NodeKind::Managed
-                    && !self.planned.contains_key(&id)
+                    && !self.so_far.planned.contains_key(&id)
                 {
-                    self.unchanged.insert(id.clone());
+                    self.so_far.unchanged.insert(id.clone());
                 }
                 if action != Action::NoOp {
                     let drifted = self
                         .info(i)
                         .deps
                         .iter()
-                        .filter(|d| self.drifted.contains(*d))
+                        .filter(|d| self.so_far.drifted.contains(*d))
                         .cloned()
                         .collect();
                     self.list(
@@ -674,7 +644,7 @@ impl sched::Owner for PhaseOwner<'_, '_> {
                 {
                     self.result.changed.push((id.clone(), action));
                 }
-                self.timing.job_done(out.elapsed);
+                self.stream.timing.job_done(out.elapsed);
                 // "finished" means recorded: sent once the commit of this batch returns.
                 self.recorder.announce(Event::Finished {
                     phase,
@@ -694,38 +664,38 @@ impl sched::Owner for PhaseOwner<'_, '_> {
     }
 
     fn halted(&self) -> bool {
-        self.recorder.halted(self.holder) || self.wave_error.is_some()
+        self.recorder.halted(self.holder) || self.stream.wave_error.is_some()
     }
 
     fn extend(&mut self, load: sched::Load, waker: &sched::Waker) -> Vec<Vec<usize>> {
-        let added = match self.evaluated.take() {
+        let added = match self.stream.evaluated.take() {
             Some((evaluating, ir)) => self.join_wave(evaluating, ir),
             None => Ok(Vec::new()),
         };
         let started = added.and_then(|added| {
             let room = self.waves.len() <= self.wave_irs.len();
-            if room && self.evaluating.is_none() {
+            if room && self.stream.evaluating.is_none() {
                 self.start_wave_if_due(load, added.len(), waker)?;
             }
             Ok(added)
         });
         started.unwrap_or_else(|e| {
-            self.wave_error.get_or_insert(e);
+            self.stream.wave_error.get_or_insert(e);
             Vec::new()
         })
     }
 
     fn awaited(&self, i: usize) -> bool {
-        self.awaited_ids.contains(&self.ids[i])
+        self.stream.awaited_ids.contains(&self.ids[i])
     }
 
     fn awaiting(&self) -> bool {
-        self.evaluating.is_some()
+        self.stream.evaluating.is_some()
     }
 
     fn woken(&mut self) {
         if let Err(e) = self.wave_evaluated() {
-            self.wave_error.get_or_insert(e);
+            self.stream.wave_error.get_or_insert(e);
         }
     }
 }

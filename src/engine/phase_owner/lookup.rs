@@ -2,11 +2,26 @@
 //! or recorded), a configuration resolved against them, `lifecycle.replaceTriggeredBy`, and a
 //! data source's read made earlier for the phase.
 
+use std::collections::{BTreeSet, HashMap};
+
 use super::PhaseOwner;
-use crate::engine::node::EarlierRead;
+use crate::engine::node::{EarlierRead, PlannedObject};
 use crate::engine::resolve::{resolve, Lookup, Resolved};
 use crate::engine::triggers;
 use crate::ir::Node;
+
+/// What the resources of a phase that had their turn are seen as by the resources after them,
+/// growing together as each turn ends.
+#[derive(Default)]
+pub(super) struct SoFar {
+    /// Plan mode: what those planned are planned to become.
+    pub(super) planned: HashMap<String, PlannedObject>,
+    /// Plan mode: managed resources whose plan is a no-op, so their recorded values are what
+    /// dependents will see.
+    pub(super) unchanged: BTreeSet<String>,
+    /// Resources whose refresh found them changed outside Nivis in this phase.
+    pub(super) drifted: BTreeSet<String>,
+}
 
 impl PhaseOwner<'_, '_> {
     /// `node`'s configuration with its references resolved: in plan mode, what changes in this
@@ -22,8 +37,11 @@ impl PhaseOwner<'_, '_> {
     /// Resource `rid` as the phase sees it: in plan mode, what changes in this phase is seen
     /// as planned; otherwise as recorded.
     pub(super) fn lookup(&self, rid: &str) -> Lookup<'_> {
-        if !self.mode.applies() && self.running.contains(rid) && !self.unchanged.contains(rid) {
-            return match self.planned.get(rid) {
+        if !self.mode.applies()
+            && self.running.contains(rid)
+            && !self.so_far.unchanged.contains(rid)
+        {
+            return match self.so_far.planned.get(rid) {
                 Some(p) => Lookup::Planned(&p.value, &p.sensitive),
                 None => Lookup::Pending,
             };

@@ -58,6 +58,49 @@ pub(super) fn awaited_by_deferred(analysis: &Analysis<'_>) -> Vec<BTreeSet<Strin
         .collect()
 }
 
+/// The evaluation waves' side of a phase (DESIGN §89, §101), changing together as outputs are
+/// recorded and evaluations start and end: what the deferred nodes of the latest evaluation wait
+/// on, the evaluation running beside the phase, the one waiting to join, and the timing that
+/// decides when the next is due.
+pub(super) struct Stream {
+    /// Whether evaluation waves may join the phase.
+    pub(super) streams: bool,
+    /// For each deferred node of the latest evaluation, the resources it waits on through Nix.
+    pub(super) awaited: Vec<BTreeSet<String>>,
+    /// Every resource in `awaited`: its job goes before those nothing waits on.
+    pub(super) awaited_ids: HashSet<String>,
+    /// Resources whose recorded outputs changed since the latest evaluation.
+    pub(super) changed_since_evaluation: BTreeSet<String>,
+    /// How many of `result.settled` the host was told of (see [`super::PhaseHost::settled`]).
+    told_settled: usize,
+    /// Why a wave could not join (its evaluation failed, a policy refused it): nothing more
+    /// starts, what runs ends and is recorded, and the phase fails with it.
+    pub(super) wave_error: Option<EngineError>,
+    /// The evaluation running beside the phase, if any (never more than one).
+    pub(super) evaluating: Option<Evaluating>,
+    /// An evaluation that ended, with its IR, waiting to join.
+    pub(super) evaluated: Option<(Started, Ir)>,
+    /// What decides when a wave's evaluation starts: how long jobs and evaluations take.
+    pub(super) timing: Timing,
+}
+
+impl Stream {
+    /// A phase's wave state; `streams`: whether waves may join it at all.
+    pub(super) fn new(streams: bool) -> Self {
+        Stream {
+            streams,
+            awaited: Vec::new(),
+            awaited_ids: HashSet::new(),
+            changed_since_evaluation: BTreeSet::new(),
+            told_settled: 0,
+            wave_error: None,
+            evaluating: None,
+            evaluated: None,
+            timing: Timing::default(),
+        }
+    }
+}
+
 /// A wave's evaluation running beside the phase.
 pub(super) struct Evaluating {
     beside: Beside,
@@ -124,22 +167,22 @@ impl Timing {
 impl PhaseOwner<'_, '_> {
     /// What the deferred nodes of the latest evaluation wait on: `awaited`.
     pub(super) fn await_outputs(&mut self, awaited: Vec<BTreeSet<String>>) {
-        self.awaited_ids = awaited.iter().flatten().cloned().collect();
-        self.awaited = awaited;
+        self.stream.awaited_ids = awaited.iter().flatten().cloned().collect();
+        self.stream.awaited = awaited;
     }
 
     /// The recorded outputs that make a deferred node ready for Nix: changed since the latest
     /// evaluation, and every resource that node waits on through Nix done in this phase. Empty
     /// when no deferred node is ripe (an evaluation would find it still waiting).
     pub(super) fn ripe(&self) -> Vec<String> {
-        if !self.streams || self.changed_since_evaluation.is_empty() {
+        if !self.stream.streams || self.stream.changed_since_evaluation.is_empty() {
             return Vec::new();
         }
         let settled = |r: &String| self.job_of.get(r).is_none_or(|&j| self.done[j]);
         let mut trigger: BTreeSet<&String> = BTreeSet::new();
-        for awaited in &self.awaited {
+        for awaited in &self.stream.awaited {
             let changed: Vec<&String> = (awaited.iter())
-                .filter(|r| self.changed_since_evaluation.contains(*r))
+                .filter(|r| self.stream.changed_since_evaluation.contains(*r))
                 .collect();
             if !changed.is_empty() && awaited.iter().all(settled) {
                 trigger.extend(changed);
@@ -150,7 +193,7 @@ impl PhaseOwner<'_, '_> {
 
     /// The jobs of this phase not ended yet whose outputs a deferred node waits on.
     fn awaited_unfinished(&self) -> usize {
-        let jobs = (self.awaited.iter().flatten())
+        let jobs = (self.stream.awaited.iter().flatten())
             .filter_map(|r| self.job_of.get(r))
             .filter(|&&j| !self.done[j]);
         jobs.collect::<HashSet<_>>().len()
@@ -176,9 +219,9 @@ impl PhaseOwner<'_, '_> {
         if load.in_flight + queued == 0 {
             return Ok(());
         }
-        let evaluation = self.timing.evaluation;
-        let slow_jobs = self.timing.mean_job() >= evaluation;
-        if !slow_jobs && self.timing.queue(queued, load.parallelism) > evaluation {
+        let evaluation = self.stream.timing.evaluation;
+        let slow_jobs = self.stream.timing.mean_job() >= evaluation;
+        if !slow_jobs && self.stream.timing.queue(queued, load.parallelism) > evaluation {
             return Ok(());
         }
         let trigger = self.ripe();
@@ -187,7 +230,7 @@ impl PhaseOwner<'_, '_> {
         }
         if !slow_jobs {
             let unfinished = self.awaited_unfinished();
-            let soon = self.timing.until_ended(unfinished, load.parallelism) <= evaluation;
+            let soon = self.stream.timing.until_ended(unfinished, load.parallelism) <= evaluation;
             if unfinished > 0 && soon {
                 return Ok(());
             }
@@ -195,14 +238,14 @@ impl PhaseOwner<'_, '_> {
         let number = self.waves.last().map_or(self.phase, |w| w.number) + 1;
         let beside = (self.host).evaluate_wave(self.holder.state(), number, waker.clone())?;
         self.result.evaluations += 1;
-        self.changed_since_evaluation.clear();
-        self.evaluating = Some(Evaluating {
+        self.stream.changed_since_evaluation.clear();
+        self.stream.evaluating = Some(Evaluating {
             beside,
             started: Started {
                 number,
                 trigger,
                 changed: HashMap::new(),
-                awaited_then: self.awaited.len(),
+                awaited_then: self.stream.awaited.len(),
             },
         });
         Ok(())
@@ -211,12 +254,12 @@ impl PhaseOwner<'_, '_> {
     /// The evaluation beside the phase ended: its IR is kept for [`join_wave`](Self::join_wave)
     /// (the run's evaluator is back with the host whatever happened).
     pub(super) fn wave_evaluated(&mut self) -> Result<(), EngineError> {
-        let Some(Evaluating { beside, started }) = self.evaluating.take() else {
+        let Some(Evaluating { beside, started }) = self.stream.evaluating.take() else {
             return Ok(());
         };
         let ir = (self.host).wave_evaluated(beside, self.holder.state(), started.number)?;
-        self.timing.evaluation = self.host.evaluation_time();
-        self.evaluated = Some((started, ir));
+        self.stream.timing.evaluation = self.host.evaluation_time();
+        self.stream.evaluated = Some((started, ir));
         Ok(())
     }
 
@@ -230,15 +273,15 @@ impl PhaseOwner<'_, '_> {
     ) -> Result<Vec<Vec<usize>>, EngineError> {
         // What settled since the last wave is fresh for the analysis (it does not run again).
         let settled = std::mem::take(&mut self.result.settled);
-        for (id, fp) in self.fingerprints(&settled[self.told_settled..]) {
+        for (id, fp) in self.fingerprints(&settled[self.stream.told_settled..]) {
             self.host.settled(&id, fp);
         }
-        self.told_settled = settled.len();
+        self.stream.told_settled = settled.len();
         self.result.settled = settled;
         let joining = {
             let analysis = self.host.analyse_wave(&evaluated, self.holder.state())?;
             let mut awaited = awaited_by_deferred(&analysis);
-            awaited.extend(self.awaited.drain(started.awaited_then..));
+            awaited.extend(self.stream.awaited.drain(started.awaited_then..));
             self.await_outputs(awaited);
             self.joining(&analysis)
         };
