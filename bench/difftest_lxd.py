@@ -39,6 +39,7 @@ and must plan the same create.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import copy
 import json
@@ -74,7 +75,12 @@ def new_profile(rng: random.Random, slot: str) -> dict:
 
 
 def edit_profile(config: dict, rng: random.Random, slot: str) -> str:
+    """A profile edited: a key set or unset, its description, a new name (a replacement, with
+    `create_before_destroy` half the time when the container uses it), `ignore_changes` turned
+    on with a description change in the same cycle (nothing to do in both), `prevent_destroy`
+    turned on with a rename or a removal most times (both refuse)."""
     p = config["prof"][slot]
+    used = config["ct"] is not None and config["ct"]["prof"] == slot
     kind = rng.choice(["set", "set", "unset", "desc", "rename", "rename", "cbd", "ign", "pd", "remove"])
     if kind == "set":
         p["cfg"][rng.choice(KEYS)] = str(rng.randint(0, 3))
@@ -83,15 +89,38 @@ def edit_profile(config: dict, rng: random.Random, slot: str) -> str:
     elif kind == "desc":
         p["desc"] = f"d{(int(p['desc'][1:]) + 1) % 3}"
     elif kind == "rename":
+        if used and rng.random() < 0.5:
+            p["cbd"] = True
+            kind = "rename (cbd)"
         p["gen"] += 1
         p["name"] = f"{slot}-{p['gen']}"
-    elif kind in ("cbd", "ign", "pd"):
-        p[kind] = not p[kind]
+        return f"{slot} {kind} -> {p['name']}" + (" under ct" if used else "")
+    elif kind == "cbd":
+        p["cbd"] = not p["cbd"]
+    elif kind == "ign":
+        p["ign"] = not p["ign"]
+        if p["ign"]:
+            p["desc"] = f"d{(int(p['desc'][1:]) + 1) % 3}"
+            kind = "ign + desc"
+    elif kind == "pd":
+        p["pd"] = not p["pd"]
+        if p["pd"] and rng.random() < 0.7:
+            return f"{slot} pd + " + remove_or_rename(config, rng, slot)
     elif kind == "remove":
-        del config["prof"][slot]
-        if config["ct"] and config["ct"]["prof"] == slot:
-            config["ct"]["prof"] = None
-    return f"{slot} {kind}" + (f" -> {p['name']}" if kind == "rename" else "")
+        return remove_or_rename(config, rng, slot, "remove")
+    return f"{slot} {kind}"
+
+
+def remove_or_rename(config: dict, rng: random.Random, slot: str, kind: str = "") -> str:
+    p = config["prof"][slot]
+    if (kind or rng.choice(["remove", "rename"])) == "rename":
+        p["gen"] += 1
+        p["name"] = f"{slot}-{p['gen']}"
+        return f"rename -> {p['name']}"
+    del config["prof"][slot]
+    if config["ct"] and config["ct"]["prof"] == slot:
+        config["ct"]["prof"] = None
+    return f"{slot} remove"
 
 
 def edit_volume(config: dict, rng: random.Random, slot: str) -> str:
@@ -124,7 +153,11 @@ def edit_container(config: dict, rng: random.Random) -> str:
     elif kind == "cbd":
         ct["cbd"] = not ct["cbd"]
     elif kind == "image":
+        # The same image under another alias: a replacement; with create_before_destroy the new
+        # container's fixed name is taken, and both must fail alike.
         ct["image"] = "busybox2" if ct["image"] == "busybox" else "busybox"
+        ct["cbd"] = rng.random() < 0.5
+        return f"{CT} image{' (cbd)' if ct['cbd'] else ''}"
     else:
         config["ct"] = None
     return f"{CT} {kind}"
@@ -153,7 +186,9 @@ def edit(config: dict, rng: random.Random, world: "Worlds", cycle: int) -> str:
     if kind == "container" and (config["ct"] or rng.random() < 0.5):
         return edit_container(config, rng)
     if kind == "profile" and config["prof"]:
-        return edit_profile(config, rng, rng.choice(sorted(config["prof"])))
+        # Half the time the profile the container uses: its renames meet the container.
+        used = config["ct"]["prof"] if config["ct"] and config["ct"]["prof"] and rng.random() < 0.5 else None
+        return edit_profile(config, rng, used or rng.choice(sorted(config["prof"])))
     if kind == "volume" and config["vol"]:
         return edit_volume(config, rng, rng.choice(sorted(config["vol"])))
     if free_p and (rng.random() < 0.6 or not free_v):
@@ -166,6 +201,16 @@ def edit(config: dict, rng: random.Random, world: "Worlds", cycle: int) -> str:
                                "cfg": {rng.choice(KEYS): str(rng.randint(0, 3))}}
         return f"add {slot}"
     return "add skipped"
+
+
+def initial(rng: random.Random) -> dict:
+    """Cycle 0's configuration: two profiles, a volume and, most times, the container using one
+    of the profiles, so that the first edits already meet references."""
+    config = {"prof": {s: new_profile(rng, s) for s in ("p0", "p1")}, "vol": {}, "ct": None}
+    config["vol"]["v0"] = {"name": "v0-0", "gen": 0, "pool": "default", "imp": None, "cfg": {"user.a": "1"}}
+    if rng.random() < 0.7:
+        config["ct"] = {"name": "ct-0", "image": "busybox", "prof": rng.choice(["p0", "p1"]), "cfg": {}, "cbd": False}
+    return config
 
 
 def drift(config: dict, rng: random.Random, world: "Worlds") -> tuple[str, str | None]:
@@ -413,8 +458,11 @@ class Engines:
         """Planned actions per (Terraform) address and the addresses imported, or ("failed", line)."""
         r = self.nv("plan", "--json")
         if r.returncode != 0:
-            errors = [json.loads(x).get("message", "") for x in r.stdout.splitlines() if '"error"' in x]
-            return ("failed", error_line("\n".join(errors) or r.stderr)), []
+            events = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+            failed = [f"Error [{e['id']}]: {d['summary']}" for e in events if e.get("type") == "failed"
+                      for d in e.get("diagnostics", [])]
+            errors = [e.get("message", "") for e in events if e.get("type") == "error"]
+            return ("failed", error_line("\n".join(failed + errors) or r.stderr)), []
         out, imported = {}, []
         for line in r.stdout.splitlines():
             e = json.loads(line)
@@ -450,12 +498,18 @@ def error_line(text: str) -> str:
 # ---------------------------------------------------------------- one cycle
 
 def plans(e: Engines, config: dict) -> tuple:
-    """Terraform's imports and plan beside Nivis's plan: (tf_plan, nv_plan, nv_imports)."""
+    """Terraform's imports and plan beside Nivis's plan: (tf_plan, nv_plan, nv_imports,
+    expected imports). An import is expected where nothing is recorded yet: on a recorded
+    address `importId` does nothing, and the harness does not run `terraform import`."""
+    recorded = e.tf_addresses()
+    expected = sorted(a for a in (f"{kind_of(s)}.{s}" for s, r in list(config["prof"].items()) +
+                                  list(config["vol"].items()) if r.get("imp")) if a not in recorded)
+
     def tf_side():
         refused = e.tf_imports(config)
         return ("failed", f"import: {refused}") if refused else e.tf_plan()
     tf_plan, (nv_plan, nv_imports) = both(tf_side, e.nv_plan)
-    return tf_plan, nv_plan, nv_imports
+    return tf_plan, nv_plan, nv_imports, expected
 
 
 def forget_deleted(e: Engines, gone: str):
@@ -467,10 +521,8 @@ def forget_deleted(e: Engines, gone: str):
         raise RuntimeError(f"state rm {gone}: terraform {t.stderr.strip()} / nivis {n.stderr.strip()}")
 
 
-def compare_plans(cycle, what, tf_plan, nv_plan, nv_imports, config, differences) -> bool:
+def compare_plans(cycle, what, tf_plan, nv_plan, nv_imports, expected, differences) -> bool:
     """Records a difference of the plans; True when both plans succeeded."""
-    expected = sorted(f"{kind_of(s)}.{s}" for s, r in list(config["prof"].items()) + list(config["vol"].items())
-                      if r.get("imp"))
     tf_failed, nv_failed = isinstance(tf_plan, tuple), isinstance(nv_plan, tuple)
     if tf_failed or nv_failed:
         if tf_failed != nv_failed:
@@ -478,9 +530,12 @@ def compare_plans(cycle, what, tf_plan, nv_plan, nv_imports, config, differences
         return False
     if tf_plan != nv_plan:
         differences.append((cycle, what, "plan", tf_plan, nv_plan))
-    if nv_imports and sorted(set(nv_imports) | set(expected)) != expected:
+    if nv_imports != expected:
         differences.append((cycle, what, "imports", expected, nv_imports))
     return True
+
+
+REACHED: collections.Counter = collections.Counter()  # what the run's cycles made happen
 
 
 def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: int,
@@ -488,16 +543,19 @@ def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: in
     """Plan, compare, apply, compare worlds, states and second plans; returns the configuration
     in effect (`before` when the plans are refused or the applies fail in both)."""
     e.write(config)
-    tf_plan, nv_plan, nv_imports = plans(e, config)
+    tf_plan, nv_plan, nv_imports, expected = plans(e, config)
     if gone and isinstance(tf_plan, tuple) and isinstance(nv_plan, tuple):
         print(f"cycle {cycle}: both plans fail on the deleted {gone} (tf: {tf_plan[1]} / nivis: {nv_plan[1]}); "
               "both forget it", flush=True)
+        REACHED["plans fail alike on a deleted object"] += 1
         e.tf_undo()
         forget_deleted(e, gone)
-        tf_plan, nv_plan, nv_imports = plans(e, config)
-    if not compare_plans(cycle, what, tf_plan, nv_plan, nv_imports, config, differences):
+        tf_plan, nv_plan, nv_imports, expected = plans(e, config)
+    if not compare_plans(cycle, what, tf_plan, nv_plan, nv_imports, expected, differences):
         if isinstance(tf_plan, tuple) and isinstance(nv_plan, tuple):
             explained.append((cycle, what, f"both refuse: {tf_plan[1]} / {nv_plan[1]}"))
+            REACHED["refused alike: " + ("import" if "import" in tf_plan[1] else "prevent_destroy"
+                                         if "cannot be destroyed" in tf_plan[1] else tf_plan[1])] += 1
             print(f"cycle {cycle}: {what}: both refuse, edits undone\n  terraform: {tf_plan[1]}\n"
                   f"  nivis:     {nv_plan[1]}", flush=True)
             e.tf_undo()
@@ -516,6 +574,7 @@ def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: in
     if not tf_ok:
         why = f"{error_line(tf_apply.stderr)} / {error_line(nv_apply.stderr or nv_apply.stdout)}"
         explained.append((cycle, what, f"both applies fail: {why}"))
+        REACHED[f"applies fail alike: {error_line(tf_apply.stderr)[:60]}"] += 1
         print(f"cycle {cycle}: {what}: both applies fail ({why}); undone", flush=True)
         if undoing:
             raise StopIteration
@@ -528,6 +587,10 @@ def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: in
                               lambda: e.nv("plan", "--detailed-exitcode").returncode)
     if (tf_again, nv_again) != (0, 0):
         differences.append((cycle, what, "second plan exit", tf_again, nv_again))
+    for addr, action in tf_plan.items():
+        REACHED[f"{addr.split('.')[0]} {action}"] += 1
+    for addr in nv_imports:
+        REACHED[f"{addr.split('.')[0]} imported"] += 1
     print(f"cycle {cycle}: {what}: {len(tf_plan)} change(s) {sorted(tf_plan.items())}", flush=True)
     return clean
 
@@ -581,10 +644,14 @@ def main(argv) -> int:
             gone = None
             if cycle and rng.random() < 0.4:
                 done, gone = drift(config, rng, world)
+                REACHED[done.split(" ", 1)[1].rsplit(" ", 2 if " set " in done or "unset" in done else 1)[0]] += 1
                 print(f"cycle {cycle}: {done}", flush=True)
                 compare_refresh_only(e, cycle, differences)
             before = copy.deepcopy(config)
-            what = ", ".join(edit(config, rng, world, cycle) for _ in range(rng.randint(1, 2)))
+            if cycle == 0:
+                config, what = initial(rng), "initial"
+            else:
+                what = ", ".join(edit(config, rng, world, cycle) for _ in range(rng.randint(1, 3)))
             try:
                 config = run_cycle(e, config, before, what, gone, cycle, differences, explained)
             except StopIteration:
@@ -600,6 +667,7 @@ def main(argv) -> int:
         print("DIFFERENCE cycle %d (%s), %s:\n  terraform: %s\n  nivis:     %s" % d)
     for cycle, what, why in explained:
         print(f"alike in both, cycle {cycle} ({what}): {why}")
+    print("reached: " + "; ".join(f"{k} {v}" for k, v in sorted(REACHED.items())))
     print(f"{args.cycles} cycle(s), seed {args.seed}: {len(differences)} difference(s), "
           f"{len(explained)} refusal(s) or failure(s) alike")
     return 1 if differences else 0
