@@ -30,7 +30,9 @@ Terraform deletes the removed instances of a shrunk family the target depends on
 them to the next untargeted apply: recorded (§108). Terraform's
 refresh-only `-detailed-exitcode` may be 2 with "No changes.": its words are compared.
 
-Usage: bench/difftest.py [--cycles N] [--seed S | --seeds A-B [--jobs J] [--logs DIR]] [--nivis PATH].
+Usage: bench/difftest.py [--provider null|lxd] [--cycles N] [--seed S | --seeds A-B [--jobs J]
+[--logs DIR]] [--nivis PATH]. `--provider lxd` is the LXD oracle (bench/difftest_lxd.py, DESIGN §110):
+the real lxd provider on two real LXD daemons, with imports and drift made outside both tools.
 Exits 1 on any difference not documented.
 The providers are fetched pinned and verified by tests/fetch-providers.py; Terraform installs
 the null provider offline from a filesystem mirror. A long run: bench/difftest.py --cycles 500.
