@@ -31,10 +31,10 @@ compared as a cycle), that both second plans are no-ops, and the final worlds: e
 profiles, volumes and containers (names, config, description, profiles, status) and each
 tool's state (the same attributes per address).
 
-Documented difference (DESIGN §110): a profile removed in the cycle where the container stops
-using it is deleted first by Terraform, and LXD refuses ("Profile is currently in use"); Nivis
-deletes what is no longer declared at the fixpoint, after the container's update, and
-succeeds. The harness recognises it (`deleted_while_used`), converges Terraform as its user
+Documented difference (DESIGN §110): a profile removed (or replaced destroy-first) in the
+cycle where the container stops using it is deleted first by Terraform, and LXD refuses
+("Profile is currently in use"); Nivis deletes what is no longer declared at the fixpoint, and
+a replaced object after the update of what stopped reading it, so it succeeds. The harness recognises it (`deleted_while_used`), converges Terraform as its user
 would (`-target` the container, then a full apply) and compares the worlds and states as usual.
 
 Alike in both, and compared as such: a profile renamed under the container without
@@ -556,11 +556,9 @@ REACHED: collections.Counter = collections.Counter()  # what the run's cycles ma
 
 
 def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: int,
-              differences: list, explained: list, undoing: str | None = None) -> dict:
+              differences: list, explained: list, undoing: bool = False) -> dict:
     """Plan, compare, apply, compare worlds, states and second plans; returns the configuration
-    in effect (`before` when the plans are refused or the applies fail in both). `undoing` is
-    set when this cycle undoes a failed one: "partial" when Nivis updated the container there
-    and Terraform did not (`former_user_raced`), so Nivis alone plans it back."""
+    in effect (`before` when the plans are refused or the applies fail in both)."""
     e.write(config)
     tf_plan, nv_plan, nv_imports, expected = plans(e, config)
     if gone and isinstance(tf_plan, tuple) and isinstance(nv_plan, tuple):
@@ -570,9 +568,6 @@ def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: in
         e.tf_undo()
         forget_deleted(e, gone)
         tf_plan, nv_plan, nv_imports, expected = plans(e, config)
-    if undoing == "partial" and isinstance(nv_plan, dict) and isinstance(tf_plan, dict) \
-            and nv_plan.get(f"lxd_container.{CT}") == "update" and f"lxd_container.{CT}" not in tf_plan:
-        nv_plan = {a: act for a, act in nv_plan.items() if a != f"lxd_container.{CT}"}
     if not compare_plans(cycle, what, tf_plan, nv_plan, nv_imports, expected, differences):
         if isinstance(tf_plan, tuple) and isinstance(nv_plan, tuple):
             explained.append((cycle, what, f"both refuse: {tf_plan[1]} / {nv_plan[1]}"))
@@ -599,12 +594,7 @@ def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: in
         differences.append((cycle, what, "apply", tf_apply.stdout[-400:] + tf_apply.stderr[-600:],
                             nv_apply.stdout[-400:] + nv_apply.stderr[-600:]))
         raise StopIteration
-    partial = not tf_ok and former_user_raced(before, config, tf_plan, tf_apply.stderr) and not same_worlds(e)
-    if partial:
-        explained.append((cycle, what, "a profile replaced as the container stops using it: Nivis updated the container"))
-        REACHED["documented: a failed replacement's former user updated by Nivis only"] += 1
-    else:
-        compare_worlds(e, cycle, what, differences)
+    compare_worlds(e, cycle, what, differences)
     if not tf_ok:
         why = f"{error_line(tf_apply.stderr)} / {error_line(nv_apply.stderr or nv_apply.stdout)}"
         explained.append((cycle, what, f"both applies fail: {why}"))
@@ -613,8 +603,7 @@ def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: in
         if undoing:
             differences.append((cycle, what, "the undo of a failed apply fails too", why, ""))
             raise StopIteration
-        return run_cycle(e, before, before, f"undo of cycle {cycle}", None, cycle, differences, explained,
-                         "partial" if partial else "undo")
+        return run_cycle(e, before, before, f"undo of cycle {cycle}", None, cycle, differences, explained, True)
     clean = {**copy.deepcopy(config)}
     for r in list(clean["prof"].values()) + list(clean["vol"].values()):
         r["imp"] = None  # imported: the entries are done
@@ -631,39 +620,23 @@ def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: in
     return clean
 
 
-def former_user_raced(before: dict, config: dict, tf_plan: dict, tf_error: str) -> bool:
-    """Documented (DESIGN §110), when both applies fail: the container stops using a profile
-    that is replaced destroy-first. Terraform orders the profile's delete before the
-    container's update (its state says the container depended on it) and fails with the
-    container untouched; Nivis orders neither (the container no longer names the profile), so
-    the update and the delete run at once: the delete fails when it comes first, and the
-    container is then updated in Nivis's world only. Its undo is compared with that allowed."""
-    return deleted_while_used(before, config, tf_plan, tf_error, ("replace",))
-
-
-def deleted_while_used(before: dict, config: dict, tf_plan: dict, tf_error: str,
-                       actions: tuple = ("delete", "replace")) -> bool:
+def deleted_while_used(before: dict, config: dict, tf_plan: dict, tf_error: str) -> bool:
     """Documented (DESIGN §110): a profile removed (or replaced destroy-first) in the same cycle
     as the container's use of it. Terraform 1.0.3 orders the delete before the update of what
     its state says depended on it, and LXD refuses to delete a profile in use; Nivis deletes
-    what is no longer declared at the fixpoint, after every create and update (and runs a
-    replacement beside the container's update), so its apply succeeds (a replacement: when the
-    update comes first). True when that explains Terraform's failure (the plans were equal)."""
+    what is no longer declared at the fixpoint, after every create and update, and a
+    replacement after the update of what stopped reading it, so its apply succeeds. True when
+    that explains Terraform's failure (the plans were compared equal before)."""
     used = before["ct"]["prof"] if before["ct"] else None
     still = config["ct"]["prof"] if config["ct"] else None
     return (used is not None and still != used and "Profile is currently in use" in tf_error
-            and tf_plan.get(f"lxd_profile.{used}") in actions)
+            and tf_plan.get(f"lxd_profile.{used}") in ("delete", "replace"))
 
 
 def converge_terraform(e: Engines) -> bool:
     """What a Terraform user does then: apply the container first (`-target`), then the rest."""
     first = e.tf("apply", "-auto-approve", f"-target=lxd_container.{CT}")
     return first.returncode == 0 and e.tf("apply", "-auto-approve").returncode == 0
-
-
-def same_worlds(e: Engines) -> bool:
-    tf_world, nv_world = both(lambda: e.world.seen("tf"), lambda: e.world.seen("nv"))
-    return tf_world == nv_world
 
 
 def compare_worlds(e: Engines, cycle: int, what: str, differences: list):
