@@ -34,8 +34,11 @@ tool's state (the same attributes per address).
 Documented difference (DESIGN §110): a profile removed (or replaced destroy-first) in the
 cycle where the container stops using it is deleted first by Terraform, and LXD refuses
 ("Profile is currently in use"); Nivis deletes what is no longer declared at the fixpoint, and
-a replaced object after the update of what stopped reading it, so it succeeds. The harness recognises it (`deleted_while_used`), converges Terraform as its user
-would (`-target` the container, then a full apply) and compares the worlds and states as usual.
+a replaced object after the update of what stopped reading it, so it succeeds. The harness
+recognises it (`deleted_while_used`), converges Terraform as its user would (`-target` the
+container, then a full apply) and compares the worlds and states as usual;
+when Nivis's apply fails a step later (the replacement's new name is taken), Terraform is taken
+to the same point the same way and both are undone as any failure alike.
 
 Alike in both, and compared as such: a profile renamed under the container without
 `create_before_destroy` (both applies fail: in use), a `create_before_destroy` container
@@ -590,6 +593,14 @@ def run_cycle(e: Engines, config: dict, before: dict, what: str, gone, cycle: in
         print(f"cycle {cycle}: {what}: Terraform deletes the profile before updating the container "
               "(documented); it converges with -target, then a full apply", flush=True)
         tf_ok = converge_terraform(e)
+    elif not tf_ok and not nv_ok and deleted_while_used(before, config, tf_plan, tf_apply.stderr):
+        # The same order, both failing: Terraform at the profile's delete, Nivis a step later
+        # (the create of a replacement whose name is taken). Terraform's user's next steps
+        # bring its world to the same point; then both are undone as any failure alike.
+        explained.append((cycle, what, "a profile removed or replaced with the container's use of it: "
+                                       "Terraform deletes first (both fail)"))
+        REACHED["documented: profile deleted before its user is updated (Terraform; both fail)"] += 1
+        converge_terraform(e)
     if tf_ok != nv_ok:
         differences.append((cycle, what, "apply", tf_apply.stdout[-400:] + tf_apply.stderr[-600:],
                             nv_apply.stdout[-400:] + nv_apply.stderr[-600:]))

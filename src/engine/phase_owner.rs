@@ -25,14 +25,16 @@ use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Ir, Node, NodeKind};
 use crate::provider::{Capabilities, Provider};
 use crate::sched::{self, Reporter, Status};
-use crate::state::{Change, LockedStore, Mutation, StateFile};
+use crate::state::{Change, LockedStore, Mutation};
 use crate::value::json::from_plain_json;
 use crate::value::Value;
 
 mod host;
 mod lookup;
+mod order;
 mod waves;
 pub(super) use host::{Admitted, PhaseHost};
+use order::former_readers_first;
 use waves::{awaited_by_deferred, wave_slots, Evaluating, Started};
 
 /// What one phase runs with: the IR and its analysis (the nodes of `analysis.run` run), the
@@ -143,7 +145,10 @@ pub(super) fn run_phase(
         owner.timing.evaluation = owner.host.evaluation_time();
     }
     let workers = owner.host.opts().parallelism;
-    let order = former_readers_first(&owner.ids, &deps, owner.holder.state());
+    let order = former_readers_first(&owner.ids, &deps, |id| {
+        let record = owner.holder.state().get(id)?;
+        Some(record.dependencies.as_slice())
+    });
     let statuses = sched::run(&mut owner, &NodeWorker, &order, workers, interrupt_flag());
     let mut listing = std::mem::take(&mut owner.listing);
     let rank = listing_order(&owner.ids, &owner.deps);
@@ -737,53 +742,6 @@ impl<'a, 'ir> sched::Worker<PhaseOwner<'a, 'ir>> for NodeWorker {
     fn run(&self, _i: usize, input: NodeInput, reporter: &Reporter<NodeProgress>) -> NodeOutput {
         node::run(input, &|p| reporter.report(p))
     }
-}
-
-/// The scheduler's order: the references (`deps`), and one edge that is not a reference
-/// (DESIGN §110). A resource whose record depends on another that its configuration no longer
-/// reads runs before that other one, so a destroy-first replacement deletes the old object
-/// only after its former reader has stopped using it (LXD refuses to delete a profile a
-/// container still names), as an orphan is deleted only at the fixpoint. No edge where the
-/// reader reaches the other (through references or edges added before): that would close a
-/// cycle.
-fn former_readers_first(ids: &[String], deps: &[Vec<usize>], state: &StateFile) -> Vec<Vec<usize>> {
-    let index: HashMap<&str, usize> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_str(), i))
-        .collect();
-    let mut order = deps.to_vec();
-    for (reader, id) in ids.iter().enumerate() {
-        let Some(record) = state.get(id) else {
-            continue;
-        };
-        for was_read in &record.dependencies {
-            let Some(&read) = index.get(was_read.as_str()) else {
-                continue;
-            };
-            // Checked against the edges added so far too: records written by different runs
-            // could otherwise ask for a cycle.
-            if read != reader && !reaches(&order, reader, read) && !order[read].contains(&reader) {
-                order[read].push(reader);
-            }
-        }
-    }
-    order
-}
-
-/// Whether `from` depends on `to` through `deps`, directly or not.
-fn reaches(deps: &[Vec<usize>], from: usize, to: usize) -> bool {
-    let mut seen = vec![false; deps.len()];
-    let mut todo = vec![from];
-    while let Some(i) = todo.pop() {
-        if i == to {
-            return true;
-        }
-        if !std::mem::replace(&mut seen[i], true) {
-            todo.extend(deps[i].iter().copied());
-        }
-    }
-    false
 }
 
 /// The position of each node (`ids[i]`, depending on `deps[i]`) in a plan listing: dependency
