@@ -30,7 +30,9 @@ Terraform deletes the removed instances of a shrunk family the target depends on
 them to the next untargeted apply: recorded (§108). Terraform's
 refresh-only `-detailed-exitcode` may be 2 with "No changes.": its words are compared.
 
-Usage: bench/difftest.py [--cycles N] [--seed S | --seeds A-B [--jobs J] [--logs DIR]] [--nivis PATH].
+Usage: bench/difftest.py [--provider null|lxd] [--cycles N] [--seed S | --seeds A-B [--jobs J]
+[--logs DIR]] [--nivis PATH]. `--provider lxd` is the LXD oracle (bench/difftest_lxd.py, DESIGN §110):
+the real lxd provider on two real LXD daemons, with imports and drift made outside both tools.
 Exits 1 on any difference not documented.
 The providers are fetched pinned and verified by tests/fetch-providers.py; Terraform installs
 the null provider offline from a filesystem mirror. A long run: bench/difftest.py --cycles 500.
@@ -637,7 +639,7 @@ def run_cycle(e: "Engines", config: dict, before: dict, what: str, moves: list, 
     return config
 
 
-def long_run(args) -> int:
+def long_run(args, script: Path = Path(__file__)) -> int:
     """`--seeds A-B`: one run per seed, `--jobs` at a time (each run is two tools waiting on each
     other more than computing), each run's output in `--logs`; a line per seed and a total."""
     first, last = (int(x) for x in args.seeds.split("-"))
@@ -648,7 +650,7 @@ def long_run(args) -> int:
         while pending and len(running) < args.jobs:
             seed = pending.pop(0)
             log = (logs / f"seed-{seed}.log").open("w")
-            argv = [sys.executable, __file__, "--cycles", str(args.cycles), "--seed", str(seed), "--nivis", args.nivis]
+            argv = [sys.executable, str(script), "--cycles", str(args.cycles), "--seed", str(seed), "--nivis", args.nivis]
             running[seed] = (subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT), log)
         for seed, (proc, log) in list(running.items()):
             if proc.poll() is None:
@@ -664,16 +666,27 @@ def long_run(args) -> int:
     return 1 if failed else 0
 
 
-def main(argv):
+def arguments() -> argparse.ArgumentParser:
+    """The options of both oracles (this one and difftest_lxd.py's)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--provider", choices=["null", "lxd"], default="null",
+                    help="lxd: the LXD oracle (bench/difftest_lxd.py)")
     ap.add_argument("--cycles", type=int, default=30)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seeds", help="a long run: seeds A-B, one process each (see --jobs)")
     ap.add_argument("--jobs", type=int, default=2, help="with --seeds: runs at once")
     ap.add_argument("--logs", help="with --seeds: the directory for each seed's output")
-    ap.add_argument("--nivis", default=str(REPO / "target/release/nivis"))
+    ap.add_argument("--nivis", default=str(Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "release/nivis"))
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv):
+    args = arguments().parse_args(argv)
+    if args.provider == "lxd":
+        sys.path.insert(0, str(REPO / "bench"))
+        import difftest_lxd
+        return difftest_lxd.main(argv)
     if args.seeds:
         return long_run(args)
     rng = random.Random(args.seed)

@@ -31,8 +31,10 @@ use crate::value::Value;
 
 mod host;
 mod lookup;
+mod order;
 mod waves;
 pub(super) use host::{Admitted, PhaseHost};
+use order::former_readers_first;
 use waves::{awaited_by_deferred, wave_slots};
 
 /// What one phase runs with: the IR and its analysis (the nodes of `analysis.run` run), the
@@ -133,7 +135,11 @@ pub(super) fn run_phase(
         owner.stream.timing.evaluation = owner.host.evaluation_time();
     }
     let workers = owner.host.opts().parallelism;
-    let statuses = sched::run(&mut owner, &NodeWorker, &deps, workers, interrupt_flag());
+    let order = former_readers_first(&owner.ids, &deps, |id| {
+        let record = owner.holder.state().get(id)?;
+        Some(record.dependencies.as_slice())
+    });
+    let statuses = sched::run(&mut owner, &NodeWorker, &order, workers, interrupt_flag());
     let mut listing = std::mem::take(&mut owner.listing);
     let rank = listing_order(&owner.ids, &owner.deps);
     // Stable: a node's own rows keep their order.

@@ -147,3 +147,38 @@ fn replace_forces_one_replacement_and_names_what_it_cannot_find() {
         run.error()
     );
 }
+
+/// The LXD oracle's seed 10 (DESIGN §110): B stops reading A in the change that replaces A
+/// destroy-first. A's delete must come after B's update (an LXD profile cannot be deleted
+/// while a container still uses it), as an orphan's delete comes at the fixpoint; with no
+/// reference between them the two ran at once. B's update is made slow, so that running them
+/// at once finishes A first.
+#[test]
+fn a_replacement_waits_for_the_update_of_a_resource_that_stops_reading_it() {
+    let mut world = World::new();
+    const A: &str = "alpha.alpha_token.A";
+    const B: &str = "alpha.alpha_token.B";
+    world
+        .apply(|_: &Ledger| {
+            ir(vec![
+                token("A", json!({"label": "a", "keeper": "k1"})),
+                token("B", json!({"label": reference(A, "value")})),
+            ])
+        })
+        .report();
+    world.knobs.latency = vec![("slow-b".to_string(), std::time::Duration::from_millis(400))];
+    let run = world.apply(|_: &Ledger| {
+        ir(vec![
+            token("A", json!({"label": "a", "keeper": "k2"})),
+            token("B", json!({"label": "slow-b"})),
+        ])
+    });
+    run.report();
+    assert_eq!(
+        run.finished(),
+        [
+            (1, B.to_string(), "update".to_string()),
+            (1, A.to_string(), "replace".to_string())
+        ]
+    );
+}
