@@ -34,7 +34,7 @@ struct Running {
 type Started = Result<(Arc<dyn Provider>, StartInfo), Diagnostics>;
 
 /// The rest of a provider's start, run on a thread of its own (see [`Launcher::prestart`]).
-pub type PendingStart =
+pub(crate) type PendingStart =
     Box<dyn FnOnce() -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics> + Send>;
 
 /// A provider started before the evaluation that declares it.
@@ -94,7 +94,7 @@ pub trait Launcher {
 
 /// The production launcher: finds the binary (registry, cache, path) and starts it as a
 /// plugin or NixOps4 process.
-pub struct ProcessLauncher {
+pub(crate) struct ProcessLauncher {
     base_dir: PathBuf,
     install: crate::registry::InstallOptions,
     /// The plan's remembered validation verdicts (see `LaunchSpec::validation_scope`).
@@ -567,7 +567,7 @@ fn locate_nixops4(source: &str, base_dir: &Path) -> Result<PathBuf, LocateError>
 /// `libexec/terraform-providers/HOST/NS/TYPE/VERSION/OS_ARCH/terraform-provider-*`, or
 /// `bin/terraform-provider-*`); a bare file name, looked up next to the `nivis` binary and then
 /// on `PATH`.
-pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, LocateError> {
+pub(crate) fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, LocateError> {
     let candidate = if source.starts_with("./") || source.starts_with("../") {
         Some(base_dir.join(source))
     } else if source.starts_with('/') {

@@ -23,7 +23,7 @@ pub fn drifted(recorded: &Value, read: &Value, ty: &Type) -> bool {
 
 /// `v` with every empty list, set or map (at any depth) replaced by null: the form both sides
 /// of a drift comparison, and of its report, take.
-pub fn empty_as_null(v: &Value, ty: &Type) -> Value {
+pub(crate) fn empty_as_null(v: &Value, ty: &Type) -> Value {
     match (v, ty) {
         (Value::List(items), Type::List(_) | Type::Set(_)) if items.is_empty() => Value::Null,
         (Value::Map(map), Type::Map(_)) if map.is_empty() => Value::Null,

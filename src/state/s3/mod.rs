@@ -69,15 +69,14 @@ use std::fmt;
 pub use {
     client::{error::S3Error, Client, Condition, Retry, Target},
     config::{ConfigError, S3Backend},
-    crypt::{KeyError, KeySource, OpenError},
-    held_alone::HeldAlone,
-    remote::Conversion,
-    sigv4::{Credentials, CredentialsError},
+    crypt::KeyError,
+    sigv4::Credentials,
     store::{
         repair::{repair, Repair},
         S3Store,
     },
 };
+pub(crate) use {held_alone::HeldAlone, remote::Conversion};
 
 use super::StateError;
 
