@@ -135,7 +135,7 @@ pub struct ProviderAddr {
 impl ProviderAddr {
     /// Parses `[HOST/]NAMESPACE/TYPE`, normalising case; the host defaults to
     /// [`DEFAULT_HOST`].
-    pub fn parse(source: &str) -> Result<ProviderAddr, NotationError> {
+    pub(crate) fn parse(source: &str) -> Result<ProviderAddr, NotationError> {
         let parts: Vec<&str> = source.split('/').collect();
         let (host, ns, ty) = match parts.as_slice() {
             [ns, ty] => (DEFAULT_HOST.to_string(), *ns, *ty),
@@ -277,7 +277,7 @@ pub struct Version {
 
 impl Version {
     /// Parses a full version; a leading `v` is accepted.
-    pub fn parse(s: &str) -> Result<Version, NotationError> {
+    pub(crate) fn parse(s: &str) -> Result<Version, NotationError> {
         let p = Partial::parse(s)?;
         match (p.minor, p.patch) {
             (Some(minor), Some(patch)) => Ok(Version {
