@@ -20,7 +20,7 @@ use crate::state::{StateFile, StateStore};
 pub(crate) const PLACEHOLDER: &str = "(placeholder: not read by this command)";
 
 /// The placeholder a review gives a sensitive variable of type `ty` nobody gave.
-pub fn placeholder(ty: &str) -> Json {
+pub(crate) fn placeholder(ty: &str) -> Json {
     match ty {
         "number" => Json::from(0),
         "bool" => Json::Bool(false),

@@ -56,17 +56,17 @@ pub(crate) use self::events::Timing;
 use self::providers::ProviderSet;
 use self::store::close_after;
 pub(crate) use self::{
-    evaluate::{NixEvaluator, PLACEHOLDER},
-    providers::{resolve_source, ProcessLauncher},
+    evaluate::{placeholder, NixEvaluator, PLACEHOLDER},
+    providers::{locate, resolve_source, ProcessLauncher},
 };
 use crate::nixeval::PlanSource;
 use crate::provider::Provider;
 use crate::state::{Backend, LockHolder, LockedStore, MemoryStore};
 pub use {
     self::error::EngineError,
-    self::evaluate::{placeholder, Evaluator},
+    self::evaluate::Evaluator,
     self::events::{Collect, Event, Sink, Wait},
-    self::providers::{locate, Launcher, LocateError, StartInfo},
+    self::providers::{Launcher, StartInfo},
     self::store::StateAccess,
     crate::plan::{Action, AttrChange},
 };

@@ -448,7 +448,7 @@ fn prefix(mut d: Diagnostic, id: &str) -> Diagnostic {
 
 /// Why a provider's `source` names no binary: the source as given and what was looked for.
 #[derive(Debug)]
-pub enum LocateError {
+pub(crate) enum LocateError {
     /// A registry address whose provider could not be installed.
     Install(crate::registry::InstallError),
     /// A path to a package directory without a `terraform-provider-*` binary in it.
@@ -516,7 +516,7 @@ impl std::error::Error for LocateError {}
 
 /// Finds the binary for `source`: a registry address is installed (mirrors, cache, registry,
 /// verified against the lock file); anything else is resolved as a path by [`resolve_source`].
-pub fn locate(
+pub(crate) fn locate(
     source: &str,
     version: Option<&str>,
     base_dir: &Path,

@@ -17,7 +17,7 @@ use crate::value::{Type, Value};
 
 /// Whether `read` differs from `recorded` (both of type `ty`), a null collection and an empty
 /// one being the same. Unknown anywhere means "may differ", as [`super::values_equal`] says.
-pub fn drifted(recorded: &Value, read: &Value, ty: &Type) -> bool {
+pub(crate) fn drifted(recorded: &Value, read: &Value, ty: &Type) -> bool {
     !super::values_equal(&empty_as_null(recorded, ty), &empty_as_null(read, ty))
 }
 

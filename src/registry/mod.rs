@@ -58,7 +58,7 @@ pub(crate) use address::is_registry_address;
 pub use {
     address::{NotationError, Platform, ProviderAddr, Version},
     error::{Check, InstallError, PackageRef},
-    hash::{h1_of_dir, h1_of_zip, h1_of_zip_package, zh_of_bytes, zh_of_file, Hash, HashError},
+    hash::{h1_of_dir, h1_of_zip_package, Hash, HashError},
     lockfile::LockFile,
 };
 

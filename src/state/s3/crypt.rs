@@ -32,7 +32,7 @@ pub(crate) enum KeySource {
 
 /// Why the encryption key cannot be loaded; the message names the source and what to do.
 #[derive(Debug)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     /// The configured environment variable is not set.
     EnvUnset {
         /// The variable's name.

@@ -69,14 +69,14 @@ use std::fmt;
 pub use {
     client::{error::S3Error, Client, Condition, Retry, Target},
     config::{ConfigError, S3Backend},
-    crypt::KeyError,
     sigv4::Credentials,
-    store::{
-        repair::{repair, Repair},
-        S3Store,
-    },
+    store::S3Store,
 };
-pub(crate) use {held_alone::HeldAlone, remote::Conversion};
+pub(crate) use {
+    held_alone::HeldAlone,
+    remote::Conversion,
+    store::repair::{repair, Repair},
+};
 
 use super::StateError;
 
