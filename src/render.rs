@@ -15,9 +15,8 @@ mod report;
 mod summary;
 mod ticker;
 
-pub use self::escape::{
-    escape, escape_text, escape_unredacted, json_text, json_text_unredacted, quote,
-};
+pub(crate) use self::escape::{escape, escape_unredacted, json_text_unredacted, quote};
+pub use self::escape::{escape_text, json_text};
 pub(crate) use self::jsonl::JsonLines;
 pub(crate) use self::report::{
     confirm, confirm_plan, print_declined, print_json, print_saved_plan_head, print_summary,

@@ -17,10 +17,10 @@ use crate::nixeval::{self, PlanSource, Probed};
 use crate::state::{StateFile, StateStore};
 
 /// The value a review gives a sensitive string variable nobody gave (`fill_placeholders`).
-pub const PLACEHOLDER: &str = "(placeholder: not read by this command)";
+pub(crate) const PLACEHOLDER: &str = "(placeholder: not read by this command)";
 
 /// The placeholder a review gives a sensitive variable of type `ty` nobody gave.
-pub fn placeholder(ty: &str) -> Json {
+pub(crate) fn placeholder(ty: &str) -> Json {
     match ty {
         "number" => Json::from(0),
         "bool" => Json::Bool(false),
@@ -98,7 +98,7 @@ impl Evaluator for Lent {
 
 /// The production evaluator: `nix eval` of the plan, the ledger handed over in the run's
 /// private directory (created at the first evaluation, removed when the evaluator goes).
-pub struct NixEvaluator {
+pub(crate) struct NixEvaluator {
     source: PlanSource,
     run_dir: Option<crate::rundir::RunDir>,
     /// The run's secrets, kept out of Nix's error text and warnings.

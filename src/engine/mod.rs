@@ -55,16 +55,18 @@ use serde_json::Value as Json;
 pub(crate) use self::events::Timing;
 use self::providers::ProviderSet;
 use self::store::close_after;
+pub(crate) use self::{
+    evaluate::{placeholder, NixEvaluator, PLACEHOLDER},
+    providers::{locate, resolve_source, ProcessLauncher},
+};
 use crate::nixeval::PlanSource;
 use crate::provider::Provider;
 use crate::state::{Backend, LockHolder, LockedStore, MemoryStore};
 pub use {
     self::error::EngineError,
-    self::evaluate::{placeholder, Evaluator, NixEvaluator, PLACEHOLDER},
+    self::evaluate::Evaluator,
     self::events::{Collect, Event, Sink, Wait},
-    self::providers::{
-        locate, resolve_source, Launcher, LocateError, PendingStart, ProcessLauncher, StartInfo,
-    },
+    self::providers::{Launcher, StartInfo},
     self::store::StateAccess,
     crate::plan::{Action, AttrChange},
 };

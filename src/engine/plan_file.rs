@@ -24,7 +24,7 @@ use super::wire::{DeferredRow, ImportRecord, MoveRecord, PlanRow, PlannedChange,
 use crate::secrets::Redactor;
 
 /// The artifact's format version: fields may be added within it, never changed.
-pub const SCHEMA_VERSION: u64 = 1;
+pub(crate) const SCHEMA_VERSION: u64 = 1;
 
 /// What a plan was made from: apply proves it is applying against the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

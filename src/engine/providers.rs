@@ -34,7 +34,7 @@ struct Running {
 type Started = Result<(Arc<dyn Provider>, StartInfo), Diagnostics>;
 
 /// The rest of a provider's start, run on a thread of its own (see [`Launcher::prestart`]).
-pub type PendingStart =
+pub(crate) type PendingStart =
     Box<dyn FnOnce() -> Result<(Arc<dyn Provider>, StartInfo), Diagnostics> + Send>;
 
 /// A provider started before the evaluation that declares it.
@@ -94,7 +94,7 @@ pub trait Launcher {
 
 /// The production launcher: finds the binary (registry, cache, path) and starts it as a
 /// plugin or NixOps4 process.
-pub struct ProcessLauncher {
+pub(crate) struct ProcessLauncher {
     base_dir: PathBuf,
     install: crate::registry::InstallOptions,
     /// The plan's remembered validation verdicts (see `LaunchSpec::validation_scope`).
@@ -448,7 +448,7 @@ fn prefix(mut d: Diagnostic, id: &str) -> Diagnostic {
 
 /// Why a provider's `source` names no binary: the source as given and what was looked for.
 #[derive(Debug)]
-pub enum LocateError {
+pub(crate) enum LocateError {
     /// A registry address whose provider could not be installed.
     Install(crate::registry::InstallError),
     /// A path to a package directory without a `terraform-provider-*` binary in it.
@@ -516,7 +516,7 @@ impl std::error::Error for LocateError {}
 
 /// Finds the binary for `source`: a registry address is installed (mirrors, cache, registry,
 /// verified against the lock file); anything else is resolved as a path by [`resolve_source`].
-pub fn locate(
+pub(crate) fn locate(
     source: &str,
     version: Option<&str>,
     base_dir: &Path,
@@ -567,7 +567,7 @@ fn locate_nixops4(source: &str, base_dir: &Path) -> Result<PathBuf, LocateError>
 /// `libexec/terraform-providers/HOST/NS/TYPE/VERSION/OS_ARCH/terraform-provider-*`, or
 /// `bin/terraform-provider-*`); a bare file name, looked up next to the `nivis` binary and then
 /// on `PATH`.
-pub fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, LocateError> {
+pub(crate) fn resolve_source(source: &str, base_dir: &Path) -> Result<PathBuf, LocateError> {
     let candidate = if source.starts_with("./") || source.starts_with("../") {
         Some(base_dir.join(source))
     } else if source.starts_with('/') {

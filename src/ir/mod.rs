@@ -49,4 +49,4 @@ pub use self::{
 };
 
 /// The IR version this module reads and the Nix library writes.
-pub const SCHEMA_VERSION: u64 = 1;
+pub(crate) const SCHEMA_VERSION: u64 = 1;

@@ -62,7 +62,7 @@ pub struct Nixops4Provider {
 }
 
 /// The request timeout from the environment, or the default.
-pub fn request_timeout() -> Duration {
+pub(crate) fn request_timeout() -> Duration {
     match std::env::var(TIMEOUT_ENV) {
         Err(_) => DEFAULT_TIMEOUT,
         Ok(v) => match v.trim().parse::<u64>() {

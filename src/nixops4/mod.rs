@@ -9,4 +9,5 @@ mod adapter;
 mod process;
 pub(crate) mod wire;
 
-pub use adapter::{request_timeout, Nixops4Provider};
+pub(crate) use adapter::request_timeout;
+pub use adapter::Nixops4Provider;

@@ -61,7 +61,7 @@ impl Action {
 
 /// What planning found about one managed resource.
 #[derive(Debug, Clone, Copy)]
-pub struct PlanFacts<'a> {
+pub(crate) struct PlanFacts<'a> {
     /// An object exists (in state, and still there after refresh).
     pub(crate) exists: bool,
     /// The object is tainted (a create that failed half-way): it must be replaced.
@@ -79,7 +79,7 @@ pub struct PlanFacts<'a> {
 
 /// A plan `preventDestroy` forbids: it would replace the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplacementRefused {
+pub(crate) struct ReplacementRefused {
     /// The replacement that was refused.
     pub(crate) action: Action,
     /// The attributes forcing it (empty for a tainted object).
@@ -110,7 +110,7 @@ impl ReplacementRefused {
 /// The action for a managed resource: create what does not exist, replace what is tainted or
 /// whose change forces it (unless `preventDestroy` forbids it), do nothing when the plan
 /// changes nothing, else update in place.
-pub fn choose_action(facts: PlanFacts<'_>) -> Result<Action, ReplacementRefused> {
+pub(crate) fn choose_action(facts: PlanFacts<'_>) -> Result<Action, ReplacementRefused> {
     if !facts.exists {
         return Ok(Action::Create);
     }

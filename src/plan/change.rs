@@ -33,7 +33,7 @@ pub struct AttrChange {
 /// `"(sensitive)"` for a sensitive value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChangeRecord {
+pub(crate) struct ChangeRecord {
     /// The attribute path, rendered (`tags["env"]`); empty for the whole object.
     pub(crate) path: String,
     /// The value before, plain JSON (`null` when absent).

@@ -9,7 +9,7 @@ use crate::value::{PathStep, Type, Value};
 /// section 4.5): null-ness as planned, every known planned value unchanged, list and map
 /// blocks with the same elements, set blocks no larger; unknown planned values may become
 /// anything of their type. Also used between a saved plan and a re-plan at apply time.
-pub fn assert_object_compatible(
+pub(crate) fn assert_object_compatible(
     schema: &Block,
     planned: &Value,
     actual: &Value,

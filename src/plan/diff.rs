@@ -7,7 +7,7 @@ use crate::value::{untyped_step, PathStep, Type, Value};
 /// One changed leaf: its path, the prior value and the planned value (`None` when absent or
 /// null on that side; an unknown planned value is `Some(Value::Unknown)`). Not to be confused
 /// with a state mutation (`state::Change`) nor an event's attribute change.
-pub type LeafDiff = (Vec<PathStep>, Option<Value>, Option<Value>);
+pub(crate) type LeafDiff = (Vec<PathStep>, Option<Value>, Option<Value>);
 
 /// Lists the leaves that differ between `prior` and `planned`, without type information (map
 /// keys render as attributes when they look like identifiers, sets compare by position).
@@ -20,7 +20,7 @@ pub fn diff(prior: &Value, planned: &Value) -> Vec<LeafDiff> {
 /// Lists the leaves that differ between `prior` and `planned` of type `ty` (e.g. a block's
 /// implied type): object attributes render as `.a`, map keys as `["k"]`, and a changed set is
 /// one leaf (set elements have no identity to correlate).
-pub fn diff_typed(prior: &Value, planned: &Value, ty: &Type) -> Vec<LeafDiff> {
+pub(crate) fn diff_typed(prior: &Value, planned: &Value, ty: &Type) -> Vec<LeafDiff> {
     let mut out = Vec::new();
     diff_walk(
         Some(prior),

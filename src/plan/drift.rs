@@ -17,13 +17,13 @@ use crate::value::{Type, Value};
 
 /// Whether `read` differs from `recorded` (both of type `ty`), a null collection and an empty
 /// one being the same. Unknown anywhere means "may differ", as [`super::values_equal`] says.
-pub fn drifted(recorded: &Value, read: &Value, ty: &Type) -> bool {
+pub(crate) fn drifted(recorded: &Value, read: &Value, ty: &Type) -> bool {
     !super::values_equal(&empty_as_null(recorded, ty), &empty_as_null(read, ty))
 }
 
 /// `v` with every empty list, set or map (at any depth) replaced by null: the form both sides
 /// of a drift comparison, and of its report, take.
-pub fn empty_as_null(v: &Value, ty: &Type) -> Value {
+pub(crate) fn empty_as_null(v: &Value, ty: &Type) -> Value {
     match (v, ty) {
         (Value::List(items), Type::List(_) | Type::Set(_)) if items.is_empty() => Value::Null,
         (Value::Map(map), Type::Map(_)) if map.is_empty() => Value::Null,

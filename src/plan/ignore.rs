@@ -5,7 +5,11 @@ use crate::value::{PathStep, Value};
 /// ProposedNew and before sending the configuration. A map key that the prior lacks is removed
 /// from the configuration; an empty path ignores everything. With a null prior (a create) the
 /// configuration is returned unchanged.
-pub fn apply_ignore_changes(config: &Value, prior: &Value, paths: &[Vec<PathStep>]) -> Value {
+pub(crate) fn apply_ignore_changes(
+    config: &Value,
+    prior: &Value,
+    paths: &[Vec<PathStep>],
+) -> Value {
     let mut out = config.clone();
     if prior.is_null() || config.is_null() || paths.is_empty() {
         return out;

@@ -39,16 +39,22 @@ use crate::value::{render_path, PathStep, Value};
 
 pub(crate) use validity::assert_plan_valid;
 pub use {
-    action::{choose_action, Action, PlanFacts, ReplacementRefused},
-    change::{AttrChange, ChangeRecord, WireError},
+    action::Action,
+    change::{AttrChange, WireError},
+    diff::diff,
+    legacy::normalize_object_from_legacy_sdk,
+    proposed::proposed_new,
+    replace::filter_requires_replace,
+};
+pub(crate) use {
+    action::{choose_action, PlanFacts},
+    change::ChangeRecord,
     compatible::assert_object_compatible,
-    diff::{diff, diff_typed, LeafDiff},
+    diff::diff_typed,
     drift::{drifted, empty_as_null},
     ignore::apply_ignore_changes,
-    legacy::normalize_object_from_legacy_sdk,
-    moves::{resolve_moves, MoveError, Rename},
-    proposed::{planned_unknown_for_data, proposed_new},
-    replace::filter_requires_replace,
+    moves::{resolve_moves, Rename},
+    proposed::planned_unknown_for_data,
 };
 
 /// Whether two values are known to be equal: both wholly known and equal (cty
@@ -60,7 +66,7 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
 /// One broken promise in a provider's answer: where (the attribute path within the object,
 /// empty for the object itself) and what. Displays as `path: problem`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleViolation {
+pub(crate) struct RuleViolation {
     /// The attribute the problem is about.
     pub(crate) path: Vec<PathStep>,
     /// What is wrong there, without the path; sensitive values are never shown.

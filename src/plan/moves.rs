@@ -10,7 +10,7 @@ use std::fmt;
 
 /// One record to rename: the object at `from` becomes the object of `to`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rename {
+pub(crate) struct Rename {
     /// The address the object was recorded at.
     pub(crate) from: String,
     /// The address it moves to.
@@ -19,7 +19,7 @@ pub struct Rename {
 
 /// Why a move cannot be made. Both name the two addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MoveError {
+pub(crate) enum MoveError {
     /// `from` is recorded and so is `to`: two objects would share one address.
     Occupied {
         /// The address moved from.
@@ -57,7 +57,7 @@ impl fmt::Display for MoveError {
 /// The renames `moves` make on a state holding `recorded`. An empty state moves nothing and
 /// refuses nothing (a fresh deployment of a configuration that carries old moves). The
 /// entries are assumed valid IR: each `from` once, no cycle.
-pub fn resolve_moves(
+pub(crate) fn resolve_moves(
     moves: &[(String, String)],
     recorded: &BTreeSet<String>,
 ) -> Result<Vec<Rename>, Vec<MoveError>> {

@@ -25,7 +25,7 @@ pub fn proposed_new(schema: &Block, prior: &Value, config: &Value) -> Value {
 
 /// The object a data source is planned as when it cannot be read yet: the configuration, with
 /// every computed attribute it leaves unset unknown (ProposedNew against a wholly unknown prior).
-pub fn planned_unknown_for_data(schema: &Block, config: &Value) -> Value {
+pub(crate) fn planned_unknown_for_data(schema: &Block, config: &Value) -> Value {
     proposed_new_object(Shape::Block(schema), &UNKNOWN, config)
 }
 

@@ -129,7 +129,7 @@ impl GrpcProvider {
 }
 
 /// A provider process spawned by [`GrpcProvider::spawn`], not yet spoken to.
-pub struct SpawnedProvider {
+pub(crate) struct SpawnedProvider {
     spec: LaunchSpec,
     process: SpawnedPlugin,
 }

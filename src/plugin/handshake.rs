@@ -8,7 +8,7 @@ use std::fmt;
 
 /// The parsed handshake line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handshake {
+pub(crate) struct Handshake {
     /// Negotiated app protocol major (5 or 6).
     pub(crate) protocol: u32,
     /// gRPC target, e.g. `unix:/tmp/plugin123`.
@@ -71,7 +71,7 @@ impl fmt::Display for HandshakeError {
 impl std::error::Error for HandshakeError {}
 
 /// Parses `CORE|APP|NETWORK|ADDRESS|PROTOCOL[|CERT[|MUX]]`.
-pub fn parse_handshake(line: &str) -> Result<Handshake, HandshakeError> {
+pub(crate) fn parse_handshake(line: &str) -> Result<Handshake, HandshakeError> {
     let parts: Vec<&str> = line.trim().split('|').collect();
     if parts.len() < 4 {
         return Err(HandshakeError::TooFewFields(parts.len()));

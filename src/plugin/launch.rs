@@ -253,7 +253,7 @@ impl StderrTail {
 }
 
 /// A running provider process. Dropping it kills its process group and reaps it.
-pub struct PluginProcess {
+pub(crate) struct PluginProcess {
     name: String,
     child: Child,
     handshake: Handshake,
@@ -279,7 +279,7 @@ enum First {
 /// A provider process spawned whose handshake is not read yet: [`PluginProcess::spawn`] makes
 /// it on the thread that owns the run (the parent-death signal is tied to that thread), and
 /// [`SpawnedPlugin::finish`] may then run on any thread, e.g. while Nix evaluates.
-pub struct SpawnedPlugin {
+pub(crate) struct SpawnedPlugin {
     process: PluginProcess,
     first: crossbeam_channel::Receiver<First>,
     client_cert: PluginCert,

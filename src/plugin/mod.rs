@@ -21,8 +21,8 @@ pub mod wire;
 pub(crate) use call_clock::call_times;
 pub(crate) use call_clock::{off_the_clock, InFlight};
 pub use {
-    client::{GrpcProvider, SpawnedProvider, StartError},
-    handshake::{parse_handshake, Handshake, HandshakeError},
-    launch::{LaunchError, LaunchSpec, PluginProcess, SpawnedPlugin},
+    client::{GrpcProvider, StartError},
+    handshake::HandshakeError,
+    launch::{LaunchError, LaunchSpec},
     tls::provider_end::AutoMtlsServer,
 };

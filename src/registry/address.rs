@@ -119,7 +119,7 @@ impl fmt::Display for NotationError {
 impl std::error::Error for NotationError {}
 
 /// The registry host used when an address names only `NAMESPACE/TYPE`.
-pub const DEFAULT_HOST: &str = "registry.opentofu.org";
+pub(crate) const DEFAULT_HOST: &str = "registry.opentofu.org";
 
 /// A normalised provider address: lowercase host (with optional `:port`), namespace and type.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -135,7 +135,7 @@ pub struct ProviderAddr {
 impl ProviderAddr {
     /// Parses `[HOST/]NAMESPACE/TYPE`, normalising case; the host defaults to
     /// [`DEFAULT_HOST`].
-    pub fn parse(source: &str) -> Result<ProviderAddr, NotationError> {
+    pub(crate) fn parse(source: &str) -> Result<ProviderAddr, NotationError> {
         let parts: Vec<&str> = source.split('/').collect();
         let (host, ns, ty) = match parts.as_slice() {
             [ns, ty] => (DEFAULT_HOST.to_string(), *ns, *ty),
@@ -249,7 +249,7 @@ fn parse_part(raw: &str, what: &'static str) -> Result<String, NotationError> {
 /// `/`-separated parts that parse as [`ProviderAddr`] and does not start like a path (`/`,
 /// `./`, `../`, `~`), and a three-part address has a host that looks like one (contains `.` or
 /// `:`, or is `localhost`). Write relative paths to binaries as `./path`.
-pub fn is_registry_address(source: &str) -> bool {
+pub(crate) fn is_registry_address(source: &str) -> bool {
     if source.starts_with(['/', '.', '~']) || ProviderAddr::parse(source).is_err() {
         return false;
     }
@@ -277,7 +277,7 @@ pub struct Version {
 
 impl Version {
     /// Parses a full version; a leading `v` is accepted.
-    pub fn parse(s: &str) -> Result<Version, NotationError> {
+    pub(crate) fn parse(s: &str) -> Result<Version, NotationError> {
         let p = Partial::parse(s)?;
         match (p.minor, p.patch) {
             (Some(minor), Some(patch)) => Ok(Version {
@@ -490,13 +490,13 @@ impl Op {
 /// `>= 1.2.0, < 2.0.0`, `~> 1.2.3` allows `>= 1.2.3, < 1.3.0`. A prerelease is selected only by
 /// a clause that names it exactly. The empty constraint allows every release.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Constraint {
+pub(crate) struct Constraint {
     clauses: Vec<(Op, Partial)>,
 }
 
 impl Constraint {
     /// Parses a constraint string; the empty string allows every release.
-    pub fn parse(s: &str) -> Result<Constraint, NotationError> {
+    pub(crate) fn parse(s: &str) -> Result<Constraint, NotationError> {
         let mut clauses = Vec::new();
         if s.trim().is_empty() {
             return Ok(Constraint { clauses });

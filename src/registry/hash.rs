@@ -101,7 +101,7 @@ pub struct Hash(String);
 
 impl Hash {
     /// Parses `SCHEME:VALUE`, refusing strings without a scheme.
-    pub fn parse(s: &str) -> Result<Hash, HashError> {
+    pub(crate) fn parse(s: &str) -> Result<Hash, HashError> {
         match s.split_once(':') {
             Some((scheme, value))
                 if !scheme.is_empty()
@@ -148,12 +148,13 @@ impl fmt::Display for Hash {
 }
 
 /// `zh:` of some bytes.
-pub fn zh_of_bytes(bytes: &[u8]) -> Hash {
+#[cfg(test)] // used by the unit tests only
+pub(crate) fn zh_of_bytes(bytes: &[u8]) -> Hash {
     Hash(format!("zh:{}", hex::encode(Sha256::digest(bytes))))
 }
 
 /// `zh:` of a zip file's bytes.
-pub fn zh_of_file(path: &Path) -> io::Result<Hash> {
+pub(crate) fn zh_of_file(path: &Path) -> io::Result<Hash> {
     let (digest, _) = sha256_file(path)?;
     Ok(Hash(format!("zh:{}", hex::encode(digest))))
 }
@@ -213,7 +214,8 @@ fn os_bytes(s: &std::ffi::OsStr) -> &[u8] {
 
 /// `h1:` of a zip as `dirhash.HashZip` computes it: every entry, by its name exactly as stored;
 /// directory entries count as empty files.
-pub fn h1_of_zip(path: &Path) -> Result<Hash, HashError> {
+#[cfg(test)] // used by the unit tests only
+pub(crate) fn h1_of_zip(path: &Path) -> Result<Hash, HashError> {
     zip_h1s(path).map(|(_, all)| all)
 }
 
@@ -292,6 +294,79 @@ pub(crate) fn h1_of_entries(mut files: Vec<(Vec<u8>, [u8; 32])>) -> Result<Hash,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const H1_EMPTY: &str = "h1:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+    const H1_HELLO: &str = "h1:ACenfE/xHd2y4YemST5ZES8kUXdM28vrpXDNMENE90w=";
+
+    /// A zip of `(name, content, mode)` entries; a name ending in `/` is a directory entry.
+    fn make_zip(entries: &[(&str, &[u8], u32)]) -> Vec<u8> {
+        use std::io::Write;
+        let mut w = zip::ZipWriter::new(io::Cursor::new(Vec::new()));
+        for (name, content, mode) in entries {
+            let opts = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Deflated)
+                .unix_permissions(*mode);
+            if name.ends_with('/') {
+                w.add_directory(name.trim_end_matches('/'), opts).unwrap();
+            } else {
+                w.start_file(*name, opts).unwrap();
+                w.write_all(content).unwrap();
+            }
+        }
+        w.finish().unwrap().into_inner()
+    }
+
+    #[test]
+    fn the_zip_and_directory_forms_match_the_test_vectors() {
+        let d = tempfile::tempdir().unwrap();
+        let empty = d.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert_eq!(h1_of_dir(&empty).unwrap().as_str(), H1_EMPTY);
+        let one = d.path().join("one");
+        std::fs::create_dir(&one).unwrap();
+        std::fs::write(one.join("terraform-provider-foo_v1.0.0"), b"hello\n").unwrap();
+        assert_eq!(h1_of_dir(&one).unwrap().as_str(), H1_HELLO);
+
+        let write = |name: &str, bytes: &[u8]| {
+            let p = d.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let empty_zip = write("empty.zip", &make_zip(&[]));
+        assert_eq!(h1_of_zip(&empty_zip).unwrap().as_str(), H1_EMPTY);
+        let zip_bytes = make_zip(&[("terraform-provider-foo_v1.0.0", b"hello\n", 0o755)]);
+        let hello_zip = write("hello.zip", &zip_bytes);
+        assert_eq!(h1_of_zip(&hello_zip).unwrap().as_str(), H1_HELLO);
+        assert_eq!(h1_of_zip_package(&hello_zip).unwrap().as_str(), H1_HELLO);
+        assert_eq!(
+            zh_of_file(&hello_zip).unwrap().to_string(),
+            format!("zh:{}", hex::encode(Sha256::digest(&zip_bytes)))
+        );
+        assert_eq!(
+            zh_of_bytes(b"").as_str(),
+            "zh:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+
+        // Directory entries count as empty files in the zip form only; the package form equals
+        // the unpacked directory.
+        let with_dir = write(
+            "dir.zip",
+            &make_zip(&[
+                ("sub/", b"", 0o755),
+                ("sub/terraform-provider-foo_v1.0.0", b"hello\n", 0o755),
+            ]),
+        );
+        let unpacked = d.path().join("unpacked");
+        std::fs::create_dir_all(unpacked.join("sub")).unwrap();
+        std::fs::write(
+            unpacked.join("sub/terraform-provider-foo_v1.0.0"),
+            b"hello\n",
+        )
+        .unwrap();
+        let dir_h1 = h1_of_dir(&unpacked).unwrap();
+        assert_eq!(h1_of_zip_package(&with_dir).unwrap(), dir_h1);
+        assert_ne!(h1_of_zip(&with_dir).unwrap(), dir_h1);
+    }
 
     #[test]
     fn test_vectors() {

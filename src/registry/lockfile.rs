@@ -64,7 +64,7 @@ impl LockedProvider {
 
 impl LockFile {
     /// Parses lock file text; `path` is only used in error messages.
-    pub fn parse(text: &str, path: &Path) -> Result<LockFile, InstallError> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<LockFile, InstallError> {
         lockfile_hcl::parse(text).map_err(|(line, detail)| InstallError::LockFile {
             path: path.to_path_buf(),
             line,
@@ -83,19 +83,19 @@ impl LockFile {
 
     /// The canonical text: header, then providers sorted by address, hashes sorted. The same
     /// model always gives the same bytes.
-    pub fn to_hcl(&self) -> String {
+    pub(crate) fn to_hcl(&self) -> String {
         lockfile_hcl::write(self)
     }
 
     /// The entry for `addr`.
-    pub fn get(&self, addr: &ProviderAddr) -> Option<&LockedProvider> {
+    pub(crate) fn get(&self, addr: &ProviderAddr) -> Option<&LockedProvider> {
         self.providers.get(addr)
     }
 
     /// Records `version` for `addr`. Hashes already recorded for the same version are kept
     /// (only `h1:`/`zh:` ones; other schemes are not carried forward, as OpenTofu does), those
     /// of another version are dropped; `new_hashes` are added.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         addr: &ProviderAddr,
         version: &Version,
@@ -188,4 +188,118 @@ fn read_text(path: &Path) -> std::io::Result<String> {
         )));
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::hash::zh_of_bytes;
+    use super::*;
+
+    const H1_EMPTY: &str = "h1:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+    const H1_HELLO: &str = "h1:ACenfE/xHd2y4YemST5ZES8kUXdM28vrpXDNMENE90w=";
+
+    #[test]
+    // Long because its fixtures are whole lock files written out (tofu's, a careless one,
+    // Terraform's, Nivis's own), each read back beside the one before.
+    fn reads_tofu_output_and_writes_byte_stable() {
+        let mut zh: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|s| zh_of_bytes(s.as_bytes()).to_string())
+            .collect();
+        zh.sort();
+        // Exactly as `tofu providers lock` writes it.
+        let tofu = format!(
+            r#"# This file is maintained automatically by "tofu init".
+# Manual edits may be lost in future updates.
+
+provider "registry.opentofu.org/hashicorp/aws" {{
+  version     = "5.0.0"
+  constraints = ">= 4.0.0"
+  hashes = [
+    "{H1_EMPTY}",
+    "{z0}",
+  ]
+}}
+
+provider "registry.opentofu.org/hashicorp/null" {{
+  version = "3.2.1"
+  hashes = [
+    "{H1_HELLO}",
+    "{z1}",
+    "{z2}",
+  ]
+}}
+"#,
+            z0 = zh[0],
+            z1 = zh[1],
+            z2 = zh[2]
+        );
+        let path = Path::new(".terraform.lock.hcl");
+        let lock = LockFile::parse(&tofu, path).unwrap();
+        assert_eq!(lock.header_tool.as_deref(), Some("tofu init"));
+        assert_eq!(lock.providers.len(), 2);
+        let aws = lock.get(&"hashicorp/aws".parse().unwrap()).unwrap();
+        assert_eq!(aws.version.to_string(), "5.0.0");
+        assert_eq!(aws.constraints.as_deref(), Some(">= 4.0.0"));
+        assert_eq!(aws.hashes.len(), 2);
+        let null = lock.get(&"hashicorp/null".parse().unwrap()).unwrap();
+        assert_eq!(null.constraints, None);
+        assert_eq!(
+            lock.to_hcl(),
+            tofu,
+            "rewriting a tofu-written file changes no byte"
+        );
+        assert_eq!(LockFile::parse(&lock.to_hcl(), path).unwrap(), lock);
+
+        // The same content written carelessly reads the same and is written canonically.
+        let messy = format!(
+            "# This file is maintained automatically by \"tofu init\".\n# Manual edits may be lost in future updates.\n\n\
+             // a comment\nprovider \"registry.opentofu.org/hashicorp/null\" {{\n  hashes = [\"{z2}\", \"{H1_HELLO}\",\n \"{z1}\", \"{z2}\"]\n  version=\"3.2.1\" # trailing\n}}\n\
+             /* a\n   block comment */\nmodule \"old\" {{\n  source = \"x\"\n}}\n\
+             provider \"registry.opentofu.org/hashicorp/aws\" {{\n\tconstraints = \">= 4.0.0\"\n\tversion = \"5.0.0\"\n\thashes = [\n\t\t\"{z0}\",\n\t\t\"{H1_EMPTY}\"\n\t]\n}}\n",
+            z0 = zh[0],
+            z1 = zh[1],
+            z2 = zh[2]
+        );
+        let lock2 = LockFile::parse(&messy, path).unwrap();
+        assert_eq!(lock2.warnings.len(), 1, "the module block is reported");
+        assert_eq!(lock2.to_hcl(), tofu);
+
+        // Terraform's header and host survive a round trip too.
+        let tf = tofu
+            .replace("tofu init", "terraform init")
+            .replace("registry.opentofu.org", "registry.terraform.io");
+        assert_eq!(LockFile::parse(&tf, path).unwrap().to_hcl(), tf);
+
+        // A file Nivis creates: sorted whatever the insertion order, stable on rewrite.
+        let mut ours = LockFile::default();
+        for (addr, hashes) in [
+            ("hashicorp/null", vec![H1_HELLO]),
+            ("example.com/acme/thing", vec![H1_EMPTY, H1_HELLO]),
+        ] {
+            let hashes = hashes.into_iter().map(|h| Hash::parse(h).unwrap());
+            ours.record(
+                &addr.parse().unwrap(),
+                &"1.0.0".parse().unwrap(),
+                None,
+                hashes.rev(),
+            );
+        }
+        let text = ours.to_hcl();
+        assert!(text
+            .starts_with("# This file is maintained automatically by \"nivis providers lock\".\n"));
+        assert!(
+            text.find("example.com/acme/thing").unwrap() < text.find("hashicorp/null").unwrap()
+        );
+        let reread = LockFile::parse(&text, path).unwrap();
+        assert_eq!(reread.to_hcl(), text);
+
+        // Broken files say where.
+        let err = LockFile::parse(
+            "provider \"registry.opentofu.org/a/b\" {\n  version = 1\n}\n",
+            path,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains(".terraform.lock.hcl:2"), "{err}");
+    }
 }

@@ -54,13 +54,11 @@ mod resolve;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub(crate) use address::is_registry_address;
 pub use {
-    address::{
-        is_registry_address, Constraint, NotationError, Platform, ProviderAddr, Version,
-        DEFAULT_HOST,
-    },
+    address::{NotationError, Platform, ProviderAddr, Version},
     error::{Check, InstallError, PackageRef},
-    hash::{h1_of_dir, h1_of_zip, h1_of_zip_package, zh_of_bytes, zh_of_file, Hash, HashError},
+    hash::{h1_of_dir, h1_of_zip_package, Hash, HashError},
     lockfile::LockFile,
 };
 

@@ -43,13 +43,13 @@ fn escape_with(text: &str, keep_layout: bool) -> Cow<'_, str> {
 
 /// A single value or name for a terminal: known secrets redacted, every control, line break
 /// and bidirectional character escaped.
-pub fn escape(redactor: &Redactor, text: &str) -> String {
+pub(crate) fn escape(redactor: &Redactor, text: &str) -> String {
     escape_with(&redactor.redact(text), false).into_owned()
 }
 
 /// [`escape`] without the redaction, only for a value the user asked to see as it is
 /// (`output --raw NAME` on a terminal).
-pub fn escape_unredacted(text: &str) -> String {
+pub(crate) fn escape_unredacted(text: &str) -> String {
     escape_with(text, false).into_owned()
 }
 
@@ -61,7 +61,7 @@ pub fn escape_text(redactor: &Redactor, text: &str) -> String {
 
 /// A string value in double quotes, as a plan shows it: `\` and `"` escaped too, so the value's
 /// end is unambiguous.
-pub fn quote(redactor: &Redactor, text: &str) -> String {
+pub(crate) fn quote(redactor: &Redactor, text: &str) -> String {
     let inner = text.replace('\\', "\\\\").replace('"', "\\\"");
     format!("\"{}\"", escape(redactor, &inner))
 }
@@ -81,7 +81,7 @@ pub fn json_text(redactor: &Redactor, value: &serde_json::Value, pretty: bool) -
 /// and the characters serde_json leaves raw (DEL, C1 controls, bidirectional and invisible
 /// format characters) written as `\uXXXX`, so the text stays the same JSON. serde_json already
 /// escapes C0 controls inside strings; the only raw ones left are the layout's own newlines.
-pub fn json_text_unredacted(value: &serde_json::Value, pretty: bool) -> String {
+pub(crate) fn json_text_unredacted(value: &serde_json::Value, pretty: bool) -> String {
     let text = if pretty {
         serde_json::to_string_pretty(value).expect("JSON values serialise")
     } else {

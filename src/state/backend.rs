@@ -145,7 +145,7 @@ impl LockedStore for S3Store {
 
 /// Why the backend cannot be configured, or cannot do what was asked of it.
 #[derive(Debug)]
-pub enum BackendError {
+pub(crate) enum BackendError {
     /// A field of the backend, or the environment name, is wrong.
     Config(ConfigError),
     /// `nivis.backend` is not an attribute set.
@@ -238,7 +238,7 @@ impl From<StateError> for BackendError {
 /// The local state file of environment `env` for the default environment's `path`: `path`
 /// itself, or `nivis.env.d/ENV/` beside it (an environment name is checked first, so it never
 /// leaves that directory).
-pub fn env_state_path(path: &Path, env: &str) -> Result<PathBuf, ConfigError> {
+pub(crate) fn env_state_path(path: &Path, env: &str) -> Result<PathBuf, ConfigError> {
     super::s3::config::check_env_name(env)?;
     if env == DEFAULT_ENV {
         return Ok(path.to_path_buf());

@@ -631,7 +631,7 @@ fn reserve(file: &File, end: u64) -> io::Result<()> {
 
 /// The files of one state (see the module doc of [`crate::state`]), all in one directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatePaths {
+pub(crate) struct StatePaths {
     /// `P`, the snapshot.
     pub(crate) snapshot: PathBuf,
     /// `P.journal`.
@@ -719,7 +719,7 @@ fn read_snapshot(path: &Path) -> Result<(Option<StateFile>, u64), StateError> {
 
 /// Parses snapshot bytes read from `path` (a state file, a remote object's URL, or a file
 /// `state push` was given): the format version first, then the shape.
-pub fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
+pub(crate) fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     // One resource at a time when it can (a large state then never sits beside its whole JSON
     // tree); everything else, errors included, is read and reported as a whole.
     let state = match super::snapshot::read_current(bytes) {

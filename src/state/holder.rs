@@ -52,7 +52,7 @@ pub struct LockHolder {
 
 /// Why a lock outlives its holder: results rescued on one machine, waiting to be recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeptFor {
+pub(crate) struct KeptFor {
     /// The machine whose rescue file holds the results.
     pub(crate) host: String,
     /// How many results (changes) wait there.
@@ -74,7 +74,7 @@ impl fmt::Display for KeptFor {
 
 /// Whether a lock's holder still runs, as far as this machine can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Liveness {
+pub(crate) enum Liveness {
     /// On this host, a process with the holder's pid runs and (when recorded) started when the
     /// holder did.
     Alive,

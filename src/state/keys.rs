@@ -27,7 +27,7 @@ const FIELD: &str = "keys";
 
 /// One key the state keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateKey {
+pub(crate) enum StateKey {
     /// Keys the digests of a saved plan's sensitive variables.
     SavedPlan,
     /// Keys the MAC of each audit record (`audit`).

@@ -21,7 +21,7 @@ use super::file::StatePaths;
 /// What opening a state for writing does when the state is missing but evidence shows that
 /// one existed (see `lost.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IfLost {
+pub(crate) enum IfLost {
     /// Refuse with [`StateError::Lost`]: nothing is planned against an empty state.
     Refuse,
     /// Open it as an empty state, writing nothing yet: for a command that replaces the whole

@@ -175,19 +175,23 @@ pub(crate) use holder::{format_utc, host_name, unix_now, user_name};
 pub(crate) use pending::{this_run, PendingAction, PendingOperation};
 pub(crate) use read_lock::ReadLock;
 pub(crate) use s3::config::DEFAULT_ENV;
+pub(crate) use {
+    backend::{env_state_path, BackendError},
+    file::{parse_snapshot, StatePaths},
+    holder::{KeptFor, Liveness},
+    keys::StateKey,
+    lost::IfLost,
+    model::{ResourceStatus, SCHEMA_VERSION},
+};
 pub use {
-    backend::{env_state_path, Backend, BackendError, LockedStore},
+    backend::{Backend, LockedStore},
     change::Change,
     error::StateError,
-    file::{parse_snapshot, StatePaths, Store},
-    holder::{ForceUnlock, KeptFor, Liveness, LockHolder},
-    keys::StateKey,
-    lost::{IfLost, LostState},
+    file::Store,
+    holder::{ForceUnlock, LockHolder},
+    lost::LostState,
     memory::{MemoryStore, Mirror},
-    model::{
-        DeposedObject, FormatError, ResourceKind, ResourceState, ResourceStatus, StateFile,
-        SCHEMA_VERSION,
-    },
+    model::{DeposedObject, FormatError, ResourceKind, ResourceState, StateFile},
     mutation::Mutation,
 };
 

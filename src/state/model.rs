@@ -25,7 +25,7 @@ use super::pending::PendingOperation;
 /// reads version 2, which spelled the resource keys in snake_case (`type_name`, ...), and
 /// version 1, written by the first release as `schema_version`, which differs from 2 only in
 /// that key (and in rejecting unknown fields).
-pub const SCHEMA_VERSION: u32 = 3;
+pub(crate) const SCHEMA_VERSION: u32 = 3;
 
 /// The keys of a resource that versions 1 and 2 spelled in snake_case, with their names since
 /// version 3. Any other key (known, or unknown and kept in `extra`) is read as it is spelled.
@@ -395,7 +395,7 @@ pub enum ResourceKind {
 /// Health of a resource's current object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ResourceStatus {
+pub(crate) enum ResourceStatus {
     /// Created or updated successfully.
     Ready,
     /// Created but something failed afterwards: the next plan replaces it.

@@ -23,7 +23,7 @@ const NONCE_LEN: usize = 12;
 
 /// Where the key comes from (backend `encryptionKeyEnv` / `encryptionKeyFile`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
+pub(crate) enum KeySource {
     /// An environment variable holding the base64 key.
     Env(String),
     /// A file holding the base64 key (must not be readable by group or others).
@@ -32,7 +32,7 @@ pub enum KeySource {
 
 /// Why the encryption key cannot be loaded; the message names the source and what to do.
 #[derive(Debug)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     /// The configured environment variable is not set.
     EnvUnset {
         /// The variable's name.
@@ -128,7 +128,7 @@ impl std::error::Error for KeyError {
 
 /// Why an object cannot be opened (decrypted).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     /// The object is plain text, but the backend requires encryption.
     NotEncrypted {
         /// The object's key name.

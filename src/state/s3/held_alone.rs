@@ -14,7 +14,7 @@ use super::remote::Remote;
 use crate::state::{LockHolder, StateError};
 
 /// The lock of a remote state, held until dropped.
-pub struct HeldAlone {
+pub(crate) struct HeldAlone {
     client: Client,
     held: HeldLock,
     url: String,

@@ -69,14 +69,13 @@ use std::fmt;
 pub use {
     client::{error::S3Error, Client, Condition, Retry, Target},
     config::{ConfigError, S3Backend},
-    crypt::{KeyError, KeySource, OpenError},
+    sigv4::Credentials,
+    store::S3Store,
+};
+pub(crate) use {
     held_alone::HeldAlone,
     remote::Conversion,
-    sigv4::{Credentials, CredentialsError},
-    store::{
-        repair::{repair, Repair},
-        S3Store,
-    },
+    store::repair::{repair, Repair},
 };
 
 use super::StateError;

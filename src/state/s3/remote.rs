@@ -26,7 +26,7 @@ pub(super) const SEAL: &[u8] = b"nivis-sealed\n";
 /// conversion says. Outside a conversion a plaintext object under a key is refused (someone
 /// may have swapped it in), and so is a sealed one without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conversion {
+pub(crate) enum Conversion {
     /// Write every object sealed with the configured key.
     Encrypt,
     /// Write every object in plain text (the configured key still opens sealed ones).

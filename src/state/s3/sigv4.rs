@@ -18,7 +18,7 @@ use crate::percent::percent_encode;
 
 /// Why no credentials were found; the message says what to set.
 #[derive(Debug)]
-pub enum CredentialsError {
+pub(crate) enum CredentialsError {
     /// Neither the environment's keys nor the profile in the shared credentials file.
     Missing {
         /// The profile looked for.

@@ -17,7 +17,7 @@ use crate::state::{LockHolder, Mutation, StateError, StateFile};
 
 /// What a repair found (and, unless a dry run, did).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Repair {
+pub(crate) struct Repair {
     /// The journal segment missing, by name (`None`: the journal is whole; nothing to do).
     pub(crate) missing: Option<String>,
     /// Segments kept (before the gap).
@@ -35,7 +35,7 @@ pub struct Repair {
 /// Finds the first missing segment of the journal of `backend`'s state and, given `write` (the
 /// token; `None` is a dry run), repairs the state as the module doc says. Under the lock,
 /// waiting up to `wait`.
-pub fn repair(
+pub(crate) fn repair(
     backend: &S3Backend,
     holder: LockHolder,
     wait: Option<std::time::Duration>,
