@@ -266,12 +266,13 @@ def tf_ref(name: str) -> str:
     return "${null_resource.%s.id}" % (f"{FAMILY}[0]" if name == FAMILY else name)
 
 
-def tf_lifecycle(r: dict) -> dict:
+def tf_lifecycle(r: dict, ignored: str = 'triggers["v"]') -> dict:
+    """The lifecycle block of resource `r`; `ignored`: what its ignore_changes names."""
     life = {}
     if r.get("cbd"):
         life["create_before_destroy"] = True
     if r.get("ign"):
-        life["ignore_changes"] = ['triggers["v"]']
+        life["ignore_changes"] = [ignored]
     if r.get("pd"):
         life["prevent_destroy"] = True
     return {"lifecycle": life} if life else {}

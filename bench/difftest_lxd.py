@@ -265,14 +265,7 @@ def drift(config: dict, rng: random.Random, world: "Worlds") -> tuple[str, str |
 # ---------------------------------------------------------------- the two configurations
 
 def tf_lifecycle(r: dict) -> dict:
-    life = {}
-    if r.get("cbd"):
-        life["create_before_destroy"] = True
-    if r.get("ign"):
-        life["ignore_changes"] = ["description"]
-    if r.get("pd"):
-        life["prevent_destroy"] = True
-    return {"lifecycle": life} if life else {}
+    return difftest.tf_lifecycle(r, ignored="description")
 
 
 def terraform_config(config: dict, socket: str) -> dict:
