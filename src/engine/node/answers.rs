@@ -7,14 +7,14 @@
 //! object alone, so a kept answer (`previewed`) need not store it. Not: the action chosen from
 //! the answers or anything applied (`managed`), or keeping answers for the apply (`previewed`).
 
-use super::managed::{check_plan, ignore_paths};
 use super::refresh::{current_object, Drift};
 use super::NodeInput;
-use crate::diag::Diagnostics;
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::IgnorePath;
 use crate::plan;
 use crate::provider::{PlanRequest, PlanResponse};
 use crate::schema::Block;
-use crate::value::Value;
+use crate::value::{PathStep, Value};
 
 /// What the provider answered while a managed resource was planned: the validation's,
 /// upgrade's, read's and plan's diagnostics (warnings only), the current object, and the plan.
@@ -146,4 +146,56 @@ pub(super) fn ask_provider(
         shaped,
         plan,
     })
+}
+
+/// Checks a plan the way OpenTofu does; with the legacy SDK type system problems are warnings.
+fn check_plan(
+    block: &Block,
+    prior: &Value,
+    config: &Value,
+    planned: &Value,
+    legacy: bool,
+) -> Result<(), Diagnostics> {
+    let problems = plan::assert_plan_valid(block, prior, config, planned);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    if legacy {
+        for p in problems {
+            log::debug!("provider produced an invalid plan (tolerated for the legacy SDK): {p}");
+        }
+        return Ok(());
+    }
+    Err(Diagnostics(
+        problems
+            .into_iter()
+            .map(|p| {
+                Diagnostic::error("provider produced an invalid plan").with_detail(format!(
+                    "{p}\nThis is a bug in the provider; please report it to its authors."
+                ))
+            })
+            .collect(),
+    ))
+}
+
+/// The attribute paths `ignoreChanges` names, `all` spelt out as every configurable attribute
+/// and block of `block`.
+pub(super) fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {
+    let mut out = Vec::new();
+    for p in ignore {
+        match p {
+            IgnorePath::All => {
+                for (name, attr) in &block.attributes {
+                    if attr.optional || attr.required {
+                        out.push(vec![PathStep::Attr(name.clone())]);
+                    }
+                }
+                for name in block.block_types.keys() {
+                    out.push(vec![PathStep::Attr(name.clone())]);
+                }
+            }
+            IgnorePath::Path(steps) => out.push(crate::ir::value_path(steps)),
+        }
+    }
+    out
 }

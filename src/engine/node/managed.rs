@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde_json::Value as Json;
 
-use super::answers::ask_provider;
+use super::answers::{ask_provider, ignore_paths};
 use super::delete::{destroy_deposed, destroy_object};
 use super::previewed::{EarlierPlan, InputsDigest};
 use super::record::{
@@ -18,13 +18,12 @@ use super::{
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::engine::events::Action;
 use crate::engine::Mutation;
-use crate::ir::IgnorePath;
 use crate::plan;
 use crate::provider::{ApplyRequest, PlanRequest};
 use crate::schema::Block;
 use crate::state::PendingAction;
 use crate::state::{Change, DeposedObject, ResourceKind, ResourceState, ResourceStatus};
-use crate::value::{self, PathStep, Type, Value};
+use crate::value::{self, Type, Value};
 
 /// A managed resource planned: what the apply half of its turn needs.
 pub(super) struct Planned<'a> {
@@ -379,36 +378,6 @@ fn apply_managed(
     out
 }
 
-/// Checks a plan the way OpenTofu does; with the legacy SDK type system problems are warnings.
-pub(super) fn check_plan(
-    block: &Block,
-    prior: &Value,
-    config: &Value,
-    planned: &Value,
-    legacy: bool,
-) -> Result<(), Diagnostics> {
-    let problems = plan::assert_plan_valid(block, prior, config, planned);
-    if problems.is_empty() {
-        return Ok(());
-    }
-    if legacy {
-        for p in problems {
-            log::debug!("provider produced an invalid plan (tolerated for the legacy SDK): {p}");
-        }
-        return Ok(());
-    }
-    Err(Diagnostics(
-        problems
-            .into_iter()
-            .map(|p| {
-                Diagnostic::error("provider produced an invalid plan").with_detail(format!(
-                    "{p}\nThis is a bug in the provider; please report it to its authors."
-                ))
-            })
-            .collect(),
-    ))
-}
-
 /// The outcome of applying a change: `Ok(Some(record))` on success (`Ok(None)`: nothing to
 /// record); `Err(partial)` on failure, with the partial object the provider returned, if any
 /// (a failed create is recorded as tainted).
@@ -554,26 +523,6 @@ pub(super) fn create_fresh(
         diags,
         mutation,
     )
-}
-
-pub(super) fn ignore_paths(block: &Block, ignore: &[IgnorePath]) -> Vec<Vec<PathStep>> {
-    let mut out = Vec::new();
-    for p in ignore {
-        match p {
-            IgnorePath::All => {
-                for (name, attr) in &block.attributes {
-                    if attr.optional || attr.required {
-                        out.push(vec![PathStep::Attr(name.clone())]);
-                    }
-                }
-                for name in block.block_types.keys() {
-                    out.push(vec![PathStep::Attr(name.clone())]);
-                }
-            }
-            IgnorePath::Path(steps) => out.push(crate::ir::value_path(steps)),
-        }
-    }
-    out
 }
 
 /// Replaces unknown values (a provider bug after apply) by null, as OpenTofu does.
