@@ -74,12 +74,11 @@ impl PlanConfig {
             plan_prior,
         }
     }
-}
 
-impl Answers {
-    /// The configuration a new object of this resource is created from (a replacement's).
+    /// The configuration a new object of this resource is created from (a replacement's): the
+    /// configuration as written.
     pub(super) fn new_object_config(&self) -> &Value {
-        self.shaped.written.as_ref().unwrap_or(&self.shaped.config)
+        self.written.as_ref().unwrap_or(&self.config)
     }
 }
 

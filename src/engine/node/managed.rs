@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde_json::Value as Json;
 
-use super::answers::{ask_provider, ignore_paths};
+use super::answers::{ask_provider, ignore_paths, PlanConfig};
 use super::delete::{destroy_deposed, destroy_object};
 use super::previewed::{EarlierPlan, InputsDigest};
 use super::record::{
@@ -29,12 +29,10 @@ use crate::value::{self, Type, Value};
 pub(super) struct Planned<'a> {
     schema: &'a crate::schema::Schema,
     ty: Type,
-    config: Value,
-    /// The configuration as written, when `ignoreChanges` changed `config` (see [`Answers`]).
-    written: Option<Value>,
+    /// The configuration the plan was asked with, and what from.
+    shaped: PlanConfig,
     prior: Value,
     prior_private: Vec<u8>,
-    plan_prior: Value,
     plan: crate::provider::PlanResponse,
     action: Action,
     diags: Diagnostics,
@@ -149,7 +147,7 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
         None
     } else {
         let facts = (tainted, drift.is_some());
-        let new_config = answers.new_object_config();
+        let new_config = answers.shaped.new_object_config();
         planned_object(input, block, action, prior, new_config, facts, plan)
     };
     let plan_made = (inputs.filter(|_| keeps))
@@ -175,11 +173,9 @@ fn plan_managed(input: &NodeInput) -> Result<Planned<'_>, Box<NodeOutput>> {
     Ok(Planned {
         schema: s,
         ty,
-        config: answers.shaped.config,
-        written: answers.shaped.written,
+        shaped: answers.shaped,
         prior: answers.prior,
         prior_private: answers.prior_private,
-        plan_prior: answers.shaped.plan_prior,
         plan: answers.plan,
         action,
         diags: answered,
@@ -245,11 +241,11 @@ fn apply_managed(
     mutation: Mutation,
 ) -> NodeOutput {
     let (s, ty, action) = (planned.schema, planned.ty, planned.action);
-    let (config, plan) = (planned.config, planned.plan);
+    let (shaped, plan) = (planned.shaped, planned.plan);
+    let (config, plan_prior) = (&shaped.config, &shaped.plan_prior);
     // A replacement's new object is created from the configuration as written.
-    let new_config = planned.written.as_ref().unwrap_or(&config);
+    let new_config = shaped.new_object_config();
     let (prior, prior_private) = (planned.prior, planned.prior_private);
-    let plan_prior = planned.plan_prior;
     let (mut diags, mut out) = (planned.diags, planned.out);
     let block = &s.block;
     if let Err(d) = check_allowed(input, action) {
@@ -301,9 +297,9 @@ fn apply_managed(
             block,
             &ty,
             s.version,
-            &plan_prior,
+            plan_prior,
             &plan.planned_state,
-            &config,
+            config,
             &plan.planned_private,
             &mut diags,
             mutation,
