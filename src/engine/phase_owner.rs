@@ -135,7 +135,7 @@ pub(super) fn run_phase(
         owner.stream.timing.evaluation = owner.host.evaluation_time();
     }
     let workers = owner.host.opts().parallelism;
-    let order = former_readers_first(&owner.ids, &deps, |id| {
+    let order = former_readers_first(&owner.ids, &index, &deps, |id| {
         let record = owner.holder.state().get(id)?;
         Some(record.dependencies.as_slice())
     });

@@ -13,17 +13,14 @@ use std::collections::HashMap;
 /// container still names), as an orphan is deleted only at the fixpoint. No edge where the
 /// reader reaches the other (through references or edges added before): that would close a
 /// cycle.
-/// `recorded` gives the dependencies a resource's record holds (none for a new resource).
+/// `ids` are the phase's jobs, `index` each one's position; `recorded` gives the dependencies a
+/// resource's record holds (none for a new resource).
 pub(super) fn former_readers_first<'a>(
     ids: &[String],
+    index: &HashMap<&str, usize>,
     deps: &[Vec<usize>],
     recorded: impl Fn(&str) -> Option<&'a [String]>,
 ) -> Vec<Vec<usize>> {
-    let index: HashMap<&str, usize> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_str(), i))
-        .collect();
     let mut order = deps.to_vec();
     for (reader, id) in ids.iter().enumerate() {
         let Some(was_read_all) = recorded(id) else {
@@ -33,9 +30,15 @@ pub(super) fn former_readers_first<'a>(
             let Some(&read) = index.get(was_read.as_str()) else {
                 continue;
             };
-            // Checked against the edges added so far too: records written by different runs
-            // could otherwise ask for a cycle.
-            if read != reader && !reaches(&order, reader, read) && !order[read].contains(&reader) {
+            // A reader that still reads it directly (most records) needs no search. Checked
+            // against the edges added so far too: records written by different runs could
+            // otherwise ask for a cycle.
+            let still_reads = order[reader].contains(&read);
+            if read != reader
+                && !still_reads
+                && !reaches(&order, reader, read)
+                && !order[read].contains(&reader)
+            {
                 order[read].push(reader);
             }
         }
@@ -62,55 +65,44 @@ fn reaches(deps: &[Vec<usize>], from: usize, to: usize) -> bool {
 mod tests {
     use super::*;
 
-    fn ids(names: &[&str]) -> Vec<String> {
-        names.iter().map(|n| n.to_string()).collect()
+    /// `former_readers_first` over the jobs `names` with references `deps`, whose records
+    /// depend on what `records` lists.
+    fn order_of(
+        names: &[&str],
+        deps: &[Vec<usize>],
+        records: &[(&str, &[&str])],
+    ) -> Vec<Vec<usize>> {
+        let ids: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let index: HashMap<&str, usize> = (ids.iter().enumerate())
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        let records: Vec<(&str, Vec<String>)> = (records.iter())
+            .map(|(id, read)| (*id, read.iter().map(|r| r.to_string()).collect()))
+            .collect();
+        let recorded = |id: &str| {
+            (records.iter())
+                .find(|(r, _)| *r == id)
+                .map(|(_, d)| d.as_slice())
+        };
+        former_readers_first(&ids, &index, deps, recorded)
     }
 
     #[test]
     fn a_former_reader_runs_first_and_a_current_one_keeps_its_order() {
-        let records = [
-            ("b".to_string(), vec!["a".to_string()]),
-            ("c".to_string(), vec!["a".to_string()]),
-        ];
-        let recorded = |id: &str| {
-            records
-                .iter()
-                .find(|(r, _)| r == id)
-                .map(|(_, d)| d.as_slice())
-        };
         // b no longer reads a; c still does.
-        let order =
-            former_readers_first(&ids(&["a", "b", "c"]), &[vec![], vec![], vec![0]], recorded);
+        let records: [(&str, &[&str]); 2] = [("b", &["a"]), ("c", &["a"])];
+        let order = order_of(&["a", "b", "c"], &[vec![], vec![], vec![0]], &records);
         assert_eq!(order, [vec![1], vec![], vec![0]]);
     }
 
     #[test]
     fn no_edge_closes_a_cycle() {
         // b reads a through c now: a cannot wait for b.
-        let records = [("b".to_string(), vec!["a".to_string()])];
-        let recorded = |id: &str| {
-            records
-                .iter()
-                .find(|(r, _)| r == id)
-                .map(|(_, d)| d.as_slice())
-        };
         let deps = [vec![], vec![2], vec![0]];
-        assert_eq!(
-            former_readers_first(&ids(&["a", "b", "c"]), &deps, recorded),
-            deps
-        );
+        assert_eq!(order_of(&["a", "b", "c"], &deps, &[("b", &["a"])]), deps);
         // Records of different runs that read each other: one edge, not two.
-        let records = [
-            ("a".to_string(), vec!["b".to_string()]),
-            ("b".to_string(), vec!["a".to_string()]),
-        ];
-        let recorded = |id: &str| {
-            records
-                .iter()
-                .find(|(r, _)| r == id)
-                .map(|(_, d)| d.as_slice())
-        };
-        let order = former_readers_first(&ids(&["a", "b"]), &[vec![], vec![]], recorded);
+        let records: [(&str, &[&str]); 2] = [("a", &["b"]), ("b", &["a"])];
+        let order = order_of(&["a", "b"], &[vec![], vec![]], &records);
         assert_eq!(order.iter().map(Vec::len).sum::<usize>(), 1, "{order:?}");
     }
 }
