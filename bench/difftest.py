@@ -313,12 +313,13 @@ def nv_ref(name: str) -> str:
     return f'(builtins.elemAt {FAMILY} 0).refAttr "id"' if name == FAMILY else f'{name}.refAttr "id"'
 
 
-def nv_lifecycle(r: dict) -> str:
+def nv_lifecycle(r: dict, ignored: str = "triggers.v") -> str:
+    """The lifecycle attribute of resource `r`; `ignored`: what its ignoreChanges names."""
     life = []
     if r.get("cbd"):
         life.append("createBeforeDestroy = true;")
     if r.get("ign"):
-        life.append('ignoreChanges = [ "triggers.v" ];')
+        life.append(f"ignoreChanges = [ {json.dumps(ignored)} ];")
     if r.get("pd"):
         life.append("preventDestroy = true;")
     return f"lifecycle = {{ {' '.join(life)} }};" if life else ""

@@ -296,14 +296,7 @@ def nix_attrs(d: dict) -> str:
 
 
 def nv_lifecycle(r: dict) -> str:
-    life = []
-    if r.get("cbd"):
-        life.append("createBeforeDestroy = true;")
-    if r.get("ign"):
-        life.append('ignoreChanges = [ "description" ];')
-    if r.get("pd"):
-        life.append("preventDestroy = true;")
-    return f"lifecycle = {{ {' '.join(life)} }};" if life else ""
+    return difftest.nv_lifecycle(r, ignored="description")
 
 
 def nivis_plan(config: dict, provider: str, socket: str) -> str:
